@@ -1,0 +1,66 @@
+// Command sealrun is the operator's CLI: tracks, exams, images, runs, verification.
+//
+// Exit codes: 0 success, 1 invalid input or a negative verdict, 2 usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitInvalid = 1 // bad input, failed check, negative verdict
+	exitUsage   = 2 // wrong flags or arguments
+)
+
+// exitError carries the exit code chosen by a verb. Errors without one that reach run came from
+// argument or flag parsing, so they are usage errors.
+type exitError struct {
+	code int
+	err  error
+	// quiet: the verb already printed everything the user needs (for example a list of problems).
+	quiet bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// invalid marks err as bad input (exit 1).
+func invalid(err error) error { return &exitError{code: exitInvalid, err: err} }
+
+// usage marks err as a usage error (exit 2).
+func usage(err error) error { return &exitError{code: exitUsage, err: err} }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		ee = &exitError{code: exitUsage, err: err}
+	}
+	if !ee.quiet {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), ee.err)
+	}
+	if ee.code == exitUsage && !ee.quiet {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return ee.code
+}

@@ -1,0 +1,3 @@
+// Package e2e holds end-to-end and escape tests against real containers, and the repository's
+// structural tests (which package may import which).
+package e2e

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sealrun/sealrun"
+
+// allowed pins which sibling packages each package may import (DESIGN.md "Layout"). A package's
+// own internal/ packages are always allowed; daemon, cmd/sealrun and e2e compose everything.
+var allowed = map[string][]string{
+	"policy":       {},
+	"exams":        {},
+	"images":       {"policy"},
+	"sandbox":      {"policy", "images"},
+	"controller":   {"policy", "sandbox"},
+	"runner":       {"policy", "sandbox"},
+	"grader":       {"policy", "sandbox", "exams"},
+	"attest":       {"policy"},
+	"leaderboard":  {"policy", "attest"},
+	"cmd/runner":   {},
+	"cmd/sealrund": {"daemon", "policy"},
+	"daemon":       {"*"},
+	"cmd/sealrun":  {"*"},
+	"e2e":          {"*"},
+}
+
+// owner maps an import path inside the module to the layout folder that owns it.
+func owner(path string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+	parts := strings.Split(rel, "/")
+	if parts[0] == "cmd" && len(parts) > 1 {
+		return "cmd/" + parts[1]
+	}
+	return parts[0]
+}
+
+type pkg struct {
+	ImportPath string
+	Doc        string
+	Imports    []string
+	Dir        string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func TestImportRules(t *testing.T) {
+	for _, p := range listPackages(t) {
+		o := owner(p.ImportPath)
+		rules, ok := allowed[o]
+		if !ok {
+			t.Errorf("%s: folder %q is not in the layout; add it to DESIGN.md and this test", p.ImportPath, o)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			impOwner := owner(imp)
+			if impOwner == o || (len(rules) == 1 && rules[0] == "*") {
+				continue
+			}
+			ok := false
+			for _, r := range rules {
+				ok = ok || r == impOwner
+			}
+			if !ok {
+				t.Errorf("%s imports %s: %s may import only %v", p.ImportPath, imp, o, rules)
+			}
+		}
+	}
+}
+
+func TestEveryFolderHasPackageDoc(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range listPackages(t) {
+		seen[owner(p.ImportPath)] = true
+		if strings.TrimSpace(p.Doc) == "" {
+			t.Errorf("%s has no package doc comment saying what it owns", p.ImportPath)
+		}
+	}
+	for o := range allowed {
+		if !seen[o] {
+			t.Errorf("layout folder %s has no Go package", o)
+		}
+	}
+}

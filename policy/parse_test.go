@@ -1,0 +1,279 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// base is a valid track; cases edit it.
+const base = `# a comment
+[track]
+name = "t1"
+version = "1"
+status = "active"
+supersedes = ""
+
+[budget]
+wall = "1h"
+call_limit = "20m"
+reserve = "5m"
+grading = "30m"
+
+[artifact]
+max_gzip_bytes = 16777216
+
+[exam]
+sha256 = "1111111111111111111111111111111111111111111111111111111111111111"
+questions = 100
+context_bytes = 1024
+validation_sha256 = "2222222222222222222222222222222222222222222222222222222222222222"
+
+[brief]
+sha256 = "3333333333333333333333333333333333333333333333333333333333333333"
+
+[images]
+controller = "registry.example/sealrun/controller@sha256:4444444444444444444444444444444444444444444444444444444444444444"
+runner = "registry.example/sealrun/python@sha256:5555555555555555555555555555555555555555555555555555555555555555"
+grader = "localhost:5000/python:v1@sha256:5555555555555555555555555555555555555555555555555555555555555555"
+
+[scaffold]
+name = "opencode"
+version = "1.2.3"
+config_sha256 = "6666666666666666666666666666666666666666666666666666666666666666"
+
+[seeds]
+required = 3
+
+[resources]
+gpus = 1
+cpus = 8
+memory = "64GiB"
+workspace = 1073741824
+`
+
+// edit replaces the first line starting with old (a key or table header) by repl ("" deletes it).
+func edit(t *testing.T, src, old, repl string) string {
+	t.Helper()
+	lines := strings.Split(src, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, old) {
+			if repl == "" {
+				return strings.Join(append(lines[:i:i], lines[i+1:]...), "\n")
+			}
+			lines[i] = repl
+			return strings.Join(lines, "\n")
+		}
+	}
+	t.Fatalf("edit: no line starts with %q", old)
+	return ""
+}
+
+func TestParseValid(t *testing.T) {
+	tr, err := Parse("t.toml", []byte(base))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute, Grading: 30 * time.Minute}
+	if tr.Budget != want {
+		t.Errorf("budget = %+v, want %+v", tr.Budget, want)
+	}
+	if got := tr.Images.Grader; got.Name != "localhost:5000/python:v1" || !strings.HasPrefix(got.Digest, "sha256:5555") {
+		t.Errorf("grader = %+v", got)
+	}
+	if tr.Resources.Memory != 64<<30 || tr.Resources.Workspace != 1<<30 {
+		t.Errorf("resources = %+v", tr.Resources)
+	}
+	if tr.Status != StatusActive || tr.Seeds.Required != 3 || tr.Exam.Questions != 100 || tr.Artifact.MaxGzipBytes != 16<<20 {
+		t.Errorf("track = %+v", tr)
+	}
+	if len(tr.ID) != 64 {
+		t.Errorf("id = %q", tr.ID)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	type change struct{ old, repl string }
+	tests := []struct {
+		name    string
+		changes []change
+		key     string // the problem's key
+		msg     string // substring of its message
+	}{
+		{"unknown table", []change{{"[seeds]", "[seedz]"}}, "seedz", `unknown table; expected one of track, budget`},
+		{"unknown table suggests", []change{{"[seeds]", "[sedes]"}}, "sedes", `did you mean "seeds"?`},
+		{"unknown key", []change{{"grading", "grading = \"30m\"\ngradin = \"1m\""}}, "budget.gradin", `did you mean "grading"?`},
+		{"unknown key far from any", []change{{"gpus", "gpus = 1\ncolour = \"blue\""}}, "resources.colour", "unknown key; [resources] takes gpus, cpus, memory, workspace"},
+		{"missing key", []change{{"reserve", ""}}, "budget.reserve", "missing key; expected a positive Go duration"},
+		{"missing table", []change{{"[brief]", ""}, {"sha256 = \"3333", ""}}, "brief", "missing table [brief]; add it with keys sha256"},
+		{"table is a value", []change{{"# a comment", "brief = 3"}, {"[brief]", ""}, {"sha256 = \"3333", ""}}, "brief", "is an integer (3); expected a table [brief]"},
+		{"wrong type string for int", []change{{"questions", `questions = "100"`}}, "exam.questions", `is a string ("100"); expected a whole number >= 1`},
+		{"wrong type int for string", []change{{"version", `version = 1`}}, "track.version", "is an integer (1); expected a non-empty string"},
+		{"wrong type bool", []change{{"cpus", `cpus = true`}}, "resources.cpus", "is a boolean (true)"},
+		{"array", []change{{"cpus", `cpus = [1, 2]`}}, "resources.cpus", "is an array"},
+		{"inline table", []change{{"cpus", `cpus = {n = 1}`}}, "resources.cpus", "is a table"},
+		{"float", []change{{"cpus", `cpus = 8.0`}}, "resources.cpus", "floats are not allowed in tracks"},
+		{"float in size", []change{{"workspace", `workspace = 1e9`}}, "resources.workspace", "floats are not allowed"},
+		{"datetime", []change{{"questions", `questions = 1979-05-27T07:32:00Z`}}, "exam.questions", "datetimes are not allowed in tracks"},
+		{"local date", []change{{"wall", `wall = 1979-05-27`}}, "budget.wall", "datetimes are not allowed"},
+		{"local time", []change{{"wall", `wall = 07:32:00`}}, "budget.wall", "datetimes are not allowed"},
+		{"malformed duration", []change{{"wall", `wall = "1 hour"`}}, "budget.wall", `is "1 hour", not a duration`},
+		{"duration without unit", []change{{"wall", `wall = "3600"`}}, "budget.wall", "not a duration"},
+		{"zero duration", []change{{"grading", `grading = "0s"`}}, "budget.grading", "not positive"},
+		{"negative duration", []change{{"grading", `grading = "-1m"`}}, "budget.grading", "not positive"},
+		{"reserve equals wall", []change{{"reserve", `reserve = "1h"`}}, "budget.reserve", "is not shorter than budget.wall"},
+		{"reserve over wall", []change{{"reserve", `reserve = "2h"`}}, "budget.reserve", "is not shorter than budget.wall"},
+		{"call limit over wall minus reserve", []change{{"call_limit", `call_limit = "56m"`}}, "budget.call_limit", "set call_limit <= 55m0s"},
+		{"digest with prefix", []change{{"sha256 = \"1111", `sha256 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"`}}, "exam.sha256", `drop the "sha256:" prefix`},
+		{"digest uppercase", []change{{"validation_sha256", `validation_sha256 = "2222222222222222222222222222222222222222222222222222222222222ABC"`}}, "exam.validation_sha256", "not 64 lowercase hex"},
+		{"digest short", []change{{"config_sha256", `config_sha256 = "66"`}}, "scaffold.config_sha256", "not 64 lowercase hex"},
+		{"image without digest", []change{{"runner", `runner = "registry.example/sealrun/python:latest"`}}, "images.runner", "is not pinned by digest; run `sealrun images pin registry.example/sealrun/python:latest`"},
+		{"image with other algo", []change{{"runner", `runner = "r.example/p@sha512:5555"`}}, "images.runner", "is not sha256"},
+		{"image with short digest", []change{{"runner", `runner = "r.example/p@sha256:5555"`}}, "images.runner", "digest is not sha256: followed by 64 lowercase hex"},
+		{"image uppercase repo", []change{{"runner", `runner = "r.example/Python@sha256:5555555555555555555555555555555555555555555555555555555555555555"`}}, "images.runner", "not a valid image repository name"},
+		{"image empty name", []change{{"runner", `runner = "@sha256:5555555555555555555555555555555555555555555555555555555555555555"`}}, "images.runner", "not a valid image repository name"},
+		{"status not in set", []change{{"status", `status = "draft"`}}, "track.status", `one of "active", "legacy", "withdrawn"`},
+		{"supersedes not an id", []change{{"supersedes", `supersedes = "ari-v0"`}}, "track.supersedes", "not a track id"},
+		{"name with spaces", []change{{"name = \"t1\"", `name = "my track"`}}, "track.name", "expected a lowercase name"},
+		{"empty string", []change{{"version = \"1.2.3\"", `version = "  "`}}, "scaffold.version", "is empty"},
+		{"seeds zero", []change{{"required", `required = 0`}}, "seeds.required", "is 0, out of range"},
+		{"seeds negative", []change{{"required", `required = -3`}}, "seeds.required", "out of range"},
+		{"gpus negative", []change{{"gpus", `gpus = -1`}}, "resources.gpus", "expected a whole number >= 0"},
+		{"size zero", []change{{"max_gzip_bytes", `max_gzip_bytes = 0`}}, "artifact.max_gzip_bytes", "is 0, out of range"},
+		{"size zero string", []change{{"memory", `memory = "0GiB"`}}, "resources.memory", "out of range"},
+		{"size negative", []change{{"workspace", `workspace = -5`}}, "resources.workspace", "out of range"},
+		{"size unit unknown", []change{{"memory", `memory = "64GB"`}}, "resources.memory", `is "64GB", not a size`},
+		{"size overflow", []change{{"memory", `memory = "99999999TiB"`}}, "resources.memory", "out of range"},
+		{"integer beyond 2^53", []change{{"questions", `questions = 9007199254740993`}}, "exam.questions", "out of range"},
+		{"long string", []change{{"version = \"1\"", `version = "` + strings.Repeat("v", 300) + `"`}}, "track.version", "at most 256"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := base
+			for _, c := range tc.changes {
+				src = edit(t, src, c.old, c.repl)
+			}
+			_, err := Parse("t.toml", []byte(src))
+			var it *InvalidTrackError
+			if !errors.As(err, &it) {
+				t.Fatalf("Parse = %v, want *InvalidTrackError", err)
+			}
+			for _, p := range it.Problems {
+				if p.Key == tc.key && strings.Contains(p.Msg, tc.msg) {
+					if !strings.HasPrefix(p.String(), "t.toml:"+tc.key+": ") {
+						t.Errorf("problem %q does not start with file:key", p)
+					}
+					return
+				}
+			}
+			t.Errorf("no problem at %s containing %q; got:\n%v", tc.key, tc.msg, err)
+		})
+	}
+}
+
+func TestParseReportsAllProblems(t *testing.T) {
+	src := edit(t, base, "wall", `wall = "soon"`)
+	src = edit(t, src, "required", "required = 0")
+	src = edit(t, src, "[resources]", "[resourcez]")
+	_, err := Parse("t.toml", []byte(src))
+	var it *InvalidTrackError
+	if !errors.As(err, &it) {
+		t.Fatalf("Parse = %v", err)
+	}
+	var keys []string
+	for _, p := range it.Problems {
+		keys = append(keys, p.Key)
+	}
+	want := []string{"budget.wall", "seeds.required", "resources", "resourcez"}
+	if strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Errorf("problem keys = %v, want %v", keys, want)
+	}
+}
+
+func TestParseBadBytes(t *testing.T) {
+	tests := []struct {
+		name, data, key, msg string
+	}{
+		{"empty", "", "track", "missing table [track]"},
+		{"nul", "[track]\x00", "", "contains a NUL byte at offset 7"},
+		{"invalid utf8", "[track]\nname = \"\xff\"", "", "not valid UTF-8 (offset 16)"},
+		{"syntax", "[track\nname = 1", "2:7", "TOML syntax error"},
+		{"duplicate key", "[track]\nname = \"a\"\nname = \"b\"", "3:12", "has already been defined"},
+		{"array of tables", strings.Replace(base, "[seeds]", "[[seeds]]", 1), "seeds", "is a table; expected a table [seeds]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.toml", []byte(tc.data))
+			var it *InvalidTrackError
+			if !errors.As(err, &it) {
+				t.Fatalf("Parse = %v", err)
+			}
+			for _, p := range it.Problems {
+				if p.Key == tc.key && strings.Contains(p.Msg, tc.msg) {
+					return
+				}
+			}
+			t.Errorf("want problem %s %q, got:\n%v", tc.key, tc.msg, err)
+		})
+	}
+}
+
+func TestLoadFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.toml", []byte(base), 0o644)
+	big := write("big.toml", nil, 0o644)
+	if err := os.Truncate(big, 100<<20); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, msg string
+	}{
+		{"missing", filepath.Join(dir, "nope.toml"), "no such file"},
+		{"directory", dir, "is a directory"},
+		{"100 MB", big, "is 104857600 bytes; track files are at most 1048576 bytes"},
+		{"device", "/dev/null", "not a regular file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.path)
+			var it *InvalidTrackError
+			if !errors.As(err, &it) || len(it.Problems) != 1 {
+				t.Fatalf("Load = %v", err)
+			}
+			if got := it.Error(); !strings.HasPrefix(got, tc.path+": ") || !strings.Contains(got, tc.msg) || strings.Contains(got, "\n") {
+				t.Errorf("Load error = %q, want one line starting with the path, containing %q", got, tc.msg)
+			}
+		})
+	}
+	if _, err := Load(good); err != nil {
+		t.Errorf("Load(good) = %v", err)
+	}
+}
+
+func TestShippedTracks(t *testing.T) {
+	for _, name := range []string{"ari-v1.toml", "demo.toml"} {
+		tr, err := Load(filepath.Join("..", "tracks", name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "ari-v1.toml" {
+			b := tr.Budget
+			if b.Wall != time.Hour || b.CallLimit != 20*time.Minute || b.Reserve != 5*time.Minute ||
+				tr.Artifact.MaxGzipBytes != 16<<20 || tr.Exam.Questions != 100 || tr.Exam.ContextBytes != 1024 || tr.Seeds.Required != 3 {
+				t.Errorf("ari-v1 does not match the protocol: %+v", tr)
+			}
+		} else if tr.Budget.Wall > 10*time.Minute {
+			t.Errorf("demo wall = %v; a demo should finish in minutes", tr.Budget.Wall)
+		}
+	}
+}

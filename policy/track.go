@@ -1,0 +1,103 @@
+package policy
+
+import (
+	"time"
+)
+
+// Status is a track's life-cycle state. Only active tracks take new runs; legacy and withdrawn
+// tracks still verify, and verifiers report the status next to the result.
+type Status string
+
+// The statuses a track may have.
+const (
+	StatusActive    Status = "active"
+	StatusLegacy    Status = "legacy"
+	StatusWithdrawn Status = "withdrawn"
+)
+
+// Track is a validated track file. Every field was checked by Parse; the zero Track is not valid.
+type Track struct {
+	// ID is the track id: lowercase hex SHA-256 of the canonical JSON of the file's data.
+	ID string
+
+	Name       string
+	Version    string
+	Status     Status
+	Supersedes string // track id of the track this one replaces, or ""
+
+	Budget    Budget
+	Artifact  Artifact
+	Exam      Exam
+	Brief     Brief
+	Images    Images
+	Scaffold  Scaffold
+	Seeds     Seeds
+	Resources Resources
+
+	canonical []byte
+}
+
+// Canonical returns the RFC 8785 canonical JSON the track id is the SHA-256 of, so anyone can
+// recompute the id with `sha256sum`.
+func (t *Track) Canonical() []byte { return append([]byte(nil), t.canonical...) }
+
+// Budget is a run's time policy. See Schedule for the arithmetic.
+type Budget struct {
+	Wall      time.Duration // whole run, start to deadline
+	CallLimit time.Duration // longest single compute call
+	Reserve   time.Duration // last part of Wall in which new compute is refused
+	Grading   time.Duration // longest hidden-exam grading of one bundle
+}
+
+// Artifact limits the submitted bundle.
+type Artifact struct {
+	MaxGzipBytes int64 // recomputed by sealrun, never self-reported
+}
+
+// Exam pins the hidden exam and the public validation set by hash.
+type Exam struct {
+	SHA256           string
+	Questions        int64
+	ContextBytes     int64
+	ValidationSHA256 string
+}
+
+// Brief pins the task brief the agent receives.
+type Brief struct {
+	SHA256 string
+}
+
+// Images pins the three container images by digest.
+type Images struct {
+	Controller ImageRef
+	Runner     ImageRef
+	Grader     ImageRef
+}
+
+// ImageRef is an image reference pinned by digest: Name@Digest.
+type ImageRef struct {
+	Name   string // repository, for example "ghcr.io/sealrun/controller"
+	Digest string // "sha256:" + 64 lowercase hex
+}
+
+func (r ImageRef) String() string { return r.Name + "@" + r.Digest }
+
+// Scaffold pins the agent scaffold (the program driving the model inside the controller).
+type Scaffold struct {
+	Name         string
+	Version      string
+	ConfigSHA256 string
+}
+
+// Seeds says how many valid seeds an official leaderboard row needs.
+type Seeds struct {
+	Required int64
+}
+
+// Resources are the host resources one run gets.
+type Resources struct {
+	GPUs      int64 // 0 allowed: a CPU-only track (demos)
+	CPUs      int64
+	Memory    int64 // bytes
+	Workspace int64 // bytes, disk quota on /workspace
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sealrun's build, tests and demo need. Idempotent and quiet: it does
+# nothing when everything is installed, and prints what it installs and, on failure, why.
+set -euo pipefail
+
+packages=(
+  runc            # the OCI runtime that runs every container
+  busybox-static  # the controller test image: a shell and coreutils-level tools, no Python
+  debootstrap     # builds the python (runner/grader) test image from Debian packages
+  iproute2        # ip(8), used by tests and leak checks to list namespaces and links
+  openssl         # second implementation that verifies attestation signatures in tests
+  ca-certificates # debootstrap fetches over https mirrors where configured
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+  echo "make deps: missing Debian packages: ${missing[*]}" >&2
+  echo "make deps: installing them needs root; run: sudo make deps" >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null; then
+  echo "make deps: apt-get not found; install these packages with your package manager: ${missing[*]}" >&2
+  exit 1
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export DEBIAN_FRONTEND=noninteractive
+echo "make deps: installing ${missing[*]}"
+if ! apt-get update -qq >"$log" 2>&1; then
+  echo "make deps: apt-get update failed; check the machine's Debian mirror and network. Last lines:" >&2
+  tail -n 20 "$log" >&2
+  exit 1
+fi
+if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+  echo "make deps: apt-get install ${missing[*]} failed. Last lines:" >&2
+  tail -n 20 "$log" >&2
+  exit 1
+fi
