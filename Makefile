@@ -41,7 +41,7 @@ test-unit:
 	SEALRUN_NO_ROOT_TESTS=1 $(GO) test -count=1 ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	@scripts/bench.sh
 
 lint:
 	@out=$$($(GO) list -f '{{.Dir}}' ./... | xargs gofmt -l); if [ -n "$$out" ]; then echo "gofmt: run gofmt -w on:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# make bench: Go benchmarks, then the end-to-end figures each issue names, with ratios against
+# the named baseline measured in the same run. Prints figures; never fails on a slow result.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOTOOLCHAIN=local
+work=$(mktemp -d /tmp/sealrun-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+go build -o "$work/sealrun" ./cmd/sealrun
+sealrun="$work/sealrun"
+
+# median_ms RUNS CMD...: median wall time of CMD in milliseconds (output discarded).
+median_ms() {
+  local runs=$1; shift
+  local times=()
+  for _ in $(seq "$runs"); do
+    local t0 t1
+    t0=$(date +%s%N)
+    "$@" >/dev/null
+    t1=$(date +%s%N)
+    times+=($(( (t1 - t0) / 1000 )))
+  done
+  printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+mbps() { awk -v bytes="$1" -v ms="$2" 'BEGIN {printf "%.0f", bytes/1e6/(ms/1000)}'; }
+
+echo "== Go benchmarks"
+go test -run '^$' -bench . -benchmem ./... | grep -E '^(Benchmark|ok|pkg:)' || true
+
+echo
+echo "== exams: build and hash a 100,000-question synthetic exam"
+"$sealrun" exam synth --seed 1 --count 100000 --out "$work/docs.jsonl" >/dev/null
+build_ms=$(median_ms 3 "$sealrun" exam build --documents "$work/docs.jsonl" --out "$work/exam.sealrun")
+size=$(stat -c %s "$work/exam.sealrun")
+echo "build:  100000 questions in ${build_ms} ms (whole command) = $(awk -v ms="$build_ms" 'BEGIN {printf "%.0f", 100000/(ms/1000)}') questions/s   (target: under 2000 ms)"
+ours=$(median_ms 9 "$sealrun" exam hash "$work/exam.sealrun")
+theirs=$(median_ms 9 sha256sum "$work/exam.sealrun")
+echo "hash:   $(mbps "$size" "$ours") MB/s (sealrun exam hash, ${ours} ms) vs $(mbps "$size" "$theirs") MB/s (sha256sum, ${theirs} ms) on $((size / 1000000)) MB"
+echo "        throughput ratio sealrun/sha256sum = $(ratio "$theirs" "$ours")x   (target: >= 0.9x)"
