@@ -26,7 +26,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
 mbps() { awk -v bytes="$1" -v ms="$2" 'BEGIN {printf "%.0f", bytes/1e6/(ms/1000)}'; }
 
 echo "== Go benchmarks"
-go test -run '^$' -bench . -benchmem ./... | grep -E '^(Benchmark|ok|pkg:)' || true
+go test -run '^$' -bench . -benchmem ./... | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
+# gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
+gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
 
 echo
 echo "== exams: build and hash a 100,000-question synthetic exam"
@@ -38,3 +40,8 @@ ours=$(median_ms 9 "$sealrun" exam hash "$work/exam.sealrun")
 theirs=$(median_ms 9 sha256sum "$work/exam.sealrun")
 echo "hash:   $(mbps "$size" "$ours") MB/s (sealrun exam hash, ${ours} ms) vs $(mbps "$size" "$theirs") MB/s (sha256sum, ${theirs} ms) on $((size / 1000000)) MB"
 echo "        throughput ratio sealrun/sha256sum = $(ratio "$theirs" "$ours")x   (target: >= 0.9x)"
+
+echo
+echo "== attest: sign and verify a realistic statement (100 questions, 50 candidates, 500 audit entries)"
+echo "sign:   $(gobench_ms BenchmarkSign) ms/op    (target: <= 5 ms)"
+echo "verify: $(gobench_ms BenchmarkVerify) ms/op    (target: <= 5 ms)"

@@ -34,6 +34,8 @@ type exitError struct {
 	err  error
 	// quiet: the verb already printed everything the user needs (for example a list of problems).
 	quiet bool
+	// noHint: not a mistake in the command line, so no "Run --help" hint (I/O errors with code 2).
+	noHint bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -44,6 +46,10 @@ func invalid(err error) error { return &exitError{code: exitInvalid, err: err} }
 
 // usage marks err as a usage error (exit 2).
 func usage(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// ioError marks err as an input/output failure that prevented a verdict (exit 2, as verify
+// documents: 1 is reserved for "not valid").
+func ioError(err error) error { return &exitError{code: exitUsage, err: err, noHint: true} }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
@@ -59,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ee.quiet {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), ee.err)
 	}
-	if ee.code == exitUsage && !ee.quiet {
+	if ee.code == exitUsage && !ee.quiet && !ee.noHint {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return ee.code

@@ -34,7 +34,7 @@ Start with:
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usage(err) })
-	root.AddCommand(newTrackCmd(), newExamCmd(), newVersionCmd())
+	root.AddCommand(newTrackCmd(), newExamCmd(), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
 	defaultToInvalid(root)
 	return root
 }

@@ -1,0 +1,324 @@
+package attest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sigstore/sigstore/pkg/signature/dsse"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./attest -update creates it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test ./attest -update to accept):\n%s", name, got)
+	}
+}
+
+func sign(t *testing.T, st *Statement, key string) []byte {
+	t.Helper()
+	env, err := Sign(context.Background(), st, signer(t, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// reason returns the verdict reason of err, or fails the test when err is not a verdict.
+func reason(t *testing.T, err error) Reason {
+	t.Helper()
+	var vf *VerificationFailure
+	if !errors.As(err, &vf) {
+		t.Fatalf("error %v is not a *VerificationFailure", err)
+	}
+	return vf.Reason
+}
+
+func TestSignVerifyRoundTrip(t *testing.T) {
+	for _, key := range []string{"ed25519", "ecdsa"} {
+		t.Run(key, func(t *testing.T) {
+			st, bundle := fixture(t, 50, 500)
+			env := sign(t, st, key)
+			got, err := Verify(env, verifier(t, key), WithBundleDigest(bundle), WithReportDigest(sum("report")),
+				WithAuditLog(strings.NewReader(auditLog(500))), WithTrack(loadTrack(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Statement.Predicate.Result.Passed != 75 || len(got.Statement.Predicate.Submissions.History) != 50 {
+				t.Errorf("predicate = %+v", got.Statement.Predicate.Result)
+			}
+			canon, _ := st.Canonical()
+			if !bytes.Equal(got.Payload, canon) {
+				t.Error("verified payload is not the canonical statement")
+			}
+			want := []string{"envelope", "one signature", "payload type", "signature", "statement type", "predicate type", "bundle.tar.gz digest", "report.json digest", "subjects", "audit log", "predicate consistency", "track"}
+			if strings.Join(got.Checks, ",") != strings.Join(want, ",") {
+				t.Errorf("checks = %v", got.Checks)
+			}
+		})
+	}
+}
+
+// Golden statement and envelope: fixed clock, fixed ed25519 key (deterministic signatures).
+func TestGolden(t *testing.T) {
+	st, _ := fixture(t, 3, 5)
+	canon, err := st.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pretty bytes.Buffer
+	json.Indent(&pretty, canon, "", "  ")
+	pretty.WriteByte('\n')
+	golden(t, "statement.golden.json", pretty.Bytes())
+	golden(t, "envelope.golden.json", sign(t, st, "ed25519"))
+	// The committed golden envelope verifies.
+	env, _ := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
+	if _, err := Verify(env, verifier(t, "ed25519")); err != nil {
+		t.Errorf("golden envelope: %v", err)
+	}
+}
+
+// resign signs arbitrary payload bytes with the test key, bypassing Sign's checks, as an
+// attacker or a buggy tool could.
+func resign(t *testing.T, payloadType string, payload []byte) []byte {
+	t.Helper()
+	env, err := dsse.WrapSigner(signer(t, "ed25519"), payloadType).SignMessage(bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// mutate decodes the envelope, applies f, and re-encodes it.
+func mutate(t *testing.T, env []byte, f func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(env, &m); err != nil {
+		t.Fatal(err)
+	}
+	f(m)
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestTamperingEveryByte(t *testing.T) {
+	st, _ := fixture(t, 2, 3)
+	env := sign(t, st, "ed25519")
+	v := verifier(t, "ed25519")
+	var e struct {
+		Payload    string `json:"payload"`
+		Signatures []struct {
+			Sig string `json:"sig"`
+		} `json:"signatures"`
+	}
+	if err := json.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := base64.StdEncoding.DecodeString(e.Payload)
+	sig, _ := base64.StdEncoding.DecodeString(e.Signatures[0].Sig)
+	flip := func(b []byte, i int) string {
+		c := bytes.Clone(b)
+		c[i] ^= 0xff
+		return base64.StdEncoding.EncodeToString(c)
+	}
+	for i := range payload {
+		bad := mutate(t, env, func(m map[string]any) { m["payload"] = flip(payload, i) })
+		if _, err := Verify(bad, v); reason(t, err) != ReasonSignature {
+			t.Fatalf("payload byte %d flipped: reason %v, want signature", i, err)
+		}
+	}
+	for i := range sig {
+		bad := mutate(t, env, func(m map[string]any) {
+			m["signatures"].([]any)[0].(map[string]any)["sig"] = flip(sig, i)
+		})
+		if _, err := Verify(bad, v); reason(t, err) != ReasonSignature {
+			t.Fatalf("signature byte %d flipped: reason %v, want signature", i, err)
+		}
+	}
+	t.Logf("%d payload and %d signature byte flips all rejected", len(payload), len(sig))
+}
+
+func TestTamperingCases(t *testing.T) {
+	st, _ := fixture(t, 2, 3)
+	env := sign(t, st, "ed25519")
+	v := verifier(t, "ed25519")
+	canon, _ := st.Canonical()
+	restated := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		json.Unmarshal(canon, &m)
+		f(m)
+		b, _ := json.Marshal(m)
+		return resign(t, PayloadType, b)
+	}
+	sigObj := func(m map[string]any) map[string]any { return m["signatures"].([]any)[0].(map[string]any) }
+	big := bytes.Repeat([]byte(" "), 100<<20)
+	tests := []struct {
+		name string
+		env  []byte
+		want Reason
+	}{
+		{"100 MB envelope", big, ReasonEnvelopeSize},
+		{"truncated", env[:len(env)/2], ReasonEnvelopeSyntax},
+		{"empty", nil, ReasonEnvelopeSyntax},
+		{"not json", []byte("hello"), ReasonEnvelopeSyntax},
+		{"array", []byte("[]"), ReasonEnvelopeSyntax},
+		{"no payloadType", mutate(t, env, func(m map[string]any) { delete(m, "payloadType") }), ReasonEnvelopeSyntax},
+		{"no payload", mutate(t, env, func(m map[string]any) { delete(m, "payload") }), ReasonEnvelopeSyntax},
+		{"unpadded base64 payload", mutate(t, env, func(m map[string]any) {
+			b := canon
+			if len(b)%3 == 0 {
+				b = append(bytes.Clone(b), ' ')
+			}
+			m["payload"] = base64.RawStdEncoding.EncodeToString(b)
+		}), ReasonEnvelopeSyntax},
+		{"url base64 payload", mutate(t, env, func(m map[string]any) {
+			m["payload"] = base64.URLEncoding.EncodeToString(append([]byte{0xfb, 0xff}, canon...))
+		}), ReasonEnvelopeSyntax},
+		{"non-canonical trailing bits", mutate(t, env, func(m map[string]any) {
+			s := sigObj(m)["sig"].(string) // 64-byte sig: "...==", last char before == carries unused bits
+			i := strings.Index(s, "=") - 1
+			sigObj(m)["sig"] = s[:i] + string(rune(s[i]+1)) + s[i+1:]
+		}), ReasonEnvelopeSyntax},
+		{"duplicate payload key", []byte(strings.Replace(string(env), `"payloadType"`, `"payload": "eA==", "payloadType"`, 1)), ReasonEnvelopeSyntax},
+		{"missing signature", mutate(t, env, func(m map[string]any) { m["signatures"] = []any{} }), ReasonSignatureCount},
+		{"null signatures", mutate(t, env, func(m map[string]any) { m["signatures"] = nil }), ReasonSignatureCount},
+		{"two signatures", mutate(t, env, func(m map[string]any) {
+			m["signatures"] = append(m["signatures"].([]any), m["signatures"].([]any)[0])
+		}), ReasonSignatureCount},
+		{"swapped payloadType", mutate(t, env, func(m map[string]any) { m["payloadType"] = "application/json" }), ReasonPayloadType},
+		{"signed with another payloadType", resign(t, "application/json", canon), ReasonPayloadType},
+		{"wrong _type", restated(func(m map[string]any) { m["_type"] = "https://in-toto.io/Statement/v0.1" }), ReasonStatementType},
+		{"payload not json", resign(t, PayloadType, []byte("not a statement")), ReasonStatementType},
+		{"unknown predicate type", restated(func(m map[string]any) { m["predicateType"] = "https://slsa.dev/provenance/v1" }), ReasonPredicateType},
+		{"missing predicate type", restated(func(m map[string]any) { delete(m, "predicateType") }), ReasonPredicateType},
+		{"no report subject", restated(func(m map[string]any) { m["subject"] = m["subject"].([]any)[:1] }), ReasonSubject},
+		{"unknown predicate field", restated(func(m map[string]any) { m["predicate"].(map[string]any)["bonus"] = 1 }), ReasonPredicate},
+		{"score not matching passed", restated(func(m map[string]any) {
+			m["predicate"].(map[string]any)["result"].(map[string]any)["score"] = 99.0
+		}), ReasonPredicate},
+		{"history chain broken", restated(func(m map[string]any) {
+			h := m["predicate"].(map[string]any)["submissions"].(map[string]any)["history"].([]any)
+			h[0].(map[string]any)["validation_score"] = 100.0
+		}), ReasonPredicate},
+		{"failed without reason", restated(func(m map[string]any) {
+			m["predicate"].(map[string]any)["result"].(map[string]any)["status"] = "failed"
+		}), ReasonPredicate},
+		{"timeline out of order", restated(func(m map[string]any) {
+			m["predicate"].(map[string]any)["timeline"].(map[string]any)["queued"] = "2027-01-01T00:00:00Z"
+		}), ReasonPredicate},
+		{"finished after grading limit", restated(func(m map[string]any) {
+			m["predicate"].(map[string]any)["timeline"].(map[string]any)["finished"] = "2026-11-21T14:00:00Z"
+		}), ReasonPredicate},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Verify(tc.env, v)
+			if got := reason(t, err); got != tc.want {
+				t.Errorf("reason %s, want %s (%v)", got, tc.want, err)
+			}
+		})
+	}
+	t.Run("wrong key", func(t *testing.T) {
+		_, err := Verify(env, verifier(t, "ecdsa"))
+		if reason(t, err) != ReasonSignature {
+			t.Errorf("got %v", err)
+		}
+	})
+}
+
+func TestVerifyAgainstFiles(t *testing.T) {
+	st, bundle := fixture(t, 5, 20)
+	env := sign(t, st, "ed25519")
+	v := verifier(t, "ed25519")
+	tr := loadTrack(t)
+	withdrawn := *tr
+	withdrawn.Status = "withdrawn"
+	other := *tr
+	other.ID = sum("another track")
+	repinned := *tr
+	repinned.Exam.SHA256 = sum("another exam")
+	tests := []struct {
+		name string
+		opt  VerifyOption
+		want Reason // "" valid
+	}{
+		{"bundle ok", WithBundleDigest(bundle), ""},
+		{"bundle differs", WithBundleDigest(sum("other bundle")), ReasonSubject},
+		{"report differs", WithReportDigest(sum("other report")), ReasonSubject},
+		{"audit ok", WithAuditLog(strings.NewReader(auditLog(20))), ""},
+		{"audit shorter", WithAuditLog(strings.NewReader(auditLog(19))), ReasonAudit},
+		{"audit edited", WithAuditLog(strings.NewReader(strings.Replace(auditLog(20), `"exit":0`, `"exit":1`, 1))), ReasonAudit},
+		{"audit truncated line", WithAuditLog(strings.NewReader(strings.TrimSuffix(auditLog(20), "\n"))), ReasonAudit},
+		{"track ok", WithTrack(tr), ""},
+		{"track other id", WithTrack(&other), ReasonTrack},
+		{"track pin differs", WithTrack(&repinned), ReasonTrack},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Verify(env, v, tc.opt)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if got := reason(t, err); got != tc.want {
+				t.Errorf("reason %s, want %s (%v)", got, tc.want, err)
+			}
+		})
+	}
+	// A withdrawn track: the id changes with the status, so pin the predicate to it, and check
+	// that the verdict is valid but warns.
+	withdrawn.ID = tr.ID
+	got, err := Verify(env, v, WithTrack(&withdrawn))
+	if err != nil || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "withdrawn") {
+		t.Errorf("withdrawn: %v %v", err, got)
+	}
+}
+
+func TestSignRefusesInconsistent(t *testing.T) {
+	st, _ := fixture(t, 2, 3)
+	st.Predicate.Result.Score = 12
+	if _, err := Sign(context.Background(), st, signer(t, "ed25519")); err == nil || !strings.Contains(err.Error(), "result.score") {
+		t.Errorf("Sign = %v", err)
+	}
+}
+
+func TestFailedAndInvalidRuns(t *testing.T) {
+	for _, status := range []string{StatusFailed, StatusInvalid} {
+		st, _ := fixture(t, 2, 3)
+		st.Subject = st.Subject[1:] // no graded bundle
+		st.Predicate.Result = Result{Status: status, Reason: "no promoted candidate at the deadline", Questions: 100}
+		if status == StatusInvalid {
+			st.Predicate.AirGap.Containers = nil // the run never proved its air gap
+			st.Predicate.Timeline.Finished = st.Predicate.Timeline.Deadline.Add(48 * 3600e9)
+		}
+		env := sign(t, st, "ed25519")
+		if _, err := Verify(env, verifier(t, "ed25519")); err != nil {
+			t.Errorf("%s: %v", status, err)
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package attest
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/sealrun/sealrun/policy"
+)
+
+// CheckPredicate checks that a predicate is internally consistent and agrees with its subjects:
+// the rules of attest/PREDICATE.md, "Consistency". It returns a *VerificationFailure with reason
+// "predicate" naming the first rule broken.
+func CheckPredicate(p *Predicate, subjects []Subject) error {
+	bad := func(field, format string, args ...any) error {
+		return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	hexes := []struct{ field, v string }{
+		{"track.id", p.Track.ID}, {"exam.sha256", p.Exam.SHA256}, {"brief.sha256", p.Brief.SHA256},
+		{"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
+	}
+	for _, h := range hexes {
+		if !isHex64(h.v) {
+			return bad(h.field, "%q is not 64 lowercase hex", h.v)
+		}
+	}
+	for _, s := range []struct{ field, v string }{{"track.name", p.Track.Name}, {"track.version", p.Track.Version}, {"scaffold.name", p.Scaffold.Name}, {"scaffold.version", p.Scaffold.Version}, {"agent.model", p.Agent.Model}} {
+		if strings.TrimSpace(s.v) == "" {
+			return bad(s.field, "is empty")
+		}
+	}
+	switch policy.Status(p.Track.Status) {
+	case policy.StatusActive, policy.StatusLegacy, policy.StatusWithdrawn:
+	default:
+		return bad("track.status", "%q is not active, legacy or withdrawn", p.Track.Status)
+	}
+	for _, im := range []struct{ field, v string }{{"images.controller", p.Images.Controller}, {"images.runner", p.Images.Runner}, {"images.grader", p.Images.Grader}} {
+		_, d, ok := strings.Cut(im.v, "@sha256:")
+		if !ok || !isHex64(d) {
+			return bad(im.field, "%q is not pinned as name@sha256:<64 hex>", im.v)
+		}
+	}
+	if p.Exam.Questions < 1 {
+		return bad("exam.questions", "is %d; at least 1", p.Exam.Questions)
+	}
+	if p.Seed < 0 {
+		return bad("seed", "is %d; seeds are >= 0", p.Seed)
+	}
+
+	// Budget.
+	dur := map[string]time.Duration{}
+	for _, d := range []struct{ field, v string }{{"wall", p.Budget.Wall}, {"call_limit", p.Budget.CallLimit}, {"reserve", p.Budget.Reserve}, {"grading", p.Budget.Grading}} {
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return bad("budget."+d.field, "%q is not a positive duration", d.v)
+		}
+		dur[d.field] = v
+	}
+	if dur["reserve"] >= dur["wall"] || dur["call_limit"] > dur["wall"]-dur["reserve"] {
+		return bad("budget", "reserve must be shorter than wall and call_limit at most wall - reserve")
+	}
+	if p.Budget.MaxGzipBytes < 1 {
+		return bad("budget.max_gzip_bytes", "is %d; at least 1", p.Budget.MaxGzipBytes)
+	}
+
+	// Result.
+	r := p.Result
+	switch r.Status {
+	case StatusGraded:
+		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
+			return bad("result.status", "graded, but there is no %q subject binding the graded bundle", SubjectBundle)
+		}
+		if !isHex64(r.PassVectorSHA256) {
+			return bad("result.pass_vector_sha256", "a graded result needs the pass vector's sha256 (64 lowercase hex)")
+		}
+	case StatusFailed, StatusInvalid:
+		if strings.TrimSpace(r.Reason) == "" {
+			return bad("result.reason", "a %s result must say why", r.Status)
+		}
+	default:
+		return bad("result.status", "%q is not graded, failed or invalid", r.Status)
+	}
+	if r.Questions != p.Exam.Questions {
+		return bad("result.questions", "is %d but the exam has %d", r.Questions, p.Exam.Questions)
+	}
+	if r.Passed < 0 || r.Passed > r.Questions {
+		return bad("result.passed", "is %d; expected 0 to %d", r.Passed, r.Questions)
+	}
+	if want := 100 * float64(r.Passed) / float64(r.Questions); math.Abs(r.Score-want) > 1e-9 {
+		return bad("result.score", "is %v but passed/questions is %d/%d = %v%%", r.Score, r.Passed, r.Questions, want)
+	}
+	if r.PassVectorSHA256 != "" && !isHex64(r.PassVectorSHA256) {
+		return bad("result.pass_vector_sha256", "%q is not 64 lowercase hex", r.PassVectorSHA256)
+	}
+	if r.BitsPerByte != nil && (*r.BitsPerByte < 0 || math.IsNaN(*r.BitsPerByte) || math.IsInf(*r.BitsPerByte, 0)) {
+		return bad("result.bits_per_byte", "is %v; expected a non-negative number or null", *r.BitsPerByte)
+	}
+
+	// Timeline.
+	t := p.Timeline
+	for _, x := range []struct {
+		field string
+		v     time.Time
+	}{{"queued", t.Queued}, {"started", t.Started}, {"deadline", t.Deadline}, {"finished", t.Finished}} {
+		if x.v.IsZero() {
+			return bad("timeline."+x.field, "is missing")
+		}
+	}
+	switch {
+	case t.Started.Before(t.Queued):
+		return bad("timeline", "started %s is before queued %s", t.Started.Format(time.RFC3339Nano), t.Queued.Format(time.RFC3339Nano))
+	case !t.Deadline.Equal(t.Started.Add(dur["wall"])):
+		return bad("timeline.deadline", "is %s but started + wall is %s", t.Deadline.Format(time.RFC3339Nano), t.Started.Add(dur["wall"]).Format(time.RFC3339Nano))
+	case t.Finished.Before(t.Started):
+		return bad("timeline.finished", "is before started")
+	case r.Status != StatusInvalid && t.Finished.After(t.Deadline.Add(dur["grading"])):
+		return bad("timeline.finished", "%s is after deadline + grading limit (%s)", t.Finished.Format(time.RFC3339Nano), t.Deadline.Add(dur["grading"]).Format(time.RFC3339Nano))
+	}
+
+	// Submission history.
+	var promoted []string
+	for i, s := range p.Submissions.History {
+		field := fmt.Sprintf("submissions.history[%d]", i)
+		d, ok := strings.CutPrefix(s.Digest, "sha256:")
+		switch {
+		case !ok || !isHex64(d):
+			return bad(field+".digest", "%q is not sha256:<64 lowercase hex>", s.Digest)
+		case s.Size < 1 || s.Size > p.Budget.MaxGzipBytes:
+			return bad(field+".size", "is %d; a candidate is 1 to max_gzip_bytes (%d) bytes", s.Size, p.Budget.MaxGzipBytes)
+		case s.Time.Before(t.Started) || s.Time.After(t.Deadline):
+			return bad(field+".time", "%s is outside the run (%s to %s)", s.Time.Format(time.RFC3339Nano), t.Started.Format(time.RFC3339Nano), t.Deadline.Format(time.RFC3339Nano))
+		case i > 0 && s.Time.Before(p.Submissions.History[i-1].Time):
+			return bad(field+".time", "is earlier than the submission before it; the history is append-only")
+		case s.ValidationScore < 0 || s.ValidationScore > 100 || math.IsNaN(s.ValidationScore):
+			return bad(field+".validation_score", "is %v; expected 0 to 100", s.ValidationScore)
+		}
+		if s.Promoted {
+			promoted = append(promoted, d)
+		}
+	}
+	head, err := HistoryHead(p.Submissions.History)
+	if err != nil {
+		return bad("submissions", "cannot hash the history: %v", err)
+	}
+	if head != p.Submissions.Head {
+		return bad("submissions.head", "is %s but the history chains to %s", p.Submissions.Head, head)
+	}
+	if r.Status == StatusGraded {
+		b, _ := subjectDigest(subjects, SubjectBundle)
+		found := false
+		for _, d := range promoted {
+			found = found || d == b
+		}
+		if !found {
+			return bad("subject", "the graded bundle %s is not a promoted candidate in the submission history", b)
+		}
+	}
+
+	// Air gap: a run that counts (graded or failed) must have proven its air gap.
+	if r.Status != StatusInvalid {
+		if len(p.AirGap.Containers) == 0 {
+			return bad("air_gap", "no evidence; a %s run must record each container's network namespace", r.Status)
+		}
+		for i, c := range p.AirGap.Containers {
+			switch c.Role {
+			case "controller", "runner", "grader":
+			default:
+				return bad(fmt.Sprintf("air_gap.containers[%d].role", i), "%q is not controller, runner or grader", c.Role)
+			}
+			if !c.EgressBlocked {
+				return bad(fmt.Sprintf("air_gap.containers[%d]", i), "%s egress was not blocked; such a run is invalid, not %s", c.Role, r.Status)
+			}
+		}
+	}
+	if p.Audit.Entries < 0 {
+		return bad("audit.entries", "is negative")
+	}
+	return nil
+}
+
+// checkTrack compares the predicate with a track file: the id first, then every pin.
+func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
+	if p.Track.ID != t.ID {
+		return nil, failf(ReasonTrack, "the attestation was made under track id %s (%s %s) but the given track file has id %s (%s %s)", p.Track.ID, p.Track.Name, p.Track.Version, t.ID, t.Name, t.Version)
+	}
+	pins := []struct{ field, got, want string }{
+		{"track.name", p.Track.Name, t.Name},
+		{"track.version", p.Track.Version, t.Version},
+		{"exam.sha256", p.Exam.SHA256, t.Exam.SHA256},
+		{"exam.questions", fmt.Sprint(p.Exam.Questions), fmt.Sprint(t.Exam.Questions)},
+		{"images.controller", p.Images.Controller, t.Images.Controller.String()},
+		{"images.runner", p.Images.Runner, t.Images.Runner.String()},
+		{"images.grader", p.Images.Grader, t.Images.Grader.String()},
+		{"brief.sha256", p.Brief.SHA256, t.Brief.SHA256},
+		{"scaffold.name", p.Scaffold.Name, t.Scaffold.Name},
+		{"scaffold.version", p.Scaffold.Version, t.Scaffold.Version},
+		{"scaffold.config_sha256", p.Scaffold.ConfigSHA256, t.Scaffold.ConfigSHA256},
+		{"budget.wall", normDur(p.Budget.Wall), t.Budget.Wall.String()},
+		{"budget.call_limit", normDur(p.Budget.CallLimit), t.Budget.CallLimit.String()},
+		{"budget.reserve", normDur(p.Budget.Reserve), t.Budget.Reserve.String()},
+		{"budget.grading", normDur(p.Budget.Grading), t.Budget.Grading.String()},
+		{"budget.max_gzip_bytes", fmt.Sprint(p.Budget.MaxGzipBytes), fmt.Sprint(t.Artifact.MaxGzipBytes)},
+	}
+	for _, pin := range pins {
+		if pin.got != pin.want {
+			return nil, failf(ReasonTrack, "%s is %q in the attestation but %q in the track", pin.field, pin.got, pin.want)
+		}
+	}
+	switch t.Status {
+	case policy.StatusLegacy:
+		warnings = append(warnings, fmt.Sprintf("track %s %s is legacy: the result verifies and must be labelled legacy", t.Name, t.Version))
+	case policy.StatusWithdrawn:
+		warnings = append(warnings, fmt.Sprintf("track %s %s is withdrawn: the result verifies but must not be ranked", t.Name, t.Version))
+	}
+	return warnings, nil
+}
+
+func normDur(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return s
+	}
+	return d.String()
+}
+
+// PredicateFromTrack returns a predicate with every field a track pins filled in: track, exam,
+// images, brief, scaffold and budget. The caller adds the run's own facts.
+func PredicateFromTrack(t *policy.Track) *Predicate {
+	return &Predicate{
+		Track:    TrackInfo{ID: t.ID, Name: t.Name, Version: t.Version, Status: string(t.Status)},
+		Exam:     ExamInfo{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions)},
+		Images:   ImagesInfo{Controller: t.Images.Controller.String(), Runner: t.Images.Runner.String(), Grader: t.Images.Grader.String()},
+		Brief:    BriefInfo{SHA256: t.Brief.SHA256},
+		Scaffold: Scaffold{Name: t.Scaffold.Name, Version: t.Scaffold.Version, ConfigSHA256: t.Scaffold.ConfigSHA256},
+		Budget: Budget{Wall: t.Budget.Wall.String(), CallLimit: t.Budget.CallLimit.String(), Reserve: t.Budget.Reserve.String(),
+			Grading: t.Budget.Grading.String(), MaxGzipBytes: t.Artifact.MaxGzipBytes},
+	}
+}

@@ -1,0 +1,370 @@
+package attest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/dsse"
+
+	"github.com/sealrun/sealrun/policy"
+)
+
+// MaxEnvelopeBytes bounds an envelope. A real one (100 questions, 50 candidates) is about 30 KiB.
+const MaxEnvelopeBytes = 4 << 20
+
+// Reason names the check an attestation failed. Verifiers branch on it; --json prints it.
+type Reason string
+
+// The checks of Verify, in the order they run.
+const (
+	ReasonEnvelopeSize   Reason = "envelope-size"   // larger than MaxEnvelopeBytes
+	ReasonEnvelopeSyntax Reason = "envelope-syntax" // not a DSSE envelope: JSON, keys, base64
+	ReasonSignatureCount Reason = "signature-count" // not exactly one signature
+	ReasonPayloadType    Reason = "payload-type"    // not application/vnd.in-toto+json
+	ReasonSignature      Reason = "signature"       // the signature does not verify with the key
+	ReasonStatementType  Reason = "statement-type"  // payload is not an in-toto Statement v1
+	ReasonPredicateType  Reason = "predicate-type"  // predicate type not on the allow-list
+	ReasonSubject        Reason = "subject"         // subjects malformed, or a given file's digest differs
+	ReasonAudit          Reason = "audit"           // the given audit log's head or count differs
+	ReasonPredicate      Reason = "predicate"       // the predicate is malformed or inconsistent
+	ReasonTrack          Reason = "track"           // the given track's id or pins differ
+)
+
+// VerificationFailure is a verdict: the attestation is not valid, for Reason. Any other error
+// from Verify means the check could not be made (for example an unreadable file).
+type VerificationFailure struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *VerificationFailure) Error() string {
+	return fmt.Sprintf("not valid (%s): %s", e.Reason, e.Detail)
+}
+
+func failf(r Reason, format string, args ...any) error {
+	return &VerificationFailure{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Verified is what a valid attestation says, from the verified payload bytes only.
+type Verified struct {
+	Statement *Statement
+	Payload   []byte   // the exact signed payload
+	KeyID     string   // SHA-256 of the verifying public key's DER
+	Checks    []string // what was checked, in order
+	Warnings  []string // valid, but worth saying (for example a withdrawn track)
+}
+
+// VerifyOption adds an optional check.
+type VerifyOption func(*verifyConfig)
+
+type verifyConfig struct {
+	bundleSHA256, reportSHA256 string
+	audit                      io.Reader
+	track                      *policy.Track
+}
+
+// WithBundleDigest checks the bundle subject against a file's SHA-256 (lowercase hex).
+func WithBundleDigest(hex string) VerifyOption {
+	return func(c *verifyConfig) { c.bundleSHA256 = hex }
+}
+
+// WithReportDigest checks the report subject against a file's SHA-256 (lowercase hex).
+func WithReportDigest(hex string) VerifyOption {
+	return func(c *verifyConfig) { c.reportSHA256 = hex }
+}
+
+// WithAuditLog checks the audit log's chain head and entry count.
+func WithAuditLog(r io.Reader) VerifyOption { return func(c *verifyConfig) { c.audit = r } }
+
+// WithTrack checks the track id and every pin against a track file.
+func WithTrack(t *policy.Track) VerifyOption { return func(c *verifyConfig) { c.track = t } }
+
+// envelope is the DSSE envelope, decoded strictly.
+type envelope struct {
+	PayloadType *string `json:"payloadType"`
+	Payload     *string `json:"payload"`
+	Signatures  []struct {
+		KeyID string  `json:"keyid"`
+		Sig   *string `json:"sig"`
+	} `json:"signatures"`
+}
+
+// Verify checks an attestation offline against a public key, in this order: envelope size and
+// syntax; exactly one signature; payloadType; the signature over the DSSE PAE; the statement's
+// _type; the predicate type; subjects (and given files' digests); the given audit log; predicate
+// consistency; the given track. Everything after the signature is read from the verified payload
+// bytes only. It returns *VerificationFailure when the attestation is not valid.
+func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, error) {
+	var cfg verifyConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	out := &Verified{}
+	check := func(name string) { out.Checks = append(out.Checks, name) }
+
+	if len(env) > MaxEnvelopeBytes {
+		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxEnvelopeBytes)
+	}
+	var e envelope
+	if err := strictDecode(env, &e, false); err != nil {
+		return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+	}
+	switch {
+	case e.PayloadType == nil:
+		return nil, failf(ReasonEnvelopeSyntax, "envelope has no payloadType")
+	case e.Payload == nil:
+		return nil, failf(ReasonEnvelopeSyntax, "envelope has no payload")
+	}
+	if _, err := canonicalBase64(*e.Payload); err != nil {
+		return nil, failf(ReasonEnvelopeSyntax, "payload: %v", err)
+	}
+	for i, s := range e.Signatures {
+		if s.Sig == nil {
+			return nil, failf(ReasonEnvelopeSyntax, "signatures[%d] has no sig", i)
+		}
+		if _, err := canonicalBase64(*s.Sig); err != nil {
+			return nil, failf(ReasonEnvelopeSyntax, "signatures[%d].sig: %v", i, err)
+		}
+	}
+	check("envelope")
+	if n := len(e.Signatures); n != 1 {
+		if n == 0 {
+			return nil, failf(ReasonSignatureCount, "the envelope has no signature")
+		}
+		return nil, failf(ReasonSignatureCount, "the envelope has %d signatures; a sealrun attestation has exactly one", n)
+	}
+	check("one signature")
+	if *e.PayloadType != PayloadType {
+		return nil, failf(ReasonPayloadType, "payloadType is %q; expected %q", *e.PayloadType, PayloadType)
+	}
+	check("payload type")
+	pub, err := v.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("verification key: %w", err)
+	}
+	if out.KeyID, err = KeyID(pub); err != nil {
+		return nil, fmt.Errorf("verification key: %w", err)
+	}
+	var payload []byte
+	wrapped := dsse.WrapVerifier(v, dsse.WithExpectedPayloadType(PayloadType), dsse.WithDecodedPayload(&payload))
+	if err := wrapped.VerifySignature(bytes.NewReader(env), nil); err != nil {
+		return nil, failf(ReasonSignature, "the signature does not verify with key %s (%v); the envelope was altered or signed by another key", out.KeyID, err)
+	}
+	check("signature")
+	out.Payload = payload
+
+	// From here on, only the verified payload bytes.
+	var head struct {
+		Type          *string         `json:"_type"`
+		Subject       json.RawMessage `json:"subject"`
+		PredicateType *string         `json:"predicateType"`
+		Predicate     json.RawMessage `json:"predicate"`
+	}
+	if err := strictDecode(payload, &head, false); err != nil {
+		return nil, failf(ReasonStatementType, "the payload is not an in-toto statement: %v", err)
+	}
+	if head.Type == nil || *head.Type != StatementType {
+		return nil, failf(ReasonStatementType, "_type is %s; expected %q", quoteOrMissing(head.Type), StatementType)
+	}
+	check("statement type")
+	if head.PredicateType == nil || !slices.Contains(AllowedPredicateTypes, *head.PredicateType) {
+		return nil, failf(ReasonPredicateType, "predicateType is %s; this verifier accepts %s", quoteOrMissing(head.PredicateType), strings.Join(AllowedPredicateTypes, ", "))
+	}
+	check("predicate type")
+	st := &Statement{Type: *head.Type, PredicateType: *head.PredicateType}
+	if err := strictDecode(head.Subject, &st.Subject, true); err != nil {
+		return nil, failf(ReasonSubject, "subject is malformed: %v", err)
+	}
+	if err := checkSubjects(st.Subject); err != nil {
+		return nil, err
+	}
+	for _, c := range []struct{ name, want string }{{SubjectBundle, cfg.bundleSHA256}, {SubjectReport, cfg.reportSHA256}} {
+		if c.want == "" {
+			continue
+		}
+		got, ok := subjectDigest(st.Subject, c.name)
+		if !ok {
+			return nil, failf(ReasonSubject, "a %s file was given but the attestation has no %q subject", c.name, c.name)
+		}
+		if got != c.want {
+			return nil, failf(ReasonSubject, "the given %s has sha256 %s but the attestation binds %s", c.name, c.want, got)
+		}
+		check(c.name + " digest")
+	}
+	check("subjects")
+	st.Predicate = new(Predicate)
+	if err := strictDecode(head.Predicate, st.Predicate, true); err != nil {
+		return nil, failf(ReasonPredicate, "predicate is malformed: %v", err)
+	}
+	out.Statement = st
+	if cfg.audit != nil {
+		h, n, err := AuditHead(cfg.audit)
+		if err != nil {
+			return nil, failf(ReasonAudit, "the given audit log cannot be the attested one: %v", err)
+		}
+		if h != st.Predicate.Audit.Head || n != st.Predicate.Audit.Entries {
+			return nil, failf(ReasonAudit, "the given audit log has %d entries with head %s; the attestation says %d entries with head %s", n, h, st.Predicate.Audit.Entries, st.Predicate.Audit.Head)
+		}
+		check("audit log")
+	}
+	if err := CheckPredicate(st.Predicate, st.Subject); err != nil {
+		return nil, err
+	}
+	check("predicate consistency")
+	if cfg.track != nil {
+		warn, err := checkTrack(st.Predicate, cfg.track)
+		if err != nil {
+			return nil, err
+		}
+		out.Warnings = append(out.Warnings, warn...)
+		check("track")
+	}
+	return out, nil
+}
+
+func quoteOrMissing(s *string) string {
+	if s == nil {
+		return "missing"
+	}
+	return fmt.Sprintf("%q", *s)
+}
+
+// canonicalBase64 decodes standard base64 with padding and refuses any other spelling of the same
+// bytes (URL alphabet, missing padding, non-zero trailing bits, whitespace).
+func canonicalBase64(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not standard base64 with padding (%v)", err)
+	}
+	if base64.StdEncoding.EncodeToString(b) != s {
+		return nil, errors.New("base64 is not in canonical form")
+	}
+	return b, nil
+}
+
+// strictDecode decodes one JSON value into v, refusing duplicate object keys anywhere, trailing
+// data and, when strict, unknown fields.
+func strictDecode(data []byte, v any, strict bool) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("empty")
+	}
+	if err := noDuplicateKeys(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// noDuplicateKeys refuses JSON with a repeated key in any object: two parsers must never read
+// two different things from the same signed bytes. It is one pass over the bytes; keys with
+// escapes are unescaped first, so "a" and "\u0061" are the same key.
+func noDuplicateKeys(data []byte) error {
+	if !json.Valid(data) {
+		var v any
+		return json.Unmarshal(data, &v) // the syntax error, with its offset
+	}
+	type frame struct {
+		object, wantKey bool
+		keys            map[string]struct{}
+	}
+	var stack []frame
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			if len(stack) == 64 {
+				return errors.New("nested more than 64 levels deep")
+			}
+			stack = append(stack, frame{object: data[i] == '{', wantKey: data[i] == '{'})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if top := &stack[len(stack)-1]; top.object {
+				top.wantKey = true
+			}
+		case '"':
+			j, escaped := i+1, false
+			for ; data[j] != '"'; j++ {
+				if data[j] == '\\' {
+					j++
+					escaped = true
+				}
+			}
+			if len(stack) > 0 && stack[len(stack)-1].wantKey {
+				top := &stack[len(stack)-1]
+				key := string(data[i+1 : j])
+				if escaped {
+					if err := json.Unmarshal(data[i:j+1], &key); err != nil {
+						return err
+					}
+				}
+				if top.keys == nil {
+					top.keys = map[string]struct{}{}
+				}
+				if _, dup := top.keys[key]; dup {
+					return fmt.Errorf("key %q appears twice in one object", key)
+				}
+				top.keys[key] = struct{}{}
+				top.wantKey = false
+			}
+			i = j
+		}
+	}
+	return nil
+}
+
+func subjectDigest(subjects []Subject, name string) (string, bool) {
+	for _, s := range subjects {
+		if s.Name == name {
+			return s.Digest["sha256"], true
+		}
+	}
+	return "", false
+}
+
+func checkSubjects(subjects []Subject) error {
+	seen := map[string]bool{}
+	for i, s := range subjects {
+		if s.Name == "" {
+			return failf(ReasonSubject, "subject[%d] has no name", i)
+		}
+		if seen[s.Name] {
+			return failf(ReasonSubject, "subject %q appears twice", s.Name)
+		}
+		seen[s.Name] = true
+		if d, ok := s.Digest["sha256"]; !ok || !isHex64(d) {
+			return failf(ReasonSubject, "subject %q has no sha256 digest of 64 lowercase hex", s.Name)
+		}
+	}
+	if !seen[SubjectReport] {
+		return failf(ReasonSubject, "no %q subject; every attestation binds its result report", SubjectReport)
+	}
+	return nil
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/renameio/v2"
+	"github.com/sealrun/sealrun/attest"
+	"github.com/spf13/cobra"
+)
+
+func newAttestCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "attest",
+		Short: "Inspect and sign result attestations",
+		Args:  exactArgs(0, "a subcommand: inspect or sign"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usage(errors.New("missing subcommand: inspect or sign"))
+		},
+	}
+	cmd.AddCommand(newAttestInspectCmd(), newAttestSignCmd())
+	return cmd
+}
+
+func newAttestInspectCmd() *cobra.Command {
+	var f verifyFlags
+	cmd := &cobra.Command{
+		Use:   "inspect ATTESTATION --key PUB.pem",
+		Short: "Verify an attestation, then print its predicate readably",
+		Long: `Inspect verifies the attestation exactly as verify does (nothing unverified is ever shown), then
+prints every field of the predicate for people. The optional file checks of verify apply too.`,
+		Args: exactArgs(1, "one attestation file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			got, err := verifyAttestation(args[0], &f)
+			if err != nil {
+				var vf *attest.VerificationFailure
+				if errors.As(err, &vf) {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: NOT VALID (%s)\n  %s\n", args[0], vf.Reason, vf.Detail)
+					return &exitError{code: exitInvalid, err: err, quiet: true}
+				}
+				return err
+			}
+			writePredicate(cmd.OutOrStdout(), got)
+			return nil
+		},
+	}
+	f.addFlags(cmd)
+	cmd.Flags().Lookup("json").Hidden = true
+	return cmd
+}
+
+func writePredicate(out io.Writer, v *attest.Verified) {
+	p := v.Statement.Predicate
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	row := func(k, format string, args ...any) { fmt.Fprintf(w, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row("verified", "signature by key %s", v.KeyID)
+	for _, s := range v.Statement.Subject {
+		row("subject", "%s sha256:%s", s.Name, s.Digest["sha256"])
+	}
+	row("track", "%s %s (%s), id %s", p.Track.Name, p.Track.Version, p.Track.Status, p.Track.ID)
+	row("exam", "%d questions, sha256 %s", p.Exam.Questions, p.Exam.SHA256)
+	row("controller image", "%s", p.Images.Controller)
+	row("runner image", "%s", p.Images.Runner)
+	row("grader image", "%s", p.Images.Grader)
+	row("brief", "sha256 %s", p.Brief.SHA256)
+	row("scaffold", "%s %s, config sha256 %s", p.Scaffold.Name, p.Scaffold.Version, p.Scaffold.ConfigSHA256)
+	row("agent", "%s, reasoning effort %q, seed %d", p.Agent.Model, p.Agent.ReasoningEffort, p.Seed)
+	row("budget", "wall %s, call limit %s, reserve %s, grading %s, artifact %d bytes", p.Budget.Wall, p.Budget.CallLimit, p.Budget.Reserve, p.Budget.Grading, p.Budget.MaxGzipBytes)
+	row("host", "GPU %q driver %q, %s %s, kernel %s, sealrun %s (%s)", p.Host.GPUModel, p.Host.GPUDriver, p.Host.Runtime, p.Host.RuntimeVersion, p.Host.Kernel, p.Host.SealrunVersion, p.Host.SealrunCommit)
+	for _, c := range p.AirGap.Containers {
+		row("air gap "+c.Role, "links [%s] addresses [%s] routes [%s] egress blocked %v", strings.Join(c.Links, " "), strings.Join(c.Addresses, " "), strings.Join(c.Routes, "; "), c.EgressBlocked)
+	}
+	row("timeline", "queued %s, started %s, deadline %s, finished %s", ts(p.Timeline.Queued), ts(p.Timeline.Started), ts(p.Timeline.Deadline), ts(p.Timeline.Finished))
+	row("submissions", "%d, chain head %s", len(p.Submissions.History), p.Submissions.Head)
+	for i, s := range p.Submissions.History {
+		mark := ""
+		if s.Promoted {
+			mark = ", promoted"
+		}
+		row(fmt.Sprintf("  #%d", i+1), "%s %s, %d bytes, validation %.2f%%%s", ts(s.Time), s.Digest, s.Size, s.ValidationScore, mark)
+	}
+	row("audit log", "%d entries, chain head %s", p.Audit.Entries, p.Audit.Head)
+	r := p.Result
+	row("result", "%s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
+	if r.Reason != "" {
+		row("reason", "%s", r.Reason)
+	}
+	row("pass vector", "sha256 %s", r.PassVectorSHA256)
+	if r.BitsPerByte != nil {
+		row("bits per byte", "%.4f", *r.BitsPerByte)
+	} else {
+		row("bits per byte", "not measured")
+	}
+	for _, warn := range v.Warnings {
+		row("warning", "%s", warn)
+	}
+	w.Flush()
+}
+
+// maxPredicateBytes bounds a predicate file given to attest sign.
+const maxPredicateBytes = attest.MaxEnvelopeBytes / 2
+
+func newAttestSignCmd() *cobra.Command {
+	var predPath, keyRef, passFile, out string
+	var subjects []string
+	cmd := &cobra.Command{
+		Use:   "sign --predicate PRED.json --subject NAME=sha256:HEX [--subject ...] --key PRIV.pem --out ATT",
+		Short: "Wrap a predicate in a statement and sign it (fixtures, countersigning)",
+		Long: `Sign wraps a sealed-run predicate (attest/PREDICATE.md) in an in-toto statement with the given
+subjects and signs it in a DSSE envelope — the same library code the daemon uses for graded runs.
+The predicate is checked first: sign refuses anything verify would reject. --key is a PEM private
+key file or a KMS key URI (scheme://...) resolved through sigstore's KMS interface.`,
+		Example: `  sealrun attest sign --predicate pred.json --subject report.json=sha256:<hex> \
+      --subject bundle.tar.gz=sha256:<hex> --key keys/sealrun.key --out result.att.json`,
+		Args: exactArgs(0, "no arguments (use the flags)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case predPath == "":
+				return usage(errors.New("give the predicate JSON with --predicate"))
+			case keyRef == "":
+				return usage(errors.New("give the private key with --key"))
+			case out == "":
+				return usage(errors.New("give the output file with --out"))
+			case len(subjects) == 0:
+				return usage(errors.New("give at least the report subject: --subject report.json=sha256:<hex>"))
+			}
+			var subs []attest.Subject
+			for _, s := range subjects {
+				name, digest, ok := strings.Cut(s, "=")
+				hexd, isSHA := strings.CutPrefix(digest, "sha256:")
+				if !ok || name == "" || !isSHA || !sha256Hex.MatchString(hexd) {
+					return usage(fmt.Errorf("--subject %q: expected NAME=sha256:<64 lowercase hex>", s))
+				}
+				subs = append(subs, attest.NewSubject(name, hexd))
+			}
+			data, err := readLimited(predPath, "predicate", maxPredicateBytes)
+			if err != nil {
+				return err
+			}
+			if len(data) > maxPredicateBytes {
+				return fmt.Errorf("predicate %s is over %d bytes", predPath, maxPredicateBytes)
+			}
+			var pred attest.Predicate
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&pred); err != nil {
+				return fmt.Errorf("predicate %s is not a sealed-run predicate: %v (fields: attest/PREDICATE.md)", predPath, err)
+			}
+			if dec.More() {
+				return fmt.Errorf("predicate %s has data after the JSON object", predPath)
+			}
+			pass, err := readPassphrase(passFile)
+			if err != nil {
+				return ioError(err)
+			}
+			signer, err := attest.LoadSigner(cmd.Context(), keyRef, pass)
+			if err != nil {
+				return ioError(err)
+			}
+			env, err := attest.Sign(cmd.Context(), attest.NewStatement(&pred, subs...), signer)
+			if err != nil {
+				return err
+			}
+			if err := renameio.WriteFile(out, env, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", out, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: signed (%d bytes); check it with: sealrun verify %s --key <public key>\n", out, len(env), out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&predPath, "predicate", "", "the predicate JSON (attest/PREDICATE.md)")
+	cmd.Flags().StringArrayVar(&subjects, "subject", nil, "NAME=sha256:HEX; repeat for each subject (report.json required, bundle.tar.gz when graded)")
+	cmd.Flags().StringVar(&keyRef, "key", "", "private key PEM file, or KMS key URI")
+	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "passphrase of an encrypted private key")
+	cmd.Flags().StringVar(&out, "out", "", "the attestation file to write (atomically)")
+	return cmd
+}

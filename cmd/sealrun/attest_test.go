@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	goldenEnv = "../../attest/testdata/envelope.golden.json"
+	goldenPub = "../../attest/testdata/ed25519.pub"
+)
+
+// goldenPredicate extracts the predicate and subjects of the attest golden statement.
+func goldenPredicate(t *testing.T) (pred []byte, subjects []string) {
+	t.Helper()
+	b, err := os.ReadFile("../../attest/testdata/statement.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Subject []struct {
+			Name   string
+			Digest map[string]string
+		}
+		Predicate json.RawMessage
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Subject {
+		subjects = append(subjects, "--subject", s.Name+"=sha256:"+s.Digest["sha256"])
+	}
+	return st.Predicate, subjects
+}
+
+func TestAttestVerbs(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	write := func(n, data string) string {
+		if err := os.WriteFile(p(n), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p(n)
+	}
+	pass := write("pass.txt", "correct horse\n")
+	if r := sealrun(t, "keys", "generate", "--out", p("keys"), "--passphrase-file", pass); r.code != 0 || !strings.Contains(r.stdout, "encrypted") {
+		t.Fatalf("keys generate: %+v", r)
+	}
+	if st, _ := os.Stat(p("keys/sealrun.key")); st.Mode().Perm() != 0o600 {
+		t.Errorf("private key mode %v", st.Mode().Perm())
+	}
+	if r := sealrun(t, "keys", "generate", "--out", p("ec"), "--algo", "ecdsa-p256"); r.code != 0 {
+		t.Fatalf("keys generate ecdsa: %+v", r)
+	}
+	pred, subjects := goldenPredicate(t)
+	predFile := write("pred.json", string(pred))
+	att := p("result.att.json")
+	sign := append([]string{"attest", "sign", "--predicate", predFile, "--key", p("keys/sealrun.key"), "--passphrase-file", pass, "--out", att}, subjects...)
+	if r := sealrun(t, sign...); r.code != 0 {
+		t.Fatalf("attest sign: %+v", r)
+	}
+	bad := strings.Replace(string(pred), `"passed": 75`, `"passed": 74`, 1)
+	badPred := write("bad.json", bad)
+	wrongPass := write("wrong.txt", "wrong horse")
+	unknownField := write("unknown.json", strings.Replace(string(pred), `"agent": {`, `"bonus": 1, "agent": {`, 1))
+	big := write("big.att.json", "")
+	os.Truncate(big, 100<<20)
+	tampered := write("tampered.att.json", strings.Replace(mustRead(t, att), `"payloadType": "application/vnd.in-toto+json"`, `"payloadType": "text/plain"`, 1))
+	pub := p("keys/sealrun.pub")
+	tests := []struct {
+		name           string
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{"verify", []string{"verify", att, "--key", pub, "--track", "../../tracks/ari-v1.toml"}, 0, "VALID\n  key ", ""},
+		{"verify json", []string{"verify", att, "--key", pub, "--json"}, 0, `"valid": true`, ""},
+		{"verify wrong key", []string{"verify", att, "--key", p("ec/sealrun.pub")}, 1, "NOT VALID (signature)", ""},
+		{"verify wrong key json", []string{"verify", att, "--key", p("ec/sealrun.pub"), "--json"}, 1, `"reason": "signature"`, ""},
+		{"verify swapped payloadType", []string{"verify", tampered, "--key", pub}, 1, "NOT VALID (payload-type)", ""},
+		{"verify 100 MB", []string{"verify", big, "--key", pub}, 1, "NOT VALID (envelope-size)", ""},
+		{"verify garbage", []string{"verify", predFile, "--key", pub}, 1, "NOT VALID (envelope-syntax)", ""},
+		{"verify bundle mismatch", []string{"verify", att, "--key", pub, "--bundle", pass}, 1, "NOT VALID (subject)", ""},
+		{"verify other track", []string{"verify", att, "--key", pub, "--track", "../../tracks/demo.toml"}, 1, "NOT VALID (track)", ""},
+		{"verify missing file", []string{"verify", p("nope"), "--key", pub}, 2, "", "does not exist"},
+		{"verify private key", []string{"verify", att, "--key", p("keys/sealrun.key")}, 2, "", "is a private key"},
+		{"verify no key", []string{"verify", att}, 2, "", "--key"},
+		{"verify missing audit", []string{"verify", att, "--key", pub, "--audit", p("nope.jsonl")}, 2, "", "audit log"},
+		{"inspect", []string{"attest", "inspect", att, "--key", pub}, 0, "graded: 75/100 passed = 75.00%", ""},
+		{"inspect invalid", []string{"attest", "inspect", tampered, "--key", pub}, 1, "NOT VALID", ""},
+		{"sign inconsistent", append([]string{"attest", "sign", "--predicate", badPred, "--key", p("ec/sealrun.key"), "--out", p("x.att.json")}, subjects...), 1, "", "result.score"},
+		{"sign unknown field", append([]string{"attest", "sign", "--predicate", unknownField, "--key", p("ec/sealrun.key"), "--out", p("x.att.json")}, subjects...), 1, "", `unknown field "bonus"`},
+		{"sign wrong passphrase", append([]string{"attest", "sign", "--predicate", predFile, "--key", p("keys/sealrun.key"), "--passphrase-file", wrongPass, "--out", p("x.att.json")}, subjects...), 2, "", "wrong passphrase"},
+		{"sign no passphrase", append([]string{"attest", "sign", "--predicate", predFile, "--key", p("keys/sealrun.key"), "--out", p("x.att.json")}, subjects...), 2, "", "is encrypted; give its passphrase"},
+		{"sign with public key", append([]string{"attest", "sign", "--predicate", predFile, "--key", pub, "--out", p("x.att.json")}, subjects...), 2, "", "is a public key"},
+		{"sign kms", append([]string{"attest", "sign", "--predicate", predFile, "--key", "nosuchkms://k", "--out", p("x.att.json")}, subjects...), 2, "", "no KMS provider"},
+		{"sign bad subject", []string{"attest", "sign", "--predicate", predFile, "--key", pub, "--out", p("x.att.json"), "--subject", "report.json=abc"}, 2, "", "NAME=sha256:<64 lowercase hex>"},
+		{"sign no subject", []string{"attest", "sign", "--predicate", predFile, "--key", pub, "--out", p("x.att.json")}, 2, "", "--subject report.json="},
+		{"keys exist", []string{"keys", "generate", "--out", p("keys")}, 1, "", "already exists"},
+		{"keys bad algo", []string{"keys", "generate", "--out", p("k2"), "--algo", "rsa"}, 2, "", "--algo"},
+		{"keys empty passphrase", []string{"keys", "generate", "--out", p("k3"), "--passphrase-file", write("empty", "")}, 1, "", "is empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sealrun(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("exit %d (want %d)\nstdout: %s\nstderr: %s\nwant stdout ~ %q, stderr ~ %q", r.code, tc.code, r.stdout, r.stderr, tc.stdout, tc.stderr)
+			}
+		})
+	}
+	if _, err := os.Stat(p("x.att.json")); !os.IsNotExist(err) {
+		t.Error("a failed sign left an output file")
+	}
+	// The committed golden envelope verifies from the CLI too.
+	if r := sealrun(t, "verify", goldenEnv, "--key", goldenPub); r.code != 0 {
+		t.Errorf("golden: %+v", r)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/spf13/cobra"
+)
+
+// verifyFlags is the flag group of `sealrun verify`.
+type verifyFlags struct {
+	key, bundle, report, audit, track string
+	json                              bool
+}
+
+func (f *verifyFlags) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.key, "key", "", "the signer's public key (PEM), for example sealrun.pub")
+	cmd.Flags().StringVar(&f.bundle, "bundle", "", "check the graded bundle file against the attestation")
+	cmd.Flags().StringVar(&f.report, "report", "", "check the result report file against the attestation")
+	cmd.Flags().StringVar(&f.audit, "audit", "", "check the audit log (audit.jsonl) head and entry count")
+	cmd.Flags().StringVar(&f.track, "track", "", "check the track id and every pin against a track file")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
+}
+
+// verdict is what --json prints.
+type verdict struct {
+	Valid     bool              `json:"valid"`
+	Reason    attest.Reason     `json:"reason,omitempty"`
+	Detail    string            `json:"detail,omitempty"`
+	KeyID     string            `json:"key_id,omitempty"`
+	Checks    []string          `json:"checks"`
+	Warnings  []string          `json:"warnings"`
+	Track     *attest.TrackInfo `json:"track,omitempty"`
+	Agent     *attest.Agent     `json:"agent,omitempty"`
+	Result    *attest.Result    `json:"result,omitempty"`
+	Seed      *int64            `json:"seed,omitempty"`
+	Statement string            `json:"statement_sha256,omitempty"`
+}
+
+// verifyAttestation runs attest.Verify with the flag group's optional files. Errors that are not
+// verdicts come back as exit-2 errors.
+func verifyAttestation(path string, f *verifyFlags) (*attest.Verified, error) {
+	if f.key == "" {
+		return nil, usage(errors.New("give the signer's public key with --key (for example sealrun.pub)"))
+	}
+	v, _, err := attest.LoadVerifier(f.key)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	env, err := readLimited(path, "attestation", attest.MaxEnvelopeBytes)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	var opts []attest.VerifyOption
+	for _, c := range []struct {
+		path string
+		opt  func(string) attest.VerifyOption
+	}{{f.bundle, attest.WithBundleDigest}, {f.report, attest.WithReportDigest}} {
+		if c.path == "" {
+			continue
+		}
+		sum, err := sha256File(c.path)
+		if err != nil {
+			return nil, ioError(err)
+		}
+		opts = append(opts, c.opt(sum))
+	}
+	if f.audit != "" {
+		af, err := openRegular(f.audit, "audit log")
+		if err != nil {
+			return nil, ioError(err)
+		}
+		defer af.Close()
+		opts = append(opts, attest.WithAuditLog(af))
+	}
+	if f.track != "" {
+		t, err := policy.Load(f.track)
+		if err != nil {
+			return nil, ioError(fmt.Errorf("--track: %w", err))
+		}
+		opts = append(opts, attest.WithTrack(t))
+	}
+	return attest.Verify(env, v, opts...)
+}
+
+// readLimited reads a file of at most limit bytes; a longer file is returned cut at limit+1
+// bytes, so that the caller's own size check reports it.
+func readLimited(path, what string, limit int64) ([]byte, error) {
+	f, err := openRegular(path, what)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	return b, nil
+}
+
+func sha256File(path string) (string, error) {
+	f, err := openRegular(path, "file")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func newVerifyCmd() *cobra.Command {
+	var f verifyFlags
+	cmd := &cobra.Command{
+		Use:   "verify ATTESTATION --key PUB.pem [--bundle F] [--report F] [--audit F] [--track F] [--json]",
+		Short: "Verify a signed result attestation offline",
+		Long: `Verify checks a result.att.json offline: the DSSE envelope, exactly one signature valid for --key,
+the payload type, the in-toto statement and predicate types, then — reading only the signed
+payload — the subjects against --bundle/--report, the audit log against --audit, the predicate's
+internal consistency, and the track id and pins against --track (reporting legacy or withdrawn
+tracks). attest/VERIFY.md shows how to do the same without sealrun.
+
+Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.`,
+		Example: `  sealrun verify result.att.json --key sealrun.pub
+  sealrun verify result.att.json --key sealrun.pub --bundle bundle.tar.gz --audit audit.jsonl --track tracks/ari-v1.toml --json`,
+		Args: exactArgs(1, "one attestation file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			got, err := verifyAttestation(args[0], &f)
+			var vf *attest.VerificationFailure
+			if err != nil && !errors.As(err, &vf) {
+				var ee *exitError
+				if errors.As(err, &ee) {
+					return err
+				}
+				return ioError(err)
+			}
+			out := verdict{Valid: err == nil, Checks: []string{}, Warnings: []string{}}
+			if vf != nil {
+				out.Reason, out.Detail = vf.Reason, vf.Detail
+			} else {
+				p := got.Statement.Predicate
+				sum := sha256.Sum256(got.Payload)
+				out.KeyID, out.Checks, out.Track, out.Agent, out.Result, out.Seed = got.KeyID, got.Checks, &p.Track, &p.Agent, &p.Result, &p.Seed
+				out.Statement = hex.EncodeToString(sum[:])
+				out.Warnings = append(out.Warnings, got.Warnings...)
+			}
+			w := cmd.OutOrStdout()
+			if f.json {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(out); err != nil {
+					return ioError(err)
+				}
+			} else {
+				writeVerdict(w, args[0], out)
+			}
+			if vf != nil {
+				return &exitError{code: exitInvalid, err: vf, quiet: true}
+			}
+			return nil
+		},
+	}
+	f.addFlags(cmd)
+	return cmd
+}
+
+func writeVerdict(w io.Writer, path string, v verdict) {
+	if !v.Valid {
+		fmt.Fprintf(w, "%s: NOT VALID (%s)\n  %s\n", path, v.Reason, v.Detail)
+		return
+	}
+	r := v.Result
+	fmt.Fprintf(w, "%s: VALID\n", path)
+	fmt.Fprintf(w, "  key        %s\n", v.KeyID)
+	fmt.Fprintf(w, "  track      %s %s (%s), id %s\n", v.Track.Name, v.Track.Version, v.Track.Status, v.Track.ID)
+	effort := v.Agent.ReasoningEffort
+	if effort == "" {
+		effort = "no effort setting"
+	}
+	fmt.Fprintf(w, "  agent      %s (%s), seed %d\n", v.Agent.Model, effort, *v.Seed)
+	fmt.Fprintf(w, "  result     %s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
+	if r.Reason != "" {
+		fmt.Fprintf(w, " (%s)", r.Reason)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  checked    %s\n", strings.Join(v.Checks, ", "))
+	for _, warn := range v.Warnings {
+		fmt.Fprintf(w, "  warning    %s\n", warn)
+	}
+}
