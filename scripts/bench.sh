@@ -29,6 +29,8 @@ echo "== Go benchmarks"
 go test -run '^$' -bench . -benchmem ./... | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
 # gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
 gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
+# gobench_metric NAME UNIT: a custom metric (b.ReportMetric) of a benchmark from the run above.
+gobench_metric() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/gobench.txt"; }
 
 echo
 echo "== exams: build and hash a 100,000-question synthetic exam"
@@ -45,3 +47,9 @@ echo
 echo "== attest: sign and verify a realistic statement (100 questions, 50 candidates, 500 audit entries)"
 echo "sign:   $(gobench_ms BenchmarkSign) ms/op    (target: <= 5 ms)"
 echo "verify: $(gobench_ms BenchmarkVerify) ms/op    (target: <= 5 ms)"
+
+echo
+echo "== images: safe unpack of a ~200 MB layer vs GNU tar -x, and verify vs sha256sum (same run)"
+echo "unpack: $(gobench_metric BenchmarkUnpackVsTar sealrun-MB/s) MB/s vs $(gobench_metric BenchmarkUnpackVsTar tar-MB/s) MB/s (GNU tar -x): ratio $(gobench_metric BenchmarkUnpackVsTar ratio)x   (target: >= 0.8x)"
+echo "verify: $(gobench_metric BenchmarkVerifyVsSha256sum sealrun-MB/s) MB/s vs $(gobench_metric BenchmarkVerifyVsSha256sum sha256sum-MB/s) MB/s (sha256sum of the blobs): ratio $(gobench_metric BenchmarkVerifyVsSha256sum ratio)x   (target: >= 0.9x)"
+echo "        (verify re-hashes every blob, decompresses each layer for its diff id, and hashes the unpacked rootfs tree)"

@@ -34,7 +34,9 @@ Start with:
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usage(err) })
-	root.AddCommand(newTrackCmd(), newExamCmd(), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
+	g := &globals{}
+	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/sealrun", "sealrun's state directory (image store, runs); tests and users can isolate with it")
+	root.AddCommand(newTrackCmd(), newExamCmd(), newImagesCmd(g), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
 	defaultToInvalid(root)
 	return root
 }

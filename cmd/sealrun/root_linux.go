@@ -1,0 +1,5 @@
+package main
+
+import "os"
+
+func isRoot() bool { return os.Geteuid() == 0 }

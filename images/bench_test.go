@@ -1,0 +1,153 @@
+package images
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// benchLayer writes a ~200 MB uncompressed tar layer shaped like a Python image: many small
+// files, some large ones, directories and symlinks. It returns the path and its size.
+func benchLayer(b *testing.B, dir string) (string, int64) {
+	b.Helper()
+	path := filepath.Join(dir, "layer.tar")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	tw := tar.NewWriter(bw)
+	rng := rand.New(rand.NewPCG(1, 2))
+	chunk := make([]byte, 8<<20)
+	for i := range chunk {
+		chunk[i] = byte(rng.Uint32())
+	}
+	var total int64
+	for d := 0; total < 200<<20; d++ {
+		dn := fmt.Sprintf("usr/lib/python3/dist-packages/pkg%03d", d)
+		tw.WriteHeader(&tar.Header{Name: dn + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: Epoch})
+		for i := 0; i < 40; i++ {
+			size := 2 << 10
+			switch {
+			case i%20 == 0:
+				size = 4 << 20
+			case i%4 == 0:
+				size = 64 << 10
+			}
+			tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%s/m%02d.py", dn, i), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(size), ModTime: Epoch})
+			off := rng.IntN(len(chunk) - size)
+			tw.Write(chunk[off : off+size])
+			total += int64(size)
+		}
+		tw.WriteHeader(&tar.Header{Name: dn + "/latest", Typeflag: tar.TypeSymlink, Linkname: "m00.py", ModTime: Epoch})
+	}
+	tw.Close()
+	bw.Flush()
+	f.Close()
+	st, _ := os.Stat(path)
+	return path, st.Size()
+}
+
+// BenchmarkUnpackVsTar unpacks the same ~200 MB layer with sealrun's safe unpacker and with GNU
+// tar -x, each into a fresh directory, and reports both rates and their ratio.
+func BenchmarkUnpackVsTar(b *testing.B) {
+	if _, err := exec.LookPath("tar"); err != nil {
+		b.Skip("GNU tar not installed")
+	}
+	work := b.TempDir()
+	path, size := benchLayer(b, work)
+	open := func() (io.ReadCloser, error) { return os.Open(path) }
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dst := filepath.Join(work, fmt.Sprintf("ours-%d", i))
+		os.Mkdir(dst, 0o755)
+		t0 := time.Now()
+		if _, err := Unpack(context.Background(), "bench", []Layer{{Digest: "sha256:bench", Open: open}}, dst, UnpackOptions{Chown: os.Geteuid() == 0}); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(t0)
+		tdst := filepath.Join(work, fmt.Sprintf("tar-%d", i))
+		os.Mkdir(tdst, 0o755)
+		t0 = time.Now()
+		if out, err := exec.Command("tar", "-xf", path, "-C", tdst).CombinedOutput(); err != nil {
+			b.Fatalf("tar: %v %s", err, out)
+		}
+		theirs += time.Since(t0)
+		b.StopTimer()
+		os.RemoveAll(dst)
+		os.RemoveAll(tdst)
+		b.StartTimer()
+	}
+	mb := float64(size) / 1e6 * float64(b.N)
+	b.ReportMetric(mb/ours.Seconds(), "sealrun-MB/s")
+	b.ReportMetric(mb/theirs.Seconds(), "tar-MB/s")
+	b.ReportMetric(theirs.Seconds()/ours.Seconds(), "ratio")
+}
+
+// BenchmarkVerifyVsSha256sum verifies an image holding the ~200 MB layer (gzip) in the store —
+// manifest, config, blob digests, diff ids, rootfs tree — and runs sha256sum over the same blob
+// files; MB/s are of blob bytes on disk.
+func BenchmarkVerifyVsSha256sum(b *testing.B) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		b.Skip("sha256sum not installed")
+	}
+	work := b.TempDir()
+	path, _ := benchLayer(b, work)
+	layer, err := tarball.LayerFromFile(path, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+	if err != nil {
+		b.Fatal(err)
+	}
+	img, _ := mutate.AppendLayers(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), layer)
+	lp, _ := layout.Write(filepath.Join(work, "oci"), empty.Index)
+	if err := lp.AppendImage(img); err != nil {
+		b.Fatal(err)
+	}
+	s, err := OpenStore(filepath.Join(work, "state"), WithUnpackOptions(UnpackOptions{Chown: os.Geteuid() == 0}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := s.Import(context.Background(), filepath.Join(work, "oci"), "", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir, _ := s.Dir(rec.Digest)
+	blobs, _ := filepath.Glob(filepath.Join(dir, "layout/blobs/sha256/*"))
+	var blobBytes int64
+	for _, p := range blobs {
+		st, _ := os.Stat(p)
+		blobBytes += st.Size()
+	}
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := s.Verify(context.Background(), rec.Digest); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(t0)
+		t0 = time.Now()
+		if out, err := exec.Command("sha256sum", blobs...).CombinedOutput(); err != nil {
+			b.Fatalf("sha256sum: %v %s", err, out)
+		}
+		theirs += time.Since(t0)
+	}
+	mb := float64(blobBytes) / 1e6 * float64(b.N)
+	b.ReportMetric(mb/ours.Seconds(), "sealrun-MB/s")
+	b.ReportMetric(mb/theirs.Seconds(), "sha256sum-MB/s")
+	b.ReportMetric(theirs.Seconds()/ours.Seconds(), "ratio")
+}

@@ -1,0 +1,402 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/renameio/v2"
+)
+
+// Local image names. The digest is the identity; these names are for people and lock files.
+const (
+	LocalControllerName = "sealrun.local/controller"
+	LocalPythonName     = "sealrun.local/python"
+)
+
+// The recipes' versions: bump when a recipe changes what it builds, so caches are not reused.
+const (
+	controllerRecipe = "controller/v1"
+	pythonRecipe     = "python/v1"
+)
+
+// BuildOptions configure BuildLocal.
+type BuildOptions struct {
+	// Images to build: "controller", "python" (default: both).
+	Images []string
+	// CacheDir keeps the debootstrap result between builds (default <state-dir>/build-cache).
+	CacheDir string
+	// Busybox is the static busybox binary copied into the controller (default /bin/busybox).
+	Busybox string
+	// Mirror and Suite for debootstrap (default http://deb.debian.org/debian, bookworm).
+	Mirror, Suite string
+	// Packages installed into the python image besides the minbase variant.
+	Packages []string
+	// Log receives progress lines (default: discarded).
+	Log io.Writer
+}
+
+func (o *BuildOptions) defaults(stateDir string) {
+	if len(o.Images) == 0 {
+		o.Images = []string{"controller", "python"}
+	}
+	if o.CacheDir == "" {
+		o.CacheDir = filepath.Join(stateDir, "build-cache")
+	}
+	if o.Busybox == "" {
+		o.Busybox = "/bin/busybox"
+	}
+	if o.Mirror == "" {
+		o.Mirror = "http://deb.debian.org/debian"
+	}
+	if o.Suite == "" {
+		o.Suite = "bookworm"
+	}
+	if len(o.Packages) == 0 {
+		o.Packages = []string{"python3", "python3-numpy", "python3-torch"}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// Built is one locally built image.
+type Built struct {
+	Key    string // "controller" or "python"
+	Ref    string // name@sha256:<hex>
+	Cached bool   // nothing changed since the last build
+}
+
+// BuildLocal builds the demo and test images from Debian packages and imports them into the
+// store: controller (busybox shell and tools, no Python anywhere) and python (debootstrap
+// minbase with python3, numpy and torch). Layers are reproducible, so the same rootfs always
+// gives the same digest. A build whose inputs did not change since the last one reuses it.
+func (s *Store) BuildLocal(ctx context.Context, stateDir string, o BuildOptions) ([]Built, error) {
+	o.defaults(stateDir)
+	if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("build cache %s: %w", o.CacheDir, err)
+	}
+	var out []Built
+	for _, key := range o.Images {
+		var b Built
+		var err error
+		switch key {
+		case "controller":
+			b, err = s.buildController(ctx, o)
+		case "python":
+			b, err = s.buildPython(ctx, o)
+		default:
+			err = fmt.Errorf("unknown local image %q; build-local makes controller and python", key)
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// stamp is a cache entry: the inputs' hash and the digest they produced.
+func (s *Store) cached(o BuildOptions, key, inputs string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(o.CacheDir, key+".stamp"))
+	if err != nil {
+		return "", false
+	}
+	in, ref, ok := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if !ok || in != inputs {
+		return "", false
+	}
+	d, err := ParsePinned(ref)
+	if err != nil {
+		return "", false
+	}
+	if _, err := s.Get(d.DigestStr()); err != nil {
+		return "", false
+	}
+	return ref, true
+}
+
+func writeStamp(o BuildOptions, key, inputs, ref string) error {
+	return renameio.WriteFile(filepath.Join(o.CacheDir, key+".stamp"), []byte(inputs+" "+ref+"\n"), 0o600)
+}
+
+func hashStrings(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s\n", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, error) {
+	bb, err := fileSHA256(o.Busybox)
+	if err != nil {
+		return Built{}, fmt.Errorf("controller image needs a static busybox at %s (apt-get install busybox-static, or make deps): %w", o.Busybox, err)
+	}
+	inputs := hashStrings(controllerRecipe, bb)
+	if ref, ok := s.cached(o, "controller", inputs); ok {
+		fmt.Fprintf(o.Log, "controller: unchanged, %s\n", ref)
+		return Built{Key: "controller", Ref: ref, Cached: true}, nil
+	}
+	fmt.Fprintf(o.Log, "controller: building from %s\n", o.Busybox)
+	tmp, err := os.MkdirTemp(o.CacheDir, "controller-")
+	if err != nil {
+		return Built{}, err
+	}
+	defer os.RemoveAll(tmp)
+	root := filepath.Join(tmp, "rootfs")
+	if err := controllerRootfs(ctx, root, o.Busybox); err != nil {
+		return Built{}, fmt.Errorf("controller rootfs: %w", err)
+	}
+	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/bin", "HOME=/workspace"}, WorkingDir: "/workspace", Cmd: []string{"/bin/sh"}}
+	ref, err := s.importRootfs(ctx, root, LocalControllerName, cfg, tmp, nil)
+	if err != nil {
+		return Built{}, err
+	}
+	fmt.Fprintf(o.Log, "controller: %s\n", ref)
+	return Built{Key: "controller", Ref: ref}, writeStamp(o, "controller", inputs, ref)
+}
+
+// controllerRootfs lays out a busybox-only root: a shell and coreutils-level tools, no Python.
+func controllerRootfs(ctx context.Context, root, busybox string) error {
+	for _, d := range []string{"bin", "etc", "dev", "proc", "sys", "tmp", "root", "workspace", "usr/local/bin", "var/tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"tmp", "var/tmp"} {
+		if err := os.Chmod(filepath.Join(root, d), 0o1777); err != nil {
+			return err
+		}
+	}
+	data, err := os.ReadFile(busybox)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin/busybox"), data, 0o755); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, busybox, "--list").Output()
+	if err != nil {
+		return fmt.Errorf("%s --list: %w", busybox, err)
+	}
+	applets := strings.Fields(string(out))
+	sort.Strings(applets)
+	for _, a := range applets {
+		if a == "busybox" || strings.Contains(a, "/") {
+			continue
+		}
+		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil && !os.IsExist(err) {
+			return err
+		}
+	}
+	files := map[string]string{
+		"etc/passwd":   "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+		"etc/group":    "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n",
+		"etc/hostname": "controller\n",
+		"etc/hosts":    "127.0.0.1 localhost\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) {
+	debootstrap, err := exec.LookPath("debootstrap")
+	if err != nil {
+		return Built{}, errors.New("the python image needs debootstrap (apt-get install debootstrap, or make deps)")
+	}
+	if os.Geteuid() != 0 {
+		return Built{}, errors.New("the python image is built with debootstrap, which needs root; run build-local as root")
+	}
+	inputs := hashStrings(pythonRecipe, o.Suite, o.Mirror, strings.Join(o.Packages, ","), runtime.GOARCH)
+	if ref, ok := s.cached(o, "python", inputs); ok {
+		fmt.Fprintf(o.Log, "python: unchanged, %s\n", ref)
+		return Built{Key: "python", Ref: ref, Cached: true}, nil
+	}
+	root := filepath.Join(o.CacheDir, "python-"+inputs[:16], "rootfs")
+	if _, err := os.Stat(filepath.Join(root, ".sealrun-complete")); err != nil {
+		fmt.Fprintf(o.Log, "python: debootstrap %s (%s) with %s — several minutes the first time\n", o.Suite, o.Mirror, strings.Join(o.Packages, ", "))
+		if err := debootstrapInto(ctx, debootstrap, root, o); err != nil {
+			return Built{}, err
+		}
+	} else {
+		fmt.Fprintf(o.Log, "python: reusing the debootstrap in %s\n", filepath.Dir(root))
+	}
+	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "HOME=/workspace"}, WorkingDir: "/workspace", Cmd: []string{"/usr/bin/python3"}}
+	// Keep these directories but leave out their contents: mount points, scratch space, logs
+	// and apt's download caches.
+	skip := func(rel string) bool {
+		if rel == ".sealrun-complete" {
+			return true
+		}
+		for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var/tmp", "var/log", "var/cache/apt/archives", "var/lib/apt/lists"} {
+			if strings.HasPrefix(rel, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	tmp, err := os.MkdirTemp(o.CacheDir, "python-pack-")
+	if err != nil {
+		return Built{}, err
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Fprintf(o.Log, "python: packing the rootfs into a reproducible layer\n")
+	ref, err := s.importRootfs(ctx, root, LocalPythonName, cfg, tmp, skip)
+	if err != nil {
+		return Built{}, err
+	}
+	fmt.Fprintf(o.Log, "python: %s\n", ref)
+	return Built{Key: "python", Ref: ref}, writeStamp(o, "python", inputs, ref)
+}
+
+// debootstrapInto runs debootstrap into a fresh directory, makes sure nothing it mounted stays
+// mounted, and marks the result complete.
+func debootstrapInto(ctx context.Context, debootstrap, root string, o BuildOptions) error {
+	parent := filepath.Dir(root)
+	if err := os.RemoveAll(parent); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return err
+	}
+	logPath := filepath.Join(parent, "debootstrap.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := []string{"--variant=minbase", "--include=" + strings.Join(o.Packages, ","), o.Suite, root, o.Mirror}
+	cmd := exec.CommandContext(ctx, debootstrap, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	runErr := cmd.Run()
+	if err := unmountUnder(root); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return fmt.Errorf("debootstrap %s failed (%v); its log is %s (last lines: %s)", o.Suite, runErr, logPath, lastLines(logPath, 3))
+	}
+	return os.WriteFile(filepath.Join(root, ".sealrun-complete"), nil, 0o644)
+}
+
+// unmountUnder lazily unmounts every mount point at or below dir, deepest first.
+func unmountUnder(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(dir)
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == abs || strings.HasPrefix(f[4], abs+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	var first error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && first == nil {
+			first = fmt.Errorf("unmount %s: %w", p, err)
+		}
+	}
+	return first
+}
+
+func lastLines(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// importRootfs packs root into one reproducible layer, makes an OCI image with cfg, and adds
+// it to the store. work is a scratch directory.
+func (s *Store) importRootfs(ctx context.Context, root, name string, cfg v1.Config, work string, skip func(string) bool) (string, error) {
+	// One pass: tar and gzip (fastest level; the output is deterministic for a given input) to a
+	// file, which ggcr then reads as an already compressed layer.
+	gzPath := filepath.Join(work, "layer.tar.gz")
+	f, err := os.Create(gzPath)
+	if err != nil {
+		return "", err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+	if err := WriteLayerTar(zw, root, skip); err != nil {
+		f.Close()
+		return "", fmt.Errorf("pack %s: %w", root, err)
+	}
+	for _, c := range []func() error{zw.Close, bw.Flush, f.Close} {
+		if err := c(); err != nil {
+			f.Close()
+			return "", fmt.Errorf("pack %s: %w", root, err)
+		}
+	}
+	layer, err := tarball.LayerFromFile(gzPath, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return "", err
+	}
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	if err != nil {
+		return "", err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return "", err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
+	cf.Config = cfg
+	cf.Created = v1.Time{Time: Epoch}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return "", err
+	}
+	rec, err := s.add(ctx, img, name, SourceLocalBuild, "sealrun images build-local", "")
+	if err != nil {
+		return "", err
+	}
+	return name + "@" + rec.Digest, nil
+}

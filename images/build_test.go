@@ -1,0 +1,111 @@
+package images
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBuildLocalController(t *testing.T) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("busybox-static is not installed (make deps installs it)")
+	}
+	ctx := context.Background()
+	var refs []string
+	var rootfs string
+	for i := 0; i < 2; i++ { // two separate stores and caches: the same rootfs must give the same digest
+		dir := t.TempDir()
+		s, err := OpenStore(dir, WithUnpackOptions(UnpackOptions{Chown: os.Geteuid() == 0}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		built, err := s.BuildLocal(ctx, dir, BuildOptions{Images: []string{"controller"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, built[0].Ref)
+		again, err := s.BuildLocal(ctx, dir, BuildOptions{Images: []string{"controller"}})
+		if err != nil || !again[0].Cached || again[0].Ref != built[0].Ref {
+			t.Errorf("second build not served from the cache: %+v %v", again, err)
+		}
+		d, _ := ParsePinned(built[0].Ref)
+		rootfs, _ = s.Rootfs(d.DigestStr())
+	}
+	if refs[0] != refs[1] {
+		t.Errorf("not reproducible: %s vs %s", refs[0], refs[1])
+	}
+	if !strings.HasPrefix(refs[0], LocalControllerName+"@sha256:") {
+		t.Errorf("ref = %s", refs[0])
+	}
+	assertNoPython(t, rootfs)
+	if fi, err := os.Lstat(filepath.Join(rootfs, "bin/sh")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("bin/sh: %v", err)
+	}
+	if out, err := exec.Command(filepath.Join(rootfs, "bin/busybox"), "echo", "ok").Output(); err != nil || string(out) != "ok\n" {
+		t.Errorf("busybox in the image does not run: %v %q", err, out)
+	}
+}
+
+// assertNoPython fails if anything named like a Python interpreter or library is in the tree.
+func assertNoPython(t *testing.T, rootfs string) {
+	t.Helper()
+	filepath.WalkDir(rootfs, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.Contains(strings.ToLower(d.Name()), "python") || strings.HasSuffix(d.Name(), ".py") {
+			t.Errorf("controller image holds %s", p)
+		}
+		return nil
+	})
+}
+
+// The python image is built by `make test` (bin/sealrun images build-local into
+// SEALRUN_TEST_STATE, from a cache kept between runs), since debootstrap takes minutes.
+func TestLocalPythonImage(t *testing.T) {
+	state := os.Getenv("SEALRUN_TEST_STATE")
+	if state == "" {
+		t.Skip("SEALRUN_TEST_STATE is not set: run through make test, which builds the local images first")
+	}
+	lock, err := ReadLock(filepath.Join(state, "images.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, ok := lock["python"]
+	if !ok {
+		t.Fatalf("%s/images.lock has no python image", state)
+	}
+	s, err := OpenStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := ParsePinned(ref)
+	rootfs, err := s.Rootfs(d.DigestStr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"usr/bin/python3", "usr/lib/python3/dist-packages/numpy", "usr/lib/python3/dist-packages/torch"} {
+		if _, err := os.Stat(filepath.Join(rootfs, p)); err != nil {
+			t.Errorf("python image lacks %s: %v", p, err)
+		}
+	}
+	for _, p := range []string{"dev/null", "proc/self", "var/cache/apt/archives/partial", ".sealrun-complete"} {
+		if _, err := os.Lstat(filepath.Join(rootfs, p)); err == nil {
+			t.Errorf("python image holds %s", p)
+		}
+	}
+	ctrl, ok := lock["controller"]
+	if !ok {
+		t.Fatal("images.lock has no controller image")
+	}
+	cd, _ := ParsePinned(ctrl)
+	croot, err := s.Rootfs(cd.DigestStr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoPython(t, croot)
+}

@@ -1,0 +1,443 @@
+package images
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+	"github.com/google/renameio/v2"
+)
+
+// ErrNotFound: no image with that digest in the store.
+var ErrNotFound = errors.New("image not in the store")
+
+// Sources an image can come from.
+const (
+	SourceRegistry      = "registry"
+	SourceOCILayout     = "oci-layout"
+	SourceDockerArchive = "docker-archive"
+	SourceLocalBuild    = "local-build"
+)
+
+// Record is what the store knows about one image (image.json in its directory).
+type Record struct {
+	Digest        string    `json:"digest"` // manifest digest, sha256:<hex>
+	Name          string    `json:"name"`   // repository name, for people; the digest is the identity
+	Source        string    `json:"source"`
+	SourceRef     string    `json:"source_ref"` // where it came from: registry reference or path
+	Size          int64     `json:"size"`       // manifest + config + compressed layers, bytes
+	Layers        []string  `json:"layers"`
+	UnpackedBytes int64     `json:"unpacked_bytes"`
+	Files         int64     `json:"files"`
+	RootfsTree    string    `json:"rootfs_tree"` // TreeHash of the unpacked rootfs
+	ImportedAt    time.Time `json:"imported_at"`
+	VerifiedAt    time.Time `json:"verified_at"`
+	Neutralised   []string  `json:"neutralised,omitempty"` // what unpack skipped or stripped
+}
+
+// Store is the content-addressed image store under <state-dir>/images:
+//
+//	images/sha256/<hex>/layout/      OCI image layout holding exactly this image
+//	images/sha256/<hex>/rootfs/      the unpacked root filesystem
+//	images/sha256/<hex>/image.json   the Record
+//	images/.tmp/                     imports in progress (never listed)
+//
+// An image directory appears only by rename, after every check passed.
+type Store struct {
+	dir  string
+	opts storeOptions
+}
+
+type storeOptions struct {
+	unpack UnpackOptions
+	now    func() time.Time
+}
+
+// StoreOption configures a Store.
+type StoreOption func(*storeOptions)
+
+// WithUnpackOptions sets the caps and ownership used when unpacking.
+func WithUnpackOptions(o UnpackOptions) StoreOption {
+	return func(s *storeOptions) { s.unpack = o }
+}
+
+// WithClock injects the clock used for imported-at and verified-at.
+func WithClock(now func() time.Time) StoreOption { return func(s *storeOptions) { s.now = now } }
+
+// OpenStore opens (creating it if needed) the image store under stateDir.
+func OpenStore(stateDir string, opts ...StoreOption) (*Store, error) {
+	o := storeOptions{now: time.Now}
+	o.unpack.Chown = os.Geteuid() == 0
+	for _, f := range opts {
+		f(&o)
+	}
+	dir := filepath.Join(stateDir, "images")
+	for _, d := range []string{dir, filepath.Join(dir, "sha256"), filepath.Join(dir, ".tmp")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("image store %s: %w (is --state-dir writable? it defaults to /var/lib/sealrun)", dir, err)
+		}
+	}
+	return &Store{dir: dir, opts: o}, nil
+}
+
+// Dir is the image's directory for a digest (which need not exist).
+func (s *Store) Dir(digest string) (string, error) {
+	h, err := v1.NewHash(digest)
+	if err != nil || h.Algorithm != "sha256" || len(h.Hex) != 64 {
+		return "", fmt.Errorf("%q is not an image digest; expected sha256:<64 lowercase hex> (see sealrun images ls)", digest)
+	}
+	if strings.ToLower(h.Hex) != h.Hex {
+		return "", fmt.Errorf("%q is not an image digest; the hex must be lowercase", digest)
+	}
+	return filepath.Join(s.dir, "sha256", h.Hex), nil
+}
+
+// Rootfs is the unpacked root filesystem of an image in the store.
+func (s *Store) Rootfs(digest string) (string, error) {
+	if _, err := s.Get(digest); err != nil {
+		return "", err
+	}
+	d, _ := s.Dir(digest)
+	return filepath.Join(d, "rootfs"), nil
+}
+
+// Get returns the record of an image in the store.
+func (s *Store) Get(digest string) (*Record, error) {
+	d, err := s.Dir(digest)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(d, "image.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w; pull or import it first (sealrun images pull|import)", digest, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: image.json is damaged (%v); remove the image and import it again", digest, err)
+	}
+	return &r, nil
+}
+
+// List returns every complete image, sorted by name then digest.
+func (s *Store) List() ([]Record, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "sha256"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for _, e := range entries {
+		r, err := s.Get("sha256:" + e.Name())
+		if err != nil {
+			continue // not a complete image (cannot happen through the store's own writes)
+		}
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Digest < out[j].Digest
+	})
+	return out, nil
+}
+
+// Remove deletes an image from the store.
+func (s *Store) Remove(digest string) error {
+	if _, err := s.Get(digest); err != nil {
+		return err
+	}
+	d, _ := s.Dir(digest)
+	// Rename first so that a crash mid-removal never leaves a half image that ls would show.
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, ".tmp"), "rm-")
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(d, filepath.Join(tmp, "image")); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("remove %s: %w", digest, err)
+	}
+	return os.RemoveAll(tmp)
+}
+
+// allowed media types: OCI and Docker schema 2 images with tar layers.
+var (
+	manifestTypes = []types.MediaType{types.OCIManifestSchema1, types.DockerManifestSchema2}
+	layerTypes    = []types.MediaType{types.OCILayer, types.OCIUncompressedLayer, types.DockerLayer, types.DockerUncompressedLayer, types.OCILayerZStd}
+	configTypes   = []types.MediaType{types.OCIConfigJSON, types.DockerConfigJSON}
+)
+
+func oneOf(mt types.MediaType, list []types.MediaType) bool {
+	for _, x := range list {
+		if x == mt {
+			return true
+		}
+	}
+	return false
+}
+
+// checkMediaTypes refuses what sealrun cannot run: indexes, schema 1, foreign or unknown layers.
+func checkMediaTypes(ref string, img v1.Image) error {
+	m, err := img.Manifest()
+	if err != nil {
+		return fmt.Errorf("image %s: read manifest: %w", ref, err)
+	}
+	mt := m.MediaType
+	if mt == "" {
+		mt, _ = img.MediaType()
+	}
+	if !oneOf(mt, manifestTypes) {
+		return fmt.Errorf("image %s: manifest media type %q is not an OCI or Docker v2 image manifest", ref, mt)
+	}
+	if !oneOf(m.Config.MediaType, configTypes) {
+		return fmt.Errorf("image %s: config media type %q is not an image config", ref, m.Config.MediaType)
+	}
+	for _, l := range m.Layers {
+		if !oneOf(l.MediaType, layerTypes) {
+			return fmt.Errorf("image %s: layer %s has media type %q; sealrun unpacks only tar layers (plain, gzip, zstd) and never fetches foreign layers", ref, l.Digest, l.MediaType)
+		}
+	}
+	return nil
+}
+
+// add verifies img and moves it into the store. pin, when not empty, is the digest the image
+// must have.
+func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, pin string) (*Record, error) {
+	raw, err := img.RawManifest()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: read manifest: %w", sourceRef, err)
+	}
+	sum := sha256.Sum256(raw)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	if pin != "" && digest != pin {
+		return nil, fmt.Errorf("image %s: manifest digest is %s but %s was pinned; the image is not the pinned one (wrong source, or tampered)", sourceRef, digest, pin)
+	}
+	if err := checkMediaTypes(sourceRef, img); err != nil {
+		return nil, err
+	}
+	final, _ := s.Dir(digest)
+	if r, err := s.Get(digest); err == nil {
+		return r, nil // content-addressed: already here
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, ".tmp"), "import-")
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	lp, err := layout.Write(filepath.Join(tmp, "layout"), empty.Index)
+	if err != nil {
+		return nil, err
+	}
+	if err := lp.AppendImage(img); err != nil {
+		return nil, fmt.Errorf("image %s: fetch and write blobs: %w", sourceRef, err)
+	}
+	h, _ := v1.NewHash(digest)
+	disk, err := lp.Image(h)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: read back: %w", sourceRef, err)
+	}
+	rec := &Record{Digest: digest, Name: name, Source: source, SourceRef: sourceRef}
+	if err := s.verifyImage(ctx, sourceRef, digest, disk, rec); err != nil {
+		return nil, err
+	}
+	rootfs := filepath.Join(tmp, "rootfs")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	layers, err := disk.Layers()
+	if err != nil {
+		return nil, err
+	}
+	var ul []Layer
+	for _, l := range layers {
+		d, _ := l.Digest()
+		ul = append(ul, Layer{Digest: d.String(), Open: l.Uncompressed})
+	}
+	rep, err := Unpack(ctx, sourceRef, ul, rootfs, s.opts.unpack)
+	if err != nil {
+		return nil, err
+	}
+	rec.UnpackedBytes, rec.Files = rep.Bytes, rep.Files
+	for _, d := range rep.SkippedDevices {
+		rec.Neutralised = append(rec.Neutralised, "skipped device node or FIFO "+d)
+	}
+	for _, d := range rep.StrippedSetuid {
+		rec.Neutralised = append(rec.Neutralised, "stripped setuid/setgid from "+d)
+	}
+	if rec.RootfsTree, _, err = TreeHash(rootfs); err != nil {
+		return nil, fmt.Errorf("image %s: hash rootfs: %w", sourceRef, err)
+	}
+	now := s.opts.now().UTC()
+	rec.ImportedAt, rec.VerifiedAt = now, now
+	if err := writeRecord(tmp, rec); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, fs.ErrExist) {
+			return s.Get(digest) // a concurrent import of the same image won
+		}
+		return nil, fmt.Errorf("image %s: move into the store: %w", sourceRef, err)
+	}
+	ok = true
+	return rec, nil
+}
+
+func writeRecord(dir string, r *Record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return renameio.WriteFile(filepath.Join(dir, "image.json"), append(b, '\n'), 0o600)
+}
+
+// verifyImage re-hashes everything of an image read from disk: the manifest digest, every
+// layer's blob digest and diff id, and the config, through ggcr's validate.Image.
+func (s *Store) verifyImage(ctx context.Context, ref, digest string, img v1.Image, rec *Record) error {
+	raw, err := img.RawManifest()
+	if err != nil {
+		return fmt.Errorf("image %s: read manifest: %w", ref, err)
+	}
+	sum := sha256.Sum256(raw)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
+		return fmt.Errorf("image %s: manifest on disk hashes to %s, not %s", ref, got, digest)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validate.Image(img); err != nil {
+		return fmt.Errorf("image %s: verification failed: %v", ref, err)
+	}
+	m, _ := img.Manifest()
+	cfgRaw, _ := img.RawConfigFile()
+	rec.Size = int64(len(raw)) + int64(len(cfgRaw))
+	rec.Layers = rec.Layers[:0]
+	for _, l := range m.Layers {
+		rec.Size += l.Size
+		rec.Layers = append(rec.Layers, l.Digest.String())
+	}
+	return nil
+}
+
+// Verify re-hashes an image in the store: manifest, config, every layer blob and its diff id,
+// and the unpacked rootfs tree. On success it records the time.
+func (s *Store) Verify(ctx context.Context, digest string) (*Record, error) {
+	rec, err := s.Get(digest)
+	if err != nil {
+		return nil, err
+	}
+	dir, _ := s.Dir(digest)
+	lp, err := layout.FromPath(filepath.Join(dir, "layout"))
+	if err != nil {
+		return nil, fmt.Errorf("image %s: layout is damaged: %w; remove and re-import it", digest, err)
+	}
+	h, _ := v1.NewHash(digest)
+	img, err := lp.Image(h)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: manifest missing from its layout: %w; remove and re-import it", digest, err)
+	}
+	// The layers and the unpacked tree are independent: hash them at the same time.
+	type treeResult struct {
+		hash string
+		err  error
+	}
+	treeDone := make(chan treeResult, 1)
+	go func() {
+		h, _, err := TreeHash(filepath.Join(dir, "rootfs"))
+		treeDone <- treeResult{h, err}
+	}()
+	verr := s.verifyImage(ctx, digest, digest, img, rec)
+	tr := <-treeDone
+	if verr != nil {
+		return nil, verr
+	}
+	tree, err := tr.hash, tr.err
+	if err != nil {
+		return nil, fmt.Errorf("image %s: hash rootfs: %w", digest, err)
+	}
+	if tree != rec.RootfsTree {
+		return nil, fmt.Errorf("image %s: the unpacked rootfs changed on disk (tree %s, recorded %s); remove and re-import the image", digest, tree, rec.RootfsTree)
+	}
+	rec.VerifiedAt = s.opts.now().UTC()
+	if err := writeRecord(dir, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// TreeHash hashes a directory tree: every entry's relative path, type, permission bits, owner,
+// size, symlink target and file content, in sorted order. It returns the hash and the bytes of
+// file content read.
+func TreeHash(dir string) (string, int64, error) {
+	h := sha256.New()
+	var total int64
+	buf := make([]byte, 1<<20)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		var uid, gid uint32
+		if st != nil {
+			uid, gid = st.Uid, st.Gid
+		}
+		fmt.Fprintf(h, "%q %o %d %d %d", rel, fi.Mode(), uid, gid, fi.Size())
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, " -> %q", t)
+		case fi.Mode().IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			fh := sha256.New()
+			n, err := io.CopyBuffer(fh, onlyReader{f}, buf)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			total += n
+			fmt.Fprintf(h, " %x", fh.Sum(nil))
+		}
+		h.Write([]byte{'\n'})
+		return nil
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), total, nil
+}
+
+// onlyReader hides WriterTo so that io.CopyBuffer uses the large buffer.
+type onlyReader struct{ io.Reader }
