@@ -67,7 +67,7 @@ fuzz:
 
 install: build
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/sealrun
-	install -d -m 0700 $(DESTDIR)/var/lib/sealrun
+	install -d -m 0711 $(DESTDIR)/var/lib/sealrun
 	install -m 0755 bin/sealrun bin/sealrund bin/runner $(DESTDIR)$(PREFIX)/bin/
 
 clean:

@@ -34,8 +34,11 @@ const (
 
 // The recipes' versions: bump when a recipe changes what it builds, so caches are not reused.
 const (
-	controllerRecipe = "controller/v1"
-	pythonRecipe     = "python/v1"
+	controllerRecipe = "controller/v2"
+	pythonRecipe     = "python/v2"
+	// debootstrapRecipe keys the cached debootstrap result; the python recipe can change what is
+	// added on top without a new debootstrap.
+	debootstrapRecipe = "debootstrap/v1"
 )
 
 // BuildOptions configure BuildLocal.
@@ -190,7 +193,7 @@ func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, err
 
 // controllerRootfs lays out a busybox-only root: a shell and coreutils-level tools, no Python.
 func controllerRootfs(ctx context.Context, root, busybox string) error {
-	for _, d := range []string{"bin", "etc", "dev", "proc", "sys", "tmp", "root", "workspace", "usr/local/bin", "var/tmp"} {
+	for _, d := range []string{"bin", "etc", "dev", "proc", "sys", "tmp", "root", "var/tmp"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return err
 		}
@@ -199,6 +202,9 @@ func controllerRootfs(ctx context.Context, root, busybox string) error {
 		if err := os.Chmod(filepath.Join(root, d), 0o1777); err != nil {
 			return err
 		}
+	}
+	if err := sandboxMountpoints(root); err != nil {
+		return err
 	}
 	data, err := os.ReadFile(busybox)
 	if err != nil {
@@ -243,12 +249,13 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 	if os.Geteuid() != 0 {
 		return Built{}, errors.New("the python image is built with debootstrap, which needs root; run build-local as root")
 	}
-	inputs := hashStrings(pythonRecipe, o.Suite, o.Mirror, strings.Join(o.Packages, ","), runtime.GOARCH)
+	debootKey := hashStrings(debootstrapRecipe, o.Suite, o.Mirror, strings.Join(o.Packages, ","), runtime.GOARCH)
+	inputs := hashStrings(pythonRecipe, debootKey)
 	if ref, ok := s.cached(o, "python", inputs); ok {
 		fmt.Fprintf(o.Log, "python: unchanged, %s\n", ref)
 		return Built{Key: "python", Ref: ref, Cached: true}, nil
 	}
-	root := filepath.Join(o.CacheDir, "python-"+inputs[:16], "rootfs")
+	root := filepath.Join(o.CacheDir, "python-"+debootKey[:16], "rootfs")
 	if _, err := os.Stat(filepath.Join(root, ".sealrun-complete")); err != nil {
 		fmt.Fprintf(o.Log, "python: debootstrap %s (%s) with %s — several minutes the first time\n", o.Suite, o.Mirror, strings.Join(o.Packages, ", "))
 		if err := debootstrapInto(ctx, debootstrap, root, o); err != nil {
@@ -256,6 +263,9 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 		}
 	} else {
 		fmt.Fprintf(o.Log, "python: reusing the debootstrap in %s\n", filepath.Dir(root))
+	}
+	if err := sandboxMountpoints(root); err != nil {
+		return Built{}, err
 	}
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "HOME=/workspace"}, WorkingDir: "/workspace", Cmd: []string{"/usr/bin/python3"}}
 	// Keep these directories but leave out their contents: mount points, scratch space, logs
@@ -283,6 +293,25 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 	}
 	fmt.Fprintf(o.Log, "python: %s\n", ref)
 	return Built{Key: "python", Ref: ref}, writeStamp(o, "python", inputs, ref)
+}
+
+// sandboxMountpoints adds the empty directories and file the sandbox mounts over (/workspace,
+// /bundle, /usr/local/bin/runner): the runtime must never have to create them, since that would
+// write into the image store's rootfs.
+func sandboxMountpoints(root string) error {
+	for _, d := range []string{"workspace", "bundle", "usr/local/bin", "proc", "sys", "dev", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(root, "usr/local/bin/runner"), os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // debootstrapInto runs debootstrap into a fresh directory, makes sure nothing it mounted stays

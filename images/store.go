@@ -87,10 +87,20 @@ func OpenStore(stateDir string, opts ...StoreOption) (*Store, error) {
 	for _, f := range opts {
 		f(&o)
 	}
+	// Containers run as unprivileged mapped users and must traverse (never list) the path to an
+	// image's rootfs: the directories down to it are 0711. Layouts and records stay 0700.
 	dir := filepath.Join(stateDir, "images")
-	for _, d := range []string{dir, filepath.Join(dir, "sha256"), filepath.Join(dir, ".tmp")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{stateDir, 0o711}, {dir, 0o711}, {filepath.Join(dir, "sha256"), 0o711}, {filepath.Join(dir, ".tmp"), 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return nil, fmt.Errorf("image store %s: %w (is --state-dir writable? it defaults to /var/lib/sealrun)", dir, err)
+		}
+		if st, err := os.Stat(d.path); err == nil && st.Mode().Perm()&0o111 != 0o111 && d.mode == 0o711 {
+			if err := os.Chmod(d.path, st.Mode().Perm()|0o711); err != nil {
+				return nil, fmt.Errorf("image store %s: make it traversable for containers: %w", d.path, err)
+			}
 		}
 	}
 	return &Store{dir: dir, opts: o}, nil
@@ -293,6 +303,12 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	now := s.opts.now().UTC()
 	rec.ImportedAt, rec.VerifiedAt = now, now
 	if err := writeRecord(tmp, rec); err != nil {
+		return nil, err
+	}
+	for _, p := range []string{filepath.Join(tmp, "layout"), filepath.Join(tmp, "image.json")} {
+		os.Chmod(p, 0o700)
+	}
+	if err := os.Chmod(tmp, 0o711); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, final); err != nil {

@@ -20,6 +20,8 @@ Every compute call of a sealed run goes through runner. Each response starts wit
   runner submit DIR        pack DIR as a candidate bundle, score it on the validation set
   runner promote ID        mark candidate ID as the one to grade
   runner finalize [ID]     end the run now (grading the promoted or given candidate)
+  runner posture           print what this sandbox looks like from inside (JSON; used by
+                           sealrun sandbox probe)
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -31,6 +33,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "posture" {
+		return runPosture(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "runner: %q: this build has no daemon connection yet (it arrives with the runner issue); nothing was run\n", args[0])
 	return 1

@@ -11,9 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sealrun/sealrun/sandbox"
 )
 
 func main() {
+	sandbox.RunHookIfRequested() // sealrun is also the network hook of the containers it starts
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

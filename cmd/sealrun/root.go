@@ -36,7 +36,7 @@ Start with:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usage(err) })
 	g := &globals{}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/sealrun", "sealrun's state directory (image store, runs); tests and users can isolate with it")
-	root.AddCommand(newTrackCmd(), newExamCmd(), newImagesCmd(g), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
+	root.AddCommand(newTrackCmd(), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
 	defaultToInvalid(root)
 	return root
 }

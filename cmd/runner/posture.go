@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// posture is what a process sees of its sandbox from inside. The host side of
+// `sealrun sandbox probe` adds what only the host can see and decides whether it is right.
+type posture struct {
+	UIDMap         string            `json:"uid_map"`
+	GIDMap         string            `json:"gid_map"`
+	CapEff         string            `json:"cap_eff"`
+	Seccomp        int               `json:"seccomp"`
+	NoNewPrivs     bool              `json:"no_new_privs"`
+	ReadonlyRootfs bool              `json:"readonly_rootfs"`
+	MaskedPathsOK  bool              `json:"masked_paths_ok"`
+	Masked         map[string]string `json:"masked"`
+	Egress         []egress          `json:"egress"`
+	Hostname       string            `json:"hostname"`
+	Cwd            string            `json:"cwd"`
+	EnvKeys        []string          `json:"env_keys"`
+	FDs            []string          `json:"fds"`
+}
+
+type egress struct {
+	Target    string `json:"target"`
+	Connected bool   `json:"connected"`
+	Error     string `json:"error,omitempty"`
+}
+
+func runPosture(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("runner posture", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	targets := fs.String("egress", "", "comma-separated host:port targets to try to connect to")
+	release := fs.String("release", "", "after printing, wait until this file exists (the host reads its side meanwhile)")
+	hold := fs.Duration("hold", 30*time.Second, "longest wait for --release")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	p := posture{Masked: map[string]string{}}
+	p.UIDMap = readTrim("/proc/self/uid_map")
+	p.GIDMap = readTrim("/proc/self/gid_map")
+	for _, line := range strings.Split(readTrim("/proc/self/status"), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "CapEff":
+			p.CapEff = v
+		case "Seccomp":
+			p.Seccomp, _ = strconv.Atoi(v)
+		case "NoNewPrivs":
+			p.NoNewPrivs = v == "1"
+		}
+	}
+	p.ReadonlyRootfs = true
+	for _, path := range []string{"/.sealrun-write-test", "/usr/.sealrun-write-test", "/etc/.sealrun-write-test"} {
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+			os.Remove(path)
+			p.ReadonlyRootfs = false
+		}
+	}
+	p.MaskedPathsOK = true
+	for _, path := range []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug"} {
+		b, err := readSome(path)
+		p.Masked[path] = describeRead(b, err)
+		if err == nil && len(b) > 0 {
+			p.MaskedPathsOK = false
+		}
+	}
+	if entries, err := os.ReadDir("/sys/firmware"); err == nil && len(entries) > 0 {
+		p.MaskedPathsOK = false
+		p.Masked["/sys/firmware"] = fmt.Sprintf("%d entries", len(entries))
+	} else {
+		p.Masked["/sys/firmware"] = "empty"
+	}
+	if f, err := os.OpenFile("/proc/sysrq-trigger", os.O_WRONLY, 0); err == nil {
+		f.Close()
+		p.MaskedPathsOK = false
+		p.Masked["/proc/sysrq-trigger"] = "writable"
+	} else {
+		p.Masked["/proc/sysrq-trigger"] = "not writable"
+	}
+	if *targets != "" {
+		for _, t := range strings.Split(*targets, ",") {
+			e := egress{Target: t}
+			conn, err := net.DialTimeout("tcp", t, 700*time.Millisecond)
+			if err == nil {
+				e.Connected = true
+				conn.Close()
+			} else {
+				e.Error = err.Error()
+			}
+			p.Egress = append(p.Egress, e)
+		}
+	}
+	p.Hostname, _ = os.Hostname()
+	p.Cwd, _ = os.Getwd()
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		p.EnvKeys = append(p.EnvKeys, k)
+	}
+	if entries, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, e := range entries {
+			target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+			p.FDs = append(p.FDs, e.Name()+" -> "+target)
+		}
+	}
+	enc := json.NewEncoder(stdout)
+	if err := enc.Encode(p); err != nil {
+		fmt.Fprintf(stderr, "runner posture: %v\n", err)
+		return 1
+	}
+	if *release != "" {
+		deadline := time.Now().Add(*hold)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(*release); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return 0
+}
+
+func readTrim(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+func readSome(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, 64)
+	n, err := f.Read(buf)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return buf[:n], err
+}
+
+func describeRead(b []byte, err error) string {
+	switch {
+	case err != nil && errors.Is(err, syscall.EACCES), err != nil && errors.Is(err, syscall.EPERM):
+		return "permission denied"
+	case err != nil:
+		return "unreadable: " + err.Error()
+	case len(b) == 0:
+		return "empty"
+	}
+	return fmt.Sprintf("readable (%d+ bytes)", len(b))
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/sandbox"
+	"github.com/spf13/cobra"
+)
+
+// sandboxFlags is the flag group of the sandbox verbs.
+type sandboxFlags struct {
+	runtime, runDir, runner string
+	gpus                    []string
+}
+
+func (f *sandboxFlags) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.runtime, "runtime", "runc", "OCI runtime binary")
+	cmd.Flags().StringVar(&f.runDir, "run-dir", "/run/sealrun", "volatile sandbox state: bundles and runtime state")
+}
+
+func (f *sandboxFlags) host(g *globals) (*sandbox.Host, error) {
+	return sandbox.NewHost(sandbox.HostConfig{StateDir: g.stateDir, RunDir: f.runDir, Runtime: f.runtime})
+}
+
+// runnerBinary finds the static runner client: --runner, next to this binary, or on PATH.
+func (f *sandboxFlags) runnerBinary() (string, error) {
+	if f.runner != "" {
+		return filepath.Abs(f.runner)
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "runner")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	for _, p := range []string{"/usr/local/bin/runner", "bin/runner"} {
+		if _, err := os.Stat(p); err == nil {
+			return filepath.Abs(p)
+		}
+	}
+	return "", errors.New("the static runner client was not found next to sealrun, in /usr/local/bin or bin/; build it (make build) or give --runner")
+}
+
+// imageRootfs resolves --image to the rootfs in the store.
+func imageRootfs(g *globals, image string) (string, error) {
+	if image == "" {
+		return "", usage(errors.New("give the image with --image (a digest from sealrun images ls, or name@sha256:...)"))
+	}
+	if i := strings.LastIndex(image, "@"); i >= 0 {
+		image = image[i+1:]
+	}
+	s, err := images.OpenStore(g.stateDir)
+	if err != nil {
+		return "", err
+	}
+	return s.Rootfs(image)
+}
+
+func newSandboxCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Sealed containers: print their specs, probe their posture, run one-off commands",
+		Args:  exactArgs(0, "a subcommand: spec, probe, run or reap"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usage(errors.New("missing subcommand: spec, probe, run or reap"))
+		},
+	}
+	cmd.AddCommand(newSandboxSpecCmd(g), newSandboxProbeCmd(g), newSandboxRunCmd(g), newSandboxReapCmd(g))
+	return cmd
+}
+
+func newSandboxSpecCmd(g *globals) *cobra.Command {
+	var role, image string
+	cmd := &cobra.Command{
+		Use:   "spec --role controller|runner|grader [--image DIGEST]",
+		Short: "Print the OCI runtime spec (config.json) of a role",
+		Long: `Spec prints the config.json sealrun gives a container of the role, with placeholder paths and the
+first UID range (a real container gets its own range, cgroup path and the network hook). Without
+--image the rootfs path is a placeholder.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := sandbox.ParseRole(role)
+			if err != nil {
+				return usage(err)
+			}
+			rootfs := "/var/lib/sealrun/images/sha256/<digest>/rootfs"
+			if image != "" {
+				if rootfs, err = imageRootfs(g, image); err != nil {
+					return err
+				}
+			}
+			spec, err := sandbox.Spec(sandbox.ExampleProfile(r, rootfs))
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(spec)
+		},
+	}
+	cmd.Flags().StringVar(&role, "role", "", "controller, runner or grader")
+	cmd.Flags().StringVar(&image, "image", "", "an image in the store (digest), for its rootfs path")
+	return cmd
+}
+
+func newSandboxProbeCmd(g *globals) *cobra.Command {
+	var f sandboxFlags
+	var role, image string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "probe --role R --image DIGEST [--json]",
+		Short: "Start a container of a role, check its posture from inside and from the host",
+		Long: `Probe starts a container of the role from the image, runs the runner client's posture check
+inside it (capabilities, seccomp, mappings, read-only rootfs, masked paths, connection attempts to
+every address of this host and to the run's gateway), reads from the host its namespaces,
+netlink view, cgroup limits, device rules and file descriptors, tears everything down and
+prints the result. Exit status 1 if any property is not as the role requires. Needs root.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := sandbox.ParseRole(role)
+			if err != nil {
+				return usage(err)
+			}
+			rootfs, err := imageRootfs(g, image)
+			if err != nil {
+				return err
+			}
+			runner, err := f.runnerBinary()
+			if err != nil {
+				return err
+			}
+			h, err := f.host(g)
+			if err != nil {
+				return err
+			}
+			pc := sandbox.ProbeConfig{Role: r, Rootfs: rootfs, Runner: runner}
+			if len(f.gpus) > 0 {
+				edits, err := sandbox.ResolveGPUs(sandbox.DefaultCDIDirs, f.gpus)
+				if err != nil {
+					return err
+				}
+				pc.Devices = edits.Devices
+			}
+			res, err := h.Probe(cmd.Context(), pc)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				enc.Encode(res)
+			} else {
+				writeProbe(w, res)
+			}
+			if !res.OK {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%d problems", len(res.Problems)), quiet: true}
+			}
+			return nil
+		},
+	}
+	f.addFlags(cmd)
+	cmd.Flags().StringVar(&role, "role", "", "controller, runner or grader")
+	cmd.Flags().StringVar(&image, "image", "", "the image (digest in the store)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the posture as JSON")
+	cmd.Flags().StringVar(&f.runner, "runner", "", "the static runner client (default: next to sealrun)")
+	cmd.Flags().StringSliceVar(&f.gpus, "gpu", nil, "CDI devices to give a runner or grader (vendor/class=name)")
+	return cmd
+}
+
+func writeProbe(out interface{ Write([]byte) (int, error) }, r *sandbox.ProbeResult) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(w, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row("role", "%s (container %s)", r.Role, r.Container)
+	row("namespaces", "%s", strings.Join(r.Namespaces, " "))
+	row("uid map", "%s", strings.Join(strings.Fields(r.UIDMap), " "))
+	row("capabilities", "%s", r.CapEff)
+	row("seccomp", "mode %d, no_new_privs %v", r.Seccomp, r.NoNewPrivs)
+	row("rootfs", "read-only %v", r.ReadonlyRootfs)
+	row("masked paths", "ok %v", r.MaskedPathsOK)
+	row("links", "%s", strings.Join(r.Links, ", "))
+	row("addresses", "%s", strings.Join(r.Addresses, ", "))
+	row("routes", "%s", strings.Join(r.Routes, "; "))
+	row("limits", "pids %s, memory %s, cpu quota %s", r.PidsMax, r.MemoryMax, r.CPUQuota)
+	row("devices", "%s", strings.Join(r.Devices, ", "))
+	for _, e := range r.Egress {
+		verdict := "blocked"
+		if e.Connected {
+			verdict = "CONNECTED"
+		}
+		if e.Allowed {
+			verdict += " (allowed: the run's gateway)"
+		}
+		row("egress "+e.Target, "%s", verdict)
+	}
+	for _, p := range r.Problems {
+		row("PROBLEM", "%s", p)
+	}
+	if r.OK {
+		row("verdict", "ok: every property is as the %s role requires", r.Role)
+	} else {
+		row("verdict", "NOT OK: %d problems", len(r.Problems))
+	}
+	w.Flush()
+}
+
+func newSandboxRunCmd(g *globals) *cobra.Command {
+	var f sandboxFlags
+	var role, image, workspace, bundle string
+	cmd := &cobra.Command{
+		Use:   "run --role R --image DIGEST [--workspace DIR] [--bundle DIR] -- CMD [ARGS...]",
+		Short: "Run a one-off command in a container of a role (calibration, debugging)",
+		Long: `Run starts one container of the role from the image, streams its output, propagates its exit
+status, and tears everything down (container, cgroups, network namespaces, UID ranges). The
+workspace (controller, runner) defaults to a fresh temporary directory; a given --workspace is
+made group-owned by the run and group-writable. The grader takes --bundle (read-only). Needs root.`,
+		Example: `  sealrun sandbox run --role runner --image sha256:<hex> -- python3 -c 'import torch; print(torch.__version__)'`,
+		Args:    minArgs(1, "a command after --"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := sandbox.ParseRole(role)
+			if err != nil {
+				return usage(err)
+			}
+			rootfs, err := imageRootfs(g, image)
+			if err != nil {
+				return err
+			}
+			h, err := f.host(g)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			run, err := h.NewRun(ctx, fmt.Sprintf("cli-%d", os.Getpid()))
+			if err != nil {
+				return err
+			}
+			defer run.Destroy(context.Background())
+			cc := sandbox.ContainerConfig{Role: r, Rootfs: rootfs, Args: args, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+			if r == sandbox.RoleGrader {
+				if bundle == "" {
+					return usage(errors.New("the grader needs --bundle DIR"))
+				}
+				if cc.Bundle, err = filepath.Abs(bundle); err != nil {
+					return err
+				}
+			} else {
+				if workspace == "" {
+					tmp, err := os.MkdirTemp("", "sealrun-workspace-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(tmp)
+					os.Chmod(tmp, 0o711)
+					workspace = filepath.Join(tmp, "workspace")
+				}
+				if cc.Workspace, err = filepath.Abs(workspace); err != nil {
+					return err
+				}
+				if err := run.PrepareWorkspace(cc.Workspace); err != nil {
+					return err
+				}
+			}
+			if len(f.gpus) > 0 {
+				edits, err := sandbox.ResolveGPUs(sandbox.DefaultCDIDirs, f.gpus)
+				if err != nil {
+					return err
+				}
+				cc.Devices, cc.Extra, cc.Env = edits.Devices, edits.Mounts, edits.Env
+				for _, hk := range edits.DroppedHooks {
+					fmt.Fprintf(cmd.ErrOrStderr(), "sealrun: CDI hook not run (hooks never run as host root): %s\n", hk)
+				}
+			}
+			c, err := run.Start(ctx, cc)
+			if err != nil {
+				return err
+			}
+			code, err := c.Wait(ctx)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return &exitError{code: code, err: fmt.Errorf("exit status %d", code), quiet: true}
+			}
+			return nil
+		},
+	}
+	f.addFlags(cmd)
+	cmd.Flags().StringVar(&role, "role", "", "controller, runner or grader")
+	cmd.Flags().StringVar(&image, "image", "", "the image (digest in the store)")
+	cmd.Flags().StringVar(&workspace, "workspace", "", "host directory mounted at /workspace (default: a temporary one)")
+	cmd.Flags().StringVar(&bundle, "bundle", "", "host directory mounted read-only at /bundle (grader)")
+	cmd.Flags().StringSliceVar(&f.gpus, "gpu", nil, "CDI devices to give a runner or grader (vendor/class=name)")
+	return cmd
+}
+
+func newSandboxReapCmd(g *globals) *cobra.Command {
+	var f sandboxFlags
+	cmd := &cobra.Command{
+		Use:   "reap",
+		Short: "Remove what crashed runs left behind: containers, netns, cgroups, UID ranges",
+		Long:  `Reap removes every sealrun container, gateway network namespace, cgroup, UID range record and bundle on this host. Do not run it while runs are live: the daemon calls it at start.`,
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := f.host(g)
+			if err != nil {
+				return err
+			}
+			r, err := h.Reap(cmd.Context())
+			w := cmd.OutOrStdout()
+			if r.Empty() {
+				fmt.Fprintln(w, "nothing to reap")
+			}
+			for _, x := range []struct {
+				what  string
+				names []string
+			}{{"container", r.Containers}, {"network namespace", r.Netns}, {"cgroup", r.Cgroups}, {"UID range of", r.Ranges}, {"bundle", r.Bundles}} {
+				for _, n := range x.names {
+					fmt.Fprintf(w, "removed %s %s\n", x.what, n)
+				}
+			}
+			return err
+		},
+	}
+	f.addFlags(cmd)
+	return cmd
+}
+
+func newDoctorCmd(g *globals) *cobra.Command {
+	var f sandboxFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that this host can run sealed runs: root, runtime, cgroups, namespaces, GPUs, disk",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			checks := sandbox.Doctor(cmd.Context(), sandbox.HostConfig{StateDir: g.stateDir, RunDir: f.runDir, Runtime: f.runtime}, g.stateDir)
+			failed := 0
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				enc.Encode(checks)
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			for _, c := range checks {
+				if c.Status == "fail" {
+					failed++
+				}
+				if asJSON {
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Status, c.Name, c.Detail)
+				if c.Fix != "" && c.Status != "ok" {
+					fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
+				}
+			}
+			tw.Flush()
+			if failed > 0 {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%d checks failed", failed), quiet: true}
+			}
+			return nil
+		},
+	}
+	f.addFlags(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	return cmd
+}

@@ -1,0 +1,74 @@
+package sandbox
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+// DefaultCDIDirs are where GPU vendors' tools write CDI specs (nvidia-ctk cdi generate).
+var DefaultCDIDirs = []string{"/etc/cdi", "/var/run/cdi"}
+
+// GPUEdits are what CDI devices add to a runner or grader container.
+type GPUEdits struct {
+	Devices      []specs.LinuxDevice
+	Mounts       []specs.Mount
+	Env          []string
+	DroppedHooks []string // hooks the CDI specs asked for; sealrun never runs them as host root
+}
+
+// CDIDevices lists the fully qualified CDI device names found in dirs, and every spec file error.
+func CDIDevices(dirs []string) ([]string, []error) {
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, []error{err}
+	}
+	var errs []error
+	for file, es := range cache.GetErrors() {
+		for _, e := range es {
+			errs = append(errs, fmt.Errorf("CDI spec %s: %w", file, e))
+		}
+	}
+	names := cache.ListDevices()
+	sort.Strings(names)
+	return names, errs
+}
+
+// ResolveGPUs resolves CDI device names (vendor/class=name, for example nvidia.com/gpu=0) from
+// the spec dirs into device nodes, mounts and environment for a runner or grader container.
+// Hooks in the specs are dropped and reported: a hook would run as host root.
+func ResolveGPUs(dirs []string, names []string) (*GPUEdits, error) {
+	if len(names) == 0 {
+		return &GPUEdits{}, nil
+	}
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("read CDI specs in %s: %w", strings.Join(dirs, ", "), err)
+	}
+	scratch := &specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{}}
+	if unresolved, err := cache.InjectDevices(scratch, names...); err != nil {
+		var detail []string
+		for file, es := range cache.GetErrors() {
+			for _, e := range es {
+				detail = append(detail, fmt.Sprintf("%s: %v", file, e))
+			}
+		}
+		msg := fmt.Sprintf("GPU devices %v: %v", unresolved, err)
+		if len(detail) > 0 {
+			msg += "; invalid CDI specs: " + strings.Join(detail, "; ")
+		}
+		return nil, fmt.Errorf("%s; list the available devices with sealrun doctor (CDI specs are read from %s; nvidia-ctk cdi generate writes them)", msg, strings.Join(dirs, ", "))
+	}
+	out := &GPUEdits{Devices: scratch.Linux.Devices, Mounts: scratch.Mounts, Env: scratch.Process.Env}
+	if h := scratch.Hooks; h != nil {
+		for _, list := range [][]specs.Hook{h.Prestart, h.CreateRuntime, h.CreateContainer, h.StartContainer, h.Poststart, h.Poststop} {
+			for _, hk := range list {
+				out.DroppedHooks = append(out.DroppedHooks, strings.Join(append([]string{hk.Path}, hk.Args...), " "))
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,372 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/vishvananda/netlink"
+)
+
+// ProbeConfig is one probe: a container of Role from Rootfs running the static runner client's
+// `posture` verb.
+type ProbeConfig struct {
+	Role    Role
+	Rootfs  string
+	Runner  string // host path of the static runner binary
+	Limits  Limits
+	Devices []specs.LinuxDevice
+}
+
+// EgressAttempt is one connection attempted from inside.
+type EgressAttempt struct {
+	Target    string `json:"target"`
+	Allowed   bool   `json:"allowed"` // the role may reach it (the controller, its gateway)
+	Connected bool   `json:"connected"`
+	Error     string `json:"error,omitempty"`
+}
+
+// ProbeResult is a container's posture from inside and from the host (sealrun sandbox probe --json).
+type ProbeResult struct {
+	Role           Role              `json:"role"`
+	Container      string            `json:"container"`
+	Namespaces     []string          `json:"namespaces"` // types the container has its own of
+	UIDMap         string            `json:"uid_map"`
+	GIDMap         string            `json:"gid_map"`
+	CapEff         string            `json:"cap_eff"`
+	Seccomp        int               `json:"seccomp"`
+	NoNewPrivs     bool              `json:"no_new_privs"`
+	ReadonlyRootfs bool              `json:"readonly_rootfs"`
+	Links          []string          `json:"links"`
+	Routes         []string          `json:"routes"`
+	Addresses      []string          `json:"addresses"`
+	PidsMax        string            `json:"pids_max"`
+	MemoryMax      string            `json:"memory_max"`
+	CPUQuota       string            `json:"cpu_quota"`
+	Devices        []string          `json:"devices"`
+	MaskedPathsOK  bool              `json:"masked_paths_ok"`
+	Masked         map[string]string `json:"masked"`
+	EgressBlocked  bool              `json:"egress_blocked"`
+	Egress         []EgressAttempt   `json:"egress"`
+	FDs            []string          `json:"fds"`
+	EnvKeys        []string          `json:"env_keys"`
+	Problems       []string          `json:"problems"`
+	OK             bool              `json:"ok"`
+}
+
+// inside is what `runner posture` prints.
+type inside struct {
+	UIDMap         string            `json:"uid_map"`
+	GIDMap         string            `json:"gid_map"`
+	CapEff         string            `json:"cap_eff"`
+	Seccomp        int               `json:"seccomp"`
+	NoNewPrivs     bool              `json:"no_new_privs"`
+	ReadonlyRootfs bool              `json:"readonly_rootfs"`
+	MaskedPathsOK  bool              `json:"masked_paths_ok"`
+	Masked         map[string]string `json:"masked"`
+	Egress         []struct {
+		Target    string `json:"target"`
+		Connected bool   `json:"connected"`
+		Error     string `json:"error"`
+	} `json:"egress"`
+	EnvKeys []string `json:"env_keys"`
+}
+
+// lineSignal is a writer that closes got when it has seen a newline.
+type lineSignal struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	got  chan struct{}
+	once sync.Once
+}
+
+func (l *lineSignal) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len() < 1<<20 {
+		l.buf.Write(p)
+	}
+	if bytes.IndexByte(p, '\n') >= 0 {
+		l.once.Do(func() { close(l.got) })
+	}
+	return len(p), nil
+}
+
+// Probe starts a container of the role, lets it examine itself and try to reach the host (its
+// loopback and 0.0.0.0 listeners, through every address the host has) and the run's gateway,
+// reads from the host what only the host can see, tears everything down, and judges.
+func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error) {
+	var rb [4]byte
+	rand.Read(rb[:])
+	run, err := h.NewRun(ctx, "probe-"+hex.EncodeToString(rb[:]))
+	if err != nil {
+		return nil, err
+	}
+	defer run.Destroy(context.Background())
+
+	// Listeners the container must not reach, and the gateway it may (controller only).
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	serve := func(l net.Listener) {
+		listeners = append(listeners, l)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	any, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		return nil, err
+	}
+	serve(any)
+	loop, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	serve(loop)
+	gw, err := ListenGateway(ctx, run.GatewayNetns(), 0)
+	if err != nil {
+		return nil, err
+	}
+	serve(gw)
+	anyPort := strconv.Itoa(any.Addr().(*net.TCPAddr).Port)
+	var attempts []EgressAttempt
+	attempts = append(attempts, EgressAttempt{Target: loop.Addr().String()})
+	if addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4); err == nil {
+		for _, a := range addrs {
+			attempts = append(attempts, EgressAttempt{Target: net.JoinHostPort(a.IP.String(), anyPort)})
+		}
+	}
+	attempts = append(attempts, EgressAttempt{Target: gw.Addr().String(), Allowed: cfg.Role == RoleController})
+	targets := make([]string, len(attempts))
+	for i, a := range attempts {
+		targets[i] = a.Target
+	}
+
+	scratch, err := os.MkdirTemp("", Prefix+"probe-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(scratch)
+	os.Chmod(scratch, 0o711)
+	cc := ContainerConfig{Role: cfg.Role, Rootfs: cfg.Rootfs, Limits: cfg.Limits, Devices: cfg.Devices}
+	probe := RunnerPath
+	switch cfg.Role {
+	case RoleController:
+		cc.Runner = cfg.Runner
+	default:
+		probe = "/tmp/.sealrun-probe"
+		cc.Extra = []specs.Mount{{Destination: probe, Type: "bind", Source: cfg.Runner, Options: []string{"rbind", "ro", "nosuid", "nodev"}}}
+	}
+	if cfg.Role == RoleGrader {
+		cc.Bundle = filepath.Join(scratch, "bundle")
+		os.Mkdir(cc.Bundle, 0o755)
+	} else {
+		cc.Workspace = filepath.Join(scratch, "workspace")
+		if err := run.PrepareWorkspace(cc.Workspace); err != nil {
+			return nil, err
+		}
+	}
+	release := "/tmp/.sealrun-release"
+	cc.Args = []string{probe, "posture", "--egress", strings.Join(targets, ","), "--release", release}
+	out := &lineSignal{got: make(chan struct{})}
+	var stderr limitedBuffer
+	stderr.max = 8 << 10
+	cc.Stdout, cc.Stderr = out, &stderr
+	c, err := run.Start(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Destroy(context.Background())
+	res := &ProbeResult{Role: cfg.Role, Container: c.ID, Links: c.Evidence.Links, Routes: c.Evidence.Routes, Addresses: c.Evidence.Addresses}
+	select {
+	case <-out.got:
+	case <-c.Done():
+	case <-time.After(30 * time.Second):
+		return nil, fmt.Errorf("probe %s: no posture from inside after 30s (stderr: %s)", c.ID, stderr.String())
+	}
+	if pid := c.Pid(); pid > 0 {
+		res.Namespaces = ownNamespaces(pid)
+		res.FDs = fdList(pid)
+		res.PidsMax, res.MemoryMax, res.CPUQuota, res.Devices = cgroupLimits(c.cg.path)
+		os.WriteFile(filepath.Join("/proc", strconv.Itoa(pid), "root", release), nil, 0o644)
+	}
+	code, werr := c.Wait(ctx)
+	if werr != nil || code != 0 {
+		return nil, fmt.Errorf("probe %s: posture exited %d (%v): %s", c.ID, code, werr, stderr.String())
+	}
+	var in inside
+	line, _, _ := bytes.Cut(out.buf.Bytes(), []byte("\n"))
+	if err := json.Unmarshal(line, &in); err != nil {
+		return nil, fmt.Errorf("probe %s: posture output is not JSON: %v: %q", c.ID, err, line)
+	}
+	res.UIDMap, res.GIDMap, res.CapEff, res.Seccomp, res.NoNewPrivs = in.UIDMap, in.GIDMap, in.CapEff, in.Seccomp, in.NoNewPrivs
+	res.ReadonlyRootfs, res.MaskedPathsOK, res.Masked, res.EnvKeys = in.ReadonlyRootfs, in.MaskedPathsOK, in.Masked, in.EnvKeys
+	for i := range attempts {
+		for _, e := range in.Egress {
+			if e.Target == attempts[i].Target {
+				attempts[i].Connected, attempts[i].Error = e.Connected, e.Error
+			}
+		}
+	}
+	res.Egress = attempts
+	res.judge(cfg)
+	return res, nil
+}
+
+// judge records every property that is not as the role requires.
+func (r *ProbeResult) judge(cfg ProbeConfig) {
+	bad := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+	want := []string{"cgroup", "ipc", "mnt", "net", "pid", "user", "uts"}
+	if strings.Join(r.Namespaces, ",") != strings.Join(want, ",") {
+		bad("namespaces %v; expected its own %v", r.Namespaces, want)
+	}
+	if f := strings.Fields(r.UIDMap); len(f) < 3 || f[0] != "0" || f[1] == "0" {
+		bad("uid_map %q maps container root to host root", r.UIDMap)
+	} else if base, _ := strconv.Atoi(f[1]); base < RangeBase {
+		bad("uid_map %q maps root below sealrun's unprivileged ranges", r.UIDMap)
+	}
+	if r.CapEff != "0000000000000000" {
+		bad("effective capabilities %s; expected none", r.CapEff)
+	}
+	if r.Seccomp != 2 {
+		bad("seccomp mode %d; expected 2 (filter)", r.Seccomp)
+	}
+	if !r.NoNewPrivs {
+		bad("no_new_privs is off")
+	}
+	if !r.ReadonlyRootfs {
+		bad("the rootfs is writable")
+	}
+	if !r.MaskedPathsOK {
+		bad("a masked /proc or /sys path is readable: %v", r.Masked)
+	}
+	names := linkNames(r.Links)
+	if err := checkAirGap(r.Role, NetnsEvidence{Links: r.Links, Addresses: r.Addresses, Routes: r.Routes, Names: names}); err != nil {
+		bad("%v", err)
+	}
+	r.EgressBlocked = true
+	for _, e := range r.Egress {
+		switch {
+		case e.Connected && !e.Allowed:
+			r.EgressBlocked = false
+			bad("reached %s from inside", e.Target)
+		case e.Allowed && !e.Connected:
+			bad("could not reach its gateway %s: %s", e.Target, e.Error)
+		}
+	}
+	limits := cfg.Limits
+	if limits == (Limits{}) {
+		limits = DefaultLimits()
+	}
+	if r.PidsMax != strconv.FormatInt(limits.Pids, 10) {
+		bad("pids.max %q; expected %d", r.PidsMax, limits.Pids)
+	}
+	if r.MemoryMax != strconv.FormatInt(limits.MemoryBytes, 10) {
+		bad("memory limit %q; expected %d", r.MemoryMax, limits.MemoryBytes)
+	}
+	for _, d := range r.Devices {
+		if strings.HasPrefix(d, "a ") || strings.Contains(d, "*:* ") || d == "c 10:200 rwm" {
+			bad("the device cgroup allows %s", d)
+		}
+	}
+	for _, fd := range r.FDs {
+		n, target, _ := strings.Cut(fd, " -> ")
+		switch {
+		case (n == "0" || n == "1" || n == "2") && strings.HasPrefix(target, "pipe:"):
+		case strings.HasPrefix(target, "anon_inode:"), strings.HasPrefix(target, "socket:"):
+		case strings.HasPrefix(target, "/sys/fs/cgroup/"): // the Go runtime's own view of its CPU quota
+		default:
+			bad("unexpected file descriptor %s in the container's init", fd)
+		}
+	}
+	for _, k := range r.EnvKeys {
+		if strings.HasPrefix(k, "LD_") || strings.Contains(strings.ToLower(k), "proxy") {
+			bad("environment variable %s reached the container", k)
+		}
+	}
+	r.OK = len(r.Problems) == 0
+}
+
+func linkNames(links []string) []string {
+	var out []string
+	for _, l := range links {
+		n, _, _ := strings.Cut(l, " ")
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ownNamespaces lists the namespace types in which pid differs from this process.
+func ownNamespaces(pid int) []string {
+	var out []string
+	for _, t := range []string{"cgroup", "ipc", "mnt", "net", "pid", "user", "uts"} {
+		mine, _ := os.Readlink("/proc/self/ns/" + t)
+		theirs, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "ns", t))
+		if err == nil && theirs != mine {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func fdList(pid int) []string {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		t, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		out = append(out, e.Name()+" -> "+t)
+	}
+	return out
+}
+
+// cgroupLimits reads pids.max, the memory limit, the CPU quota and the device rules.
+func cgroupLimits(path string) (pids, mem, cpu string, devices []string) {
+	read := func(p string) string {
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
+	}
+	if cgroups.Mode() == cgroups.Unified {
+		base := filepath.Join("/sys/fs/cgroup", path)
+		return read(base + "/pids.max"), read(base + "/memory.max"), read(base + "/cpu.max"), []string{"eBPF device filter (cgroup v2)"}
+	}
+	pids = read(filepath.Join("/sys/fs/cgroup/pids", path, "pids.max"))
+	mem = read(filepath.Join("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes"))
+	cpu = read(filepath.Join("/sys/fs/cgroup/cpu", path, "cpu.cfs_quota_us"))
+	if cpu == "" {
+		cpu = read(filepath.Join("/sys/fs/cgroup/cpu,cpuacct", path, "cpu.cfs_quota_us"))
+	}
+	for _, l := range strings.Split(read(filepath.Join("/sys/fs/cgroup/devices", path, "devices.list")), "\n") {
+		if l != "" {
+			devices = append(devices, l)
+		}
+	}
+	return pids, mem, cpu, devices
+}

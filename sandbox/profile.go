@@ -1,0 +1,278 @@
+package sandbox
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Role is one of the three container profiles of a run.
+type Role string
+
+// The roles (DESIGN.md, "Containers").
+const (
+	RoleController Role = "controller" // the agent's shell: no GPU, egress only to the gateway
+	RoleRunner     Role = "runner"     // one compute call: GPU, no network, workspace rw
+	RoleGrader     Role = "grader"     // a bundle's inference code: GPU, no network, bundle ro
+)
+
+// Roles lists the roles in a fixed order.
+var Roles = []Role{RoleController, RoleRunner, RoleGrader}
+
+// ParseRole checks a role name.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("unknown role %q; use controller, runner or grader", s)
+}
+
+// Container paths.
+const (
+	WorkspacePath = "/workspace"
+	BundlePath    = "/bundle"
+	RunnerPath    = "/usr/local/bin/runner"
+	// AgentUID and AgentGID run every process; GID 1000 maps to the run's shared host GID so that
+	// the controller and runner containers (different UID ranges) can share /workspace.
+	AgentUID = 1000
+	AgentGID = 1000
+)
+
+// IDRange is a contiguous block of host IDs that a container's IDs 0..Size-1 map to.
+type IDRange struct {
+	Base uint32
+	Size uint32
+}
+
+// Limits are the cgroup and tmpfs limits of one container.
+type Limits struct {
+	CPUs        float64 // CPU bandwidth in cores (quota/period)
+	MemoryBytes int64   // memory limit; swap limit is the same (no swap)
+	Pids        int64   // most tasks
+	TmpfsBytes  int64   // size of /tmp
+	ShmBytes    int64   // size of /dev/shm
+	NoFile      uint64  // RLIMIT_NOFILE
+}
+
+// DefaultLimits are small enough for a laptop demo; tracks override CPUs and memory.
+func DefaultLimits() Limits {
+	return Limits{CPUs: 1, MemoryBytes: 512 << 20, Pids: 256, TmpfsBytes: 64 << 20, ShmBytes: 64 << 20, NoFile: 4096}
+}
+
+// Profile is everything that makes one container's spec.
+type Profile struct {
+	Role     Role
+	Rootfs   string   // the image's unpacked rootfs (mounted read-only)
+	Args     []string // the command
+	Env      []string // extra environment, KEY=VALUE; never taken from the host
+	Cwd      string   // set by sealrun; default /workspace (controller, runner) or / (grader)
+	Hostname string
+
+	UIDs      IDRange // the container's range
+	SharedGID uint32  // host GID that container GID 1000 maps to (the run's)
+
+	Workspace string // host directory bound rw at /workspace (controller, runner)
+	Bundle    string // host directory bound ro at /bundle (grader)
+	Runner    string // host path of the static runner client bound ro into the controller
+	Extra     []specs.Mount
+
+	Limits      Limits
+	CgroupsPath string // "/sealrun/<run>/<container>"
+	Devices     []specs.LinuxDevice
+}
+
+// baseEnv is the whole environment a container starts with, plus Profile.Env: nothing comes
+// from the host, so no LD_*, proxies or credentials leak in.
+var baseEnv = []string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin", "HOME=/workspace", "LANG=C.UTF-8", "TERM=dumb"}
+
+// maskedPaths and readonlyPaths are runc's and moby's defaults.
+var (
+	maskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/sched_debug", "/proc/scsi", "/proc/timer_list", "/proc/timer_stats", "/sys/devices/virtual/powercap", "/sys/firmware",
+	}
+	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// standardDevices are the device nodes every container gets (runc creates them; the device
+// cgroup allows exactly these plus GPU nodes for runner and grader).
+var standardDevices = []struct {
+	path         string
+	major, minor int64
+}{{"/dev/null", 1, 3}, {"/dev/zero", 1, 5}, {"/dev/full", 1, 7}, {"/dev/random", 1, 8}, {"/dev/urandom", 1, 9}, {"/dev/tty", 5, 0}, {"/dev/ptmx", 5, 2}}
+
+// Spec builds the OCI runtime spec of a profile. It is pure: the same profile gives the same spec.
+func Spec(p Profile) (*specs.Spec, error) {
+	if _, err := ParseRole(string(p.Role)); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Rootfs == "" || !filepath.IsAbs(p.Rootfs):
+		return nil, fmt.Errorf("%s spec: rootfs %q must be an absolute path (the image's rootfs in the store)", p.Role, p.Rootfs)
+	case len(p.Args) == 0:
+		return nil, fmt.Errorf("%s spec: no command", p.Role)
+	case p.UIDs.Size < 65536 || p.UIDs.Base == 0:
+		return nil, fmt.Errorf("%s spec: UID range %+v; container root must map to an unprivileged range of 65536 IDs", p.Role, p.UIDs)
+	case p.SharedGID == 0:
+		return nil, fmt.Errorf("%s spec: no shared run GID", p.Role)
+	case p.Role == RoleGrader && p.Workspace != "":
+		return nil, fmt.Errorf("grader spec: the grader never sees the workspace")
+	case p.Role != RoleGrader && p.Bundle != "":
+		return nil, fmt.Errorf("%s spec: only the grader mounts a bundle", p.Role)
+	case p.Role != RoleController && p.Runner != "":
+		return nil, fmt.Errorf("%s spec: only the controller gets the runner client", p.Role)
+	case p.Role == RoleController && len(p.Devices) > 0:
+		return nil, fmt.Errorf("controller spec: the controller never gets devices (no GPU)")
+	}
+	for _, e := range p.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.HasPrefix(k, "LD_") {
+			return nil, fmt.Errorf("%s spec: environment entry %q refused (KEY=VALUE, and no LD_* variables)", p.Role, e)
+		}
+	}
+	l := p.Limits
+	if l == (Limits{}) {
+		l = DefaultLimits()
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = WorkspacePath
+		if p.Role == RoleGrader {
+			cwd = "/"
+		}
+	}
+	hostname := p.Hostname
+	if hostname == "" {
+		hostname = string(p.Role)
+	}
+	env := append(append([]string(nil), baseEnv...), p.Env...)
+	if p.Role == RoleGrader {
+		env[1] = "HOME=/tmp"
+	}
+	noNewPrivs := true
+	umask := uint32(0o002)
+	s := &specs.Spec{
+		Version:  specs.Version,
+		Hostname: hostname,
+		Root:     &specs.Root{Path: p.Rootfs, Readonly: true},
+		Process: &specs.Process{
+			Args:            append([]string(nil), p.Args...),
+			Env:             env,
+			Cwd:             cwd,
+			User:            specs.User{UID: AgentUID, GID: AgentGID, Umask: &umask},
+			Capabilities:    &specs.LinuxCapabilities{Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{}},
+			NoNewPrivileges: noNewPrivs,
+			Rlimits: []specs.POSIXRlimit{
+				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
+				{Type: "RLIMIT_NOFILE", Hard: l.NoFile, Soft: l.NoFile},
+			},
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", fmt.Sprintf("size=%d", l.ShmBytes)}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", l.TmpfsBytes)}},
+		},
+		Linux: &specs.Linux{
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.UIDs.Base, Size: p.UIDs.Size}},
+			GIDMappings: []specs.LinuxIDMapping{
+				{ContainerID: 0, HostID: p.UIDs.Base, Size: AgentGID},
+				{ContainerID: AgentGID, HostID: p.SharedGID, Size: 1},
+				{ContainerID: AgentGID + 1, HostID: p.UIDs.Base + AgentGID + 1, Size: p.UIDs.Size - AgentGID - 1},
+			},
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
+				{Type: specs.NetworkNamespace}, {Type: specs.CgroupNamespace}, {Type: specs.UserNamespace},
+			},
+			CgroupsPath:   p.CgroupsPath,
+			Resources:     resources(l, p.Devices),
+			Devices:       append([]specs.LinuxDevice(nil), p.Devices...),
+			MaskedPaths:   append([]string(nil), maskedPaths...),
+			ReadonlyPaths: append([]string(nil), readonlyPaths...),
+			Seccomp:       Seccomp(),
+		},
+	}
+	bind := func(src, dst string, ro bool) specs.Mount {
+		opts := []string{"rbind", "nosuid", "nodev"}
+		if ro {
+			opts = append(opts, "ro")
+		}
+		return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: opts}
+	}
+	switch p.Role {
+	case RoleController, RoleRunner:
+		if p.Workspace == "" {
+			return nil, fmt.Errorf("%s spec: no workspace directory", p.Role)
+		}
+		s.Mounts = append(s.Mounts, bind(p.Workspace, WorkspacePath, false))
+		if p.Runner != "" {
+			s.Mounts = append(s.Mounts, bind(p.Runner, RunnerPath, true))
+		}
+	case RoleGrader:
+		if p.Bundle == "" {
+			return nil, fmt.Errorf("grader spec: no bundle directory")
+		}
+		s.Mounts = append(s.Mounts, bind(p.Bundle, BundlePath, true))
+	}
+	s.Mounts = append(s.Mounts, p.Extra...)
+	return s, nil
+}
+
+// resources: cpu, memory (+swap = memory), pids, and a device cgroup that denies everything but
+// the standard nodes and the given devices.
+func resources(l Limits, devices []specs.LinuxDevice) *specs.LinuxResources {
+	period := uint64(100000)
+	quota := int64(l.CPUs * float64(period))
+	mem, swap := l.MemoryBytes, l.MemoryBytes
+	swappiness := uint64(0)
+	noOOMKill := false
+	pids := l.Pids
+	r := &specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Period: &period, Quota: &quota},
+		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &swap, Swappiness: &swappiness, DisableOOMKiller: &noOOMKill},
+		Pids:   &specs.LinuxPids{Limit: &pids},
+		Devices: []specs.LinuxDeviceCgroup{
+			{Allow: false, Access: "rwm"},
+		},
+	}
+	for _, d := range standardDevices {
+		major, minor := d.major, d.minor
+		r.Devices = append(r.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Minor: &minor, Access: "rwm"})
+	}
+	pts := int64(136)
+	r.Devices = append(r.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &pts, Access: "rwm"})
+	sorted := append([]specs.LinuxDevice(nil), devices...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for _, d := range sorted {
+		major, minor := d.Major, d.Minor
+		r.Devices = append(r.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: d.Type, Major: &major, Minor: &minor, Access: "rw"})
+	}
+	return r
+}
+
+// ExampleProfile is the profile `sealrun sandbox spec` prints: placeholder host paths, the first
+// UID range, default limits.
+func ExampleProfile(role Role, rootfs string) Profile {
+	p := Profile{Role: role, Rootfs: rootfs, Args: []string{"/bin/sh"}, UIDs: IDRange{Base: RangeBase + RangeSize, Size: RangeSize}, SharedGID: RangeBase,
+		CgroupsPath: CgroupRoot + "/<run>/<container>"}
+	switch role {
+	case RoleController:
+		p.Workspace, p.Runner = "/var/lib/sealrun/runs/<run>/workspace", "/usr/local/bin/runner"
+	case RoleRunner:
+		p.Workspace = "/var/lib/sealrun/runs/<run>/workspace"
+		p.Args = []string{"python3", "train.py"}
+	case RoleGrader:
+		p.Bundle = "/var/lib/sealrun/runs/<run>/candidates/<id>"
+		p.Args = []string{"/bundle/entrypoint"}
+	}
+	return p
+}

@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// seccompAllow is the default-deny allowlist every sealrun container runs under. It is modelled
+// on the default profile of Docker/moby (profiles/seccomp/default.json): the syscalls an
+// ordinary unprivileged process needs, without those that reach the kernel's privileged or
+// rarely audited surfaces (mount, kexec, module loading, bpf, perf_event_open, userfaultfd,
+// keyctl, ptrace, personality changes, clock setting, swapon, reboot, ...). Anything not listed
+// fails with EPERM. Kept as data so that it can be read and reviewed as a list (sandbox/SECCOMP.md).
+var seccompAllow = []string{
+	"accept", "accept4", "access", "adjtimex", "alarm", "arch_prctl", "bind", "brk", "capget", "capset",
+	"chdir", "chmod", "chown", "chown32", "clock_adjtime", "clock_getres", "clock_gettime", "clock_nanosleep",
+	"clone", "close", "close_range", "connect", "copy_file_range", "creat", "dup", "dup2", "dup3",
+	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_ctl_old", "epoll_pwait", "epoll_pwait2", "epoll_wait", "epoll_wait_old",
+	"eventfd", "eventfd2", "execve", "execveat", "exit", "exit_group", "faccessat", "faccessat2",
+	"fadvise64", "fallocate", "fanotify_mark", "fchdir", "fchmod", "fchmodat", "fchown", "fchownat",
+	"fcntl", "fdatasync", "fgetxattr", "flistxattr", "flock", "fork", "fremovexattr", "fsetxattr",
+	"fstat", "fstatfs", "fsync", "ftruncate", "futex", "futex_waitv", "futimesat", "get_mempolicy", "get_robust_list",
+	"get_thread_area", "getcpu", "getcwd", "getdents", "getdents64", "getegid", "geteuid", "getgid",
+	"getgroups", "getitimer", "getpeername", "getpgid", "getpgrp", "getpid", "getppid", "getpriority",
+	"getrandom", "getresgid", "getresuid", "getrlimit", "getrusage", "getsid", "getsockname",
+	"getsockopt", "gettid", "gettimeofday", "getuid", "getxattr", "inotify_add_watch", "inotify_init",
+	"inotify_init1", "inotify_rm_watch", "io_cancel", "io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit",
+	"ioctl", "ioprio_get", "ioprio_set", "kill", "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self",
+	"lchown", "lgetxattr", "link", "linkat", "listen", "listxattr", "llistxattr", "lremovexattr",
+	"lseek", "lsetxattr", "lstat", "madvise", "mbind", "membarrier", "memfd_create", "mincore", "mkdir", "mkdirat",
+	"mknod", "mknodat", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mq_getsetattr", "mq_notify",
+	"mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink", "mremap", "msgctl", "msgget", "msgrcv",
+	"msgsnd", "msync", "munlock", "munlockall", "munmap", "name_to_handle_at", "nanosleep", "newfstatat", "open",
+	"openat", "openat2", "pause", "pidfd_getfd", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2", "poll", "ppoll", "prctl",
+	"pread64", "preadv", "preadv2", "prlimit64", "process_mrelease", "pselect6", "pwrite64", "pwritev", "pwritev2", "read",
+	"readahead", "readlink", "readlinkat", "readv", "recv", "recvfrom", "recvmmsg", "recvmsg",
+	"remap_file_pages", "removexattr", "rename", "renameat", "renameat2", "restart_syscall", "rmdir",
+	"rseq", "rt_sigaction", "rt_sigpending", "rt_sigprocmask", "rt_sigqueueinfo", "rt_sigreturn",
+	"rt_sigsuspend", "rt_sigtimedwait", "rt_tgsigqueueinfo", "sched_get_priority_max",
+	"sched_get_priority_min", "sched_getaffinity", "sched_getattr", "sched_getparam", "sched_getscheduler",
+	"sched_rr_get_interval", "sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler",
+	"sched_yield", "seccomp", "select", "semctl", "semget", "semop", "semtimedop", "send", "sendfile",
+	"sendmmsg", "sendmsg", "sendto", "set_mempolicy", "set_robust_list", "set_thread_area", "set_tid_address", "setfsgid",
+	"setfsuid", "setgid", "setgroups", "setitimer", "setpgid", "setpriority", "setregid", "setresgid",
+	"setresuid", "setreuid", "setrlimit", "setsid", "setsockopt", "setuid", "setxattr", "shmat", "shmctl",
+	"shmdt", "shmget", "shutdown", "sigaltstack", "signalfd", "signalfd4", "socket", "socketpair", "splice",
+	"stat", "statfs", "statx", "symlink", "symlinkat", "sync", "sync_file_range", "syncfs", "sysinfo",
+	"tee", "tgkill", "time", "timer_create", "timer_delete", "timer_getoverrun", "timer_gettime",
+	"timer_settime", "timerfd_create", "timerfd_gettime", "timerfd_settime", "times", "tkill", "truncate",
+	"umask", "uname", "unlink", "unlinkat", "utime", "utimensat", "utimes", "vfork", "vmsplice", "wait4",
+	"waitid", "waitpid", "write", "writev",
+}
+
+// seccompENOSYS are answered with ENOSYS instead of EPERM, so that libc falls back to an
+// allowed older call (clone3 -> clone), as moby does.
+var seccompENOSYS = []string{"clone3"}
+
+// Seccomp returns the profile: default action EPERM, the allowlist allowed, clone3 ENOSYS.
+// Namespace-creating clone flags are refused by the empty capability set, not by seccomp.
+func Seccomp() *specs.LinuxSeccomp {
+	eperm, enosys := uint(1), uint(38)
+	return &specs.LinuxSeccomp{
+		DefaultAction:   specs.ActErrno,
+		DefaultErrnoRet: &eperm,
+		Architectures:   []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32, specs.ArchAARCH64, specs.ArchARM},
+		Syscalls: []specs.LinuxSyscall{
+			{Names: append([]string(nil), seccompAllow...), Action: specs.ActAllow},
+			{Names: append([]string(nil), seccompENOSYS...), Action: specs.ActErrno, ErrnoRet: &enosys},
+		},
+	}
+}
