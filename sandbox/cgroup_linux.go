@@ -194,6 +194,9 @@ func (t cgroupTree) pids() ([]int, error) {
 // KillAll freezes the subtree so that nothing can fork, SIGKILLs every task, thaws it, and
 // waits (up to timeout) until it is empty.
 func (t cgroupTree) KillAll(timeout time.Duration) error {
+	if !t.exists() {
+		return nil
+	}
 	frozen := t.Freeze() == nil
 	ps, err := t.pids()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -222,6 +225,16 @@ func (t cgroupTree) KillAll(timeout time.Duration) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// exists reports whether the cgroup is in any hierarchy.
+func (t cgroupTree) exists() bool {
+	for _, m := range cgroupMounts() {
+		if _, err := os.Stat(filepath.Join(m, t.path)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Remove deletes the cgroup and everything below it from every hierarchy it exists in

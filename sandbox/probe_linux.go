@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/containerd/cgroups/v3"
@@ -189,8 +190,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 			return nil, err
 		}
 	}
-	release := "/tmp/.sealrun-release"
-	cc.Args = []string{probe, "posture", "--egress", strings.Join(targets, ","), "--release", release}
+	cc.Args = []string{probe, "posture", "--egress", strings.Join(targets, ","), "--wait"}
 	out := &lineSignal{got: make(chan struct{})}
 	var stderr limitedBuffer
 	stderr.max = 8 << 10
@@ -211,7 +211,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 		res.Namespaces = ownNamespaces(pid)
 		res.FDs = fdList(pid)
 		res.PidsMax, res.MemoryMax, res.CPUQuota, res.Devices = cgroupLimits(c.cg.path)
-		os.WriteFile(filepath.Join("/proc", strconv.Itoa(pid), "root", release), nil, 0o644)
+		syscall.Kill(pid, syscall.SIGUSR1) // release the posture process: the host side is read
 	}
 	code, werr := c.Wait(ctx)
 	if werr != nil || code != 0 {

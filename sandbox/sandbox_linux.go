@@ -168,6 +168,7 @@ type Container struct {
 	err      error
 	stderr   *limitedBuffer
 	stopOnce sync.Once
+	started  bool // the runtime was started: done will be closed
 }
 
 // Start creates and starts a container. It returns once the container's namespace was
@@ -234,6 +235,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	r.mu.Lock()
 	r.live[id] = c
 	r.mu.Unlock()
+	c.started = true
 	go func() {
 		status, err := r.h.Runtime.Run(id, c.bundle, pio)
 		pio.Close()
@@ -294,7 +296,9 @@ func (c *Container) Pid() int {
 // Done is closed when the container has exited.
 func (c *Container) Done() <-chan struct{} { return c.done }
 
-// Wait returns the exit status. If ctx ends first, the container is killed.
+// Wait returns the exit status. If ctx ends first, the container is killed. A failure of the
+// runtime itself after the start (for example a command that does not exist, found by the
+// runtime's init when it execs it) is an error carrying the runtime's message.
 func (c *Container) Wait(ctx context.Context) (int, error) {
 	select {
 	case <-c.done:
@@ -305,7 +309,22 @@ func (c *Container) Wait(ctx context.Context) (int, error) {
 			return c.exit, fmt.Errorf("container %s killed: %w", c.ID, ctx.Err())
 		}
 	}
+	if c.err == nil && c.exit != 0 {
+		if msg := c.stderr.String(); strings.Contains(msg, "runc run failed") || strings.Contains(msg, "unable to start container process") {
+			return c.exit, fmt.Errorf("container %s: the runtime could not run the command: %s", c.ID, runtimeMessage(msg))
+		}
+	}
 	return c.exit, c.err
+}
+
+// runtimeMessage keeps the runtime's own error line from its log output.
+func runtimeMessage(stderr string) string {
+	for _, line := range strings.Split(stderr, "\n") {
+		if i := strings.Index(line, `msg="`); i >= 0 {
+			return strings.TrimSuffix(line[i+5:], `"`)
+		}
+	}
+	return stderr
 }
 
 // Kill stops every process of the container: SIGKILL through the runtime, then through the
@@ -333,7 +352,7 @@ func (c *Container) Destroy(ctx context.Context) error {
 	select {
 	case <-c.done:
 	default:
-		if c.bundle != "" {
+		if c.started {
 			c.Kill()
 			select {
 			case <-c.done:

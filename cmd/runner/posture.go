@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,10 +44,14 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner posture", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	targets := fs.String("egress", "", "comma-separated host:port targets to try to connect to")
-	release := fs.String("release", "", "after printing, wait until this file exists (the host reads its side meanwhile)")
-	hold := fs.Duration("hold", 30*time.Second, "longest wait for --release")
+	wait := fs.Bool("wait", false, "after printing, wait for SIGUSR1 (the host reads its side meanwhile)")
+	hold := fs.Duration("hold", 30*time.Second, "longest wait with --wait")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	released := make(chan os.Signal, 1)
+	if *wait {
+		signal.Notify(released, syscall.SIGUSR1)
 	}
 	p := posture{Masked: map[string]string{}}
 	p.UIDMap = readTrim("/proc/self/uid_map")
@@ -122,13 +127,10 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner posture: %v\n", err)
 		return 1
 	}
-	if *release != "" {
-		deadline := time.Now().Add(*hold)
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat(*release); err == nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+	if *wait {
+		select {
+		case <-released:
+		case <-time.After(*hold):
 		}
 	}
 	return 0

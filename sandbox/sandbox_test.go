@@ -1,0 +1,353 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Every role's posture from inside and from the host: own namespaces, unprivileged mapping, no
+// capabilities, seccomp, read-only rootfs, masked paths, limits, device rules, no host fds, no
+// LD_*/proxy variables, lo only (controller: lo + the /30), and no way to the host's loopback or
+// 0.0.0.0 listeners through any of its addresses — the controller reaching only its gateway.
+func TestProbeEveryRole(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	for _, tc := range []struct {
+		role   Role
+		rootfs string
+	}{{RoleController, imgs.controller}, {RoleRunner, imgs.python}, {RoleGrader, imgs.python}} {
+		t.Run(string(tc.role), func(t *testing.T) {
+			res, err := h.Probe(context.Background(), ProbeConfig{Role: tc.role, Rootfs: tc.rootfs, Runner: runnerBinary(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.OK {
+				t.Fatalf("problems: %v", res.Problems)
+			}
+			if res.CapEff != "0000000000000000" || res.Seccomp != 2 || !res.NoNewPrivs || !res.ReadonlyRootfs || !res.MaskedPathsOK || !res.EgressBlocked {
+				t.Errorf("posture %+v", res)
+			}
+			if strings.HasPrefix(res.UIDMap, "0 0 ") || !strings.Contains(res.Masked["/proc/kcore"], "no such file") && res.Masked["/proc/kcore"] != "empty" {
+				t.Errorf("uid_map %q, kcore %q", res.UIDMap, res.Masked["/proc/kcore"])
+			}
+			wantLinks := "lo (device, up)"
+			if tc.role == RoleController {
+				wantLinks = "eth0 (veth, up),lo (device, up)"
+			}
+			if strings.Join(res.Links, ",") != wantLinks {
+				t.Errorf("links %v", res.Links)
+			}
+			reachedGateway := false
+			for _, e := range res.Egress {
+				if e.Connected && !e.Allowed {
+					t.Errorf("reached %s", e.Target)
+				}
+				reachedGateway = reachedGateway || e.Connected && e.Allowed
+			}
+			if reachedGateway != (tc.role == RoleController) {
+				t.Errorf("gateway reached = %v", reachedGateway)
+			}
+			if len(res.Egress) < 3 {
+				t.Errorf("too few egress attempts: %v", res.Egress)
+			}
+		})
+	}
+}
+
+func TestRunCommandOutputAndExitCode(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.Destroy(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	var out, errb bytes.Buffer
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r),
+		Args: []string{"python3", "-c", "import os,sys; print(os.getcwd(), os.getuid()); print('oops', file=sys.stderr); sys.exit(3)"}, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := c.Wait(ctx)
+	if err != nil || code != 3 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	if out.String() != "/workspace 1000\n" || errb.String() != "oops\n" {
+		t.Errorf("stdout %q stderr %q", out.String(), errb.String())
+	}
+	c.Destroy(ctx)
+}
+
+// The controller and a runner have different UID ranges but share /workspace through the run's GID.
+func TestWorkspaceShared(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "share")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	ws := workspace(t, r)
+	run := func(role Role, rootfs string, script ...string) string {
+		var out bytes.Buffer
+		c, err := r.Start(ctx, ContainerConfig{Role: role, Rootfs: rootfs, Workspace: ws, Args: script, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Destroy(ctx)
+		if code, err := c.Wait(ctx); code != 0 || err != nil {
+			t.Fatalf("%s: exit %d %v: %s", role, code, err, out.String())
+		}
+		return out.String()
+	}
+	run(RoleController, imgs.controller, "sh", "-c", "mkdir -p src && echo from-controller > src/notes.txt")
+	run(RoleRunner, imgs.python, "sh", "-c", "echo from-runner >> src/notes.txt && mkdir out && touch out/model.bin")
+	got := run(RoleController, imgs.controller, "sh", "-c", "cat src/notes.txt && ls out")
+	if got != "from-controller\nfrom-runner\nmodel.bin\n" {
+		t.Errorf("shared workspace: %q", got)
+	}
+}
+
+func TestForkBombStoppedByPidsLimit(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "forkbomb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	limits := DefaultLimits()
+	limits.Pids = 32
+	var out bytes.Buffer
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r), Limits: limits, Stdout: &out, Stderr: &out,
+		Args: []string{"python3", "-c", `import os, time
+n = 0
+try:
+    while n < 1000:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+    print("unbounded", n)
+except OSError as e:
+    print("stopped after", n, "forks:", e.strerror, flush=True)
+    os._exit(0)`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if code, err := c.Wait(wctx); code != 0 || err != nil {
+		t.Fatalf("exit %d %v: %s", code, err, out.String())
+	}
+	var n int
+	if _, err := fmt.Sscanf(out.String(), "stopped after %d forks", &n); err != nil || n >= 32 || !strings.Contains(out.String(), "Resource temporarily unavailable") {
+		t.Errorf("fork bomb not stopped by pids.max 32: %q", out.String())
+	}
+	if err := c.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMemoryBombOOMKilled(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "membomb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	limits := DefaultLimits()
+	limits.MemoryBytes = 96 << 20
+	var out bytes.Buffer
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r), Limits: limits, Stdout: &out, Stderr: &out,
+		Args: []string{"python3", "-c", "b = []\nwhile True: b.append(bytearray(8 << 20))"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	code, err := c.Wait(waitCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit %d, want %d (OOM-killed): %s", code, 128+int(syscall.SIGKILL), out.String())
+	}
+	// The host is unharmed: this process still allocates and the run still works.
+	big := make([]byte, 256<<20)
+	big[len(big)-1] = 1
+	c2, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := c2.Wait(ctx); code != 0 || err != nil {
+		t.Errorf("after the OOM: %d %v", code, err)
+	}
+	c.Destroy(ctx)
+	c2.Destroy(ctx)
+}
+
+func TestCancelKillsContainer(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "cancel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"sh", "-c", "sleep 600 & sleep 600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Wait(wctx)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
+		t.Errorf("wait = %v after %v", err, time.Since(start))
+	}
+	c.Destroy(ctx)
+}
+
+// A failed start (no mount point in the image, a command that does not exist) names the cause
+// and leaves nothing behind.
+func TestStartFailures(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	bare := t.TempDir()
+	os.Chmod(filepath.Dir(bare), 0o711)
+	for _, d := range []string{"bin", "proc", "sys", "dev", "tmp"} {
+		os.Mkdir(filepath.Join(bare, d), 0o755)
+	}
+	tests := []struct {
+		name string
+		cfg  ContainerConfig
+		want string
+	}{
+		{"no workspace mount point", ContainerConfig{Role: RoleRunner, Rootfs: bare, Workspace: workspace(t, r), Args: []string{"/bin/true"}}, "the image has no /workspace to mount over"},
+		{"relative rootfs", ContainerConfig{Role: RoleRunner, Rootfs: "rootfs", Workspace: workspace(t, r), Args: []string{"true"}}, "must be an absolute path"},
+		{"LD_PRELOAD", ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"true"}, Env: []string{"LD_PRELOAD=/x.so"}}, "no LD_* variables"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := r.Start(ctx, tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "sealrun-fail-runner-") && tc.name == "missing command" {
+				t.Errorf("error does not name the container: %v", err)
+			}
+		})
+	}
+	if n := len(r.live); n != 0 {
+		t.Errorf("%d containers still recorded after failed starts", n)
+	}
+	// A command that does not exist fails inside the runtime's init, after the start: Wait says so.
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"/no/such/binary"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(ctx); err == nil || !strings.Contains(err.Error(), "/no/such/binary") || !strings.Contains(err.Error(), c.ID) {
+		t.Errorf("wait = %v", err)
+	}
+	c.Destroy(ctx)
+}
+
+// Reap removes what a crashed sealrun left: a running container, its cgroups, the gateway netns
+// and the UID ranges.
+func TestReapAfterCrash(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleController, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon "dies" here: nothing is destroyed. A new daemon reaps.
+	reaped, err := h.Reap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reaped.Containers) != 1 || len(reaped.Netns) != 1 || len(reaped.Cgroups) != 1 || len(reaped.Ranges) != 2 {
+		t.Errorf("reaped %+v", reaped)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("the container still runs after Reap")
+	}
+}
+
+func TestGatewayListenerReachableOnlyFromController(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	l, err := ListenGateway(ctx, r.GatewayNetns(), 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conn.Write([]byte("HTTP/1.0 200 OK\r\n\r\nhello from the gateway\n"))
+			conn.Close()
+		}
+	}()
+	var out bytes.Buffer
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleController, Rootfs: imgs.controller, Workspace: workspace(t, r), Stdout: &out, Stderr: &out,
+		Args: []string{"sh", "-c", "echo | nc -w 3 10.88.0.1 8080"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := c.Wait(ctx); code != 0 || err != nil || !strings.Contains(out.String(), "hello from the gateway") {
+		t.Errorf("controller to gateway: exit %d %v %q", code, err, out.String())
+	}
+	c.Destroy(ctx)
+	out.Reset()
+	c, err = r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Stdout: &out, Stderr: &out,
+		Args: []string{"sh", "-c", "echo | nc -w 3 10.88.0.1 8080"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := c.Wait(ctx); code == 0 || strings.Contains(out.String(), "hello") {
+		t.Errorf("a runner reached the gateway: %q", out.String())
+	}
+	c.Destroy(ctx)
+}
