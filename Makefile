@@ -49,8 +49,8 @@ test: deps build
 test-unit:
 	SEALRUN_NO_ROOT_TESTS=1 $(GO) test -count=1 ./...
 
-bench:
-	@scripts/bench.sh
+bench: build
+	@SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && [ -f $(TEST_STATE)/images.lock ] && echo $(TEST_STATE) ) scripts/bench.sh
 
 lint:
 	@out=$$($(GO) list -f '{{.Dir}}' ./... | xargs gofmt -l); if [ -n "$$out" ]; then echo "gofmt: run gofmt -w on:"; echo "$$out"; exit 1; fi

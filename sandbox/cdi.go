@@ -64,6 +64,7 @@ func ResolveGPUs(dirs []string, names []string) (*GPUEdits, error) {
 	}
 	out := &GPUEdits{Devices: scratch.Linux.Devices, Mounts: scratch.Mounts, Env: scratch.Process.Env}
 	if h := scratch.Hooks; h != nil {
+		//lint:ignore SA1019 a deprecated prestart hook must still be found and dropped
 		for _, list := range [][]specs.Hook{h.Prestart, h.CreateRuntime, h.CreateContainer, h.StartContainer, h.Poststart, h.Poststop} {
 			for _, hk := range list {
 				out.DroppedHooks = append(out.DroppedHooks, strings.Join(append([]string{hk.Path}, hk.Args...), " "))

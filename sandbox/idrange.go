@@ -26,7 +26,8 @@ var ErrRangesExhausted = errors.New("all UID ranges are in use")
 // for its shared GID). Each allocation is a file <dir>/<n> created with O_EXCL that names its
 // owner, so that allocations are atomic across processes, recorded, and found again by Reap.
 type Ranges struct {
-	dir string
+	dir   string
+	count int // RangeCount; tests use fewer
 }
 
 // OpenRanges opens the allocation directory.
@@ -34,12 +35,23 @@ func OpenRanges(dir string) (*Ranges, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("UID range records %s: %w", dir, err)
 	}
-	return &Ranges{dir: dir}, nil
+	return &Ranges{dir: dir, count: RangeCount}, nil
 }
 
 // Allocate reserves a free range for owner (a container or run id).
 func (r *Ranges) Allocate(owner string) (IDRange, error) {
-	for n := 0; n < RangeCount; n++ {
+	used := map[int]bool{}
+	if entries, err := os.ReadDir(r.dir); err == nil {
+		for _, e := range entries {
+			if n, err := strconv.Atoi(e.Name()); err == nil {
+				used[n] = true
+			}
+		}
+	}
+	for n := 0; n < r.count; n++ {
+		if used[n] {
+			continue // O_EXCL below still settles races with other processes
+		}
 		f, err := os.OpenFile(filepath.Join(r.dir, strconv.Itoa(n)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			continue
@@ -55,7 +67,7 @@ func (r *Ranges) Allocate(owner string) (IDRange, error) {
 		}
 		return IDRange{Base: uint32(RangeBase + n*RangeSize), Size: RangeSize}, nil
 	}
-	return IDRange{}, fmt.Errorf("%w (%d of %d); remove finished runs or reap leftovers (sealrun doctor)", ErrRangesExhausted, RangeCount, RangeCount)
+	return IDRange{}, fmt.Errorf("%w (%d of %d); remove finished runs or reap leftovers (sealrun doctor)", ErrRangesExhausted, r.count, r.count)
 }
 
 // Release frees a range.

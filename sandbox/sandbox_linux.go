@@ -268,7 +268,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 			return nil, fmt.Errorf("container %s did not start (runtime exit %d): %s", id, c.exit, msg)
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
 }
@@ -362,9 +362,19 @@ func (c *Container) Destroy(ctx context.Context) error {
 		}
 	}
 	c.stopOnce.Do(func() {
-		if st, err := c.run.h.Runtime.State(ctx, c.ID); err == nil && st != nil {
-			if err := c.run.h.Runtime.Delete(ctx, c.ID); err != nil {
-				errs = append(errs, err)
+		// A foreground run deletes its own runtime state when the container exits; ask the
+		// runtime only when that did not happen (the start failed, or the wait timed out).
+		exitedCleanly := false
+		select {
+		case <-c.done:
+			exitedCleanly = c.err == nil
+		default:
+		}
+		if !exitedCleanly {
+			if st, err := c.run.h.Runtime.State(ctx, c.ID); err == nil && st != nil {
+				if err := c.run.h.Runtime.Delete(ctx, c.ID); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 		if err := c.cg.KillAll(5 * time.Second); err != nil {

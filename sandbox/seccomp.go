@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"runtime"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -54,6 +56,21 @@ var seccompAllow = []string{
 // allowed older call (clone3 -> clone), as moby does.
 var seccompENOSYS = []string{"clone3"}
 
+// nativeArch is the only syscall ABI allowed: the kernel kills a process that enters through
+// another (32-bit x86 and x32 on amd64, arm on arm64), so compat entry points are closed too.
+// It also keeps the filter small: the runtime compiles it at every container start.
+func nativeArch() []specs.Arch {
+	switch runtime.GOARCH {
+	case "arm64":
+		return []specs.Arch{specs.ArchAARCH64}
+	case "ppc64le":
+		return []specs.Arch{specs.ArchPPC64LE}
+	case "s390x":
+		return []specs.Arch{specs.ArchS390X}
+	}
+	return []specs.Arch{specs.ArchX86_64}
+}
+
 // Seccomp returns the profile: default action EPERM, the allowlist allowed, clone3 ENOSYS.
 // Namespace-creating clone flags are refused by the empty capability set, not by seccomp.
 func Seccomp() *specs.LinuxSeccomp {
@@ -61,7 +78,7 @@ func Seccomp() *specs.LinuxSeccomp {
 	return &specs.LinuxSeccomp{
 		DefaultAction:   specs.ActErrno,
 		DefaultErrnoRet: &eperm,
-		Architectures:   []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32, specs.ArchAARCH64, specs.ArchARM},
+		Architectures:   nativeArch(),
 		Syscalls: []specs.LinuxSyscall{
 			{Names: append([]string(nil), seccompAllow...), Action: specs.ActAllow},
 			{Names: append([]string(nil), seccompENOSYS...), Action: specs.ActErrno, ErrnoRet: &enosys},

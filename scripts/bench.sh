@@ -53,3 +53,12 @@ echo "== images: safe unpack of a ~200 MB layer vs GNU tar -x, and verify vs sha
 echo "unpack: $(gobench_metric BenchmarkUnpackVsTar sealrun-MB/s) MB/s vs $(gobench_metric BenchmarkUnpackVsTar tar-MB/s) MB/s (GNU tar -x): ratio $(gobench_metric BenchmarkUnpackVsTar ratio)x   (target: >= 0.8x)"
 echo "verify: $(gobench_metric BenchmarkVerifyVsSha256sum sealrun-MB/s) MB/s vs $(gobench_metric BenchmarkVerifyVsSha256sum sha256sum-MB/s) MB/s (sha256sum of the blobs): ratio $(gobench_metric BenchmarkVerifyVsSha256sum ratio)x   (target: >= 0.9x)"
 echo "        (verify re-hashes every blob, decompresses each layer for its diff id, and hashes the unpacked rootfs tree)"
+
+echo
+echo "== sandbox: runner-profile container vs bare runc run (same image, same run), and run layout"
+if [ "$(gobench_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
+  echo "(skipped: needs root and the local images; run make bench as root after make test)"
+else
+  echo "container create+start+wait+delete (true): $(gobench_metric BenchmarkContainerVsBareRunc sealrun-ms) ms vs bare runc run $(gobench_metric BenchmarkContainerVsBareRunc bare-runc-ms) ms: ratio $(gobench_metric BenchmarkContainerVsBareRunc ratio)x   (target: <= 1.5x)"
+  echo "run layout (gateway netns, cgroups, UID range): setup $(gobench_metric BenchmarkRunLayout setup-ms) ms, teardown $(gobench_metric BenchmarkRunLayout teardown-ms) ms   (targets: <= 300 ms, <= 200 ms)"
+fi

@@ -171,3 +171,10 @@ func TestTrackShowGolden(t *testing.T) {
 		golden(t, "track-show-"+name+".golden", r.stdout)
 	}
 }
+
+// buildStatic builds the static runner client to path.
+func buildStatic(path string) ([]byte, error) {
+	cmd := exec.Command("go", "build", "-o", path, "../runner")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd.CombinedOutput()
+}

@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+)
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// BenchmarkContainerVsBareRunc: create+start+wait+delete of a runner-profile container running
+// `true` (user namespace with its own UID range, netns configured and checked by the hook,
+// cgroup, seccomp, bundle, teardown) against bare `runc run` of a minimal bundle of the same
+// image, alternating in one run. Reports both medians and their ratio.
+func BenchmarkContainerVsBareRunc(b *testing.B) {
+	requireRoot(b)
+	imgs := localImages(b)
+	runDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
+	defer os.RemoveAll(runDir)
+	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	wsParent := b.TempDir()
+	os.Chmod(wsParent, 0o711)
+	ws := filepath.Join(wsParent, "ws")
+	r.PrepareWorkspace(ws)
+
+	bare := filepath.Join(b.TempDir(), "bundle")
+	os.MkdirAll(bare, 0o755)
+	if out, err := exec.Command("runc", "spec", "--bundle", bare).CombinedOutput(); err != nil {
+		b.Fatalf("runc spec: %v %s", err, out)
+	}
+	var spec map[string]any
+	data, _ := os.ReadFile(filepath.Join(bare, "config.json"))
+	json.Unmarshal(data, &spec)
+	spec["root"] = map[string]any{"path": imgs.controller, "readonly": true}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"], proc["args"] = false, []string{"true"}
+	data, _ = json.Marshal(spec)
+	os.WriteFile(filepath.Join(bare, "config.json"), data, 0o644)
+	bareRoot := filepath.Join(runDir, "bare")
+
+	var ours, theirs []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: ws, Args: []string{"true"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code, err := c.Wait(ctx); code != 0 || err != nil {
+			b.Fatal(code, err)
+		}
+		if err := c.Destroy(ctx); err != nil {
+			b.Fatal(err)
+		}
+		ours = append(ours, time.Since(t0))
+		t0 = time.Now()
+		cmd := exec.Command("runc", "--root", bareRoot, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("bare runc run: %v %s", err, out)
+		}
+		theirs = append(theirs, time.Since(t0))
+	}
+	b.StopTimer()
+	mo, mt := median(ours), median(theirs)
+	b.ReportMetric(float64(mo.Microseconds())/1000, "sealrun-ms")
+	b.ReportMetric(float64(mt.Microseconds())/1000, "bare-runc-ms")
+	b.ReportMetric(float64(mo)/float64(mt), "ratio")
+}
+
+// BenchmarkRunLayout: set up and tear down a run's layout (UID range for the shared GID, cgroup
+// parent in every hierarchy, gateway netns with loopback and IPv6 off). Each container's own
+// netns (and the controller's veth) is made with the container and counted in its lifecycle.
+func BenchmarkRunLayout(b *testing.B) {
+	requireRoot(b)
+	runDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
+	defer os.RemoveAll(runDir)
+	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var setup, teardown []time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		r, err := h.NewRun(ctx, fmt.Sprintf("layout-%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		setup = append(setup, time.Since(t0))
+		t0 = time.Now()
+		if err := r.Destroy(ctx); err != nil {
+			b.Fatal(err)
+		}
+		teardown = append(teardown, time.Since(t0))
+	}
+	b.ReportMetric(float64(median(setup).Microseconds())/1000, "setup-ms")
+	b.ReportMetric(float64(median(teardown).Microseconds())/1000, "teardown-ms")
+}
