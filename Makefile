@@ -39,12 +39,14 @@ deps:
 # As root, make test first builds the local images (busybox controller; debootstrap python with
 # numpy and torch) into TEST_STATE: minutes the first time, seconds once BUILD_CACHE holds them.
 # -count=1: tests that touch the host (runc, cgroups, netns) are never served from the cache.
+# -p 1: test packages run one at a time, because root tests share the host (the /sealrun cgroup
+# root, netns names) and some check that nothing of sealrun's is left, or reap it.
 test: deps build
 	@if [ "$$(id -u)" = 0 ]; then \
 	  echo "make test: local images in $(TEST_STATE) (debootstrap cache $(BUILD_CACHE); the first build takes minutes)"; \
 	  bin/sealrun --state-dir $(TEST_STATE) images build-local --cache-dir $(BUILD_CACHE) --lock $(TEST_STATE)/images.lock; \
 	fi
-	SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) $(GO) test -count=1 -timeout 30m ./...
+	SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) $(GO) test -p 1 -count=1 -timeout 30m ./...
 
 test-unit:
 	SEALRUN_NO_ROOT_TESTS=1 $(GO) test -count=1 ./...

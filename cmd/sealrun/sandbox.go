@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,28 @@ func (f *sandboxFlags) runnerBinary() (string, error) {
 		}
 	}
 	return "", errors.New("the static runner client was not found next to sealrun, in /usr/local/bin or bin/; build it (make build) or give --runner")
+}
+
+// gpuEdits resolves --gpu through the CDI specs, saying which CDI hooks are not run.
+func (f *sandboxFlags) gpuEdits(stderr io.Writer) (*sandbox.GPUEdits, error) {
+	edits, err := sandbox.ResolveGPUs(sandbox.DefaultCDIDirs, f.gpus)
+	if err != nil {
+		return nil, err
+	}
+	for _, hk := range edits.DroppedHooks {
+		fmt.Fprintf(stderr, "sealrun: CDI hook not run (hooks never run as host root): %s\n", hk)
+	}
+	return edits, nil
+}
+
+// roleAndRootfs checks --role and resolves --image.
+func roleAndRootfs(g *globals, role, image string) (sandbox.Role, string, error) {
+	r, err := sandbox.ParseRole(role)
+	if err != nil {
+		return "", "", usage(err)
+	}
+	rootfs, err := imageRootfs(g, image)
+	return r, rootfs, err
 }
 
 // imageRootfs resolves --image to the rootfs in the store.
@@ -125,11 +148,7 @@ netlink view, cgroup limits, device rules and file descriptors, tears everything
 prints the result. Exit status 1 if any property is not as the role requires. Needs root.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := sandbox.ParseRole(role)
-			if err != nil {
-				return usage(err)
-			}
-			rootfs, err := imageRootfs(g, image)
+			r, rootfs, err := roleAndRootfs(g, role, image)
 			if err != nil {
 				return err
 			}
@@ -142,13 +161,11 @@ prints the result. Exit status 1 if any property is not as the role requires. Ne
 				return err
 			}
 			pc := sandbox.ProbeConfig{Role: r, Rootfs: rootfs, Runner: runner}
-			if len(f.gpus) > 0 {
-				edits, err := sandbox.ResolveGPUs(sandbox.DefaultCDIDirs, f.gpus)
-				if err != nil {
-					return err
-				}
-				pc.Devices = edits.Devices
+			edits, err := f.gpuEdits(cmd.ErrOrStderr())
+			if err != nil {
+				return err
 			}
+			pc.Devices = edits.Devices
 			res, err := h.Probe(cmd.Context(), pc)
 			if err != nil {
 				return err
@@ -225,11 +242,7 @@ made group-owned by the run and group-writable. The grader takes --bundle (read-
 		Example: `  sealrun sandbox run --role runner --image sha256:<hex> -- python3 -c 'import torch; print(torch.__version__)'`,
 		Args:    minArgs(1, "a command after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := sandbox.ParseRole(role)
-			if err != nil {
-				return usage(err)
-			}
-			rootfs, err := imageRootfs(g, image)
+			r, rootfs, err := roleAndRootfs(g, role, image)
 			if err != nil {
 				return err
 			}
@@ -268,16 +281,11 @@ made group-owned by the run and group-writable. The grader takes --bundle (read-
 					return err
 				}
 			}
-			if len(f.gpus) > 0 {
-				edits, err := sandbox.ResolveGPUs(sandbox.DefaultCDIDirs, f.gpus)
-				if err != nil {
-					return err
-				}
-				cc.Devices, cc.Extra, cc.Env = edits.Devices, edits.Mounts, edits.Env
-				for _, hk := range edits.DroppedHooks {
-					fmt.Fprintf(cmd.ErrOrStderr(), "sealrun: CDI hook not run (hooks never run as host root): %s\n", hk)
-				}
+			edits, err := f.gpuEdits(cmd.ErrOrStderr())
+			if err != nil {
+				return err
 			}
+			cc.Devices, cc.Extra, cc.Env = edits.Devices, edits.Mounts, edits.Env
 			c, err := run.Start(ctx, cc)
 			if err != nil {
 				return err
