@@ -18,7 +18,7 @@ BUILD_CACHE ?= /var/cache/sealrun/build
 all: build
 
 help:
-	@echo "make build      bin/sealrun, bin/sealrund, bin/runner (static)"
+	@echo "make build      bin/sealrun, bin/sealrund, bin/runner (static), bin/sealrun-netns-hook"
 	@echo "make test       install deps, then every test; root-only tests run when root"
 	@echo "make test-unit  tests that need no root and no extra packages"
 	@echo "make bench      benchmarks, with figures and ratios"
@@ -32,6 +32,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrun ./cmd/sealrun
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrund ./cmd/sealrund
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS) -extldflags=-static' -o bin/runner ./cmd/runner
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrun-netns-hook ./cmd/sealrun-netns-hook
 
 deps:
 	@scripts/deps.sh
@@ -70,7 +71,7 @@ fuzz:
 install: build
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/sealrun
 	install -d -m 0711 $(DESTDIR)/var/lib/sealrun
-	install -m 0755 bin/sealrun bin/sealrund bin/runner $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/sealrun bin/sealrund bin/runner bin/sealrun-netns-hook $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf bin

@@ -27,7 +27,8 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 	imgs := localImages(b)
 	runDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
 	defer os.RemoveAll(runDir)
-	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir})
+	_, hook := buildBinaries(b)
+	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Hook: hook})
 	if err != nil {
 		b.Fatal(err)
 	}

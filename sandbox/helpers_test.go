@@ -11,6 +11,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/vishvananda/netlink"
+
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // requireRoot skips a test that needs root, saying why; make test runs these as root in CI.
@@ -49,49 +51,65 @@ func localImages(t testing.TB) testImages {
 }
 
 var (
-	runnerOnce sync.Once
-	runnerBin  string
-	runnerErr  error
+	buildOnce          sync.Once
+	runnerBin, hookBin string
+	buildErr           error
 )
 
-// runnerBinary builds the static runner client once, in a directory containers can reach.
-func runnerBinary(t testing.TB) string {
+// buildBinaries builds the static runner client and the network hook once, in a directory
+// containers can reach.
+func buildBinaries(t testing.TB) (runner, hook string) {
 	t.Helper()
-	runnerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sealrun-test-runner-")
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sealrun-test-bin-")
 		if err != nil {
-			runnerErr = err
+			buildErr = err
 			return
 		}
 		os.Chmod(dir, 0o755)
-		runnerBin = filepath.Join(dir, "runner")
-		cmd := exec.Command("go", "build", "-o", runnerBin, "../cmd/runner")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			runnerErr = err
-			runnerErr = &buildError{string(out)}
+		runnerBin, hookBin = filepath.Join(dir, "runner"), filepath.Join(dir, "sealrun-netns-hook")
+		for out, pkg := range map[string]string{runnerBin: "../cmd/runner", hookBin: "../cmd/sealrun-netns-hook"} {
+			cmd := exec.Command("go", "build", "-o", out, pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				buildErr = &buildError{string(b)}
+				return
+			}
 		}
 	})
-	if runnerErr != nil {
-		t.Fatalf("build the runner client: %v", runnerErr)
+	if buildErr != nil {
+		t.Fatalf("build the runner client and the hook: %v", buildErr)
 	}
-	return runnerBin
+	return runnerBin, hookBin
+}
+
+// runnerBinary is the static runner client.
+func runnerBinary(t testing.TB) string {
+	r, _ := buildBinaries(t)
+	return r
 }
 
 type buildError struct{ out string }
 
 func (e *buildError) Error() string { return e.out }
 
-// testHost makes a Host with its own state and run directories, and checks after the test that
-// nothing sealrun made is left on the host.
+// testHost makes a Host with its own state and run directories, using the dedicated hook binary,
+// and checks after the test that nothing sealrun made is left on the host.
 func testHost(t *testing.T) *Host {
 	t.Helper()
 	requireRoot(t)
+	_, hook := buildBinaries(t)
+	return newTestHost(t, hook)
+}
+
+// newTestHost is testHost with a given hook ("" for the fallback: this test binary re-executed).
+func newTestHost(t *testing.T, hook string) *Host {
+	t.Helper()
 	runDir, err := os.MkdirTemp("/run", "sealrun-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir})
+	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +143,7 @@ func assertNoLeaks(t *testing.T, h *Host) {
 	}
 	if links, err := netlink.LinkList(); err == nil {
 		for _, l := range links {
-			if strings.Contains(l.Attrs().Name, "sealrun") || l.Attrs().Name == gatewayLink {
+			if strings.Contains(l.Attrs().Name, "sealrun") || l.Attrs().Name == netnshook.GatewayLink {
 				t.Errorf("leaked link %s in the host's namespace", l.Attrs().Name)
 			}
 		}

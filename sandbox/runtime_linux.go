@@ -3,10 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 
 	runc "github.com/containerd/go-runc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // Runtime drives an OCI runtime binary (runc; crun where the cgroup mode allows) through
@@ -109,18 +109,39 @@ func (r *Runtime) Run(id, bundle string, io runc.IO) (int, error) {
 
 // --- The network hook --------------------------------------------------------------------
 
-// HookArg is argv[0] of the createRuntime hook: the sealrun binary re-executes itself under
-// this name, and every main that embeds the sandbox calls RunHookIfRequested first.
+// HookArg is argv[0] of the createRuntime hook when no dedicated hook binary is installed: the
+// binary embedding the sandbox re-executes itself under this name, and every such main calls
+// RunHookIfRequested first.
 const HookArg = "sealrun-netns-hook"
 
-// hookSpec is the createRuntime hook that configures and checks a container's netns.
-func hookSpec(role Role, gatewayNetns, evidencePath, cgroupPath string) (specs.Hook, error) {
+// HookBinary is the name of the dedicated hook binary, looked for next to the running binary.
+const HookBinary = "sealrun-netns-hook"
+
+// findHook returns how to run the network hook: the given binary, the dedicated binary next to
+// this one, or (fallback) this binary re-executed under HookArg.
+func findHook(configured string) (path string, argv0 string, err error) {
+	if configured != "" {
+		if _, err := os.Stat(configured); err != nil {
+			return "", "", fmt.Errorf("network hook %s: %w", configured, err)
+		}
+		return configured, HookBinary, nil
+	}
 	self, err := os.Executable()
 	if err != nil {
-		return specs.Hook{}, fmt.Errorf("find sealrun's own binary for the network hook: %w", err)
+		return "", "", fmt.Errorf("find sealrun's own binary for the network hook: %w", err)
 	}
+	if p := filepath.Join(filepath.Dir(self), HookBinary); p != self {
+		if _, err := os.Stat(p); err == nil {
+			return p, HookBinary, nil
+		}
+	}
+	return self, HookArg, nil
+}
+
+// hookSpec is the createRuntime hook that configures and checks a container's netns.
+func (h *Host) hookSpec(role Role, gatewayNetns, evidencePath, cgroupPath string) specs.Hook {
 	timeout := 30
-	return specs.Hook{Path: self, Args: []string{HookArg, string(role), gatewayNetns, evidencePath, cgroupPath}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Timeout: &timeout}, nil
+	return specs.Hook{Path: h.hookPath, Args: []string{h.hookArgv0, string(role), gatewayNetns, evidencePath, cgroupPath}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Timeout: &timeout}
 }
 
 // RunHookIfRequested runs the network hook and exits when this process was started as one.
@@ -129,46 +150,11 @@ func RunHookIfRequested() {
 	if len(os.Args) < 1 || os.Args[0] != HookArg {
 		return
 	}
-	if err := runHook(os.Args[1:], os.Stdin); err != nil {
+	if err := netnshook.Main(os.Args[1:], os.Stdin); err != nil {
 		fmt.Fprintf(os.Stderr, "sealrun network hook: %v\n", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
-}
-
-// runHook reads the container state from stdin, configures the container's netns for its role,
-// reads it back with netlink, refuses to let the container start if it is not as the role
-// requires, and records the evidence.
-func runHook(args []string, stdin io.Reader) error {
-	if len(args) != 4 {
-		return fmt.Errorf("usage: %s ROLE GATEWAY-NETNS EVIDENCE-FILE CGROUP-PATH", HookArg)
-	}
-	if err := tightenDevices(args[3]); err != nil {
-		return err
-	}
-	role, err := ParseRole(args[0])
-	if err != nil {
-		return err
-	}
-	var st specs.State
-	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&st); err != nil {
-		return fmt.Errorf("read container state: %w", err)
-	}
-	if st.Pid <= 0 {
-		return fmt.Errorf("container state has no pid")
-	}
-	if err := configureContainerNetns(st.Pid, role, args[1]); err != nil {
-		return err
-	}
-	ev, err := readNetns(st.Pid)
-	if err != nil {
-		return err
-	}
-	b, _ := json.Marshal(ev)
-	if err := os.WriteFile(args[2], b, 0o600); err != nil {
-		return err
-	}
-	return checkAirGap(role, ev)
 }
 
 // --- Output ------------------------------------------------------------------------------
@@ -198,24 +184,4 @@ func (l *limitedBuffer) String() string {
 		s += fmt.Sprintf("\n[... %d more bytes not kept]", l.dropped)
 	}
 	return strings.TrimRight(s, "\n")
-}
-
-// runtimeDefaultDevices are device rules runc 1.1 appends to every container's device cgroup
-// after the spec's own: mknod of any device and /dev/net/tun. sealrun containers have no
-// capabilities, so these grant nothing usable, but the device cgroup is meant to be exactly
-// the standard nodes plus GPUs: the hook removes them (cgroup v1; on v2 runc's eBPF program
-// cannot be edited from outside).
-var runtimeDefaultDevices = []string{"c *:* m", "b *:* m", "c 10:200 rwm"}
-
-func tightenDevices(cgroupPath string) error {
-	deny := filepath.Join("/sys/fs/cgroup/devices", cgroupPath, "devices.deny")
-	if _, err := os.Stat(deny); err != nil {
-		return nil // cgroup v2
-	}
-	for _, rule := range runtimeDefaultDevices {
-		if err := os.WriteFile(deny, []byte(rule), 0); err != nil {
-			return fmt.Errorf("device cgroup %s: deny %q: %w", cgroupPath, rule, err)
-		}
-	}
-	return nil
 }

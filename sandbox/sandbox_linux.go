@@ -20,6 +20,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // Prefix starts the name of everything sealrun creates on the host (containers, netns,
@@ -31,13 +33,18 @@ type HostConfig struct {
 	StateDir string // persistent: UID range records (default /var/lib/sealrun)
 	RunDir   string // volatile: bundles and runtime state (default /run/sealrun)
 	Runtime  string // runtime binary (default "runc")
+	// Hook is the network hook binary (default: sealrun-netns-hook next to this binary, else this
+	// binary re-executed).
+	Hook string
 }
 
 // Host is the sandbox on one machine.
 type Host struct {
-	cfg     HostConfig
-	Runtime *Runtime
-	ranges  *Ranges
+	cfg       HostConfig
+	Runtime   *Runtime
+	ranges    *Ranges
+	hookPath  string
+	hookArgv0 string
 }
 
 // NewHost checks the runtime and opens the state. It needs root.
@@ -67,7 +74,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, Runtime: rt, ranges: ranges}, nil
+	hookPath, hookArgv0, err := findHook(cfg.Hook)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{cfg: cfg, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
 }
 
 // Ranges is the host's UID range allocator.
@@ -204,10 +215,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 		return nil, err
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
-	hook, err := hookSpec(cfg.Role, r.gateway, evidencePath, c.cg.path)
-	if err != nil {
-		return nil, err
-	}
+	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.cg.path)
 	spec.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{hook}}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
@@ -410,7 +418,7 @@ func deleteGatewayLink(gateway string) {
 	}
 	defer ns.Close()
 	if h, err := netlink.NewHandleAt(ns); err == nil {
-		if l, err := h.LinkByName(gatewayLink); err == nil {
+		if l, err := h.LinkByName(netnshook.GatewayLink); err == nil {
 			h.LinkDel(l)
 		}
 		h.Close()

@@ -62,8 +62,14 @@ func TestProbeEveryRole(t *testing.T) {
 	}
 }
 
+// This test runs the network hook through the fallback (the test binary re-executed), the path
+// sealrun takes when no sealrun-netns-hook binary is installed next to it.
 func TestRunCommandOutputAndExitCode(t *testing.T) {
-	h := testHost(t)
+	requireRoot(t)
+	h := newTestHost(t, "")
+	if h.hookArgv0 != HookArg {
+		t.Fatalf("fallback hook not used: %s %s", h.hookPath, h.hookArgv0)
+	}
 	imgs := localImages(t)
 	ctx := context.Background()
 	r, err := h.NewRun(ctx, "out")

@@ -1,0 +1,315 @@
+// Package netnshook is the createRuntime hook of sealrun containers, kept small so that its
+// binary (cmd/sealrun-netns-hook) starts fast at every container start. Between the runtime's
+// creation of a container's namespaces and the start of its process, it configures the
+// container's network namespace for its role (loopback up, IPv6 off, and for the controller a
+// veth /30 to the run's gateway netns), tightens the device cgroup, reads the namespace back with
+// netlink, records that air-gap evidence, and refuses the start unless it is exactly what the
+// role allows. It imports no sibling package.
+package netnshook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Role names, as the sandbox's roles.
+const (
+	RoleController = "controller"
+	RoleRunner     = "runner"
+	RoleGrader     = "grader"
+)
+
+// The controller's /30 to its run's gateway. Every run has its own gateway netns and every
+// controller its own netns, so the same addresses serve every run without ever meeting.
+var (
+	GatewayIP    = net.IPv4(10, 88, 0, 1)
+	ControllerIP = net.IPv4(10, 88, 0, 2)
+	linkMask     = net.CIDRMask(30, 32)
+)
+
+// Link names inside the namespaces (not in the host's).
+const (
+	GatewayLink    = "gw0"
+	ControllerLink = "eth0"
+)
+
+// InNetns runs fn on a thread switched into the network namespace ns, and switches it back.
+// The thread is thrown away if it cannot be switched back.
+func InNetns(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			errc <- fmt.Errorf("enter network namespace: %w", err)
+			runtime.UnlockOSThread()
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- fmt.Errorf("leave network namespace: %w", err) // thread stays locked and dies with the goroutine
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// DisableIPv6 turns IPv6 off in the current thread's network namespace.
+func DisableIPv6() error {
+	for _, k := range []string{"all", "default", "lo"} {
+		p := filepath.Join("/proc/sys/net/ipv6/conf", k, "disable_ipv6")
+		if err := os.WriteFile(p, []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("disable IPv6: %w", err)
+		}
+	}
+	return nil
+}
+
+// Configure readies the network namespace of a created (not yet started)
+// container: loopback up, IPv6 off, and for the controller a veth /30 whose other end stays in
+// the run's gateway netns. Runner and grader get loopback only.
+func Configure(pid int, role string, gatewayNetns string) error {
+	ns, err := netns.GetFromPid(pid)
+	if err != nil {
+		return fmt.Errorf("open network namespace of pid %d: %w", pid, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if lo, err := h.LinkByName("lo"); err != nil {
+		return err
+	} else if err := h.LinkSetUp(lo); err != nil {
+		return err
+	}
+	if err := InNetns(ns, DisableIPv6); err != nil {
+		return err
+	}
+	if role != RoleController {
+		return nil
+	}
+	gw, err := netns.GetFromName(gatewayNetns)
+	if err != nil {
+		return fmt.Errorf("open gateway network namespace %s: %w", gatewayNetns, err)
+	}
+	defer gw.Close()
+	gh, err := netlink.NewHandleAt(gw)
+	if err != nil {
+		return err
+	}
+	defer gh.Close()
+	if old, err := gh.LinkByName(GatewayLink); err == nil {
+		gh.LinkDel(old) // a previous controller of this run
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: GatewayLink}, PeerName: ControllerLink}
+	if err := gh.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth in %s: %w", gatewayNetns, err)
+	}
+	peer, err := gh.LinkByName(ControllerLink)
+	if err != nil {
+		return err
+	}
+	if err := gh.LinkSetNsFd(peer, int(ns)); err != nil {
+		return fmt.Errorf("move %s into the controller: %w", ControllerLink, err)
+	}
+	gwLink, err := gh.LinkByName(GatewayLink)
+	if err != nil {
+		return err
+	}
+	if err := gh.AddrAdd(gwLink, &netlink.Addr{IPNet: &net.IPNet{IP: GatewayIP, Mask: linkMask}}); err != nil {
+		return err
+	}
+	if err := gh.LinkSetUp(gwLink); err != nil {
+		return err
+	}
+	cLink, err := h.LinkByName(ControllerLink)
+	if err != nil {
+		return err
+	}
+	if err := h.AddrAdd(cLink, &netlink.Addr{IPNet: &net.IPNet{IP: ControllerIP, Mask: linkMask}}); err != nil {
+		return err
+	}
+	return h.LinkSetUp(cLink)
+}
+
+// Evidence is one network namespace as netlink shows it from the host.
+type Evidence struct {
+	Links     []string `json:"links"`     // "name (type, up|down)"
+	Addresses []string `json:"addresses"` // "ip/prefix dev"
+	Routes    []string `json:"routes"`    // "dst [via gw] dev", every table
+	Names     []string `json:"names"`     // link names only
+}
+
+// Read enumerates links, addresses and routes of the network namespace of pid.
+func Read(pid int) (Evidence, error) {
+	ns, err := netns.GetFromPid(pid)
+	if err != nil {
+		return Evidence{}, fmt.Errorf("open network namespace of pid %d: %w", pid, err)
+	}
+	defer ns.Close()
+	return ReadHandle(ns)
+}
+
+func ReadHandle(ns netns.NsHandle) (Evidence, error) {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return Evidence{}, err
+	}
+	defer h.Close()
+	var ev Evidence
+	links, err := h.LinkList()
+	if err != nil {
+		return ev, fmt.Errorf("list links: %w", err)
+	}
+	names := map[int]string{}
+	for _, l := range links {
+		a := l.Attrs()
+		names[a.Index] = a.Name
+		state := "down"
+		if a.Flags&net.FlagUp != 0 {
+			state = "up"
+		}
+		ev.Links = append(ev.Links, fmt.Sprintf("%s (%s, %s)", a.Name, l.Type(), state))
+		ev.Names = append(ev.Names, a.Name)
+		addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return ev, fmt.Errorf("list addresses of %s: %w", a.Name, err)
+		}
+		for _, ad := range addrs {
+			ev.Addresses = append(ev.Addresses, ad.IPNet.String()+" "+a.Name)
+		}
+	}
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return ev, fmt.Errorf("list routes: %w", err)
+	}
+	for _, r := range routes {
+		dst := "default"
+		if r.Dst != nil {
+			dst = r.Dst.String()
+		}
+		s := dst
+		if r.Gw != nil {
+			s += " via " + r.Gw.String()
+		}
+		s += " dev " + names[r.LinkIndex]
+		if r.Table != 254 {
+			s += " table " + strconv.Itoa(r.Table)
+		}
+		ev.Routes = append(ev.Routes, s)
+	}
+	sort.Strings(ev.Links)
+	sort.Strings(ev.Addresses)
+	sort.Strings(ev.Routes)
+	sort.Strings(ev.Names)
+	return ev, nil
+}
+
+// CheckAirGap says what, if anything, a container's namespace has that its role must not:
+// runner and grader exactly lo; the controller lo and its veth with the /30; no default route,
+// no IPv6 address, no route but the /30 and loopback's own.
+func CheckAirGap(role string, ev Evidence) error {
+	want := []string{"lo"}
+	if role == RoleController {
+		want = []string{ControllerLink, "lo"}
+	}
+	if strings.Join(ev.Names, ",") != strings.Join(want, ",") {
+		return fmt.Errorf("%s netns has links %v; expected %v", role, ev.Names, want)
+	}
+	for _, a := range ev.Addresses {
+		if strings.Contains(a, ":") {
+			return fmt.Errorf("%s netns has an IPv6 address %s", role, a)
+		}
+		if !strings.HasPrefix(a, "127.0.0.1/8 ") && !(role == RoleController && a == ControllerIP.String()+"/30 "+ControllerLink) {
+			return fmt.Errorf("%s netns has an unexpected address %s", role, a)
+		}
+	}
+	for _, r := range ev.Routes {
+		if strings.HasPrefix(r, "default") || strings.HasPrefix(r, "0.0.0.0/0") {
+			return fmt.Errorf("%s netns has a default route: %s", role, r)
+		}
+		local := strings.HasSuffix(r, " table 255")
+		link := role == RoleController && strings.HasPrefix(r, "10.88.0.0/30 dev "+ControllerLink)
+		if !local && !link {
+			return fmt.Errorf("%s netns has an unexpected route: %s", role, r)
+		}
+	}
+	return nil
+}
+
+// Main reads the container state (runtime-spec State JSON) from stdin, configures the container's netns for its role,
+// reads it back with netlink, refuses to let the container start if it is not as the role
+// requires, and records the evidence.
+func Main(args []string, stdin io.Reader) error {
+	if len(args) != 4 {
+		return errors.New("usage: sealrun-netns-hook ROLE GATEWAY-NETNS EVIDENCE-FILE CGROUP-PATH")
+	}
+	if err := TightenDevices(args[3]); err != nil {
+		return err
+	}
+	role := args[0]
+	if role != RoleController && role != RoleRunner && role != RoleGrader {
+		return fmt.Errorf("unknown role %q", role)
+	}
+	var st specs.State
+	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&st); err != nil {
+		return fmt.Errorf("read container state: %w", err)
+	}
+	if st.Pid <= 0 {
+		return fmt.Errorf("container state has no pid")
+	}
+	if err := Configure(st.Pid, role, args[1]); err != nil {
+		return err
+	}
+	ev, err := Read(st.Pid)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(ev)
+	if err := os.WriteFile(args[2], b, 0o600); err != nil {
+		return err
+	}
+	return CheckAirGap(role, ev)
+}
+
+// runtimeDefaultDevices are device rules runc 1.1 appends to every container's device cgroup
+// after the spec's own: mknod of any device and /dev/net/tun. sealrun containers have no
+// capabilities, so these grant nothing usable, but the device cgroup is meant to be exactly
+// the standard nodes plus GPUs: the hook removes them (cgroup v1; on v2 runc's eBPF program
+// cannot be edited from outside).
+var runtimeDefaultDevices = []string{"c *:* m", "b *:* m", "c 10:200 rwm"}
+
+func TightenDevices(cgroupPath string) error {
+	deny := filepath.Join("/sys/fs/cgroup/devices", cgroupPath, "devices.deny")
+	if _, err := os.Stat(deny); err != nil {
+		return nil // cgroup v2
+	}
+	for _, rule := range runtimeDefaultDevices {
+		if err := os.WriteFile(deny, []byte(rule), 0); err != nil {
+			return fmt.Errorf("device cgroup %s: deny %q: %w", cgroupPath, rule, err)
+		}
+	}
+	return nil
+}
