@@ -13,20 +13,21 @@ const module = "github.com/sealrun/sealrun"
 // allowed pins which sibling packages each package may import (DESIGN.md "Layout"). A package's
 // own internal/ packages are always allowed; daemon, cmd/sealrun and e2e compose everything.
 var allowed = map[string][]string{
-	"policy":       {},
-	"exams":        {},
-	"images":       {"policy"},
-	"sandbox":      {"policy", "images"},
-	"controller":   {"policy", "sandbox"},
-	"runner":       {"policy", "sandbox"},
-	"grader":       {"policy", "sandbox", "exams"},
-	"attest":       {"policy"},
-	"leaderboard":  {"policy", "attest"},
-	"cmd/runner":   {},
-	"cmd/sealrund": {"daemon", "policy"},
-	"daemon":       {"*"},
-	"cmd/sealrun":  {"*"},
-	"e2e":          {"*"},
+	"policy":                 {},
+	"exams":                  {},
+	"images":                 {"policy"},
+	"sandbox":                {"policy", "images"},
+	"controller":             {"policy", "sandbox"},
+	"runner":                 {"policy", "sandbox"},
+	"grader":                 {"policy", "sandbox", "exams"},
+	"attest":                 {"policy"},
+	"leaderboard":            {"policy", "attest"},
+	"cmd/runner":             {},
+	"cmd/sealrun-netns-hook": {"sandbox"},
+	"cmd/sealrund":           {"daemon", "policy"},
+	"daemon":                 {"*"},
+	"cmd/sealrun":            {"*"},
+	"e2e":                    {"*"},
 }
 
 // owner maps an import path inside the module to the layout folder that owns it.
