@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"runtime"
 	"strconv"
 	"syscall"
 
@@ -27,44 +26,26 @@ func checkAirGap(role Role, ev NetnsEvidence) error { return netnshook.CheckAirG
 
 // createGatewayNetns makes the run's named gateway netns (bind-mounted under /run/netns),
 // with loopback up and IPv6 off. Nothing of it is in the host's namespace.
-func createGatewayNetns(name string) (err error) {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
+func createGatewayNetns(name string) error {
+	err := netnshook.OnThread(func() error {
 		ns, err := netns.NewNamed(name) // switches this thread into the new namespace
 		if err != nil {
-			netns.Set(orig)
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("create network namespace %s: %w", name, err)
-			return
+			return fmt.Errorf("create network namespace %s: %w", name, err)
 		}
 		defer ns.Close()
-		ferr := netnshook.DisableIPv6()
-		if ferr == nil {
-			if lo, err := netlink.LinkByName("lo"); err != nil {
-				ferr = err
-			} else {
-				ferr = netlink.LinkSetUp(lo)
-			}
+		if err := netnshook.DisableIPv6(); err != nil {
+			return err
 		}
-		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("leave network namespace %s: %w", name, err)
-			return
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
 		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	if err := <-errc; err != nil {
+		return netlink.LinkSetUp(lo)
+	})
+	if err != nil {
 		netns.DeleteNamed(name)
-		return err
 	}
-	return nil
+	return err
 }
 
 // ListenGateway opens a TCP listener inside a run's gateway netns on the gateway address. The

@@ -46,9 +46,10 @@ const (
 	ControllerLink = "eth0"
 )
 
-// InNetns runs fn on a thread switched into the network namespace ns, and switches it back.
-// The thread is thrown away if it cannot be switched back.
-func InNetns(ns netns.NsHandle, fn func() error) error {
+// OnThread runs fn on a locked OS thread of its own and puts the thread back into its original
+// network namespace afterwards, whatever fn switched it to. The thread is thrown away (left
+// locked, so it dies with its goroutine) if it cannot be switched back.
+func OnThread(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -58,20 +59,25 @@ func InNetns(ns netns.NsHandle, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("enter network namespace: %w", err)
-			runtime.UnlockOSThread()
-			return
-		}
 		ferr := fn()
 		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("leave network namespace: %w", err) // thread stays locked and dies with the goroutine
+			errc <- fmt.Errorf("leave network namespace: %w", err)
 			return
 		}
 		runtime.UnlockOSThread()
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// InNetns runs fn on a thread switched into the network namespace ns.
+func InNetns(ns netns.NsHandle, fn func() error) error {
+	return OnThread(func() error {
+		if err := netns.Set(ns); err != nil {
+			return fmt.Errorf("enter network namespace: %w", err)
+		}
+		return fn()
+	})
 }
 
 // DisableIPv6 turns IPv6 off in the current thread's network namespace.
