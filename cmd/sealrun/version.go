@@ -7,14 +7,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-
-	// The mandated libraries are linked into every sealrun binary so that `sealrun version` reports
-	// exactly what was built in. Packages that use them import them for real as they land.
-	_ "github.com/containerd/cgroups/v3"
-	_ "github.com/google/go-containerregistry/pkg/name"
-	_ "github.com/opencontainers/runtime-spec/specs-go"
-	_ "github.com/sigstore/sigstore/pkg/signature/dsse"
-	_ "github.com/vishvananda/netlink"
 )
 
 // Set by the Makefile with -ldflags "-X main.version=... -X main.commit=...".
@@ -23,7 +15,8 @@ var (
 	commit  = "unknown"
 )
 
-// mandated lists the libraries the project must use, in the order `version` prints them.
+// mandated lists the libraries the project must use, in the order `version` prints them. Each is
+// linked through the package that uses it (sandbox, images, attest), so the build info has them.
 var mandated = []string{
 	"github.com/opencontainers/runtime-spec",
 	"github.com/containerd/cgroups/v3",
