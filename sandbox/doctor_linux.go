@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/containerd/cgroups/v3"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netns"
 )
 
@@ -72,6 +73,11 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 	} else {
 		netns.DeleteNamed(name)
 		add("network namespaces", "ok", "created and removed a namespace with loopback", "")
+	}
+	if err := checkIdmap(stateDir); err != nil {
+		add("idmapped mounts", "warn", err.Error(), "Linux 5.12+ and a filesystem that supports idmapped mounts (ext4, xfs, btrfs) for the state directory; without them image files appear owned by nobody inside containers")
+	} else {
+		add("idmapped mounts", "ok", "image rootfs can be shifted into each container's UID range", "")
 	}
 	devices, errs := CDIDevices(DefaultCDIDirs)
 	switch {
@@ -178,4 +184,26 @@ func leftovers() string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// checkIdmap makes an idmapped mount of a scratch directory on the state directory's filesystem.
+func checkIdmap(stateDir string) error {
+	if err := os.MkdirAll(stateDir, 0o711); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(stateDir, ".idmap-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	src := dir + "/src"
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return err
+	}
+	m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: RangeBase, Size: RangeSize}}
+	target := dir + "/mnt"
+	if err := shiftedRootfs(src, target, m, m); err != nil {
+		return err
+	}
+	return unmountRootfs(target)
 }

@@ -51,6 +51,8 @@ type ProbeResult struct {
 	Seccomp        int               `json:"seccomp"`
 	NoNewPrivs     bool              `json:"no_new_privs"`
 	ReadonlyRootfs bool              `json:"readonly_rootfs"`
+	RootfsShifted  bool              `json:"rootfs_shifted"` // idmapped: image files keep their owners
+	RootfsOwner    int               `json:"rootfs_owner"`   // uid owning / inside (0 when shifted)
 	Links          []string          `json:"links"`
 	Routes         []string          `json:"routes"`
 	Addresses      []string          `json:"addresses"`
@@ -76,6 +78,7 @@ type inside struct {
 	Seccomp        int               `json:"seccomp"`
 	NoNewPrivs     bool              `json:"no_new_privs"`
 	ReadonlyRootfs bool              `json:"readonly_rootfs"`
+	RootfsOwner    int               `json:"rootfs_owner"`
 	MaskedPathsOK  bool              `json:"masked_paths_ok"`
 	Masked         map[string]string `json:"masked"`
 	Egress         []struct {
@@ -200,7 +203,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 		return nil, err
 	}
 	defer c.Destroy(context.Background())
-	res := &ProbeResult{Role: cfg.Role, Container: c.ID, Links: c.Evidence.Links, Routes: c.Evidence.Routes, Addresses: c.Evidence.Addresses}
+	res := &ProbeResult{Role: cfg.Role, Container: c.ID, RootfsShifted: c.ShiftedRootfs, Links: c.Evidence.Links, Routes: c.Evidence.Routes, Addresses: c.Evidence.Addresses}
 	select {
 	case <-out.got:
 	case <-c.Done():
@@ -224,6 +227,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	}
 	res.UIDMap, res.GIDMap, res.CapEff, res.Seccomp, res.NoNewPrivs = in.UIDMap, in.GIDMap, in.CapEff, in.Seccomp, in.NoNewPrivs
 	res.ReadonlyRootfs, res.MaskedPathsOK, res.Masked, res.EnvKeys = in.ReadonlyRootfs, in.MaskedPathsOK, in.Masked, in.EnvKeys
+	res.RootfsOwner = in.RootfsOwner
 	for i := range attempts {
 		for _, e := range in.Egress {
 			if e.Target == attempts[i].Target {
@@ -259,6 +263,11 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 	}
 	if !r.ReadonlyRootfs {
 		bad("the rootfs is writable")
+	}
+	if !r.RootfsShifted {
+		bad("the rootfs is not an idmapped mount: image files do not keep their owners inside (the kernel or filesystem cannot idmap mounts; see sealrun doctor)")
+	} else if r.RootfsOwner != 0 {
+		bad("/ is owned by uid %d inside; an idmapped rootfs shows the image's root as 0", r.RootfsOwner)
 	}
 	if !r.MaskedPathsOK {
 		bad("a masked /proc or /sys path is readable: %v", r.Masked)

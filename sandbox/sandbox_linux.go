@@ -61,10 +61,17 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the sandbox needs root (it creates namespaces, cgroups and user-namespace mappings); run as root")
 	}
+	// Containers' mapped root must traverse (never list) to the rootfs mounts in the bundles.
 	for _, d := range []string{cfg.RunDir, filepath.Join(cfg.RunDir, "bundles")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, fmt.Errorf("sandbox run directory %s: %w", d, err)
 		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return nil, fmt.Errorf("sandbox run directory %s: %w", d, err)
+		}
+	}
+	if err := checkTraversable(cfg.RunDir); err != nil {
+		return nil, err
 	}
 	rt, err := NewRuntime(cfg.Runtime, filepath.Join(cfg.RunDir, "runtime"))
 	if err != nil {
@@ -180,6 +187,9 @@ type Container struct {
 	stderr   *limitedBuffer
 	stopOnce sync.Once
 	started  bool // the runtime was started: done will be closed
+	// ShiftedRootfs: the rootfs is an idmapped mount, so image files keep their owners inside.
+	ShiftedRootfs bool
+	rootfsMount   string
 }
 
 // Start creates and starts a container. It returns once the container's namespace was
@@ -213,6 +223,11 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	}
 	if err = checkMountpoints(cfg.Rootfs, spec.Mounts); err != nil {
 		return nil, err
+	}
+	// The rootfs: an idmapped read-only view of the store's, where the kernel allows it.
+	if mnt := filepath.Join(c.bundle, "rootfs"); shiftedRootfs(cfg.Rootfs, mnt, spec.Linux.UIDMappings, spec.Linux.GIDMappings) == nil {
+		c.rootfsMount, c.ShiftedRootfs = mnt, true
+		spec.Root.Path = mnt
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
 	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.cg.path)
@@ -394,7 +409,14 @@ func (c *Container) Destroy(ctx context.Context) error {
 		if c.Role == RoleController {
 			deleteGatewayLink(c.run.gateway)
 		}
-		if c.bundle != "" {
+		bundleFree := true
+		if c.rootfsMount != "" {
+			if err := unmountRootfs(c.rootfsMount); err != nil {
+				errs = append(errs, err)
+				bundleFree = false // never recurse into a mounted image
+			}
+		}
+		if c.bundle != "" && bundleFree {
 			if err := os.RemoveAll(c.bundle); err != nil {
 				errs = append(errs, err)
 			}
@@ -519,6 +541,10 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	bundles := filepath.Join(h.cfg.RunDir, "bundles")
 	if entries, err := os.ReadDir(bundles); err == nil {
 		for _, e := range entries {
+			if err := unmountRootfs(filepath.Join(bundles, e.Name(), "rootfs")); err != nil {
+				errs = append(errs, err)
+				continue // never recurse into a mounted image
+			}
 			os.RemoveAll(filepath.Join(bundles, e.Name()))
 			out.Bundles = append(out.Bundles, e.Name())
 		}
@@ -544,4 +570,25 @@ func checkMountpoints(rootfs string, mounts []specs.Mount) error {
 		}
 	}
 	return nil
+}
+
+// checkTraversable makes sure that unprivileged mapped users (container roots) can traverse every
+// directory down to dir, as the runtime needs to mount container rootfs from below it.
+func checkTraversable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("run directory %s: %w", abs, err)
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("run directory %s is not reachable by containers: %s is mode %v (others cannot traverse it); choose a run directory whose parents are traversable (default /run/sealrun) or chmod o+x %s", abs, p, st.Mode().Perm(), p)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }

@@ -32,6 +32,9 @@ func TestProbeEveryRole(t *testing.T) {
 			if !res.OK {
 				t.Fatalf("problems: %v", res.Problems)
 			}
+			if !res.RootfsShifted || res.RootfsOwner != 0 {
+				t.Errorf("rootfs not shifted: shifted %v, / owned by %d inside", res.RootfsShifted, res.RootfsOwner)
+			}
 			if res.CapEff != "0000000000000000" || res.Seccomp != 2 || !res.NoNewPrivs || !res.ReadonlyRootfs || !res.MaskedPathsOK || !res.EgressBlocked {
 				t.Errorf("posture %+v", res)
 			}

@@ -25,6 +25,7 @@ type posture struct {
 	Seccomp        int               `json:"seccomp"`
 	NoNewPrivs     bool              `json:"no_new_privs"`
 	ReadonlyRootfs bool              `json:"readonly_rootfs"`
+	RootfsOwner    int               `json:"rootfs_owner"` // uid owning / as seen inside
 	MaskedPathsOK  bool              `json:"masked_paths_ok"`
 	Masked         map[string]string `json:"masked"`
 	Egress         []egress          `json:"egress"`
@@ -66,6 +67,12 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 			p.Seccomp, _ = strconv.Atoi(v)
 		case "NoNewPrivs":
 			p.NoNewPrivs = v == "1"
+		}
+	}
+	p.RootfsOwner = -1
+	if st, err := os.Stat("/"); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			p.RootfsOwner = int(sys.Uid)
 		}
 	}
 	p.ReadonlyRootfs = true

@@ -57,7 +57,14 @@ func TestSandboxVerbsAsRoot(t *testing.T) {
 	if out, err := buildStatic(runner); err != nil {
 		t.Fatalf("build runner: %v %s", err, out)
 	}
-	runDir := t.TempDir()
+	runDir, err := os.MkdirTemp("/run", "sealrun-clitest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(runDir)
+	if r := sealrun(t, "--state-dir", state, "sandbox", "run", "--role", "runner", "--image", lock.Images["controller"], "--run-dir", t.TempDir(), "--", "true"); r.code != 1 || !strings.Contains(r.stderr, "is not reachable by containers") {
+		t.Errorf("run dir under a private parent: %+v", r)
+	}
 	sr := func(args ...string) result {
 		return sealrun(t, append([]string{"--state-dir", state}, args...)...)
 	}
