@@ -22,6 +22,7 @@ import (
 type Runtime struct {
 	rc   *runc.Runc
 	Path string
+	root string
 }
 
 // NewRuntime finds the runtime binary (a name is looked up in PATH) and keeps its state in root.
@@ -33,7 +34,14 @@ func NewRuntime(binary, root string) (*Runtime, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("runtime state %s: %w", root, err)
 	}
-	return &Runtime{rc: &runc.Runc{Command: path, Root: root, PdeathSignal: syscall.SIGKILL}, Path: path}, nil
+	return &Runtime{rc: &runc.Runc{Command: path, Root: root, PdeathSignal: syscall.SIGKILL}, Path: path, root: root}, nil
+}
+
+// registered reports whether the runtime has saved the state of container id (runc writes it
+// once the container's hooks have run; until then list and state do not know it).
+func (r *Runtime) registered(id string) bool {
+	_, err := os.Stat(filepath.Join(r.root, id, "state.json"))
+	return err == nil
 }
 
 // Version returns the runtime's version line ("runc 1.1.5").

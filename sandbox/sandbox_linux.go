@@ -266,10 +266,10 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 		c.exit, c.err = status, err
 		close(c.done)
 	}()
-	// Wait until the hook has recorded the namespace (then the process is being started), or the
-	// runtime gave up.
+	// Wait until the hook has recorded the namespace and the runtime has registered the container
+	// (then its process is being started and every runtime verb knows it), or the runtime gave up.
 	for {
-		if b, rerr := os.ReadFile(evidencePath); rerr == nil && len(b) > 0 {
+		if b, rerr := os.ReadFile(evidencePath); rerr == nil && len(b) > 0 && r.h.Runtime.registered(id) {
 			if uerr := json.Unmarshal(b, &c.Evidence); uerr == nil {
 				if aerr := checkAirGap(cfg.Role, c.Evidence); aerr != nil {
 					return nil, fmt.Errorf("container %s: %w", id, aerr)
@@ -493,7 +493,11 @@ func (r Reaped) Empty() bool {
 func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	var out Reaped
 	var errs []error
-	if cs, err := h.Runtime.List(ctx); err == nil {
+	cs, err := h.Runtime.List(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	{
 		for _, c := range cs {
 			if !strings.HasPrefix(c.ID, Prefix) {
 				continue
