@@ -128,17 +128,8 @@ func TestTamperingEveryByte(t *testing.T) {
 	st, _ := fixture(t, 2, 3)
 	env := sign(t, st, "ed25519")
 	v := verifier(t, "ed25519")
-	var e struct {
-		Payload    string `json:"payload"`
-		Signatures []struct {
-			Sig string `json:"sig"`
-		} `json:"signatures"`
-	}
-	if err := json.Unmarshal(env, &e); err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := base64.StdEncoding.DecodeString(e.Payload)
-	sig, _ := base64.StdEncoding.DecodeString(e.Signatures[0].Sig)
+	o := openEnvelope(t, env)
+	payload, sig := o.payload, o.sig
 	flip := func(b []byte, i int) string {
 		c := bytes.Clone(b)
 		c[i] ^= 0xff

@@ -3,7 +3,9 @@ package attest
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -99,4 +101,31 @@ func verifier(t testing.TB, name string) signature.Verifier {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// opened is a signed envelope taken apart by plain JSON and base64 decoding (no verification),
+// as a third party or an attacker sees it.
+type opened struct {
+	payloadType  string
+	payload, sig []byte
+}
+
+func openEnvelope(t testing.TB, env []byte) opened {
+	t.Helper()
+	var e struct {
+		PayloadType string `json:"payloadType"`
+		Payload     string `json:"payload"`
+		Signatures  []struct {
+			Sig string `json:"sig"`
+		} `json:"signatures"`
+	}
+	if err := json.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	payload, err1 := base64.StdEncoding.DecodeString(e.Payload)
+	sig, err2 := base64.StdEncoding.DecodeString(e.Signatures[0].Sig)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("envelope base64: %v %v", err1, err2)
+	}
+	return opened{e.PayloadType, payload, sig}
 }

@@ -1,8 +1,6 @@
 package attest
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,21 +26,11 @@ func TestOpenSSLVerifiesSignatures(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			st, _ := fixture(t, 5, 10)
 			env := sign(t, st, key)
-			var e struct {
-				PayloadType string `json:"payloadType"`
-				Payload     string `json:"payload"`
-				Signatures  []struct {
-					Sig string `json:"sig"`
-				} `json:"signatures"`
-			}
-			if err := json.Unmarshal(env, &e); err != nil {
-				t.Fatal(err)
-			}
-			body, _ := base64.StdEncoding.DecodeString(e.Payload)
-			sig, _ := base64.StdEncoding.DecodeString(e.Signatures[0].Sig)
+			o := openEnvelope(t, env)
+			body, sig := o.payload, o.sig
 			dir := t.TempDir()
 			paePath, sigPath := filepath.Join(dir, "pae.bin"), filepath.Join(dir, "sig.bin")
-			os.WriteFile(paePath, pae(e.PayloadType, body), 0o644)
+			os.WriteFile(paePath, pae(o.payloadType, body), 0o644)
 			os.WriteFile(sigPath, sig, 0o644)
 			pub := filepath.Join("testdata", key+".pub")
 			var args []string

@@ -63,7 +63,7 @@ func wrap(op, id string, err error) error {
 
 // Create creates a container from a bundle without starting it.
 func (r *Runtime) Create(ctx context.Context, id, bundle string, io runc.IO) error {
-	return wrap("create", id, r.rc.Create(ctx, id, bundle, &runc.CreateOpts{IO: io, PidFile: bundle + "/init.pid"}))
+	return wrap("create", id, r.rc.Create(ctx, id, bundle, &runc.CreateOpts{IO: io, PidFile: filepath.Join(bundle, "init.pid")}))
 }
 
 // Start starts a created container.
@@ -98,13 +98,14 @@ func (r *Runtime) List(ctx context.Context) ([]*runc.Container, error) {
 	return cs, wrap("list", "", err)
 }
 
-// Run creates, starts and waits for a container in the foreground: the runtime process stays
+// Run creates, starts and waits for a container in the foreground (its init pid in the bundle's
+// init.pid): the runtime process stays
 // its parent and reaps it, so its exit status comes back exactly and no reaper is needed in
 // this process. The runtime deletes the container's state when it exits. The context is not
 // used to kill the runtime (that would orphan the container): callers stop a container with
 // Kill, and Run returns once it is gone.
 func (r *Runtime) Run(id, bundle string, io runc.IO) (int, error) {
-	status, err := r.rc.Run(context.Background(), id, bundle, &runc.CreateOpts{IO: io})
+	status, err := r.rc.Run(context.Background(), id, bundle, &runc.CreateOpts{IO: io, PidFile: filepath.Join(bundle, "init.pid")})
 	var ee *runc.ExitError
 	if errors.As(err, &ee) {
 		return ee.Status, nil

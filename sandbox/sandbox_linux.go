@@ -303,13 +303,11 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// Pid is the container's init process on the host, or 0 once it has exited.
+// Pid is the container's init process on the host (the runtime writes it to the bundle's
+// init.pid), or 0 if it is not known (yet).
 func (c *Container) Pid() int {
 	b, err := os.ReadFile(filepath.Join(c.bundle, "init.pid"))
 	if err != nil {
-		if st, err := c.run.h.Runtime.State(context.Background(), c.ID); err == nil {
-			return st.Pid
-		}
 		return 0
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -497,17 +495,15 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	{
-		for _, c := range cs {
-			if !strings.HasPrefix(c.ID, Prefix) {
-				continue
-			}
-			h.Runtime.Kill(ctx, c.ID, syscall.SIGKILL)
-			if err := h.Runtime.Delete(ctx, c.ID); err != nil {
-				errs = append(errs, err)
-			}
-			out.Containers = append(out.Containers, c.ID)
+	for _, c := range cs {
+		if !strings.HasPrefix(c.ID, Prefix) {
+			continue
 		}
+		h.Runtime.Kill(ctx, c.ID, syscall.SIGKILL)
+		if err := h.Runtime.Delete(ctx, c.ID); err != nil {
+			errs = append(errs, err)
+		}
+		out.Containers = append(out.Containers, c.ID)
 	}
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range entries {
