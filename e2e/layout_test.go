@@ -28,6 +28,9 @@ var allowed = map[string][]string{
 	"daemon":                 {"*"},
 	"cmd/sealrun":            {"*"},
 	"e2e":                    {"*"},
+	// internal/testenv gates tests on the machine (root, tools, the local images), as Go's own
+	// internal/testenv does; only _test files import it.
+	"internal": {},
 }
 
 // owner maps an import path inside the module to the layout folder that owns it.

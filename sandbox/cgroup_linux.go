@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,9 +19,6 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
-
-// CgroupRoot is the parent of every cgroup sealrun makes: /sealrun/<run>/<container>.
-const CgroupRoot = "/sealrun"
 
 // CgroupMode names the host's cgroup setup.
 func CgroupMode() string {
@@ -150,16 +148,25 @@ func (t cgroupTree) Freeze() error {
 	return wrapCgroup("freeze", t.path, cg.Freeze())
 }
 
-func (t cgroupTree) thaw() {
+func (t cgroupTree) Thaw() error {
 	if t.unified() {
-		if m, err := cgroup2.Load(t.path); err == nil {
-			m.Thaw()
+		m, err := cgroup2.Load(t.path)
+		if err != nil {
+			return wrapCgroup("load", t.path, err)
 		}
-		return
+		return wrapCgroup("thaw", t.path, m.Thaw())
 	}
-	if cg, err := cgroup1.Load(cgroup1.StaticPath(t.path)); err == nil {
-		cg.Thaw()
+	cg, err := cgroup1.Load(cgroup1.StaticPath(t.path))
+	if err != nil {
+		return wrapCgroup("load", t.path, err)
 	}
+	return wrapCgroup("thaw", t.path, cg.Thaw())
+}
+
+// empty reports whether no task is left in the subtree (or it is gone).
+func (t cgroupTree) empty() bool {
+	ps, err := t.pids()
+	return len(ps) == 0 && (err == nil || errors.Is(err, fs.ErrNotExist))
 }
 
 // pids lists every task in the subtree.
@@ -201,7 +208,7 @@ func (t cgroupTree) KillAll(timeout time.Duration) error {
 	ps, err := t.pids()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		if frozen {
-			t.thaw()
+			t.Thaw()
 		}
 		return wrapCgroup("list tasks of", t.path, err)
 	}
@@ -209,7 +216,7 @@ func (t cgroupTree) KillAll(timeout time.Duration) error {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
 	if frozen {
-		t.thaw()
+		t.Thaw()
 	}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -293,4 +300,83 @@ func removeRootIfEmpty() {
 	for _, mnt := range cgroupMounts() {
 		syscall.Rmdir(filepath.Join(mnt, CgroupRoot)) // fails harmlessly while other runs exist
 	}
+}
+
+// usage follows a container's cgroup while it runs. The runtime removes a container's cgroup
+// the moment its init exits, so counters read after the exit are gone: usage samples them
+// (every 100 ms, and once more when the container is seen to exit) and keeps the last values
+// and the peaks, and on cgroup v1 listens on the memory cgroup's OOM eventfd, so an OOM kill
+// just before the exit is still known.
+type usage struct {
+	mu   sync.Mutex
+	last CgroupStats
+	oom  bool
+}
+
+func (u *usage) get() (CgroupStats, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.last, u.oom || u.last.OOMKills > 0
+}
+
+func (u *usage) merge(st CgroupStats) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.last.CPUNanos = max(u.last.CPUNanos, st.CPUNanos)
+	u.last.MemoryPeak = max(u.last.MemoryPeak, st.MemoryPeak)
+	u.last.OOMKills = max(u.last.OOMKills, st.OOMKills)
+	u.last.Pids = st.Pids
+	if st.MemoryLimit > 0 {
+		u.last.MemoryLimit = st.MemoryLimit
+	}
+	if st.PidsLimit > 0 {
+		u.last.PidsLimit = st.PidsLimit
+	}
+}
+
+// watch starts following t until done is closed.
+func (t cgroupTree) watch(done <-chan struct{}) *usage {
+	u := &usage{}
+	if st, err := t.Stats(); err == nil {
+		u.merge(st)
+	}
+	if !t.unified() {
+		if cg, err := cgroup1.Load(cgroup1.StaticPath(t.path)); err == nil {
+			if fd, err := cg.OOMEventFD(); err == nil {
+				go func() {
+					f := os.NewFile(fd, "oom-eventfd")
+					defer f.Close()
+					var buf [8]byte
+					// The eventfd also fires when the cgroup is removed: a count of 2 (both
+					// events unread), or 1 while the cgroup still exists, is an OOM.
+					if n, err := f.Read(buf[:]); err == nil && n == 8 {
+						count := uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
+						if st, err := t.Stats(); err == nil {
+							u.merge(st) // the peak, read while the cgroup is still there
+						}
+						if count >= 2 || t.exists() {
+							u.mu.Lock()
+							u.oom = true
+							u.mu.Unlock()
+						}
+					}
+				}()
+			}
+		}
+	}
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if st, err := t.Stats(); err == nil {
+					u.merge(st)
+				}
+			}
+		}
+	}()
+	return u
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,45 +10,21 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/BurntSushi/toml"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
-// requireRoot skips a test that needs root, saying why; make test runs these as root in CI.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Getenv("SEALRUN_NO_ROOT_TESTS") != "" {
-		t.Skip("SEALRUN_NO_ROOT_TESTS is set (make test-unit)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (namespaces, cgroups, runc); make test runs it as root in CI")
-	}
-}
+func requireRoot(t testing.TB) { t.Helper(); testenv.RequireRoot(t) }
 
 // testImages are the rootfs of the local images make test builds into SEALRUN_TEST_STATE.
 type testImages struct{ controller, python string }
 
 func localImages(t testing.TB) testImages {
 	t.Helper()
-	state := os.Getenv("SEALRUN_TEST_STATE")
-	if state == "" {
-		t.Skip("SEALRUN_TEST_STATE is not set: run through make test, which builds the local images")
-	}
-	var lock struct{ Images map[string]string }
-	if _, err := toml.DecodeFile(filepath.Join(state, "images.lock"), &lock); err != nil {
-		t.Fatalf("read the local images' lock: %v", err)
-	}
-	rootfs := func(key string) string {
-		ref, ok := lock.Images[key]
-		if !ok {
-			t.Fatalf("images.lock has no %s image", key)
-		}
-		_, digest, _ := strings.Cut(ref, "@sha256:")
-		return filepath.Join(state, "images", "sha256", digest, "rootfs")
-	}
-	return testImages{controller: rootfs("controller"), python: rootfs("python")}
+	im := testenv.LocalImages(t)
+	return testImages{controller: im.Rootfs(t, "controller"), python: im.Rootfs(t, "python")}
 }
 
 var (
@@ -120,25 +97,44 @@ func newTestHost(t *testing.T, hook string) *Host {
 	return h
 }
 
-// assertNoLeaks fails the test if any container, netns, cgroup, link, mount or UID range that
-// sealrun makes is left (the same things ../shared/tools/leakcheck lists).
+// assertNoLeaks fails the test if anything this host made is left: a container in its runtime
+// root, a run record, a netns or cgroup of a run it created, a mount under its run directory or
+// on a workspace, a bundle, a UID range of its own — and any sealrun link in the host's
+// namespace. It looks only at this host's things, so tests of other packages may run beside it.
 func assertNoLeaks(t *testing.T, h *Host) {
 	t.Helper()
-	if cs, err := h.Runtime.List(context.Background()); err == nil && len(cs) > 0 {
+	if cs, err := h.Runtime.List(context.Background()); err != nil {
+		t.Errorf("runtime list: %v", err)
+	} else {
 		for _, c := range cs {
 			t.Errorf("leaked runtime container %s (%s)", c.ID, c.Status)
 		}
 	}
-	if entries, err := os.ReadDir("/run/netns"); err == nil {
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), Prefix) {
-				t.Errorf("leaked network namespace %s", e.Name())
+	for _, sub := range []string{"runs", "bundles"} {
+		if entries, _ := os.ReadDir(filepath.Join(h.cfg.RunDir, sub)); len(entries) > 0 {
+			t.Errorf("leaked %s under %s: %d entries", sub, h.cfg.RunDir, len(entries))
+		}
+	}
+	h.madeMu.Lock()
+	made := maps.Clone(h.made)
+	h.madeMu.Unlock()
+	mountinfo, _ := os.ReadFile("/proc/self/mountinfo")
+	for id, rec := range made {
+		if _, err := os.Stat(filepath.Join("/run/netns", Prefix+id+"-gw")); err == nil {
+			t.Errorf("leaked network namespace of run %s", id)
+		}
+		if (cgroupTree{path: CgroupRoot + "/" + id}).exists() {
+			t.Errorf("leaked cgroup of run %s", id)
+		}
+		for _, ws := range rec.Workspaces {
+			if strings.Contains(string(mountinfo), " "+ws+" ") {
+				t.Errorf("leaked workspace mount %s", ws)
 			}
 		}
 	}
-	for _, m := range cgroupMounts() {
-		if _, err := os.Stat(filepath.Join(m, CgroupRoot)); err == nil {
-			t.Errorf("leaked cgroup %s%s", m, CgroupRoot)
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		if strings.Contains(line, h.cfg.RunDir+"/") {
+			t.Errorf("leaked mount: %s", line)
 		}
 	}
 	if links, err := netlink.LinkList(); err == nil {
@@ -148,15 +144,8 @@ func assertNoLeaks(t *testing.T, h *Host) {
 			}
 		}
 	}
-	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(b), Prefix) {
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, Prefix) && !strings.Contains(line, "/run/sealrun-test-") {
-				t.Errorf("leaked mount: %s", line)
-			}
-		}
-	}
-	if owners, err := h.ranges.Owners(); err == nil && len(owners) > 0 {
-		t.Errorf("leaked UID ranges: %v", owners)
+	if owners, err := h.ranges.Owners(); err != nil || len(owners) > 0 {
+		t.Errorf("leaked UID ranges: %v %v", owners, err)
 	}
 }
 
@@ -167,7 +156,7 @@ func workspace(t *testing.T, r *Run) string {
 	os.Chmod(filepath.Dir(dir), 0o711)
 	os.Chmod(dir, 0o711)
 	ws := filepath.Join(dir, "ws")
-	if err := r.PrepareWorkspace(ws); err != nil {
+	if err := r.PrepareWorkspace(ws, 0); err != nil {
 		t.Fatal(err)
 	}
 	return ws

@@ -11,6 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// shiftRootfs is shiftedRootfs; tests replace it to play a kernel that cannot idmap mounts.
+var shiftRootfs = shiftedRootfs
+
 // shiftedRootfs mounts rootfs at target as a read-only, nosuid, nodev idmapped bind mount whose
 // ownership is shifted by the container's ID mappings: the image's root-owned files appear owned
 // by the container's root, and every other owner keeps its meaning inside the container. The

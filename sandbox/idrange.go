@@ -23,19 +23,30 @@ const (
 var ErrRangesExhausted = errors.New("all UID ranges are in use")
 
 // Ranges allocates non-overlapping host UID/GID ranges, one per live container (and one per run
-// for its shared GID). Each allocation is a file <dir>/<n> created with O_EXCL that names its
-// owner, so that allocations are atomic across processes, recorded, and found again by Reap.
+// for its shared GID). Each allocation is a file <dir>/<n> created with O_EXCL that names the
+// sandbox host that made it (its tag) and its owner, so that allocations are atomic across
+// processes, recorded, and found again by Reap. The directory is machine-wide (default
+// DefaultRangesDir), shared by every sealrun on the machine whatever its state directory: two
+// daemons, or a daemon and a test, never hand out the same IDs; each releases only its own.
 type Ranges struct {
 	dir   string
+	tag   string
 	count int // RangeCount; tests use fewer
 }
 
-// OpenRanges opens the allocation directory.
-func OpenRanges(dir string) (*Ranges, error) {
+// DefaultRangesDir is the machine-wide record of allocated ranges. It is volatile (a tmpfs):
+// ranges guard live containers, and none outlives a reboot.
+const DefaultRangesDir = "/run/sealrun-ranges"
+
+// OpenRanges opens the allocation directory; tag names the allocating host (its run directory).
+func OpenRanges(dir, tag string) (*Ranges, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("UID range records %s: %w", dir, err)
 	}
-	return &Ranges{dir: dir, count: RangeCount}, nil
+	if tag == "" || strings.ContainsAny(tag, "\n\t") {
+		return nil, fmt.Errorf("UID range records: bad tag %q", tag)
+	}
+	return &Ranges{dir: dir, tag: tag, count: RangeCount}, nil
 }
 
 // Allocate reserves a free range for owner (a container or run id).
@@ -59,7 +70,7 @@ func (r *Ranges) Allocate(owner string) (IDRange, error) {
 		if err != nil {
 			return IDRange{}, fmt.Errorf("allocate UID range: %w", err)
 		}
-		_, werr := f.WriteString(owner + "\n")
+		_, werr := f.WriteString(r.tag + "\t" + owner + "\n")
 		cerr := f.Close()
 		if werr != nil || cerr != nil {
 			os.Remove(f.Name())
@@ -70,19 +81,30 @@ func (r *Ranges) Allocate(owner string) (IDRange, error) {
 	return IDRange{}, fmt.Errorf("%w (%d of %d); remove finished runs or reap leftovers (sealrun doctor)", ErrRangesExhausted, r.count, r.count)
 }
 
-// Release frees a range.
+// Release frees a range this host allocated. A range recorded by another host is left alone.
 func (r *Ranges) Release(rg IDRange) error {
 	n := (int(rg.Base) - RangeBase) / RangeSize
 	if n < 0 || n >= RangeCount || rg.Base != uint32(RangeBase+n*RangeSize) {
 		return fmt.Errorf("release UID range %+v: not a sealrun range", rg)
 	}
-	if err := os.Remove(filepath.Join(r.dir, strconv.Itoa(n))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	p := filepath.Join(r.dir, strconv.Itoa(n))
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release UID range %d: %w", rg.Base, err)
+	}
+	if tag, _, _ := strings.Cut(string(b), "\t"); tag != r.tag {
+		return fmt.Errorf("release UID range %d: it belongs to another sealrun (%s), not to %s; left alone", rg.Base, tag, r.tag)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
 }
 
-// Owners lists allocations: owner by range.
+// Owners lists this host's allocations: owner by range.
 func (r *Ranges) Owners() (map[IDRange]string, error) {
 	entries, err := os.ReadDir(r.dir)
 	if err != nil {
@@ -95,7 +117,10 @@ func (r *Ranges) Owners() (map[IDRange]string, error) {
 			continue
 		}
 		b, _ := os.ReadFile(filepath.Join(r.dir, e.Name()))
-		out[IDRange{Base: uint32(RangeBase + n*RangeSize), Size: RangeSize}] = strings.TrimSpace(string(b))
+		tag, owner, _ := strings.Cut(strings.TrimSpace(string(b)), "\t")
+		if tag == r.tag {
+			out[IDRange{Base: uint32(RangeBase + n*RangeSize), Size: RangeSize}] = owner
+		}
 	}
 	return out, nil
 }

@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"strconv"
 	"syscall"
@@ -26,12 +28,17 @@ func checkAirGap(role Role, ev NetnsEvidence) error { return netnshook.CheckAirG
 
 // createGatewayNetns makes the run's named gateway netns (bind-mounted under /run/netns),
 // with loopback up and IPv6 off. Nothing of it is in the host's namespace.
+// A name that exists already (another run's) is an error wrapping fs.ErrExist, and is left
+// alone.
 func createGatewayNetns(name string) error {
+	created := false
 	err := netnshook.OnThread(func() error {
 		ns, err := netns.NewNamed(name) // switches this thread into the new namespace
 		if err != nil {
+			created = !errors.Is(err, fs.ErrExist)
 			return fmt.Errorf("create network namespace %s: %w", name, err)
 		}
+		created = true
 		defer ns.Close()
 		if err := netnshook.DisableIPv6(); err != nil {
 			return err
@@ -42,7 +49,7 @@ func createGatewayNetns(name string) error {
 		}
 		return netlink.LinkSetUp(lo)
 	})
-	if err != nil {
+	if err != nil && created {
 		netns.DeleteNamed(name)
 	}
 	return err

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"github.com/containerd/cgroups/v3"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netlink"
+
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // ProbeConfig is one probe: a container of Role from Rootfs running the static runner client's
@@ -66,8 +69,13 @@ type ProbeResult struct {
 	Egress         []EgressAttempt   `json:"egress"`
 	FDs            []string          `json:"fds"`
 	EnvKeys        []string          `json:"env_keys"`
-	Problems       []string          `json:"problems"`
-	OK             bool              `json:"ok"`
+	// Nested, Sockets and Syscalls are tried from inside: creating user, network and mount
+	// namespaces; opening each socket family; kernel surfaces the seccomp filter refuses.
+	Nested   map[string]string `json:"nested"`
+	Sockets  map[string]string `json:"sockets"`
+	Syscalls map[string]string `json:"syscalls"`
+	Problems []string          `json:"problems"`
+	OK       bool              `json:"ok"`
 }
 
 // inside is what `runner posture` prints.
@@ -86,7 +94,10 @@ type inside struct {
 		Connected bool   `json:"connected"`
 		Error     string `json:"error"`
 	} `json:"egress"`
-	EnvKeys []string `json:"env_keys"`
+	EnvKeys  []string          `json:"env_keys"`
+	Nested   map[string]string `json:"nested"`
+	Sockets  map[string]string `json:"sockets"`
+	Syscalls map[string]string `json:"syscalls"`
 }
 
 // lineSignal is a writer that closes got when it has seen a newline.
@@ -189,7 +200,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 		os.Mkdir(cc.Bundle, 0o755)
 	} else {
 		cc.Workspace = filepath.Join(scratch, "workspace")
-		if err := run.PrepareWorkspace(cc.Workspace); err != nil {
+		if err := run.PrepareWorkspace(cc.Workspace, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -228,6 +239,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	res.UIDMap, res.GIDMap, res.CapEff, res.Seccomp, res.NoNewPrivs = in.UIDMap, in.GIDMap, in.CapEff, in.Seccomp, in.NoNewPrivs
 	res.ReadonlyRootfs, res.MaskedPathsOK, res.Masked, res.EnvKeys = in.ReadonlyRootfs, in.MaskedPathsOK, in.Masked, in.EnvKeys
 	res.RootfsOwner = in.RootfsOwner
+	res.Nested, res.Sockets, res.Syscalls = in.Nested, in.Sockets, in.Syscalls
 	for i := range attempts {
 		for _, e := range in.Egress {
 			if e.Target == attempts[i].Target {
@@ -286,10 +298,8 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 			bad("could not reach its gateway %s: %s", e.Target, e.Error)
 		}
 	}
-	limits := cfg.Limits
-	if limits == (Limits{}) {
-		limits = DefaultLimits()
-	}
+	r.judgeKernel()
+	limits := cfg.Limits.WithDefaults()
 	if r.PidsMax != strconv.FormatInt(limits.Pids, 10) {
 		bad("pids.max %q; expected %d", r.PidsMax, limits.Pids)
 	}
@@ -319,11 +329,45 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 	r.OK = len(r.Problems) == 0
 }
 
-func linkNames(links []string) []string {
-	var out []string
-	for _, l := range links {
-		n, _, _ := strings.Cut(l, " ")
-		out = append(out, n)
+func linkNames(links []string) []string { return netnshook.LinkNames(links) }
+
+// AllowedSockets are the socket families (as runner posture names them) a container may open.
+var AllowedSockets = []string{"AF_INET", "AF_INET6", "AF_NETLINK/NETLINK_ROUTE", "AF_UNIX", "socketpair(AF_UNIX)"}
+
+// judgeKernel: no nested namespace of any kind, no socket family but the allowed ones, no gated
+// syscall reaching the kernel. A posture that did not try (an old runner client) is a problem
+// too: the probe requires the evidence.
+func (r *ProbeResult) judgeKernel() {
+	bad := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+	if len(r.Nested) == 0 || len(r.Sockets) == 0 {
+		bad("the posture did not try nested namespaces and socket families (runner client too old?)")
+	}
+	for _, k := range sortedKeys(r.Nested) {
+		if !strings.HasPrefix(r.Nested[k], "refused") {
+			bad("nested namespace: %s was %s; expected refused", k, r.Nested[k])
+		}
+	}
+	for _, want := range AllowedSockets {
+		if r.Sockets[want] != "allowed" && len(r.Sockets) > 0 {
+			bad("socket %s is %q; expected allowed", want, r.Sockets[want])
+		}
+	}
+	for _, k := range sortedKeys(r.Sockets) {
+		if r.Sockets[k] == "allowed" && !slices.Contains(AllowedSockets, k) {
+			bad("socket %s is allowed; expected refused", k)
+		}
+	}
+	for _, k := range sortedKeys(r.Syscalls) {
+		if !strings.HasPrefix(r.Syscalls[k], "refused") {
+			bad("syscall %s: %s; expected refused by seccomp", k, r.Syscalls[k])
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out

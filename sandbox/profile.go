@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -32,6 +33,9 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q; use controller, runner or grader", s)
 }
 
+// CgroupRoot is the parent of every cgroup sealrun makes: /sealrun/<run>/<container>.
+const CgroupRoot = "/sealrun"
+
 // Container paths.
 const (
 	WorkspacePath = "/workspace"
@@ -62,6 +66,73 @@ type Limits struct {
 // DefaultLimits are small enough for a laptop demo; tracks override CPUs and memory.
 func DefaultLimits() Limits {
 	return Limits{CPUs: 1, MemoryBytes: 512 << 20, Pids: 256, TmpfsBytes: 64 << 20, ShmBytes: 64 << 20, NoFile: 4096}
+}
+
+// WithDefaults fills every zero field from DefaultLimits, field by field: Limits{CPUs: 4} is four
+// CPUs with the default memory, pids, tmpfs and file limits — never "unlimited".
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	if l.CPUs == 0 {
+		l.CPUs = d.CPUs
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+	if l.TmpfsBytes == 0 {
+		l.TmpfsBytes = d.TmpfsBytes
+	}
+	if l.ShmBytes == 0 {
+		l.ShmBytes = d.ShmBytes
+	}
+	if l.NoFile == 0 {
+		l.NoFile = d.NoFile
+	}
+	return l
+}
+
+// Bounds of Limits (after defaults). Lower bounds are what a shell and the runtime's init need;
+// upper bounds catch unit mistakes (bytes given as KiB, cores as millicores).
+const (
+	minMemory = 16 << 20
+	minPids   = 8
+	minTmpfs  = 1 << 20
+	maxCPUs   = 4096
+	maxPids   = 1 << 22
+	maxNoFile = 1 << 20
+)
+
+// Validate reports every out-of-range field at once. Zero fields are valid (they take defaults).
+func (l Limits) Validate() error {
+	var errs []error
+	bad := func(field string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: limits.%s %s", ErrBadConfig, field, fmt.Sprintf(format, args...)))
+	}
+	d := l.WithDefaults()
+	switch {
+	case d.CPUs < 0.01 || d.CPUs != d.CPUs:
+		bad("cpus", "is %v; give at least 0.01 cores", l.CPUs)
+	case d.CPUs > maxCPUs:
+		bad("cpus", "is %v; at most %d cores (is it in millicores?)", l.CPUs, maxCPUs)
+	}
+	if d.MemoryBytes < minMemory {
+		bad("memory_bytes", "is %d; give at least %d (16 MiB)", l.MemoryBytes, minMemory)
+	}
+	if d.Pids < minPids || d.Pids > maxPids {
+		bad("pids", "is %d; give %d to %d", l.Pids, minPids, maxPids)
+	}
+	if d.TmpfsBytes < minTmpfs {
+		bad("tmpfs_bytes", "is %d; give at least %d (1 MiB)", l.TmpfsBytes, minTmpfs)
+	}
+	if d.ShmBytes < minTmpfs {
+		bad("shm_bytes", "is %d; give at least %d (1 MiB)", l.ShmBytes, minTmpfs)
+	}
+	if d.NoFile < 64 || d.NoFile > maxNoFile {
+		bad("nofile", "is %d; give 64 to %d", l.NoFile, maxNoFile)
+	}
+	return errors.Join(errs...)
 }
 
 // Profile is everything that makes one container's spec.
@@ -135,10 +206,10 @@ func Spec(p Profile) (*specs.Spec, error) {
 			return nil, fmt.Errorf("%s spec: environment entry %q refused (KEY=VALUE, and no LD_* variables)", p.Role, e)
 		}
 	}
-	l := p.Limits
-	if l == (Limits{}) {
-		l = DefaultLimits()
+	if err := p.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("%s spec: %w", p.Role, err)
 	}
+	l := p.Limits.WithDefaults()
 	cwd := p.Cwd
 	if cwd == "" {
 		cwd = WorkspacePath
@@ -183,12 +254,6 @@ func Spec(p Profile) (*specs.Spec, error) {
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", l.TmpfsBytes)}},
 		},
 		Linux: &specs.Linux{
-			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.UIDs.Base, Size: p.UIDs.Size}},
-			GIDMappings: []specs.LinuxIDMapping{
-				{ContainerID: 0, HostID: p.UIDs.Base, Size: AgentGID},
-				{ContainerID: AgentGID, HostID: p.SharedGID, Size: 1},
-				{ContainerID: AgentGID + 1, HostID: p.UIDs.Base + AgentGID + 1, Size: p.UIDs.Size - AgentGID - 1},
-			},
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
 				{Type: specs.NetworkNamespace}, {Type: specs.CgroupNamespace}, {Type: specs.UserNamespace},
@@ -201,6 +266,7 @@ func Spec(p Profile) (*specs.Spec, error) {
 			Seccomp:       Seccomp(),
 		},
 	}
+	s.Linux.UIDMappings, s.Linux.GIDMappings = idMappings(p.UIDs, p.SharedGID)
 	bind := func(src, dst string, ro bool) specs.Mount {
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if ro {
@@ -225,6 +291,19 @@ func Spec(p Profile) (*specs.Spec, error) {
 	}
 	s.Mounts = append(s.Mounts, p.Extra...)
 	return s, nil
+}
+
+// idMappings maps container IDs 0..size-1 to the container's host range, except GID 1000 (the
+// agent's group), which maps to the run's shared GID so that every container of the run can
+// share /workspace.
+func idMappings(uids IDRange, sharedGID uint32) (u, g []specs.LinuxIDMapping) {
+	u = []specs.LinuxIDMapping{{ContainerID: 0, HostID: uids.Base, Size: uids.Size}}
+	g = []specs.LinuxIDMapping{
+		{ContainerID: 0, HostID: uids.Base, Size: AgentGID},
+		{ContainerID: AgentGID, HostID: sharedGID, Size: 1},
+		{ContainerID: AgentGID + 1, HostID: uids.Base + AgentGID + 1, Size: uids.Size - AgentGID - 1},
+	}
+	return u, g
 }
 
 // resources: cpu, memory (+swap = memory), pids, and a device cgroup that denies everything but

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,12 +29,23 @@ const Prefix = "sealrun-"
 
 // HostConfig says where the sandbox keeps its state and which runtime it drives.
 type HostConfig struct {
-	StateDir string // persistent: UID range records (default /var/lib/sealrun)
-	RunDir   string // volatile: bundles and runtime state (default /run/sealrun)
-	Runtime  string // runtime binary (default "runc")
+	StateDir string // persistent state (default /var/lib/sealrun)
+	// RunDir is volatile: bundles, runtime state and the records of live runs (default
+	// /run/sealrun). It identifies this host: Reap removes only what is recorded under it.
+	RunDir  string
+	Runtime string // runtime binary (default "runc")
 	// Hook is the network hook binary (default: sealrun-netns-hook next to this binary, else this
 	// binary re-executed).
 	Hook string
+	// RangesDir is the machine-wide record of allocated UID ranges (default DefaultRangesDir).
+	RangesDir string
+	// KillTimeout bounds every wait after SIGKILL (default 10s): a container whose processes do
+	// not die by then, or a runtime that hangs, is an InfraError, never a hang.
+	KillTimeout time.Duration
+	// AllowUnshiftedRootfs lets containers start on a kernel or filesystem that cannot idmap
+	// mounts: image files then appear owned by nobody inside. Off by default: a failed idmap
+	// is an error.
+	AllowUnshiftedRootfs bool
 }
 
 // Host is the sandbox on one machine.
@@ -45,6 +55,9 @@ type Host struct {
 	ranges    *Ranges
 	hookPath  string
 	hookArgv0 string
+
+	madeMu sync.Mutex
+	made   map[string]runRecord // every run this Host created, as last recorded (leak checks)
 }
 
 // NewHost checks the runtime and opens the state. It needs root.
@@ -58,9 +71,20 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Runtime == "" {
 		cfg.Runtime = "runc"
 	}
+	if cfg.RangesDir == "" {
+		cfg.RangesDir = DefaultRangesDir
+	}
+	if cfg.KillTimeout <= 0 {
+		cfg.KillTimeout = 10 * time.Second
+	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the sandbox needs root (it creates namespaces, cgroups and user-namespace mappings); run as root")
 	}
+	abs, err := filepath.Abs(cfg.RunDir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox run directory %s: %w", cfg.RunDir, err)
+	}
+	cfg.RunDir = abs
 	// Containers' mapped root must traverse (never list) to the rootfs mounts in the bundles.
 	for _, d := range []string{cfg.RunDir, filepath.Join(cfg.RunDir, "bundles")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
@@ -70,6 +94,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 			return nil, fmt.Errorf("sandbox run directory %s: %w", d, err)
 		}
 	}
+	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "runs"), 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox run records: %w", err)
+	}
 	if err := checkTraversable(cfg.RunDir); err != nil {
 		return nil, err
 	}
@@ -77,7 +104,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	ranges, err := OpenRanges(filepath.Join(cfg.StateDir, "sandbox", "ranges"))
+	ranges, err := OpenRanges(cfg.RangesDir, cfg.RunDir)
 	if err != nil {
 		return nil, err
 	}
@@ -85,16 +112,21 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
+	return &Host{cfg: cfg, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0, made: map[string]runRecord{}}, nil
 }
 
 // Ranges is the host's UID range allocator.
 func (h *Host) Ranges() *Ranges { return h.ranges }
 
+// RunDir is the host's volatile directory (absolute), which identifies it.
+func (h *Host) RunDir() string { return h.cfg.RunDir }
+
 var runIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
 
 // Run is one run's sandbox layout: a cgroup parent /sealrun/<id>, a gateway netns
-// sealrun-<id>-gw, and a UID range whose base is the run's shared GID.
+// sealrun-<id>-gw, a UID range whose base is the run's shared GID, and its workspaces. What it
+// creates is recorded under the host's run directory (runs/<id>/record.json) before it is
+// created, so that Reap of this host — and only of this host — finds it after a crash.
 type Run struct {
 	h       *Host
 	ID      string
@@ -105,33 +137,87 @@ type Run struct {
 	mu   sync.Mutex
 	seq  int
 	live map[string]*Container
+	rec  runRecord
 }
 
-// NewRun sets up a run's layout. Everything it made is undone if a step fails.
+// runRecord is what a run created, as recorded in <RunDir>/runs/<id>/record.json.
+type runRecord struct {
+	ID         string   `json:"id"`
+	Netns      string   `json:"netns,omitempty"`
+	Cgroup     string   `json:"cgroup,omitempty"`
+	Shared     IDRange  `json:"shared"`
+	Workspaces []string `json:"workspaces,omitempty"` // quota'd workspace mounts
+}
+
+func (h *Host) runRecordDir(id string) string { return filepath.Join(h.cfg.RunDir, "runs", id) }
+
+// save writes the record atomically.
+func (r *Run) save() error {
+	r.h.madeMu.Lock()
+	r.h.made[r.ID] = r.rec
+	r.h.madeMu.Unlock()
+	b, _ := json.Marshal(r.rec)
+	p := filepath.Join(r.h.runRecordDir(r.ID), "record.json")
+	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
+		return infra(r.ID, "record run", err)
+	}
+	return infra(r.ID, "record run", os.Rename(p+".tmp", p))
+}
+
+// NewRun sets up a run's layout. A run id that is live on this machine — on this host or on
+// another sealrun's (another run directory), or whose netns or cgroup exists for any reason —
+// is refused with ErrRunInUse: NewRun never adopts, kills or deletes what it did not create.
+// Everything it made is undone if a step fails.
 func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 	if !runIDRE.MatchString(id) {
-		return nil, fmt.Errorf("run id %q: use 1 to 31 lowercase letters, digits and dashes", id)
+		return nil, fmt.Errorf("%w: run id %q: use 1 to 31 lowercase letters, digits and dashes", ErrBadConfig, id)
 	}
 	r = &Run{h: h, ID: id, gateway: Prefix + id + "-gw", cg: cgroupTree{path: CgroupRoot + "/" + id}, live: map[string]*Container{}}
+	r.rec.ID = id
+	dir := h.runRecordDir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: run %s is live on this host (record %s); choose another id, or if its daemon died, reap it (sealrun sandbox reap)", ErrRunInUse, id, dir)
+		}
+		return nil, infra(id, "record run", err)
+	}
 	var undo []func()
 	defer func() {
 		if err != nil {
 			for i := len(undo) - 1; i >= 0; i-- {
 				undo[i]()
 			}
+			os.RemoveAll(dir)
 		}
 	}()
+	if r.cg.exists() {
+		return nil, fmt.Errorf("%w: run %s: cgroup %s already exists (another sealrun on this machine uses this id); choose another id", ErrRunInUse, id, r.cg.path)
+	}
 	if r.shared, err = h.ranges.Allocate("run " + id); err != nil {
+		return nil, infra(id, "allocate UID range", err)
+	}
+	r.rec.Shared = r.shared
+	undo = append(undo, func() { h.ranges.Release(r.shared) })
+	// The netns name is the atomic claim on the id across the machine (created O_EXCL).
+	r.rec.Netns = r.gateway
+	if err = r.save(); err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { h.ranges.Release(r.shared) })
-	if err = r.cg.Create(); err != nil {
+	if err = createGatewayNetns(r.gateway); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: run %s: network namespace %s already exists (another sealrun on this machine uses this id); choose another id", ErrRunInUse, id, r.gateway)
+		}
+		return nil, infra(id, "create gateway netns", err)
+	}
+	undo = append(undo, func() { netns.DeleteNamed(r.gateway) })
+	r.rec.Cgroup = r.cg.path
+	if err = r.save(); err != nil {
 		return nil, err
+	}
+	if err = r.cg.Create(); err != nil {
+		return nil, infra(id, "create cgroup", err)
 	}
 	undo = append(undo, func() { r.cg.KillAll(time.Second); r.cg.Remove() })
-	if err = createGatewayNetns(r.gateway); err != nil {
-		return nil, err
-	}
 	return r, nil
 }
 
@@ -142,9 +228,28 @@ func (r *Run) GatewayNetns() string { return r.gateway }
 func (r *Run) SharedGID() uint32 { return r.shared.Base }
 
 // PrepareWorkspace makes dir usable as /workspace by every container of the run: group-owned
-// by the run's shared GID, group-writable, setgid so that new files keep the group.
-func (r *Run) PrepareWorkspace(dir string) error {
-	if err := os.MkdirAll(dir, 0o2770); err != nil {
+// by the run's shared GID, group-writable, setgid so that new files keep the group. With a
+// quota (bytes, at least MinWorkspaceQuota) dir is a filesystem of that size of its own (see
+// mountWorkspace), unmounted by Destroy; with 0 it is a plain directory (tests, probes).
+func (r *Run) PrepareWorkspace(dir string, quota int64) error {
+	if quota != 0 {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.rec.Workspaces = append(r.rec.Workspaces, dir)
+		err := r.save()
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if err := mountWorkspace(dir, quota, r.shared.Base, r.shared.Base); err != nil {
+			if errors.Is(err, ErrBadConfig) {
+				return err
+			}
+			return infra(r.ID, "workspace quota", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o2770); err != nil {
 		return err
 	}
 	if err := os.Chown(dir, int(r.shared.Base), int(r.shared.Base)); err != nil {
@@ -163,9 +268,12 @@ type ContainerConfig struct {
 	Workspace string
 	Bundle    string
 	Runner    string
-	Limits    Limits
+	Limits    Limits // zero fields take DefaultLimits, field by field
 	Devices   []specs.LinuxDevice
 	Extra     []specs.Mount
+	// Stdin: when true the container's stdin is a pipe the caller writes through
+	// Container.Stdin (and closes); otherwise the container reads EOF at once.
+	Stdin bool
 	// Stdout and Stderr receive the container's output as it comes (nil: discarded). The
 	// runtime's own error messages arrive on Stderr too.
 	Stdout, Stderr io.Writer
@@ -180,6 +288,9 @@ type Container struct {
 	bundle   string
 	cg       cgroupTree
 	Evidence NetnsEvidence
+	pid      int
+	stdin    io.WriteCloser
+	usage    *usage
 
 	done     chan struct{}
 	exit     int
@@ -193,8 +304,10 @@ type Container struct {
 }
 
 // Start creates and starts a container. It returns once the container's namespace was
-// configured and checked (the evidence is in Container.Evidence) and its process started,
-// or with an error naming the container and carrying the runtime's own message.
+// configured and checked (the evidence is in Container.Evidence, its init pid in Pid) and the
+// runtime has registered it, or with an error naming the container and carrying the runtime's
+// own message: ErrBadConfig for a configuration that can never start, an InfraError for a
+// failure of the runtime, cgroups, netns or mounts.
 func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err error) {
 	r.mu.Lock()
 	r.seq++
@@ -206,28 +319,33 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 			c.Destroy(context.Background())
 		}
 	}()
-	if c.UIDs, err = r.h.ranges.Allocate(id); err != nil {
-		return nil, err
-	}
-	c.bundle = filepath.Join(r.h.cfg.RunDir, "bundles", id)
-	if err = os.Mkdir(c.bundle, 0o711); err != nil {
-		return nil, fmt.Errorf("bundle for %s: %w", id, err)
-	}
 	spec, err := Spec(Profile{
 		Role: cfg.Role, Rootfs: cfg.Rootfs, Args: cfg.Args, Env: cfg.Env, Cwd: cfg.Cwd, Hostname: string(cfg.Role),
-		UIDs: c.UIDs, SharedGID: r.shared.Base, Workspace: cfg.Workspace, Bundle: cfg.Bundle, Runner: cfg.Runner,
+		UIDs: IDRange{Base: RangeBase, Size: RangeSize}, SharedGID: r.shared.Base, Workspace: cfg.Workspace, Bundle: cfg.Bundle, Runner: cfg.Runner,
 		Extra: cfg.Extra, Limits: cfg.Limits, CgroupsPath: c.cg.path, Devices: cfg.Devices,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
 	}
 	if err = checkMountpoints(cfg.Rootfs, spec.Mounts); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
 	}
-	// The rootfs: an idmapped read-only view of the store's, where the kernel allows it.
-	if mnt := filepath.Join(c.bundle, "rootfs"); shiftedRootfs(cfg.Rootfs, mnt, spec.Linux.UIDMappings, spec.Linux.GIDMappings) == nil {
+	// Validated with a placeholder range; the container's own is allocated only now.
+	if c.UIDs, err = r.h.ranges.Allocate(id); err != nil {
+		return nil, infra(id, "allocate UID range", err)
+	}
+	spec.Linux.UIDMappings, spec.Linux.GIDMappings = idMappings(c.UIDs, r.shared.Base)
+	c.bundle = filepath.Join(r.h.cfg.RunDir, "bundles", id)
+	if err = os.Mkdir(c.bundle, 0o711); err != nil {
+		return nil, infra(id, "create bundle", err)
+	}
+	// The rootfs: an idmapped read-only view of the store's.
+	mnt := filepath.Join(c.bundle, "rootfs")
+	if serr := shiftRootfs(cfg.Rootfs, mnt, spec.Linux.UIDMappings, spec.Linux.GIDMappings); serr == nil {
 		c.rootfsMount, c.ShiftedRootfs = mnt, true
 		spec.Root.Path = mnt
+	} else if !r.h.cfg.AllowUnshiftedRootfs {
+		return nil, infra(id, "idmapped rootfs", fmt.Errorf("%w; image files would appear owned by nobody inside. Use a kernel (5.12+) and filesystem that can idmap mounts (sealrun doctor checks), or allow unshifted rootfs in the configuration", serr))
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
 	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.cg.path)
@@ -237,13 +355,17 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 		return nil, err
 	}
 	if err = os.WriteFile(filepath.Join(c.bundle, "config.json"), data, 0o600); err != nil {
-		return nil, err
+		return nil, infra(id, "write bundle", err)
 	}
 	pio, err := runc.NewPipeIO(int(c.UIDs.Base+AgentUID), int(r.shared.Base))
 	if err != nil {
-		return nil, fmt.Errorf("stdio pipes for %s: %w", id, err)
+		return nil, infra(id, "stdio pipes", err)
 	}
-	pio.Stdin().Close() // the container reads EOF: nothing from the host is passed in
+	if cfg.Stdin {
+		c.stdin = pio.Stdin()
+	} else {
+		pio.Stdin().Close() // the container reads EOF: nothing from the host is passed in
+	}
 	var copies sync.WaitGroup
 	copyOut := func(dst io.Writer, src io.Reader) {
 		defer copies.Done()
@@ -266,34 +388,54 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 		c.exit, c.err = status, err
 		close(c.done)
 	}()
-	// Wait until the hook has recorded the namespace and the runtime has registered the container
-	// (then its process is being started and every runtime verb knows it), or the runtime gave up.
+	// Wait until the hook has recorded the namespace and the init pid (written atomically, last)
+	// and the runtime has registered the container (then every runtime verb knows it), or the
+	// runtime gave up. The pid comes from the runtime's own state given to the hook: nothing
+	// here reads a file the runtime writes later.
+	readRecord := func() bool {
+		b, rerr := os.ReadFile(evidencePath)
+		if rerr != nil {
+			return false
+		}
+		var rec netnshook.Record
+		if json.Unmarshal(b, &rec) != nil || rec.Pid <= 0 {
+			return false
+		}
+		c.pid, c.Evidence = rec.Pid, rec.Evidence
+		return true
+	}
 	for {
-		if b, rerr := os.ReadFile(evidencePath); rerr == nil && len(b) > 0 && r.h.Runtime.registered(id) {
-			if uerr := json.Unmarshal(b, &c.Evidence); uerr == nil {
-				if aerr := checkAirGap(cfg.Role, c.Evidence); aerr != nil {
-					return nil, fmt.Errorf("container %s: %w", id, aerr)
-				}
-				return c, nil
+		if r.h.Runtime.registered(id) && readRecord() {
+			if aerr := checkAirGap(cfg.Role, c.Evidence); aerr != nil {
+				return nil, infra(id, "air gap", aerr)
 			}
+			c.usage = c.cg.watch(c.done)
+			return c, nil
 		}
 		select {
 		case <-c.done:
-			if c.err == nil && c.exit == 0 && c.Evidence.Names == nil {
-				if b, rerr := os.ReadFile(evidencePath); rerr == nil && json.Unmarshal(b, &c.Evidence) == nil {
-					return c, nil // a command that finished before we looked
-				}
+			if c.err == nil && readRecord() {
+				c.usage = &usage{}
+				return c, nil // a command that finished before we looked (its exit is kept)
 			}
 			msg := c.stderr.String()
 			if c.err != nil {
-				return nil, fmt.Errorf("container %s did not start: %v: %s", id, c.err, msg)
+				return nil, infra(id, "start", fmt.Errorf("%v: %s", c.err, msg))
 			}
-			return nil, fmt.Errorf("container %s did not start (runtime exit %d): %s", id, c.exit, msg)
+			return nil, infra(id, "start", fmt.Errorf("runtime exit %d: %s", c.exit, msg))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// badConfig marks a configuration error as ErrBadConfig (keeping its message).
+func badConfig(err error) error {
+	if errors.Is(err, ErrBadConfig) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBadConfig, err)
 }
 
 func orDiscard(w io.Writer) io.Writer {
@@ -303,39 +445,45 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// Pid is the container's init process on the host (the runtime writes it to the bundle's
-// init.pid), or 0 if it is not known (yet).
-func (c *Container) Pid() int {
-	b, err := os.ReadFile(filepath.Join(c.bundle, "init.pid"))
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return n
-}
+// Pid is the container's init process on the host, as the runtime reported it to the network
+// hook before the process started. It is known as soon as Start returns.
+func (c *Container) Pid() int { return c.pid }
+
+// Stdin is the write end of the container's stdin (nil unless ContainerConfig.Stdin). The
+// caller closes it.
+func (c *Container) Stdin() io.WriteCloser { return c.stdin }
 
 // Done is closed when the container has exited.
 func (c *Container) Done() <-chan struct{} { return c.done }
 
-// Wait returns the exit status. If ctx ends first, the container is killed. A failure of the
-// runtime itself after the start (for example a command that does not exist, found by the
-// runtime's init when it execs it) is an error carrying the runtime's message.
+// Wait returns the exit status (128+n for a signal, as a shell reports it). If ctx ends first
+// the container is killed and Wait returns ctx's error once it is gone. The wait after a kill is
+// bounded by the host's KillTimeout: a container that will not die, or a runtime that does not
+// return, is an InfraError. A command the runtime could not execute (not found, not
+// executable) is a CommandError; a failure of the runtime itself an InfraError.
 func (c *Container) Wait(ctx context.Context) (int, error) {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		c.Kill()
-		<-c.done
+		kerr := c.Kill(context.Background(), syscall.SIGKILL)
+		select {
+		case <-c.done:
+		case <-time.After(c.run.h.cfg.KillTimeout):
+			return -1, infra(c.ID, "wait", fmt.Errorf("still running %s after SIGKILL (%v); the runtime or the kernel is stuck: run sealrun doctor", c.run.h.cfg.KillTimeout, kerr))
+		}
 		if c.err == nil {
 			return c.exit, fmt.Errorf("container %s killed: %w", c.ID, ctx.Err())
 		}
 	}
-	if c.err == nil && c.exit != 0 {
+	if c.err != nil {
+		return c.exit, infra(c.ID, "run", c.err)
+	}
+	if c.exit != 0 {
 		if msg := c.stderr.String(); strings.Contains(msg, "runc run failed") || strings.Contains(msg, "unable to start container process") {
-			return c.exit, fmt.Errorf("container %s: the runtime could not run the command: %s", c.ID, runtimeMessage(msg))
+			return c.exit, &CommandError{Container: c.ID, Message: runtimeMessage(msg)}
 		}
 	}
-	return c.exit, c.err
+	return c.exit, nil
 }
 
 // runtimeMessage keeps the runtime's own error line from its log output.
@@ -348,23 +496,58 @@ func runtimeMessage(stderr string) string {
 	return stderr
 }
 
-// Kill stops every process of the container: SIGKILL through the runtime, then through the
-// cgroup (freeze, kill, thaw) for anything that escaped the runtime's view.
-func (c *Container) Kill() error {
-	err := c.run.h.Runtime.Kill(context.Background(), c.ID, syscall.SIGKILL)
-	if kerr := c.cg.KillAll(5 * time.Second); kerr != nil {
-		return kerr
+// Kill sends sig to every process of the container through the runtime. For SIGKILL it also
+// kills through the cgroup (freeze, kill, thaw), so that nothing that escaped the runtime's view
+// survives, and waits (bounded by KillTimeout) until the cgroup is empty. The runtime call is
+// bounded by ctx and KillTimeout. A container that has already exited is not an error.
+func (c *Container) Kill(ctx context.Context, sig syscall.Signal) error {
+	kctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
+	defer cancel()
+	err := c.run.h.Runtime.Kill(kctx, c.ID, sig)
+	if sig == syscall.SIGKILL {
+		if kerr := c.cg.KillAll(c.run.h.cfg.KillTimeout); kerr != nil {
+			return infra(c.ID, "kill", kerr)
+		}
 	}
 	select {
 	case <-c.done:
 		return nil
 	default:
 	}
-	return err
+	if err != nil && sig == syscall.SIGKILL && c.cg.empty() {
+		return nil // every process is gone; the runtime only had not noticed
+	}
+	return infra(c.ID, "kill", err)
 }
 
-// Stats reads the container's cgroup counters (while it runs).
-func (c *Container) Stats() (CgroupStats, error) { return c.cg.Stats() }
+// Freeze stops every process of the container where it is (cgroup freezer); Thaw resumes them.
+// The deadline freezes the controller before killing it, so that nothing it does between the
+// two counts.
+func (c *Container) Freeze() error { return infra(c.ID, "freeze", c.cg.Freeze()) }
+
+// Thaw resumes a frozen container.
+func (c *Container) Thaw() error { return infra(c.ID, "thaw", c.cg.Thaw()) }
+
+// Stats returns the container's cgroup counters: read now while it runs; after it exited, the
+// last sample (taken at most 100 ms before the exit; CPU time may miss that last stretch) with
+// the peaks seen. OOMKilled is exact on cgroup v1 (the memory cgroup's OOM event).
+func (c *Container) Stats() (CgroupStats, error) {
+	if st, err := c.cg.Stats(); err == nil {
+		c.usage.merge(st)
+	}
+	st, oom := c.usage.get()
+	if oom && st.OOMKills == 0 {
+		st.OOMKills = 1
+	}
+	return st, nil
+}
+
+// OOMKilled reports whether the kernel's OOM killer killed a process of the container (the
+// agent's fault: its memory limit, not the host's).
+func (c *Container) OOMKilled() bool {
+	_, oom := c.usage.get()
+	return oom
+}
 
 // Destroy kills the container if it runs and removes everything it had: runtime state, cgroup,
 // its end of the gateway veth, bundle directory and UID range. It is safe to call twice.
@@ -374,15 +557,18 @@ func (c *Container) Destroy(ctx context.Context) error {
 	case <-c.done:
 	default:
 		if c.started {
-			c.Kill()
+			c.Kill(ctx, syscall.SIGKILL)
 			select {
 			case <-c.done:
-			case <-time.After(10 * time.Second):
-				errs = append(errs, fmt.Errorf("container %s did not exit 10s after SIGKILL", c.ID))
+			case <-time.After(c.run.h.cfg.KillTimeout):
+				errs = append(errs, infra(c.ID, "destroy", fmt.Errorf("did not exit %s after SIGKILL", c.run.h.cfg.KillTimeout)))
 			}
 		}
 	}
 	c.stopOnce.Do(func() {
+		if c.stdin != nil {
+			c.stdin.Close()
+		}
 		// A foreground run deletes its own runtime state when the container exits; ask the
 		// runtime only when that did not happen (the start failed, or the wait timed out).
 		exitedCleanly := false
@@ -391,14 +577,16 @@ func (c *Container) Destroy(ctx context.Context) error {
 			exitedCleanly = c.err == nil
 		default:
 		}
-		if !exitedCleanly {
-			if st, err := c.run.h.Runtime.State(ctx, c.ID); err == nil && st != nil {
-				if err := c.run.h.Runtime.Delete(ctx, c.ID); err != nil {
+		if !exitedCleanly && c.started {
+			dctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
+			if st, err := c.run.h.Runtime.State(dctx, c.ID); err == nil && st != nil {
+				if err := c.run.h.Runtime.Delete(dctx, c.ID); err != nil {
 					errs = append(errs, err)
 				}
 			}
+			cancel()
 		}
-		if err := c.cg.KillAll(5 * time.Second); err != nil {
+		if err := c.cg.KillAll(c.run.h.cfg.KillTimeout); err != nil {
 			errs = append(errs, err)
 		}
 		if err := c.cg.Remove(); err != nil {
@@ -428,7 +616,10 @@ func (c *Container) Destroy(ctx context.Context) error {
 		delete(c.run.live, c.ID)
 		c.run.mu.Unlock()
 	})
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return infra(c.ID, "destroy", errors.Join(errs...))
+	}
+	return nil
 }
 
 func deleteGatewayLink(gateway string) {
@@ -446,7 +637,8 @@ func deleteGatewayLink(gateway string) {
 }
 
 // Destroy removes the whole run: its containers, every task left in its cgroup subtree, the
-// cgroups, the gateway netns and the run's UID range.
+// cgroups, the workspace mounts (their images stay), the gateway netns, the run's UID range and
+// its record.
 func (r *Run) Destroy(ctx context.Context) error {
 	r.mu.Lock()
 	live := make([]*Container, 0, len(r.live))
@@ -460,34 +652,63 @@ func (r *Run) Destroy(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := r.cg.KillAll(5 * time.Second); err != nil {
-		errs = append(errs, err)
+	errs = append(errs, r.h.removeRecorded(r.rec)...)
+	if len(errs) > 0 {
+		return infra(r.ID, "destroy run", errors.Join(errs...))
 	}
-	if err := r.cg.Remove(); err != nil {
-		errs = append(errs, err)
+	return nil
+}
+
+// removeRecorded removes what a run record lists, and then the record (kept if anything failed,
+// so that a later Reap tries again).
+func (h *Host) removeRecorded(rec runRecord) []error {
+	var errs []error
+	if rec.Cgroup != "" {
+		t := cgroupTree{path: rec.Cgroup}
+		if err := t.KillAll(h.cfg.KillTimeout); err != nil {
+			errs = append(errs, err)
+		}
+		if err := t.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+		removeRootIfEmpty()
 	}
-	removeRootIfEmpty()
-	if err := netns.DeleteNamed(r.gateway); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("delete network namespace %s: %w", r.gateway, err))
+	for _, ws := range rec.Workspaces {
+		if err := unmountWorkspace(ws); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if err := r.h.ranges.Release(r.shared); err != nil {
-		errs = append(errs, err)
+	if rec.Netns != "" {
+		if err := netns.DeleteNamed(rec.Netns); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EINVAL) {
+			errs = append(errs, fmt.Errorf("delete network namespace %s: %w", rec.Netns, err))
+		}
 	}
-	return errors.Join(errs...)
+	if rec.Shared.Base != 0 {
+		if err := h.ranges.Release(rec.Shared); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(h.runRecordDir(rec.ID)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // Reaped lists what Reap removed.
 type Reaped struct {
-	Containers, Netns, Cgroups, Ranges, Bundles []string
+	Containers, Runs, Ranges, Bundles []string
 }
 
 func (r Reaped) Empty() bool {
-	return len(r.Containers)+len(r.Netns)+len(r.Cgroups)+len(r.Ranges)+len(r.Bundles) == 0
+	return len(r.Containers)+len(r.Runs)+len(r.Ranges)+len(r.Bundles) == 0
 }
 
-// Reap removes what an earlier sealrun left behind (a crash, a killed daemon): runtime
-// containers, gateway netns, cgroups under /sealrun, UID range records and bundles, all found
-// by name. The daemon calls it at start, when nothing of its own is live.
+// Reap removes what an earlier sealrun with this host's run directory left behind (a crash, a
+// killed daemon): the containers in its runtime root, the runs it recorded (their cgroups,
+// workspace mounts, gateway netns), its UID ranges and bundles. It touches nothing another
+// sealrun on the machine made. The daemon calls it at start, when nothing of its own is live.
 func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	var out Reaped
 	var errs []error
@@ -496,45 +717,34 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 		errs = append(errs, err)
 	}
 	for _, c := range cs {
-		if !strings.HasPrefix(c.ID, Prefix) {
-			continue
-		}
-		h.Runtime.Kill(ctx, c.ID, syscall.SIGKILL)
-		if err := h.Runtime.Delete(ctx, c.ID); err != nil {
+		kctx, cancel := context.WithTimeout(ctx, h.cfg.KillTimeout)
+		h.Runtime.Kill(kctx, c.ID, syscall.SIGKILL)
+		if err := h.Runtime.Delete(kctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
+		cancel()
 		out.Containers = append(out.Containers, c.ID)
 	}
-	if entries, err := os.ReadDir("/run/netns"); err == nil {
+	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), Prefix) {
-				if err := netns.DeleteNamed(e.Name()); err != nil {
-					errs = append(errs, err)
-				}
-				out.Netns = append(out.Netns, e.Name())
+			var rec runRecord
+			b, err := os.ReadFile(filepath.Join(h.runRecordDir(e.Name()), "record.json"))
+			if err == nil {
+				err = json.Unmarshal(b, &rec)
 			}
-		}
-	}
-	seen := map[string]bool{}
-	for _, mnt := range cgroupMounts() {
-		entries, _ := os.ReadDir(filepath.Join(mnt, CgroupRoot))
-		for _, e := range entries {
-			if e.IsDir() && !seen[e.Name()] {
-				seen[e.Name()] = true
-				t := cgroupTree{path: CgroupRoot + "/" + e.Name()}
-				if err := t.KillAll(5 * time.Second); err != nil {
-					errs = append(errs, err)
-				}
-				out.Cgroups = append(out.Cgroups, t.path)
+			if err != nil || rec.ID != e.Name() {
+				// Claimed but nothing created yet (a crash inside NewRun): only the claim goes.
+				rec = runRecord{ID: e.Name()}
 			}
+			errs = append(errs, h.removeRecorded(rec)...)
+			out.Runs = append(out.Runs, e.Name())
 		}
-	}
-	if err := (cgroupTree{path: CgroupRoot}).Remove(); err != nil {
-		errs = append(errs, err)
 	}
 	if owners, err := h.ranges.Owners(); err == nil {
 		for rg, owner := range owners {
-			h.ranges.Release(rg)
+			if err := h.ranges.Release(rg); err != nil {
+				errs = append(errs, err)
+			}
 			out.Ranges = append(out.Ranges, owner)
 		}
 	}
@@ -549,7 +759,10 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 			out.Bundles = append(out.Bundles, e.Name())
 		}
 	}
-	return out, errors.Join(errs...)
+	if len(errs) > 0 {
+		return out, infra(h.cfg.RunDir, "reap", errors.Join(errs...))
+	}
+	return out, nil
 }
 
 // checkMountpoints refuses a spec whose bind mounts would make the runtime create their mount

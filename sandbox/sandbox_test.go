@@ -184,6 +184,7 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 	defer r.Destroy(ctx)
 	limits := DefaultLimits()
 	limits.MemoryBytes = 96 << 20
+	oomBefore := vmstatOOMKills(t)
 	var out bytes.Buffer
 	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r), Limits: limits, Stdout: &out, Stderr: &out,
 		Args: []string{"python3", "-c", "b = []\nwhile True: b.append(bytearray(8 << 20))"}})
@@ -199,9 +200,15 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 	if code != 128+int(syscall.SIGKILL) {
 		t.Errorf("exit %d, want %d (OOM-killed): %s", code, 128+int(syscall.SIGKILL), out.String())
 	}
-	// The host is unharmed: this process still allocates and the run still works.
-	big := make([]byte, 256<<20)
-	big[len(big)-1] = 1
+	// The kernel's OOM killer acted inside the container's cgroup (counted there), not on the host.
+	st, err := c.Stats()
+	if err != nil || st.OOMKills == 0 || !c.OOMKilled() {
+		t.Errorf("cgroup stats after the OOM: %+v %v; want oom kills counted", st, err)
+	}
+	if delta := vmstatOOMKills(t) - oomBefore; delta != st.OOMKills {
+		t.Errorf("the host counted %d OOM kills during the test, the container's cgroup %d: the OOM killer acted outside the container", delta, st.OOMKills)
+	}
+	// The run goes on: a new container starts and works.
 	c2, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"true"}})
 	if err != nil {
 		t.Fatal(err)
@@ -267,8 +274,11 @@ func TestStartFailures(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
-			if !strings.Contains(err.Error(), "sealrun-fail-runner-") && tc.name == "missing command" {
+			if !strings.Contains(err.Error(), "sealrun-fail-runner-") {
 				t.Errorf("error does not name the container: %v", err)
+			}
+			if !errors.Is(err, ErrBadConfig) || IsInfra(err) {
+				t.Errorf("a configuration that can never start is ErrBadConfig, not infrastructure: %v", err)
 			}
 		})
 	}
@@ -280,8 +290,9 @@ func TestStartFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Wait(ctx); err == nil || !strings.Contains(err.Error(), "/no/such/binary") || !strings.Contains(err.Error(), c.ID) {
-		t.Errorf("wait = %v", err)
+	var ce *CommandError
+	if _, err := c.Wait(ctx); !errors.As(err, &ce) || !strings.Contains(err.Error(), "/no/such/binary") || !strings.Contains(err.Error(), c.ID) || IsInfra(err) {
+		t.Errorf("wait = %v; want a CommandError naming the container and the command", err)
 	}
 	c.Destroy(ctx)
 }
@@ -305,8 +316,8 @@ func TestReapAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reaped.Containers) != 1 || len(reaped.Netns) != 1 || len(reaped.Cgroups) != 1 || len(reaped.Ranges) != 2 {
-		t.Errorf("reaped %+v", reaped)
+	if len(reaped.Containers) != 1 || len(reaped.Runs) != 1 || len(reaped.Ranges) != 1 || len(reaped.Bundles) != 1 {
+		t.Errorf("reaped %+v; want 1 container, 1 run (its range goes with it), 1 container range, 1 bundle", reaped)
 	}
 	select {
 	case <-c.Done():
@@ -359,4 +370,22 @@ func TestGatewayListenerReachableOnlyFromController(t *testing.T) {
 		t.Errorf("a runner reached the gateway: %q", out.String())
 	}
 	c.Destroy(ctx)
+}
+
+// vmstatOOMKills is the kernel's count of OOM kills on the whole machine.
+func vmstatOOMKills(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			var n uint64
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	t.Fatal("/proc/vmstat has no oom_kill counter")
+	return 0
 }

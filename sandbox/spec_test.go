@@ -190,7 +190,8 @@ func TestSpecRejects(t *testing.T) {
 }
 
 func TestRanges(t *testing.T) {
-	rg, err := OpenRanges(t.TempDir())
+	dir := t.TempDir()
+	rg, err := OpenRanges(dir, "/run/host-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +224,29 @@ func TestRanges(t *testing.T) {
 	owners, _ := rg.Owners()
 	if len(owners) != rg.count || owners[all[7]] != "again" {
 		t.Errorf("owners: %d, %q", len(owners), owners[all[7]])
+	}
+	// A second host on the same machine shares the directory: it gets other ranges, sees none
+	// of the first host's as its own, and cannot release them.
+	other, err := OpenRanges(dir, "/run/host-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.count = rg.count + 1
+	x, err := other.Allocate("b1")
+	if err != nil || seen[x.Base] {
+		t.Fatalf("second host got %+v, %v; want a range the first does not hold", x, err)
+	}
+	if o, _ := other.Owners(); len(o) != 1 || o[x] != "b1" {
+		t.Errorf("second host's owners: %v", o)
+	}
+	if err := other.Release(all[3]); err == nil || !strings.Contains(err.Error(), "belongs to another sealrun") {
+		t.Errorf("second host released the first's range: %v", err)
+	}
+	if owners, _ := rg.Owners(); len(owners) != rg.count {
+		t.Errorf("first host lost ranges: %d", len(owners))
+	}
+	if _, err := OpenRanges(dir, ""); err == nil {
+		t.Error("empty tag accepted")
 	}
 }
 

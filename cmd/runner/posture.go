@@ -33,6 +33,12 @@ type posture struct {
 	Cwd            string            `json:"cwd"`
 	EnvKeys        []string          `json:"env_keys"`
 	FDs            []string          `json:"fds"`
+	// Nested: creating user, network and mount namespaces (clone, unshare, clone3, setns).
+	Nested map[string]string `json:"nested"`
+	// Sockets: one socket per address family and netlink protocol.
+	Sockets map[string]string `json:"sockets"`
+	// Syscalls: kernel surfaces the filter refuses (pidfd_getfd, mbind, bpf, io_uring, ...).
+	Syscalls map[string]string `json:"syscalls"`
 }
 
 type egress struct {
@@ -117,6 +123,9 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 			p.Egress = append(p.Egress, e)
 		}
 	}
+	p.Nested = nestedNamespaces()
+	p.Sockets = socketFamilies()
+	p.Syscalls = gatedSyscalls()
 	p.Hostname, _ = os.Hostname()
 	p.Cwd, _ = os.Getwd()
 	for _, kv := range os.Environ() {

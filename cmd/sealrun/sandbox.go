@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -208,6 +209,19 @@ func writeProbe(out interface{ Write([]byte) (int, error) }, r *sandbox.ProbeRes
 	row("routes", "%s", strings.Join(r.Routes, "; "))
 	row("limits", "pids %s, memory %s, cpu quota %s", r.PidsMax, r.MemoryMax, r.CPUQuota)
 	row("devices", "%s", strings.Join(r.Devices, ", "))
+	kernel := func(label string, m map[string]string) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			row(label+" "+k, "%s", m[k])
+		}
+	}
+	kernel("nested", r.Nested)
+	kernel("socket", r.Sockets)
+	kernel("syscall", r.Syscalls)
 	for _, e := range r.Egress {
 		verdict := "blocked"
 		if e.Connected {
@@ -277,7 +291,7 @@ made group-owned by the run and group-writable. The grader takes --bundle (read-
 				if cc.Workspace, err = filepath.Abs(workspace); err != nil {
 					return err
 				}
-				if err := run.PrepareWorkspace(cc.Workspace); err != nil {
+				if err := run.PrepareWorkspace(cc.Workspace, 0); err != nil {
 					return err
 				}
 			}
@@ -313,8 +327,12 @@ func newSandboxReapCmd(g *globals) *cobra.Command {
 	var f sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "reap",
-		Short: "Remove what crashed runs left behind: containers, netns, cgroups, UID ranges",
-		Long:  `Reap removes every sealrun container, gateway network namespace, cgroup, UID range record and bundle on this host. Do not run it while runs are live: the daemon calls it at start.`,
+		Short: "Remove what crashed runs of this run directory left behind",
+		Long: `Reap removes what sealrun recorded under this --run-dir and left behind: containers in its
+runtime root, runs (their cgroups, gateway network namespaces and workspace mounts), its UID
+range records and bundles. It never touches what another sealrun on the machine made (another
+run directory). Do not run it while runs of this run directory are live: the daemon calls it at
+start.`,
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := f.host(g)
@@ -329,7 +347,7 @@ func newSandboxReapCmd(g *globals) *cobra.Command {
 			for _, x := range []struct {
 				what  string
 				names []string
-			}{{"container", r.Containers}, {"network namespace", r.Netns}, {"cgroup", r.Cgroups}, {"UID range of", r.Ranges}, {"bundle", r.Bundles}} {
+			}{{"container", r.Containers}, {"run (cgroups, gateway netns, workspace mounts) of", r.Runs}, {"UID range of", r.Ranges}, {"bundle", r.Bundles}} {
 				for _, n := range x.names {
 					fmt.Fprintf(w, "removed %s %s\n", x.what, n)
 				}

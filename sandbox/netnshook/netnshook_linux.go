@@ -1,10 +1,5 @@
-// Package netnshook is the createRuntime hook of sealrun containers, kept small so that its
-// binary (cmd/sealrun-netns-hook) starts fast at every container start. Between the runtime's
-// creation of a container's namespaces and the start of its process, it configures the
-// container's network namespace for its role (loopback up, IPv6 off, and for the controller a
-// veth /30 to the run's gateway netns), tightens the device cgroup, reads the namespace back with
-// netlink, records that air-gap evidence, and refuses the start unless it is exactly what the
-// role allows. It imports no sibling package.
+//go:build linux
+
 package netnshook
 
 import (
@@ -18,32 +13,10 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-)
-
-// Role names, as the sandbox's roles.
-const (
-	RoleController = "controller"
-	RoleRunner     = "runner"
-	RoleGrader     = "grader"
-)
-
-// The controller's /30 to its run's gateway. Every run has its own gateway netns and every
-// controller its own netns, so the same addresses serve every run without ever meeting.
-var (
-	GatewayIP    = net.IPv4(10, 88, 0, 1)
-	ControllerIP = net.IPv4(10, 88, 0, 2)
-	linkMask     = net.CIDRMask(30, 32)
-)
-
-// Link names inside the namespaces (not in the host's).
-const (
-	GatewayLink    = "gw0"
-	ControllerLink = "eth0"
 )
 
 // OnThread runs fn on a locked OS thread of its own and puts the thread back into its original
@@ -160,14 +133,6 @@ func Configure(pid int, role string, gatewayNetns string) error {
 	return h.LinkSetUp(cLink)
 }
 
-// Evidence is one network namespace as netlink shows it from the host.
-type Evidence struct {
-	Links     []string `json:"links"`     // "name (type, up|down)"
-	Addresses []string `json:"addresses"` // "ip/prefix dev"
-	Routes    []string `json:"routes"`    // "dst [via gw] dev", every table
-	Names     []string `json:"names"`     // link names only
-}
-
 // Read enumerates links, addresses and routes of the network namespace of pid.
 func Read(pid int) (Evidence, error) {
 	ns, err := netns.GetFromPid(pid)
@@ -233,38 +198,6 @@ func ReadHandle(ns netns.NsHandle) (Evidence, error) {
 	return ev, nil
 }
 
-// CheckAirGap says what, if anything, a container's namespace has that its role must not:
-// runner and grader exactly lo; the controller lo and its veth with the /30; no default route,
-// no IPv6 address, no route but the /30 and loopback's own.
-func CheckAirGap(role string, ev Evidence) error {
-	want := []string{"lo"}
-	if role == RoleController {
-		want = []string{ControllerLink, "lo"}
-	}
-	if strings.Join(ev.Names, ",") != strings.Join(want, ",") {
-		return fmt.Errorf("%s netns has links %v; expected %v", role, ev.Names, want)
-	}
-	for _, a := range ev.Addresses {
-		if strings.Contains(a, ":") {
-			return fmt.Errorf("%s netns has an IPv6 address %s", role, a)
-		}
-		if !strings.HasPrefix(a, "127.0.0.1/8 ") && !(role == RoleController && a == ControllerIP.String()+"/30 "+ControllerLink) {
-			return fmt.Errorf("%s netns has an unexpected address %s", role, a)
-		}
-	}
-	for _, r := range ev.Routes {
-		if strings.HasPrefix(r, "default") || strings.HasPrefix(r, "0.0.0.0/0") {
-			return fmt.Errorf("%s netns has a default route: %s", role, r)
-		}
-		local := strings.HasSuffix(r, " table 255")
-		link := role == RoleController && strings.HasPrefix(r, "10.88.0.0/30 dev "+ControllerLink)
-		if !local && !link {
-			return fmt.Errorf("%s netns has an unexpected route: %s", role, r)
-		}
-	}
-	return nil
-}
-
 // Main reads the container state (runtime-spec State JSON) from stdin, configures the container's netns for its role,
 // reads it back with netlink, refuses to let the container start if it is not as the role
 // requires, and records the evidence.
@@ -293,11 +226,16 @@ func Main(args []string, stdin io.Reader) error {
 	if err != nil {
 		return err
 	}
-	b, _ := json.Marshal(ev)
-	if err := os.WriteFile(args[2], b, 0o600); err != nil {
+	if err := CheckAirGap(role, ev); err != nil {
 		return err
 	}
-	return CheckAirGap(role, ev)
+	// Written last and atomically: the sandbox takes a complete record as "configured, checked".
+	b, _ := json.Marshal(Record{Pid: st.Pid, Evidence: ev})
+	tmp := args[2] + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, args[2])
 }
 
 // runtimeDefaultDevices are device rules runc 1.1 appends to every container's device cgroup

@@ -1,0 +1,83 @@
+// Package testenv gates tests on what the machine has — root, a tool, the local images — the
+// way Go's own internal/testenv does. Outside CI a missing prerequisite skips the test with the
+// reason; under CI=true it fails the test and names what is missing, because a skip in CI hides
+// exactly the breaks a fresh machine finds. Only SEALRUN_NO_ROOT_TESTS (make test-unit), an
+// explicit opt-out, skips root tests under CI too.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// InCI reports whether the tests run under CI (CI=true, as .ci/run sets).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Missing skips the test, or under CI fails it, saying what is missing and how to get it.
+func Missing(t testing.TB, what string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI=true and this test's prerequisite is missing: %s", what)
+	}
+	t.Skip(what)
+}
+
+// RequireRoot gates a test that needs root (namespaces, cgroups, runc, chown).
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Getenv("SEALRUN_NO_ROOT_TESTS") != "" {
+		t.Skip("SEALRUN_NO_ROOT_TESTS is set (make test-unit)")
+	}
+	if os.Geteuid() != 0 {
+		Missing(t, "needs root (namespaces, cgroups, runc); make test runs it as root in CI")
+	}
+}
+
+// RequireTool gates a test on a command in PATH and returns its path; pkg names the Debian
+// package that provides it (make deps installs it).
+func RequireTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Missing(t, name+" is not installed (Debian package "+pkg+"; make deps installs it)")
+	}
+	return p
+}
+
+// Images are the local test images make test builds into SEALRUN_TEST_STATE: their store
+// directory and lock entries (name@sha256:...).
+type Images struct {
+	State string
+	Refs  map[string]string // "controller", "python" -> ref
+}
+
+// Rootfs is the unpacked rootfs of the image named key in the store.
+func (im Images) Rootfs(t testing.TB, key string) string {
+	t.Helper()
+	ref, ok := im.Refs[key]
+	if !ok {
+		t.Fatalf("%s/images.lock has no %s image; rebuild with make test", im.State, key)
+	}
+	_, digest, _ := strings.Cut(ref, "@sha256:")
+	return filepath.Join(im.State, "images", "sha256", digest, "rootfs")
+}
+
+// LocalImages gates a test on the local images (root tests only).
+func LocalImages(t testing.TB) Images {
+	t.Helper()
+	state := os.Getenv("SEALRUN_TEST_STATE")
+	if state == "" {
+		Missing(t, "SEALRUN_TEST_STATE is not set: run through make test, which builds the local images")
+	}
+	var lock struct{ Images map[string]string }
+	if _, err := toml.DecodeFile(filepath.Join(state, "images.lock"), &lock); err != nil {
+		Missing(t, "the local images' lock: "+err.Error()+"; make test builds the images first")
+	}
+	refs := lock.Images
+	return Images{State: state, Refs: refs}
+}

@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// From inside a runner container (the role that runs agent code), every way to a nested
+// namespace, every socket family and every gated syscall, one by one.
+func TestKernelSurfaces(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "kernel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	var out, errb bytes.Buffer
+	probe := "/tmp/.sealrun-probe"
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r), Stdout: &out, Stderr: &errb,
+		Extra: []specs.Mount{{Destination: probe, Type: "bind", Source: runnerBinary(t), Options: []string{"rbind", "ro", "nosuid", "nodev"}}},
+		Args:  []string{probe, "posture"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	if code, err := c.Wait(ctx); code != 0 || err != nil {
+		t.Fatalf("posture: exit %d %v: %s", code, err, errb.String())
+	}
+	var p inside
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	nested := map[string]string{
+		"clone(CLONE_NEWUSER)":              "refused: EPERM",
+		"clone(CLONE_NEWUSER|CLONE_NEWNET)": "refused: EPERM",
+		"clone(CLONE_NEWUSER|CLONE_NEWNS)":  "refused: EPERM",
+		"unshare(CLONE_NEWUSER)":            "refused: EPERM",
+		"unshare(CLONE_NEWNET)":             "refused: EPERM",
+		"unshare(CLONE_NEWNS)":              "refused: EPERM",
+		"clone3":                            "refused: ENOSYS",
+		"setns(net)":                        "refused: EPERM",
+	}
+	for k, want := range nested {
+		if got := p.Nested[k]; got != want {
+			t.Errorf("nested %s: %q, want %q", k, got, want)
+		}
+	}
+	sockets := map[string]string{
+		"AF_UNIX": "allowed", "AF_INET": "allowed", "AF_INET6": "allowed", "AF_NETLINK/NETLINK_ROUTE": "allowed", "socketpair(AF_UNIX)": "allowed",
+		"AF_NETLINK/NETLINK_AUDIT": "refused: EPERM", "AF_NETLINK/NETLINK_KOBJECT_UEVENT": "refused: EPERM", "AF_NETLINK/NETLINK_NETFILTER": "refused: EPERM",
+		"AF_PACKET": "refused: EPERM", "AF_VSOCK": "refused: EPERM", "AF_ALG": "refused: EPERM", "AF_KEY": "refused: EPERM",
+		"AF_BLUETOOTH": "refused: EPERM", "AF_XDP": "refused: EPERM", "AF_TIPC": "refused: EPERM", "AF_RDS": "refused: EPERM",
+	}
+	for k, want := range sockets {
+		if got := p.Sockets[k]; got != want {
+			t.Errorf("socket %s: %q, want %q", k, got, want)
+		}
+	}
+	for _, k := range []string{"pidfd_getfd", "mbind", "set_mempolicy", "get_mempolicy", "io_uring_setup", "bpf", "perf_event_open",
+		"userfaultfd", "keyctl", "ptrace", "mount", "process_vm_readv", "open_by_handle_at", "kexec_load", "init_module", "add_key", "fsopen", "personality"} {
+		if got := p.Syscalls[k]; got != "refused: EPERM" {
+			t.Errorf("syscall %s: %q, want refused: EPERM (the filter's answer)", k, got)
+		}
+	}
+}
