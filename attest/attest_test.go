@@ -313,3 +313,21 @@ func TestFailedAndInvalidRuns(t *testing.T) {
 		}
 	}
 }
+
+// The air-gap evidence is judged with the same rule the network hook enforced: a graded run
+// whose runner had a default route, a second link or an address beyond loopback is refused.
+func TestSignRefusesBrokenAirGap(t *testing.T) {
+	for name, mutate := range map[string]func(c *AirGapContainer){
+		"default route":        func(c *AirGapContainer) { c.Routes = append(c.Routes, "default via 10.0.0.1 dev lo") },
+		"extra link":           func(c *AirGapContainer) { c.Links = append(c.Links, "eth1 (veth, up)") },
+		"address beyond lo":    func(c *AirGapContainer) { c.Addresses = append(c.Addresses, "192.168.1.5/24 lo") },
+		"IPv6 address":         func(c *AirGapContainer) { c.Addresses = append(c.Addresses, "::1/128 lo") },
+		"controller-only link": func(c *AirGapContainer) { c.Links = []string{"eth0 (veth, up)", "lo (device, up)"} },
+	} {
+		st, _ := fixture(t, 2, 3)
+		mutate(&st.Predicate.AirGap.Containers[1]) // the runner
+		if _, err := Sign(context.Background(), st, signer(t, "ed25519")); err == nil || !strings.Contains(err.Error(), "air_gap.containers[1]") || !strings.Contains(err.Error(), "runner netns") {
+			t.Errorf("%s: Sign = %v; want a refusal naming air_gap.containers[1]", name, err)
+		}
+	}
+}

@@ -41,9 +41,11 @@ func fixture(t testing.TB, candidates, auditEntries int) (*Statement, string) {
 	p.Agent = Agent{Model: "example-model-2026-10", ReasoningEffort: "high"}
 	p.Host = Host{GPUModel: "NVIDIA H200", GPUDriver: "575.57.08", Runtime: "runc", RuntimeVersion: "1.1.5", Kernel: "6.1.0-26-amd64", SealrunVersion: "0.1.0", SealrunCommit: "ba22fac5e8d8"}
 	p.AirGap.Containers = []AirGapContainer{
-		{Role: "controller", Links: []string{"lo", "sr-c0"}, Addresses: []string{"127.0.0.1/8", "10.201.0.2/30"}, Routes: []string{"10.201.0.0/30 dev sr-c0"}, EgressBlocked: true},
-		{Role: "runner", Links: []string{"lo"}, Addresses: []string{"127.0.0.1/8"}, EgressBlocked: true},
-		{Role: "grader", Links: []string{"lo"}, Addresses: []string{"127.0.0.1/8"}, EgressBlocked: true},
+		// Evidence exactly as the sandbox's network hook records it (netnshook.Read).
+		{Role: "controller", Links: []string{"eth0 (veth, up)", "lo (device, up)"}, Addresses: []string{"10.88.0.2/30 eth0", "127.0.0.1/8 lo"},
+			Routes: []string{"10.88.0.0/30 dev eth0", "10.88.0.2/32 dev eth0 table 255", "10.88.0.3/32 dev eth0 table 255", "127.0.0.0/8 dev lo table 255", "127.0.0.1/32 dev lo table 255", "127.255.255.255/32 dev lo table 255"}, EgressBlocked: true},
+		{Role: "runner", Links: []string{"lo (device, up)"}, Addresses: []string{"127.0.0.1/8 lo"}, Routes: []string{"127.0.0.0/8 dev lo table 255", "127.0.0.1/32 dev lo table 255", "127.255.255.255/32 dev lo table 255"}, EgressBlocked: true},
+		{Role: "grader", Links: []string{"lo (device, up)"}, Addresses: []string{"127.0.0.1/8 lo"}, Routes: []string{"127.0.0.0/8 dev lo table 255", "127.0.0.1/32 dev lo table 255", "127.255.255.255/32 dev lo table 255"}, EgressBlocked: true},
 	}
 	p.Timeline = Timeline{Queued: t0, Started: t0.Add(10 * time.Second), Deadline: t0.Add(10*time.Second + time.Hour), Finished: t0.Add(time.Hour + 12*time.Minute)}
 	var bundle string

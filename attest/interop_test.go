@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 // pae is the DSSE pre-authentication encoding, written out independently of sigstore's code:
@@ -18,10 +20,7 @@ func pae(payloadType string, body []byte) []byte {
 // A second implementation checks sealrun's signatures: openssl's command line on the PAE bytes,
 // exactly as attest/VERIFY.md tells a third party to do it.
 func TestOpenSSLVerifiesSignatures(t *testing.T) {
-	openssl, err := exec.LookPath("openssl")
-	if err != nil {
-		t.Skip("openssl not installed (make deps installs it); skipping the second-implementation check")
-	}
+	openssl := testenv.RequireTool(t, "openssl", "openssl")
 	for _, key := range []string{"ed25519", "ecdsa"} {
 		t.Run(key, func(t *testing.T) {
 			st, _ := fixture(t, 5, 10)

@@ -2,6 +2,7 @@ package attest
 
 import (
 	"fmt"
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"math"
 	"strings"
 	"time"
@@ -170,6 +171,11 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 			}
 			if !c.EgressBlocked {
 				return bad(fmt.Sprintf("air_gap.containers[%d]", i), "%s egress was not blocked; such a run is invalid, not %s", c.Role, r.Status)
+			}
+			// The same rule the network hook enforced before the container started.
+			ev := netnshook.Evidence{Links: c.Links, Addresses: c.Addresses, Routes: c.Routes, Names: netnshook.LinkNames(c.Links)}
+			if err := netnshook.CheckAirGap(c.Role, ev); err != nil {
+				return bad(fmt.Sprintf("air_gap.containers[%d]", i), "%v; such a run is invalid, not %s", err, r.Status)
 			}
 		}
 	}

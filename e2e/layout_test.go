@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"controller":             {"policy", "sandbox"},
 	"runner":                 {"policy", "sandbox"},
 	"grader":                 {"policy", "sandbox", "exams"},
-	"attest":                 {"policy"},
+	"attest":                 {"policy", "sandbox"}, // sandbox/netnshook only: the air-gap rule (portable)
 	"leaderboard":            {"policy", "attest"},
 	"cmd/runner":             {},
 	"cmd/sealrun-netns-hook": {"sandbox"},
@@ -94,6 +94,9 @@ func TestImportRules(t *testing.T) {
 			}
 			if !ok {
 				t.Errorf("%s imports %s: %s may import only %v", p.ImportPath, imp, o, rules)
+			}
+			if o == "attest" && impOwner == "sandbox" && imp != module+"/sandbox/netnshook" {
+				t.Errorf("%s imports %s: the verify path may take only the portable air-gap rule (sandbox/netnshook) from the sandbox", p.ImportPath, imp)
 			}
 		}
 	}

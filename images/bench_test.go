@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -65,9 +67,7 @@ func benchLayer(b *testing.B, dir string) (string, int64) {
 // BenchmarkUnpackVsTar unpacks the same ~200 MB layer with sealrun's safe unpacker and with GNU
 // tar -x, each into a fresh directory, and reports both rates and their ratio.
 func BenchmarkUnpackVsTar(b *testing.B) {
-	if _, err := exec.LookPath("tar"); err != nil {
-		b.Skip("GNU tar not installed")
-	}
+	testenv.RequireTool(b, "tar", "tar")
 	work := b.TempDir()
 	path, size := benchLayer(b, work)
 	open := func() (io.ReadCloser, error) { return os.Open(path) }
@@ -103,9 +103,7 @@ func BenchmarkUnpackVsTar(b *testing.B) {
 // manifest, config, blob digests, diff ids, rootfs tree — and runs sha256sum over the same blob
 // files; MB/s are of blob bytes on disk.
 func BenchmarkVerifyVsSha256sum(b *testing.B) {
-	if _, err := exec.LookPath("sha256sum"); err != nil {
-		b.Skip("sha256sum not installed")
-	}
+	testenv.RequireTool(b, "sha256sum", "coreutils")
 	work := b.TempDir()
 	path, _ := benchLayer(b, work)
 	layer, err := tarball.LayerFromFile(path, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)

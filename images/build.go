@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -35,7 +36,7 @@ const (
 // The recipes' versions: bump when a recipe changes what it builds, so caches are not reused.
 const (
 	controllerRecipe = "controller/v2"
-	pythonRecipe     = "python/v2"
+	pythonRecipe     = "python/v3"
 	// debootstrapRecipe keys the cached debootstrap result; the python recipe can change what is
 	// added on top without a new debootstrap.
 	debootstrapRecipe = "debootstrap/v1"
@@ -270,8 +271,10 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "HOME=/workspace"}, WorkingDir: "/workspace", Cmd: []string{"/usr/bin/python3"}}
 	// Keep these directories but leave out their contents: mount points, scratch space, logs
 	// and apt's download caches.
+	// Files debootstrap copies from the build host (its resolver and name) are left out too:
+	// an image carries no trace of where it was built (hostTraces).
 	skip := func(rel string) bool {
-		if rel == ".sealrun-complete" {
+		if rel == ".sealrun-complete" || slices.Contains(hostTraces, rel) {
 			return true
 		}
 		for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var/tmp", "var/log", "var/cache/apt/archives", "var/lib/apt/lists"} {
@@ -294,6 +297,10 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 	fmt.Fprintf(o.Log, "python: %s\n", ref)
 	return Built{Key: "python", Ref: ref}, writeStamp(o, "python", inputs, ref)
 }
+
+// hostTraces are files debootstrap copies from the machine that runs it. Containers get none of
+// them (no network, and the runtime sets the hostname).
+var hostTraces = []string{"etc/resolv.conf", "etc/hostname", "etc/hosts", "etc/mailname"}
 
 // sandboxMountpoints adds the empty directories and file the sandbox mounts over (/workspace,
 // /bundle, /usr/local/bin/runner): the runtime must never have to create them, since that would

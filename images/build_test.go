@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 func TestBuildLocalController(t *testing.T) {
 	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("busybox-static is not installed (make deps installs it)")
+		testenv.Missing(t, "busybox-static is not installed (make deps installs it)")
 	}
 	ctx := context.Background()
 	var refs []string
@@ -67,10 +69,8 @@ func assertNoPython(t *testing.T, rootfs string) {
 // The python image is built by `make test` (bin/sealrun images build-local into
 // SEALRUN_TEST_STATE, from a cache kept between runs), since debootstrap takes minutes.
 func TestLocalPythonImage(t *testing.T) {
-	state := os.Getenv("SEALRUN_TEST_STATE")
-	if state == "" {
-		t.Skip("SEALRUN_TEST_STATE is not set: run through make test, which builds the local images first")
-	}
+	testenv.RequireRoot(t)
+	state := testenv.LocalImages(t).State
 	lock, err := ReadLock(filepath.Join(state, "images.lock"))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestLocalPythonImage(t *testing.T) {
 			t.Errorf("python image lacks %s: %v", p, err)
 		}
 	}
-	for _, p := range []string{"dev/null", "proc/self", "var/cache/apt/archives/partial", ".sealrun-complete"} {
+	for _, p := range append([]string{"dev/null", "proc/self", "var/cache/apt/archives/partial", ".sealrun-complete"}, hostTraces...) {
 		if _, err := os.Lstat(filepath.Join(rootfs, p)); err == nil {
 			t.Errorf("python image holds %s", p)
 		}

@@ -1,17 +1,11 @@
 package images
 
 import (
-	"os"
 	"testing"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
-// requireRoot skips a test that needs root, saying why; `make test` runs as root in CI.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Getenv("SEALRUN_NO_ROOT_TESTS") != "" {
-		t.Skip("SEALRUN_NO_ROOT_TESTS is set (make test-unit)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (chown into a user-namespace range); make test runs it as root in CI")
-	}
-}
+// requireRoot gates a test that needs root (chown into a user-namespace range); under CI=true a
+// missing root fails instead of skipping.
+func requireRoot(t *testing.T) { t.Helper(); testenv.RequireRoot(t) }

@@ -170,10 +170,20 @@ func (s *Store) List() ([]Record, error) {
 	return out, nil
 }
 
-// Remove deletes an image from the store.
+// Remove deletes an image from the store. A leased image (in use by a run) is refused with
+// ErrInUse naming the runs.
 func (s *Store) Remove(digest string) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if _, err := s.Get(digest); err != nil {
 		return err
+	}
+	if holders := s.Holders(digest); len(holders) > 0 {
+		return fmt.Errorf("%w: image %s is used by run %s (leases under %s); wait for the run to end or cancel it (sealrun cancel RUN); a crashed daemon's leases are released when it restarts",
+			ErrInUse, digest, strings.Join(holders, ", "), filepath.Join(s.dir, "leases", strings.TrimPrefix(digest, "sha256:")))
 	}
 	d, _ := s.Dir(digest)
 	// Rename first so that a crash mid-removal never leaves a half image that ls would show.
@@ -181,7 +191,7 @@ func (s *Store) Remove(digest string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(d, filepath.Join(tmp, "image")); err != nil {
+	if err = os.Rename(d, filepath.Join(tmp, "image")); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("remove %s: %w", digest, err)
 	}

@@ -128,6 +128,33 @@ func TestPinPullVerifyRemove(t *testing.T) {
 	if len(list) != 1 {
 		t.Errorf("ls = %v", list)
 	}
+	// A leased image (in use by a run) cannot be removed; the error names the run.
+	lease, err := s.Lease(rec.Digest, "run-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lease(rec.Digest, "../escape"); err == nil {
+		t.Error("a holder name with a path accepted")
+	}
+	if _, err := s.Lease("sha256:"+strings.Repeat("0", 64), "run-8"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("lease of a missing image: %v", err)
+	}
+	if err := s.Remove(rec.Digest); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "run-7") || !strings.Contains(err.Error(), "sealrun cancel") {
+		t.Errorf("rm of a leased image: %v; want ErrInUse naming run-7 and the fix", err)
+	}
+	if _, err := s.Get(rec.Digest); err != nil {
+		t.Errorf("the leased image is gone: %v", err)
+	}
+	if err := lease.Release(); err != nil {
+		t.Fatal(err)
+	}
+	// A crashed daemon's lease is released by holder at recovery.
+	if _, err := s.Lease(rec.Digest, "run-9"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseHolder("run-9"); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Remove(rec.Digest); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +344,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	host := serve(t, nil)
 	img := imageOf(t, []entry{file("bin/tool", "original")})
 	push(t, img, host+"/t:v1")
+	want := map[string]string{"blob": "undersized layer[0]", "rootfs": "the unpacked rootfs changed on disk", "manifest": "manifest on disk hashes to"}
 	for _, tamper := range []string{"blob", "rootfs", "manifest"} {
 		t.Run(tamper, func(t *testing.T) {
 			s, _ := testStore(t)
@@ -335,8 +363,8 @@ func TestVerifyDetectsTampering(t *testing.T) {
 				m := strings.TrimPrefix(rec.Digest, "sha256:")
 				os.WriteFile(filepath.Join(d, "layout/blobs/sha256", m), []byte(`{"schemaVersion":2}`), 0o644)
 			}
-			if _, err := s.Verify(ctx, rec.Digest); err == nil {
-				t.Errorf("verify passed after tampering with the %s", tamper)
+			if _, err := s.Verify(ctx, rec.Digest); err == nil || !strings.Contains(err.Error(), want[tamper]) || !strings.Contains(err.Error(), rec.Digest) {
+				t.Errorf("verify after tampering with the %s: %v; want an error naming the image and %q", tamper, err, want[tamper])
 			}
 		})
 	}
@@ -379,8 +407,8 @@ func TestLockFile(t *testing.T) {
 		t.Errorf("unpinned entry: %v", err)
 	}
 	os.WriteFile(path, []byte("[imgs]\nx = 1\n"), 0o644)
-	if _, err := ReadLock(path); err == nil {
-		t.Error("unknown table accepted")
+	if _, err := ReadLock(path); err == nil || !strings.Contains(err.Error(), "unknown key imgs") {
+		t.Errorf("unknown table: %v; want it named", err)
 	}
 }
 

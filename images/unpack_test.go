@@ -180,7 +180,22 @@ func TestHostileLayers(t *testing.T) {
 				t.Errorf("link = %q", got)
 			}
 		}},
-		{name: "whiteouts", layers: one(), check: nil},
+		{name: "whiteout removes only its own entry", layers: func(s sandbox) [][]entry {
+			return [][]entry{{file("a/keep", "k"), file("a/gone", "g")}, {file("a/.wh.gone", "")}}
+		}, check: func(t *testing.T, s sandbox, rep *UnpackReport) {
+			if _, err := os.Lstat(filepath.Join(s.rootfs, "a/gone")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a/gone survived its whiteout: %v", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(s.rootfs, "a/keep")); err != nil || string(b) != "k" {
+				t.Errorf("a/keep: %q %v", b, err)
+			}
+			if _, err := os.Lstat(filepath.Join(s.rootfs, "a/.wh.gone")); !errors.Is(err, fs.ErrNotExist) {
+				t.Error("the whiteout marker itself was written")
+			}
+			if rep.Whiteouts != 1 {
+				t.Errorf("whiteouts = %d, want 1", rep.Whiteouts)
+			}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,14 +12,16 @@ import (
 
 // fakeCDI writes a CDI spec for a fake GPU: a character device 195:0 (the NVIDIA major, with no
 // driver behind it here, so opening it does nothing) and a hook that must never run.
-func fakeCDI(t *testing.T) (dirs []string, node string) {
+// Only a root test that starts a container asks for the node itself (mknod in /dev).
+func fakeCDI(t *testing.T, makeNode bool) (dirs []string, node string) {
 	t.Helper()
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	// In a user namespace the runtime bind-mounts a device from the same path on the host, so the
 	// fake node lives at the path the container sees (removed after the test).
 	node = "/dev/sealrun-test-gpu0"
-	if os.Geteuid() == 0 {
+	if makeNode {
+		requireRoot(t)
 		os.Remove(node)
 		if err := syscall.Mknod(node, syscall.S_IFCHR|0o666, int(195<<8)); err != nil {
 			t.Fatal(err)
@@ -52,7 +54,7 @@ containerEdits:
 }
 
 func TestResolveGPUs(t *testing.T) {
-	dirs, _ := fakeCDI(t)
+	dirs, _ := fakeCDI(t, false)
 	names, errs := CDIDevices(dirs)
 	if len(errs) > 0 || strings.Join(names, ",") != "sealrun.test/gpu=0" {
 		t.Fatalf("devices %v errors %v", names, errs)
@@ -81,7 +83,7 @@ func TestResolveGPUs(t *testing.T) {
 func TestGPUInRunner(t *testing.T) {
 	h := testHost(t)
 	imgs := localImages(t)
-	dirs, _ := fakeCDI(t)
+	dirs, _ := fakeCDI(t, true)
 	edits, err := ResolveGPUs(dirs, []string{"sealrun.test/gpu=0"})
 	if err != nil {
 		t.Fatal(err)

@@ -333,7 +333,7 @@ runtime root, runs (their cgroups, gateway network namespaces and workspace moun
 range records and bundles. It never touches what another sealrun on the machine made (another
 run directory). Do not run it while runs of this run directory are live: the daemon calls it at
 start.`,
-		Args:  exactArgs(0, "no arguments"),
+		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := f.host(g)
 			if err != nil {

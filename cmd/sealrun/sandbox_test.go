@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/BurntSushi/toml"
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 func TestSandboxSpec(t *testing.T) {
@@ -42,17 +42,10 @@ func TestSandboxSpec(t *testing.T) {
 
 // Root: doctor, a probe and one-off commands against the local images make test builds.
 func TestSandboxVerbsAsRoot(t *testing.T) {
-	if os.Geteuid() != 0 || os.Getenv("SEALRUN_NO_ROOT_TESTS") != "" {
-		t.Skip("needs root; make test runs it as root in CI")
-	}
-	state := os.Getenv("SEALRUN_TEST_STATE")
-	if state == "" {
-		t.Skip("SEALRUN_TEST_STATE is not set: run through make test, which builds the local images")
-	}
-	var lock struct{ Images map[string]string }
-	if _, err := toml.DecodeFile(filepath.Join(state, "images.lock"), &lock); err != nil {
-		t.Fatal(err)
-	}
+	testenv.RequireRoot(t)
+	imgs := testenv.LocalImages(t)
+	state := imgs.State
+	lock := struct{ Images map[string]string }{imgs.Refs}
 	runner := filepath.Join(filepath.Dir(bin), "runner")
 	if out, err := buildStatic(runner); err != nil {
 		t.Fatalf("build runner: %v %s", err, out)
