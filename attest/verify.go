@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/sigstore/sigstore/pkg/signature"
-	"github.com/sigstore/sigstore/pkg/signature/dsse"
+	"github.com/sigstore/sigstore/pkg/signature/options"
 
 	"github.com/sealrun/sealrun/policy"
 )
@@ -152,9 +153,12 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	if out.KeyID, err = KeyID(pub); err != nil {
 		return nil, fmt.Errorf("verification key: %w", err)
 	}
-	var payload []byte
-	wrapped := dsse.WrapVerifier(v, dsse.WithExpectedPayloadType(PayloadType), dsse.WithDecodedPayload(&payload))
-	if err := wrapped.VerifySignature(bytes.NewReader(env), nil); err != nil {
+	// The signature over the DSSE pre-authentication encoding, checked directly: keyid is only a
+	// hint (other DSSE tools fill in the key's id, a fingerprint or a KMS name) and never part of
+	// the verdict.
+	payload, _ := canonicalBase64(*e.Payload)
+	sigBytes, _ := canonicalBase64(*e.Signatures[0].Sig)
+	if err := v.VerifySignature(bytes.NewReader(sigBytes), bytes.NewReader(PAE(PayloadType, payload)), options.WithContext(context.Background())); err != nil {
 		return nil, failf(ReasonSignature, "the signature does not verify with key %s (%v); the envelope was altered or signed by another key", out.KeyID, err)
 	}
 	check("signature")
@@ -238,6 +242,12 @@ func quoteOrMissing(s *string) string {
 
 // canonicalBase64 decodes standard base64 with padding and refuses any other spelling of the same
 // bytes (URL alphabet, missing padding, non-zero trailing bits, whitespace).
+// PAE is the DSSE v1 pre-authentication encoding that is signed:
+// "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in ASCII decimal.
+func PAE(payloadType string, body []byte) []byte {
+	return append([]byte(fmt.Sprintf("DSSEv1 %d %s %d ", len(payloadType), payloadType, len(body))), body...)
+}
+
 func canonicalBase64(s string) ([]byte, error) {
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
 	if err != nil {

@@ -56,7 +56,13 @@ func (t cgroupTree) Create() error {
 		_, err := cgroup2.NewManager("/sys/fs/cgroup", t.path, &cgroup2.Resources{})
 		return wrapCgroup("create", t.path, err)
 	}
-	_, err := cgroup1.New(cgroup1.StaticPath(t.path), &specs.LinuxResources{})
+	var err error
+	// Another run's teardown may remove the empty /sealrun parent between our mkdirs: retry.
+	for try := 0; try < 3; try++ {
+		if _, err = cgroup1.New(cgroup1.StaticPath(t.path), &specs.LinuxResources{}); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
 	return wrapCgroup("create", t.path, err)
 }
 

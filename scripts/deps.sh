@@ -7,6 +7,7 @@ packages=(
   runc            # the OCI runtime that runs every container
   busybox-static  # the controller test image: a shell and coreutils-level tools, no Python
   debootstrap     # builds the python (runner/grader) test image from Debian packages
+  e2fsprogs       # mkfs.ext4: each run's /workspace is a loop-mounted ext4 image (the disk quota)
   iproute2        # ip(8), used by tests and leak checks to list namespaces and links
   openssl         # second implementation that verifies attestation signatures in tests
   ca-certificates # debootstrap fetches over https mirrors where configured

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/renameio/v2"
+	"github.com/google/renameio/v2/maybe"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/spf13/cobra"
 )
@@ -168,10 +168,26 @@ key file or a KMS key URI (scheme://...) resolved through sigstore's KMS interfa
 			if err != nil {
 				return err
 			}
-			if err := renameio.WriteFile(out, env, 0o644); err != nil {
+			if err := maybe.WriteFile(out, env, 0o644); err != nil {
 				return fmt.Errorf("write %s: %w", out, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: signed (%d bytes); check it with: sealrun verify %s --key <public key>\n", out, len(env), out)
+			pub, err := signer.PublicKey()
+			if err != nil {
+				return err
+			}
+			hint, err := attest.KeyID(pub)
+			if err != nil {
+				return err
+			}
+			bundle, err := attest.SigstoreBundle(env, hint)
+			if err != nil {
+				return err
+			}
+			bundlePath := attest.BundlePath(out)
+			if err := maybe.WriteFile(bundlePath, bundle, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", bundlePath, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: signed (%d bytes); %s: the same as a Sigstore bundle (v0.3, for cosign)\ncheck it with: sealrun verify %s --key <public key>\n", out, len(env), bundlePath, out)
 			return nil
 		},
 	}
@@ -179,6 +195,6 @@ key file or a KMS key URI (scheme://...) resolved through sigstore's KMS interfa
 	cmd.Flags().StringArrayVar(&subjects, "subject", nil, "NAME=sha256:HEX; repeat for each subject (report.json required, bundle.tar.gz when graded)")
 	cmd.Flags().StringVar(&keyRef, "key", "", "private key PEM file, or KMS key URI")
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "passphrase of an encrypted private key")
-	cmd.Flags().StringVar(&out, "out", "", "the attestation file to write (atomically)")
+	cmd.Flags().StringVar(&out, "out", "", "the attestation file to write (atomically); a Sigstore bundle NAME.sigstore.json is written beside it")
 	return cmd
 }

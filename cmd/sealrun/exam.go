@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/renameio/v2"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/spf13/cobra"
 )
@@ -300,15 +299,7 @@ extraction), for demos and tests. The same seed and count always give the same b
 			if out == "-" {
 				return exams.WriteDocuments(cmd.OutOrStdout(), docs)
 			}
-			f, err := renameio.NewPendingFile(out, renameio.WithPermissions(0o644))
-			if err != nil {
-				return fmt.Errorf("create %s: %w", out, err)
-			}
-			defer f.Cleanup()
-			if err := exams.WriteDocuments(f, docs); err != nil {
-				return fmt.Errorf("write %s: %w", out, err)
-			}
-			if err := f.CloseAtomicallyReplace(); err != nil {
+			if err := exams.WriteAtomic(out, 0o644, func(w io.Writer) error { return exams.WriteDocuments(w, docs) }); err != nil {
 				return fmt.Errorf("write %s: %w", out, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d documents, %d questions (seed %d)\n", out, len(docs), count, seed)

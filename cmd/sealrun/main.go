@@ -11,12 +11,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/sealrun/sealrun/sandbox"
 )
 
 func main() {
-	sandbox.RunHookIfRequested() // sealrun is also the network hook of the containers it starts
+	runHookIfRequested() // on Linux, sealrun is also the network hook of the containers it starts
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -36,6 +36,7 @@ Start with:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usage(err) })
 	g := &globals{}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/sealrun", "sealrun's state directory (image store, runs); tests and users can isolate with it")
+	// images, sandbox and doctor are Linux only; elsewhere they say so (root_other.go).
 	root.AddCommand(newTrackCmd(), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
 	defaultToInvalid(root)
 	return root
@@ -77,4 +78,9 @@ func minArgs(n int, what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// globals are the flags every verb sees.
+type globals struct {
+	stateDir string
 }

@@ -54,9 +54,12 @@ func verifyAttestation(path string, f *verifyFlags) (*attest.Verified, error) {
 	if err != nil {
 		return nil, ioError(err)
 	}
-	env, err := readLimited(path, "attestation", attest.MaxEnvelopeBytes)
+	env, err := readLimited(path, "attestation", attest.MaxEnvelopeBytes+64<<10) // a bundle wraps the envelope
 	if err != nil {
 		return nil, ioError(err)
+	}
+	if env, err = attest.EnvelopeOf(env); err != nil { // result.att.json or result.sigstore.json
+		return nil, err
 	}
 	var opts []attest.VerifyOption
 	for _, c := range []struct {

@@ -12,11 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// globals are the flags every verb shares.
-type globals struct {
-	stateDir string
-}
-
 // unpackFlags is the flag group bounding an unpack.
 type unpackFlags struct {
 	maxBytes, maxFiles int64
