@@ -75,7 +75,7 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 		add("network namespaces", "ok", "created and removed a namespace with loopback", "")
 	}
 	if err := checkIdmap(stateDir); err != nil {
-		add("idmapped mounts", "warn", err.Error(), "Linux 5.12+ and a filesystem that supports idmapped mounts (ext4, xfs, btrfs) for the state directory; without them image files appear owned by nobody inside containers")
+		add("idmapped mounts", "fail", err.Error(), "Linux 5.12+ and a filesystem that supports idmapped mounts (ext4, xfs, btrfs) for the state directory; containers refuse to start without them unless the configuration allows unshifted rootfs (image files then appear owned by nobody inside)")
 	} else {
 		add("idmapped mounts", "ok", "image rootfs can be shifted into each container's UID range", "")
 	}
@@ -109,6 +109,13 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 		default:
 			add("disk", "ok", fmt.Sprintf("%.1f GiB free under %s", gib, dir), "")
 		}
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		add("workspace quota", "fail", "mkfs.ext4 not found", "apt-get install e2fsprogs (or make deps)")
+	} else if _, err := os.Stat("/dev/loop-control"); err != nil {
+		add("workspace quota", "fail", "no /dev/loop-control: loop devices are unavailable", "modprobe loop")
+	} else {
+		add("workspace quota", "ok", "mkfs.ext4 and loop devices: each run's /workspace gets a filesystem of its quota's size", "")
 	}
 	if fi, err := os.Stat(stateDir); err == nil && fi.Mode().Perm()&0o001 == 0 {
 		add("state directory", "fail", fmt.Sprintf("%s is %v: containers (unprivileged mapped users) cannot reach image rootfs under it", stateDir, fi.Mode().Perm()), "chmod 0711 "+stateDir)

@@ -66,5 +66,7 @@ if [ "$(gobench_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
   echo "(skipped: needs root and the local images; run make bench as root after make test)"
 else
   echo "container create+start+wait+delete (true): $(gobench_metric BenchmarkContainerVsBareRunc sealrun-ms) ms vs bare runc run $(gobench_metric BenchmarkContainerVsBareRunc bare-runc-ms) ms: ratio $(gobench_metric BenchmarkContainerVsBareRunc ratio)x   (target: <= 1.5x)"
+  echo "  (with the seccomp argument filters and the run's workspace on its quota'd ext4 image)"
   echo "run layout (gateway netns, cgroups, UID range): setup $(gobench_metric BenchmarkRunLayout setup-ms) ms, teardown $(gobench_metric BenchmarkRunLayout teardown-ms) ms   (targets: <= 300 ms, <= 200 ms)"
+  echo "workspace quota (sparse 10 GiB ext4 image: mkfs, loop device, mount; at the end unmount): setup $(gobench_metric BenchmarkWorkspaceQuota setup-ms) ms, teardown $(gobench_metric BenchmarkWorkspaceQuota teardown-ms) ms, once per run"
 fi

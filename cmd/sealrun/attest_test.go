@@ -114,6 +114,18 @@ func TestAttestVerbs(t *testing.T) {
 	if _, err := os.Stat(p("x.att.json")); !os.IsNotExist(err) {
 		t.Error("a failed sign left an output file")
 	}
+	// The Sigstore bundle written beside the envelope verifies too; a tampered one does not.
+	bundle := p("result.sigstore.json")
+	if r := sealrun(t, "verify", bundle, "--key", pub); r.code != 0 || !strings.Contains(r.stdout, "signature") {
+		t.Errorf("verify the Sigstore bundle: %+v", r)
+	}
+	tb := write("tampered.sigstore.json", strings.Replace(mustRead(t, bundle), `"payloadType": "application/vnd.in-toto+json"`, `"payloadType": "text/plain"`, 1))
+	if r := sealrun(t, "verify", tb, "--key", pub); r.code != 1 || !strings.Contains(r.stderr+r.stdout, "payloadType") {
+		t.Errorf("verify a tampered bundle: %+v", r)
+	}
+	if _, err := os.Stat(p("x.sigstore.json")); !os.IsNotExist(err) {
+		t.Error("a failed sign left a bundle")
+	}
 	// The committed golden envelope verifies from the CLI too.
 	if r := sealrun(t, "verify", goldenEnv, "--key", goldenPub); r.code != 0 {
 		t.Errorf("golden: %+v", r)
