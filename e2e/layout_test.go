@@ -15,12 +15,13 @@ const module = "github.com/sealrun/sealrun"
 var allowed = map[string][]string{
 	"policy":                 {},
 	"exams":                  {},
+	"audit":                  {},
 	"images":                 {"policy"},
 	"sandbox":                {"policy", "images"},
-	"controller":             {"policy", "sandbox"},
-	"runner":                 {"policy", "sandbox"},
-	"grader":                 {"policy", "sandbox", "exams"},
-	"attest":                 {"policy", "sandbox"}, // sandbox/netnshook only: the air-gap rule (portable)
+	"controller":             {"policy", "sandbox", "audit"},
+	"runner":                 {"policy", "sandbox", "audit"},
+	"grader":                 {"policy", "sandbox", "exams", "audit"},
+	"attest":                 {"policy", "sandbox", "audit"}, // sandbox/netnshook only: the air-gap rule (portable)
 	"leaderboard":            {"policy", "attest"},
 	"cmd/runner":             {},
 	"cmd/sealrun-netns-hook": {"sandbox"},
