@@ -35,8 +35,8 @@ const (
 
 // The recipes' versions: bump when a recipe changes what it builds, so caches are not reused.
 const (
-	controllerRecipe = "controller/v2"
-	pythonRecipe     = "python/v3"
+	controllerRecipe = "controller/v3"
+	pythonRecipe     = "python/v4"
 	// debootstrapRecipe keys the cached debootstrap result; the python recipe can change what is
 	// added on top without a new debootstrap.
 	debootstrapRecipe = "debootstrap/v1"
@@ -277,6 +277,9 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 		if rel == ".sealrun-complete" || slices.Contains(hostTraces, rel) {
 			return true
 		}
+		if rel == "run/sealrun" || rel == "run/sealrun/agent.sock" {
+			return false // the sandbox's mount point, kept
+		}
 		for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var/tmp", "var/log", "var/cache/apt/archives", "var/lib/apt/lists"} {
 			if strings.HasPrefix(rel, d+"/") {
 				return true
@@ -302,11 +305,11 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 // them (no network, and the runtime sets the hostname).
 var hostTraces = []string{"etc/resolv.conf", "etc/hostname", "etc/hosts", "etc/mailname"}
 
-// sandboxMountpoints adds the empty directories and file the sandbox mounts over (/workspace,
-// /bundle, /usr/local/bin/runner): the runtime must never have to create them, since that would
-// write into the image store's rootfs.
+// sandboxMountpoints adds the empty directories and files the sandbox mounts over (/workspace,
+// /bundle, /usr/local/bin/runner, the agent socket /run/sealrun/agent.sock): the runtime must
+// never have to create them, since that would write into the image store's rootfs.
 func sandboxMountpoints(root string) error {
-	for _, d := range []string{"workspace", "bundle", "usr/local/bin", "proc", "sys", "dev", "tmp"} {
+	for _, d := range []string{"workspace", "bundle", "usr/local/bin", "proc", "sys", "dev", "tmp", "run/sealrun"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return err
 		}
@@ -314,11 +317,19 @@ func sandboxMountpoints(root string) error {
 	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(root, "usr/local/bin/runner"), os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		return err
+	for _, p := range []struct {
+		path string
+		mode os.FileMode
+	}{{"usr/local/bin/runner", 0o755}, {"run/sealrun/agent.sock", 0o644}} {
+		f, err := os.OpenFile(filepath.Join(root, p.path), os.O_CREATE|os.O_WRONLY, p.mode)
+		if err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
 	}
-	return f.Close()
+	return nil
 }
 
 // debootstrapInto runs debootstrap into a fresh directory, makes sure nothing it mounted stays

@@ -85,6 +85,12 @@ func (b Budget) Start(now Clock) *RunClock {
 	return &RunClock{Schedule: b.Schedule(now()), now: now}
 }
 
+// Now is the clock's reading (monotonic where the clock is time.Now).
+func (c *RunClock) Now() time.Time { return c.now() }
+
+// Elapsed is the time since the start.
+func (c *RunClock) Elapsed() time.Duration { return c.now().Sub(c.Start) }
+
 // Phase is the phase now.
 func (c *RunClock) Phase() Phase { return c.Schedule.Phase(c.now()) }
 

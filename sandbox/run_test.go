@@ -444,3 +444,4 @@ func TestIdmapFailure(t *testing.T) {
 		})
 	}
 }
+

@@ -1,0 +1,102 @@
+// Package sandboxtest gives other packages' root tests a real sandbox host — its own run
+// directory, the dedicated network hook, the local images — and checks after each test that
+// nothing the host made is left. Nothing here is a fake: the containers are real.
+package sandboxtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/sandbox"
+)
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+	binDir  string
+)
+
+// Static builds a command of the module (CGO off, static) once per test binary, into a
+// directory containers can reach, and returns its path.
+func Static(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if binDir == "" {
+		d, err := os.MkdirTemp("", "sealrun-test-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o755)
+		binDir = d
+	}
+	out := filepath.Join(binDir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, "github.com/sealrun/sealrun/"+pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}
+
+// Host is a root-only sandbox host with its own run directory; at cleanup it fails the test if
+// anything it made is left.
+func Host(t *testing.T) *sandbox.Host {
+	t.Helper()
+	testenv.RequireRoot(t)
+	runDir, err := os.MkdirTemp("/run", "sealrun-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: Static(t, "cmd/sealrun-netns-hook")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cs, err := h.Runtime.List(context.Background()); err != nil || len(cs) > 0 {
+			t.Errorf("leaked runtime containers: %d (%v)", len(cs), err)
+		}
+		for _, sub := range []string{"runs", "bundles"} {
+			if entries, _ := os.ReadDir(filepath.Join(runDir, sub)); len(entries) > 0 {
+				t.Errorf("leaked %s under %s: %d", sub, runDir, len(entries))
+			}
+		}
+		if owners, err := h.Ranges().Owners(); err != nil || len(owners) > 0 {
+			t.Errorf("leaked UID ranges: %v %v", owners, err)
+		}
+		os.RemoveAll(runDir)
+	})
+	return h
+}
+
+// Images are the rootfs of the local test images.
+type Images struct{ Controller, Python string }
+
+// LocalImages gates on the local images make test builds.
+func LocalImages(t testing.TB) Images {
+	t.Helper()
+	im := testenv.LocalImages(t)
+	return Images{Controller: im.Rootfs(t, "controller"), Python: im.Rootfs(t, "python")}
+}
+
+// Workspace makes a directory every container of r can use as /workspace.
+func Workspace(t *testing.T, r *sandbox.Run) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o711)
+	os.Chmod(dir, 0o711)
+	ws := filepath.Join(dir, "workspace")
+	if err := r.PrepareWorkspace(ws, 0); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
