@@ -444,4 +444,3 @@ func TestIdmapFailure(t *testing.T) {
 		})
 	}
 }
-
