@@ -1,0 +1,474 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox"
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+)
+
+// fakeClock is a budget clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+// fixture is one run's service on a real sandbox, served on a real socket, driven by the real
+// static client.
+type fixture struct {
+	t      *testing.T
+	svc    *Service
+	sock   string
+	client string
+	ws     string
+	calls  string
+	log    *audit.Log
+	clock  *fakeClock
+	rc     *policy.RunClock
+	run    *sandbox.Run
+}
+
+var budget = policy.Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute}
+
+func newFixture(t *testing.T, opts ...Option) *fixture {
+	t.Helper()
+	h := sandboxtest.Host(t)
+	imgs := sandboxtest.LocalImages(t)
+	ctx := context.Background()
+	var rb [4]byte
+	rand(rb[:])
+	r, err := h.NewRun(ctx, "rt-"+hex.EncodeToString(rb[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	f := &fixture{t: t, run: r, ws: sandboxtest.Workspace(t, r), client: sandboxtest.Static(t, "cmd/runner")}
+	f.clock = &fakeClock{t: time.Now()}
+	f.rc = budget.Start(f.clock.now)
+	dir := t.TempDir()
+	f.calls = filepath.Join(dir, "calls")
+	if f.log, err = audit.Open(filepath.Join(dir, "audit.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.log.Close() })
+	all := append([]Option{WithClock(f.rc), WithImage(imgs.Python), WithWorkspace(f.ws), WithShim(f.client), WithAudit(f.log), WithCallsDir(f.calls)}, opts...)
+	if f.svc, err = NewService(r, all...); err != nil {
+		t.Fatal(err)
+	}
+	f.sock = filepath.Join(dir, "agent.sock")
+	l, err := Listen(f.sock, int(r.SharedGID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { f.svc.Serve(sctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; f.svc.Close() })
+	return f
+}
+
+func rand(b []byte) {
+	f, _ := os.Open("/dev/urandom")
+	io.ReadFull(f, b)
+	f.Close()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runner runs the real client against the socket.
+func (f *fixture) runner(args ...string) result {
+	f.t.Helper()
+	cmd := exec.Command(f.client, args...)
+	cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock, "PATH=/usr/bin:/bin"}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		f.t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// post sends a raw request over the socket.
+func (f *fixture) post(path, body string) (int, string) {
+	f.t.Helper()
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", f.sock)
+	}}}
+	resp, err := c.Post("http://sealrun"+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (f *fixture) entries() []CallRecord {
+	f.t.Helper()
+	data, err := os.ReadFile(f.log.Path())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []CallRecord
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var r CallRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestExitStatusesAndOutput(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"true"}, 0, "", "[time left 1h00m00s]\n"},
+		{[]string{"sh", "-c", "echo out; echo err >&2; exit 3"}, 3, "out\nerr\n", "[time left"},
+		{[]string{"sh", "-c", `sh -c 'kill -9 $$'`}, 137, "Killed\n", ""}, // a child: pid 1 cannot be killed from inside
+		{[]string{"python3", "-c", "import sys; print('py', sys.argv[1])", "arg with spaces"}, 0, "py arg with spaces\n", ""},
+		{[]string{"/no/such/command"}, 127, "runner: /no/such/command: no such file or directory\n", ""},
+		{[]string{"no-such-command"}, 127, "runner: no-such-command: command not found\n", ""},
+	} {
+		r := f.runner(tc.args...)
+		if r.code != tc.code || r.stdout != tc.stdout || !strings.Contains(r.stderr, tc.stderr) || !strings.HasPrefix(r.stderr, "[time left ") {
+			t.Errorf("runner %v: exit %d stdout %q stderr %q; want %d %q ~%q", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+	// stdout and stderr keep their order (one pipe inside the container).
+	r := f.runner("sh", "-c", "for i in 1 2 3; do echo o$i; echo e$i >&2; done")
+	if r.stdout != "o1\ne1\no2\ne2\no3\ne3\n" {
+		t.Errorf("interleaving: %q", r.stdout)
+	}
+	// The audit chain recomputes from the file, and every call is in it, in order.
+	entries := f.entries()
+	if len(entries) != 7 {
+		t.Fatalf("%d audit entries, want 7", len(entries))
+	}
+	for i, e := range entries {
+		if e.Call != i+1 || e.Container == "" || e.OutputSHA256 == "" || e.Start.IsZero() || e.End.Before(e.Start) {
+			t.Errorf("entry %d: %+v", i, e)
+		}
+	}
+	if entries[1].Exit != 3 || entries[1].OutputBytes != 8 || entries[1].Status != "exited" {
+		t.Errorf("entry 2: %+v", entries[1])
+	}
+	sum := sha256.Sum256([]byte("out\nerr\n"))
+	if entries[1].OutputSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("output sha256 %s", entries[1].OutputSHA256)
+	}
+	fh, _ := os.Open(f.log.Path())
+	head, n, err := audit.Head(fh)
+	fh.Close()
+	wantHead, wantN := f.log.Head()
+	if err != nil || head != wantHead || n != wantN {
+		t.Errorf("audit chain: %s %d %v; log says %s %d", head, n, err, wantHead, wantN)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.calls, "2.log")); string(b) != "out\nerr\n" {
+		t.Errorf("calls/2.log = %q", b)
+	}
+}
+
+// Output arrives while the call runs, line by line.
+func TestOutputStreamsLive(t *testing.T) {
+	f := newFixture(t)
+	cmd := exec.Command(f.client, "sh", "-c", "echo one; sleep 1.5; echo two")
+	cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var times []time.Time
+	for sc.Scan() {
+		times = append(times, time.Now())
+	}
+	cmd.Wait()
+	if len(times) != 2 || times[1].Sub(times[0]) < time.Second {
+		t.Errorf("lines at %v; want the first a second and more before the second", times)
+	}
+}
+
+// The limit is min(call limit, time until the reserve window): near the window it shrinks, the
+// call is killed with its children at it (124 and a reason), and in the window compute is refused
+// while submit/promote/finalize/history still answer.
+func TestLimitAndReserveWindow(t *testing.T) {
+	f := newFixture(t, WithJudge(&fakeJudge{}))
+	start := f.rc.Start
+	f.clock.set(start.Add(55*time.Minute - 2*time.Second)) // 2 s before the reserve window
+	t0 := time.Now()
+	r := f.runner("sh", "-c", "sleep 60 & sleep 60; echo never")
+	took := time.Since(t0)
+	if r.code != ExitLimit || !strings.Contains(r.stderr, "call limit of 2s") || strings.Contains(r.stdout, "never") || took > 15*time.Second {
+		t.Errorf("at the limit: exit %d after %v, stderr %q", r.code, took, r.stderr)
+	}
+	last := f.entries()[0]
+	if !last.LimitHit || last.Status != "limit" || last.Limit != "2s" {
+		t.Errorf("audit: %+v", last)
+	}
+	f.clock.set(start.Add(57 * time.Minute))
+	r = f.runner("true")
+	if r.code != ExitRefused || !strings.Contains(r.stderr, "reserve window") || !strings.Contains(r.stderr, "[time left 3m00s — reserve window: submit/promote/finalize only]") {
+		t.Errorf("in the reserve window: %+v", r)
+	}
+	for _, args := range [][]string{{"history"}, {"promote", "abc"}, {"time_left"}, {"status"}} {
+		if r := f.runner(args...); r.code != 0 {
+			t.Errorf("runner %v in the reserve window: %+v", args, r)
+		}
+	}
+	if r := f.runner("time_left"); r.stdout != "3m00s left; in the reserve window: submit, promote and finalize only\n" {
+		t.Errorf("time_left: %q", r.stdout)
+	}
+	f.clock.set(start.Add(61 * time.Minute))
+	if r := f.runner("submit", "x"); r.code != ExitRefused || !strings.Contains(r.stderr, "the run is over") {
+		t.Errorf("after the deadline: %+v", r)
+	}
+	// After the daemon ended the run: every compute call refused.
+	f.clock.set(start.Add(10 * time.Minute))
+	f.svc.End()
+	if r := f.runner("true"); r.code != ExitRefused || !strings.Contains(r.stderr, "the run is over") {
+		t.Errorf("after End: %+v", r)
+	}
+}
+
+// One call at a time; the client's disconnect kills the call and its children.
+func TestSecondCallRefusedAndDisconnectKills(t *testing.T) {
+	f := newFixture(t)
+	cmd := exec.Command(f.client, "sh", "-c", "sleep 300 & echo started; sleep 300")
+	cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(out).ReadString('\n')
+	r := f.runner("true")
+	if r.code != ExitRefused || !strings.Contains(r.stderr, "call 1") || !strings.Contains(r.stderr, "sleep 300 & echo started") {
+		t.Errorf("second call: %+v", r)
+	}
+	if r := f.runner("status"); !strings.Contains(r.stdout, "running:     call 1:") {
+		t.Errorf("status: %q", r.stdout)
+	}
+	cmd.Process.Signal(syscall.SIGINT) // the agent's Ctrl-C: the client dies, the call with it
+	cmd.Wait()
+	deadline := time.Now().Add(15 * time.Second)
+	for len(f.entries()) < 1 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	es := f.entries() // the refused call ran nothing and is not audited
+	if len(es) != 1 || es[0].Status != "cancelled" || es[0].Exit != 137 {
+		t.Fatalf("audit after disconnect: %+v", es)
+	}
+	if n := sleepers(); n != 0 {
+		t.Errorf("%d of the call's sleep processes survived the disconnect", n)
+	}
+	if r := f.runner("sh", "-c", "echo free"); r.code != 0 || r.stdout != "free\n" {
+		t.Errorf("the next call: %+v", r)
+	}
+}
+
+func TestCwdAndEnv(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.ws, "sub/deeper"), 0o755)
+	os.Symlink("/etc", filepath.Join(f.ws, "link"))
+	code, body := f.post(PathCall, `{"argv":["pwd"],"cwd":"/workspace/sub/deeper"}`)
+	if code != 200 || !strings.Contains(body, "/workspace/sub/deeper\n") {
+		t.Errorf("cwd inside: %d %q", code, body)
+	}
+	for cwd, want := range map[string]string{
+		"/workspace/link":     "is a symbolic link",
+		"/workspace/missing":  "does not exist",
+		"/etc":                "outside /workspace",
+		"/workspace/../etc":   "outside /workspace",
+		"relative/dir":        "not an absolute path",
+		"/workspace/sub\x00x": "not an absolute path",
+	} {
+		b, _ := json.Marshal(CallRequest{Argv: []string{"pwd"}, Cwd: cwd})
+		if code, body := f.post(PathCall, string(b)); code != 400 || !strings.Contains(body, want) || !strings.HasPrefix(body, "[time left") {
+			t.Errorf("cwd %q: %d %q; want 400 ~%q", cwd, code, body, want)
+		}
+	}
+	r := f.runner("--env", "FOO=bar baz", "--env=N=1", "sh", "-c", "env | sort")
+	for _, want := range []string{"FOO=bar baz\n", "N=1\n", "PYTHONUNBUFFERED=1\n", "SEALRUN_CALL=", "HOME=/workspace\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("env lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "SEALRUN_AGENT_SOCKET") {
+		t.Error("the client's environment reached the call")
+	}
+	for _, bad := range []string{"LD_PRELOAD=/x.so", "HTTP_PROXY=x", "1BAD=x", "NOEQUALS"} {
+		if r := f.runner("--env", bad, "true"); r.code != ExitRefused || !strings.Contains(r.stderr, "--env") {
+			t.Errorf("--env %s: %+v", bad, r)
+		}
+	}
+}
+
+// Hostile and malformed requests get a clear 4xx; the service keeps serving.
+func TestBadRequests(t *testing.T) {
+	f := newFixture(t)
+	many := make([]string, MaxArgs+1)
+	for i := range many {
+		many[i] = "x"
+	}
+	manyJSON, _ := json.Marshal(CallRequest{Argv: many})
+	bigArg, _ := json.Marshal(CallRequest{Argv: []string{"echo", strings.Repeat("a", MaxArgvBytes)}})
+	for _, tc := range []struct {
+		path, body string
+		code       int
+		want       string
+	}{
+		{PathCall, "garbage", 400, "not the JSON"},
+		{PathCall, `{"argv":["true"],"sudo":true}`, 400, `unknown field "sudo"`},
+		{PathCall, `{"argv":["true"]} {"argv":["id"]}`, 400, "data after its JSON object"},
+		{PathCall, `{"argv":[]}`, 400, "no command"},
+		{PathCall, `{"argv":["ec\u0000ho"]}`, 400, "NUL byte"},
+		{PathCall, string(manyJSON), 400, "257 arguments"},
+		{PathCall, string(bigArg), 400, "at most 131072"},
+		{PathCall, `{"argv":["true"],"pad":"` + strings.Repeat("p", 2<<20) + `"}`, 400, "over 1048576 bytes"},
+		{"/v1/admin/runs", `{}`, 404, "unknown request"},
+		{"/v1/../../admin", `{}`, 404, "unknown request"},
+		{PathTimeLeft, `{"x":1}`, 400, "unknown field"},
+		{PathSubmit, `{"arg":"x"}`, 200, "not served in this run"},
+	} {
+		code, body := f.post(tc.path, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %.60q: %d %.200q; want %d ~%q", tc.path, tc.body, code, body, tc.code, tc.want)
+		}
+	}
+	// A half-closed connection and garbage on the socket.
+	for _, raw := range []string{"POST /v1/call HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"argv\":", "\x00\x01\x02 not http\r\n\r\n"} {
+		c, err := net.Dial("unix", f.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(raw))
+		c.(*net.UnixConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		io.ReadAll(c)
+		c.Close()
+	}
+	if r := f.runner("echo", "still serving"); r.code != 0 || r.stdout != "still serving\n" {
+		t.Errorf("after bad input: %+v", r)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	f := newFixture(t, WithRate(1, 3))
+	var limited int
+	for i := 0; i < 8; i++ {
+		if code, body := f.post(PathTimeLeft, `{}`); code == 429 {
+			limited++
+			if !strings.Contains(body, "slow down") {
+				t.Errorf("429 body %q", body)
+			}
+		}
+	}
+	if limited < 4 {
+		t.Errorf("%d of 8 rapid requests limited; want at least 4 (burst 3)", limited)
+	}
+}
+
+// A 200 MB output streams through and is hashed whole; the log keeps its cap; the daemon's
+// memory does not grow with it.
+func TestLargeOutputCapped(t *testing.T) {
+	f := newFixture(t, WithLogCap(1<<20))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cmd := exec.Command(f.client, "head", "-c", "200000000", "/dev/zero")
+	cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+	h := sha256.New()
+	cmd.Stdout = h
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	zeros := sha256.New()
+	io.CopyN(zeros, zeroReader{}, 200000000)
+	want := hex.EncodeToString(zeros.Sum(nil))
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Errorf("client received %s, want %s", got, want)
+	}
+	e := f.entries()[0]
+	if e.OutputBytes != 200000000 || e.OutputSHA256 != want || !e.LogTruncated {
+		t.Errorf("audit: %+v", e)
+	}
+	if st, _ := os.Stat(filepath.Join(f.calls, "1.log")); st == nil || st.Size() < 1<<20 || st.Size() > 1<<20+512 {
+		t.Errorf("log size %v", st)
+	}
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 32<<20 {
+		t.Errorf("heap grew by %d MiB while streaming 200 MB", grew>>20)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+type fakeJudge struct{}
+
+func (fakeJudge) Submit(context.Context, string) (string, error) { return "candidate c0ffee\n", nil }
+func (fakeJudge) Promote(_ context.Context, id string) (string, error) {
+	return fmt.Sprintf("promoted %s\n", id), nil
+}
+func (fakeJudge) Finalize(context.Context, string) (string, error) { return "finalized\n", nil }
+func (fakeJudge) History(context.Context) (string, error)          { return "", nil }
+
+// sleepers counts processes running "sleep 300" as a sealrun container user.
+func sleepers() int {
+	n := 0
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || string(b) != "sleep\x00300\x00" {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", p.Name()), &st) == nil && st.Uid >= sandbox.RangeBase {
+			n++
+		}
+	}
+	return n
+}
