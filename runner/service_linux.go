@@ -623,14 +623,15 @@ func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
 	}
 	cs := s.running
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.running = nil
-		s.done++
-		s.mu.Unlock()
-	}()
-	code := s.runCall(r.Context(), st, cs, req, cwd)
+	code, teardown := s.runCall(r.Context(), st, cs, req, cwd)
+	// The exit status goes back as soon as the command has ended and its audit entry is
+	// written; the exited container's teardown follows, after the slot is free again.
 	st.exit(code)
+	s.mu.Lock()
+	s.running = nil
+	s.done++
+	s.mu.Unlock()
+	teardown()
 }
 
 // output fans a call's output out to the client, the hash, the count and the capped log.
@@ -664,9 +665,10 @@ func (o *output) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// runCall runs one compute call and returns the client's exit status. Everything the call did is
-// appended to the audit log before the status goes back.
-func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req CallRequest, cwd string) int {
+// runCall runs one compute call and returns the client's exit status and the teardown of its
+// (exited) container. Everything the call did is appended to the audit log before it returns.
+func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req CallRequest, cwd string) (code int, teardown func()) {
+	teardown = func() {}
 	rec := CallRecord{Call: cs.seq, Argv: req.Argv, Cwd: cwd, EnvKeys: []string{}, Limit: cs.limit.String(),
 		Start: s.o.wall().UTC(), StartOffset: s.o.clock.Now().Sub(s.o.clock.Start).String()}
 	for _, e := range req.Env {
@@ -676,7 +678,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 	logPath := filepath.Join(s.o.callsDir, fmt.Sprintf("%d.log", cs.seq))
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return s.infraFail(st, &rec, fmt.Errorf("call log %s: %w", logPath, err))
+		return s.infraFail(st, &rec, fmt.Errorf("call log %s: %w", logPath, err)), teardown
 	}
 	defer logf.Close()
 	out := &output{st: st, hash: sha256.New(), log: logf, logCap: s.o.logCap}
@@ -695,16 +697,19 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 			rec.Status, rec.Exit = "cancelled", ExitRefused
 			rec.Error = "the client went away before the call started"
 			s.finish(st, &rec, out)
-			return ExitRefused
+			return ExitRefused, teardown
 		}
-		return s.infraFail(st, &rec, err)
+		return s.infraFail(st, &rec, err), teardown
 	}
-	defer c.Destroy(context.Background())
+	teardown = func() {
+		if err := c.Destroy(context.Background()); err != nil && s.o.onInfra != nil {
+			s.o.onInfra(err)
+		}
+	}
 	rec.Container = c.ID
 	limitTimer := time.NewTimer(cs.limit)
 	defer limitTimer.Stop()
 	waited := make(chan struct{})
-	var code int
 	var werr error
 	go func() {
 		code, werr = c.Wait(context.Background())
@@ -735,7 +740,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 		st.stderrf("runner: %s", ce.Message)
 		code = 127
 	case werr != nil && sandbox.IsInfra(werr):
-		return s.infraFail(st, &rec, werr)
+		return s.infraFail(st, &rec, werr), teardown
 	case rec.LimitHit:
 		rec.Status, rec.Exit = "limit", ExitLimit
 		code = ExitLimit
@@ -750,7 +755,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 		}
 	}
 	s.finish(st, &rec, out)
-	return code
+	return code, teardown
 }
 
 // finish completes the record and appends it to the audit log.

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
@@ -39,7 +41,7 @@ func (c *fakeClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 // fixture is one run's service on a real sandbox, served on a real socket, driven by the real
 // static client.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	svc    *Service
 	sock   string
 	client string
@@ -53,7 +55,7 @@ type fixture struct {
 
 var budget = policy.Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute}
 
-func newFixture(t *testing.T, opts ...Option) *fixture {
+func newFixture(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
 	h := sandboxtest.Host(t)
 	imgs := sandboxtest.LocalImages(t)
@@ -472,3 +474,60 @@ func sleepers() int {
 	}
 	return n
 }
+
+// The real path: the agent in a controller container (busybox, no Python) runs the runner
+// client mounted at /usr/local/bin/runner against the socket mounted at /run/sealrun/agent.sock;
+// the call runs in a runner container in the agent's directory.
+func TestFromController(t *testing.T) {
+	f := newFixture(t)
+	imgs := sandboxtest.LocalImages(t)
+	ctx := context.Background()
+	var out syncBuffer
+	c, err := f.run.Start(ctx, sandbox.ContainerConfig{Role: sandbox.RoleController, Rootfs: imgs.Controller, Workspace: f.ws, Runner: f.client,
+		Extra:  []specs.Mount{{Destination: SocketPath, Type: "bind", Source: f.sock, Options: []string{"bind", "nosuid", "nodev", "noexec"}}},
+		Stdout: &out, Stderr: &out,
+		Args: []string{"sh", "-c", `mkdir -p sub && cd sub && runner python3 -c 'import os; print(os.getcwd(), os.getuid())'; echo "exit=$?"; runner time_left; command -v python3 || echo no-python-here`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	if code, err := c.Wait(ctx); code != 0 || err != nil {
+		t.Fatalf("controller: exit %d %v: %s", code, err, out.String())
+	}
+	// stdout and stderr are separate pipes here (the controller's own), so each is checked alone.
+	for _, want := range []string{"[time left 1h00m00s]\n", "/workspace/sub 1000\nexit=0\n", "1h00m00s left; reserve window starts in 55m00s\n", "no-python-here\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("controller output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// A failure of the host (here: the runner image's rootfs is gone) is the infrastructure's fault:
+// the agent is told so, the call is audited infra_error, and the daemon hears of it.
+func TestInfraErrorReported(t *testing.T) {
+	var mu sync.Mutex
+	var heard []error
+	f := newFixture(t, WithImage("/nonexistent/rootfs"), WithInfraHandler(func(err error) { mu.Lock(); heard = append(heard, err); mu.Unlock() }))
+	r := f.runner("true")
+	if r.code != ExitRefused || !strings.Contains(r.stderr, "infrastructure error (not your program's fault)") || !strings.Contains(r.stderr, "marked invalid") {
+		t.Errorf("runner true: %+v", r)
+	}
+	es := f.entries()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(es) != 1 || es[0].Status != "infra_error" || !strings.Contains(es[0].Error, "/nonexistent/rootfs") || len(heard) != 1 {
+		t.Errorf("audit %+v, daemon heard %v", es, heard)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

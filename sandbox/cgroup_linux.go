@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // CgroupMode names the host's cgroup setup.
@@ -99,24 +100,31 @@ func (t cgroupTree) Stats() (CgroupStats, error) {
 		}
 		return out, nil
 	}
-	cg, err := cgroup1.Load(cgroup1.StaticPath(t.path))
-	if err != nil {
-		return CgroupStats{}, wrapCgroup("load", t.path, err)
-	}
-	st, err := cg.Stat(cgroup1.IgnoreNotExist)
-	if err != nil {
-		return CgroupStats{}, wrapCgroup("stat", t.path, err)
+	// v1: the handful of files the stats need, read directly (the library's Stat reads every
+	// subsystem's every file, blkio included: milliseconds per sample).
+	v1 := func(subsys, file string) (uint64, bool) {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", subsys, t.path, file))
+		if err != nil {
+			return 0, false
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "max" {
+			return 0, true
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		return n, err == nil
 	}
 	out := CgroupStats{}
-	if st.CPU != nil && st.CPU.Usage != nil {
-		out.CPUNanos = st.CPU.Usage.Total
+	var ok bool
+	if out.CPUNanos, ok = v1("cpuacct", "cpuacct.usage"); !ok {
+		if out.CPUNanos, ok = v1("cpu,cpuacct", "cpuacct.usage"); !ok {
+			return CgroupStats{}, wrapCgroup("stat", t.path, fs.ErrNotExist)
+		}
 	}
-	if st.Memory != nil && st.Memory.Usage != nil {
-		out.MemoryPeak, out.MemoryLimit = st.Memory.Usage.Max, st.Memory.Usage.Limit
-	}
-	if st.Pids != nil {
-		out.Pids, out.PidsLimit = st.Pids.Current, st.Pids.Limit
-	}
+	out.MemoryPeak, _ = v1("memory", "memory.max_usage_in_bytes")
+	out.MemoryLimit, _ = v1("memory", "memory.limit_in_bytes")
+	out.Pids, _ = v1("pids", "pids.current")
+	out.PidsLimit, _ = v1("pids", "pids.max")
 	out.OOMKills = readOOMKills(t.path)
 	return out, nil
 }
@@ -340,17 +348,33 @@ func (u *usage) merge(st CgroupStats) {
 	}
 }
 
+// oomEventFD registers an eventfd for the v1 memory cgroup's OOM notifications.
+func oomEventFD(path string) (int, error) {
+	dir := filepath.Join("/sys/fs/cgroup/memory", path)
+	ctl, err := os.Open(filepath.Join(dir, "memory.oom_control"))
+	if err != nil {
+		return -1, err
+	}
+	defer ctl.Close()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(fmt.Sprintf("%d %d", efd, ctl.Fd())), 0); err != nil {
+		unix.Close(efd)
+		return -1, err
+	}
+	return efd, nil
+}
+
 // watch starts following t until done is closed.
 func (t cgroupTree) watch(done <-chan struct{}) *usage {
 	u := &usage{}
-	if st, err := t.Stats(); err == nil {
-		u.merge(st)
-	}
 	if !t.unified() {
-		if cg, err := cgroup1.Load(cgroup1.StaticPath(t.path)); err == nil {
-			if fd, err := cg.OOMEventFD(); err == nil {
+		if fd, err := oomEventFD(t.path); err == nil {
+			{
 				go func() {
-					f := os.NewFile(fd, "oom-eventfd")
+					f := os.NewFile(uintptr(fd), "oom-eventfd")
 					defer f.Close()
 					var buf [8]byte
 					// The eventfd also fires when the cgroup is removed: a count of 2 (both

@@ -29,9 +29,11 @@ echo "== Go benchmarks"
 # The image and sandbox benchmarks take seconds an iteration: give them fixed iteration counts
 # so that their medians and ratios do not rest on a single run.
 {
-  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$')
+  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$')
   go test -run '^$' -bench . -benchmem -benchtime 3x ./images
   go test -run '^$' -bench . -benchmem -benchtime 20x ./sandbox
+  go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
+  go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
 } | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
 # gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
 gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
@@ -69,4 +71,14 @@ else
   echo "  (with the seccomp argument filters and the run's workspace on its quota'd ext4 image)"
   echo "run layout (gateway netns, cgroups, UID range): setup $(gobench_metric BenchmarkRunLayout setup-ms) ms, teardown $(gobench_metric BenchmarkRunLayout teardown-ms) ms   (targets: <= 300 ms, <= 200 ms)"
   echo "workspace quota (sparse 10 GiB ext4 image: mkfs, loop device, mount; at the end unmount): setup $(gobench_metric BenchmarkWorkspaceQuota setup-ms) ms, teardown $(gobench_metric BenchmarkWorkspaceQuota teardown-ms) ms, once per run"
+fi
+
+echo
+echo "== runner: compute calls through the agent socket (same run)"
+if [ "$(gobench_metric BenchmarkRunnerTrueVsBareRunc ratio)" = "" ]; then
+  echo "(skipped: needs root and the local images; run make bench as root after make test)"
+else
+  echo "runner true end to end (client, socket, service, fresh runner container, audit fsync): $(gobench_metric BenchmarkRunnerTrueVsBareRunc runner-ms) ms vs bare runc run $(gobench_metric BenchmarkRunnerTrueVsBareRunc bare-runc-ms) ms: ratio $(gobench_metric BenchmarkRunnerTrueVsBareRunc ratio)x   (target: <= 1.5x)"
+  echo "streaming 1 GiB of output through to the client: $(gobench_metric BenchmarkStreamThroughput MiB/s) MiB/s   (target: >= 200 MiB/s)"
+  echo "latency of an output line, container write to client read (the daemon's share is part of it): p50 $(gobench_metric BenchmarkLineLatency p50-ms) ms, p99 $(gobench_metric BenchmarkLineLatency p99-ms) ms   (target: daemon's added <= 1 ms p99)"
 fi

@@ -50,7 +50,7 @@ func Static(t testing.TB, pkg string) string {
 
 // Host is a root-only sandbox host with its own run directory; at cleanup it fails the test if
 // anything it made is left.
-func Host(t *testing.T) *sandbox.Host {
+func Host(t testing.TB) *sandbox.Host {
 	t.Helper()
 	testenv.RequireRoot(t)
 	runDir, err := os.MkdirTemp("/run", "sealrun-test-")
@@ -89,7 +89,7 @@ func LocalImages(t testing.TB) Images {
 }
 
 // Workspace makes a directory every container of r can use as /workspace.
-func Workspace(t *testing.T, r *sandbox.Run) string {
+func Workspace(t testing.TB, r *sandbox.Run) string {
 	t.Helper()
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o711)

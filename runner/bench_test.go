@@ -1,0 +1,128 @@
+package runner
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+)
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// BenchmarkRunnerTrueVsBareRunc: `runner true` end to end — the real client, the socket, the
+// service, a fresh runner container from the python image, output and exit back, the audit entry
+// fsynced — against bare `runc run` of `true` from the same image, alternating in one run.
+func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
+	f := newFixture(b)
+	imgs := sandboxtest.LocalImages(b)
+	bare := filepath.Join(b.TempDir(), "bundle")
+	os.MkdirAll(bare, 0o755)
+	if out, err := exec.Command("runc", "spec", "--bundle", bare).CombinedOutput(); err != nil {
+		b.Fatalf("runc spec: %v %s", err, out)
+	}
+	var spec map[string]any
+	data, _ := os.ReadFile(filepath.Join(bare, "config.json"))
+	json.Unmarshal(data, &spec)
+	spec["root"] = map[string]any{"path": imgs.Python, "readonly": true}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"], proc["args"] = false, []string{"true"}
+	data, _ = json.Marshal(spec)
+	os.WriteFile(filepath.Join(bare, "config.json"), data, 0o644)
+	root := b.TempDir()
+	var ours, theirs []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		cmd := exec.Command(f.client, "true")
+		cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("runner true: %v %s", err, out)
+		}
+		ours = append(ours, time.Since(t0))
+		t0 = time.Now()
+		if out, err := exec.Command("runc", "--root", root, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i)).CombinedOutput(); err != nil {
+			b.Fatalf("bare runc run: %v %s", err, out)
+		}
+		theirs = append(theirs, time.Since(t0))
+	}
+	b.StopTimer()
+	mo, mt := median(ours), median(theirs)
+	b.ReportMetric(float64(mo.Microseconds())/1000, "runner-ms")
+	b.ReportMetric(float64(mt.Microseconds())/1000, "bare-runc-ms")
+	b.ReportMetric(float64(mo)/float64(mt), "ratio")
+}
+
+// BenchmarkStreamThroughput: a call printing 1 GiB to stdout, through the service and the real
+// client, to a reader that discards it.
+func BenchmarkStreamThroughput(b *testing.B) {
+	f := newFixture(b, WithLogCap(1<<20))
+	const size = 1 << 30
+	var rates []float64
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(f.client, "head", "-c", strconv.Itoa(size), "/dev/zero")
+		cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+		out, _ := cmd.StdoutPipe()
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, out)
+		cmd.Wait()
+		if n != size {
+			b.Fatalf("received %d bytes", n)
+		}
+		rates = append(rates, float64(size)/(1<<20)/time.Since(t0).Seconds())
+	}
+	sort.Float64s(rates)
+	b.ReportMetric(rates[len(rates)/2], "MiB/s")
+}
+
+// BenchmarkLineLatency: a call prints 400 lines 5 ms apart, each stamped with CLOCK_MONOTONIC
+// (one clock for every namespace); the time from the stamp to the line's arrival at the client's
+// reader is the whole path's latency, the daemon's share included. p50 and p99 reported.
+func BenchmarkLineLatency(b *testing.B) {
+	f := newFixture(b)
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(f.client, "python3", "-c", "import time\nfor i in range(400):\n    print(time.monotonic_ns(), flush=True); time.sleep(0.005)")
+		cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var ts unix.Timespec
+			unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+			stamp, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 64)
+			if err == nil {
+				lat = append(lat, time.Duration(ts.Nano()-stamp))
+			}
+		}
+		cmd.Wait()
+	}
+	b.ReportMetric(float64(pct(lat, 0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(pct(lat, 0.99).Microseconds())/1000, "p99-ms")
+}
