@@ -65,22 +65,21 @@ var (
 const ShimPath = "/tmp/.sealrun/runner"
 
 type options struct {
-	clock      *policy.RunClock
-	rootfs     string
-	workspace  string
-	shim       string
-	devices    []specs.LinuxDevice
-	extraEnv   []string
-	limits     sandbox.Limits
-	log        *audit.Log
-	callsDir   string
-	logCap     int64
-	judge      Judge
-	rate       float64
-	burst      int
-	wall       func() time.Time
-	onInfra    func(error)
-	onFinalize func()
+	clock     *policy.RunClock
+	rootfs    string
+	workspace string
+	shim      string
+	devices   []specs.LinuxDevice
+	extraEnv  []string
+	limits    sandbox.Limits
+	log       *audit.Log
+	callsDir  string
+	logCap    int64
+	judge     Judge
+	rate      float64
+	burst     int
+	wall      func() time.Time
+	onInfra   func(error)
 }
 
 // Option configures a Service.
