@@ -1,0 +1,169 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/sandbox"
+)
+
+// SocketPath is where the agent socket appears in the controller (runner.SocketPath).
+const SocketPath = "/run/sealrun/agent.sock"
+
+// Config is one run's controller.
+type Config struct {
+	Rootfs     string   // the scaffold image's rootfs
+	Entrypoint []string // the scaffold's command (from the image or the track)
+	Workspace  string   // host workspace, /workspace (holds BRIEF.md)
+	Runner     string   // host path of the static runner client, mounted at /usr/local/bin/runner
+	Socket     string   // host path of the run's agent socket
+	Agent      Agent
+	Kind       string // the provider kind: which base-URL variable the scaffold gets
+	Port       int    // the gateway's port in the gateway netns (default 8080)
+	Transcript string // host file the scaffold's stdout and stderr go to
+	// TranscriptCap bounds the transcript (default 64 MiB); past it the file says how much more
+	// the scaffold wrote.
+	TranscriptCap int64
+	Limits        sandbox.Limits
+	Env           []string // extra scaffold configuration (KEY=VALUE), never secrets
+}
+
+// Env is the documented contract between sealrun and a scaffold (GATEWAY.md): the gateway URL,
+// the agent identity, the brief, and the base-URL variables SDKs read. The key variables hold
+// a placeholder: SDKs insist on one, and the gateway drops it and injects the real key.
+func Env(cfg Config) []string {
+	port := cfg.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	gw := "http://" + sandbox.GatewayIP.String() + ":" + strconv.Itoa(port)
+	env := []string{
+		"SEALRUN_GATEWAY=" + gw,
+		"SEALRUN_PROVIDER=" + cfg.Agent.Provider,
+		"SEALRUN_PROVIDER_KIND=" + cfg.Kind,
+		"SEALRUN_MODEL=" + cfg.Agent.Model,
+		"SEALRUN_EFFORT=" + cfg.Agent.Effort,
+		"SEALRUN_AGENT=" + cfg.Agent.String(),
+		"SEALRUN_BRIEF=" + sandbox.WorkspacePath + "/BRIEF.md",
+		"SEALRUN_AGENT_SOCKET=" + SocketPath,
+	}
+	switch cfg.Kind {
+	case KindAnthropic:
+		env = append(env, "ANTHROPIC_BASE_URL="+gw, "ANTHROPIC_API_KEY=sealrun-gateway-injects-the-key")
+	default:
+		env = append(env, "OPENAI_BASE_URL="+gw+"/v1", "OPENAI_API_KEY=sealrun-gateway-injects-the-key")
+	}
+	return append(env, cfg.Env...)
+}
+
+// Controller is a running controller container.
+type Controller struct {
+	c          *sandbox.Container
+	transcript *cappedFile
+	stopOnce   sync.Once
+}
+
+// Start starts the scaffold in a controller container of run: as the agent user in /workspace,
+// with the runner client and the agent socket mounted, the environment of Env, no GPU, and its
+// only peer the run's gateway.
+func Start(ctx context.Context, run *sandbox.Run, cfg Config) (*Controller, error) {
+	if len(cfg.Entrypoint) == 0 {
+		return nil, fmt.Errorf("controller: the scaffold has no entrypoint")
+	}
+	if cfg.TranscriptCap == 0 {
+		cfg.TranscriptCap = 64 << 20
+	}
+	tf, err := newCappedFile(cfg.Transcript, cfg.TranscriptCap)
+	if err != nil {
+		return nil, fmt.Errorf("controller transcript: %w", err)
+	}
+	c, err := run.Start(ctx, sandbox.ContainerConfig{
+		Role: sandbox.RoleController, Rootfs: cfg.Rootfs, Args: cfg.Entrypoint, Env: Env(cfg), Cwd: sandbox.WorkspacePath,
+		Workspace: cfg.Workspace, Runner: cfg.Runner, Limits: cfg.Limits,
+		Extra:  []specs.Mount{{Destination: SocketPath, Type: "bind", Source: cfg.Socket, Options: []string{"bind", "nosuid", "nodev", "noexec"}}},
+		Stdout: tf, Stderr: tf,
+	})
+	if err != nil {
+		tf.Close()
+		return nil, err
+	}
+	return &Controller{c: c, transcript: tf}, nil
+}
+
+// Container is the controller's container (its air-gap evidence, pid, stats).
+func (c *Controller) Container() *sandbox.Container { return c.c }
+
+// Done is closed when the scaffold has exited.
+func (c *Controller) Done() <-chan struct{} { return c.c.Done() }
+
+// Stop ends the scaffold at the deadline, on finalize or on cancel: the container is frozen
+// (nothing it does after this moment counts), killed with everything in it, and removed; the
+// transcript is closed. It returns the scaffold's exit status if it had exited by itself.
+func (c *Controller) Stop(ctx context.Context) error {
+	var err error
+	c.stopOnce.Do(func() {
+		select {
+		case <-c.c.Done():
+		default:
+			c.c.Freeze()
+			c.c.Kill(ctx, syscall.SIGKILL)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		c.c.Wait(wctx)
+		err = c.c.Destroy(ctx)
+		c.transcript.Close()
+	})
+	return err
+}
+
+// cappedFile keeps the first cap bytes written and notes how many more there were.
+type cappedFile struct {
+	mu      sync.Mutex
+	f       *os.File
+	cap     int64
+	n, over int64
+}
+
+func newCappedFile(path string, limit int64) (*cappedFile, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &cappedFile{f: f, cap: limit}, nil
+}
+
+func (c *cappedFile) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.cap - c.n
+	k := min(int64(len(p)), max(room, 0))
+	if k > 0 && c.f != nil {
+		c.f.Write(p[:k])
+		c.n += k
+	}
+	c.over += int64(len(p)) - k
+	return len(p), nil
+}
+
+func (c *cappedFile) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f == nil {
+		return nil
+	}
+	if c.over > 0 {
+		fmt.Fprintf(c.f, "\n[sealrun: the transcript keeps the first %d bytes; the scaffold wrote %d more]\n", c.n, c.over)
+	}
+	c.f.Sync()
+	err := c.f.Close()
+	c.f = nil
+	return err
+}

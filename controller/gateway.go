@@ -1,0 +1,620 @@
+package controller
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sealrun/sealrun/audit"
+)
+
+// Gateway defaults.
+const (
+	DefaultMaxRequestBytes  = 8 << 20
+	DefaultMaxResponseBytes = 64 << 20
+	DefaultBodyKeepBytes    = 16 << 20 // of each request and response, gzip-compressed on disk
+	DefaultPort             = 8080
+)
+
+// routes: what each provider kind forwards. The agent's path maps to the base URL's path plus
+// the suffix: openai's base URL carries /v1, anthropic's does not.
+var routes = map[string]map[string]string{
+	KindOpenAI:    {"/v1/chat/completions": "/chat/completions", "/v1/responses": "/responses"},
+	KindAnthropic: {"/v1/messages": "/v1/messages"},
+}
+
+// forwardHeaders are the only request headers that reach the provider (besides the key the
+// gateway adds and the length it sets). Everything else — the agent's Authorization or
+// x-api-key, cookies, proxy and hop-by-hop headers, X-Forwarded-* — is dropped.
+var forwardHeaders = []string{"Content-Type", "Accept", "User-Agent", "Anthropic-Version", "Anthropic-Beta", "Openai-Beta"}
+
+type gwOptions struct {
+	log         *audit.Log
+	bodiesDir   string
+	transport   http.RoundTripper
+	backoffBase time.Duration
+	backoffMax  time.Duration
+	maxReq      int64
+	maxResp     int64
+	keep        int64
+	now         func() time.Time
+}
+
+// GatewayOption configures a Gateway.
+type GatewayOption func(*gwOptions)
+
+// WithGatewayAudit is the run's audit log (required).
+func WithGatewayAudit(l *audit.Log) GatewayOption { return func(o *gwOptions) { o.log = l } }
+
+// WithBodiesDir keeps each request and response body, capped and gzip-compressed, under dir.
+func WithBodiesDir(dir string) GatewayOption { return func(o *gwOptions) { o.bodiesDir = dir } }
+
+// WithTransport is the HTTP transport to the provider (default: a dedicated http.Transport).
+func WithTransport(rt http.RoundTripper) GatewayOption {
+	return func(o *gwOptions) { o.transport = rt }
+}
+
+// WithBackoff sets the jittered exponential backoff between tries (default 1s doubling to 60s).
+func WithBackoff(base, maxWait time.Duration) GatewayOption {
+	return func(o *gwOptions) { o.backoffBase, o.backoffMax = base, maxWait }
+}
+
+// WithSizeLimits caps request and response bodies (defaults 8 MiB and 64 MiB).
+func WithSizeLimits(request, response int64) GatewayOption {
+	return func(o *gwOptions) { o.maxReq, o.maxResp = request, response }
+}
+
+// WithGatewayClock injects the clock of audit times and latencies.
+func WithGatewayClock(now func() time.Time) GatewayOption { return func(o *gwOptions) { o.now = now } }
+
+// Gateway is one run's model gateway: an http.Handler served inside the run's gateway netns.
+type Gateway struct {
+	o       gwOptions
+	p       ProviderConfig
+	kind    string
+	base    *url.URL
+	key     string
+	agent   Agent
+	proxy   *httputil.ReverseProxy
+	retries int
+
+	mu    sync.Mutex
+	seq   int
+	stats GatewayStats
+}
+
+// GatewayStats is what the daemon's provider-outage rule reads (GATEWAY.md).
+type GatewayStats struct {
+	Requests     int           `json:"requests"`
+	Refused      int           `json:"refused"`
+	Retries      int           `json:"retries"`
+	Exhausted    int           `json:"exhausted"`     // requests that failed every try
+	ProviderLost time.Duration `json:"provider_lost"` // failed tries and backoff: time the provider cost the run
+}
+
+// NewGateway makes the gateway of one run for agent through provider p.
+func NewGateway(p ProviderConfig, agent Agent, opts ...GatewayOption) (*Gateway, error) {
+	o := gwOptions{backoffBase: time.Second, backoffMax: time.Minute, maxReq: DefaultMaxRequestBytes, maxResp: DefaultMaxResponseBytes, keep: DefaultBodyKeepBytes, now: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := p.Validate("providers." + p.Name); err != nil {
+		return nil, err
+	}
+	if o.log == nil {
+		return nil, errors.New("gateway: no audit log")
+	}
+	if agent.Provider != p.Name {
+		return nil, fmt.Errorf("gateway: agent %s is for provider %q, not %q", agent, agent.Provider, p.Name)
+	}
+	key, err := readKey(p.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	base, _ := url.Parse(strings.TrimSuffix(p.BaseURL, "/"))
+	if o.transport == nil {
+		o.transport = &http.Transport{Proxy: nil, ForceAttemptHTTP2: true, MaxIdleConns: 16, IdleConnTimeout: 90 * time.Second,
+			TLSHandshakeTimeout: 30 * time.Second, ResponseHeaderTimeout: 15 * time.Minute}
+	}
+	if o.bodiesDir != "" {
+		if err := os.MkdirAll(o.bodiesDir, 0o700); err != nil {
+			return nil, fmt.Errorf("gateway bodies: %w", err)
+		}
+	}
+	retries := p.Retries
+	if retries == 0 {
+		retries = DefaultRetries
+	}
+	g := &Gateway{o: o, p: p, kind: p.kind(), base: base, key: key, agent: agent, retries: retries}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      &retryTransport{g: g},
+		FlushInterval:  -1, // server-sent events go through as they come
+		ModifyResponse: g.modifyResponse,
+		ErrorHandler:   g.errorHandler,
+	}
+	return g, nil
+}
+
+// Stats are the gateway's counters so far.
+func (g *Gateway) Stats() GatewayStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
+}
+
+// GatewayRecord is the audit entry of one request (kind "gateway").
+type GatewayRecord struct {
+	Request        int       `json:"request"`
+	Time           time.Time `json:"time"`
+	Method         string    `json:"method"`
+	Path           string    `json:"path"`
+	Model          string    `json:"model"`
+	Effort         string    `json:"effort"`
+	Status         int       `json:"status"`
+	Refused        string    `json:"refused,omitempty"`
+	Tries          []Try     `json:"tries"`
+	LatencyMS      int64     `json:"latency_ms"`
+	ProviderLostMS int64     `json:"provider_lost_ms"`
+	RequestBytes   int64     `json:"request_bytes"`
+	RequestSHA256  string    `json:"request_sha256"`
+	ResponseBytes  int64     `json:"response_bytes"`
+	ResponseSHA256 string    `json:"response_sha256"`
+	Streamed       bool      `json:"streamed"`
+	Usage          Usage     `json:"usage"`
+	Error          string    `json:"error,omitempty"`
+}
+
+// Try is one attempt at the provider.
+type Try struct {
+	Status    int    `json:"status,omitempty"`
+	Error     string `json:"error,omitempty"`
+	LatencyMS int64  `json:"latency_ms"`
+	WaitMS    int64  `json:"wait_ms,omitempty"` // backoff after it
+}
+
+// Usage is the token usage the provider reported.
+type Usage struct {
+	Prompt     int64 `json:"prompt"`
+	Completion int64 `json:"completion"`
+	Reasoning  int64 `json:"reasoning"`
+}
+
+// exchange is one request's state while it is proxied.
+type exchange struct {
+	rec     GatewayRecord
+	body    []byte
+	capture *capture
+	start   time.Time
+}
+
+type exchangeKey struct{}
+
+// ServeHTTP admits, pins and forwards one request, then audits it.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	g.seq++
+	seq := g.seq
+	g.stats.Requests++
+	g.mu.Unlock()
+	x := &exchange{start: g.o.now(), rec: GatewayRecord{Request: seq, Method: r.Method, Path: r.URL.Path, Model: g.agent.Model, Effort: g.agent.Effort, Tries: []Try{}}}
+	x.rec.Time = x.start.UTC()
+	sw := &statusWriter{ResponseWriter: w}
+	defer g.finish(x, sw)
+	if r.Method == http.MethodGet && (r.URL.Path == "/v1/models" || r.URL.Path == "/models") {
+		g.models(sw)
+		return
+	}
+	suffix, ok := routes[g.kind][r.URL.Path]
+	if !ok || r.Method != http.MethodPost {
+		g.refuse(sw, x, http.StatusForbidden, fmt.Sprintf("%s %s is not forwarded: this run's gateway serves %s only", r.Method, r.URL.Path, g.allowed()))
+		return
+	}
+	if len(r.TransferEncoding) > 0 {
+		g.refuse(sw, x, http.StatusLengthRequired, "chunked request bodies are not accepted; send the body with a Content-Length")
+		return
+	}
+	if r.ContentLength > g.o.maxReq {
+		g.refuse(sw, x, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is %d bytes; the gateway accepts at most %d", r.ContentLength, g.o.maxReq))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, g.o.maxReq))
+	if err != nil {
+		g.refuse(sw, x, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body could not be read within %d bytes: %v", g.o.maxReq, err))
+		return
+	}
+	pinned, reason := g.pin(r.URL.Path, body)
+	if reason != "" {
+		g.refuse(sw, x, http.StatusForbidden, reason)
+		return
+	}
+	x.body = pinned
+	sum := sha256.Sum256(pinned)
+	x.rec.RequestBytes, x.rec.RequestSHA256 = int64(len(pinned)), hex.EncodeToString(sum[:])
+	g.keep(seq, "request.json", pinned)
+	ctx := context.WithValue(r.Context(), exchangeKey{}, x)
+	out := r.Clone(ctx)
+	out.URL.Path = suffix
+	g.proxy.ServeHTTP(sw, out)
+}
+
+func (g *Gateway) allowed() string {
+	var ps []string
+	for p := range routes[g.kind] {
+		ps = append(ps, "POST "+p)
+	}
+	return strings.Join(append(ps, "GET /v1/models"), ", ")
+}
+
+// pin checks and fixes the run's model and effort in a request body.
+func (g *Gateway) pin(path string, body []byte) ([]byte, string) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		return nil, "the request body is not a JSON object"
+	}
+	var model string
+	if raw, ok := m["model"]; ok {
+		if json.Unmarshal(raw, &model) != nil {
+			return nil, "the request's model is not a string"
+		}
+		if model != g.agent.Model {
+			return nil, fmt.Sprintf("model %q refused: this run's agent is %s; every request uses model %q", model, g.agent, g.agent.Model)
+		}
+	}
+	m["model"], _ = json.Marshal(g.agent.Model)
+	if g.agent.Effort != "" && g.kind == KindOpenAI {
+		switch path {
+		case "/v1/chat/completions":
+			if raw, ok := m["reasoning_effort"]; ok {
+				var e string
+				if json.Unmarshal(raw, &e) != nil || e != g.agent.Effort {
+					return nil, fmt.Sprintf("reasoning_effort %s refused: this run's agent is %s", raw, g.agent)
+				}
+			}
+			m["reasoning_effort"], _ = json.Marshal(g.agent.Effort)
+		case "/v1/responses":
+			var reasoning map[string]json.RawMessage
+			if raw, ok := m["reasoning"]; ok && json.Unmarshal(raw, &reasoning) != nil {
+				return nil, "the request's reasoning is not an object"
+			}
+			if reasoning == nil {
+				reasoning = map[string]json.RawMessage{}
+			}
+			if raw, ok := reasoning["effort"]; ok {
+				var e string
+				if json.Unmarshal(raw, &e) != nil || e != g.agent.Effort {
+					return nil, fmt.Sprintf("reasoning.effort %s refused: this run's agent is %s", raw, g.agent)
+				}
+			}
+			reasoning["effort"], _ = json.Marshal(g.agent.Effort)
+			m["reasoning"], _ = json.Marshal(reasoning)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, "the request body could not be re-encoded"
+	}
+	return out, ""
+}
+
+// rewrite builds the provider request: base URL + route, the allowlisted headers, the key.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	x := pr.In.Context().Value(exchangeKey{}).(*exchange)
+	u := *g.base
+	u.Path = strings.TrimSuffix(g.base.Path, "/") + pr.In.URL.Path
+	u.RawQuery = ""
+	pr.Out.URL = &u
+	pr.Out.Host = ""
+	h := http.Header{}
+	for _, k := range forwardHeaders {
+		if v := pr.In.Header.Values(k); len(v) > 0 {
+			h[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+		}
+	}
+	switch g.kind {
+	case KindAnthropic:
+		h.Set("X-Api-Key", g.key)
+		if h.Get("Anthropic-Version") == "" {
+			h.Set("Anthropic-Version", "2023-06-01")
+		}
+	default:
+		h.Set("Authorization", "Bearer "+g.key)
+	}
+	h.Set("Content-Type", "application/json")
+	pr.Out.Header = h
+	pr.Out.Body = io.NopCloser(bytes.NewReader(x.body))
+	pr.Out.ContentLength = int64(len(x.body))
+	pr.Out.TransferEncoding = nil
+}
+
+// retryTransport tries the provider up to 1+retries times on 429, 5xx, resets and time-outs,
+// with jittered exponential backoff (honouring Retry-After within the cap), recording each try.
+type retryTransport struct{ g *Gateway }
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	g := t.g
+	x := req.Context().Value(exchangeKey{}).(*exchange)
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		try := Try{}
+		out := req.Clone(req.Context())
+		out.Body = io.NopCloser(bytes.NewReader(x.body))
+		t0 := g.o.now()
+		resp, err := g.o.transport.RoundTrip(out)
+		try.LatencyMS = g.o.now().Sub(t0).Milliseconds()
+		retryable := false
+		switch {
+		case err != nil:
+			try.Error = err.Error()
+			retryable = req.Context().Err() == nil
+			lastErr = err
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+			try.Status = resp.StatusCode
+			retryable = true
+		default:
+			try.Status = resp.StatusCode
+			x.rec.Tries = append(x.rec.Tries, try)
+			return resp, nil
+		}
+		if !retryable || attempt >= g.retries {
+			x.rec.Tries = append(x.rec.Tries, try)
+			g.lose(time.Duration(try.LatencyMS) * time.Millisecond)
+			g.mu.Lock()
+			g.stats.Exhausted++
+			g.mu.Unlock()
+			if err != nil {
+				return nil, fmt.Errorf("the provider failed %d tries; the last: %w", attempt+1, lastErr)
+			}
+			return resp, nil // the last error response goes back to the scaffold as it is
+		}
+		wait := g.backoff(attempt, resp)
+		if resp != nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}
+		try.WaitMS = wait.Milliseconds()
+		x.rec.Tries = append(x.rec.Tries, try)
+		g.lose(time.Duration(try.LatencyMS)*time.Millisecond + wait)
+		g.mu.Lock()
+		g.stats.Retries++
+		g.mu.Unlock()
+		select {
+		case <-time.After(wait):
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+}
+
+func (g *Gateway) lose(d time.Duration) {
+	g.mu.Lock()
+	g.stats.ProviderLost += d
+	g.mu.Unlock()
+}
+
+// backoff: base·2^attempt, capped, with full jitter; a Retry-After within the cap wins.
+func (g *Gateway) backoff(attempt int, resp *http.Response) time.Duration {
+	if resp != nil {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			return min(time.Duration(s)*time.Second, g.o.backoffMax)
+		}
+	}
+	d := g.o.backoffBase << min(attempt, 20)
+	if d > g.o.backoffMax || d <= 0 {
+		d = g.o.backoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// modifyResponse caps, hashes, keeps and reads the usage of the provider's response body.
+func (g *Gateway) modifyResponse(resp *http.Response) error {
+	x := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+	x.rec.Streamed = strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	x.capture = &capture{r: resp.Body, max: g.o.maxResp, h: sha256.New(), keep: g.o.keep}
+	resp.Body = x.capture
+	resp.Header.Del("Set-Cookie")
+	return nil
+}
+
+// errorHandler answers 502 with the reason, in the provider's error shape.
+func (g *Gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	x := r.Context().Value(exchangeKey{}).(*exchange)
+	x.rec.Error = err.Error()
+	writeError(w, http.StatusBadGateway, "sealrun gateway: the model provider could not be reached: "+err.Error())
+}
+
+func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, code int, reason string) {
+	x.rec.Refused = reason
+	g.mu.Lock()
+	g.stats.Refused++
+	g.mu.Unlock()
+	writeError(w, code, "sealrun gateway: "+reason)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"message": msg, "type": "sealrun_gateway_error"}})
+	w.Write(append(b, '\n'))
+}
+
+// models answers the model listing locally: the run's one model.
+func (g *Gateway) models(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	var v any
+	if g.kind == KindAnthropic {
+		v = map[string]any{"data": []map[string]string{{"id": g.agent.Model, "type": "model", "display_name": g.agent.Model}}, "has_more": false}
+	} else {
+		v = map[string]any{"object": "list", "data": []map[string]string{{"id": g.agent.Model, "object": "model", "owned_by": g.agent.Provider}}}
+	}
+	json.NewEncoder(w).Encode(v)
+}
+
+// finish completes the record and appends it to the audit log.
+func (g *Gateway) finish(x *exchange, sw *statusWriter) {
+	x.rec.Status = sw.code()
+	x.rec.LatencyMS = g.o.now().Sub(x.start).Milliseconds()
+	for _, t := range x.rec.Tries {
+		if t.Status == 0 || t.Status == http.StatusTooManyRequests || t.Status >= 500 {
+			x.rec.ProviderLostMS += t.LatencyMS + t.WaitMS
+		}
+	}
+	if c := x.capture; c != nil {
+		x.rec.ResponseBytes, x.rec.ResponseSHA256 = c.n, hex.EncodeToString(c.h.Sum(nil))
+		x.rec.Usage = parseUsage(c.kept.Bytes(), x.rec.Streamed)
+		if c.err != nil && x.rec.Error == "" {
+			x.rec.Error = c.err.Error()
+		}
+		g.keep(x.rec.Request, "response", c.kept.Bytes())
+	}
+	if _, _, err := g.o.log.Append("gateway", x.rec); err != nil {
+		// The request is answered; the audit failure is the infrastructure's (the daemon sees it
+		// through the log's next Append or its head count).
+		fmt.Fprintf(os.Stderr, "sealrun gateway: audit: %v\n", err)
+	}
+}
+
+// keep writes a capped, gzip-compressed copy of a body under the bodies directory.
+func (g *Gateway) keep(seq int, name string, b []byte) {
+	if g.o.bodiesDir == "" {
+		return
+	}
+	if int64(len(b)) > g.o.keep {
+		b = b[:g.o.keep]
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	os.WriteFile(filepath.Join(g.o.bodiesDir, fmt.Sprintf("%06d.%s.gz", seq, name)), buf.Bytes(), 0o600)
+}
+
+// capture passes a response body through: counts, hashes, keeps the first bytes, and fails
+// the copy past the cap.
+type capture struct {
+	r   io.ReadCloser
+	n   int64
+	max int64
+	h   interface {
+		io.Writer
+		Sum([]byte) []byte
+	}
+	keep int64
+	kept bytes.Buffer
+	err  error
+}
+
+func (c *capture) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.n += int64(n)
+		c.h.Write(p[:n])
+		if room := c.keep - int64(c.kept.Len()); room > 0 {
+			c.kept.Write(p[:min(int64(n), room)])
+		}
+		if c.n > c.max {
+			c.err = fmt.Errorf("the provider's response passed the gateway's cap of %d bytes; it was cut", c.max)
+			return n, c.err
+		}
+	}
+	return n, err
+}
+
+func (c *capture) Close() error { return c.r.Close() }
+
+// parseUsage reads token usage from a JSON response or from the last usage in an SSE stream.
+func parseUsage(body []byte, streamed bool) Usage {
+	var u Usage
+	var read func(b []byte)
+	read = func(b []byte) {
+		var v struct {
+			Usage *struct {
+				PromptTokens            int64 `json:"prompt_tokens"`
+				CompletionTokens        int64 `json:"completion_tokens"`
+				InputTokens             int64 `json:"input_tokens"`
+				OutputTokens            int64 `json:"output_tokens"`
+				CompletionTokensDetails struct {
+					ReasoningTokens int64 `json:"reasoning_tokens"`
+				} `json:"completion_tokens_details"`
+				OutputTokensDetails struct {
+					ReasoningTokens int64 `json:"reasoning_tokens"`
+				} `json:"output_tokens_details"`
+			} `json:"usage"`
+			Message  *struct{ Usage json.RawMessage } `json:"message"`  // anthropic message_start
+			Response *struct{ Usage json.RawMessage } `json:"response"` // openai responses stream
+		}
+		if json.Unmarshal(b, &v) != nil {
+			return
+		}
+		if v.Usage == nil && v.Message != nil && len(v.Message.Usage) > 0 {
+			read([]byte(`{"usage":` + string(v.Message.Usage) + `}`))
+			return
+		}
+		if v.Usage == nil && v.Response != nil && len(v.Response.Usage) > 0 {
+			read([]byte(`{"usage":` + string(v.Response.Usage) + `}`))
+			return
+		}
+		if v.Usage == nil {
+			return
+		}
+		x := v.Usage
+		u.Prompt = max(u.Prompt, x.PromptTokens+x.InputTokens)
+		u.Completion = max(u.Completion, x.CompletionTokens+x.OutputTokens)
+		u.Reasoning = max(u.Reasoning, x.CompletionTokensDetails.ReasoningTokens+x.OutputTokensDetails.ReasoningTokens)
+	}
+	if !streamed {
+		read(body)
+		return u
+	}
+	for _, line := range bytes.Split(body, []byte("\n")) {
+		if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+			read(bytes.TrimSpace(data))
+		}
+	}
+	return u
+}
+
+// statusWriter records the status code; Unwrap lets the proxy flush through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusWriter) code() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}

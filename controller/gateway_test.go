@@ -1,0 +1,350 @@
+package controller
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/controller/providertest"
+)
+
+type gw struct {
+	t    *testing.T
+	g    *Gateway
+	prov *providertest.Provider
+	srv  *httptest.Server
+	log  *audit.Log
+	dir  string
+}
+
+func keyFile(t *testing.T, key string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newGW(t *testing.T, kind, agent string, retries int, opts ...GatewayOption) *gw {
+	t.Helper()
+	prov := providertest.New()
+	t.Cleanup(prov.Close)
+	dir := t.TempDir()
+	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	base := prov.URL
+	if kind == KindOpenAI {
+		base += "/v1"
+	}
+	a, err := ParseAgent(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ProviderConfig{Name: a.Provider, Kind: kind, BaseURL: base, KeyFile: keyFile(t, "real-provider-key"), Retries: retries}
+	all := append([]GatewayOption{WithGatewayAudit(log), WithBodiesDir(filepath.Join(dir, "bodies")), WithBackoff(time.Millisecond, 5*time.Millisecond)}, opts...)
+	g, err := NewGateway(p, a, all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return &gw{t: t, g: g, prov: prov, srv: srv, log: log, dir: dir}
+}
+
+func (x *gw) do(method, path string, body string, hdr map[string]string) (*http.Response, string) {
+	x.t.Helper()
+	req, _ := http.NewRequest(method, x.srv.URL+path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// records waits until the audit log has at least as many entries as requests answered (the
+// entry is appended as the handler returns, just after the client has its response).
+func (x *gw) records() []GatewayRecord {
+	x.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, n := x.log.Head(); n >= x.g.Stats().Requests {
+			break
+		}
+	}
+	data, _ := os.ReadFile(x.log.Path())
+	var out []GatewayRecord
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var r GatewayRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			x.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestGatewayForwardsWithKeyAndPins(t *testing.T) {
+	x := newGW(t, KindOpenAI, "openai/gpt-x@high", 3)
+	resp, body := x.do("POST", "/v1/chat/completions", `{"model":"gpt-x","messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"Authorization": "Bearer agent-made-this-up", "X-Api-Key": "agent", "Cookie": "c=1", "X-Forwarded-For": "1.2.3.4", "Content-Type": "application/json"})
+	if resp.StatusCode != 200 || !strings.Contains(body, "hello from the fake provider") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got := x.prov.Requests()[0]
+	if got.Path != "/v1/chat/completions" || got.Header.Get("Authorization") != "Bearer real-provider-key" || got.Header.Get("X-Api-Key") != "" ||
+		got.Header.Get("Cookie") != "" || got.Header.Get("X-Forwarded-For") != "" {
+		t.Errorf("provider saw %s with headers %v", got.Path, got.Header)
+	}
+	var sent map[string]any
+	json.Unmarshal(got.Body, &sent)
+	if sent["model"] != "gpt-x" || sent["reasoning_effort"] != "high" {
+		t.Errorf("pinned body: %s", got.Body)
+	}
+	// A missing model is filled in.
+	x.do("POST", "/v1/chat/completions", `{"messages":[]}`, nil)
+	json.Unmarshal(x.prov.Requests()[1].Body, &sent)
+	if sent["model"] != "gpt-x" {
+		t.Errorf("model not filled in: %s", x.prov.Requests()[1].Body)
+	}
+	rs := x.records()
+	if len(rs) != 2 || rs[0].Status != 200 || len(rs[0].Tries) != 1 || rs[0].Usage != (Usage{Prompt: 10, Completion: 5, Reasoning: 2}) || rs[0].RequestSHA256 == "" || rs[0].ResponseBytes == 0 {
+		t.Errorf("audit: %+v", rs)
+	}
+	// Bodies are kept compressed, never in any container.
+	f, err := os.Open(filepath.Join(x.dir, "bodies", "000001.response.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, _ := gzip.NewReader(f)
+	kept, _ := io.ReadAll(zr)
+	f.Close()
+	if !strings.Contains(string(kept), "hello from the fake provider") {
+		t.Errorf("kept response %q", kept)
+	}
+	fh, _ := os.Open(x.log.Path())
+	head, n, err := audit.Head(fh)
+	fh.Close()
+	if h, c := x.log.Head(); err != nil || head != h || n != c {
+		t.Errorf("audit chain %s %d %v", head, n, err)
+	}
+}
+
+func TestGatewayRefusals(t *testing.T) {
+	x := newGW(t, KindOpenAI, "openai/gpt-x@high", 3)
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{"POST", "/v1/chat/completions", `{"model":"gpt-bigger"}`, 403, `gpt-bigger\" refused: this run's agent is openai/gpt-x@high`},
+		{"POST", "/v1/chat/completions", `{"model":"gpt-x","reasoning_effort":"low"}`, 403, "reasoning_effort"},
+		{"POST", "/v1/responses", `{"reasoning":{"effort":"minimal"}}`, 403, "reasoning.effort"},
+		{"POST", "/v1/embeddings", `{}`, 403, "is not forwarded"},
+		{"POST", "/v1/files", `{}`, 403, "is not forwarded"},
+		{"GET", "/v1/chat/completions", ``, 403, "is not forwarded"},
+		{"POST", "/v1/chat/completions", `not json`, 403, "not a JSON object"},
+		{"POST", "/v1/chat/completions", `{"model":"gpt-x","x":"` + strings.Repeat("a", 10<<20) + `"}`, 413, "at most 8388608"},
+	} {
+		resp, body := x.do(tc.method, tc.path, tc.body, nil)
+		if resp.StatusCode != tc.code || !strings.Contains(body, tc.want) || !strings.Contains(body, "sealrun gateway") {
+			t.Errorf("%s %s: %d %.200s; want %d ~%q", tc.method, tc.path, resp.StatusCode, body, tc.code, tc.want)
+		}
+	}
+	if n := len(x.prov.Requests()); n != 0 {
+		t.Errorf("the provider received %d refused requests", n)
+	}
+	rs := x.records()
+	if len(rs) != 8 || rs[0].Refused == "" || x.g.Stats().Refused != 8 {
+		t.Errorf("refusals not audited: %d records, stats %+v", len(rs), x.g.Stats())
+	}
+	// The model listing is answered locally with the run's one model.
+	_, body := x.do("GET", "/v1/models", "", nil)
+	if !strings.Contains(body, `"id":"gpt-x"`) || strings.Count(body, `"id"`) != 1 {
+		t.Errorf("models: %s", body)
+	}
+}
+
+// Smuggling: a request with both Content-Length and Transfer-Encoding, or a chunked body, never
+// reaches the provider.
+func TestGatewayRefusesAmbiguousFraming(t *testing.T) {
+	x := newGW(t, KindOpenAI, "openai/gpt-x", 3)
+	addr := strings.TrimPrefix(x.srv.URL, "http://")
+	for _, raw := range []string{
+		"POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nPOST /v1/files HTTP/1.1\r\nHost: g\r\nContent-Length: 2\r\n\r\n{}",
+		"POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+		"POST /v1/chat/completions HTTP/1.1\r\nHost: g\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(raw))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		status, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if !strings.Contains(status, " 4") {
+			t.Errorf("%.60q answered %q; want a 4xx", raw, status)
+		}
+	}
+	if n := len(x.prov.Requests()); n != 0 {
+		t.Errorf("the provider received %d smuggled requests", n)
+	}
+}
+
+func TestGatewayRetries(t *testing.T) {
+	x := newGW(t, KindOpenAI, "openai/gpt-x", 30)
+	x.prov.Queue(providertest.Response{Status: 429, Body: `{"error":"slow down"}`}, providertest.Response{Status: 429, Headers: map[string]string{"Retry-After": "0"}},
+		providertest.Response{Status: 503}, providertest.Response{Body: providertest.ChatCompletion("finally", 1, 1)})
+	resp, body := x.do("POST", "/v1/chat/completions", `{"model":"gpt-x"}`, nil)
+	if resp.StatusCode != 200 || !strings.Contains(body, "finally") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	r := x.records()[0]
+	if len(r.Tries) != 4 || r.Tries[0].Status != 429 || r.Tries[2].Status != 503 || r.Tries[3].Status != 200 || x.g.Stats().Retries != 3 {
+		t.Errorf("tries %+v stats %+v", r.Tries, x.g.Stats())
+	}
+	// A provider that drops connections every time: the scaffold gets a 502 with the reason.
+	y := newGW(t, KindOpenAI, "openai/gpt-x", 2)
+	y.prov.Default = providertest.Response{Drop: true}
+	resp, body = y.do("POST", "/v1/chat/completions", `{}`, nil)
+	if resp.StatusCode != 502 || !strings.Contains(body, "failed 3 tries") {
+		t.Errorf("dropped: %d %s", resp.StatusCode, body)
+	}
+	if rs := y.records(); len(rs[0].Tries) != 3 || y.g.Stats().Exhausted != 1 || y.g.Stats().ProviderLost <= 0 {
+		t.Errorf("dropped: %+v %+v", rs[0].Tries, y.g.Stats())
+	}
+	// One that never answers (a short header time-out here) and one that answers garbage.
+	z := newGW(t, KindOpenAI, "openai/gpt-x", 1, WithTransport(&http.Transport{ResponseHeaderTimeout: 200 * time.Millisecond}))
+	z.prov.Default = providertest.Response{Delay: 2 * time.Second}
+	resp, body = z.do("POST", "/v1/chat/completions", `{}`, nil)
+	if resp.StatusCode != 502 || !strings.Contains(body, "timeout awaiting response headers") {
+		t.Errorf("slow: %d %s", resp.StatusCode, body)
+	}
+	garbage, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer garbage.Close()
+	go func() {
+		for {
+			c, err := garbage.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("this is not HTTP\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	w := newGW(t, KindOpenAI, "openai/gpt-x", 1)
+	w.g.base.Host = garbage.Addr().String()
+	resp, body = w.do("POST", "/v1/chat/completions", `{}`, nil)
+	if resp.StatusCode != 502 || !strings.Contains(body, "malformed HTTP") {
+		t.Errorf("garbage: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Server-sent events arrive at the scaffold as the provider sends them; usage is read from the
+// stream.
+func TestGatewayStreams(t *testing.T) {
+	x := newGW(t, KindOpenAI, "openai/gpt-x", 3)
+	x.prov.Queue(providertest.Response{EventGap: 300 * time.Millisecond, Events: []string{
+		`{"choices":[{"delta":{"content":"one"}}]}`, `{"choices":[{"delta":{"content":"two"}}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}`}})
+	req, _ := http.NewRequest("POST", x.srv.URL+"/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	start := time.Now()
+	var times []time.Duration
+	for {
+		line, err := br.ReadString('\n')
+		if strings.HasPrefix(line, "data:") {
+			times = append(times, time.Since(start))
+		}
+		if err != nil {
+			break
+		}
+	}
+	resp.Body.Close()
+	if len(times) != 4 || times[0] > 250*time.Millisecond || times[2] < 500*time.Millisecond {
+		t.Errorf("events at %v; want the first at once and the third after two gaps", times)
+	}
+	if r := x.records()[0]; !r.Streamed || r.Usage.Prompt != 7 || r.Usage.Completion != 3 {
+		t.Errorf("audit %+v", r)
+	}
+}
+
+func TestGatewayAnthropic(t *testing.T) {
+	x := newGW(t, KindAnthropic, "anthropic/claude-x@high", 3)
+	x.prov.Default = providertest.Response{Body: providertest.Message("hi", 12, 4)}
+	resp, _ := x.do("POST", "/v1/messages", `{"model":"claude-x","max_tokens":10}`, map[string]string{"x-api-key": "agent", "anthropic-version": "2023-06-01", "Authorization": "Bearer x"})
+	got := x.prov.Requests()[0]
+	if resp.StatusCode != 200 || got.Path != "/v1/messages" || got.Header.Get("X-Api-Key") != "real-provider-key" || got.Header.Get("Authorization") != "" || got.Header.Get("Anthropic-Version") != "2023-06-01" {
+		t.Errorf("%d %s %v", resp.StatusCode, got.Path, got.Header)
+	}
+	if r := x.records()[0]; r.Usage.Prompt != 12 || r.Usage.Completion != 4 {
+		t.Errorf("usage %+v", r.Usage)
+	}
+	if resp, _ := x.do("POST", "/v1/chat/completions", `{}`, nil); resp.StatusCode != 403 {
+		t.Errorf("an OpenAI path on an Anthropic gateway: %d", resp.StatusCode)
+	}
+}
+
+func TestProviderConfigValidate(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	os.WriteFile(open, []byte("k\n"), 0o644)
+	good := keyFile(t, "k")
+	for _, tc := range []struct {
+		p    ProviderConfig
+		want []string
+	}{
+		{ProviderConfig{Name: "openai", BaseURL: "https://api.example.com/v1", KeyFile: good}, nil},
+		{ProviderConfig{Name: "mine", BaseURL: "api.example.com/v1", KeyFile: filepath.Join(dir, "missing"), Retries: -1},
+			[]string{`providers.mine.kind: "" is not a provider kind`, "providers.mine.base_url", "providers.mine.key_file", "install -m 0600", "providers.mine.retries"}},
+		{ProviderConfig{Name: "openai", BaseURL: "https://user:pw@api.example.com", KeyFile: open}, []string{"user info", "chmod 0600"}},
+	} {
+		err := tc.p.Validate("providers." + tc.p.Name)
+		if len(tc.want) == 0 && err != nil {
+			t.Errorf("%+v: %v", tc.p, err)
+		}
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: %v; want ~%q", tc.p, err, w)
+			}
+		}
+	}
+	empty := keyFile(t, "")
+	if _, err := NewGateway(ProviderConfig{Name: "openai", BaseURL: "https://x/v1", KeyFile: empty}, Agent{Provider: "openai", Model: "m"}, WithGatewayAudit(&audit.Log{})); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Errorf("empty key: %v", err)
+	}
+	for _, bad := range []string{"gpt-x", "openai/", "/gpt", "openai/gpt x", "openai/gpt@"} {
+		if _, err := ParseAgent(bad); err == nil || !strings.Contains(err.Error(), "PROVIDER/MODEL[@EFFORT]") {
+			t.Errorf("ParseAgent(%q) = %v", bad, err)
+		}
+	}
+	if a, err := ParseAgent("openai/gpt-x@high"); err != nil || a != (Agent{"openai", "gpt-x", "high"}) {
+		t.Errorf("ParseAgent: %+v %v", a, err)
+	}
+}

@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// Provider kinds: the API shapes the gateway knows.
+const (
+	KindOpenAI    = "openai"    // any OpenAI-compatible API: chat completions, responses
+	KindAnthropic = "anthropic" // Anthropic messages
+)
+
+// ProviderConfig is one [providers.NAME] table of the daemon config.
+type ProviderConfig struct {
+	Name    string `toml:"-"`
+	Kind    string `toml:"kind"`     // openai or anthropic (default: the table's name when it is one)
+	BaseURL string `toml:"base_url"` // https://api.example.com/v1 (openai), https://api.example.com (anthropic)
+	KeyFile string `toml:"key_file"` // 0600, owned by root; never enters a container
+	Retries int    `toml:"retries"`  // tries after the first on 429, 5xx, resets, time-outs (default 30)
+}
+
+// DefaultRetries is the seed methodology's count.
+const DefaultRetries = 30
+
+// Validate reports every problem of the provider table at once, as where: what; fix.
+func (p ProviderConfig) Validate(where string) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", where, key, fmt.Sprintf(format, args...)))
+	}
+	switch p.kind() {
+	case KindOpenAI, KindAnthropic:
+	default:
+		bad("kind", "%q is not a provider kind; use openai (any OpenAI-compatible API) or anthropic", p.Kind)
+	}
+	if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("base_url", "%q is not an http(s) URL with a host; write it as https://api.example.com/v1", p.BaseURL)
+	} else if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		bad("base_url", "%q has a query, fragment or user info; give scheme, host and path only", p.BaseURL)
+	}
+	if p.KeyFile == "" {
+		bad("key_file", "missing; give the file holding the API key (mode 0600, owned by root)")
+	} else if fi, err := os.Stat(p.KeyFile); err != nil {
+		bad("key_file", "%v; create it with the API key on one line (install -m 0600 /dev/stdin %s)", err, p.KeyFile)
+	} else if !fi.Mode().IsRegular() {
+		bad("key_file", "%s is not a regular file", p.KeyFile)
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		bad("key_file", "%s is mode %v: readable beyond its owner; chmod 0600 %s", p.KeyFile, fi.Mode().Perm(), p.KeyFile)
+	}
+	if p.Retries < 0 || p.Retries > 1000 {
+		bad("retries", "%d; give 0 to 1000 (default %d)", p.Retries, DefaultRetries)
+	}
+	return errors.Join(errs...)
+}
+
+func (p ProviderConfig) kind() string {
+	if p.Kind == "" {
+		return p.Name
+	}
+	return p.Kind
+}
+
+// readKey reads the provider key: the file's first line, trimmed.
+func readKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return "", fmt.Errorf("provider key %s is not readable by the daemon: %w", path, err)
+		}
+		return "", fmt.Errorf("provider key %s: %w", path, err)
+	}
+	key, _, _ := strings.Cut(string(b), "\n")
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return "", fmt.Errorf("provider key %s is empty; put the API key on its first line", path)
+	}
+	return key, nil
+}
+
+// Agent is a run's agent identity: MODEL[@EFFORT] on the CLI, with the provider it goes to.
+type Agent struct {
+	Provider string // the provider table's name ("openai")
+	Model    string // the provider's model id ("gpt-x")
+	Effort   string // reasoning effort ("high"), "" when the row has none
+}
+
+// ParseAgent parses PROVIDER/MODEL[@EFFORT].
+func ParseAgent(s string) (Agent, error) {
+	prov, rest, ok := strings.Cut(s, "/")
+	model, effort, hasAt := strings.Cut(rest, "@")
+	valid := func(x string) bool {
+		if x == "" || len(x) > 128 {
+			return false
+		}
+		for _, c := range x {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._:-/", c)) {
+				return false
+			}
+		}
+		return true
+	}
+	if !ok || !valid(prov) || strings.Contains(prov, "/") || !valid(model) || (hasAt && !valid(effort)) {
+		return Agent{}, fmt.Errorf("agent %q: write PROVIDER/MODEL[@EFFORT], for example openai/gpt-x@high", s)
+	}
+	return Agent{Provider: prov, Model: model, Effort: effort}, nil
+}
+
+func (a Agent) String() string {
+	s := a.Provider + "/" + a.Model
+	if a.Effort != "" {
+		s += "@" + a.Effort
+	}
+	return s
+}
