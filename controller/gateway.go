@@ -247,7 +247,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.body = pinned
 	sum := sha256.Sum256(pinned)
 	x.rec.RequestBytes, x.rec.RequestSHA256 = int64(len(pinned)), hex.EncodeToString(sum[:])
-	g.keep(seq, "request.json", pinned)
 	ctx := context.WithValue(r.Context(), exchangeKey{}, x)
 	out := r.Clone(ctx)
 	out.URL.Path = suffix
@@ -475,6 +474,9 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 			x.rec.ProviderLostMS += t.LatencyMS + t.WaitMS
 		}
 	}
+	if x.body != nil {
+		g.keep(x.rec.Request, "request.json", x.body)
+	}
 	if c := x.capture; c != nil {
 		x.rec.ResponseBytes, x.rec.ResponseSHA256 = c.n, hex.EncodeToString(c.h.Sum(nil))
 		x.rec.Usage = parseUsage(c.kept.Bytes(), x.rec.Streamed)
@@ -499,11 +501,16 @@ func (g *Gateway) keep(seq int, name string, b []byte) {
 		b = b[:g.o.keep]
 	}
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw := gzipPool.Get().(*gzip.Writer)
+	zw.Reset(&buf)
 	zw.Write(b)
 	zw.Close()
+	gzipPool.Put(zw)
 	os.WriteFile(filepath.Join(g.o.bodiesDir, fmt.Sprintf("%06d.%s.gz", seq, name)), buf.Bytes(), 0o600)
 }
+
+// gzipPool reuses compressors (each holds about a megabyte of tables).
+var gzipPool = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed); return w }}
 
 // capture passes a response body through: counts, hashes, keeps the first bytes, and fails
 // the copy past the cap.

@@ -20,7 +20,7 @@ import (
 )
 
 type gw struct {
-	t    *testing.T
+	t    testing.TB
 	g    *Gateway
 	prov *providertest.Provider
 	srv  *httptest.Server
@@ -28,7 +28,7 @@ type gw struct {
 	dir  string
 }
 
-func keyFile(t *testing.T, key string) string {
+func keyFile(t testing.TB, key string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
@@ -37,7 +37,7 @@ func keyFile(t *testing.T, key string) string {
 	return p
 }
 
-func newGW(t *testing.T, kind, agent string, retries int, opts ...GatewayOption) *gw {
+func newGW(t testing.TB, kind, agent string, retries int, opts ...GatewayOption) *gw {
 	t.Helper()
 	prov := providertest.New()
 	t.Cleanup(prov.Close)

@@ -82,3 +82,8 @@ else
   echo "streaming 1 GiB of output through to the client: $(gobench_metric BenchmarkStreamThroughput MiB/s) MiB/s   (target: >= 200 MiB/s)"
   echo "latency of an output line, container write to client read (the daemon's share is part of it): p50 $(gobench_metric BenchmarkLineLatency p50-ms) ms, p99 $(gobench_metric BenchmarkLineLatency p99-ms) ms   (target: daemon's added <= 1 ms p99)"
 fi
+
+echo
+echo "== controller: the model gateway on loopback vs the fake provider directly (same run)"
+echo "added latency per request (p50, pinning + headers + audit entry): $(gobench_metric BenchmarkGatewayAddedLatency added-ms) ms (direct $(gobench_metric BenchmarkGatewayAddedLatency direct-ms) ms, through the gateway $(gobench_metric BenchmarkGatewayAddedLatency gateway-ms) ms)   (target: <= 2 ms)"
+echo "server-sent event streaming through the gateway: $(gobench_metric BenchmarkGatewayStreaming MiB/s) MiB/s   (target: >= 100 MiB/s)"
