@@ -331,14 +331,24 @@ func decode(r *http.Request, v any) error {
 
 // --- verbs ------------------------------------------------------------------------------
 
-func (s *Service) handleTimeLeft(w http.ResponseWriter, r *http.Request) {
+// begin reads a verb's empty request and opens its response with the time line (nil after a
+// bad request, already answered).
+func (s *Service) begin(w http.ResponseWriter, r *http.Request) *stream {
 	var req struct{}
 	if err := decode(r, &req); err != nil {
 		s.badRequest(w, "%v", err)
-		return
+		return nil
 	}
 	st := newStream(w)
 	st.stderrf("%s", s.timeLine())
+	return st
+}
+
+func (s *Service) handleTimeLeft(w http.ResponseWriter, r *http.Request) {
+	st := s.begin(w, r)
+	if st == nil {
+		return
+	}
 	left := s.o.clock.TimeLeft()
 	var line string
 	switch s.o.clock.Phase() {
@@ -354,13 +364,10 @@ func (s *Service) handleTimeLeft(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
-	if err := decode(r, &req); err != nil {
-		s.badRequest(w, "%v", err)
+	st := s.begin(w, r)
+	if st == nil {
 		return
 	}
-	st := newStream(w)
-	st.stderrf("%s", s.timeLine())
 	s.mu.Lock()
 	running, done, over := s.running, s.done, s.over
 	s.mu.Unlock()
