@@ -531,3 +531,15 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// An OOM kill is the agent's fault, and the client is told so; the audit entry records it.
+func TestOOMKillIsTheAgents(t *testing.T) {
+	f := newFixture(t, WithLimits(sandbox.Limits{MemoryBytes: 96 << 20}))
+	r := f.runner("python3", "-c", "b = []\nwhile True: b.append(bytearray(8 << 20))")
+	if r.code != 137 || !strings.Contains(r.stderr, "OOM killer") || !strings.Contains(r.stderr, "your program's fault") {
+		t.Errorf("runner: %+v", r)
+	}
+	if e := f.entries()[0]; !e.OOMKilled || e.Status != "exited" || e.Exit != 137 {
+		t.Errorf("audit: %+v", e)
+	}
+}
