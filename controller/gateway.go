@@ -54,6 +54,7 @@ type gwOptions struct {
 	maxResp     int64
 	keep        int64
 	now         func() time.Time
+	onInfra     func(error)
 }
 
 // GatewayOption configures a Gateway.
@@ -78,6 +79,12 @@ func WithBackoff(base, maxWait time.Duration) GatewayOption {
 // WithSizeLimits caps request and response bodies (defaults 8 MiB and 64 MiB).
 func WithSizeLimits(request, response int64) GatewayOption {
 	return func(o *gwOptions) { o.maxReq, o.maxResp = request, response }
+}
+
+// WithGatewayInfraHandler is called with every infrastructure error the gateway meets (an
+// audit entry that could not be written): the daemon marks the run invalid.
+func WithGatewayInfraHandler(f func(error)) GatewayOption {
+	return func(o *gwOptions) { o.onInfra = f }
 }
 
 // WithGatewayClock injects the clock of audit times and latencies.
@@ -485,10 +492,9 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 		}
 		g.keep(x.rec.Request, "response", c.kept.Bytes())
 	}
-	if _, _, err := g.o.log.Append("gateway", x.rec); err != nil {
-		// The request is answered; the audit failure is the infrastructure's (the daemon sees it
-		// through the log's next Append or its head count).
-		fmt.Fprintf(os.Stderr, "sealrun gateway: audit: %v\n", err)
+	if _, _, err := g.o.log.Append("gateway", x.rec); err != nil && g.o.onInfra != nil {
+		// The request is already answered; the missing entry is the infrastructure's failure.
+		g.o.onInfra(fmt.Errorf("gateway request %d: %w", x.rec.Request, err))
 	}
 }
 

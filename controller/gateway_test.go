@@ -348,3 +348,21 @@ func TestProviderConfigValidate(t *testing.T) {
 		t.Errorf("ParseAgent: %+v %v", a, err)
 	}
 }
+
+// An audit entry that cannot be written is reported to the daemon (the run becomes invalid).
+func TestGatewayAuditFailureReported(t *testing.T) {
+	heard := make(chan error, 1)
+	x := newGW(t, KindOpenAI, "openai/gpt-x", 1, WithGatewayInfraHandler(func(err error) { heard <- err }))
+	x.log.Close()
+	if resp, _ := x.do("POST", "/v1/chat/completions", `{}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	select {
+	case err := <-heard:
+		if !strings.Contains(err.Error(), "gateway request 1") || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("heard %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the audit failure was not reported")
+	}
+}

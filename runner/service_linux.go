@@ -51,14 +51,6 @@ func refusef(format string, args ...any) *Refusal {
 	return &Refusal{Reason: fmt.Sprintf(format, args...)}
 }
 
-// Sentinels for what callers (the daemon) branch on.
-var (
-	// ErrReserveWindow: a compute call in the reserve window.
-	ErrReserveWindow = errors.New("compute is refused in the reserve window")
-	// ErrCallRunning: a second compute call while one runs.
-	ErrCallRunning = errors.New("another compute call is running")
-)
-
 // ShimPath is where the static runner binary is mounted inside runner containers: every call
 // runs as `ShimPath _exec --cwd DIR -- ARGV...`, which changes to DIR, makes stderr the same pipe
 // as stdout (so the two keep their order) and execs the command.
@@ -159,13 +151,16 @@ func NewService(run Sandbox, opts ...Option) (*Service, error) {
 		f(&o)
 	}
 	var missing []string
-	for name, ok := range map[string]bool{"clock": o.clock != nil, "image": o.rootfs != "", "workspace": o.workspace != "", "shim": o.shim != "", "audit log": o.log != nil, "calls dir": o.callsDir != ""} {
-		if !ok {
-			missing = append(missing, name)
+	for _, req := range []struct {
+		name string
+		ok   bool
+	}{{"sandbox", run != nil}, {"clock", o.clock != nil}, {"image", o.rootfs != ""}, {"workspace", o.workspace != ""}, {"shim", o.shim != ""}, {"audit log", o.log != nil}, {"calls dir", o.callsDir != ""}} {
+		if !req.ok {
+			missing = append(missing, req.name)
 		}
 	}
-	if run == nil || len(missing) > 0 {
-		return nil, fmt.Errorf("runner service: missing %s", strings.Join(append(missing, map[bool]string{true: "sandbox"}[run == nil]), ", "))
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("runner service: missing %s", strings.Join(missing, ", "))
 	}
 	if err := o.limits.Validate(); err != nil {
 		return nil, fmt.Errorf("runner service: %w", err)
@@ -216,14 +211,14 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Listen creates the run's agent socket at path: a unix socket the controller's agent user can
 // use (mode 0660, group gid: the run's shared GID; the agent runs with that group) and nobody
-// else on the host but root. A stale file at path is replaced.
+// else on the host but root. A stale file at path is replaced. (The socket is born root-owned
+// and not writable by others, so nobody can connect before its group and mode are set; the
+// process-wide umask is left alone.)
 func Listen(path string, gid int) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("agent socket %s: %w", path, err)
 	}
-	old := syscall.Umask(0o177)
 	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("agent socket %s: %w", path, err)
 	}
@@ -614,13 +609,13 @@ func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
 		return
 	case limit <= 0:
 		s.mu.Unlock()
-		st.stderrf("refused: %v; the reserve window is for runner submit, promote and finalize", ErrReserveWindow)
+		st.stderrf("refused: compute is refused in the reserve window; the reserve window is for runner submit, promote and finalize")
 		st.exit(ExitRefused)
 		return
 	case s.running != nil:
 		run := s.running
 		s.mu.Unlock()
-		st.stderrf("refused: %v: call %d, %s, started %s ago; one compute call at a time", ErrCallRunning, run.seq, shellQuote(run.argv), FormatDuration(s.o.clock.Now().Sub(run.start)))
+		st.stderrf("refused: another compute call is running: call %d, %s, started %s ago; one compute call at a time", run.seq, shellQuote(run.argv), FormatDuration(s.o.clock.Now().Sub(run.start)))
 		st.exit(ExitRefused)
 		return
 	default:
@@ -676,7 +671,7 @@ func (o *output) Write(p []byte) (int, error) {
 func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req CallRequest, cwd string) (code int, teardown func()) {
 	teardown = func() {}
 	rec := CallRecord{Call: cs.seq, Argv: req.Argv, Cwd: cwd, EnvKeys: []string{}, Limit: cs.limit.String(),
-		Start: s.o.wall().UTC(), StartOffset: s.o.clock.Now().Sub(s.o.clock.Start).String()}
+		Start: s.o.wall().UTC(), StartOffset: s.o.clock.Elapsed().String()}
 	for _, e := range req.Env {
 		k, _, _ := strings.Cut(e, "=")
 		rec.EnvKeys = append(rec.EnvKeys, k)
@@ -775,7 +770,7 @@ func (s *Service) finish(st *stream, rec *CallRecord, out *output) {
 	}
 	out.mu.Unlock()
 	rec.End = s.o.wall().UTC()
-	rec.EndOffset = s.o.clock.Now().Sub(s.o.clock.Start).String()
+	rec.EndOffset = s.o.clock.Elapsed().String()
 	if _, _, err := s.o.log.Append("call", rec); err != nil {
 		st.stderrf("sealrun: infrastructure error: the audit log could not be written (%v); this run will be marked invalid", err)
 		if s.o.onInfra != nil {

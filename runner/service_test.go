@@ -486,7 +486,10 @@ func TestFromController(t *testing.T) {
 	c, err := f.run.Start(ctx, sandbox.ContainerConfig{Role: sandbox.RoleController, Rootfs: imgs.Controller, Workspace: f.ws, Runner: f.client,
 		Extra:  []specs.Mount{{Destination: SocketPath, Type: "bind", Source: f.sock, Options: []string{"bind", "nosuid", "nodev", "noexec"}}},
 		Stdout: &out, Stderr: &out,
-		Args: []string{"sh", "-c", `mkdir -p sub && cd sub && runner python3 -c 'import os; print(os.getcwd(), os.getuid())'; echo "exit=$?"; runner time_left; command -v python3 || echo no-python-here`}})
+		Args: []string{"sh", "-c", `mkdir -p sub && cd sub && runner python3 -c 'import os; print(os.getcwd(), os.getuid())'; echo "exit=$?"; runner time_left; command -v python3 || echo no-python-here; ` +
+			// From inside a compute call the agent socket is out of reach: no call from a call.
+			`runner /tmp/.sealrun/runner time_left; echo "nested=$?"; ` +
+			`runner python3 -c "import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/sealrun/agent.sock')" 2>&1 | tail -1`}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +498,8 @@ func TestFromController(t *testing.T) {
 		t.Fatalf("controller: exit %d %v: %s", code, err, out.String())
 	}
 	// stdout and stderr are separate pipes here (the controller's own), so each is checked alone.
-	for _, want := range []string{"[time left 1h00m00s]\n", "/workspace/sub 1000\nexit=0\n", "1h00m00s left; reserve window starts in 55m00s\n", "no-python-here\n"} {
+	for _, want := range []string{"[time left 1h00m00s]\n", "/workspace/sub 1000\nexit=0\n", "1h00m00s left; reserve window starts in 55m00s\n", "no-python-here\n",
+		"runner: cannot reach sealrun at /run/sealrun/agent.sock", "nested=125\n", "PermissionError: [Errno 13] Permission denied"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("controller output lacks %q:\n%s", want, out.String())
 		}

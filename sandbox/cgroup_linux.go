@@ -372,26 +372,24 @@ func (t cgroupTree) watch(done <-chan struct{}) *usage {
 	u := &usage{}
 	if !t.unified() {
 		if fd, err := oomEventFD(t.path); err == nil {
-			{
-				go func() {
-					f := os.NewFile(uintptr(fd), "oom-eventfd")
-					defer f.Close()
-					var buf [8]byte
-					// The eventfd also fires when the cgroup is removed: a count of 2 (both
-					// events unread), or 1 while the cgroup still exists, is an OOM.
-					if n, err := f.Read(buf[:]); err == nil && n == 8 {
-						count := uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
-						if st, err := t.Stats(); err == nil {
-							u.merge(st) // the peak, read while the cgroup is still there
-						}
-						if count >= 2 || t.exists() {
-							u.mu.Lock()
-							u.oom = true
-							u.mu.Unlock()
-						}
+			go func() {
+				f := os.NewFile(uintptr(fd), "oom-eventfd")
+				defer f.Close()
+				var buf [8]byte
+				// The eventfd also fires when the cgroup is removed: a count of 2 (both
+				// events unread), or 1 while the cgroup still exists, is an OOM.
+				if n, err := f.Read(buf[:]); err == nil && n == 8 {
+					count := uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
+					if st, err := t.Stats(); err == nil {
+						u.merge(st) // the peak, read while the cgroup is still there
 					}
-				}()
-			}
+					if count >= 2 || t.exists() {
+						u.mu.Lock()
+						u.oom = true
+						u.mu.Unlock()
+					}
+				}
+			}()
 		}
 	}
 	go func() {

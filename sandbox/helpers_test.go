@@ -90,6 +90,7 @@ func newTestHost(t *testing.T, hook string) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
+	trackRecords(h)
 	t.Cleanup(func() {
 		assertNoLeaks(t, h)
 		os.RemoveAll(runDir)
@@ -115,9 +116,7 @@ func assertNoLeaks(t *testing.T, h *Host) {
 			t.Errorf("leaked %s under %s: %d entries", sub, h.cfg.RunDir, len(entries))
 		}
 	}
-	h.madeMu.Lock()
-	made := maps.Clone(h.made)
-	h.madeMu.Unlock()
+	made := recordsOf(h)
 	mountinfo, _ := os.ReadFile("/proc/self/mountinfo")
 	for id, rec := range made {
 		if _, err := os.Stat(filepath.Join("/run/netns", Prefix+id+"-gw")); err == nil {
@@ -147,6 +146,29 @@ func assertNoLeaks(t *testing.T, h *Host) {
 	if owners, err := h.ranges.Owners(); err != nil || len(owners) > 0 {
 		t.Errorf("leaked UID ranges: %v %v", owners, err)
 	}
+}
+
+var (
+	recordsMu sync.Mutex
+	records   = map[*Host]map[string]runRecord{}
+)
+
+// trackRecords keeps, for the leak checks, the last record of every run h creates.
+func trackRecords(h *Host) {
+	recordsMu.Lock()
+	records[h] = map[string]runRecord{}
+	recordsMu.Unlock()
+	h.onRecord = func(rec runRecord) {
+		recordsMu.Lock()
+		records[h][rec.ID] = rec
+		recordsMu.Unlock()
+	}
+}
+
+func recordsOf(h *Host) map[string]runRecord {
+	recordsMu.Lock()
+	defer recordsMu.Unlock()
+	return maps.Clone(records[h])
 }
 
 // workspace returns a directory the run's containers can use as /workspace.

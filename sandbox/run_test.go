@@ -294,6 +294,7 @@ func TestBoundedWaitWithMisbehavingRuntime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			trackRecords(h)
 			t.Cleanup(func() { assertNoLeaks(t, h); os.RemoveAll(runDir) })
 			r, err := h.NewRun(ctx, "bounded")
 			if err != nil {

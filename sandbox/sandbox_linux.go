@@ -56,8 +56,9 @@ type Host struct {
 	hookPath  string
 	hookArgv0 string
 
-	madeMu sync.Mutex
-	made   map[string]runRecord // every run this Host created, as last recorded (leak checks)
+	// onRecord, when set (tests), sees every run record this host writes: the leak checks
+	// know what the host created. Nil in production: a daemon keeps nothing per run.
+	onRecord func(runRecord)
 }
 
 // NewHost checks the runtime and opens the state. It needs root.
@@ -112,7 +113,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0, made: map[string]runRecord{}}, nil
+	return &Host{cfg: cfg, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
 }
 
 // Ranges is the host's UID range allocator.
@@ -153,9 +154,9 @@ func (h *Host) runRecordDir(id string) string { return filepath.Join(h.cfg.RunDi
 
 // save writes the record atomically.
 func (r *Run) save() error {
-	r.h.madeMu.Lock()
-	r.h.made[r.ID] = r.rec
-	r.h.madeMu.Unlock()
+	if r.h.onRecord != nil {
+		r.h.onRecord(r.rec)
+	}
 	b, _ := json.Marshal(r.rec)
 	p := filepath.Join(r.h.runRecordDir(r.ID), "record.json")
 	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
