@@ -179,7 +179,7 @@ type tableSpec struct {
 // schema is the whole track format: every table and key, in the order problems are reported.
 var schema = []tableSpec{
 	{"track", []keySpec{{"name", kName}, {"version", kString}, {"status", kStatus}, {"supersedes", kTrackID}}},
-	{"budget", []keySpec{{"wall", kDuration}, {"call_limit", kDuration}, {"reserve", kDuration}, {"grading", kDuration}}},
+	{"budget", []keySpec{{"wall", kDuration}, {"call_limit", kDuration}, {"reserve", kDuration}, {"grading", kDuration}, {"question_limit", kDuration}}},
 	{"artifact", []keySpec{{"max_gzip_bytes", kPositive}}},
 	{"exam", []keySpec{{"sha256", kSHA256}, {"questions", kPositive}, {"context_bytes", kPositive}, {"validation_sha256", kSHA256}}},
 	{"brief", []keySpec{{"sha256", kSHA256}}},
@@ -272,7 +272,7 @@ func (v *validator) track(md toml.MetaData) *Track {
 	num := func(k string) int64 { n, _ := got[k].(int64); return n }
 	img := func(k string) ImageRef { r, _ := got[k].(ImageRef); return r }
 	t.Name, t.Version, t.Status, t.Supersedes = str("track.name"), str("track.version"), Status(str("track.status")), str("track.supersedes")
-	t.Budget = Budget{Wall: dur("budget.wall"), CallLimit: dur("budget.call_limit"), Reserve: dur("budget.reserve"), Grading: dur("budget.grading")}
+	t.Budget = Budget{Wall: dur("budget.wall"), CallLimit: dur("budget.call_limit"), Reserve: dur("budget.reserve"), Grading: dur("budget.grading"), QuestionLimit: dur("budget.question_limit")}
 	t.Artifact.MaxGzipBytes = num("artifact.max_gzip_bytes")
 	t.Exam = Exam{SHA256: str("exam.sha256"), Questions: num("exam.questions"), ContextBytes: num("exam.context_bytes"), ValidationSHA256: str("exam.validation_sha256")}
 	t.Brief.SHA256 = str("brief.sha256")
@@ -285,7 +285,12 @@ func (v *validator) track(md toml.MetaData) *Track {
 	_, okWall := got["budget.wall"]
 	_, okRes := got["budget.reserve"]
 	_, okCall := got["budget.call_limit"]
+	_, okGrading := got["budget.grading"]
+	_, okQuestion := got["budget.question_limit"]
 	b := t.Budget
+	if okGrading && okQuestion && b.QuestionLimit > b.Grading {
+		v.add("budget.question_limit", "%s is longer than budget.grading (%s); one question cannot take longer than the whole grading, set question_limit <= %s", b.QuestionLimit, b.Grading, b.Grading)
+	}
 	if okWall && okRes && b.Reserve >= b.Wall {
 		v.add("budget.reserve", "%s is not shorter than budget.wall (%s); the reserve window is the last part of the run, so it must be shorter than wall", b.Reserve, b.Wall)
 	} else if okWall && okRes && okCall && b.CallLimit > b.Wall-b.Reserve {

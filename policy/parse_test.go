@@ -22,6 +22,7 @@ wall = "1h"
 call_limit = "20m"
 reserve = "5m"
 grading = "30m"
+question_limit = "30s"
 
 [artifact]
 max_gzip_bytes = 16777216
@@ -77,7 +78,7 @@ func TestParseValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute, Grading: 30 * time.Minute}
+	want := Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute, Grading: 30 * time.Minute, QuestionLimit: 30 * time.Second}
 	if tr.Budget != want {
 		t.Errorf("budget = %+v, want %+v", tr.Budget, want)
 	}

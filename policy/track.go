@@ -46,7 +46,10 @@ type Budget struct {
 	Wall      time.Duration // whole run, start to deadline
 	CallLimit time.Duration // longest single compute call
 	Reserve   time.Duration // last part of Wall in which new compute is refused
-	Grading   time.Duration // longest hidden-exam grading of one bundle
+	Grading   time.Duration // longest hidden-exam grading of one bundle (both phases)
+	// QuestionLimit is the longest one answer (or one score) may take during grading; a
+	// question over it fails and the entrypoint is restarted (grader/PROTOCOL.md).
+	QuestionLimit time.Duration
 }
 
 // Artifact limits the submitted bundle.
