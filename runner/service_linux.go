@@ -34,7 +34,9 @@ type Sandbox interface {
 }
 
 // Judge answers submit, promote, finalize and history (the grader's service, wired by the
-// daemon). Each returns the text for the agent's stdout; a *Refusal is shown and exits 125.
+// daemon). Each returns the text for the agent's stdout; a *Refusal, or any error with a
+// RefusalReason() string method (the grader's own refusals, which do not import this package),
+// is shown to the agent as the refusal and exits 125.
 type Judge interface {
 	Submit(ctx context.Context, hostDir string) (string, error)
 	Promote(ctx context.Context, id string) (string, error)
@@ -443,9 +445,14 @@ func (s *Service) judgeVerb(verb string) http.HandlerFunc {
 			out, err = s.o.judge.History(r.Context())
 		}
 		var ref *Refusal
+		var reasoned interface{ RefusalReason() string }
 		switch {
 		case errors.As(err, &ref):
 			st.stderrf("refused: %s", ref.Reason)
+			st.exit(ExitRefused)
+			return
+		case errors.As(err, &reasoned):
+			st.stderrf("refused: %s", reasoned.RefusalReason())
 			st.exit(ExitRefused)
 			return
 		case err != nil:

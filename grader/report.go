@@ -1,0 +1,238 @@
+package grader
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// PassVector is the result of hidden grading, one ASCII '1' (exact match) or '0' per question
+// in exam order. Its hash is what the attestation carries (attest/PREDICATE.md).
+type PassVector []byte
+
+// SHA256 is the lowercase hex SHA-256 of the vector's bytes: `printf %s 0110… | sha256sum`.
+func (v PassVector) SHA256() string {
+	h := sha256.Sum256(v)
+	return hex.EncodeToString(h[:])
+}
+
+// Passed counts the '1's.
+func (v PassVector) Passed() int { return bytes.Count(v, []byte{'1'}) }
+
+// Outcome is why a question passed or failed. Only the counts are published (report.json); the
+// per-question outcomes stay in the run's private grading log.
+type Outcome string
+
+// The outcomes of one question.
+const (
+	Pass        Outcome = "pass"
+	Wrong       Outcome = "wrong"        // answered with the right length, different bytes
+	WrongLength Outcome = "wrong_length" // answered with another number of bytes
+	Malformed   Outcome = "malformed"    // a line that is not a valid response
+	Timeout     Outcome = "timeout"      // no answer within the per-question limit
+	Crash       Outcome = "crash"        // the entrypoint exited while the question was open
+	NotRun      Outcome = "not_run"      // grading time or restarts ran out before it
+)
+
+// ReportFormat is the version of report.json (grader/REPORT.md).
+const ReportFormat = "sealrun-report/v1"
+
+// Report is report.json: what the attestation's report subject binds. Everything in it is safe
+// to publish: counts and hashes, never a question, an answer, or the bundle's own output.
+type Report struct {
+	Format    string          `json:"format"`
+	Track     ReportTrack     `json:"track"`
+	Exam      ReportExam      `json:"exam"`
+	Candidate ReportCandidate `json:"candidate"`
+	Status    string          `json:"status"` // graded | failed | invalid
+	Reason    string          `json:"reason"`
+	Score     ReportScore     `json:"score"`
+	// Families: per-family scores when the operator has the family labels, else empty.
+	Families         map[string]ReportScore `json:"families"`
+	PassVector       string                 `json:"pass_vector"`
+	PassVectorSHA256 string                 `json:"pass_vector_sha256"`
+	Outcomes         map[Outcome]int        `json:"outcomes"`
+	BitsPerByte      *float64               `json:"bits_per_byte"`
+	BitsPerByteNote  string                 `json:"bits_per_byte_note"`
+	Device           string                 `json:"device"`
+	GraderImage      string                 `json:"grader_image"`
+	Limits           ReportLimits           `json:"limits"`
+	Timings          ReportTimings          `json:"timings"`
+	Restarts         ReportRestarts         `json:"restarts"`
+	HistoryHead      string                 `json:"history_head"`
+}
+
+// ReportTrack names the track the bundle was graded under.
+type ReportTrack struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// ReportExam is the exam's hash and shape.
+type ReportExam struct {
+	SHA256       string `json:"sha256"`
+	Questions    int    `json:"questions"`
+	ContextBytes int    `json:"context_bytes"`
+}
+
+// ReportCandidate is the graded bundle ("" id when no candidate was promoted).
+type ReportCandidate struct {
+	ID   string `json:"id"` // sha256:<hex> of the .tar.gz, or ""
+	Size int64  `json:"size"`
+}
+
+// ReportScore is exact matches out of questions.
+type ReportScore struct {
+	Questions int     `json:"questions"`
+	Passed    int     `json:"passed"`
+	Percent   float64 `json:"percent"`
+}
+
+// ReportLimits are the grading limits applied.
+type ReportLimits struct {
+	Grading     string `json:"grading"`
+	Question    string `json:"question"`
+	MaxRestarts int    `json:"max_restarts"`
+}
+
+// ReportTimings are wall-clock milliseconds.
+type ReportTimings struct {
+	AnswersMS       int64 `json:"answers_ms"`      // phase 1, container starts included
+	BitsMS          int64 `json:"bits_ms"`         // phase 2
+	QuestionP50MS   int64 `json:"question_p50_ms"` // one answer, as the harness saw it
+	QuestionMaxMS   int64 `json:"question_max_ms"`
+	EntrypointLoads int   `json:"entrypoint_loads"` // containers started across both phases
+}
+
+// ReportRestarts count entrypoint restarts per phase.
+type ReportRestarts struct {
+	Answers int `json:"answers"`
+	Bits    int `json:"bits"`
+}
+
+// NewScore is passed out of questions with its percent.
+func NewScore(passed, questions int) ReportScore {
+	s := ReportScore{Questions: questions, Passed: passed}
+	if questions > 0 {
+		s.Percent = 100 * float64(passed) / float64(questions)
+	}
+	return s
+}
+
+// FamilyScores groups a pass vector by family labels (question id -> family); questions
+// without a label count under "unlabelled".
+func FamilyScores(ids []string, v PassVector, families map[string]string) map[string]ReportScore {
+	out := map[string]ReportScore{}
+	if len(families) == 0 {
+		return out
+	}
+	for i, id := range ids {
+		f := families[id]
+		if f == "" {
+			f = "unlabelled"
+		}
+		s := out[f]
+		s.Questions++
+		if i < len(v) && v[i] == '1' {
+			s.Passed++
+		}
+		out[f] = s
+	}
+	for f, s := range out {
+		out[f] = NewScore(s.Passed, s.Questions)
+	}
+	return out
+}
+
+// WriteReport writes r as indented JSON, atomically (temp file, fsync, rename, fsync dir), and
+// returns the file's sha256 (the attestation's report subject).
+func WriteReport(path string, r *Report) (string, error) {
+	if r.Families == nil {
+		r.Families = map[string]ReportScore{}
+	}
+	if r.Outcomes == nil {
+		r.Outcomes = map[Outcome]int{}
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	data = append(data, '\n')
+	if err := writeAtomic(path, data, 0o644); err != nil {
+		return "", fmt.Errorf("write report: %w", err)
+	}
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:]), nil
+}
+
+func writeAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// DiffVectors lists the questions (1-based index and id) where two pass vectors differ, for a
+// regrade that does not match.
+func DiffVectors(ids []string, want, got PassVector) []string {
+	var out []string
+	for i := 0; i < max(len(want), len(got)); i++ {
+		var a, b byte = '-', '-'
+		if i < len(want) {
+			a = want[i]
+		}
+		if i < len(got) {
+			b = got[i]
+		}
+		if a != b {
+			id := ""
+			if i < len(ids) {
+				id = ids[i]
+			}
+			out = append(out, fmt.Sprintf("question %d (%s): attested %c, regraded %c", i+1, id, a, b))
+		}
+	}
+	return out
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
