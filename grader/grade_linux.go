@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -213,7 +214,8 @@ func timings(a *Answers, r *Result) ReportTimings {
 	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
 	t := ReportTimings{AnswersMS: a.Elapsed.Milliseconds(), BitsMS: r.BitsElapsed.Milliseconds(), EntrypointLoads: a.Loads + r.BitsLoads}
 	if len(ts) > 0 {
-		t.QuestionP50MS, t.QuestionMaxMS = ts[len(ts)/2].Milliseconds(), ts[len(ts)-1].Milliseconds()
+		ms := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+		t.QuestionP50MS, t.QuestionMaxMS = ms(ts[len(ts)/2]), ms(ts[len(ts)-1])
 	}
 	return t
 }

@@ -380,3 +380,15 @@ func TestUnpackRefusesOversizedFileAndNonGzip(t *testing.T) {
 		t.Errorf("not gzip: %v", err)
 	}
 }
+
+// A tarball made with `tar -C dir -czf b.tar.gz .` unpacks: "./" prefixes are dropped.
+func TestUnpackTarDotPrefix(t *testing.T) {
+	p := hostileTar(t, []hostileEntry{
+		{hdr: tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}},
+		{hdr: tar.Header{Name: "./" + ManifestName, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(manifestJSON))}, body: []byte(manifestJSON)},
+		{hdr: tar.Header{Name: "./predict.py", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}, body: []byte("x=1")},
+	}, nil)
+	if _, err := Unpack(context.Background(), p, filepath.Join(t.TempDir(), "u"), DefaultLimits(16<<20)); err != nil {
+		t.Fatal(err)
+	}
+}

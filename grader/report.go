@@ -103,11 +103,11 @@ type ReportLimits struct {
 
 // ReportTimings are wall-clock milliseconds.
 type ReportTimings struct {
-	AnswersMS       int64 `json:"answers_ms"`      // phase 1, container starts included
-	BitsMS          int64 `json:"bits_ms"`         // phase 2
-	QuestionP50MS   int64 `json:"question_p50_ms"` // one answer, as the harness saw it
-	QuestionMaxMS   int64 `json:"question_max_ms"`
-	EntrypointLoads int   `json:"entrypoint_loads"` // containers started across both phases
+	AnswersMS       int64   `json:"answers_ms"`      // phase 1, container starts included
+	BitsMS          int64   `json:"bits_ms"`         // phase 2
+	QuestionP50MS   float64 `json:"question_p50_ms"` // one answer, as the harness saw it
+	QuestionMaxMS   float64 `json:"question_max_ms"`
+	EntrypointLoads int     `json:"entrypoint_loads"` // containers started across both phases
 }
 
 // ReportRestarts count entrypoint restarts per phase.

@@ -37,6 +37,8 @@ type Env struct {
 	Rootfs      string              // the grader image's rootfs
 	Image       string              // the grader image, name@digest, for the report
 	Devices     []specs.LinuxDevice // the run's GPUs (none on a CPU track)
+	Mounts      []specs.Mount       // what the GPUs' CDI specs mount
+	GPUEnv      []string            // and the environment they set
 	Limits      sandbox.Limits
 	Device      string // what computes: "cpu: <model>" or "gpu: <model>" (recorded in the report)
 	Question    time.Duration
@@ -189,9 +191,10 @@ func (e *Env) start(ctx context.Context, u *Unpacked, stderrPath string, deadlin
 	s = &session{env: e, out: newLineWriter(), reqs: make(chan []byte, 1), stderr: &cappedFile{f: ef, max: stderrCap}}
 	env := []string{"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONHASHSEED=0", "CUBLAS_WORKSPACE_CONFIG=:4096:8",
 		fmt.Sprintf("OMP_NUM_THREADS=%d", max(1, int(e.Limits.WithDefaults().CPUs))), "SEALRUN_PROTOCOL=" + Protocol}
+	env = append(env, e.GPUEnv...)
 	c, err := e.Run.Start(ctx, sandbox.ContainerConfig{
 		Role: sandbox.RoleGrader, Rootfs: e.Rootfs, Args: u.Manifest.Entrypoint, Env: env, Cwd: sandbox.BundlePath,
-		Bundle: u.Dir, Limits: e.Limits, Devices: e.Devices, Stdin: true, Stdout: s.out, Stderr: s.stderr,
+		Bundle: u.Dir, Limits: e.Limits, Devices: e.Devices, Extra: e.Mounts, Stdin: true, Stdout: s.out, Stderr: s.stderr,
 	})
 	if err != nil {
 		ef.Close()

@@ -133,10 +133,16 @@ type unpacker struct {
 }
 
 func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
-	name, dir := strings.CutSuffix(hdr.Name, "/")
 	if err := checkName(hdr.Name); err != nil {
 		return err
 	}
+	// `tar -C dir -czf b.tar.gz .` writes "./" and "./name": the leading "./" is dropped and the
+	// top directory itself skipped.
+	full := strings.TrimPrefix(hdr.Name, "./")
+	if full == "" && hdr.Typeflag == tar.TypeDir {
+		return nil
+	}
+	name, dir := strings.CutSuffix(full, "/")
 	switch {
 	case name == "" || path.IsAbs(name) || path.Clean(name) != name || name == "." || name == ".." || strings.HasPrefix(name, "../") || strings.Contains(name, "/../") || strings.HasSuffix(name, "/.."):
 		return bundleErr(fmt.Sprintf("%q", hdr.Name), "is not a clean relative path (no leading /, no . or .. components, no doubled /)")

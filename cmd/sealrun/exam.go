@@ -48,6 +48,22 @@ func (o *examInput) addFlags(cmd *cobra.Command, limits bool) {
 
 func (o *examInput) given() bool { return o.questions != "" || o.documents != "" }
 
+// families maps question ids to the family labels of the input, or is nil when none is given.
+func (o *examInput) families(cmd *cobra.Command) (map[string]string, error) {
+	if !o.given() {
+		return nil, nil
+	}
+	qs, err := o.read(cmd.InOrStdin())
+	if err != nil {
+		return nil, inputError(cmd.ErrOrStderr(), err)
+	}
+	m := make(map[string]string, len(qs))
+	for _, q := range qs {
+		m[q.ID] = q.Family
+	}
+	return m, nil
+}
+
 // read parses the input file; the caller checked that exactly one is given.
 func (o *examInput) read(stdin io.Reader) ([]exams.Question, error) {
 	if o.questions != "" && o.documents != "" {
@@ -258,16 +274,9 @@ built from (--documents or --questions, with its "family" keys) to count them.`,
 			if err != nil {
 				return err
 			}
-			var families map[string]string
-			if in.given() {
-				qs, err := in.read(cmd.InOrStdin())
-				if err != nil {
-					return inputError(cmd.ErrOrStderr(), err)
-				}
-				families = make(map[string]string, len(qs))
-				for _, q := range qs {
-					families[q.ID] = q.Family
-				}
+			families, err := in.families(cmd)
+			if err != nil {
+				return err
 			}
 			exams.ComputeStats(ex.Questions, families).Write(cmd.OutOrStdout())
 			return nil

@@ -36,8 +36,8 @@ Start with:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usage(err) })
 	g := &globals{}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/sealrun", "sealrun's state directory (image store, runs); tests and users can isolate with it")
-	// images, sandbox and doctor are Linux only; elsewhere they say so (root_other.go).
-	root.AddCommand(newTrackCmd(), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
+	// images, sandbox, doctor, grade and regrade are Linux only; elsewhere they say so (root_other.go).
+	root.AddCommand(newTrackCmd(), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newGradeCmd(g), newRegradeCmd(g), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd())
 	defaultToInvalid(root)
 	return root
 }

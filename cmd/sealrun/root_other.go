@@ -35,3 +35,11 @@ func newSandboxCmd(*globals) *cobra.Command {
 func newDoctorCmd(*globals) *cobra.Command {
 	return linuxOnly("doctor", "Check that this host can run sealed runs")
 }
+
+func newGradeCmd(*globals) *cobra.Command {
+	return linuxOnly("grade", "Grade a bundle on an exam exactly as a run does")
+}
+
+func newRegradeCmd(*globals) *cobra.Command {
+	return linuxOnly("regrade", "Regrade an attested bundle and compare its pass vector")
+}
