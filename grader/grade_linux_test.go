@@ -42,7 +42,7 @@ for line in sys.stdin:
 const defaultScore = "def score(seq, prefix, target):\n    return 8.0 * len(target)\n"
 
 // env is a grading environment on a real sandbox run with the local python image.
-func testEnv(t *testing.T, question time.Duration) *Env {
+func testEnv(t testing.TB, question time.Duration) *Env {
 	t.Helper()
 	h := sandboxtest.Host(t)
 	imgs := sandboxtest.LocalImages(t)
@@ -67,7 +67,7 @@ func testEnv(t *testing.T, question time.Duration) *Env {
 }
 
 // synthExam builds an exam of n synthetic questions (seed) into dir and opens it verified.
-func synthExam(t *testing.T, dir string, seed uint64, n int) *exams.Exam {
+func synthExam(t testing.TB, dir string, seed uint64, n int) *exams.Exam {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := exams.WriteDocuments(&buf, exams.Synthesize(seed, n)); err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 )
 
 // PassVector is the result of hidden grading, one ASCII '1' (exact match) or '0' per question
@@ -225,14 +224,4 @@ func DiffVectors(ids []string, want, got PassVector) []string {
 		}
 	}
 	return out
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -169,7 +169,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 			return bundleErr(name, "cannot be created: %v", err)
 		}
 		return nil
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		if dir {
 			return bundleErr(name+"/", "is a file whose name ends in /")
 		}

@@ -29,11 +29,12 @@ echo "== Go benchmarks"
 # The image and sandbox benchmarks take seconds an iteration: give them fixed iteration counts
 # so that their medians and ratios do not rest on a single run.
 {
-  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$')
+  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$')
   go test -run '^$' -bench . -benchmem -benchtime 3x ./images
   go test -run '^$' -bench . -benchmem -benchtime 20x ./sandbox
   go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
+  go test -run '^$' -bench . -benchtime 5x ./grader
 } | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
 # gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
 gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
@@ -87,3 +88,15 @@ echo
 echo "== controller: the model gateway on loopback vs the fake provider directly (same run)"
 echo "added latency per request (p50, pinning + headers + audit entry): $(gobench_metric BenchmarkGatewayAddedLatency added-ms) ms (direct $(gobench_metric BenchmarkGatewayAddedLatency direct-ms) ms, through the gateway $(gobench_metric BenchmarkGatewayAddedLatency gateway-ms) ms)   (target: <= 2 ms)"
 echo "server-sent event streaming through the gateway: $(gobench_metric BenchmarkGatewayStreaming MiB/s) MiB/s   (target: >= 100 MiB/s)"
+
+echo
+echo "== grader: hidden-exam grading harness and candidate packing (same run)"
+if [ "$(gobench_metric BenchmarkHarnessPerQuestion question-ms)" = "" ]; then
+  echo "(grading skipped: needs root and the local images; run make bench as root after make test)"
+else
+  echo "harness per question (static entrypoint answering at once; request, line back, judge, private log): mean $(gobench_metric BenchmarkHarnessPerQuestion question-ms) ms, p50 $(gobench_metric BenchmarkHarnessPerQuestion question-p50-ms) ms   (target: <= 1 ms)"
+  echo "  100 questions, fresh grader container included: $(gobench_metric BenchmarkHarnessPerQuestion phase-ms) ms"
+  echo "100 questions with grader/example (Python copy model, CPU): $(gobench_metric BenchmarkExampleBundle phase-ms) ms, $(gobench_metric BenchmarkExampleBundle question-ms) ms per question"
+  echo "  (the kit's starter transformer is graded here once the ARI kit exists)"
+fi
+echo "pack a 16 MiB bundle (float32 weights): $(gobench_metric BenchmarkPackVsTar pack-ms) ms vs tar -czf $(gobench_metric BenchmarkPackVsTar tar-ms) ms: ratio $(gobench_metric BenchmarkPackVsTar ratio)x   (target: >= 0.8x; $(gobench_metric BenchmarkPackVsTar gz-MiB) MiB gzipped)"
