@@ -311,6 +311,7 @@ func TestUnpackRefusesHostileTars(t *testing.T) {
 		{"device node", []hostileEntry{manifestEntry(), predictEntry(), {hdr: tar.Header{Name: "sda", Typeflag: tar.TypeBlock, Devmajor: 8}}}, nil, "sda: is a block device entry"},
 		{"char device", []hostileEntry{manifestEntry(), predictEntry(), {hdr: tar.Header{Name: "mem", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 1}}}, nil, "mem: is a character device entry"},
 		{"fifo", []hostileEntry{manifestEntry(), predictEntry(), {hdr: tar.Header{Name: "p", Typeflag: tar.TypeFifo}}}, nil, "p: is a FIFO entry"},
+		{"10 GB sparse entry", []hostileEntry{manifestEntry(), predictEntry(), {hdr: tar.Header{Name: "sparse", Typeflag: tar.TypeGNUSparse, Size: 10 << 30, Format: tar.FormatGNU}}}, nil, "sparse: is a sparse file entry"},
 		{"10 GB entry", []hostileEntry{manifestEntry(), predictEntry(), {hdr: tar.Header{Name: "big", Typeflag: tar.TypeReg, Size: 10 << 30}}}, nil, "big: is 10737418240 bytes"},
 		{"duplicate", []hostileEntry{manifestEntry(), predictEntry(), reg("predict.py", "y=2")}, nil, "appears twice"},
 		{"file then dir", []hostileEntry{manifestEntry(), predictEntry(), reg("a", "x"), reg("a/b", "y")}, nil, "is a file, so it cannot also be a directory"},
