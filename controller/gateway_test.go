@@ -250,8 +250,19 @@ func TestGatewayRetries(t *testing.T) {
 			if err != nil {
 				return
 			}
-			c.Write([]byte("this is not HTTP\r\n\r\n"))
-			c.Close()
+			// Answer only after the request arrived: garbage written first reaches the client
+			// as an unsolicited response on an idle connection, a different error.
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil || l == "\r\n" {
+						break
+					}
+				}
+				c.Write([]byte("this is not HTTP\r\n\r\n"))
+			}()
 		}
 	}()
 	w := newGW(t, KindOpenAI, "openai/gpt-x", 1)

@@ -149,6 +149,17 @@ func (h *History) appendLocked(e HistoryEntry) error {
 	return nil
 }
 
+// AppendSubmission records a submission, unless the run was finalized meanwhile (then nothing is
+// recorded and the error says so).
+func (h *History) AppendSubmission(e HistoryEntry) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.finalized {
+		return fmt.Errorf("the run was finalized while the submission was packed; it is not recorded")
+	}
+	return h.appendLocked(e)
+}
+
 // Resolve maps what the agent typed (a hex prefix of at least 4 digits, with or without
 // "sha256:") to a candidate id; an unknown or ambiguous prefix is an error listing the
 // candidates it could mean.

@@ -139,7 +139,10 @@ func (s *Service) Submit(ctx context.Context, hostDir string) (string, error) {
 	}
 	id := cand.Digest()
 	if prev, ok := s.history.Candidate(id); ok {
-		if err := s.history.Append(HistoryEntry{Kind: KindSubmit, Time: s.now(), Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files}); err != nil {
+		if err := s.history.AppendSubmission(HistoryEntry{Kind: KindSubmit, Time: s.now(), Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files}); err != nil {
+			if s.history.Finalized() {
+				return "", refused("%v", err)
+			}
 			return "", err
 		}
 		return fmt.Sprintf("candidate %s (%s gz) is the same as the one submitted at %s; validation %s\n", short(id), iec(cand.Size), offset(prev.Time.Sub(s.cfg.Start)), validationText(prev)), nil
@@ -156,7 +159,11 @@ func (s *Service) Submit(ctx context.Context, hostDir string) (string, error) {
 	}
 	defer os.RemoveAll(u.Dir)
 	entry := HistoryEntry{Kind: KindSubmit, Time: s.now(), Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files}
-	if err := s.history.Append(entry); err != nil {
+	if err := s.history.AppendSubmission(entry); err != nil {
+		os.Remove(cand.Path)
+		if s.history.Finalized() {
+			return "", refused("%v", err)
+		}
 		return "", err
 	}
 	if err := s.audit("submit", map[string]any{"candidate": id, "size": cand.Size, "raw_bytes": cand.RawBytes, "files": cand.Files}); err != nil {
