@@ -220,6 +220,17 @@ func TestTamperingCases(t *testing.T) {
 		{"timeline out of order", restated(func(m map[string]any) {
 			m["predicate"].(map[string]any)["timeline"].(map[string]any)["queued"] = "2027-01-01T00:00:00Z"
 		}), ReasonPredicate},
+		{"bad run id", restated(func(m map[string]any) {
+			m["predicate"].(map[string]any)["run"].(map[string]any)["id"] = "../x"
+		}), ReasonPredicate},
+		{"rerun of itself", restated(func(m map[string]any) {
+			r := m["predicate"].(map[string]any)["run"].(map[string]any)
+			r["rerun_of"] = r["id"]
+		}), ReasonPredicate},
+		{"no seeds required", restated(func(m map[string]any) {
+			m["predicate"].(map[string]any)["track"].(map[string]any)["seeds_required"] = 0
+		}), ReasonPredicate},
+		{"no run", restated(func(m map[string]any) { delete(m["predicate"].(map[string]any), "run") }), ReasonPredicate},
 		{"finished after grading limit", restated(func(m map[string]any) {
 			m["predicate"].(map[string]any)["timeline"].(map[string]any)["finished"] = "2026-11-21T14:00:00Z"
 		}), ReasonPredicate},

@@ -67,6 +67,7 @@ func fixture(t testing.TB, candidates, auditEntries int) (*Statement, string) {
 	vector := strings.Repeat("1011", 25)
 	p.Result = Result{Status: StatusGraded, Questions: 100, Passed: 75, Score: 75, PassVectorSHA256: sum(vector), BitsPerByte: &bpb}
 	p.Seed = 2
+	p.Run = RunInfo{ID: "r-20261121-120000-2"}
 	return NewStatement(p, NewSubject(SubjectBundle, bundle), NewSubject(SubjectReport, sum("report"))), bundle
 }
 

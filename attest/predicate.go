@@ -4,15 +4,20 @@ import (
 	"fmt"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"math"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/sealrun/sealrun/policy"
 )
 
+// runIDRE is a run id as the daemon makes them.
+var runIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+
 // CheckPredicate checks that a predicate is internally consistent and agrees with its subjects:
 // the rules of attest/PREDICATE.md, "Consistency". It returns a *VerificationFailure with reason
 // "predicate" naming the first rule broken.
+
 func CheckPredicate(p *Predicate, subjects []Subject) error {
 	bad := func(field, format string, args ...any) error {
 		return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
@@ -47,6 +52,15 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 	}
 	if p.Seed < 0 {
 		return bad("seed", "is %d; seeds are >= 0", p.Seed)
+	}
+	if p.Track.SeedsRequired < 1 {
+		return bad("track.seeds_required", "is %d; at least 1", p.Track.SeedsRequired)
+	}
+	if !runIDRE.MatchString(p.Run.ID) {
+		return bad("run.id", "%q is not a run id (lowercase letters, digits and '-', 1 to 64, starting with a letter or digit)", p.Run.ID)
+	}
+	if p.Run.RerunOf != "" && (!runIDRE.MatchString(p.Run.RerunOf) || p.Run.RerunOf == p.Run.ID) {
+		return bad("run.rerun_of", "%q is not another run's id", p.Run.RerunOf)
 	}
 
 	// Budget.
@@ -193,6 +207,7 @@ func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
 	pins := []struct{ field, got, want string }{
 		{"track.name", p.Track.Name, t.Name},
 		{"track.version", p.Track.Version, t.Version},
+		{"track.seeds_required", fmt.Sprint(p.Track.SeedsRequired), fmt.Sprint(t.Seeds.Required)},
 		{"exam.sha256", p.Exam.SHA256, t.Exam.SHA256},
 		{"exam.questions", fmt.Sprint(p.Exam.Questions), fmt.Sprint(t.Exam.Questions)},
 		{"images.controller", p.Images.Controller, t.Images.Controller.String()},
@@ -234,7 +249,7 @@ func normDur(s string) string {
 // images, brief, scaffold and budget. The caller adds the run's own facts.
 func PredicateFromTrack(t *policy.Track) *Predicate {
 	return &Predicate{
-		Track:    TrackInfo{ID: t.ID, Name: t.Name, Version: t.Version, Status: string(t.Status)},
+		Track:    TrackInfo{ID: t.ID, Name: t.Name, Version: t.Version, Status: string(t.Status), SeedsRequired: t.Seeds.Required},
 		Exam:     ExamInfo{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions)},
 		Images:   ImagesInfo{Controller: t.Images.Controller.String(), Runner: t.Images.Runner.String(), Grader: t.Images.Grader.String()},
 		Brief:    BriefInfo{SHA256: t.Brief.SHA256},

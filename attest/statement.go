@@ -110,6 +110,14 @@ type Predicate struct {
 	Audit       Audit       `json:"audit"`
 	Result      Result      `json:"result"`
 	Seed        int64       `json:"seed"`
+	Run         RunInfo     `json:"run"`
+}
+
+// RunInfo names the run, so that two attestations of one run count once, and links a rerun to
+// the invalid run it replaces.
+type RunInfo struct {
+	ID      string `json:"id"`
+	RerunOf string `json:"rerun_of"` // "" unless this run reruns an invalid one
 }
 
 // TrackInfo identifies the track the run was judged under.
@@ -118,6 +126,8 @@ type TrackInfo struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Status  string `json:"status"`
+	// SeedsRequired is the track's [seeds] required: valid seeds an official row needs.
+	SeedsRequired int64 `json:"seeds_required"`
 }
 
 // ExamInfo pins the hidden exam.

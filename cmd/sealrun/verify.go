@@ -41,6 +41,7 @@ type verdict struct {
 	Agent     *attest.Agent     `json:"agent,omitempty"`
 	Result    *attest.Result    `json:"result,omitempty"`
 	Seed      *int64            `json:"seed,omitempty"`
+	Run       *attest.RunInfo   `json:"run,omitempty"`
 	Statement string            `json:"statement_sha256,omitempty"`
 }
 
@@ -152,7 +153,7 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 			} else {
 				p := got.Statement.Predicate
 				sum := sha256.Sum256(got.Payload)
-				out.KeyID, out.Checks, out.Track, out.Agent, out.Result, out.Seed = got.KeyID, got.Checks, &p.Track, &p.Agent, &p.Result, &p.Seed
+				out.KeyID, out.Checks, out.Track, out.Agent, out.Result, out.Seed, out.Run = got.KeyID, got.Checks, &p.Track, &p.Agent, &p.Result, &p.Seed, &p.Run
 				out.Statement = hex.EncodeToString(sum[:])
 				out.Warnings = append(out.Warnings, got.Warnings...)
 			}
@@ -190,6 +191,13 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 		effort = "no effort setting"
 	}
 	fmt.Fprintf(w, "  agent      %s (%s), seed %d\n", v.Agent.Model, effort, *v.Seed)
+	if v.Run != nil {
+		rerun := ""
+		if v.Run.RerunOf != "" {
+			rerun = ", rerun of " + v.Run.RerunOf
+		}
+		fmt.Fprintf(w, "  run        %s%s\n", v.Run.ID, rerun)
+	}
 	fmt.Fprintf(w, "  result     %s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
 	if r.Reason != "" {
 		fmt.Fprintf(w, " (%s)", r.Reason)
