@@ -29,12 +29,13 @@ echo "== Go benchmarks"
 # The image and sandbox benchmarks take seconds an iteration: give them fixed iteration counts
 # so that their medians and ratios do not rest on a single run.
 {
-  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$')
+  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$')
   go test -run '^$' -bench . -benchmem -benchtime 3x ./images
   go test -run '^$' -bench . -benchmem -benchtime 20x ./sandbox
   go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
   go test -run '^$' -bench . -benchtime 5x ./grader
+  go test -run '^$' -bench . -benchtime 2x ./leaderboard
 } | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
 # gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
 gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
@@ -100,3 +101,7 @@ else
   echo "  (the kit's starter transformer is graded here once the ARI kit exists)"
 fi
 echo "pack a 16 MiB bundle (float32 weights): $(gobench_metric BenchmarkPackVsTar pack-ms) ms vs tar -czf $(gobench_metric BenchmarkPackVsTar tar-ms) ms: ratio $(gobench_metric BenchmarkPackVsTar ratio)x   (target: >= 0.8x; $(gobench_metric BenchmarkPackVsTar gz-MiB) MiB gzipped)"
+
+echo
+echo "== leaderboard: 10,000 attestations (100 agents x 100 seeds) verified, aggregated, rendered as text"
+echo "total $(gobench_metric BenchmarkLeaderboard10k total-s) s   (target: <= 5 s); verification (signature and strict parsing of each statement, on every CPU) $(gobench_metric BenchmarkLeaderboard10k verify-s) s = $(gobench_metric BenchmarkLeaderboard10k verify-%)% of it"

@@ -11,6 +11,7 @@ packages=(
   iproute2        # ip(8), used by tests and leak checks to list namespaces and links
   openssl         # second implementation that verifies attestation signatures in tests
   ca-certificates # debootstrap fetches over https mirrors where configured
+  chromium        # headless: the leaderboard HTML page is rendered and screenshot-tested
 )
 
 missing=()

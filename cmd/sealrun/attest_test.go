@@ -140,3 +140,50 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+func TestLeaderboardVerb(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	pred, subjects := goldenPredicate(t)
+	os.WriteFile(p("pred.json"), pred, 0o600)
+	os.MkdirAll(p("results/r1"), 0o755)
+	sign := append([]string{"attest", "sign", "--predicate", p("pred.json"), "--key", "../../attest/testdata/ed25519.key", "--out", p("results/r1/result.att.json")}, subjects...)
+	if r := sealrun(t, sign...); r.code != 0 {
+		t.Fatalf("sign: %+v", r)
+	}
+	os.WriteFile(p("results/r1/report.json"), []byte(`{}`), 0o644)
+	key := "../../attest/testdata/ed25519.pub"
+	r := sealrun(t, "leaderboard", "--key", key, p("results"))
+	if r.code != 0 || !strings.Contains(r.stdout, "ari-v1 1 (active)") || !strings.Contains(r.stdout, "example-model-2026-10@high  75.0 ± —") {
+		t.Fatalf("leaderboard: %+v", r)
+	}
+	// A rejected input: listed, exit 1; --allow-rejected publishes anyway; --out is written.
+	os.WriteFile(p("results/forged.att.json"), []byte(`{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[{"sig":"AAAA"}]}`), 0o644)
+	if r := sealrun(t, "leaderboard", "--key", key, p("results")); r.code != 1 || !strings.Contains(r.stdout, "forged.att.json: not valid") || !strings.Contains(r.stderr, "1 input(s) rejected") {
+		t.Errorf("rejected: %+v", r)
+	}
+	if r := sealrun(t, "leaderboard", "--key", key, "--allow-rejected", "--format", "html", "--out", p("board.html"), p("results")); r.code != 0 {
+		t.Errorf("allow-rejected: %+v", r)
+	}
+	if b, err := os.ReadFile(p("board.html")); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("board.html: %v", err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"leaderboard", p("results")}, 2, "give the trusted public key"},
+		{[]string{"leaderboard", "--key", key, "--format", "pdf", p("results")}, 2, `--format "pdf"`},
+		{[]string{"leaderboard", "--key", key}, 2, "attestation files or directories"},
+		{[]string{"leaderboard", "--key", p("nope.pub"), p("results")}, 2, "nope.pub"},
+		{[]string{"leaderboard", "--key", key, p("missing")}, 2, "missing"},
+		{[]string{"leaderboard", "--key", key, "--track", "../../tracks/demo.toml", p("results/r1/result.att.json")}, 1, "not among the --track files"},
+		{[]string{"leaderboard", "--key", key, p("results/r1/report.json")}, 1, "not an attestation"},
+	} {
+		r := sealrun(t, c.args...)
+		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
+			t.Errorf("%v: exit %d %q %q; want %d %q", c.args, r.code, r.stdout, r.stderr, c.code, c.want)
+		}
+	}
+}

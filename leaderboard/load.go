@@ -1,0 +1,307 @@
+package leaderboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/policy"
+)
+
+// Key is one trusted signer: its name (the key file's) and verifier.
+type Key struct {
+	Name     string
+	KeyID    string
+	Verifier signature.Verifier
+}
+
+// LoadKeys loads public keys (PEM files, or every *.pub / *.pem file of a directory).
+func LoadKeys(paths []string) ([]Key, error) {
+	var keys []Key
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: %w", p, err)
+		}
+		files := []string{p}
+		if st.IsDir() {
+			files = nil
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return nil, fmt.Errorf("keys directory %s: %w", p, err)
+			}
+			for _, e := range entries {
+				if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".pub") || strings.HasSuffix(n, ".pem")) {
+					files = append(files, filepath.Join(p, n))
+				}
+			}
+			if len(files) == 0 {
+				return nil, fmt.Errorf("keys directory %s has no *.pub or *.pem file", p)
+			}
+		}
+		for _, f := range files {
+			v, pub, err := attest.LoadVerifier(f)
+			if err != nil {
+				return nil, fmt.Errorf("key %s: %w", f, err)
+			}
+			id, err := attest.KeyID(pub)
+			if err != nil {
+				return nil, fmt.Errorf("key %s: %w", f, err)
+			}
+			keys = append(keys, Key{Name: filepath.Base(f), KeyID: id, Verifier: v})
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no public key given; every row must come from a verified attestation (--key PUB.pem)")
+	}
+	return keys, nil
+}
+
+// Entry is one attestation that verified.
+type Entry struct {
+	Path      string
+	Key       string // the name of the key that verified it
+	KeyID     string
+	Predicate *attest.Predicate
+	Payload   []byte // the signed statement, to tell duplicates from conflicts
+	Warnings  []string
+}
+
+// Rejection is an input that contributes nothing, with the reason.
+type Rejection struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// MaxFileBytes bounds one input file.
+const MaxFileBytes = attest.MaxEnvelopeBytes + 64<<10
+
+// Inputs are what Load found.
+type Inputs struct {
+	Entries  []Entry
+	Rejected []Rejection
+	Skipped  []Rejection // files in a directory that are not attestations (report.json, ...)
+}
+
+// Load reads every path (an attestation file, or a directory searched recursively for *.json
+// files) and verifies each attestation with the keys (the first that verifies it) and, when
+// tracks are given, against the track with its id (an attestation under any other track is
+// rejected). A file named on the command line that is not a valid attestation is rejected; a
+// file in a directory that is not an attestation at all (no DSSE envelope) is skipped and
+// listed, so that a results directory with reports and audit logs beside the attestations reads
+// cleanly. Verification runs on every CPU.
+func Load(paths []string, keys []Key, tracks []*policy.Track) (*Inputs, error) {
+	type job struct {
+		path     string
+		explicit bool
+	}
+	var jobs []job
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, unwrapPath(err))
+		}
+		if !st.IsDir() {
+			jobs = append(jobs, job{p, true})
+			continue
+		}
+		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".json") {
+				jobs = append(jobs, job{q, false})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read directory %s: %w", p, err)
+		}
+	}
+	byTrack := map[string]*policy.Track{}
+	for _, t := range tracks {
+		byTrack[t.ID] = t
+	}
+	type result struct {
+		entry   *Entry
+		reject  *Rejection
+		skipped bool
+	}
+	results := make([]result, len(jobs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range max(1, runtime.NumCPU()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				e, reason, notAtt := verifyFile(jobs[i].path, keys, byTrack, len(tracks) > 0)
+				switch {
+				case e != nil:
+					results[i].entry = e
+				case notAtt && !jobs[i].explicit:
+					results[i].skipped, results[i].reject = true, &Rejection{jobs[i].path, reason}
+				default:
+					results[i].reject = &Rejection{jobs[i].path, reason}
+				}
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	in := &Inputs{}
+	for _, r := range results {
+		switch {
+		case r.entry != nil:
+			in.Entries = append(in.Entries, *r.entry)
+		case r.skipped:
+			in.Skipped = append(in.Skipped, *r.reject)
+		default:
+			in.Rejected = append(in.Rejected, *r.reject)
+		}
+	}
+	in.dedupe()
+	sort.Slice(in.Rejected, func(i, j int) bool { return in.Rejected[i].Path < in.Rejected[j].Path })
+	return in, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// verifyFile verifies one file; notAtt reports a file that is not an attestation at all.
+func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTracks bool) (e *Entry, reason string, notAtt bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "cannot open: " + unwrapPath(err).Error(), false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	f.Close()
+	if err != nil {
+		return nil, "cannot read: " + err.Error(), false
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Sprintf("over %d bytes; not an attestation", MaxFileBytes), true
+	}
+	if !looksLikeEnvelope(data) {
+		return nil, "not an attestation (no DSSE envelope)", true
+	}
+	env, err := attest.EnvelopeOf(data)
+	if err != nil {
+		return nil, err.Error(), false
+	}
+	var opts []attest.VerifyOption
+	if pinTracks {
+		var head struct {
+			Payload string `json:"payload"`
+		}
+		json.Unmarshal(env, &head)
+		id := trackIDOf(head.Payload)
+		t, ok := tracks[id]
+		if !ok {
+			return nil, fmt.Sprintf("made under track %s, which is not among the --track files", shortID(id)), false
+		}
+		opts = append(opts, attest.WithTrack(t))
+	}
+	var last error
+	for _, k := range keys {
+		v, err := attest.Verify(env, k.Verifier, opts...)
+		if err == nil {
+			return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, Payload: v.Payload, Warnings: v.Warnings}, "", false
+		}
+		last = err
+		var vf *attest.VerificationFailure
+		if errors.As(err, &vf) && vf.Reason != attest.ReasonSignature && vf.Reason != attest.ReasonSignatureCount {
+			break // signed by this key but not valid: another key will not help
+		}
+	}
+	if len(keys) > 1 {
+		return nil, fmt.Sprintf("not valid with any of the %d keys: %v", len(keys), last), false
+	}
+	return nil, last.Error(), false
+}
+
+// looksLikeEnvelope tells a broken attestation from some other JSON file.
+func looksLikeEnvelope(data []byte) bool {
+	return bytes.Contains(data, []byte(`"payloadType"`)) || bytes.Contains(data, []byte(`"dsseEnvelope"`))
+}
+
+// trackIDOf reads the track id from an (unverified) payload, only to pick the track file to
+// verify against; the verification itself checks it again from the signed bytes.
+func trackIDOf(payloadB64 string) string {
+	raw, err := decodeB64(payloadB64)
+	if err != nil {
+		return ""
+	}
+	var st struct {
+		Predicate struct {
+			Track struct {
+				ID string `json:"id"`
+			} `json:"track"`
+		} `json:"predicate"`
+	}
+	json.Unmarshal(raw, &st)
+	return st.Predicate.Track.ID
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12] + "…"
+	}
+	if id == "" {
+		return "(unreadable)"
+	}
+	return id
+}
+
+// dedupe keeps one entry per run id: the same signed statement twice (result.att.json and its
+// Sigstore bundle, or a re-gathered copy) counts once; two different statements for one run
+// are both rejected as a conflict.
+func (in *Inputs) dedupe() {
+	sort.SliceStable(in.Entries, func(i, j int) bool { return in.Entries[i].Path < in.Entries[j].Path })
+	first := map[string]int{}
+	conflict := map[string]bool{}
+	var kept []Entry
+	for _, e := range in.Entries {
+		key := e.Predicate.Track.ID + "/" + e.Predicate.Run.ID
+		if i, ok := first[key]; ok {
+			if !bytes.Equal(kept[i].Payload, e.Payload) {
+				conflict[key] = true
+				in.Rejected = append(in.Rejected, Rejection{e.Path, fmt.Sprintf("run %s has another, different attestation (%s); both are rejected", e.Predicate.Run.ID, kept[i].Path)})
+			} else {
+				in.Skipped = append(in.Skipped, Rejection{e.Path, fmt.Sprintf("the same attestation of run %s as %s; counted once", e.Predicate.Run.ID, kept[i].Path)})
+			}
+			continue
+		}
+		first[key] = len(kept)
+		kept = append(kept, e)
+	}
+	in.Entries = in.Entries[:0]
+	for _, e := range kept {
+		key := e.Predicate.Track.ID + "/" + e.Predicate.Run.ID
+		if conflict[key] {
+			in.Rejected = append(in.Rejected, Rejection{e.Path, fmt.Sprintf("run %s has another, different attestation; both are rejected", e.Predicate.Run.ID)})
+			continue
+		}
+		in.Entries = append(in.Entries, e)
+	}
+}
