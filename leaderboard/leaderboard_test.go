@@ -341,3 +341,53 @@ func TestAllFailedAndTrackFilter(t *testing.T) {
 		t.Errorf("mismatching track: %+v", in.Rejected)
 	}
 }
+
+// A withdrawn track is shown unranked; two different statements for one run are both rejected;
+// a keys directory trusts several signers and each run names its own.
+func TestWithdrawnConflictsAndKeys(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir(), base: basePredicate(t), key: "../attest/testdata/ed25519.key"}
+	withdrawn := loadTrack(t, "../tracks/ari-v1.toml", func(s string) string {
+		return strings.Replace(s, `status = "active"`, `status = "withdrawn"`, 1)
+	})
+	ari := loadTrack(t, "../tracks/ari-v1.toml", nil)
+	f.write("r/w.att.json", f.attestation(runSpec{withdrawn, "alpha", "", 1, "w-1", "", "graded", 50, 0, nil, ""}))
+	f.write("r/x1.att.json", f.attestation(runSpec{ari, "alpha", "", 1, "x-1", "", "graded", 50, 0, nil, ""}))
+	f.write("r/x1-again.att.json", f.attestation(runSpec{ari, "alpha", "", 1, "x-1", "", "graded", 90, 0, nil, ""}))
+	f.write("r/y1.att.json", f.attestation(runSpec{ari, "alpha", "", 2, "y-1", "", "graded", 40, 0, nil, "../attest/testdata/ecdsa.key"}))
+	kd := filepath.Join(f.dir, "keys")
+	os.MkdirAll(kd, 0o755)
+	for _, k := range []string{"ed25519.pub", "ecdsa.pub"} {
+		b, _ := os.ReadFile("../attest/testdata/" + k)
+		os.WriteFile(filepath.Join(kd, k), b, 0o644)
+	}
+	keys, err := LoadKeys([]string{kd})
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys: %v %d", err, len(keys))
+	}
+	in, err := Load([]string{filepath.Join(f.dir, "r")}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Build(in, keys)
+	if len(b.Rejected) != 2 || !strings.Contains(b.Rejected[0].Reason+b.Rejected[1].Reason, "different attestation") {
+		t.Errorf("conflict: %+v", b.Rejected)
+	}
+	var active, wd *Table
+	for i := range b.Tables {
+		switch b.Tables[i].Track.Status {
+		case "active":
+			active = &b.Tables[i]
+		case "withdrawn":
+			wd = &b.Tables[i]
+		}
+	}
+	if wd == nil || wd.Ranked || wd.Rows[0].Rank != 0 || rankText(&wd.Rows[0]) != "-" {
+		t.Errorf("withdrawn table: %+v", wd)
+	}
+	if active == nil || len(active.Rows[0].Runs) != 1 || active.Rows[0].Runs[0].Key != "ecdsa.pub" {
+		t.Errorf("active table (only y-1 counts, signed by the ECDSA key): %+v", active)
+	}
+	if _, err := LoadKeys([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "has no *.pub") {
+		t.Errorf("empty keys dir: %v", err)
+	}
+}
