@@ -139,6 +139,21 @@ type Run struct {
 	seq  int
 	live map[string]*Container
 	rec  runRecord
+	// evidence: the network evidence of the first container of each role (every container of
+	// a role is configured alike), for the run's attestation.
+	evidence map[Role]NetnsEvidence
+}
+
+// Evidence returns the network evidence the hook recorded for the first container of each role
+// the run started, checked against the role's air gap before that container ran.
+func (r *Run) Evidence() map[Role]NetnsEvidence {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[Role]NetnsEvidence, len(r.evidence))
+	for k, v := range r.evidence {
+		out[k] = v
+	}
+	return out
 }
 
 // runRecord is what a run created, as recorded in <RunDir>/runs/<id>/record.json.
@@ -410,6 +425,14 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 			if aerr := checkAirGap(cfg.Role, c.Evidence); aerr != nil {
 				return nil, infra(id, "air gap", aerr)
 			}
+			r.mu.Lock()
+			if r.evidence == nil {
+				r.evidence = map[Role]NetnsEvidence{}
+			}
+			if _, ok := r.evidence[cfg.Role]; !ok {
+				r.evidence[cfg.Role] = c.Evidence
+			}
+			r.mu.Unlock()
 			c.usage = c.cg.watch(c.done)
 			return c, nil
 		}

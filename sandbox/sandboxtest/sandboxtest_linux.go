@@ -5,10 +5,14 @@ package sandboxtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -31,8 +35,17 @@ func Static(t testing.TB, pkg string) string {
 		return p
 	}
 	if binDir == "" {
-		d, err := os.MkdirTemp("", "sealrun-test-bin-")
-		if err != nil {
+		// One directory per test process, named by its pid; those of processes that are gone
+		// are removed here (a test binary has no hook to remove its own at exit).
+		old, _ := filepath.Glob(filepath.Join(os.TempDir(), "sealrun-test-bin-*"))
+		for _, o := range old {
+			pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(o), "sealrun-test-bin-"))
+			if err != nil || syscall.Kill(pid, 0) == syscall.ESRCH {
+				os.RemoveAll(o)
+			}
+		}
+		d := filepath.Join(os.TempDir(), fmt.Sprintf("sealrun-test-bin-%d", os.Getpid()))
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		os.Chmod(d, 0o755)

@@ -1,0 +1,213 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/sealrun/sealrun/controller"
+)
+
+// DefaultConfigPath is where make install puts the daemon's configuration.
+const DefaultConfigPath = "/etc/sealrun/sealrun.toml"
+
+// Config is sealrun.toml: one file for the whole daemon.
+type Config struct {
+	StateDir string `toml:"state_dir"` // runs, images, content, journal (default /var/lib/sealrun)
+	RunDir   string `toml:"run_dir"`   // volatile sandbox state (default /run/sealrun)
+	Runtime  string `toml:"runtime"`   // OCI runtime binary (default runc)
+	Socket   string `toml:"socket"`    // admin socket (default /run/sealrun/sealrun.sock)
+	Group    string `toml:"group"`     // group allowed on the admin socket (default sealrun)
+	// Runner is the static runner client mounted into controllers (default: beside sealrund).
+	Runner string `toml:"runner"`
+	// Hook is the containers' network hook binary (default: beside sealrund).
+	Hook string `toml:"hook"`
+
+	Keys      KeysConfig                           `toml:"keys"`
+	Providers map[string]controller.ProviderConfig `toml:"providers"`
+	Resources ResourcesConfig                      `toml:"resources"`
+	Metrics   MetricsConfig                        `toml:"metrics"`
+
+	path string
+}
+
+// KeysConfig is the signing key of attestations.
+type KeysConfig struct {
+	Signing        string `toml:"signing"`         // private key (PEM) or a KMS reference
+	Public         string `toml:"public"`          // its public half, checked against it at start
+	PassphraseFile string `toml:"passphrase_file"` // for an encrypted private key
+}
+
+// ResourcesConfig is what runs may use on this host.
+type ResourcesConfig struct {
+	GPUs        []string `toml:"gpus"`        // CDI device names, for example "nvidia.com/gpu=0"
+	CPUs        int64    `toml:"cpus"`        // CPUs the daemon may hand to runs (default: all)
+	Concurrency int      `toml:"concurrency"` // runs at once at most (default 1)
+}
+
+// MetricsConfig is the opt-in Prometheus listener.
+type MetricsConfig struct {
+	Listen string `toml:"listen"` // loopback host:port, "" for none
+}
+
+var providerNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// LoadConfig reads and validates the configuration file; every problem is reported at once, as
+// file:key: what is wrong; the fix.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; write one from deploy/sealrun.toml (make install does)", path, unwrap(err))
+	}
+	return ParseConfig(path, data)
+}
+
+func unwrap(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// ParseConfig parses and validates configuration data read from path.
+func ParseConfig(path string, data []byte) (*Config, error) {
+	c := &Config{path: path}
+	md, err := toml.Decode(string(data), c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	var problems []string
+	for _, k := range md.Undecoded() {
+		problems = append(problems, fmt.Sprintf("%s:%s: unknown key; see deploy/sealrun.toml for every key", path, k.String()))
+	}
+	c.defaults()
+	if err := c.Validate(); err != nil {
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
+	}
+	if len(problems) > 0 {
+		return nil, &ConfigError{Path: path, Problems: problems}
+	}
+	return c, nil
+}
+
+// ConfigError lists every problem of a configuration file.
+type ConfigError struct {
+	Path     string
+	Problems []string
+}
+
+func (e *ConfigError) Error() string { return strings.Join(e.Problems, "\n") }
+
+func (c *Config) defaults() {
+	if c.StateDir == "" {
+		c.StateDir = "/var/lib/sealrun"
+	}
+	if c.RunDir == "" {
+		c.RunDir = "/run/sealrun"
+	}
+	if c.Runtime == "" {
+		c.Runtime = "runc"
+	}
+	if c.Socket == "" {
+		c.Socket = filepath.Join(c.RunDir, "sealrun.sock")
+	}
+	if c.Group == "" {
+		c.Group = "sealrun"
+	}
+	if c.Resources.Concurrency == 0 {
+		c.Resources.Concurrency = 1
+	}
+	self, _ := os.Executable()
+	dir := filepath.Dir(self)
+	if c.Runner == "" {
+		c.Runner = filepath.Join(dir, "runner")
+	}
+	if c.Hook == "" {
+		c.Hook = filepath.Join(dir, "sealrun-netns-hook")
+	}
+	for name, p := range c.Providers {
+		p.Name = name
+		c.Providers[name] = p
+	}
+}
+
+// Validate reports every problem at once, one per line, as file:key: problem; fix.
+func (c *Config) Validate() error {
+	var out []string
+	bad := func(key, format string, args ...any) {
+		out = append(out, fmt.Sprintf("%s:%s: %s", c.path, key, fmt.Sprintf(format, args...)))
+	}
+	for _, d := range []struct{ key, v string }{{"state_dir", c.StateDir}, {"run_dir", c.RunDir}, {"socket", c.Socket}} {
+		if !filepath.IsAbs(d.v) {
+			bad(d.key, "%q is not an absolute path", d.v)
+		}
+	}
+	for _, b := range []struct{ key, v string }{{"runner", c.Runner}, {"hook", c.Hook}} {
+		if st, err := os.Stat(b.v); err != nil {
+			bad(b.key, "%s: %v; build it (make build) or give its path", b.v, unwrap(err))
+		} else if st.Mode()&0o111 == 0 {
+			bad(b.key, "%s is not executable", b.v)
+		}
+	}
+	switch {
+	case c.Keys.Signing == "":
+		bad("keys.signing", "missing; give the attestation signing key (sealrun keys generate --out /etc/sealrun/keys)")
+	case !strings.Contains(c.Keys.Signing, "://"):
+		if st, err := os.Stat(c.Keys.Signing); err != nil {
+			bad("keys.signing", "%s: %v", c.Keys.Signing, unwrap(err))
+		} else if st.Mode().Perm()&0o077 != 0 {
+			bad("keys.signing", "%s is mode %v: readable beyond its owner; chmod 0600 %s", c.Keys.Signing, st.Mode().Perm(), c.Keys.Signing)
+		}
+	}
+	if c.Keys.Public == "" {
+		bad("keys.public", "missing; give the public half of keys.signing (verifiers need it)")
+	} else if _, err := os.Stat(c.Keys.Public); err != nil {
+		bad("keys.public", "%s: %v", c.Keys.Public, unwrap(err))
+	}
+	if len(c.Providers) == 0 {
+		bad("providers", "none; add a [providers.NAME] table with kind, base_url and key_file")
+	}
+	names := make([]string, 0, len(c.Providers))
+	for n := range c.Providers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !providerNameRE.MatchString(n) {
+			bad("providers."+n, "the provider name must be lowercase letters, digits, '-' or '_' (it is the first part of --agent NAME/model)")
+		}
+		if err := c.Providers[n].Validate(c.path + ":providers." + n); err != nil {
+			out = append(out, strings.Split(err.Error(), "\n")...)
+		}
+	}
+	seen := map[string]bool{}
+	for i, g := range c.Resources.GPUs {
+		if !strings.Contains(g, "=") || strings.ContainsAny(g, " \t") {
+			bad(fmt.Sprintf("resources.gpus[%d]", i), "%q is not a CDI device name (vendor/class=name, as sealrun doctor lists them)", g)
+		}
+		if seen[g] {
+			bad(fmt.Sprintf("resources.gpus[%d]", i), "%q is listed twice", g)
+		}
+		seen[g] = true
+	}
+	if c.Resources.CPUs < 0 {
+		bad("resources.cpus", "%d; give 0 (all) or more", c.Resources.CPUs)
+	}
+	if c.Resources.Concurrency < 1 || c.Resources.Concurrency > 64 {
+		bad("resources.concurrency", "%d; give 1 to 64", c.Resources.Concurrency)
+	}
+	if l := c.Metrics.Listen; l != "" && !strings.HasPrefix(l, "127.0.0.1:") && !strings.HasPrefix(l, "[::1]:") && !strings.HasPrefix(l, "localhost:") {
+		bad("metrics.listen", "%q is not a loopback address; metrics are served on loopback only (127.0.0.1:9464)", l)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(out, "\n"))
+}

@@ -1,0 +1,476 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/runner"
+	"github.com/sealrun/sealrun/sandbox"
+)
+
+// Run states.
+const (
+	StateQueued    = "queued"
+	StatePreparing = "preparing"
+	StateRunning   = "running"
+	StateGrading   = "grading"
+	StateGraded    = "graded"
+	StateFailed    = "failed"
+	StateInvalid   = "invalid"
+)
+
+// RunSpec is what a run was asked to be.
+type RunSpec struct {
+	ID      string
+	RerunOf string
+	Track   *policy.Track
+	Agent   controller.Agent
+	Seed    int64
+	Queued  time.Time
+	User    string // who launched it (peer credentials)
+}
+
+// Executor runs sealed runs on this host.
+type Executor struct {
+	Cfg     *Config
+	Host    *sandbox.Host
+	Store   *images.Store
+	Signer  signature.Signer
+	Journal *Journal
+	Version string // sealrun's version and commit, for the attestation
+	Commit  string
+	Now     func() time.Time
+	// Entrypoint is the scaffold's command. Until scaffold images carry their own (the kit and
+	// opencode issues), the daemon is told it; tests give a scripted agent.
+	Entrypoint []string
+	// KitDir is copied into every workspace (until tracks pin kits by hash).
+	KitDir string
+	// Limits of every container of a run (the track's CPUs and memory when zero).
+	Limits sandbox.Limits
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Status      string
+	Reason      string
+	Report      *grader.Report
+	Attestation string // path of result.att.json
+}
+
+// ContentPath is where a pinned blob (exam, validation set, brief) is kept: by its sha256.
+func ContentPath(stateDir, sha string) string {
+	return filepath.Join(stateDir, "content", "sha256", sha)
+}
+
+// pins are a run's verified inputs.
+type pins struct {
+	controller, runner, grader string // rootfs paths
+	exam, validation           *exams.Exam
+	brief                      []byte
+	provider                   controller.ProviderConfig
+}
+
+// Check verifies every pin of the track for this host before anything is created: the three
+// images in the store, the exam, validation set and brief by SHA-256, the provider of the agent.
+// The error names the mismatch and the fix.
+func (x *Executor) Check(spec RunSpec) (*pins, error) {
+	t := spec.Track
+	var p pins
+	var errs []error
+	for _, im := range []struct {
+		role string
+		ref  policy.ImageRef
+		dst  *string
+	}{{"controller", t.Images.Controller, &p.controller}, {"runner", t.Images.Runner, &p.runner}, {"grader", t.Images.Grader, &p.grader}} {
+		root, err := x.Store.Rootfs(im.ref.Digest)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("track %s pins the %s image %s, which is not in the image store (%v); pull or import it (sealrun images pull %s)", t.Name, im.role, im.ref, err, im.ref))
+			continue
+		}
+		*im.dst = root
+	}
+	var err error
+	if p.exam, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.SHA256), t.Exam.SHA256); err != nil {
+		errs = append(errs, fmt.Errorf("the hidden exam %s: %v; add it with sealrun content add EXAM", t.Exam.SHA256, err))
+	} else if int64(len(p.exam.Questions)) != t.Exam.Questions || int64(p.exam.Header.ContextBytes) != t.Exam.ContextBytes {
+		errs = append(errs, fmt.Errorf("the hidden exam has %d questions and %d bytes of context; the track says %d and %d", len(p.exam.Questions), p.exam.Header.ContextBytes, t.Exam.Questions, t.Exam.ContextBytes))
+	}
+	if p.validation, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.ValidationSHA256), t.Exam.ValidationSHA256); err != nil {
+		errs = append(errs, fmt.Errorf("the validation set %s: %v; add it with sealrun content add FILE", t.Exam.ValidationSHA256, err))
+	}
+	if p.brief, err = readPinned(ContentPath(x.Cfg.StateDir, t.Brief.SHA256), t.Brief.SHA256); err != nil {
+		errs = append(errs, fmt.Errorf("the brief: %v", err))
+	}
+	prov, ok := x.Cfg.Providers[spec.Agent.Provider]
+	if !ok {
+		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.path, spec.Agent.Provider))
+	}
+	p.provider = prov
+	if t.Status != policy.StatusActive {
+		errs = append(errs, fmt.Errorf("track %s %s is %s: it takes no new runs", t.Name, t.Version, t.Status))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func readPinned(path, want string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not in the content store (%v); add it with sealrun content add FILE", want, unwrap(err))
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != want {
+		return nil, fmt.Errorf("%s has sha256 %s, not %s: the content store is damaged; add the file again", path, got, want)
+	}
+	return b, nil
+}
+
+// runIO is one run's files and services, torn down by close.
+type runIO struct {
+	dir     string
+	log     *audit.Log
+	mu      sync.Mutex
+	infra   error
+	infraCh chan struct{}
+}
+
+func (r *runIO) onInfra(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.infra == nil {
+		r.infra = err
+		close(r.infraCh)
+	}
+}
+
+// Execute runs one sealed run from preparing to its signed attestation. The run directory is
+// <state>/runs/<id>. An infrastructure failure makes the run invalid (never an error of
+// Execute, which returns an error only when not even an attestation could be written).
+func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) {
+	now := x.Now
+	if now == nil {
+		now = time.Now
+	}
+	t := spec.Track
+	dir := filepath.Join(x.Cfg.StateDir, "runs", spec.ID)
+	x.state(spec.ID, StatePreparing, "")
+	p, err := x.Check(spec)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{x.Cfg.StateDir, filepath.Join(x.Cfg.StateDir, "runs")} {
+		os.MkdirAll(d, 0o711)
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	rio := &runIO{dir: dir, infraCh: make(chan struct{})}
+	if rio.log, err = audit.Open(filepath.Join(dir, "audit.jsonl")); err != nil {
+		return nil, err
+	}
+	defer rio.log.Close()
+
+	run, err := x.Host.NewRun(ctx, spec.ID)
+	if err != nil {
+		return x.finish(ctx, spec, rio, nil, nil, time.Time{}, time.Time{}, StateInvalid, "sandbox: "+err.Error())
+	}
+	defer run.Destroy(context.Background())
+	ws := filepath.Join(dir, "workspace")
+	if err := run.PrepareWorkspace(ws, t.Resources.Workspace); err != nil {
+		return x.finish(ctx, spec, rio, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace: "+err.Error())
+	}
+	if err := x.seed(ws, p); err != nil {
+		return x.finish(ctx, spec, rio, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
+	}
+	limits := x.Limits
+	if limits.CPUs == 0 {
+		limits.CPUs = float64(t.Resources.CPUs)
+	}
+	if limits.MemoryBytes == 0 {
+		limits.MemoryBytes = t.Resources.Memory
+	}
+
+	clock := t.Budget.Start(policy.Clock(now))
+	started := clock.Start
+	x.state(spec.ID, StateRunning, "")
+	gw, err := controller.NewGateway(p.provider, spec.Agent, controller.WithGatewayAudit(rio.log), controller.WithBodiesDir(filepath.Join(dir, "gateway")), controller.WithGatewayInfraHandler(rio.onInfra))
+	if err != nil {
+		return x.finish(ctx, spec, rio, run, nil, started, clock.Deadline, StateInvalid, "gateway: "+err.Error())
+	}
+	gl, err := sandbox.ListenGateway(ctx, run.GatewayNetns(), controller.DefaultPort)
+	if err != nil {
+		return x.finish(ctx, spec, rio, run, nil, started, clock.Deadline, StateInvalid, "gateway: "+err.Error())
+	}
+	gsrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go gsrv.Serve(gl)
+	defer gsrv.Close()
+
+	finalized := make(chan struct{})
+	var finOnce sync.Once
+	genv := &grader.Env{Run: run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: limits, Device: "cpu: " + grader.CPUModel(),
+		Question: t.Budget.QuestionLimit, WorkDir: filepath.Join(dir, "grading"), Bundle: grader.DefaultLimits(t.Artifact.MaxGzipBytes)}
+	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Workspace: ws, Dir: dir, Audit: rio.log,
+		Start: started, Now: now, OnFinalize: func() { finOnce.Do(func() { close(finalized) }) }})
+	if err != nil {
+		return x.finish(ctx, spec, rio, run, nil, started, clock.Deadline, StateInvalid, "grader: "+err.Error())
+	}
+	defer gsvc.Close()
+	rsvc, err := runner.NewService(run, runner.WithClock(clock), runner.WithImage(p.runner), runner.WithWorkspace(ws), runner.WithShim(x.Cfg.Runner),
+		runner.WithAudit(rio.log), runner.WithCallsDir(filepath.Join(dir, "calls")), runner.WithJudge(grader.Judge{Service: gsvc}),
+		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra))
+	if err != nil {
+		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateInvalid, "runner: "+err.Error())
+	}
+	defer rsvc.Close()
+	sock := filepath.Join(dir, "agent.sock")
+	sl, err := runner.Listen(sock, int(run.SharedGID()))
+	if err != nil {
+		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateInvalid, "agent socket: "+err.Error())
+	}
+	sctx, stopServing := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { rsvc.Serve(sctx, sl); close(served) }()
+	defer func() { stopServing(); <-served; os.Remove(sock) }()
+
+	ctl, err := controller.Start(ctx, run, controller.Config{Rootfs: p.controller, Entrypoint: x.Entrypoint, Workspace: ws, Runner: x.Cfg.Runner,
+		Socket: sock, Agent: spec.Agent, Kind: providerKind(p.provider), Transcript: filepath.Join(dir, "transcript.log"), Limits: limits})
+	if err != nil {
+		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateInvalid, "controller: "+err.Error())
+	}
+	timer := time.NewTimer(time.Until(clock.Deadline))
+	defer timer.Stop()
+	status, reason := "", ""
+	select {
+	case <-timer.C:
+		x.event(spec.ID, "deadline", "")
+	case <-finalized:
+		x.event(spec.ID, "finalized", "")
+	case <-ctl.Done():
+		x.event(spec.ID, "agent_exited", "the scaffold exited before the deadline; the run ends now")
+	case <-rio.infraCh:
+		status, reason = StateInvalid, "infrastructure: "+rio.infra.Error()
+	case <-ctx.Done():
+		status, reason = StateInvalid, "cancelled"
+	}
+	rsvc.End()
+	if err := ctl.Stop(context.Background()); err != nil && status == "" {
+		status, reason = StateInvalid, "stop controller: "+err.Error()
+	}
+	stopServing()
+	gsrv.Close()
+	if st := gw.Stats(); status == "" && (st.Exhausted > 0 || st.ProviderLost > t.Budget.Wall/10) {
+		status, reason = StateInvalid, fmt.Sprintf("provider outage: %d requests exhausted their retries, %s of provider time lost (controller/GATEWAY.md)", st.Exhausted, st.ProviderLost.Round(time.Second))
+	}
+	if status != "" {
+		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, status, reason)
+	}
+	return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateGrading, "")
+}
+
+func providerKind(p controller.ProviderConfig) string {
+	if p.Kind != "" {
+		return p.Kind
+	}
+	return p.Name
+}
+
+// seed fills a fresh workspace: the brief, the public validation set and the kit.
+func (x *Executor) seed(ws string, p *pins) error {
+	if err := os.WriteFile(filepath.Join(ws, "BRIEF.md"), p.brief, 0o664); err != nil {
+		return err
+	}
+	src, err := os.Open(ContentPath(x.Cfg.StateDir, p.validation.SHA256))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(filepath.Join(ws, "validation.sealrun"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o664)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	if x.KitDir != "" {
+		if err := os.CopyFS(ws, os.DirFS(x.KitDir)); err != nil {
+			return fmt.Errorf("copy the kit: %w", err)
+		}
+	}
+	// Every file the agent gets is the agent's: group-owned by the run, group-writable.
+	return nil
+}
+
+// finish grades (when the run reached grading), writes report.json, builds and signs the
+// attestation, and records the end state.
+func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sandbox.Run, gsvc *grader.Service, started, deadline time.Time, status, reason string) (*Outcome, error) {
+	now := x.Now
+	if now == nil {
+		now = time.Now
+	}
+	t := spec.Track
+	out := &Outcome{Status: status, Reason: reason}
+	var reportSum string
+	if status == StateGrading {
+		x.state(spec.ID, StateGrading, "")
+		p, err := x.Check(spec)
+		var rep *grader.Report
+		if err == nil {
+			rep, reportSum, err = gsvc.GradeFinal(ctx, p.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
+				return x.Journal.Append(Event{Run: spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})})
+			}, nil)
+		}
+		switch {
+		case err != nil:
+			out.Status, out.Reason = StateInvalid, "grading: "+err.Error()
+		default:
+			out.Report, out.Status, out.Reason = rep, rep.Status, rep.Reason
+		}
+	}
+	if out.Report == nil {
+		if started.IsZero() {
+			started = now()
+			deadline = started.Add(t.Budget.Wall)
+		}
+		rep := &grader.Report{Format: grader.ReportFormat, Status: out.Status, Reason: out.Reason,
+			Track: grader.ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
+			Exam:  grader.ReportExam{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions), ContextBytes: int(t.Exam.ContextBytes)},
+			Score: grader.NewScore(0, int(t.Exam.Questions))}
+		if gsvc != nil {
+			rep.HistoryHead, _ = gsvc.History().Head()
+		}
+		var err error
+		if reportSum, err = grader.WriteReport(filepath.Join(rio.dir, "report.json"), rep); err != nil {
+			return nil, err
+		}
+		out.Report = rep
+	}
+	finished := now()
+	pred := attest.PredicateFromTrack(t)
+	model := spec.Agent.Provider + "/" + spec.Agent.Model
+	pred.Agent = attest.Agent{Model: model, ReasoningEffort: spec.Agent.Effort}
+	pred.Seed = spec.Seed
+	pred.Run = attest.RunInfo{ID: spec.ID, RerunOf: spec.RerunOf}
+	pred.Host = x.hostFacts(ctx)
+	pred.Timeline = attest.Timeline{Queued: spec.Queued.UTC(), Started: started.UTC(), Deadline: deadline.UTC(), Finished: finished.UTC()}
+	if pred.Timeline.Queued.After(pred.Timeline.Started) {
+		pred.Timeline.Queued = pred.Timeline.Started
+	}
+	pred.AirGap.Containers = []attest.AirGapContainer{}
+	if run != nil {
+		for _, role := range []sandbox.Role{sandbox.RoleController, sandbox.RoleRunner, sandbox.RoleGrader} {
+			if ev, ok := run.Evidence()[role]; ok {
+				pred.AirGap.Containers = append(pred.AirGap.Containers, attest.AirGapContainer{Role: string(role), Links: ev.Links, Addresses: ev.Addresses, Routes: ev.Routes, EgressBlocked: true})
+			}
+		}
+	}
+	pred.Submissions.History = []attest.Submission{}
+	if gsvc != nil {
+		for _, c := range gsvc.History().Candidates() {
+			pred.Submissions.History = append(pred.Submissions.History, attest.Submission{Digest: c.ID, Size: c.Size, Time: c.Time.UTC(), ValidationScore: c.Score, Promoted: c.Promoted})
+		}
+	}
+	pred.Submissions.Head, _ = attest.HistoryHead(pred.Submissions.History)
+	head, n := rio.log.Head()
+	pred.Audit = attest.Audit{Head: head, Entries: n}
+	rep := out.Report
+	pred.Result = attest.Result{Status: out.Status, Reason: out.Reason, Questions: int(t.Exam.Questions), Passed: rep.Score.Passed, Score: rep.Score.Percent,
+		PassVectorSHA256: rep.PassVectorSHA256, BitsPerByte: rep.BitsPerByte}
+	if out.Status != StateGraded {
+		pred.Result.PassVectorSHA256, pred.Result.BitsPerByte = rep.PassVectorSHA256, rep.BitsPerByte
+	}
+	subjects := []attest.Subject{attest.NewSubject(attest.SubjectReport, reportSum)}
+	if rep.Candidate.ID != "" {
+		subjects = append(subjects, attest.NewSubject(attest.SubjectBundle, strings.TrimPrefix(rep.Candidate.ID, "sha256:")))
+	}
+	st := attest.NewStatement(pred, subjects...)
+	env, err := attest.Sign(ctx, st, x.Signer)
+	if err != nil && out.Status != StateInvalid {
+		// A result that cannot be attested as it is becomes invalid, with the reason, and is
+		// attested as such: every finished run gets an attestation.
+		out.Status, out.Reason = StateInvalid, "attestation: "+err.Error()
+		pred.Result.Status, pred.Result.Reason = out.Status, out.Reason
+		env, err = attest.Sign(ctx, attest.NewStatement(pred, subjects...), x.Signer)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sign the attestation of run %s: %w", spec.ID, err)
+	}
+	attPath := filepath.Join(rio.dir, "result.att.json")
+	if err := exams.WriteAtomic(attPath, 0o644, func(w io.Writer) error { _, err := w.Write(env); return err }); err != nil {
+		return nil, fmt.Errorf("write the attestation: %w", err)
+	}
+	out.Attestation = attPath
+	x.writeSummary(rio.dir, spec, out, pred)
+	x.state(spec.ID, out.Status, out.Reason)
+	return out, nil
+}
+
+func (x *Executor) writeSummary(dir string, spec RunSpec, out *Outcome, p *attest.Predicate) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run        %s\n", spec.ID)
+	fmt.Fprintf(&b, "track      %s %s (%s)\n", spec.Track.Name, spec.Track.Version, spec.Track.ID)
+	fmt.Fprintf(&b, "agent      %s, seed %d\n", spec.Agent.String(), spec.Seed)
+	fmt.Fprintf(&b, "status     %s", out.Status)
+	if out.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", out.Reason)
+	}
+	fmt.Fprintf(&b, "\nscore      %d/%d = %.2f%%\n", p.Result.Passed, p.Result.Questions, p.Result.Score)
+	fmt.Fprintf(&b, "candidates %d\n", len(p.Submissions.History))
+	fmt.Fprintf(&b, "audit      %d entries, head %s\n", p.Audit.Entries, p.Audit.Head)
+	fmt.Fprintf(&b, "verify     sealrun verify %s --key PUB --bundle <candidate> --report %s --audit %s\n",
+		filepath.Join(dir, "result.att.json"), filepath.Join(dir, "report.json"), filepath.Join(dir, "audit.jsonl"))
+	exams.WriteAtomic(filepath.Join(dir, "summary.txt"), 0o644, func(w io.Writer) error { _, err := io.WriteString(w, b.String()); return err })
+}
+
+func (x *Executor) hostFacts(ctx context.Context) attest.Host {
+	h := attest.Host{Runtime: filepath.Base(x.Cfg.Runtime), SealrunVersion: x.Version, SealrunCommit: x.Commit}
+	if v, err := x.Host.Runtime.Version(ctx); err == nil {
+		h.RuntimeVersion = v
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	}
+	return h
+}
+
+func (x *Executor) state(run, state, reason string) {
+	if x.Journal != nil {
+		x.Journal.Append(Event{Run: run, Kind: "state", State: state, Reason: reason})
+	}
+}
+
+func (x *Executor) event(run, kind, reason string) {
+	if x.Journal != nil {
+		x.Journal.Append(Event{Run: run, Kind: kind, Reason: reason})
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

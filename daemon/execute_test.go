@@ -1,0 +1,211 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+)
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// addExam builds a synthetic exam into the content store and returns its hash.
+func addExam(t *testing.T, state string, seed uint64, n int) string {
+	t.Helper()
+	var buf bytes.Buffer
+	exams.WriteDocuments(&buf, exams.Synthesize(seed, n))
+	qs, err := exams.ReadDocuments("synth", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(t.TempDir(), "exam")
+	sum, err := exams.WriteFile(tmp, qs, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addContent(t, state, mustRead(t, tmp))
+	return sum
+}
+
+func addContent(t *testing.T, state string, b []byte) string {
+	t.Helper()
+	p := ContentPath(state, sha(b))
+	os.MkdirAll(filepath.Dir(p), 0o700)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return sha(b)
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// agentScript is a scripted scaffold: it uses runner as an agent would.
+const agentScript = `set -u
+echo "agent: $SEALRUN_AGENT, brief: $(head -1 "$SEALRUN_BRIEF")"
+runner python3 -c 'print("training on", open("/workspace/validation.sealrun").readline()[:40])'
+mkdir -p b1 && cp sealrun-bundle.json predict.py b1/
+out=$(runner submit b1); echo "$out"
+id=$(echo "$out" | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
+mkdir -p b2 && cp sealrun-bundle.json predict.py b2/ && echo '# v2' >> b2/predict.py
+runner submit b2
+runner history
+PROMOTE
+`
+
+func TestExecuteSealedRun(t *testing.T) {
+	testenv.RequireRoot(t)
+	h := sandboxtest.Host(t)
+	imgs := sandboxtest.LocalImages(t)
+	refs := testenv.LocalImages(t).Refs
+	ctx := context.Background()
+
+	base := t.TempDir()
+	os.Chmod(base, 0o711)
+	state := filepath.Join(base, "state")
+	os.MkdirAll(state, 0o711)
+	examSHA := addExam(t, state, 1, 12)
+	valSHA := addExam(t, state, 2, 6)
+	briefSHA := addContent(t, state, []byte("# The task\nTrain a byte-level model; submit it.\n"))
+
+	trackText := string(mustRead(t, "../tracks/demo.toml"))
+	for old, repl := range map[string]string{
+		strings.Repeat("a", 64): examSHA, strings.Repeat("b", 64): valSHA, strings.Repeat("c", 64): briefSHA,
+		"questions = 20": "questions = 12", `wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`,
+		`grading = "3m"`: `grading = "2m"`, `memory = "4GiB"`: `memory = "1GiB"`, `workspace = "2GiB"`: `workspace = "64MiB"`,
+	} {
+		trackText = strings.Replace(trackText, old, repl, 1)
+	}
+	for _, line := range strings.Split(trackText, "\n") {
+		for role, key := range map[string]string{"controller": "controller", "runner": "python", "grader": "python"} {
+			if strings.HasPrefix(line, role+" = ") {
+				trackText = strings.Replace(trackText, line, fmt.Sprintf("%s = %q", role, refs[key]), 1)
+			}
+		}
+	}
+	track, err := policy.Parse("demo-test.toml", []byte(trackText))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	prov := providertest.New()
+	defer prov.Close()
+	keyFile := filepath.Join(base, "provider.key")
+	os.WriteFile(keyFile, []byte("real-key\n"), 0o600)
+	signer, err := attest.LoadSigner(ctx, "../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, _, err := attest.LoadVerifier("../attest/testdata/ed25519.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := images.OpenStore(imgs2State(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal, err := OpenJournal(filepath.Join(state, "journal.jsonl"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer journal.Close()
+
+	kit := filepath.Join(base, "kit")
+	os.MkdirAll(kit, 0o755)
+	os.WriteFile(filepath.Join(kit, "sealrun-bundle.json"), mustRead(t, "../grader/example/sealrun-bundle.json"), 0o644)
+	os.WriteFile(filepath.Join(kit, "predict.py"), mustRead(t, "../grader/example/predict.py"), 0o644)
+	cfg := &Config{StateDir: state, Runtime: "runc", Runner: sandboxtest.Static(t, "cmd/runner"), path: "test.toml",
+		Providers: map[string]controller.ProviderConfig{"openai": {Name: "openai", Kind: "openai", BaseURL: prov.URL + "/v1", KeyFile: keyFile}}}
+	_ = imgs
+
+	for _, c := range []struct {
+		id, promote, want string
+	}{
+		{"run-graded", `runner finalize "$id"`, StateGraded},
+		{"run-no-promote", `echo "never promotes"`, StateFailed},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			os.WriteFile(filepath.Join(kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", c.promote, 1)), 0o755)
+			x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Journal: journal, Version: "test", Commit: "test",
+				Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: kit}
+			agent, _ := controller.ParseAgent("openai/gpt-x@high")
+			start := time.Now()
+			out, err := x.Execute(ctx, RunSpec{ID: c.id, Track: track, Agent: agent, Seed: 1, Queued: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(state, "runs", c.id)
+			t.Logf("%s: %s %q in %s; score %d/%d\ntranscript:\n%s", c.id, out.Status, out.Reason, time.Since(start).Round(time.Millisecond),
+				out.Report.Score.Passed, out.Report.Score.Questions, mustRead(t, filepath.Join(dir, "transcript.log")))
+			if out.Status != c.want {
+				t.Fatalf("status %s (%s); want %s", out.Status, out.Reason, c.want)
+			}
+			// The attestation verifies with every file, as sealrun verify would check it.
+			af, _ := os.Open(filepath.Join(dir, "audit.jsonl"))
+			defer af.Close()
+			opts := []attest.VerifyOption{attest.WithReportDigest(sha(mustRead(t, filepath.Join(dir, "report.json")))), attest.WithAuditLog(af), attest.WithTrack(track)}
+			if out.Report.Candidate.ID != "" {
+				cand := filepath.Join(dir, "candidates", strings.TrimPrefix(out.Report.Candidate.ID, "sha256:")+".tar.gz")
+				opts = append(opts, attest.WithBundleDigest(sha(mustRead(t, cand))))
+			}
+			v, err := attest.Verify(mustRead(t, out.Attestation), verifier, opts...)
+			if err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			p := v.Statement.Predicate
+			if p.Run.ID != c.id || len(p.Submissions.History) != 2 || p.Result.Status != c.want || len(p.AirGap.Containers) != 3 {
+				t.Errorf("predicate: run %+v, %d candidates, result %+v, %d air-gap containers", p.Run, len(p.Submissions.History), p.Result, len(p.AirGap.Containers))
+			}
+			if c.want == StateFailed && (p.Result.Passed != 0 || !strings.Contains(p.Result.Reason, "no candidate was promoted")) {
+				t.Errorf("failed result: %+v", p.Result)
+			}
+			for _, f := range []string{"summary.txt", "history.jsonl", "calls"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("run directory lacks %s", f)
+				}
+			}
+		})
+	}
+	// The journal recorded every state, in order, for both runs.
+	var states []string
+	j2, err := OpenJournal(filepath.Join(state, "journal.jsonl"), func(e Event) error {
+		if e.Kind == "state" {
+			states = append(states, e.Run+":"+e.State)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2.Close()
+	want := "run-graded:preparing run-graded:running run-graded:grading run-graded:graded run-no-promote:preparing run-no-promote:running run-no-promote:grading run-no-promote:failed"
+	if got := strings.Join(states, " "); got != want {
+		t.Errorf("journal states:\n%s\nwant\n%s", got, want)
+	}
+}
+
+func imgs2State(t *testing.T) string { return testenv.LocalImages(t).State }

@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Event is one line of the journal: a run's state change or notable event. Events are appended
+// and fsynced before anything that depends on them is acknowledged.
+type Event struct {
+	Time   time.Time       `json:"time"`
+	Run    string          `json:"run"`
+	Kind   string          `json:"kind"`            // "state", "call", "submit", "sealed", ...
+	State  string          `json:"state,omitempty"` // for kind "state"
+	Reason string          `json:"reason,omitempty"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// MaxEventBytes bounds one journal line.
+const MaxEventBytes = 1 << 20
+
+// Journal is the daemon's durable record: JSON Lines, append + fsync per event. Why not bbolt:
+// the journal is only ever appended to and replayed whole at start (the daemon keeps the runs'
+// states in memory), which append-only fsynced lines do with no dependency, in a format an
+// operator can read with jq; the per-run files (run.json, audit.jsonl, history.jsonl) carry the
+// rest. A line cut by a crash was never acknowledged (the fsync comes before any answer), so
+// replay drops it and truncates the file there.
+type Journal struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+}
+
+// OpenJournal opens (creating) the journal and replays it through fn, in order.
+func OpenJournal(path string, fn func(Event) error) (*Journal, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	br := bufio.NewReaderSize(f, 64<<10)
+	var good int64
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			if len(line) > 0 { // a torn last line: never acknowledged
+				if terr := f.Truncate(good); terr != nil {
+					f.Close()
+					return nil, fmt.Errorf("journal %s: truncate the torn last line: %w", path, terr)
+				}
+			}
+			break
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("read journal %s: %w", path, err)
+		}
+		var e Event
+		if err := json.Unmarshal(bytes.TrimSuffix(line, []byte{'\n'}), &e); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal %s:%d: %v; the journal is evidence and is not repaired automatically: move it aside and restart", path, n, err)
+		}
+		if fn != nil {
+			if err := fn(e); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("journal %s:%d: %w", path, n, err)
+			}
+		}
+		good += int64(len(line))
+	}
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Journal{f: f, path: path}, nil
+}
+
+// Append writes e and fsyncs.
+func (j *Journal) Append(e Event) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxEventBytes {
+		return fmt.Errorf("journal event of %d bytes; at most %d", len(b), MaxEventBytes)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return errors.New("journal is closed")
+	}
+	if _, err := j.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("append to journal %s: %w", j.path, err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("fsync journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Close closes the journal.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	err := j.f.Close()
+	j.f = nil
+	return err
+}
