@@ -29,12 +29,20 @@ type Config struct {
 	// Hook is the containers' network hook binary (default: beside sealrund).
 	Hook string `toml:"hook"`
 
+	Scaffold  ScaffoldConfig                       `toml:"scaffold"`
 	Keys      KeysConfig                           `toml:"keys"`
 	Providers map[string]controller.ProviderConfig `toml:"providers"`
 	Resources ResourcesConfig                      `toml:"resources"`
 	Metrics   MetricsConfig                        `toml:"metrics"`
 
 	path string
+}
+
+// ScaffoldConfig says how the controller starts the agent. Interim: until scaffold images carry
+// their command and tracks pin their kit (the kit and opencode issues), the operator names both.
+type ScaffoldConfig struct {
+	Entrypoint []string `toml:"entrypoint"` // the scaffold's command in the controller
+	Kit        string   `toml:"kit"`        // a directory copied into every workspace
 }
 
 // KeysConfig is the signing key of attestations.
@@ -170,6 +178,14 @@ func (c *Config) Validate() error {
 		bad("keys.public", "missing; give the public half of keys.signing (verifiers need it)")
 	} else if _, err := os.Stat(c.Keys.Public); err != nil {
 		bad("keys.public", "%s: %v", c.Keys.Public, unwrap(err))
+	}
+	if len(c.Scaffold.Entrypoint) == 0 {
+		bad("scaffold.entrypoint", "missing; give the scaffold's command in the controller, for example [\"sh\", \"/workspace/agent.sh\"]")
+	}
+	if c.Scaffold.Kit != "" {
+		if st, err := os.Stat(c.Scaffold.Kit); err != nil || !st.IsDir() {
+			bad("scaffold.kit", "%s is not a directory (%v)", c.Scaffold.Kit, err)
+		}
 	}
 	if len(c.Providers) == 0 {
 		bad("providers", "none; add a [providers.NAME] table with kind, base_url and key_file")

@@ -28,17 +28,6 @@ import (
 	"github.com/sealrun/sealrun/sandbox"
 )
 
-// Run states.
-const (
-	StateQueued    = "queued"
-	StatePreparing = "preparing"
-	StateRunning   = "running"
-	StateGrading   = "grading"
-	StateGraded    = "graded"
-	StateFailed    = "failed"
-	StateInvalid   = "invalid"
-)
-
 // RunSpec is what a run was asked to be.
 type RunSpec struct {
 	ID      string
@@ -67,6 +56,8 @@ type Executor struct {
 	KitDir string
 	// Limits of every container of a run (the track's CPUs and memory when zero).
 	Limits sandbox.Limits
+
+	onEvent func(Event) // the daemon's live subscribers
 }
 
 // Outcome is how a run ended.
@@ -183,8 +174,11 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	for _, d := range []string{x.Cfg.StateDir, filepath.Join(x.Cfg.StateDir, "runs")} {
 		os.MkdirAll(d, 0o711)
 	}
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "audit.jsonl")); err == nil {
+		return nil, fmt.Errorf("run %s has run before (its audit log exists); a run id is executed once", spec.ID)
 	}
 	rio := &runIO{dir: dir, infraCh: make(chan struct{})}
 	if rio.log, err = audit.Open(filepath.Join(dir, "audit.jsonl")); err != nil {
@@ -194,15 +188,15 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 
 	run, err := x.Host.NewRun(ctx, spec.ID)
 	if err != nil {
-		return x.finish(ctx, spec, rio, nil, nil, time.Time{}, time.Time{}, StateInvalid, "sandbox: "+err.Error())
+		return x.finish(ctx, spec, rio, nil, nil, nil, time.Time{}, time.Time{}, StateInvalid, "sandbox: "+err.Error())
 	}
 	defer run.Destroy(context.Background())
 	ws := filepath.Join(dir, "workspace")
 	if err := run.PrepareWorkspace(ws, t.Resources.Workspace); err != nil {
-		return x.finish(ctx, spec, rio, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace: "+err.Error())
+		return x.finish(ctx, spec, rio, nil, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace: "+err.Error())
 	}
 	if err := x.seed(ws, p); err != nil {
-		return x.finish(ctx, spec, rio, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
+		return x.finish(ctx, spec, rio, nil, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
 	}
 	limits := x.Limits
 	if limits.CPUs == 0 {
@@ -217,11 +211,11 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	x.state(spec.ID, StateRunning, "")
 	gw, err := controller.NewGateway(p.provider, spec.Agent, controller.WithGatewayAudit(rio.log), controller.WithBodiesDir(filepath.Join(dir, "gateway")), controller.WithGatewayInfraHandler(rio.onInfra))
 	if err != nil {
-		return x.finish(ctx, spec, rio, run, nil, started, clock.Deadline, StateInvalid, "gateway: "+err.Error())
+		return x.finish(ctx, spec, rio, run, nil, nil, started, clock.Deadline, StateInvalid, "gateway: "+err.Error())
 	}
 	gl, err := sandbox.ListenGateway(ctx, run.GatewayNetns(), controller.DefaultPort)
 	if err != nil {
-		return x.finish(ctx, spec, rio, run, nil, started, clock.Deadline, StateInvalid, "gateway: "+err.Error())
+		return x.finish(ctx, spec, rio, run, nil, nil, started, clock.Deadline, StateInvalid, "gateway: "+err.Error())
 	}
 	gsrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go gsrv.Serve(gl)
@@ -234,20 +228,20 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Workspace: ws, Dir: dir, Audit: rio.log,
 		Start: started, Now: now, OnFinalize: func() { finOnce.Do(func() { close(finalized) }) }})
 	if err != nil {
-		return x.finish(ctx, spec, rio, run, nil, started, clock.Deadline, StateInvalid, "grader: "+err.Error())
+		return x.finish(ctx, spec, rio, run, nil, nil, started, clock.Deadline, StateInvalid, "grader: "+err.Error())
 	}
 	defer gsvc.Close()
 	rsvc, err := runner.NewService(run, runner.WithClock(clock), runner.WithImage(p.runner), runner.WithWorkspace(ws), runner.WithShim(x.Cfg.Runner),
 		runner.WithAudit(rio.log), runner.WithCallsDir(filepath.Join(dir, "calls")), runner.WithJudge(grader.Judge{Service: gsvc}),
 		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra))
 	if err != nil {
-		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateInvalid, "runner: "+err.Error())
+		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "runner: "+err.Error())
 	}
 	defer rsvc.Close()
 	sock := filepath.Join(dir, "agent.sock")
 	sl, err := runner.Listen(sock, int(run.SharedGID()))
 	if err != nil {
-		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateInvalid, "agent socket: "+err.Error())
+		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "agent socket: "+err.Error())
 	}
 	sctx, stopServing := context.WithCancel(context.Background())
 	served := make(chan struct{})
@@ -257,7 +251,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	ctl, err := controller.Start(ctx, run, controller.Config{Rootfs: p.controller, Entrypoint: x.Entrypoint, Workspace: ws, Runner: x.Cfg.Runner,
 		Socket: sock, Agent: spec.Agent, Kind: providerKind(p.provider), Transcript: filepath.Join(dir, "transcript.log"), Limits: limits})
 	if err != nil {
-		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateInvalid, "controller: "+err.Error())
+		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "controller: "+err.Error())
 	}
 	timer := time.NewTimer(time.Until(clock.Deadline))
 	defer timer.Stop()
@@ -284,9 +278,9 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		status, reason = StateInvalid, fmt.Sprintf("provider outage: %d requests exhausted their retries, %s of provider time lost (controller/GATEWAY.md)", st.Exhausted, st.ProviderLost.Round(time.Second))
 	}
 	if status != "" {
-		return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, status, reason)
+		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, status, reason)
 	}
-	return x.finish(ctx, spec, rio, run, gsvc, started, clock.Deadline, StateGrading, "")
+	return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateGrading, "")
 }
 
 func providerKind(p controller.ProviderConfig) string {
@@ -328,7 +322,16 @@ func (x *Executor) seed(ws string, p *pins) error {
 
 // finish grades (when the run reached grading), writes report.json, builds and signs the
 // attestation, and records the end state.
-func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sandbox.Run, gsvc *grader.Service, started, deadline time.Time, status, reason string) (*Outcome, error) {
+func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sandbox.Run, gsvc *grader.Service, hist *grader.History, started, deadline time.Time, status, reason string) (*Outcome, error) {
+	if hist == nil && gsvc != nil {
+		hist = gsvc.History()
+	}
+	if ctx.Err() != nil && status != StateGrading {
+		// Whatever failed once the run was cancelled failed because of the cancel.
+		status, reason = StateInvalid, "cancelled"
+	}
+	gradeCtx := ctx
+	ctx = context.WithoutCancel(ctx) // the end is recorded and attested even when cancelled
 	now := x.Now
 	if now == nil {
 		now = time.Now
@@ -341,11 +344,13 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 		p, err := x.Check(spec)
 		var rep *grader.Report
 		if err == nil {
-			rep, reportSum, err = gsvc.GradeFinal(ctx, p.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
+			rep, reportSum, err = gsvc.GradeFinal(gradeCtx, p.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
 				return x.Journal.Append(Event{Run: spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})})
 			}, nil)
 		}
 		switch {
+		case gradeCtx.Err() != nil:
+			out.Status, out.Reason = StateInvalid, "cancelled"
 		case err != nil:
 			out.Status, out.Reason = StateInvalid, "grading: "+err.Error()
 		default:
@@ -361,8 +366,8 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 			Track: grader.ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
 			Exam:  grader.ReportExam{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions), ContextBytes: int(t.Exam.ContextBytes)},
 			Score: grader.NewScore(0, int(t.Exam.Questions))}
-		if gsvc != nil {
-			rep.HistoryHead, _ = gsvc.History().Head()
+		if hist != nil {
+			rep.HistoryHead, _ = hist.Head()
 		}
 		var err error
 		if reportSum, err = grader.WriteReport(filepath.Join(rio.dir, "report.json"), rep); err != nil {
@@ -390,8 +395,8 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 		}
 	}
 	pred.Submissions.History = []attest.Submission{}
-	if gsvc != nil {
-		for _, c := range gsvc.History().Candidates() {
+	if hist != nil {
+		for _, c := range hist.Candidates() {
 			pred.Submissions.History = append(pred.Submissions.History, attest.Submission{Digest: c.ID, Size: c.Size, Time: c.Time.UTC(), ValidationScore: c.Score, Promoted: c.Promoted})
 		}
 	}
@@ -426,6 +431,7 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	}
 	out.Attestation = attPath
 	x.writeSummary(rio.dir, spec, out, pred)
+	x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": attPath})})
 	x.state(spec.ID, out.Status, out.Reason)
 	return out, nil
 }
@@ -459,15 +465,42 @@ func (x *Executor) hostFacts(ctx context.Context) attest.Host {
 }
 
 func (x *Executor) state(run, state, reason string) {
-	if x.Journal != nil {
-		x.Journal.Append(Event{Run: run, Kind: "state", State: state, Reason: reason})
-	}
+	x.emit(Event{Run: run, Kind: "state", State: state, Reason: reason})
 }
 
 func (x *Executor) event(run, kind, reason string) {
+	x.emit(Event{Run: run, Kind: kind, Reason: reason})
+}
+
+func (x *Executor) emit(e Event) {
+	e.Time = time.Now().UTC()
 	if x.Journal != nil {
-		x.Journal.Append(Event{Run: run, Kind: kind, Reason: reason})
+		x.Journal.Append(e)
 	}
+	if x.onEvent != nil {
+		x.onEvent(e)
+	}
+}
+
+// Invalidate attests a run that ends invalid without having run (cancelled while queued,
+// refused at start, or cut by a daemon restart): report.json and result.att.json say why.
+func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string) (*Outcome, error) {
+	dir := filepath.Join(x.Cfg.StateDir, "runs", spec.ID)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, err
+	}
+	rio := &runIO{dir: dir, infraCh: make(chan struct{})}
+	var err error
+	if rio.log, err = audit.Open(filepath.Join(dir, "audit.jsonl")); err != nil {
+		return nil, err
+	}
+	defer rio.log.Close()
+	hist, err := grader.OpenHistory(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer hist.Close()
+	return x.finish(ctx, spec, rio, nil, nil, hist, time.Time{}, time.Time{}, StateInvalid, reason)
 }
 
 func mustJSON(v any) json.RawMessage {

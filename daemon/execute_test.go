@@ -19,7 +19,9 @@ import (
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 func sha(b []byte) string {
@@ -77,7 +79,25 @@ runner history
 PROMOTE
 `
 
-func TestExecuteSealedRun(t *testing.T) {
+// testbed is a sealed-run host for tests: content store with exam, validation set and brief,
+// a demo-like track pinned to the local images, a fake provider, the kit with the example
+// bundle and a scripted agent.
+type testbed struct {
+	h         *sandbox.Host
+	cfg       *Config
+	track     *policy.Track
+	trackTOML string
+	signer    signature.Signer
+	verifier  signature.Verifier
+	store     *images.Store
+	journal   *Journal
+	kit       string
+	state     string
+	base      string
+}
+
+func newTestbed(t *testing.T) *testbed {
+	t.Helper()
 	testenv.RequireRoot(t)
 	h := sandboxtest.Host(t)
 	imgs := sandboxtest.LocalImages(t)
@@ -113,7 +133,7 @@ func TestExecuteSealedRun(t *testing.T) {
 	}
 
 	prov := providertest.New()
-	defer prov.Close()
+	t.Cleanup(prov.Close)
 	keyFile := filepath.Join(base, "provider.key")
 	os.WriteFile(keyFile, []byte("real-key\n"), 0o600)
 	signer, err := attest.LoadSigner(ctx, "../attest/testdata/ed25519.key", nil)
@@ -132,7 +152,7 @@ func TestExecuteSealedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer journal.Close()
+	t.Cleanup(func() { journal.Close() })
 
 	kit := filepath.Join(base, "kit")
 	os.MkdirAll(kit, 0o755)
@@ -142,6 +162,13 @@ func TestExecuteSealedRun(t *testing.T) {
 		Providers: map[string]controller.ProviderConfig{"openai": {Name: "openai", Kind: "openai", BaseURL: prov.URL + "/v1", KeyFile: keyFile}}}
 	_ = imgs
 
+	return &testbed{h: h, cfg: cfg, track: track, trackTOML: trackText, signer: signer, verifier: verifier, store: store, journal: journal, kit: kit, state: state, base: base}
+}
+
+func TestExecuteSealedRun(t *testing.T) {
+	tb := newTestbed(t)
+	h, cfg, track, signer, verifier, store, journal, kit, state := tb.h, tb.cfg, tb.track, tb.signer, tb.verifier, tb.store, tb.journal, tb.kit, tb.state
+	ctx := context.Background()
 	for _, c := range []struct {
 		id, promote, want string
 	}{

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sealrun/sealrun/daemon"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of run --wait (and of following a run to its end).
+const (
+	exitRunFailed  = 3
+	exitRunInvalid = 4
+)
+
+const defaultSocket = "/run/sealrun/sealrun.sock"
+
+// apiClient talks to sealrund's admin socket.
+type apiClient struct {
+	socket string
+	http   *http.Client
+}
+
+func newAPIClient(socket string) *apiClient {
+	return &apiClient{socket: socket, http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}}
+}
+
+func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://sealrund/v1"+path, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.dialError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e daemon.APIError
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("sealrund answered %s", resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	if b, ok := out.(*[]byte); ok {
+		*b = data
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+func (c *apiClient) dialError(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		switch {
+		case errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "no such file"):
+			return fmt.Errorf("sealrund is not running (no socket at %s); start it: systemctl start sealrund, or sealrund --config FILE", c.socket)
+		case errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied"):
+			return fmt.Errorf("permission denied on %s; join the sealrun group (usermod -aG sealrun $USER, then log in again) or use sudo", c.socket)
+		case strings.Contains(err.Error(), "connection refused"):
+			return fmt.Errorf("sealrund is not answering on %s (a stale socket?); check systemctl status sealrund", c.socket)
+		}
+	}
+	return err
+}
+
+func addSocketFlag(cmd *cobra.Command, socket *string) {
+	cmd.Flags().StringVar(socket, "socket", defaultSocket, "sealrund's admin socket")
+}
+
+func stateExit(state, reason string) error {
+	switch state {
+	case daemon.StateGraded:
+		return nil
+	case daemon.StateFailed:
+		return &exitError{code: exitRunFailed, err: fmt.Errorf("the run failed: %s", reason), quiet: true}
+	case daemon.StateInvalid:
+		return &exitError{code: exitRunInvalid, err: fmt.Errorf("the run is invalid: %s", reason), quiet: true}
+	}
+	return nil
+}
+
+func newRunCmd() *cobra.Command {
+	var socket, track, agent string
+	var seed int64
+	var rerun, detach, wait bool
+	cmd := &cobra.Command{
+		Use:   "run --track T.toml --agent PROVIDER/MODEL[@EFFORT] --seed N [--detach | --wait] [--rerun]",
+		Short: "Launch a sealed run and follow it",
+		Long: `Run asks sealrund to run one seed of an agent on a track. The daemon checks every pin first (images,
+exam, validation set, brief, provider) and refuses with the mismatch named. It prints the run id,
+then follows the run live: state changes and its end. Ctrl-C stops following; the run goes on
+(sealrun cancel RUN ends it). --detach returns at once; --wait prints nothing until the end.
+
+Exit status when following to the end: 0 graded, 3 failed (the agent's fault), 4 invalid (the
+infrastructure's, or cancelled), 1 refused or error, 2 usage.`,
+		Example: `  sealrun run --track tracks/ari-v1.toml --agent openai/gpt-x@high --seed 1`,
+		Args:    exactArgs(0, "no arguments (use --track, --agent, --seed)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if track == "" || agent == "" || !cmd.Flags().Changed("seed") {
+				return usage(errors.New("give --track, --agent and --seed"))
+			}
+			if detach && wait {
+				return usage(errors.New("--detach and --wait exclude each other"))
+			}
+			data, err := readLimited(track, "track file", 1<<20)
+			if err != nil {
+				return err
+			}
+			c := newAPIClient(socket)
+			var rec daemon.Record
+			if err := c.do(cmd.Context(), "POST", "/runs", daemon.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun}, &rec); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s\n", rec.ID)
+			if detach {
+				return nil
+			}
+			return follow(cmd, c, rec.ID, !wait)
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	cmd.Flags().StringVar(&track, "track", "", "the track file")
+	cmd.Flags().StringVar(&agent, "agent", "", "the agent: PROVIDER/MODEL[@EFFORT] (the provider is a table of the daemon's config)")
+	cmd.Flags().Int64Var(&seed, "seed", 0, "the seed")
+	cmd.Flags().BoolVar(&rerun, "rerun", false, "run a seed again that already has a run")
+	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return")
+	cmd.Flags().BoolVar(&wait, "wait", false, "print nothing until the run ends; exit by its result")
+	return cmd
+}
+
+// follow streams a run's events until it ends (or Ctrl-C, which detaches).
+func follow(cmd *cobra.Command, c *apiClient, id string, show bool) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://sealrund/v1/runs/"+id+"/events", nil)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return c.dialError(err)
+	}
+	defer resp.Body.Close()
+	w := cmd.OutOrStdout()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), daemon.MaxEventBytes+1)
+	var last daemon.Record
+	for sc.Scan() {
+		var e daemon.Event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		if len(e.Data) > 0 && (e.Kind == "record" || e.Kind == "state" || e.Kind == "result" || e.Kind == "heartbeat") {
+			json.Unmarshal(e.Data, &last)
+		}
+		if show && e.Kind != "heartbeat" {
+			fmt.Fprintln(w, eventLine(e, last))
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "sealrun: stopped following; run %s goes on (sealrun logs %s -f, sealrun cancel %s)\n", id, id, id)
+		return nil
+	}
+	if !last.Final() {
+		return fmt.Errorf("the event stream of run %s ended before the run did (sealrund stopped?); sealrun show %s", id, id)
+	}
+	if !show {
+		fmt.Fprintln(w, eventLine(daemon.Event{Time: last.Finished, Kind: "state", State: last.State, Reason: last.Reason}, last))
+	}
+	fmt.Fprintf(w, "files: %s\n", last.Dir)
+	return stateExit(last.State, last.Reason)
+}
+
+func eventLine(e daemon.Event, r daemon.Record) string {
+	t := e.Time.Local().Format("15:04:05")
+	switch e.Kind {
+	case "record":
+		return fmt.Sprintf("%s  run %s: %s, %s, seed %d — %s", t, r.ID, r.Track, r.Agent, r.Seed, r.State)
+	case "state":
+		s := fmt.Sprintf("%s  %s", t, e.State)
+		if e.State == daemon.StateRunning && !r.Deadline.IsZero() {
+			s += fmt.Sprintf(" (deadline %s)", r.Deadline.Local().Format("15:04:05"))
+		}
+		if (e.State == daemon.StateGraded || e.State == daemon.StateFailed) && r.Passed != nil {
+			s += fmt.Sprintf(": %d/%d passed (%.1f%%)", *r.Passed, r.Questions, 100*float64(*r.Passed)/float64(max(1, r.Questions)))
+		}
+		if e.Reason != "" {
+			s += " — " + e.Reason
+		}
+		return s
+	case "sealed":
+		return fmt.Sprintf("%s  pass vector sealed %s", t, string(e.Data))
+	}
+	s := fmt.Sprintf("%s  %s", t, e.Kind)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+func newPsCmd() *cobra.Command {
+	var socket string
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ps [-a] [--json]",
+		Short: "List runs: id, track, agent, seed, state, time left, score",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var recs []daemon.Record
+			if err := newAPIClient(socket).do(cmd.Context(), "GET", "/runs", nil, &recs); err != nil {
+				return err
+			}
+			if !all {
+				kept := recs[:0]
+				for _, r := range recs {
+					if !r.Final() {
+						kept = append(kept, r)
+					}
+				}
+				recs = kept
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(recs)
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tTRACK\tAGENT\tSEED\tSTATE\tTIME LEFT\tSCORE")
+			for _, r := range recs {
+				left, score := "-", "-"
+				if r.State == daemon.StateRunning && !r.Deadline.IsZero() {
+					left = time.Until(r.Deadline).Round(time.Second).String()
+				}
+				if r.Passed != nil {
+					score = fmt.Sprintf("%d/%d", *r.Passed, r.Questions)
+				}
+				state := r.State
+				if r.Reason != "" && r.State == daemon.StateInvalid {
+					state += " (" + r.Reason + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Track, r.Agent, r.Seed, state, left, score)
+			}
+			if len(recs) == 0 && !all {
+				fmt.Fprintln(tw, "(no run in progress; sealrun ps -a lists finished runs too)")
+			}
+			return tw.Flush()
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "finished runs too")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON")
+	return cmd
+}
+
+func newShowCmd() *cobra.Command {
+	var socket string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show RUN [--json]",
+		Short: "Everything about one run, and the paths of its files",
+		Args:  exactArgs(1, "one run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r daemon.Record
+			if err := newAPIClient(socket).do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			row := func(k, f string, a ...any) { fmt.Fprintf(w, "%-12s %s\n", k, fmt.Sprintf(f, a...)) }
+			row("run", "%s", r.ID)
+			row("track", "%s (%s)", r.Track, r.TrackID)
+			row("agent", "%s, seed %d", r.Agent, r.Seed)
+			row("launched", "%s by %s", r.Queued.Local().Format(time.RFC3339), r.User)
+			state := r.State
+			if r.Reason != "" {
+				state += " — " + r.Reason
+			}
+			row("state", "%s", state)
+			if !r.Started.IsZero() {
+				row("started", "%s (deadline %s)", r.Started.Local().Format(time.RFC3339), r.Deadline.Local().Format(time.RFC3339))
+			}
+			if !r.Finished.IsZero() {
+				row("finished", "%s", r.Finished.Local().Format(time.RFC3339))
+			}
+			if r.Passed != nil {
+				row("score", "%d/%d passed", *r.Passed, r.Questions)
+			}
+			if r.RerunOf != "" {
+				row("rerun of", "%s", r.RerunOf)
+			}
+			if r.RerunBy != "" {
+				row("rerun by", "%s", r.RerunBy)
+			}
+			row("directory", "%s", r.Dir)
+			for _, f := range []string{"result.att.json", "report.json", "summary.txt", "audit.jsonl", "history.jsonl", "transcript.log", "candidates/", "calls/"} {
+				row("", "%s/%s", r.Dir, f)
+			}
+			return nil
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON")
+	return cmd
+}
+
+func newCancelCmd() *cobra.Command {
+	var socket string
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "End a run in any state; it ends invalid (reason: cancelled)",
+		Args:  exactArgs(1, "one run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r daemon.Record
+			if err := newAPIClient(socket).do(cmd.Context(), "POST", "/runs/"+args[0]+"/cancel", nil, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: cancel requested (state %s); it ends invalid, reason cancelled\n", r.ID, r.State)
+			return nil
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	return cmd
+}
+
+func newLogsCmd() *cobra.Command {
+	var socket, file string
+	var followF bool
+	var call int
+	cmd := &cobra.Command{
+		Use:   "logs RUN [-f] [--agent | --audit | --history | --journal | --call N]",
+		Short: "A run's events, or one of its logs",
+		Long: `Logs prints a run's journal events (default; -f follows until the run ends), or one of its
+files: --agent the scaffold's transcript, --audit the audit log (every call, gateway request and
+submission), --history the submission history, --call N one compute call's output.`,
+		Args: exactArgs(1, "one run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := newAPIClient(socket)
+			name := file
+			if call > 0 {
+				name = fmt.Sprintf("call-%d", call)
+			}
+			if name == "" && followF {
+				return follow(cmd, c, args[0], true)
+			}
+			if name == "" {
+				name = "journal"
+			}
+			var data []byte
+			if err := c.do(cmd.Context(), "GET", "/runs/"+args[0]+"/files/"+name, nil, &data); err != nil {
+				return err
+			}
+			_, err := cmd.OutOrStdout().Write(data)
+			return err
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	cmd.Flags().BoolVarP(&followF, "follow", "f", false, "follow the run's events until it ends")
+	cmd.Flags().IntVar(&call, "call", 0, "the output of compute call N")
+	for _, f := range []struct{ flag, name, help string }{{"agent", "transcript", "the scaffold's transcript"}, {"audit", "audit", "the audit log"}, {"history", "history", "the submission history"}, {"journal", "journal", "the run's journal events"}} {
+		f := f
+		cmd.Flags().BoolFunc(f.flag, f.help, func(string) error { file = f.name; return nil })
+	}
+	return cmd
+}

@@ -1,0 +1,55 @@
+package daemon
+
+import "time"
+
+// Run states.
+const (
+	StateQueued    = "queued"
+	StatePreparing = "preparing"
+	StateRunning   = "running"
+	StateGrading   = "grading"
+	StateGraded    = "graded"
+	StateFailed    = "failed"
+	StateInvalid   = "invalid"
+)
+
+// Record is what the daemon knows of one run: rebuilt from the journal at start, kept in
+// memory, served by the admin API.
+type Record struct {
+	ID        string    `json:"id"`
+	Track     string    `json:"track"` // name version
+	TrackID   string    `json:"track_id"`
+	Agent     string    `json:"agent"`
+	Seed      int64     `json:"seed"`
+	User      string    `json:"user"`
+	RerunOf   string    `json:"rerun_of,omitempty"`
+	RerunBy   string    `json:"rerun_by,omitempty"`
+	State     string    `json:"state"`
+	Reason    string    `json:"reason,omitempty"`
+	Queued    time.Time `json:"queued"`
+	Started   time.Time `json:"started,omitzero"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	Finished  time.Time `json:"finished,omitzero"`
+	Passed    *int      `json:"passed,omitempty"`
+	Questions int       `json:"questions,omitempty"`
+	Dir       string    `json:"dir"`
+}
+
+// Final reports whether the run has ended.
+func (r *Record) Final() bool {
+	return r.State == StateGraded || r.State == StateFailed || r.State == StateInvalid
+}
+
+// RunRequest is POST /v1/runs.
+type RunRequest struct {
+	Track     string `json:"track"`      // the track file's content
+	TrackName string `json:"track_name"` // its path, for messages
+	Agent     string `json:"agent"`      // PROVIDER/MODEL[@EFFORT]
+	Seed      int64  `json:"seed"`
+	Rerun     bool   `json:"rerun"` // run a seed again that already has a run
+}
+
+// APIError is every error body: {"error": "..."}.
+type APIError struct {
+	Error string `json:"error"`
+}

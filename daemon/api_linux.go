@@ -1,0 +1,282 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// API limits.
+const (
+	MaxRequestBytes = 1 << 20 // a run request holds a track file (about 2 KiB)
+	apiVersion      = "/v1"
+)
+
+type peerKey struct{}
+
+// Handler is the admin API (daemon/API.md).
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+apiVersion+"/runs", d.postRun)
+	mux.HandleFunc("GET "+apiVersion+"/runs", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, d.Runs()) })
+	mux.HandleFunc("GET "+apiVersion+"/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		rec, ok := d.Run(r.PathValue("id"))
+		if !ok {
+			writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", r.PathValue("id"))
+			return
+		}
+		writeJSON(w, http.StatusOK, rec)
+	})
+	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		rec, err := d.Cancel(r.PathValue("id"))
+		switch {
+		case rec == nil && err != nil:
+			writeErr(w, http.StatusNotFound, "%v", strings.TrimPrefix(err.Error(), "refused: "))
+		case err != nil:
+			writeErr(w, http.StatusConflict, "%v", strings.TrimPrefix(err.Error(), "refused: "))
+		default:
+			writeJSON(w, http.StatusOK, rec)
+		}
+	})
+	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/events", d.events)
+	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/files/{name}", d.file)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, http.StatusNotFound, "%s %s is not an API path; see daemon/API.md (paths start with %s)", r.Method, r.URL.Path, apiVersion)
+	})
+	return http.MaxBytesHandler(mux, MaxRequestBytes)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, APIError{Error: fmt.Sprintf(format, args...)})
+}
+
+func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var req RunRequest
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeErr(w, http.StatusRequestEntityTooLarge, "the request is over %d bytes", MaxRequestBytes)
+			return
+		}
+		writeErr(w, http.StatusBadRequest, "the request is not a run request (JSON with track, track_name, agent, seed, rerun): %v", err)
+		return
+	}
+	if req.Track == "" || req.Agent == "" {
+		writeErr(w, http.StatusBadRequest, "a run needs the track file's content and the agent (PROVIDER/MODEL[@EFFORT])")
+		return
+	}
+	name := req.TrackName
+	if name == "" {
+		name = "track"
+	}
+	who, _ := r.Context().Value(peerKey{}).(string)
+	rec, err := d.Submit([]byte(req.Track), name, req.Agent, req.Seed, req.Rerun, who)
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrRefused) {
+			code = http.StatusUnprocessableEntity
+		}
+		writeErr(w, code, "%s", strings.TrimPrefix(err.Error(), "refused: "))
+		return
+	}
+	writeJSON(w, http.StatusCreated, rec)
+}
+
+// events streams the run's events as JSON lines: first its record, then each event as it comes;
+// the stream ends when the run has ended (or at once with follow=0).
+func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ch, cancel := d.Subscribe(id)
+	defer cancel()
+	rec, ok := d.Run(id)
+	if !ok {
+		writeErr(w, http.StatusNotFound, "no run %s", id)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	enc.Encode(Event{Time: time.Now().UTC(), Run: id, Kind: "record", State: rec.State, Reason: rec.Reason, Data: mustJSON(rec)})
+	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush()
+	}
+	if rec.Final() || r.URL.Query().Get("follow") == "0" {
+		return
+	}
+	tick := time.NewTicker(15 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case e := <-ch:
+			if e.Kind == "state" || e.Kind == "result" {
+				rec, _ = d.Run(id)
+				e.Data = mustJSON(rec)
+			}
+			if enc.Encode(e) != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			if e.Kind == "state" && (e.State == StateGraded || e.State == StateFailed || e.State == StateInvalid) {
+				return
+			}
+		case <-tick.C: // a heartbeat, so that a follower notices a dead daemon
+			rec, _ = d.Run(id)
+			if enc.Encode(Event{Time: time.Now().UTC(), Run: id, Kind: "heartbeat", State: rec.State, Data: mustJSON(rec)}) != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// files the API serves from a run directory, by name.
+var runFiles = map[string]string{
+	"transcript": "transcript.log", "audit": "audit.jsonl", "history": "history.jsonl", "report": "report.json",
+	"attestation": "result.att.json", "summary": "summary.txt", "journal": "",
+}
+
+func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
+	rec, ok := d.Run(r.PathValue("id"))
+	if !ok {
+		writeErr(w, http.StatusNotFound, "no run %s", r.PathValue("id"))
+		return
+	}
+	name := r.PathValue("name")
+	if name == "journal" {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		OpenJournalRead(filepath.Join(d.cfg.StateDir, "journal.jsonl"), rec.ID, w)
+		return
+	}
+	if strings.HasPrefix(name, "call-") {
+		n, err := strconv.Atoi(strings.TrimPrefix(name, "call-"))
+		if err != nil || n < 1 {
+			writeErr(w, http.StatusBadRequest, "%s is not call-N", name)
+			return
+		}
+		name = filepath.Join("calls", strconv.Itoa(n)+".log")
+	} else if f, ok := runFiles[name]; ok {
+		name = f
+	} else {
+		writeErr(w, http.StatusNotFound, "no file %q; one of transcript, audit, history, report, attestation, summary, journal, call-N", name)
+		return
+	}
+	f, err := os.Open(filepath.Join(rec.Dir, name))
+	if err != nil {
+		writeErr(w, http.StatusNotFound, "run %s has no %s yet", rec.ID, name)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.Copy(w, f)
+}
+
+// OpenJournalRead writes the journal lines of one run to w, reading the journal without
+// changing it.
+func OpenJournalRead(path, run string, w io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	enc := json.NewEncoder(w)
+	for {
+		var e Event
+		if err := dec.Decode(&e); err != nil {
+			return nil
+		}
+		if e.Run == run {
+			enc.Encode(e)
+		}
+	}
+}
+
+// Listen opens the admin socket: mode 0660, group-owned by cfg.Group (root and members may use
+// it; nobody else).
+func Listen(cfg *Config) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
+		return nil, err
+	}
+	os.Remove(cfg.Socket)
+	l, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket %s: %w", cfg.Socket, err)
+	}
+	gid := 0
+	if g, err := user.LookupGroup(cfg.Group); err == nil {
+		gid, _ = strconv.Atoi(g.Gid)
+	}
+	if err := os.Chown(cfg.Socket, 0, gid); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := os.Chmod(cfg.Socket, 0o660); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// ServeAPI serves the admin API on l until ctx ends; each request knows its peer's user.
+func (d *Daemon) ServeAPI(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, peerKey{}, peerUser(c))
+		}}
+	go func() { <-ctx.Done(); srv.Close() }()
+	err := srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// peerUser names the connecting process's user from SO_PEERCRED: "name (uid N, pid P)".
+func peerUser(c net.Conn) string {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return "unknown"
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return "unknown"
+	}
+	var cred *syscall.Ucred
+	raw.Control(func(fd uintptr) { cred, _ = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED) })
+	if cred == nil {
+		return "unknown"
+	}
+	name := strconv.Itoa(int(cred.Uid))
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	return fmt.Sprintf("%s (uid %d, pid %d)", name, cred.Uid, cred.Pid)
+}

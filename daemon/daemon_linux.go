@@ -1,0 +1,432 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox"
+)
+
+// submitted is the journal payload of a new run.
+type submitted struct {
+	Track   string `json:"track"` // the track file's bytes (also in <run>/track.toml)
+	Agent   string `json:"agent"`
+	Seed    int64  `json:"seed"`
+	User    string `json:"user"`
+	RerunOf string `json:"rerun_of,omitempty"`
+}
+
+// Daemon is sealrund: the runs, their queue and the executor.
+type Daemon struct {
+	cfg  *Config
+	x    *Executor
+	j    *Journal
+	log  *slog.Logger
+	mu   sync.Mutex
+	runs map[string]*Record
+	spec map[string]RunSpec
+	// cancel of each running run; queued runs are cancelled by state alone.
+	cancel  map[string]context.CancelFunc
+	active  int
+	wake    chan struct{}
+	subs    map[chan Event]string // live event subscribers, by run ("" for all)
+	wg      sync.WaitGroup
+}
+
+// New opens the journal, replays it and reconciles what a previous daemon left: runs that were
+// not finished become invalid (reason: daemon restart), their leftovers are removed, and a rerun
+// of each is queued and linked. Finished runs are untouched.
+func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daemon, error) {
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "runs")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, err
+		}
+	}
+	d := &Daemon{cfg: cfg, x: x, log: log, runs: map[string]*Record{}, spec: map[string]RunSpec{}, cancel: map[string]context.CancelFunc{},
+		wake: make(chan struct{}, 1), subs: map[chan Event]string{}}
+	j, err := OpenJournal(filepath.Join(cfg.StateDir, "journal.jsonl"), d.apply)
+	if err != nil {
+		return nil, err
+	}
+	d.j = j
+	x.Journal = j
+	x.onEvent = d.publish
+	if reaped, err := x.Host.Reap(ctx); err != nil {
+		log.Warn("reap leftovers", "err", err)
+	} else if len(reaped.Containers)+len(reaped.Runs) > 0 {
+		log.Info("removed what a previous daemon left", "containers", len(reaped.Containers), "runs", len(reaped.Runs))
+	}
+	var unfinished []*Record
+	for _, r := range d.runs {
+		if !r.Final() {
+			unfinished = append(unfinished, r)
+		}
+	}
+	sort.Slice(unfinished, func(i, k int) bool { return unfinished[i].Queued.Before(unfinished[k].Queued) })
+	for _, r := range unfinished {
+		spec, ok := d.spec[r.ID]
+		if r.State == StateQueued && ok {
+			continue // still waiting: it keeps its place
+		}
+		reason := "daemon restart"
+		if !ok {
+			if err := d.setState(r.ID, StateInvalid, reason); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		os.RemoveAll(filepath.Join(r.Dir, "agent.sock"))
+		d.invalidate(ctx, spec, reason)
+		if _, err := d.submit(spec.Track, mustTrackBytes(r.Dir), spec.Agent.String(), spec.Seed, "sealrund (rerun after restart)", r.ID); err != nil {
+			log.Warn("queue a rerun", "run", r.ID, "err", err)
+		}
+	}
+	return d, nil
+}
+
+func mustTrackBytes(dir string) []byte {
+	b, _ := os.ReadFile(filepath.Join(dir, "track.toml"))
+	return b
+}
+
+// apply folds one journal event into the records (replay and live).
+func (d *Daemon) apply(e Event) error {
+	switch e.Kind {
+	case "submitted":
+		var s submitted
+		if err := json.Unmarshal(e.Data, &s); err != nil {
+			return err
+		}
+		t, err := policy.Parse(filepath.Join(d.cfg.StateDir, "runs", e.Run, "track.toml"), []byte(s.Track))
+		if err != nil {
+			return err
+		}
+		agent, err := controller.ParseAgent(s.Agent)
+		if err != nil {
+			return err
+		}
+		d.runs[e.Run] = &Record{ID: e.Run, Track: t.Name + " " + t.Version, TrackID: t.ID, Agent: s.Agent, Seed: s.Seed, User: s.User, RerunOf: s.RerunOf,
+			State: StateQueued, Queued: e.Time, Dir: filepath.Join(d.cfg.StateDir, "runs", e.Run)}
+		d.spec[e.Run] = RunSpec{ID: e.Run, RerunOf: s.RerunOf, Track: t, Agent: agent, Seed: s.Seed, Queued: e.Time, User: s.User}
+		if o := d.runs[s.RerunOf]; o != nil {
+			o.RerunBy = e.Run
+		}
+	case "state":
+		r := d.runs[e.Run]
+		if r == nil {
+			return nil
+		}
+		r.State, r.Reason = e.State, e.Reason
+		switch e.State {
+		case StateRunning:
+			r.Started = e.Time
+			if s, ok := d.spec[e.Run]; ok {
+				r.Deadline = e.Time.Add(s.Track.Budget.Wall)
+			}
+		case StateGraded, StateFailed, StateInvalid:
+			r.Finished = e.Time
+		}
+	case "result":
+		if r := d.runs[e.Run]; r != nil {
+			var res struct {
+				Passed    int `json:"passed"`
+				Questions int `json:"questions"`
+			}
+			json.Unmarshal(e.Data, &res)
+			r.Passed, r.Questions = &res.Passed, res.Questions
+		}
+	}
+	return nil
+}
+
+// record appends an event, applies it and tells subscribers; it fails when the journal does.
+func (d *Daemon) record(e Event) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	if err := d.j.Append(e); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.apply(e)
+	d.mu.Unlock()
+	d.publish(e)
+	return nil
+}
+
+func (d *Daemon) publish(e Event) {
+	if e.Kind == "state" || e.Kind == "result" {
+		d.mu.Lock()
+		d.apply(e)
+		d.mu.Unlock()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ch, run := range d.subs {
+		if run == "" || run == e.Run {
+			select {
+			case ch <- e:
+			default: // a slow follower misses events rather than stall the daemon
+			}
+		}
+	}
+}
+
+func (d *Daemon) setState(id, state, reason string) error {
+	return d.record(Event{Run: id, Kind: "state", State: state, Reason: reason})
+}
+
+// NewRunID makes a run id: r-<UTC time>-<random>.
+func NewRunID(now time.Time) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("r-%s-%s", now.UTC().Format("20060102-150405"), hex.EncodeToString(b[:]))
+}
+
+// ErrRefused is a run request the daemon declines (the message says why and how to fix it).
+var ErrRefused = errors.New("refused")
+
+// Submit queues a run after checking the track, the agent, every pin and the seed.
+func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, rerun bool, user string) (*Record, error) {
+	t, err := policy.Parse(trackName, trackFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	agent, err := controller.ParseAgent(agentS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --agent %q: %v", ErrRefused, agentS, err)
+	}
+	if seed < 0 {
+		return nil, fmt.Errorf("%w: --seed %d; seeds are 0 or more", ErrRefused, seed)
+	}
+	if _, err := d.x.Check(RunSpec{Track: t, Agent: agent}); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	if !rerun {
+		d.mu.Lock()
+		for _, r := range d.runs {
+			if r.TrackID == t.ID && r.Agent == agent.String() && r.Seed == seed && r.State != StateInvalid {
+				d.mu.Unlock()
+				return nil, fmt.Errorf("%w: seed %d of %s on track %s already has run %s (%s); give another seed, or --rerun to run it again", ErrRefused, seed, agent, t.Name, r.ID, r.State)
+			}
+		}
+		d.mu.Unlock()
+	}
+	return d.submit(t, trackFile, agent.String(), seed, user, "")
+}
+
+func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed int64, user, rerunOf string) (*Record, error) {
+	id := NewRunID(time.Now())
+	dir := filepath.Join(d.cfg.StateDir, "runs", id)
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, "track.toml"), trackFile); err != nil {
+		return nil, err
+	}
+	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf})
+	if err := d.record(Event{Run: id, Kind: "submitted", Data: data}); err != nil {
+		return nil, err
+	}
+	d.kick()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := *d.runs[id]
+	return &r, nil
+}
+
+func (d *Daemon) kick() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Cancel ends a run in any state; it becomes invalid (reason: cancelled).
+func (d *Daemon) Cancel(id string) (*Record, error) {
+	d.mu.Lock()
+	r := d.runs[id]
+	if r == nil {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: no run %s (sealrun ps -a lists them)", ErrRefused, id)
+	}
+	if r.Final() {
+		c := *r
+		d.mu.Unlock()
+		return &c, fmt.Errorf("%w: run %s has already ended (%s)", ErrRefused, id, r.State)
+	}
+	cancel := d.cancel[id]
+	queued := r.State == StateQueued
+	d.mu.Unlock()
+	if queued {
+		d.mu.Lock()
+		spec := d.spec[id]
+		d.mu.Unlock()
+		if err := d.invalidate(context.Background(), spec, "cancelled"); err != nil {
+			return nil, err
+		}
+	} else if cancel != nil {
+		cancel()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := *d.runs[id]
+	return &c, nil
+}
+
+// Runs lists the records, newest first.
+func (d *Daemon) Runs() []Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Record, 0, len(d.runs))
+	for _, r := range d.runs {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, k int) bool {
+		return out[i].Queued.After(out[k].Queued) || (out[i].Queued.Equal(out[k].Queued) && out[i].ID > out[k].ID)
+	})
+	return out
+}
+
+// Run is one record.
+func (d *Daemon) Run(id string) (Record, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.runs[id]
+	if !ok {
+		return Record{}, false
+	}
+	return *r, true
+}
+
+// Subscribe returns a channel of live events of run ("" for all) and its cancel.
+func (d *Daemon) Subscribe(run string) (chan Event, func()) {
+	ch := make(chan Event, 256)
+	d.mu.Lock()
+	d.subs[ch] = run
+	d.mu.Unlock()
+	return ch, func() {
+		d.mu.Lock()
+		delete(d.subs, ch)
+		d.mu.Unlock()
+	}
+}
+
+// Serve runs the queue until ctx ends: queued runs start in order while the concurrency and
+// the GPUs allow. At the end, running runs are cancelled (they end invalid) and waited for.
+func (d *Daemon) Serve(ctx context.Context) {
+	gpusFree := append([]string(nil), d.cfg.Resources.GPUs...)
+	type done struct {
+		id   string
+		gpus []string
+	}
+	finished := make(chan done, 16)
+	for {
+		// Start what fits, oldest first.
+		for {
+			d.mu.Lock()
+			var next *Record
+			for _, r := range d.runs {
+				if r.State == StateQueued && (next == nil || r.Queued.Before(next.Queued)) {
+					next = r
+				}
+			}
+			if next == nil || d.active >= d.cfg.Resources.Concurrency {
+				d.mu.Unlock()
+				break
+			}
+			spec := d.spec[next.ID]
+			need := int(spec.Track.Resources.GPUs)
+			if need > len(gpusFree) {
+				d.mu.Unlock()
+				break // it waits for GPUs; ps says so
+			}
+			gpus := gpusFree[:need:need]
+			gpusFree = gpusFree[need:]
+			rctx, cancel := context.WithCancel(ctx)
+			d.cancel[next.ID] = cancel
+			d.active++
+			id := next.ID
+			d.mu.Unlock()
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				_, err := d.x.Execute(rctx, spec)
+				cancel()
+				switch {
+				case err != nil && rctx.Err() == nil && ctx.Err() == nil:
+					d.log.Error("run refused at start", "run", id, "err", err)
+					d.invalidate(context.Background(), spec, err.Error())
+				}
+				finished <- done{id, gpus}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			d.wg.Wait()
+			return
+		case <-d.wake:
+		case f := <-finished:
+			d.mu.Lock()
+			d.active--
+			delete(d.cancel, f.id)
+			gpusFree = append(gpusFree, f.gpus...)
+			d.mu.Unlock()
+		}
+	}
+}
+
+// invalidate ends a run invalid with its attestation; when not even that can be written, the
+// state is journaled alone.
+func (d *Daemon) invalidate(ctx context.Context, spec RunSpec, reason string) error {
+	if _, err := d.x.Invalidate(ctx, spec, reason); err != nil {
+		d.log.Warn("attest an invalid run", "run", spec.ID, "err", err)
+		return d.setState(spec.ID, StateInvalid, reason+" (not attested: "+err.Error()+")")
+	}
+	return nil
+}
+
+// Close closes the journal.
+func (d *Daemon) Close() error { return d.j.Close() }
+
+// hostOf builds the sandbox host and image store of a configuration.
+func hostOf(cfg *Config) (*sandbox.Host, *images.Store, error) {
+	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: cfg.StateDir, RunDir: cfg.RunDir, Runtime: cfg.Runtime, Hook: cfg.Hook})
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := images.OpenStore(cfg.StateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, s, nil
+}
+
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

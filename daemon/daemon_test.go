@@ -1,0 +1,139 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+)
+
+// The user's path: sealrund's queue and admin API in this process, the real sealrun CLI against
+// its socket: run --wait (graded), the same seed refused, ps, show, logs, cancel of a queued and
+// of a running run, each ending invalid with an attestation.
+func TestDaemonThroughCLI(t *testing.T) {
+	tb := newTestbed(t)
+	cli := sandboxtest.Static(t, "cmd/sealrun")
+	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
+	tb.cfg.Group = "root"
+	tb.cfg.Resources.Concurrency = 1
+	script := strings.Replace(agentScript, "PROMOTE", `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`, 1)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	ctx, stop := context.WithCancel(context.Background())
+	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Listen(tb.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiDone := make(chan struct{})
+	go func() { d.ServeAPI(ctx, l); close(apiDone) }()
+	served := make(chan struct{})
+	go func() { d.Serve(ctx); close(served) }()
+	defer func() { stop(); <-served; <-apiDone; d.Close() }()
+	trackFile := filepath.Join(tb.base, "track.toml")
+	os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
+
+	sealrun := func(args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(cli, append(args, "--socket", tb.cfg.Socket)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), out.String(), errb.String()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String(), errb.String()
+	}
+
+	code, out, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--wait")
+	t.Logf("sealrun run --wait: exit %d\n%s%s", code, out, errs)
+	if code != 0 || !strings.Contains(out, "graded:") {
+		t.Fatalf("run --wait: exit %d\n%s%s", code, out, errs)
+	}
+	id := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	if code, _, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--detach"); code != 1 || !strings.Contains(errs, "already has run "+id) {
+		t.Errorf("same seed again: %d %s", code, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--track", trackFile, "--agent", "nope", "--seed", "2"}, 1, `--agent "nope"`},
+		{[]string{"run", "--track", trackFile, "--agent", "anthropic/claude@high", "--seed", "2"}, 1, `provider "anthropic" is not configured`},
+		{[]string{"run", "--track", trackFile, "--agent", "openai/gpt-x", "--seed", "2", "--wait", "--detach"}, 2, "exclude each other"},
+		{[]string{"show", "r-nope"}, 1, "no run r-nope"},
+		{[]string{"ps", "-a"}, 0, id},
+		{[]string{"show", id}, 0, "graded"},
+		{[]string{"logs", id, "--agent"}, 0, "finalized: the run ends now"},
+		{[]string{"logs", id}, 0, `"state":"grading"`},
+	} {
+		code, out, errs := sealrun(c.args...)
+		if code != c.code || !strings.Contains(out+errs, c.want) {
+			t.Errorf("%v: exit %d %q %q; want %d %q", c.args, code, out, errs, c.code, c.want)
+		}
+	}
+
+	// A slow run occupies the only slot; a second waits queued; both are cancelled.
+	os.WriteFile(filepath.Join(tb.kit, "slow"), nil, 0o644)
+	_, slowOut, _ := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "2", "--detach")
+	_, queuedOut, _ := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "3", "--detach")
+	slow, queued := strings.TrimSpace(slowOut), strings.TrimSpace(queuedOut)
+	waitState(t, d, slow, StateRunning)
+	if r, _ := d.Run(queued); r.State != StateQueued {
+		t.Errorf("second run is %s; want queued behind the first", r.State)
+	}
+	if code, out, errs := sealrun("cancel", queued); code != 0 || !strings.Contains(out, "cancel requested") {
+		t.Errorf("cancel queued: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := sealrun("cancel", slow); code != 0 {
+		t.Errorf("cancel running: %d %s %s", code, out, errs)
+	}
+	for _, r := range []string{queued, slow} {
+		rec := waitState(t, d, r, StateInvalid)
+		if rec.Reason != "cancelled" {
+			t.Errorf("%s: reason %q", r, rec.Reason)
+		}
+		if _, err := os.Stat(filepath.Join(rec.Dir, "result.att.json")); err != nil {
+			t.Errorf("%s: no attestation: %v", r, err)
+		}
+	}
+	if code, _, errs := sealrun("cancel", slow); code != 1 || !strings.Contains(errs, "has already ended") {
+		t.Errorf("cancel twice: %d %s", code, errs)
+	}
+	var recs []Record
+	_, out, _ = sealrun("ps", "-a", "--json")
+	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 3 {
+		t.Errorf("ps --json: %v %s", err, out)
+	}
+}
+
+func waitState(t *testing.T, d *Daemon, id, state string) Record {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if r, ok := d.Run(id); ok && r.State == state {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r, _ := d.Run(id)
+	t.Fatalf("run %s is %s (%s); want %s", id, r.State, r.Reason, state)
+	return r
+}

@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/sealrun/sealrun/attest"
+)
+
+// Main is sealrund: it loads the signing key (and checks it against its public half), opens the
+// journal and reconciles, serves the admin API on the socket and runs the queue until ctx ends.
+// ready is called once the socket accepts requests (sd_notify READY=1).
+func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit string, ready func()) error {
+	h, store, err := hostOf(cfg)
+	if err != nil {
+		return err
+	}
+	var pass []byte
+	if cfg.Keys.PassphraseFile != "" {
+		if pass, err = os.ReadFile(cfg.Keys.PassphraseFile); err != nil {
+			return fmt.Errorf("%s:keys.passphrase_file: %w", cfg.path, unwrap(err))
+		}
+		pass = []byte(strings.TrimRight(string(pass), "\r\n"))
+	}
+	signer, err := attest.LoadSigner(ctx, cfg.Keys.Signing, pass)
+	if err != nil {
+		return fmt.Errorf("%s:keys.signing: %w", cfg.path, err)
+	}
+	if err := checkKeyPair(signer, cfg.Keys.Public); err != nil {
+		return fmt.Errorf("%s:keys.public: %w", cfg.path, err)
+	}
+	x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Version: version, Commit: commit,
+		Entrypoint: cfg.Scaffold.Entrypoint, KitDir: cfg.Scaffold.Kit}
+	d, err := New(ctx, cfg, x, log)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	l, err := Listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(cfg.Socket)
+	errc := make(chan error, 1)
+	go func() { errc <- d.ServeAPI(ctx, l) }()
+	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()))
+	if ready != nil {
+		ready()
+	}
+	d.Serve(ctx)
+	return <-errc
+}
+
+// checkKeyPair refuses a public key file that is not the signing key's public half: verifiers
+// would reject every attestation this daemon signs.
+func checkKeyPair(signer signature.Signer, pubPath string) error {
+	pub, err := signer.PublicKey()
+	if err != nil {
+		return err
+	}
+	want, err := attest.KeyID(pub)
+	if err != nil {
+		return err
+	}
+	_, given, err := attest.LoadVerifier(pubPath)
+	if err != nil {
+		return err
+	}
+	got, err := attest.KeyID(given)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%s (key id %s) is not the public half of keys.signing (key id %s); give the matching public key (sealrun keys generate writes both)", pubPath, got, want)
+	}
+	return nil
+}
