@@ -39,11 +39,11 @@ type Daemon struct {
 	runs map[string]*Record
 	spec map[string]RunSpec
 	// cancel of each running run; queued runs are cancelled by state alone.
-	cancel  map[string]context.CancelFunc
-	active  int
-	wake    chan struct{}
-	subs    map[chan Event]string // live event subscribers, by run ("" for all)
-	wg      sync.WaitGroup
+	cancel map[string]context.CancelFunc
+	active int
+	wake   chan struct{}
+	subs   map[chan Event]string // live event subscribers, by run ("" for all)
+	wg     sync.WaitGroup
 }
 
 // New opens the journal, replays it and reconciles what a previous daemon left: runs that were
