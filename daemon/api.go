@@ -1,6 +1,9 @@
 package daemon
 
-import "time"
+import (
+	"path/filepath"
+	"time"
+)
 
 // Run states.
 const (
@@ -52,4 +55,9 @@ type RunRequest struct {
 // APIError is every error body: {"error": "..."}.
 type APIError struct {
 	Error string `json:"error"`
+}
+
+// ContentPath is where a pinned blob (exam, validation set, brief) is kept: by its sha256.
+func ContentPath(stateDir, sha string) string {
+	return filepath.Join(stateDir, "content", "sha256", sha)
 }

@@ -68,10 +68,6 @@ type Outcome struct {
 	Attestation string // path of result.att.json
 }
 
-// ContentPath is where a pinned blob (exam, validation set, brief) is kept: by its sha256.
-func ContentPath(stateDir, sha string) string {
-	return filepath.Join(stateDir, "content", "sha256", sha)
-}
 
 // pins are a run's verified inputs.
 type pins struct {

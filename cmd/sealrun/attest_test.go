@@ -187,3 +187,23 @@ func TestLeaderboardVerb(t *testing.T) {
 		}
 	}
 }
+
+func TestContentAdd(t *testing.T) {
+	state := t.TempDir()
+	f := filepath.Join(t.TempDir(), "exam.sealrun")
+	os.WriteFile(f, []byte("hello\n"), 0o644)
+	want := "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+	for range 2 {
+		r := sealrun(t, "--state-dir", state, "content", "add", f)
+		if r.code != 0 || r.stdout != want+"  "+f+"\n" {
+			t.Fatalf("content add: %+v", r)
+		}
+	}
+	st, err := os.Stat(filepath.Join(state, "content", "sha256", want))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("stored: %v %v", err, st)
+	}
+	if r := sealrun(t, "--state-dir", state, "content", "add", filepath.Join(state, "nope")); r.code != 1 || !strings.Contains(r.stderr, "does not exist") {
+		t.Errorf("missing file: %+v", r)
+	}
+}
