@@ -13,7 +13,7 @@ FUZZTIME ?= 30s
 TEST_STATE  ?= /var/lib/sealrun-test
 BUILD_CACHE ?= /var/cache/sealrun/build
 
-.PHONY: all help build cross test test-unit bench lint fuzz install deps clean
+.PHONY: uninstall all help build cross test test-unit bench lint fuzz install deps clean
 
 all: build
 
@@ -78,9 +78,17 @@ fuzz:
 	done
 
 install: build
-	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/sealrun
+	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/sealrun $(DESTDIR)/etc/systemd/system
 	install -d -m 0711 $(DESTDIR)/var/lib/sealrun
 	install -m 0755 bin/sealrun bin/sealrund bin/runner bin/sealrun-netns-hook $(DESTDIR)$(PREFIX)/bin/
+	[ -e $(DESTDIR)/etc/sealrun/sealrun.toml ] || install -m 0644 deploy/sealrun.toml $(DESTDIR)/etc/sealrun/sealrun.toml
+	install -m 0644 deploy/sealrund.service $(DESTDIR)/etc/systemd/system/sealrund.service
+	getent group sealrun >/dev/null || groupadd --system sealrun
+	@echo "installed; next: sealrun keys generate --out /etc/sealrun/keys, edit /etc/sealrun/sealrun.toml, systemctl enable --now sealrund"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,sealrun sealrund runner sealrun-netns-hook) $(DESTDIR)/etc/systemd/system/sealrund.service
+	@echo "removed the binaries and the unit; /etc/sealrun and /var/lib/sealrun (keys, runs, attestations) are kept"
 
 clean:
 	rm -rf bin
