@@ -68,7 +68,6 @@ type Outcome struct {
 	Attestation string // path of result.att.json
 }
 
-
 // pins are a run's verified inputs.
 type pins struct {
 	controller, runner, grader string // rootfs paths
