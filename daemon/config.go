@@ -55,6 +55,7 @@ type KeysConfig struct {
 // ResourcesConfig is what runs may use on this host.
 type ResourcesConfig struct {
 	GPUs        []string `toml:"gpus"`        // CDI device names, for example "nvidia.com/gpu=0"
+	CDIDirs     []string `toml:"cdi_dirs"`    // where the CDI specs are (default /etc/cdi, /var/run/cdi)
 	CPUs        int64    `toml:"cpus"`        // CPUs the daemon may hand to runs (default: all)
 	Concurrency int      `toml:"concurrency"` // runs at once at most (default 1)
 }
@@ -226,4 +227,11 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	return errors.New(strings.Join(out, "\n"))
+}
+
+func (c *Config) cdiDirs() []string {
+	if len(c.Resources.CDIDirs) > 0 {
+		return c.Resources.CDIDirs
+	}
+	return []string{"/etc/cdi", "/var/run/cdi"}
 }

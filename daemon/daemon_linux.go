@@ -212,6 +212,9 @@ func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, 
 	if seed < 0 {
 		return nil, fmt.Errorf("%w: --seed %d; seeds are 0 or more", ErrRefused, seed)
 	}
+	if n := int(t.Resources.GPUs); n > len(d.cfg.Resources.GPUs) {
+		return nil, fmt.Errorf("%w: track %s needs %d GPUs per run; this host's configuration gives runs %d ([resources] gpus)", ErrRefused, t.Name, n, len(d.cfg.Resources.GPUs))
+	}
 	if _, err := d.x.Check(RunSpec{Track: t, Agent: agent}); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
 	}
@@ -344,7 +347,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 					next = r
 				}
 			}
-			if next == nil || d.active >= d.cfg.Resources.Concurrency {
+			if next == nil || d.active >= max(1, d.cfg.Resources.Concurrency) {
 				d.mu.Unlock()
 				break
 			}
@@ -354,8 +357,9 @@ func (d *Daemon) Serve(ctx context.Context) {
 				d.mu.Unlock()
 				break // it waits for GPUs; ps says so
 			}
-			gpus := gpusFree[:need:need]
+			gpus := append([]string(nil), gpusFree[:need]...)
 			gpusFree = gpusFree[need:]
+			spec.GPUs = gpus
 			rctx, cancel := context.WithCancel(ctx)
 			d.cancel[next.ID] = cancel
 			d.active++

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,4 +137,110 @@ func waitState(t *testing.T, d *Daemon, id, state string) Record {
 	r, _ := d.Run(id)
 	t.Fatalf("run %s is %s (%s); want %s", id, r.State, r.Reason, state)
 	return r
+}
+
+// startDaemon runs a daemon of the testbed in this process until the test ends.
+func startDaemon(t *testing.T, tb *testbed, x *Executor) *Daemon {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { d.Serve(ctx); close(served) }()
+	t.Cleanup(func() { stop(); <-served; d.Close() })
+	return d
+}
+
+// Two runs on a host with one GPU run one after the other; each runner call sees the GPU.
+func TestQueueOneGPU(t *testing.T) {
+	tb := newTestbed(t)
+	node := "/dev/sealrun-test-gpu0"
+	os.Remove(node)
+	if err := syscall.Mknod(node, syscall.S_IFCHR|0o666, int(195<<8)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(node) })
+	cdi := filepath.Join(tb.base, "cdi")
+	os.MkdirAll(cdi, 0o755)
+	os.WriteFile(filepath.Join(cdi, "fake.yaml"), []byte(`cdiVersion: "0.6.0"
+kind: sealrun.test/gpu
+devices:
+  - name: "0"
+    containerEdits:
+      deviceNodes:
+        - path: `+node+`
+          hostPath: `+node+`
+          type: c
+          major: 195
+          minor: 0
+`), 0o644)
+	tb.cfg.Resources = ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0"}, CDIDirs: []string{cdi}, Concurrency: 2}
+	script := strings.Replace(agentScript, "PROMOTE", `runner sh -c 'ls /dev/sealrun-test-gpu0 && sleep 2'; runner finalize "$id"`, 1)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	d := startDaemon(t, tb, x)
+	gpuTrack := []byte(strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 1", 1))
+	a, err := d.Submit(gpuTrack, "gpu.toml", "openai/gpt-x@high", 1, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Submit(gpuTrack, "gpu.toml", "openai/gpt-x@high", 2, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a.ID, StateRunning)
+	if r, _ := d.Run(b.ID); r.State != StateQueued {
+		t.Errorf("the second run is %s while the first holds the only GPU", r.State)
+	}
+	ra := waitState(t, d, a.ID, StateGraded)
+	rb := waitState(t, d, b.ID, StateGraded)
+	if !rb.Started.After(ra.Finished) && !rb.Started.Equal(ra.Finished) {
+		t.Errorf("runs overlapped: first finished %s, second started %s", ra.Finished, rb.Started)
+	}
+	for _, r := range []Record{ra, rb} {
+		if out, err := os.ReadFile(filepath.Join(r.Dir, "calls", "2.log")); err != nil || !strings.Contains(string(out), node) {
+			t.Errorf("%s: call 2 did not see the GPU: %v %q", r.ID, err, out)
+		}
+	}
+	if _, err := d.Submit([]byte(strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 2", 1)), "gpu2.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "needs 2 GPUs per run") {
+		t.Errorf("a track needing two GPUs: %v", err)
+	}
+}
+
+// A pin mismatch is refused before anything is created; the deadline reached during a call
+// kills the call and the promoted candidate is graded.
+func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
+	tb := newTestbed(t)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	d := startDaemon(t, tb, x)
+	bad := strings.Replace(tb.trackTOML, tb.track.Exam.SHA256, strings.Repeat("9", 64), 1)
+	if _, err := d.Submit([]byte(bad), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "the hidden exam "+strings.Repeat("9", 64)) {
+		t.Errorf("exam pin mismatch: %v", err)
+	}
+	badImage := strings.Replace(tb.trackTOML, strings.TrimPrefix(tb.track.Images.Controller.Digest, "sha256:"), strings.Repeat("8", 64), 1)
+	if _, err := d.Submit([]byte(badImage), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "controller image") {
+		t.Errorf("image pin mismatch: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(tb.state, "runs")); len(entries) != 0 {
+		t.Errorf("a refused run created %d run directories", len(entries))
+	}
+	// A 40 s run with a 10 s reserve: the agent promotes, then starts a call that would run past
+	// the reserve start; the call is cut, the run reaches its deadline, the candidate is graded.
+	short := strings.NewReplacer(`wall = "3m"`, `wall = "40s"`, `call_limit = "1m"`, `call_limit = "30s"`, `reserve = "30s"`, `reserve = "10s"`).Replace(tb.trackTOML)
+	script := strings.Replace(agentScript, "PROMOTE", `runner promote "$id"; runner sh -c 'echo started; sleep 120'; echo "call exit $?"; sleep 120`, 1)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
+	r, err := d.Submit([]byte(short), "short.toml", "openai/gpt-x@high", 1, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, r.ID, StateGraded)
+	transcript := string(mustRead(t, filepath.Join(rec.Dir, "transcript.log")))
+	if !strings.Contains(transcript, "call exit 124") {
+		t.Errorf("the call was not cut at the reserve start:\n%s", transcript)
+	}
+	if rec.Finished.Sub(rec.Started) < 40*time.Second || rec.Passed == nil {
+		t.Errorf("run ended after %s, passed %v", rec.Finished.Sub(rec.Started), rec.Passed)
+	}
 }

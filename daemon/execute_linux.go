@@ -36,7 +36,8 @@ type RunSpec struct {
 	Agent   controller.Agent
 	Seed    int64
 	Queued  time.Time
-	User    string // who launched it (peer credentials)
+	User    string   // who launched it (peer credentials)
+	GPUs    []string // CDI names of the GPUs the queue gave the run (the track's count)
 }
 
 // Executor runs sealed runs on this host.
@@ -201,6 +202,17 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		limits.MemoryBytes = t.Resources.Memory
 	}
 
+	gpus := &sandbox.GPUEdits{}
+	if len(spec.GPUs) > 0 {
+		if gpus, err = sandbox.ResolveGPUs(x.Cfg.cdiDirs(), spec.GPUs); err != nil {
+			return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "GPUs: "+err.Error())
+		}
+	}
+	device := "cpu: " + grader.CPUModel()
+	if len(spec.GPUs) > 0 {
+		device = "gpu: " + strings.Join(spec.GPUs, ", ")
+	}
+
 	clock := t.Budget.Start(policy.Clock(now))
 	started := clock.Start
 	x.state(spec.ID, StateRunning, "")
@@ -218,7 +230,8 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 
 	finalized := make(chan struct{})
 	var finOnce sync.Once
-	genv := &grader.Env{Run: run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: limits, Device: "cpu: " + grader.CPUModel(),
+	genv := &grader.Env{Run: run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: limits, Device: device,
+		Devices: gpus.Devices, Mounts: gpus.Mounts, GPUEnv: gpus.Env,
 		Question: t.Budget.QuestionLimit, WorkDir: filepath.Join(dir, "grading"), Bundle: grader.DefaultLimits(t.Artifact.MaxGzipBytes)}
 	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Workspace: ws, Dir: dir, Audit: rio.log,
 		Start: started, Now: now, OnFinalize: func() { finOnce.Do(func() { close(finalized) }) }})
@@ -228,7 +241,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	defer gsvc.Close()
 	rsvc, err := runner.NewService(run, runner.WithClock(clock), runner.WithImage(p.runner), runner.WithWorkspace(ws), runner.WithShim(x.Cfg.Runner),
 		runner.WithAudit(rio.log), runner.WithCallsDir(filepath.Join(dir, "calls")), runner.WithJudge(grader.Judge{Service: gsvc}),
-		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra))
+		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra), runner.WithGPUs(gpus.Devices, gpus.Env))
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "runner: "+err.Error())
 	}
@@ -377,6 +390,7 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	pred.Seed = spec.Seed
 	pred.Run = attest.RunInfo{ID: spec.ID, RerunOf: spec.RerunOf}
 	pred.Host = x.hostFacts(ctx)
+	pred.Host.GPUModel = strings.Join(spec.GPUs, ", ") // CDI names; the model and driver come with GPU hosts
 	pred.Timeline = attest.Timeline{Queued: spec.Queued.UTC(), Started: started.UTC(), Deadline: deadline.UTC(), Finished: finished.UTC()}
 	if pred.Timeline.Queued.After(pred.Timeline.Started) {
 		pred.Timeline.Queued = pred.Timeline.Started

@@ -10,12 +10,18 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/sandbox"
 )
 
 // Main is sealrund: it loads the signing key (and checks it against its public half), opens the
 // journal and reconciles, serves the admin API on the socket and runs the queue until ctx ends.
 // ready is called once the socket accepts requests (sd_notify READY=1).
 func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit string, ready func()) error {
+	if len(cfg.Resources.GPUs) > 0 {
+		if _, err := sandbox.ResolveGPUs(cfg.cdiDirs(), cfg.Resources.GPUs); err != nil {
+			return fmt.Errorf("%s:resources.gpus: %w (sealrun doctor lists the CDI devices of this host)", cfg.path, err)
+		}
+	}
 	h, store, err := hostOf(cfg)
 	if err != nil {
 		return err
