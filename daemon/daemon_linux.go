@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 			continue
 		}
 		os.RemoveAll(filepath.Join(r.Dir, "agent.sock"))
-		d.invalidate(ctx, spec, reason)
+		d.invalidate(ctx, spec, reason, r.Started)
 		if _, err := d.submit(spec.Track, mustTrackBytes(r.Dir), spec.Agent.String(), spec.Seed, "sealrund (rerun after restart)", r.ID); err != nil {
 			log.Warn("queue a rerun", "run", r.ID, "err", err)
 		}
@@ -278,7 +278,7 @@ func (d *Daemon) Cancel(id string) (*Record, error) {
 		d.mu.Lock()
 		spec := d.spec[id]
 		d.mu.Unlock()
-		if err := d.invalidate(context.Background(), spec, "cancelled"); err != nil {
+		if err := d.invalidate(context.Background(), spec, "cancelled", time.Time{}); err != nil {
 			return nil, err
 		}
 	} else if cancel != nil {
@@ -373,7 +373,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 				switch {
 				case err != nil && rctx.Err() == nil && ctx.Err() == nil:
 					d.log.Error("run refused at start", "run", id, "err", err)
-					d.invalidate(context.Background(), spec, err.Error())
+					d.invalidate(context.Background(), spec, err.Error(), time.Time{})
 				}
 				finished <- done{id, gpus}
 			}()
@@ -395,8 +395,8 @@ func (d *Daemon) Serve(ctx context.Context) {
 
 // invalidate ends a run invalid with its attestation; when not even that can be written, the
 // state is journaled alone.
-func (d *Daemon) invalidate(ctx context.Context, spec RunSpec, reason string) error {
-	if _, err := d.x.Invalidate(ctx, spec, reason); err != nil {
+func (d *Daemon) invalidate(ctx context.Context, spec RunSpec, reason string, started time.Time) error {
+	if _, err := d.x.Invalidate(ctx, spec, reason, started); err != nil {
 		d.log.Warn("attest an invalid run", "run", spec.ID, "err", err)
 		return d.setState(spec.ID, StateInvalid, reason+" (not attested: "+err.Error()+")")
 	}

@@ -493,7 +493,8 @@ func (x *Executor) emit(e Event) {
 
 // Invalidate attests a run that ends invalid without having run (cancelled while queued,
 // refused at start, or cut by a daemon restart): report.json and result.att.json say why.
-func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string) (*Outcome, error) {
+// started is when the run had started (zero if it never did).
+func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string, started time.Time) (*Outcome, error) {
 	dir := filepath.Join(x.Cfg.StateDir, "runs", spec.ID)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, err
@@ -509,7 +510,11 @@ func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string) 
 		return nil, err
 	}
 	defer hist.Close()
-	return x.finish(ctx, spec, rio, nil, nil, hist, time.Time{}, time.Time{}, StateInvalid, reason)
+	var deadline time.Time
+	if !started.IsZero() {
+		deadline = started.Add(spec.Track.Budget.Wall)
+	}
+	return x.finish(ctx, spec, rio, nil, nil, hist, started, deadline, StateInvalid, reason)
 }
 
 func mustJSON(v any) json.RawMessage {
