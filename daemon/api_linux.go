@@ -160,7 +160,7 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 // files the API serves from a run directory, by name.
 var runFiles = map[string]string{
 	"transcript": "transcript.log", "audit": "audit.jsonl", "history": "history.jsonl", "report": "report.json",
-	"attestation": "result.att.json", "summary": "summary.txt", "journal": "",
+	"attestation": "result.att.json", "summary": "summary.txt", "journal": "", "report-html": "report.html",
 }
 
 func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {

@@ -440,6 +440,11 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	}
 	out.Attestation = attPath
 	x.writeSummary(rio.dir, spec, out, pred)
+	if err := WriteRunReport(rio.dir, RunReport{ID: spec.ID, Track: t.Name + " " + t.Version, Agent: spec.Agent.String(), Seed: spec.Seed,
+		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions,
+		Started: pred.Timeline.Started, Deadline: pred.Timeline.Deadline, Finished: pred.Timeline.Finished}); err != nil {
+		x.event(spec.ID, "report_html_failed", err.Error())
+	}
 	x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": attPath})})
 	x.state(spec.ID, out.Status, out.Reason)
 	return out, nil

@@ -207,10 +207,17 @@ func TestExecuteSealedRun(t *testing.T) {
 			if p.Run.ID != c.id || len(p.Submissions.History) != 2 || p.Result.Status != c.want || len(p.AirGap.Containers) != 3 {
 				t.Errorf("predicate: run %+v, %d candidates, result %+v, %d air-gap containers", p.Run, len(p.Submissions.History), p.Result, len(p.AirGap.Containers))
 			}
+			html := string(mustRead(t, filepath.Join(dir, "report.html")))
+			if d := os.Getenv("SEALRUN_KEEP_REPORT"); d != "" {
+				os.WriteFile(filepath.Join(d, c.id+".html"), []byte(html), 0o644)
+			}
+			if !strings.Contains(html, "1 compute calls") || !strings.Contains(html, "2 submissions") || !strings.Contains(html, "<svg") {
+				t.Errorf("report.html lacks the activity or the timeline")
+			}
 			if c.want == StateFailed && (p.Result.Passed != 0 || !strings.Contains(p.Result.Reason, "no candidate was promoted")) {
 				t.Errorf("failed result: %+v", p.Result)
 			}
-			for _, f := range []string{"summary.txt", "history.jsonl", "calls"} {
+			for _, f := range []string{"summary.txt", "history.jsonl", "calls", "report.html"} {
 				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 					t.Errorf("run directory lacks %s", f)
 				}

@@ -91,10 +91,11 @@ func (s *Service) Close() error { return s.history.Close() }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
-func (s *Service) audit(kind string, body any) error {
+func (s *Service) audit(kind string, body map[string]any) error {
 	if s.cfg.Audit == nil {
 		return nil
 	}
+	body["time"] = s.now()
 	_, _, err := s.cfg.Audit.Append(kind, body)
 	return err
 }

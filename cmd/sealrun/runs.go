@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"text/tabwriter"
@@ -395,5 +396,48 @@ submission), --history the submission history, --call N one compute call's outpu
 		f := f
 		cmd.Flags().BoolFunc(f.flag, f.help, func(string) error { file = f.name; return nil })
 	}
+	return cmd
+}
+
+func newReportCmd() *cobra.Command {
+	var socket string
+	var open bool
+	cmd := &cobra.Command{
+		Use:   "report RUN [--open]",
+		Short: "The run's report.html: timeline of calls and requests, validation scores, result",
+		Args:  exactArgs(1, "one run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r daemon.Record
+			c := newAPIClient(socket)
+			if err := c.do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
+				return err
+			}
+			if !r.Final() {
+				return fmt.Errorf("run %s is %s; its report is written when it ends (sealrun logs %s -f)", r.ID, r.State, r.ID)
+			}
+			path := r.Dir + "/report.html"
+			if _, err := os.Stat(path); err != nil {
+				// Not readable from here (another user's state directory): fetch it.
+				var data []byte
+				if err := c.do(cmd.Context(), "GET", "/runs/"+r.ID+"/files/report-html", nil, &data); err != nil {
+					return err
+				}
+				tmp, err := os.CreateTemp("", "sealrun-report-*.html")
+				if err != nil {
+					return err
+				}
+				tmp.Write(data)
+				tmp.Close()
+				path = tmp.Name()
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), path)
+			if open {
+				return exec.Command("xdg-open", path).Start()
+			}
+			return nil
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	cmd.Flags().BoolVar(&open, "open", false, "open it in the desktop's browser (xdg-open)")
 	return cmd
 }

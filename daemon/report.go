@@ -1,0 +1,237 @@
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// timelineItem is one thing of the run on the report's time axis.
+type timelineItem struct {
+	Kind         string // call, gateway, submit, validation, promote, finalize, sealed, refused
+	Start, End   time.Duration
+	Label        string
+	Detail       string
+	Score        *float64
+	Failed       bool
+	X, X2, Y, W  float64
+	ScoreY       float64
+	HasScore     bool
+	IsCall       bool
+	IsGateway    bool
+	IsSubmission bool
+}
+
+// Offset is the item's start, rounded for reading.
+func (t timelineItem) Offset() string {
+	if t.Start < time.Second {
+		return t.Start.Round(time.Millisecond).String()
+	}
+	return t.Start.Round(100 * time.Millisecond).String()
+}
+
+// RunReport is what report.html shows.
+type RunReport struct {
+	ID, Track, Agent, Status, Reason string
+	Seed                             int64
+	Passed, Questions                int
+	Started, Deadline, Finished      time.Time
+	Items                            []timelineItem
+	Calls, Requests, Submissions     int
+	Tokens                           int64
+	Width, Height                    int
+	Ticks                            []reportTick
+	ValPath                          string
+}
+
+type reportTick struct {
+	X     float64
+	Label string
+}
+
+const (
+	repLeft  = 110.0
+	repWidth = 760.0
+)
+
+// WriteRunReport builds <dir>/report.html from the run's audit log: a timeline of compute calls,
+// gateway requests and submissions (with their validation scores), and the result. It is one
+// self-contained page, readable without JavaScript, written atomically.
+func WriteRunReport(dir string, r RunReport) error {
+	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	if err == nil {
+		readAudit(f, &r)
+		f.Close()
+	}
+	span := r.Deadline.Sub(r.Started)
+	if end := r.Finished.Sub(r.Started); end > span {
+		span = end
+	}
+	if span <= 0 {
+		span = time.Second
+	}
+	x := func(d time.Duration) float64 { return repLeft + repWidth*float64(max(0, d))/float64(span) }
+	lanes := map[string]float64{"call": 30, "gateway": 60, "submit": 90, "validation": 90, "refused": 90, "promote": 120, "finalize": 120, "sealed": 120}
+	var path []string
+	for i := range r.Items {
+		it := &r.Items[i]
+		it.X, it.X2, it.Y = x(it.Start), x(it.End), lanes[it.Kind]
+		it.W = max(2, it.X2-it.X)
+		it.IsCall, it.IsGateway = it.Kind == "call", it.Kind == "gateway"
+		it.IsSubmission = it.Kind == "submit" || it.Kind == "refused" || it.Kind == "promote" || it.Kind == "finalize" || it.Kind == "sealed"
+		if it.Score != nil {
+			it.HasScore = true
+			it.ScoreY = 250 - 1.0*(*it.Score)
+			path = append(path, fmt.Sprintf("%.1f,%.1f", it.X, it.ScoreY))
+		}
+	}
+	if len(path) > 0 {
+		r.ValPath = "M" + strings.Join(path, " L")
+	}
+	for i := 0; i <= 6; i++ {
+		d := span * time.Duration(i) / 6
+		r.Ticks = append(r.Ticks, reportTick{X: x(d), Label: "+" + d.Round(time.Second).String()})
+	}
+	r.Width, r.Height = int(repLeft+repWidth+30), 290
+	return writeTemplate(filepath.Join(dir, "report.html"), reportPage, r)
+}
+
+func readAudit(rd io.Reader, r *RunReport) {
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var gwStart time.Time
+	for sc.Scan() {
+		var e struct {
+			Kind, Candidate, Reason, Path, Model string
+			Time, Start, End                     time.Time
+			Call, Exit, Passed, Questions        int
+			LatencyMS                            int64 `json:"latency_ms"`
+			Argv                                 []string
+			Status                               json.RawMessage
+			Usage                                struct {
+				Input  int64 `json:"prompt"`
+				Output int64 `json:"completion"`
+			}
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		var status string
+		var code int
+		if json.Unmarshal(e.Status, &code) != nil {
+			json.Unmarshal(e.Status, &status)
+		}
+		it := timelineItem{Kind: e.Kind}
+		switch e.Kind {
+		case "call":
+			r.Calls++
+			it.Start, it.End = e.Start.Sub(r.Started), e.End.Sub(r.Started)
+			it.Label = fmt.Sprintf("call %d", e.Call)
+			it.Detail = fmt.Sprintf("call %d: %s — %s, exit %d, %s", e.Call, strings.Join(e.Argv, " "), status, e.Exit, e.End.Sub(e.Start).Round(time.Millisecond))
+			it.Failed = e.Exit != 0
+		case "gateway":
+			r.Requests++
+			r.Tokens += e.Usage.Input + e.Usage.Output
+			gwStart = e.Time.Add(-time.Duration(e.LatencyMS) * time.Millisecond)
+			it.Start, it.End = gwStart.Sub(r.Started), e.Time.Sub(r.Started)
+			it.Detail = fmt.Sprintf("%s %s %d, %d ms", e.Path, e.Model, code, e.LatencyMS)
+			it.Failed = code >= 400
+		case "submit":
+			r.Submissions++
+			it.Detail = "submitted " + short12(e.Candidate)
+		case "validation":
+			s := 0.0
+			if e.Questions > 0 {
+				s = 100 * float64(e.Passed) / float64(e.Questions)
+			}
+			it.Score = &s
+			it.Detail = fmt.Sprintf("validation of %s: %d/%d", short12(e.Candidate), e.Passed, e.Questions)
+		case "submit_refused":
+			it.Kind = "refused"
+			it.Detail = "refused: " + e.Reason
+			it.Failed = true
+		case "promote", "finalize":
+			it.Detail = e.Kind + " " + short12(e.Candidate)
+		case "sealed":
+			it.Detail = fmt.Sprintf("pass vector sealed: %d/%d", e.Passed, e.Questions)
+		default:
+			continue
+		}
+		if e.Kind != "call" && e.Kind != "gateway" {
+			t := e.Time
+			if t.IsZero() {
+				t = r.Finished
+			}
+			it.Start, it.End = t.Sub(r.Started), t.Sub(r.Started)
+		}
+		r.Items = append(r.Items, it)
+	}
+}
+
+func short12(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func writeTemplate(path string, t *template.Template, data any) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := t.Execute(tmp, data); err != nil {
+		tmp.Close()
+		return err
+	}
+	tmp.Chmod(0o644)
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>sealrun run {{.ID}}</title>
+<style>
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 960px; padding: 0 1em; color: #1b1b1b; }
+table { border-collapse: collapse; margin: 1em 0; } td, th { text-align: left; padding: .25em .8em .25em 0; vertical-align: top; }
+.muted { color: #666; } svg text { font: 11px system-ui, sans-serif; } .bad { color: #b03a2e; }
+</style></head><body>
+<h1>Run {{.ID}}</h1>
+<table>
+<tr><th>track</th><td>{{.Track}}</td></tr>
+<tr><th>agent</th><td>{{.Agent}}, seed {{.Seed}}</td></tr>
+<tr><th>result</th><td><b>{{.Status}}</b>{{if .Reason}} — {{.Reason}}{{end}}: {{.Passed}}/{{.Questions}} passed</td></tr>
+<tr><th>time</th><td>started {{.Started.Format "2006-01-02 15:04:05 MST"}}, deadline {{.Deadline.Format "15:04:05"}}, finished {{.Finished.Format "15:04:05"}}</td></tr>
+<tr><th>activity</th><td>{{.Calls}} compute calls, {{.Requests}} model requests ({{.Tokens}} tokens), {{.Submissions}} submissions</td></tr>
+</table>
+<h2>Timeline</h2>
+<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}">
+<rect width="100%" height="100%" fill="#fff"/>
+<text x="8" y="34">calls</text><text x="8" y="64">model</text><text x="8" y="94">submissions</text><text x="8" y="124">promote / end</text>
+<text x="8" y="154">validation %</text>
+{{range .Ticks}}<line x1="{{.X}}" y1="14" x2="{{.X}}" y2="255" stroke="#eee"/><text x="{{.X}}" y="272" text-anchor="middle">{{.Label}}</text>{{end}}
+<line x1="110" y1="150" x2="870" y2="150" stroke="#ddd"/><line x1="110" y1="250" x2="870" y2="250" stroke="#ddd"/>
+<text x="100" y="153" text-anchor="end">100</text><text x="100" y="253" text-anchor="end">0</text>
+{{range .Items}}{{if .IsCall}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="14" transform="translate(0,-10)" fill="{{if .Failed}}#d98880{{else}}#5dade2{{end}}"><title>{{.Detail}}</title></rect>{{end}}{{if .IsGateway}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="10" transform="translate(0,-8)" fill="{{if .Failed}}#d98880{{else}}#a569bd{{end}}"><title>{{.Detail}}</title></rect>{{end}}{{if .IsSubmission}}<circle cx="{{.X}}" cy="{{.Y}}" r="5" fill="{{if .Failed}}#d98880{{else}}#27ae60{{end}}"><title>{{.Detail}}</title></circle>{{end}}{{if .HasScore}}<circle cx="{{.X}}" cy="{{.ScoreY}}" r="4" fill="#e67e22"><title>{{.Detail}}</title></circle>{{end}}
+{{end}}{{if .ValPath}}<path d="{{.ValPath}}" fill="none" stroke="#e67e22" stroke-width="1.5"/>{{end}}
+</svg>
+<p class="muted">Hover a mark for its detail. Validation scores are feedback only; the promoted candidate is what the hidden exam graded.</p>
+<h2>Events</h2>
+<table>{{range .Items}}<tr><td class="muted">+{{.Offset}}</td><td{{if .Failed}} class="bad"{{end}}>{{.Detail}}</td></tr>{{end}}</table>
+<p class="muted">Files: result.att.json (verify with sealrun verify), report.json, audit.jsonl, history.jsonl, transcript.log, calls/.</p>
+</body></html>
+`))
