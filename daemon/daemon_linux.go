@@ -39,11 +39,12 @@ type Daemon struct {
 	runs map[string]*Record
 	spec map[string]RunSpec
 	// cancel of each running run; queued runs are cancelled by state alone.
-	cancel map[string]context.CancelFunc
-	active int
-	wake   chan struct{}
-	subs   map[chan Event]string // live event subscribers, by run ("" for all)
-	wg     sync.WaitGroup
+	cancel  map[string]context.CancelFunc
+	active  int
+	wake    chan struct{}
+	subs    map[chan Event]string // live event subscribers, by run ("" for all)
+	wg      sync.WaitGroup
+	metrics *metrics
 }
 
 // New opens the journal, replays it and reconciles what a previous daemon left: runs that were
@@ -57,6 +58,7 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 	}
 	d := &Daemon{cfg: cfg, x: x, log: log, runs: map[string]*Record{}, spec: map[string]RunSpec{}, cancel: map[string]context.CancelFunc{},
 		wake: make(chan struct{}, 1), subs: map[chan Event]string{}}
+	d.metrics = newMetrics(d)
 	j, err := OpenJournal(filepath.Join(cfg.StateDir, "journal.jsonl"), d.apply)
 	if err != nil {
 		return nil, err
@@ -171,7 +173,14 @@ func (d *Daemon) publish(e Event) {
 	if e.Kind == "state" || e.Kind == "result" {
 		d.mu.Lock()
 		d.apply(e)
+		dir := ""
+		if r := d.runs[e.Run]; r != nil {
+			dir = r.Dir
+		}
 		d.mu.Unlock()
+		if e.Kind == "state" && (e.State == StateGraded || e.State == StateFailed || e.State == StateInvalid) && dir != "" {
+			d.metrics.observeRun(dir, e.State)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

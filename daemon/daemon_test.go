@@ -118,6 +118,28 @@ func TestDaemonThroughCLI(t *testing.T) {
 	if code, _, errs := sealrun("cancel", slow); code != 1 || !strings.Contains(errs, "has already ended") {
 		t.Errorf("cancel twice: %d %s", code, errs)
 	}
+	// Metrics: the runs by state, the calls and the grading of ended runs.
+	fams, err := d.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			seen[key] += v
+		}
+	}
+	for key, min := range map[string]float64{"sealrun_runs{state=graded}": 1, "sealrun_runs{state=invalid}": 2, "sealrun_calls_total{status=exited}": 1,
+		"sealrun_grading_seconds": 1, "sealrun_runs_ended_total{state=invalid}": 2, "sealrun_call_seconds": 1} {
+		if seen[key] < min {
+			t.Errorf("metric %s = %v; want at least %v (have %v)", key, seen[key], min, seen)
+		}
+	}
 	var recs []Record
 	_, out, _ = sealrun("ps", "-a", "--json")
 	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 3 {

@@ -54,6 +54,13 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 	defer os.Remove(cfg.Socket)
 	errc := make(chan error, 1)
 	go func() { errc <- d.ServeAPI(ctx, l) }()
+	if addr := cfg.Metrics.Listen; addr != "" {
+		go func() {
+			if err := d.metrics.serve(ctx, addr); err != nil {
+				log.Error("metrics listener", "addr", addr, "err", err)
+			}
+		}()
+	}
 	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()))
 	if ready != nil {
 		ready()
