@@ -29,7 +29,25 @@ type peerKey struct{}
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+apiVersion+"/runs", d.postRun)
-	mux.HandleFunc("GET "+apiVersion+"/runs", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, d.Runs()) })
+	mux.HandleFunc("GET "+apiVersion+"/runs", func(w http.ResponseWriter, r *http.Request) {
+		// ?active=1: only runs that have not ended (what ps shows); ?limit=N: the newest N.
+		// Not indented: with thousands of runs the list is megabytes.
+		runs := d.Runs()
+		if r.URL.Query().Get("active") == "1" {
+			kept := runs[:0]
+			for _, rec := range runs {
+				if !rec.Final() {
+					kept = append(kept, rec)
+				}
+			}
+			runs = kept
+		}
+		if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && n >= 0 && n < len(runs) {
+			runs = runs[:n]
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(runs)
+	})
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rec, ok := d.Run(r.PathValue("id"))
 		if !ok {

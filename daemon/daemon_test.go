@@ -147,7 +147,7 @@ func TestDaemonThroughCLI(t *testing.T) {
 	}
 }
 
-func waitState(t *testing.T, d *Daemon, id, state string) Record {
+func waitState(t testing.TB, d *Daemon, id, state string) Record {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -162,7 +162,7 @@ func waitState(t *testing.T, d *Daemon, id, state string) Record {
 }
 
 // startDaemon runs a daemon of the testbed in this process until the test ends.
-func startDaemon(t *testing.T, tb *testbed, x *Executor) *Daemon {
+func startDaemon(t testing.TB, tb *testbed, x *Executor) *Daemon {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -30,7 +30,7 @@ func sha(b []byte) string {
 }
 
 // addExam builds a synthetic exam into the content store and returns its hash.
-func addExam(t *testing.T, state string, seed uint64, n int) string {
+func addExam(t testing.TB, state string, seed uint64, n int) string {
 	t.Helper()
 	var buf bytes.Buffer
 	exams.WriteDocuments(&buf, exams.Synthesize(seed, n))
@@ -47,7 +47,7 @@ func addExam(t *testing.T, state string, seed uint64, n int) string {
 	return sum
 }
 
-func addContent(t *testing.T, state string, b []byte) string {
+func addContent(t testing.TB, state string, b []byte) string {
 	t.Helper()
 	p := ContentPath(state, sha(b))
 	os.MkdirAll(filepath.Dir(p), 0o700)
@@ -57,7 +57,7 @@ func addContent(t *testing.T, state string, b []byte) string {
 	return sha(b)
 }
 
-func mustRead(t *testing.T, p string) []byte {
+func mustRead(t testing.TB, p string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -96,7 +96,7 @@ type testbed struct {
 	base      string
 }
 
-func newTestbed(t *testing.T) *testbed {
+func newTestbed(t testing.TB) *testbed {
 	t.Helper()
 	testenv.RequireRoot(t)
 	h := sandboxtest.Host(t)
@@ -242,4 +242,4 @@ func TestExecuteSealedRun(t *testing.T) {
 	}
 }
 
-func imgs2State(t *testing.T) string { return testenv.LocalImages(t).State }
+func imgs2State(t testing.TB) string { return testenv.LocalImages(t).State }

@@ -29,13 +29,14 @@ echo "== Go benchmarks"
 # The image and sandbox benchmarks take seconds an iteration: give them fixed iteration counts
 # so that their medians and ratios do not rest on a single run.
 {
-  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$')
+  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$')
   go test -run '^$' -bench . -benchmem -benchtime 3x ./images
   go test -run '^$' -bench . -benchmem -benchtime 20x ./sandbox
   go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
   go test -run '^$' -bench . -benchtime 5x ./grader
   go test -run '^$' -bench . -benchtime 2x ./leaderboard
+  go test -run '^$' -bench . -benchtime 3x ./daemon
 } | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
 # gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
 gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
@@ -105,3 +106,16 @@ echo "pack a 16 MiB bundle (float32 weights): $(gobench_metric BenchmarkPackVsTa
 echo
 echo "== leaderboard: 10,000 attestations (100 agents x 100 seeds) verified, aggregated, rendered as text"
 echo "total $(gobench_metric BenchmarkLeaderboard10k total-s) s   (target: <= 5 s); verification (signature and strict parsing of each statement, on every CPU) $(gobench_metric BenchmarkLeaderboard10k verify-s) s = $(gobench_metric BenchmarkLeaderboard10k verify-%)% of it"
+
+echo
+echo "== daemon: whole sealed runs and the run list"
+if [ "$(gobench_metric BenchmarkRunOverhead overhead-s)" = "" ]; then
+  echo "(run overhead skipped: needs root and the local images; run make bench as root after make test)"
+else
+  echo "a run whose agent submits once and finalizes, submission to attestation: $(gobench_metric BenchmarkRunOverhead run-s) s, of which grading compute $(gobench_metric BenchmarkRunOverhead grading-s) s and validation answers $(gobench_metric BenchmarkRunOverhead validation-answers-s) s: harness overhead $(gobench_metric BenchmarkRunOverhead overhead-s) s   (target: <= 2 s)"
+  runner_ms=$(gobench_metric BenchmarkRunnerTrueVsBareRunc runner-ms); bare_ms=$(gobench_metric BenchmarkRunnerTrueVsBareRunc bare-runc-ms)
+  if [ -n "$runner_ms" ]; then
+    echo "harness share of a 1 h run with 100 calls, from the per-call overhead above ($runner_ms - $bare_ms ms): $(awk -v a="$runner_ms" -v b="$bare_ms" 'BEGIN {printf "%.4f", 100*(a-b)*100/3600000}')%   (target: <= 0.1%)"
+  fi
+fi
+echo "sealrun ps with 10,000 runs in the journal: $(gobench_metric BenchmarkPs10k ps-ms) ms (active runs), ps -a $(gobench_metric BenchmarkPs10k ps-all-ms) ms (all 10,000)   (target: <= 100 ms); journal replay at start $(gobench_metric BenchmarkPs10k replay-ms) ms"

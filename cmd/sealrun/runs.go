@@ -238,7 +238,11 @@ func newPsCmd() *cobra.Command {
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var recs []daemon.Record
-			if err := newAPIClient(socket).do(cmd.Context(), "GET", "/runs", nil, &recs); err != nil {
+			path := "/runs?active=1"
+			if all {
+				path = "/runs"
+			}
+			if err := newAPIClient(socket).do(cmd.Context(), "GET", path, nil, &recs); err != nil {
 				return err
 			}
 			if !all {
