@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/attest"
 )
 
 func TestConfigEveryProblemAtOnce(t *testing.T) {
@@ -106,5 +109,18 @@ func TestJournalTornTail(t *testing.T) {
 	os.WriteFile(p, append([]byte("garbage\n"), data...), 0o600)
 	if _, err := OpenJournal(p, nil); err == nil || !strings.Contains(err.Error(), ":1:") {
 		t.Errorf("bad line: %v", err)
+	}
+}
+
+func TestKeyPairMismatch(t *testing.T) {
+	signer, err := attest.LoadSigner(context.Background(), "../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkKeyPair(signer, "../attest/testdata/ed25519.pub"); err != nil {
+		t.Errorf("matching pair: %v", err)
+	}
+	if err := checkKeyPair(signer, "../attest/testdata/ecdsa.pub"); err == nil || !strings.Contains(err.Error(), "is not the public half of keys.signing") {
+		t.Errorf("mismatching pair: %v", err)
 	}
 }

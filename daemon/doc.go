@@ -1,3 +1,16 @@
-// Package daemon owns the run lifecycle: the queue, the state machine, the journal, crash
-// recovery and the API server. It is the only package that composes its siblings.
+// Package daemon is sealrund: the run lifecycle (queue, state machine, journal, crash recovery),
+// the admin API (API.md) and the Executor that composes the sandbox, the model gateway, the
+// runner and the grader into one sealed run ending in a signed attestation. It is the only
+// package that composes its siblings.
+//
+// Where this departs from DESIGN.md, and why:
+//   - the journal is append-only fsynced JSON Lines, not bbolt: it is only appended to and
+//     replayed whole at start, and an operator can read it with jq;
+//   - pinned files (exam, validation set, brief) live in a content store by SHA-256
+//     (<state>/content/sha256/<hex>, `sealrun content add`), so preparing verifies each by hash;
+//   - until scaffold images carry their command and tracks pin kits, the config names the
+//     scaffold's entrypoint and a kit directory ([scaffold]);
+//   - "egress_blocked" of a run's containers is the network hook's check of the namespace before
+//     the container ran (the probe's active connection attempts are for sealrun sandbox probe);
+//   - a run whose scaffold exits before the deadline ends then (the agent is gone).
 package daemon
