@@ -70,11 +70,20 @@ func Head(r io.Reader) (head string, entries int, err error) {
 // Append acknowledged survives a crash. Entries carry their sequence number and the previous
 // head, so each line can be checked on its own too.
 type Log struct {
-	mu      sync.Mutex
-	f       *os.File
-	path    string
-	head    string
-	entries int
+	mu       sync.Mutex
+	f        *os.File
+	path     string
+	head     string
+	entries  int
+	onAppend func(kind string, line []byte)
+}
+
+// OnAppend calls f with every entry once it is durable (after the fsync), outside the log's
+// lock: the daemon shows a run's activity live with it. f must not block.
+func (l *Log) OnAppend(f func(kind string, line []byte)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onAppend = f
 }
 
 // Open opens (creating it if needed) the audit log at path and recomputes its head. A log whose
@@ -132,7 +141,13 @@ func (l *Log) Append(kind string, body any) (seq int, head string, err error) {
 	}
 	l.head = ChainNext(l.head, line)
 	l.entries++
-	return l.entries, l.head, nil
+	seq, head, hook := l.entries, l.head, l.onAppend
+	if hook != nil {
+		l.mu.Unlock()
+		hook(kind, line)
+		l.mu.Lock()
+	}
+	return seq, head, nil
 }
 
 // Head returns the current head and entry count.

@@ -36,6 +36,8 @@ type Record struct {
 	Passed    *int      `json:"passed,omitempty"`
 	Questions int       `json:"questions,omitempty"`
 	Dir       string    `json:"dir"`
+	// Waiting says, for a queued run, its place and what it waits for.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Final reports whether the run has ended.

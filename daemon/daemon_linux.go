@@ -46,6 +46,8 @@ type Daemon struct {
 	wg      sync.WaitGroup
 	metrics *metrics
 	tracks  map[string]*policy.Track // parsed track files, by content
+	// freeGPUs is how many of the configured GPUs no run holds (for ps).
+	freeGPUs int
 }
 
 // New opens the journal, replays it and reconciles what a previous daemon left: runs that were
@@ -318,6 +320,29 @@ func (d *Daemon) Runs() []Record {
 	sort.Slice(out, func(i, k int) bool {
 		return out[i].Queued.After(out[k].Queued) || (out[i].Queued.Equal(out[k].Queued) && out[i].ID > out[k].ID)
 	})
+	// Queued runs: their place (oldest first) and what they wait for.
+	pos := 0
+	for i := len(out) - 1; i >= 0; i-- {
+		r := &out[i]
+		if r.State != StateQueued {
+			continue
+		}
+		pos++
+		need := 0
+		if s, ok := d.spec[r.ID]; ok {
+			need = int(s.Track.Resources.GPUs)
+		}
+		switch {
+		case pos > 1:
+			r.Waiting = fmt.Sprintf("#%d in the queue, behind %d older runs", pos, pos-1)
+		case d.active >= max(1, d.cfg.Resources.Concurrency):
+			r.Waiting = fmt.Sprintf("#1: waiting for a run slot (%d running, concurrency %d)", d.active, max(1, d.cfg.Resources.Concurrency))
+		case need > d.freeGPUs:
+			r.Waiting = fmt.Sprintf("#1: waiting for GPUs (%d needed, %d free)", need, d.freeGPUs)
+		default:
+			r.Waiting = "#1: starting"
+		}
+	}
 	return out
 }
 
@@ -349,6 +374,9 @@ func (d *Daemon) Subscribe(run string) (chan Event, func()) {
 // the GPUs allow. At the end, running runs are cancelled (they end invalid) and waited for.
 func (d *Daemon) Serve(ctx context.Context) {
 	gpusFree := append([]string(nil), d.cfg.Resources.GPUs...)
+	d.mu.Lock()
+	d.freeGPUs = len(gpusFree)
+	d.mu.Unlock()
 	type done struct {
 		id   string
 		gpus []string
@@ -376,6 +404,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 			}
 			gpus := append([]string(nil), gpusFree[:need]...)
 			gpusFree = gpusFree[need:]
+			d.freeGPUs = len(gpusFree)
 			spec.GPUs = gpus
 			rctx, cancel := context.WithCancel(ctx)
 			d.cancel[next.ID] = cancel
@@ -405,6 +434,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 			d.active--
 			delete(d.cancel, f.id)
 			gpusFree = append(gpusFree, f.gpus...)
+			d.freeGPUs = len(gpusFree)
 			d.mu.Unlock()
 		}
 	}

@@ -62,10 +62,12 @@ func TestDaemonThroughCLI(t *testing.T) {
 		return 0, out.String(), errb.String()
 	}
 
-	code, out, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--wait")
-	t.Logf("sealrun run --wait: exit %d\n%s%s", code, out, errs)
-	if code != 0 || !strings.Contains(out, "graded:") {
-		t.Fatalf("run --wait: exit %d\n%s%s", code, out, errs)
+	code, out, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1")
+	t.Logf("sealrun run: exit %d\n%s%s", code, out, errs)
+	for _, want := range []string{"running", "call 1 python3 -c", "submitted ", "validation of ", "finalized", "graded: "} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("run, followed: exit %d, no %q in\n%s%s", code, want, out, errs)
+		}
 	}
 	id := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
 	if code, _, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--detach"); code != 1 || !strings.Contains(errs, "already has run "+id) {
@@ -215,6 +217,11 @@ devices:
 	waitState(t, d, a.ID, StateRunning)
 	if r, _ := d.Run(b.ID); r.State != StateQueued {
 		t.Errorf("the second run is %s while the first holds the only GPU", r.State)
+	}
+	for _, r := range d.Runs() {
+		if r.ID == b.ID && r.Waiting != "#1: waiting for GPUs (1 needed, 0 free)" {
+			t.Errorf("ps says the second run waits for %q", r.Waiting)
+		}
 	}
 	ra := waitState(t, d, a.ID, StateGraded)
 	rb := waitState(t, d, b.ID, StateGraded)

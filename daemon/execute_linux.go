@@ -181,6 +181,14 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		return nil, err
 	}
 	defer rio.log.Close()
+	rio.log.OnAppend(func(kind string, line []byte) {
+		// Live only: the audit log itself is the durable record.
+		if x.onEvent != nil {
+			if s := activity(kind, line); s != "" {
+				x.onEvent(Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "activity", Reason: s})
+			}
+		}
+	})
 
 	run, err := x.Host.NewRun(ctx, spec.ID)
 	if err != nil {
@@ -269,6 +277,13 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		x.event(spec.ID, "deadline", "")
 	case <-finalized:
 		x.event(spec.ID, "finalized", "")
+		// Nothing new may start; the scaffold gets a moment to read the confirmation (its
+		// runner client prints it) before it is frozen.
+		rsvc.End()
+		select {
+		case <-ctl.Done():
+		case <-time.After(time.Second):
+		}
 	case <-ctl.Done():
 		x.event(spec.ID, "agent_exited", "the scaffold exited before the deadline; the run ends now")
 	case <-rio.infraCh:
@@ -525,4 +540,54 @@ func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string, 
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// activity is one line for a follower about an audit entry.
+func activity(kind string, line []byte) string {
+	var e struct {
+		Call, Exit, Passed, Questions, Request int
+		Argv                                   []string
+		Start, End                             time.Time
+		Status                                 json.RawMessage
+		Candidate, Path, Reason                string
+		LatencyMS                              int64 `json:"latency_ms"`
+		Tries                                  []json.RawMessage
+		Usage                                  struct{ Prompt, Completion int64 }
+	}
+	if json.Unmarshal(line, &e) != nil {
+		return ""
+	}
+	short := func(id string) string {
+		id = strings.TrimPrefix(id, "sha256:")
+		return id[:min(12, len(id))]
+	}
+	switch kind {
+	case "call":
+		argv := strings.Join(e.Argv, " ")
+		if len(argv) > 60 {
+			argv = argv[:60] + "…"
+		}
+		var st string
+		json.Unmarshal(e.Status, &st)
+		return fmt.Sprintf("call %d %s: %s, exit %d, %s", e.Call, argv, st, e.Exit, e.End.Sub(e.Start).Round(100*time.Millisecond))
+	case "gateway":
+		var code int
+		json.Unmarshal(e.Status, &code)
+		s := fmt.Sprintf("model request %d %s: %d in %d ms, %d+%d tokens", e.Request, e.Path, code, e.LatencyMS, e.Usage.Prompt, e.Usage.Completion)
+		if len(e.Tries) > 1 {
+			s += fmt.Sprintf(" (%d tries)", len(e.Tries))
+		}
+		return s
+	case "submit":
+		return "submitted " + short(e.Candidate)
+	case "submit_refused":
+		return "submission refused: " + e.Reason
+	case "validation":
+		return fmt.Sprintf("validation of %s: %d/%d", short(e.Candidate), e.Passed, e.Questions)
+	case "promote":
+		return "promoted " + short(e.Candidate)
+	case "finalize":
+		return "finalized"
+	}
+	return ""
 }

@@ -184,8 +184,8 @@ func follow(cmd *cobra.Command, c *apiClient, id string, show bool) error {
 		if len(e.Data) > 0 && (e.Kind == "record" || e.Kind == "state" || e.Kind == "result" || e.Kind == "heartbeat") {
 			json.Unmarshal(e.Data, &last)
 		}
-		if show && e.Kind != "heartbeat" {
-			fmt.Fprintln(w, eventLine(e, last))
+		if line := eventLine(e, last); show && line != "" {
+			fmt.Fprintln(w, line)
 		}
 	}
 	if ctx.Err() != nil {
@@ -219,8 +219,16 @@ func eventLine(e daemon.Event, r daemon.Record) string {
 			s += " — " + e.Reason
 		}
 		return s
+	case "heartbeat", "result", "finalized": // the state line and the activity line say it
+		return ""
 	case "sealed":
 		return fmt.Sprintf("%s  pass vector sealed %s", t, string(e.Data))
+	case "activity":
+		left := ""
+		if !r.Deadline.IsZero() {
+			left = fmt.Sprintf(" [%s left]", max(0, r.Deadline.Sub(e.Time)).Round(time.Second))
+		}
+		return fmt.Sprintf("%s  %s%s", t, e.Reason, left)
 	}
 	s := fmt.Sprintf("%s  %s", t, e.Kind)
 	if e.Reason != "" {
@@ -274,6 +282,9 @@ func newPsCmd() *cobra.Command {
 				if r.Reason != "" && r.State == daemon.StateInvalid {
 					state += " (" + r.Reason + ")"
 				}
+				if r.Waiting != "" {
+					state += " (" + r.Waiting + ")"
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Track, r.Agent, r.Seed, state, left, score)
 			}
 			if len(recs) == 0 && !all {
@@ -316,6 +327,9 @@ func newShowCmd() *cobra.Command {
 				state += " — " + r.Reason
 			}
 			row("state", "%s", state)
+			if r.Waiting != "" {
+				row("waiting", "%s", r.Waiting)
+			}
 			if !r.Started.IsZero() {
 				row("started", "%s (deadline %s)", r.Started.Local().Format(time.RFC3339), r.Deadline.Local().Format(time.RFC3339))
 			}
