@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/spf13/cobra"
@@ -362,12 +363,14 @@ start.`,
 func newDoctorCmd(g *globals) *cobra.Command {
 	var f sandboxFlags
 	var asJSON bool
+	var configPath string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this host can run sealed runs: root, runtime, cgroups, namespaces, GPUs, disk",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			checks := sandbox.Doctor(cmd.Context(), sandbox.HostConfig{StateDir: g.stateDir, RunDir: f.runDir, Runtime: f.runtime}, g.stateDir)
+			checks = append(checks, configCheck(configPath))
 			failed := 0
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -397,5 +400,18 @@ func newDoctorCmd(g *globals) *cobra.Command {
 	}
 	f.addFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	cmd.Flags().StringVar(&configPath, "config", daemon.DefaultConfigPath, "the daemon's configuration to check")
 	return cmd
+}
+
+// configCheck validates the daemon's configuration: every problem, or warn when there is none
+// (a host that only verifies or grades needs none).
+func configCheck(path string) sandbox.Check {
+	if _, err := os.Stat(path); err != nil {
+		return sandbox.Check{Name: "config", Status: "warn", Detail: path + " does not exist", Fix: "make install writes it; sealrund needs it"}
+	}
+	if _, err := daemon.LoadConfig(path); err != nil {
+		return sandbox.Check{Name: "config", Status: "fail", Detail: strings.ReplaceAll(err.Error(), "\n", "; "), Fix: "fix each key named, then sealrund --check"}
+	}
+	return sandbox.Check{Name: "config", Status: "ok", Detail: path + " is valid"}
 }
