@@ -273,3 +273,32 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 		t.Errorf("run ended after %s, passed %v", rec.Finished.Sub(rec.Started), rec.Passed)
 	}
 }
+
+// Cancel during grading: the run ends invalid (cancelled), attested, with nothing left running.
+func TestCancelWhileGrading(t *testing.T) {
+	tb := newTestbed(t)
+	// The bundle answers the 6 validation questions, then hangs from the hidden exam's 7th on.
+	hang := strings.Replace(string(mustRead(t, "../grader/example/predict.py")), `        req = json.loads(line)`, `        req = json.loads(line)
+        if req["seq"] >= 7:
+            import time; time.sleep(3600)`, 1)
+	os.WriteFile(filepath.Join(tb.kit, "predict.py"), []byte(hang), 0o644)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	d := startDaemon(t, tb, x)
+	r, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 1, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, r.ID, StateGrading)
+	time.Sleep(time.Second) // the grader is answering (and hanging)
+	if _, err := d.Cancel(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, r.ID, StateInvalid)
+	if rec.Reason != "cancelled" {
+		t.Errorf("reason %q", rec.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(rec.Dir, "result.att.json")); err != nil {
+		t.Errorf("no attestation: %v", err)
+	}
+}

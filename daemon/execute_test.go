@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,6 +205,34 @@ func TestExecuteSealedRun(t *testing.T) {
 			v, err := attest.Verify(mustRead(t, out.Attestation), verifier, opts...)
 			if err != nil {
 				t.Fatalf("verify: %v", err)
+			}
+			// The sealrun verify a user runs, with every file; and openssl on PAE bytes built here
+			// by hand from the DSSE spec (a second implementation: neither sealrun nor sigstore).
+			trackFile := filepath.Join(t.TempDir(), "track.toml")
+			os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
+			args := []string{"verify", out.Attestation, "--key", "../attest/testdata/ed25519.pub", "--report", filepath.Join(dir, "report.json"),
+				"--audit", filepath.Join(dir, "audit.jsonl"), "--track", trackFile}
+			if out.Report.Candidate.ID != "" {
+				args = append(args, "--bundle", filepath.Join(dir, "candidates", strings.TrimPrefix(out.Report.Candidate.ID, "sha256:")+".tar.gz"))
+			}
+			if o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), args...).CombinedOutput(); err != nil || !strings.Contains(string(o), "VALID") {
+				t.Errorf("sealrun verify with every file: %v\n%s", err, o)
+			}
+			var env struct {
+				PayloadType string `json:"payloadType"`
+				Payload     string `json:"payload"`
+				Signatures  []struct{ Sig string }
+			}
+			json.Unmarshal(mustRead(t, out.Attestation), &env)
+			body, _ := base64.StdEncoding.DecodeString(env.Payload)
+			sig, _ := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+			pae := fmt.Sprintf("DSSEv1 %d %s %d ", len(env.PayloadType), env.PayloadType, len(body)) + string(body)
+			work := t.TempDir()
+			os.WriteFile(filepath.Join(work, "pae"), []byte(pae), 0o644)
+			os.WriteFile(filepath.Join(work, "sig"), sig, 0o644)
+			if o, err := exec.Command(testenv.RequireTool(t, "openssl", "openssl"), "pkeyutl", "-verify", "-pubin", "-inkey", "../attest/testdata/ed25519.pub", "-rawin",
+				"-in", filepath.Join(work, "pae"), "-sigfile", filepath.Join(work, "sig")).CombinedOutput(); err != nil {
+				t.Errorf("openssl rejects the daemon's attestation: %v\n%s", err, o)
 			}
 			p := v.Statement.Predicate
 			if p.Run.ID != c.id || len(p.Submissions.History) != 2 || p.Result.Status != c.want || len(p.AirGap.Containers) != 3 {
