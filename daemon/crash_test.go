@@ -110,9 +110,10 @@ key_file = %q
 	// The rerun should finish: the agent finalizes at once from now on.
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
 	d2 := start()
+	current := d2
 	defer func() {
-		d2.Process.Signal(syscall.SIGTERM)
-		d2.Wait()
+		current.Process.Signal(syscall.SIGTERM)
+		current.Wait()
 		if t.Failed() {
 			t.Logf("sealrund logs:\n%s", logs.String())
 		}
@@ -146,8 +147,44 @@ key_file = %q
 			t.Errorf("%s: predicate run %+v result %s", rec.ID, p.Run, p.Result.Status)
 		}
 	}
-	// Nothing of the killed run is left: no container, no run of the host's run directory.
-	if out, _ := exec.Command("runc", "list", "-q").Output(); strings.Contains(string(out), id) {
+	// kill -9 during grading: a bundle that hangs on the hidden exam's 7th question holds the
+	// run in grading; after the restart it is invalid and its rerun (with a sound bundle) graded.
+	example := mustRead(t, "../grader/example/predict.py")
+	hang := strings.Replace(string(example), "        req = json.loads(line)", "        req = json.loads(line)\n        if req[\"seq\"] >= 7:\n            import time; time.sleep(3600)", 1)
+	os.WriteFile(filepath.Join(tb.kit, "predict.py"), []byte(hang), 0o644)
+	id2 := strings.TrimSpace(sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "2", "--detach"))
+	deadline = time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) && show(id2).State != StateGrading {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if st := show(id2).State; st != StateGrading {
+		t.Fatalf("second run is %s; want grading", st)
+	}
+	current.Process.Signal(syscall.SIGKILL)
+	current.Wait()
+	os.Remove(sock)
+	os.WriteFile(filepath.Join(tb.kit, "predict.py"), example, 0o644)
+	current = start()
+	r2 := show(id2)
+	if r2.State != StateInvalid || r2.Reason != "daemon restart" || r2.RerunBy == "" {
+		t.Fatalf("killed while grading, after restart: %+v", r2)
+	}
+	deadline = time.Now().Add(2 * time.Minute)
+	for rr := show(r2.RerunBy); time.Now().Before(deadline) && !rr.Final(); rr = show(r2.RerunBy) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if rr := show(r2.RerunBy); rr.State != StateGraded || rr.RerunOf != id2 {
+		t.Errorf("rerun of the run killed while grading: %+v", rr)
+	}
+	af, _ := os.Open(filepath.Join(r2.Dir, "audit.jsonl"))
+	if _, err := attest.Verify(mustRead(t, filepath.Join(r2.Dir, "result.att.json")), verifier, attest.WithAuditLog(af), attest.WithTrack(tb.track)); err != nil {
+		t.Errorf("attestation of the run killed while grading: %v", err)
+	}
+	af.Close()
+
+	// Nothing of the killed runs is left: no container, no run of the host's run directory.
+	if out, _ := exec.Command("runc", "list", "-q").Output(); strings.Contains(string(out), id) || strings.Contains(string(out), id2) {
 		t.Errorf("containers of the killed run are left: %s", out)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(runDir, "runs")); len(entries) > 0 {
