@@ -302,3 +302,46 @@ func TestCancelWhileGrading(t *testing.T) {
 		t.Errorf("no attestation: %v", err)
 	}
 }
+
+// The admin socket admits root and members of its group, and refuses everybody else with the fix.
+func TestSocketGroup(t *testing.T) {
+	tb := newTestbed(t)
+	cli := sandboxtest.Static(t, "cmd/sealrun")
+	sockDir, err := os.MkdirTemp("/run", "sealrun-socktest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	os.Chmod(sockDir, 0o755)
+	tb.cfg.Socket = filepath.Join(sockDir, "sealrun.sock")
+	tb.cfg.Group = "nogroup"
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Entrypoint: []string{"true"}}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l, err := Listen(tb.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.ServeAPI(ctx, l)
+	if st, err := os.Stat(tb.cfg.Socket); err != nil || st.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode: %v %v", st, err)
+	}
+	as := func(uid, gid uint32) (string, error) {
+		cmd := exec.Command(cli, "ps", "--socket", tb.cfg.Socket)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := as(65534, 65534); err != nil || !strings.Contains(out, "RUN") {
+		t.Errorf("a member of the socket's group: %v\n%s", err, out)
+	}
+	if out, err := as(65534, 12345); err == nil || !strings.Contains(out, "join the sealrun group") {
+		t.Errorf("a non-member: %v\n%s", err, out)
+	}
+}
