@@ -242,7 +242,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		Devices: gpus.Devices, Mounts: gpus.Mounts, GPUEnv: gpus.Env,
 		Question: t.Budget.QuestionLimit, WorkDir: filepath.Join(dir, "grading"), Bundle: grader.DefaultLimits(t.Artifact.MaxGzipBytes)}
 	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Workspace: ws, Dir: dir, Audit: rio.log,
-		Start: started, Now: now, OnFinalize: func() { finOnce.Do(func() { close(finalized) }) }})
+		Start: started, Now: now, OnFinalize: func() { finOnce.Do(func() { close(finalized) }) }, OnInfra: rio.onInfra})
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, nil, nil, started, clock.Deadline, StateInvalid, "grader: "+err.Error())
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,3 +275,39 @@ func TestExecuteSealedRun(t *testing.T) {
 }
 
 func imgs2State(t testing.TB) string { return testenv.LocalImages(t).State }
+
+// A full disk under the run (here: a 64 KiB tmpfs where candidates are stored) makes the run
+// invalid with the reason; what was journaled stays, and the attestation says why.
+func TestFullDiskMakesRunInvalid(t *testing.T) {
+	tb := newTestbed(t)
+	id := "run-full-disk"
+	cands := filepath.Join(tb.state, "runs", id, "candidates")
+	os.MkdirAll(cands, 0o700)
+	if err := syscall.Mount("tmpfs", cands, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(cands, 0)
+	// The agent submits a 256 KiB bundle of incompressible bytes.
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(`mkdir -p big && cp sealrun-bundle.json predict.py big/
+head -c 262144 /dev/urandom > big/weights.bin
+runner submit big; echo "submit exit $?"; sleep 600
+`), 0o755)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Journal: tb.journal, Version: "test", Commit: "test",
+		Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	agent, _ := controller.ParseAgent("openai/gpt-x@high")
+	out, err := x.Execute(context.Background(), RunSpec{ID: id, Track: tb.track, Agent: agent, Seed: 1, Queued: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StateInvalid || !strings.Contains(out.Reason, "no space left on device") {
+		t.Fatalf("status %s (%s); want invalid for the full disk", out.Status, out.Reason)
+	}
+	transcript := string(mustRead(t, filepath.Join(tb.state, "runs", id, "transcript.log")))
+	if !strings.Contains(transcript, "the run ends as the infrastructure's fault") || strings.Contains(transcript, tb.state) {
+		t.Errorf("the agent was not told:\n%s", transcript)
+	}
+	v, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(tb.track))
+	if err != nil || v.Statement.Predicate.Result.Status != StateInvalid {
+		t.Errorf("attestation: %v", err)
+	}
+}

@@ -43,6 +43,10 @@ type ServiceConfig struct {
 	Now        func() time.Time
 	// OnFinalize ends the run when the agent finalizes (the daemon stops the controller).
 	OnFinalize func()
+	// OnInfra hears every failure of the host behind the agent's verbs (a full disk, a failed
+	// grader container): the run is the infrastructure's failure (the daemon makes it invalid).
+	// Refusals are the agent's and never reach it.
+	OnInfra func(error)
 }
 
 // Service is one run's judge: it serves submit, promote, finalize and history to the agent
@@ -238,11 +242,43 @@ func (s *Service) HistoryText(context.Context) (string, error) {
 	return s.history.Table(s.cfg.Start), nil
 }
 
-// Judge adapts the service to the runner's verbs (runner.Judge).
+// Judge adapts the service to the runner's verbs (runner.Judge), reporting host failures to
+// OnInfra.
 type Judge struct{ *Service }
 
+// Submit answers runner submit.
+func (j Judge) Submit(ctx context.Context, dir string) (string, error) {
+	out, err := j.Service.Submit(ctx, dir)
+	return out, j.infra(ctx, err)
+}
+
+// Promote answers runner promote.
+func (j Judge) Promote(ctx context.Context, id string) (string, error) {
+	out, err := j.Service.Promote(ctx, id)
+	return out, j.infra(ctx, err)
+}
+
+// Finalize answers runner finalize.
+func (j Judge) Finalize(ctx context.Context, id string) (string, error) {
+	out, err := j.Service.Finalize(ctx, id)
+	return out, j.infra(ctx, err)
+}
+
 // History answers runner history.
-func (j Judge) History(ctx context.Context) (string, error) { return j.HistoryText(ctx) }
+func (j Judge) History(ctx context.Context) (string, error) {
+	out, err := j.HistoryText(ctx)
+	return out, j.infra(ctx, err)
+}
+
+func (j Judge) infra(ctx context.Context, err error) error {
+	var refusal interface{ RefusalReason() string }
+	if err != nil && !errors.As(err, &refusal) && ctx.Err() == nil && j.cfg.OnInfra != nil {
+		j.cfg.OnInfra(err)
+		// The agent hears that the host failed, not the host's paths.
+		return errors.New("the host failed (recorded for the operator); the run ends as the infrastructure's fault, not yours")
+	}
+	return err
+}
 
 // GradeFinal grades the promoted candidate on the verified exam (the daemon opened it against
 // the track's hash) and writes report.json. seal journals the pass vector before phase 2 (it is
