@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -46,8 +47,17 @@ type Daemon struct {
 	wg      sync.WaitGroup
 	metrics *metrics
 	tracks  map[string]*policy.Track // parsed track files, by content
-	// freeGPUs is how many of the configured GPUs no run holds (for ps).
+	// freeGPUs and freeCPUs are what no run holds (for ps).
 	freeGPUs int
+	freeCPUs int64
+}
+
+// hostCPUs is how many CPUs runs may take: [resources] cpus, or every CPU of the host.
+func (d *Daemon) hostCPUs() int64 {
+	if d.cfg.Resources.CPUs > 0 {
+		return d.cfg.Resources.CPUs
+	}
+	return int64(runtime.NumCPU())
 }
 
 // New opens the journal, replays it and reconciles what a previous daemon left: runs that were
@@ -231,6 +241,9 @@ func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, 
 	if seed < 0 {
 		return nil, fmt.Errorf("%w: --seed %d; seeds are 0 or more", ErrRefused, seed)
 	}
+	if n := t.Resources.CPUs; n > d.hostCPUs() {
+		return nil, fmt.Errorf("%w: track %s needs %d CPUs per run; this host gives runs %d ([resources] cpus)", ErrRefused, t.Name, n, d.hostCPUs())
+	}
 	if n := int(t.Resources.GPUs); n > len(d.cfg.Resources.GPUs) {
 		return nil, fmt.Errorf("%w: track %s needs %d GPUs per run; this host's configuration gives runs %d ([resources] gpus)", ErrRefused, t.Name, n, len(d.cfg.Resources.GPUs))
 	}
@@ -339,6 +352,8 @@ func (d *Daemon) Runs() []Record {
 			r.Waiting = fmt.Sprintf("#1: waiting for a run slot (%d running, concurrency %d)", d.active, max(1, d.cfg.Resources.Concurrency))
 		case need > d.freeGPUs:
 			r.Waiting = fmt.Sprintf("#1: waiting for GPUs (%d needed, %d free)", need, d.freeGPUs)
+		case d.spec[r.ID].Track != nil && d.spec[r.ID].Track.Resources.CPUs > d.freeCPUs:
+			r.Waiting = fmt.Sprintf("#1: waiting for CPUs (%d needed, %d free)", d.spec[r.ID].Track.Resources.CPUs, d.freeCPUs)
 		default:
 			r.Waiting = "#1: starting"
 		}
@@ -374,14 +389,16 @@ func (d *Daemon) Subscribe(run string) (chan Event, func()) {
 // the GPUs allow. At the end, running runs are cancelled (they end invalid) and waited for.
 func (d *Daemon) Serve(ctx context.Context) {
 	gpusFree := append([]string(nil), d.cfg.Resources.GPUs...)
+	cpusFree := d.hostCPUs()
 	d.mu.Lock()
-	d.freeGPUs = len(gpusFree)
+	d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
 	d.mu.Unlock()
 	type done struct {
 		id   string
 		gpus []string
+		cpus int64
 	}
-	finished := make(chan done, 16)
+	finished := make(chan done, 128) // more than the most runs at once (64): a run's end never blocks
 	for {
 		// Start what fits, oldest first.
 		for {
@@ -398,13 +415,15 @@ func (d *Daemon) Serve(ctx context.Context) {
 			}
 			spec := d.spec[next.ID]
 			need := int(spec.Track.Resources.GPUs)
-			if need > len(gpusFree) {
+			needCPU := spec.Track.Resources.CPUs
+			if need > len(gpusFree) || needCPU > cpusFree {
 				d.mu.Unlock()
-				break // it waits for GPUs; ps says so
+				break // it waits for GPUs or CPUs; ps says so
 			}
 			gpus := append([]string(nil), gpusFree[:need]...)
 			gpusFree = gpusFree[need:]
-			d.freeGPUs = len(gpusFree)
+			cpusFree -= needCPU
+			d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
 			spec.GPUs = gpus
 			rctx, cancel := context.WithCancel(ctx)
 			d.cancel[next.ID] = cancel
@@ -421,7 +440,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 					d.log.Error("run refused at start", "run", id, "err", err)
 					d.invalidate(context.Background(), spec, err.Error(), time.Time{})
 				}
-				finished <- done{id, gpus}
+				finished <- done{id, gpus, needCPU}
 			}()
 		}
 		select {
@@ -434,7 +453,8 @@ func (d *Daemon) Serve(ctx context.Context) {
 			d.active--
 			delete(d.cancel, f.id)
 			gpusFree = append(gpusFree, f.gpus...)
-			d.freeGPUs = len(gpusFree)
+			cpusFree += f.cpus
+			d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
 			d.mu.Unlock()
 		}
 	}

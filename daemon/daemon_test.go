@@ -252,6 +252,9 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	if _, err := d.Submit([]byte(badImage), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "controller image") {
 		t.Errorf("image pin mismatch: %v", err)
 	}
+	if _, err := d.Submit([]byte(strings.Replace(tb.trackTOML, "cpus = 2", "cpus = 999", 1)), "cpus.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "needs 999 CPUs per run") {
+		t.Errorf("a track needing more CPUs than the host: %v", err)
+	}
 	if entries, _ := os.ReadDir(filepath.Join(tb.state, "runs")); len(entries) != 0 {
 		t.Errorf("a refused run created %d run directories", len(entries))
 	}

@@ -288,6 +288,12 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		x.event(spec.ID, "agent_exited", "the scaffold exited before the deadline; the run ends now")
 	case <-rio.infraCh:
 		status, reason = StateInvalid, "infrastructure: "+rio.infra.Error()
+		// As at finalize: nothing new starts; the scaffold has a moment to read why.
+		rsvc.End()
+		select {
+		case <-ctl.Done():
+		case <-time.After(time.Second):
+		}
 	case <-ctx.Done():
 		status, reason = StateInvalid, "cancelled"
 	}
