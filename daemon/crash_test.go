@@ -62,6 +62,7 @@ key_file = %q
 	var logs bytes.Buffer
 	start := func() *exec.Cmd {
 		cmd := exec.Command(daemonBin, "--config", cfgFile)
+		cmd.Env = os.Environ()
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -182,6 +183,40 @@ key_file = %q
 		t.Errorf("attestation of the run killed while grading: %v", err)
 	}
 	af.Close()
+
+	// kill -9 while signing (held there by the test failpoint): after the restart the run is
+	// invalid with an attestation saying so, and its rerun is graded.
+	current.Process.Signal(syscall.SIGTERM)
+	current.Wait()
+	os.Setenv("SEALRUND_TEST_HOLD", "sign")
+	current = start()
+	os.Unsetenv("SEALRUND_TEST_HOLD")
+	id3 := strings.TrimSpace(sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "3", "--detach"))
+	deadline = time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(string(readOr(filepath.Join(tb.state, "journal.jsonl"))), `"run":"`+id3+`","kind":"hold"`) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	current.Process.Signal(syscall.SIGKILL)
+	current.Wait()
+	os.Remove(sock)
+	if _, err := os.Stat(filepath.Join(tb.state, "runs", id3, "result.att.json")); err == nil {
+		t.Fatalf("an attestation was written past the failpoint")
+	}
+	current = start()
+	r3 := show(id3)
+	if r3.State != StateInvalid || r3.Reason != "daemon restart" || r3.RerunBy == "" {
+		t.Fatalf("killed while signing, after restart: %+v", r3)
+	}
+	if _, err := os.Stat(filepath.Join(r3.Dir, "result.att.json")); err != nil {
+		t.Errorf("no attestation for the run killed while signing: %v", err)
+	}
+	deadline = time.Now().Add(2 * time.Minute)
+	for rr := show(r3.RerunBy); time.Now().Before(deadline) && !rr.Final(); rr = show(r3.RerunBy) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if rr := show(r3.RerunBy); rr.State != StateGraded || rr.RerunOf != id3 {
+		t.Errorf("rerun of the run killed while signing: %+v", rr)
+	}
 
 	// Nothing of the killed runs is left: no container, no run of the host's run directory.
 	if out, _ := exec.Command("runc", "list", "-q").Output(); strings.Contains(string(out), id) || strings.Contains(string(out), id2) {

@@ -348,3 +348,25 @@ func TestSocketGroup(t *testing.T) {
 		t.Errorf("a non-member: %v\n%s", err, out)
 	}
 }
+
+// Cancel while preparing (held there by the test failpoint): invalid, cancelled, attested.
+func TestCancelWhilePreparing(t *testing.T) {
+	tb := newTestbed(t)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"true"}, KitDir: tb.kit, Hold: "preparing"}
+	d := startDaemon(t, tb, x)
+	r, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 1, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, r.ID, StatePreparing)
+	if _, err := d.Cancel(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, r.ID, StateInvalid)
+	if rec.Reason != "cancelled" {
+		t.Errorf("reason %q", rec.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(rec.Dir, "result.att.json")); err != nil {
+		t.Errorf("no attestation: %v", err)
+	}
+}

@@ -59,6 +59,20 @@ type Executor struct {
 	Limits sandbox.Limits
 
 	onEvent func(Event) // the daemon's live subscribers
+
+	// Hold is a failpoint for tests ("preparing" or "sign"): the run stops there until it is
+	// cancelled (preparing) or the daemon is killed (sign). sealrund reads it from
+	// SEALRUND_TEST_HOLD; never set it in production.
+	Hold string
+}
+
+// hold blocks at a failpoint while ctx lasts (see Executor.Hold).
+func (x *Executor) hold(ctx context.Context, run, point string) {
+	if x.Hold != point {
+		return
+	}
+	x.event(run, "hold", point)
+	<-ctx.Done()
 }
 
 // Outcome is how a run ended.
@@ -163,6 +177,10 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	t := spec.Track
 	dir := filepath.Join(x.Cfg.StateDir, "runs", spec.ID)
 	x.state(spec.ID, StatePreparing, "")
+	x.hold(ctx, spec.ID, "preparing")
+	if ctx.Err() != nil {
+		return x.Invalidate(context.WithoutCancel(ctx), spec, "cancelled", time.Time{})
+	}
 	p, err := x.Check(spec)
 	if err != nil {
 		return nil, err
@@ -444,6 +462,7 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 		subjects = append(subjects, attest.NewSubject(attest.SubjectBundle, strings.TrimPrefix(rep.Candidate.ID, "sha256:")))
 	}
 	st := attest.NewStatement(pred, subjects...)
+	x.hold(ctx, spec.ID, "sign")
 	env, err := attest.Sign(ctx, st, x.Signer)
 	if err != nil && out.Status != StateInvalid {
 		// A result that cannot be attested as it is becomes invalid, with the reason, and is

@@ -41,7 +41,10 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 		return fmt.Errorf("%s:keys.public: %w", cfg.path, err)
 	}
 	x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Version: version, Commit: commit,
-		Entrypoint: cfg.Scaffold.Entrypoint, KitDir: cfg.Scaffold.Kit}
+		Entrypoint: cfg.Scaffold.Entrypoint, KitDir: cfg.Scaffold.Kit, Hold: os.Getenv("SEALRUND_TEST_HOLD")}
+	if x.Hold != "" {
+		log.Warn("test failpoint set: runs stop at it", "SEALRUND_TEST_HOLD", x.Hold)
+	}
 	d, err := New(ctx, cfg, x, log)
 	if err != nil {
 		return err

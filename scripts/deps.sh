@@ -12,6 +12,7 @@ packages=(
   openssl         # second implementation that verifies attestation signatures in tests
   ca-certificates # debootstrap fetches over https mirrors where configured
   chromium        # headless: the leaderboard HTML page is rendered and screenshot-tested
+  systemd         # systemd-analyze verifies the daemon's unit file offline
 )
 
 missing=()

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 func TestFlagsAndConfig(t *testing.T) {
@@ -23,5 +27,28 @@ func TestFlagsAndConfig(t *testing.T) {
 		if code := run(c.args, &errb); code != c.code || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d %q; want %d %q", c.args, code, errb.String(), c.code, c.want)
 		}
+	}
+}
+
+// The unit file is one systemd accepts (checked offline: CI runs no systemd as PID 1), pointing
+// at this build's daemon.
+func TestUnitFileVerifies(t *testing.T) {
+	analyze := testenv.RequireTool(t, "systemd-analyze", "systemd")
+	self, err := filepath.Abs("../../bin/sealrund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(self); err != nil {
+		testenv.Missing(t, "bin/sealrund is not built: make build (make test does)")
+	}
+	unit, err := os.ReadFile("../../deploy/sealrund.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "sealrund.service")
+	os.WriteFile(p, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/sealrund", self)), 0o644)
+	out, err := exec.Command(analyze, "verify", p).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
