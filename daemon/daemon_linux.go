@@ -105,9 +105,7 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 		}
 		os.RemoveAll(filepath.Join(r.Dir, "agent.sock"))
 		d.invalidate(ctx, spec, reason, r.Started)
-		if _, err := d.submit(spec.Track, mustTrackBytes(r.Dir), spec.Agent.String(), spec.Seed, "sealrund (rerun after restart)", r.ID); err != nil {
-			log.Warn("queue a rerun", "run", r.ID, "err", err)
-		}
+		d.rerun(spec, reason)
 	}
 	return d, nil
 }
@@ -433,12 +431,22 @@ func (d *Daemon) Serve(ctx context.Context) {
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				_, err := d.x.Execute(rctx, spec)
+				out, err := d.x.Execute(rctx, spec)
+				cancelled := rctx.Err() != nil
 				cancel()
+				reason := ""
 				switch {
-				case err != nil && rctx.Err() == nil && ctx.Err() == nil:
+				case err != nil && cancelled:
+					d.invalidate(context.Background(), spec, "cancelled", time.Time{})
+				case err != nil:
 					d.log.Error("run refused at start", "run", id, "err", err)
 					d.invalidate(context.Background(), spec, err.Error(), time.Time{})
+					reason = err.Error()
+				case err == nil && out.Status == StateInvalid:
+					reason = out.Reason
+				}
+				if reason != "" && reason != "cancelled" && ctx.Err() == nil {
+					d.rerun(spec, reason)
 				}
 				finished <- done{id, gpus, needCPU}
 			}()
@@ -457,6 +465,31 @@ func (d *Daemon) Serve(ctx context.Context) {
 			d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
 			d.mu.Unlock()
 		}
+	}
+}
+
+// MaxReruns bounds a chain of automatic reruns: a host that fails every run stops after this.
+const MaxReruns = 3
+
+// rerun queues a rerun of an invalid run (the infrastructure's fault; a cancel is the
+// operator's choice and is not rerun), linked both ways, unless the chain is already long.
+func (d *Daemon) rerun(spec RunSpec, reason string) {
+	d.mu.Lock()
+	depth := 0
+	for r := d.runs[spec.ID]; r != nil && r.RerunOf != ""; r = d.runs[r.RerunOf] {
+		depth++
+	}
+	dir := ""
+	if r := d.runs[spec.ID]; r != nil {
+		dir = r.Dir
+	}
+	d.mu.Unlock()
+	if depth >= MaxReruns {
+		d.log.Error("not rerun: the chain of reruns is long; fix the host (sealrun doctor)", "run", spec.ID, "reruns", depth, "reason", reason)
+		return
+	}
+	if _, err := d.submit(spec.Track, mustTrackBytes(dir), spec.Agent.String(), spec.Seed, "sealrund (rerun: "+reason+")", spec.ID); err != nil {
+		d.log.Warn("queue a rerun", "run", spec.ID, "err", err)
 	}
 }
 

@@ -167,7 +167,7 @@ func waitState(t testing.TB, d *Daemon, id, state string) Record {
 func startDaemon(t testing.TB, tb *testbed, x *Executor) *Daemon {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(testLogOutput(), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,4 +369,56 @@ func TestCancelWhilePreparing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(rec.Dir, "result.att.json")); err != nil {
 		t.Errorf("no attestation: %v", err)
 	}
+}
+
+// A run that the infrastructure fails is rerun automatically, linked both ways, and a chain of
+// failing reruns stops after MaxReruns.
+func TestInfraFailureIsRerun(t *testing.T) {
+	tb := newTestbed(t)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte("sleep 600\n"), 0o755)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	d := startDaemon(t, tb, x)
+	a, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 1, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a.ID, StateRunning)
+	b, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 2, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The validation set disappears from the host while b waits: its start fails.
+	os.Remove(ContentPath(tb.state, tb.track.Exam.ValidationSHA256))
+	d.Cancel(a.ID)
+	chain := []string{b.ID}
+	deadline := time.Now().Add(time.Minute)
+	for len(chain) < MaxReruns+1 && time.Now().Before(deadline) {
+		r, _ := d.Run(chain[len(chain)-1])
+		if r.Final() && r.RerunBy != "" {
+			chain = append(chain, r.RerunBy)
+			continue
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	last := waitState(t, d, chain[len(chain)-1], StateInvalid)
+	time.Sleep(500 * time.Millisecond)
+	if last, _ = d.Run(last.ID); len(chain) != MaxReruns+1 || last.RerunBy != "" {
+		t.Fatalf("rerun chain %v; the last is rerun by %q", chain, last.RerunBy)
+	}
+	for i, id := range chain {
+		r, _ := d.Run(id)
+		if r.State != StateInvalid || !strings.Contains(r.Reason, "the validation set") || (i > 0 && r.RerunOf != chain[i-1]) {
+			t.Errorf("%s: %+v", id, r)
+		}
+	}
+	if r, _ := d.Run(a.ID); r.RerunBy != "" {
+		t.Errorf("a cancelled run was rerun: %+v", r)
+	}
+}
+
+func testLogOutput() io.Writer {
+	if os.Getenv("SEALRUN_TEST_DAEMON_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
 }
