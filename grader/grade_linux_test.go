@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,4 +363,97 @@ func fastBundle(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return c.Path
+}
+
+// From inside a grader container, a bundle finds /bundle read-only, an empty workspace mount
+// point, an agent socket path nothing answers on, no exam file, and no way to reach the host (every host address, on a port the test
+// listens on); it reports on stderr, which the grader keeps in the private log.
+func TestBundleSandboxFromInside(t *testing.T) {
+	e := testEnv(t, 5*time.Second)
+	ex := synthExam(t, t.TempDir(), 5, 3)
+	l, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	addrs := []string{"127.0.0.1", "10.88.0.1"}
+	ifaddrs, _ := net.InterfaceAddrs()
+	for _, a := range ifaddrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			addrs = append(addrs, ipn.IP.String())
+		}
+	}
+	aj, _ := json.Marshal(addrs)
+	probe := `import os, socket, json, sys
+def check(name, fn):
+    try:
+        fn()
+        sys.stderr.write("PROBE %s: allowed\n" % name)
+    except Exception as ex:
+        sys.stderr.write("PROBE %s: refused (%s)\n" % (name, type(ex).__name__))
+def write_bundle():
+    open("/bundle/planted", "w").write("x")
+def write_tmp():
+    open("/tmp/scratch", "w").write("x")
+def connect(a):
+    def f():
+        s = socket.create_connection((a, ` + fmt.Sprint(port) + `), timeout=2)
+        s.close()
+    return f
+check("write /bundle", write_bundle)
+check("write /tmp", write_tmp)
+for a in json.load(open("addrs.json")):
+    check("connect " + a, connect(a))
+# The image has empty mount points for /workspace and the agent socket; nothing is mounted there.
+sys.stderr.write("PROBE workspace entries: %d\n" % (len(os.listdir("/workspace")) if os.path.isdir("/workspace") else 0))
+def agent_socket():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/sealrun/agent.sock")
+check("agent socket", agent_socket)
+found = []
+for d in ("/", "/tmp", "/bundle", "/run", "/var", "/home", "/root", "/mnt"):
+    try:
+        found += [os.path.join(d, n) for n in os.listdir(d) if n.endswith(".sealrun")]
+    except Exception:
+        pass
+sys.stderr.write("PROBE exam files: %d\n" % len(found))
+sys.stderr.flush()
+def answer(seq, prefix, n):
+    return b"x" * n`
+	file := pyBundle(t, probe, map[string]string{"addrs.json": string(aj)})
+	grade(t, e, file, ex, time.Minute)
+	logs, _ := filepath.Glob(filepath.Join(e.WorkDir, "hidden", "answers-*.stderr"))
+	if len(logs) == 0 {
+		t.Fatal("no stderr log of the entrypoint")
+	}
+	out := string(mustReadFile(t, logs[0]))
+	t.Logf("from inside the grader:\n%s", out)
+	want := []string{"PROBE write /bundle: refused", "PROBE write /tmp: allowed", "PROBE workspace entries: 0", "PROBE agent socket: refused", "PROBE exam files: 0"}
+	for _, a := range addrs {
+		want = append(want, "PROBE connect "+a+": refused")
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("from inside the grader, want %q", w)
+		}
+	}
+}
+
+func mustReadFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
