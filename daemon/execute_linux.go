@@ -151,6 +151,7 @@ func readPinned(path, want string) ([]byte, error) {
 // runIO is one run's files and services, torn down by close.
 type runIO struct {
 	dir     string
+	exam    *exams.Exam // the hidden exam, verified by Check at the start
 	log     *audit.Log
 	mu      sync.Mutex
 	infra   error
@@ -194,7 +195,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	if _, err := os.Stat(filepath.Join(dir, "audit.jsonl")); err == nil {
 		return nil, fmt.Errorf("run %s has run before (its audit log exists); a run id is executed once", spec.ID)
 	}
-	rio := &runIO{dir: dir, infraCh: make(chan struct{})}
+	rio := &runIO{dir: dir, exam: p.exam, infraCh: make(chan struct{})}
 	if rio.log, err = audit.Open(filepath.Join(dir, "audit.jsonl")); err != nil {
 		return nil, err
 	}
@@ -260,14 +261,20 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		Devices: gpus.Devices, Mounts: gpus.Mounts, GPUEnv: gpus.Env,
 		Question: t.Budget.QuestionLimit, WorkDir: filepath.Join(dir, "grading"), Bundle: grader.DefaultLimits(t.Artifact.MaxGzipBytes)}
 	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Workspace: ws, Dir: dir, Audit: rio.log,
-		Start: started, Now: now, OnFinalize: func() { finOnce.Do(func() { close(finalized) }) }, OnInfra: rio.onInfra})
+		Start: started, Now: now, OnInfra: rio.onInfra})
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, nil, nil, started, clock.Deadline, StateInvalid, "grader: "+err.Error())
 	}
 	defer gsvc.Close()
 	rsvc, err := runner.NewService(run, runner.WithClock(clock), runner.WithImage(p.runner), runner.WithWorkspace(ws), runner.WithShim(x.Cfg.Runner),
 		runner.WithAudit(rio.log), runner.WithCallsDir(filepath.Join(dir, "calls")), runner.WithJudge(grader.Judge{Service: gsvc}),
-		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra), runner.WithGPUs(gpus.Devices, gpus.Env))
+		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra), runner.WithGPUs(gpus.Devices, gpus.Env),
+		// The run ends on finalize once the agent has been sent its confirmation.
+		runner.WithAnswered(func(verb string) {
+			if verb == "finalize" {
+				finOnce.Do(func() { close(finalized) })
+			}
+		}))
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "runner: "+err.Error())
 	}
@@ -388,13 +395,19 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	var reportSum string
 	if status == StateGrading {
 		x.state(spec.ID, StateGrading, "")
-		p, err := x.Check(spec)
-		var rep *grader.Report
-		if err == nil {
-			rep, reportSum, err = gsvc.GradeFinal(gradeCtx, p.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
-				return x.Journal.Append(Event{Run: spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})})
-			}, nil)
-		}
+		rep, sum, err := gsvc.GradeFinal(gradeCtx, rio.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
+			e := Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
+			if x.Journal != nil {
+				if err := x.Journal.Append(e); err != nil {
+					return err // not sealed: phase 2 must not start
+				}
+			}
+			if x.onEvent != nil {
+				x.onEvent(e)
+			}
+			return nil
+		}, nil)
+		reportSum = sum
 		switch {
 		case gradeCtx.Err() != nil:
 			out.Status, out.Reason = StateInvalid, "cancelled"
@@ -569,22 +582,9 @@ func mustJSON(v any) json.RawMessage {
 
 // activity is one line for a follower about an audit entry.
 func activity(kind string, line []byte) string {
-	var e struct {
-		Call, Exit, Passed, Questions, Request int
-		Argv                                   []string
-		Start, End                             time.Time
-		Status                                 json.RawMessage
-		Candidate, Path, Reason                string
-		LatencyMS                              int64 `json:"latency_ms"`
-		Tries                                  []json.RawMessage
-		Usage                                  struct{ Prompt, Completion int64 }
-	}
-	if json.Unmarshal(line, &e) != nil {
+	e, ok := parseAuditLine(line)
+	if !ok {
 		return ""
-	}
-	short := func(id string) string {
-		id = strings.TrimPrefix(id, "sha256:")
-		return id[:min(12, len(id))]
 	}
 	switch kind {
 	case "call":
@@ -592,25 +592,21 @@ func activity(kind string, line []byte) string {
 		if len(argv) > 60 {
 			argv = argv[:60] + "…"
 		}
-		var st string
-		json.Unmarshal(e.Status, &st)
-		return fmt.Sprintf("call %d %s: %s, exit %d, %s", e.Call, argv, st, e.Exit, e.End.Sub(e.Start).Round(100*time.Millisecond))
+		return fmt.Sprintf("call %d %s: %s, exit %d, %s", e.Call, argv, e.Status(), e.Exit, e.End.Sub(e.Start).Round(100*time.Millisecond))
 	case "gateway":
-		var code int
-		json.Unmarshal(e.Status, &code)
-		s := fmt.Sprintf("model request %d %s: %d in %d ms, %d+%d tokens", e.Request, e.Path, code, e.LatencyMS, e.Usage.Prompt, e.Usage.Completion)
+		s := fmt.Sprintf("model request %d %s: %d in %d ms, %d+%d tokens", e.Request, e.Path, e.HTTPStatus(), e.LatencyMS, e.Usage.Prompt, e.Usage.Completion)
 		if len(e.Tries) > 1 {
 			s += fmt.Sprintf(" (%d tries)", len(e.Tries))
 		}
 		return s
 	case "submit":
-		return "submitted " + short(e.Candidate)
+		return "submitted " + short12(e.Candidate)
 	case "submit_refused":
 		return "submission refused: " + e.Reason
 	case "validation":
-		return fmt.Sprintf("validation of %s: %d/%d", short(e.Candidate), e.Passed, e.Questions)
+		return fmt.Sprintf("validation of %s: %d/%d", short12(e.Candidate), e.Passed, e.Questions)
 	case "promote":
-		return "promoted " + short(e.Candidate)
+		return "promoted " + short12(e.Candidate)
 	case "finalize":
 		return "finalized"
 	}

@@ -74,6 +74,7 @@ type options struct {
 	burst     int
 	wall      func() time.Time
 	onInfra   func(error)
+	answered  func(verb string)
 }
 
 // Option configures a Service.
@@ -123,6 +124,11 @@ func WithWallClock(now func() time.Time) Option { return func(o *options) { o.wa
 // WithInfraHandler is called with every infrastructure error a call meets (the daemon marks the
 // run invalid).
 func WithInfraHandler(f func(error)) Option { return func(o *options) { o.onInfra = f } }
+
+// WithAnswered is called after the agent has been sent a successful answer to submit, promote,
+// finalize or history: the daemon ends the run on "finalize" only once the agent has its
+// confirmation.
+func WithAnswered(f func(verb string)) Option { return func(o *options) { o.answered = f } }
 
 // Service serves one run's agent socket. It is an http.Handler.
 type Service struct {
@@ -462,6 +468,9 @@ func (s *Service) judgeVerb(verb string) http.HandlerFunc {
 		}
 		st.frame(FrameStdout, []byte(out))
 		st.exit(0)
+		if s.o.answered != nil {
+			s.o.answered(verb)
+		}
 	}
 }
 
