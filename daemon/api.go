@@ -41,7 +41,7 @@ type Record struct {
 }
 
 // Final reports whether the run has ended.
-func (r *Record) Final() bool {
+func (r Record) Final() bool {
 	return r.State == StateGraded || r.State == StateFailed || r.State == StateInvalid
 }
 

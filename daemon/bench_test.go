@@ -20,7 +20,7 @@ func BenchmarkRunOverhead(b *testing.B) {
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(`mkdir -p b && cp sealrun-bundle.json predict.py b/
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p'); runner finalize "$id"
 `), 0o755)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "bench", Commit: "bench", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	x := tb.executor()
 	d := startDaemon(b, tb, x)
 	var total, grading, validation time.Duration
 	b.ResetTimer()

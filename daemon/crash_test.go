@@ -94,132 +94,112 @@ key_file = %q
 	trackFile := filepath.Join(tb.base, "track.toml")
 	os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
 
-	d1 := start()
-	id := strings.TrimSpace(sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--detach"))
-	// Wait until the agent has submitted and promoted (the history says so), then kill -9.
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(string(readOr(filepath.Join(tb.state, "runs", id, "history.jsonl"))), `"kind":"promote"`) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if r := show(id); r.State != StateRunning {
-		t.Fatalf("run is %s before the kill; want running\n%s", r.State, logs.String())
-	}
-	d1.Process.Signal(syscall.SIGKILL)
-	d1.Wait()
-	os.Remove(sock) // a killed daemon leaves its socket; the new one replaces it anyway
-
-	// The rerun should finish: the agent finalizes at once from now on.
-	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
-	d2 := start()
-	current := d2
+	verifier, _, _ := attest.LoadVerifier("../attest/testdata/ed25519.pub")
+	var current *exec.Cmd
 	defer func() {
-		current.Process.Signal(syscall.SIGTERM)
-		current.Wait()
+		if current != nil {
+			current.Process.Signal(syscall.SIGTERM)
+			current.Wait()
+		}
 		if t.Failed() {
 			t.Logf("sealrund logs:\n%s", logs.String())
 		}
 	}()
-	r := show(id)
-	if r.State != StateInvalid || r.Reason != "daemon restart" || r.RerunBy == "" {
-		t.Fatalf("after restart: %+v", r)
-	}
-	deadline = time.Now().Add(2 * time.Minute)
-	var rerun Record
-	for time.Now().Before(deadline) {
-		if rerun = show(r.RerunBy); rerun.Final() {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if rerun.State != StateGraded || rerun.RerunOf != id {
-		t.Fatalf("rerun: %+v", rerun)
-	}
-	verifier, _, _ := attest.LoadVerifier("../attest/testdata/ed25519.pub")
-	for _, rec := range []Record{r, rerun} {
-		af, _ := os.Open(filepath.Join(rec.Dir, "audit.jsonl"))
-		v, err := attest.Verify(mustRead(t, filepath.Join(rec.Dir, "result.att.json")), verifier,
-			attest.WithReportDigest(sha(mustRead(t, filepath.Join(rec.Dir, "report.json")))), attest.WithAuditLog(af), attest.WithTrack(tb.track))
-		af.Close()
-		if err != nil {
-			t.Errorf("%s: %v", rec.ID, err)
-			continue
-		}
-		if p := v.Statement.Predicate; p.Run.ID != rec.ID || p.Run.RerunOf != rec.RerunOf || p.Result.Status != rec.State {
-			t.Errorf("%s: predicate run %+v result %s", rec.ID, p.Run, p.Result.Status)
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(90 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s\n%s", what, logs.String())
+			}
 		}
 	}
-	// kill -9 during grading: a bundle that hangs on the hidden exam's 7th question holds the
-	// run in grading; after the restart it is invalid and its rerun (with a sound bundle) graded.
+	kill9 := func() {
+		current.Process.Signal(syscall.SIGKILL)
+		current.Wait()
+		os.Remove(sock) // a killed daemon leaves its socket; the new one replaces it anyway
+	}
+	// afterRestart checks a run killed at phase: invalid (daemon restart) with an attestation
+	// that verifies, and its rerun queued, linked both ways and graded.
+	afterRestart := func(id, phase string) {
+		t.Helper()
+		r := show(id)
+		if r.State != StateInvalid || r.Reason != "daemon restart" || r.RerunBy == "" {
+			t.Fatalf("killed %s, after restart: %+v", phase, r)
+		}
+		waitFor("the rerun of the run killed "+phase, func() bool { return show(r.RerunBy).Final() })
+		rerun := show(r.RerunBy)
+		if rerun.State != StateGraded || rerun.RerunOf != id {
+			t.Errorf("rerun of the run killed %s: %+v", phase, rerun)
+		}
+		for _, rec := range []Record{r, rerun} {
+			af, _ := os.Open(filepath.Join(rec.Dir, "audit.jsonl"))
+			v, err := attest.Verify(mustRead(t, filepath.Join(rec.Dir, "result.att.json")), verifier,
+				attest.WithReportDigest(sha(mustRead(t, filepath.Join(rec.Dir, "report.json")))), attest.WithAuditLog(af), attest.WithTrack(tb.track))
+			af.Close()
+			if err != nil {
+				t.Errorf("%s (%s): %v", rec.ID, phase, err)
+				continue
+			}
+			if p := v.Statement.Predicate; p.Run.ID != rec.ID || p.Run.RerunOf != rec.RerunOf || p.Result.Status != rec.State {
+				t.Errorf("%s (%s): predicate run %+v result %s", rec.ID, phase, p.Run, p.Result.Status)
+			}
+		}
+	}
+	launch := func(seed string) string {
+		return strings.TrimSpace(sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", seed, "--detach"))
+	}
+	finalizing := []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1))
+
+	// 1. kill -9 while running, once the agent has submitted and promoted.
+	current = start()
+	id := launch("1")
+	waitFor("the promotion", func() bool {
+		return strings.Contains(string(readOr(filepath.Join(tb.state, "runs", id, "history.jsonl"))), `"kind":"promote"`)
+	})
+	if r := show(id); r.State != StateRunning {
+		t.Fatalf("run is %s before the kill; want running\n%s", r.State, logs.String())
+	}
+	kill9()
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), finalizing, 0o755) // reruns finish at once
+	current = start()
+	afterRestart(id, "while running")
+
+	// 2. kill -9 during grading: a bundle that hangs on the hidden exam's 7th question holds the
+	// run in grading; its rerun gets a sound bundle.
 	example := mustRead(t, "../grader/example/predict.py")
 	hang := strings.Replace(string(example), "        req = json.loads(line)", "        req = json.loads(line)\n        if req[\"seq\"] >= 7:\n            import time; time.sleep(3600)", 1)
 	os.WriteFile(filepath.Join(tb.kit, "predict.py"), []byte(hang), 0o644)
-	id2 := strings.TrimSpace(sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "2", "--detach"))
-	deadline = time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) && show(id2).State != StateGrading {
-		time.Sleep(100 * time.Millisecond)
-	}
+	id2 := launch("2")
+	waitFor("grading", func() bool { return show(id2).State == StateGrading })
 	time.Sleep(time.Second)
 	if st := show(id2).State; st != StateGrading {
 		t.Fatalf("second run is %s; want grading", st)
 	}
-	current.Process.Signal(syscall.SIGKILL)
-	current.Wait()
-	os.Remove(sock)
+	kill9()
 	os.WriteFile(filepath.Join(tb.kit, "predict.py"), example, 0o644)
 	current = start()
-	r2 := show(id2)
-	if r2.State != StateInvalid || r2.Reason != "daemon restart" || r2.RerunBy == "" {
-		t.Fatalf("killed while grading, after restart: %+v", r2)
-	}
-	deadline = time.Now().Add(2 * time.Minute)
-	for rr := show(r2.RerunBy); time.Now().Before(deadline) && !rr.Final(); rr = show(r2.RerunBy) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if rr := show(r2.RerunBy); rr.State != StateGraded || rr.RerunOf != id2 {
-		t.Errorf("rerun of the run killed while grading: %+v", rr)
-	}
-	af, _ := os.Open(filepath.Join(r2.Dir, "audit.jsonl"))
-	if _, err := attest.Verify(mustRead(t, filepath.Join(r2.Dir, "result.att.json")), verifier, attest.WithAuditLog(af), attest.WithTrack(tb.track)); err != nil {
-		t.Errorf("attestation of the run killed while grading: %v", err)
-	}
-	af.Close()
+	afterRestart(id2, "while grading")
 
-	// kill -9 while signing (held there by the test failpoint): after the restart the run is
-	// invalid with an attestation saying so, and its rerun is graded.
+	// 3. kill -9 while signing (held there by the test failpoint): no attestation was written
+	// before the kill; after the restart the run has one saying invalid.
 	current.Process.Signal(syscall.SIGTERM)
 	current.Wait()
 	os.Setenv("SEALRUND_TEST_HOLD", "sign")
 	current = start()
 	os.Unsetenv("SEALRUND_TEST_HOLD")
-	id3 := strings.TrimSpace(sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "3", "--detach"))
-	deadline = time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(string(readOr(filepath.Join(tb.state, "journal.jsonl"))), `"run":"`+id3+`","kind":"hold"`) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	current.Process.Signal(syscall.SIGKILL)
-	current.Wait()
-	os.Remove(sock)
+	id3 := launch("3")
+	waitFor("the signing failpoint", func() bool {
+		return strings.Contains(string(readOr(filepath.Join(tb.state, "journal.jsonl"))), `"run":"`+id3+`","kind":"hold"`)
+	})
+	kill9()
 	if _, err := os.Stat(filepath.Join(tb.state, "runs", id3, "result.att.json")); err == nil {
 		t.Fatalf("an attestation was written past the failpoint")
 	}
 	current = start()
-	r3 := show(id3)
-	if r3.State != StateInvalid || r3.Reason != "daemon restart" || r3.RerunBy == "" {
-		t.Fatalf("killed while signing, after restart: %+v", r3)
-	}
-	if _, err := os.Stat(filepath.Join(r3.Dir, "result.att.json")); err != nil {
-		t.Errorf("no attestation for the run killed while signing: %v", err)
-	}
-	deadline = time.Now().Add(2 * time.Minute)
-	for rr := show(r3.RerunBy); time.Now().Before(deadline) && !rr.Final(); rr = show(r3.RerunBy) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if rr := show(r3.RerunBy); rr.State != StateGraded || rr.RerunOf != id3 {
-		t.Errorf("rerun of the run killed while signing: %+v", rr)
-	}
+	afterRestart(id3, "while signing")
 
 	// Nothing of the killed runs is left: no container, no run of the host's run directory.
-	if out, _ := exec.Command("runc", "list", "-q").Output(); strings.Contains(string(out), id) || strings.Contains(string(out), id2) {
+	if out, _ := exec.Command("runc", "list", "-q").Output(); strings.Contains(string(out), id) || strings.Contains(string(out), id2) || strings.Contains(string(out), id3) {
 		t.Errorf("containers of the killed run are left: %s", out)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(runDir, "runs")); len(entries) > 0 {

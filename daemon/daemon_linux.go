@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
@@ -172,7 +174,8 @@ func (d *Daemon) apply(e Event) error {
 	return nil
 }
 
-// record appends an event, applies it and tells subscribers; it fails when the journal does.
+// record appends an event, then applies it and tells subscribers (publish); it fails when the
+// journal does.
 func (d *Daemon) record(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
@@ -180,28 +183,19 @@ func (d *Daemon) record(e Event) error {
 	if err := d.j.Append(e); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.apply(e)
-	d.mu.Unlock()
 	d.publish(e)
 	return nil
 }
 
+// publish applies a journaled event to the records (once: the executor journals its own and
+// calls this) and hands it to the live subscribers; a run's end feeds the metrics.
 func (d *Daemon) publish(e Event) {
-	if e.Kind == "state" || e.Kind == "result" {
-		d.mu.Lock()
-		d.apply(e)
-		dir := ""
-		if r := d.runs[e.Run]; r != nil {
-			dir = r.Dir
-		}
-		d.mu.Unlock()
-		if e.Kind == "state" && (e.State == StateGraded || e.State == StateFailed || e.State == StateInvalid) && dir != "" {
-			d.metrics.observeRun(dir, e.State)
-		}
-	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.apply(e)
+	dir := ""
+	if r := d.runs[e.Run]; r != nil {
+		dir = r.Dir
+	}
 	for ch, run := range d.subs {
 		if run == "" || run == e.Run {
 			select {
@@ -209,6 +203,10 @@ func (d *Daemon) publish(e Event) {
 			default: // a slow follower misses events rather than stall the daemon
 			}
 		}
+	}
+	d.mu.Unlock()
+	if e.Kind == "state" && (e.State == StateGraded || e.State == StateFailed || e.State == StateInvalid) && dir != "" {
+		d.metrics.observeRun(dir, e.State)
 	}
 }
 
@@ -267,7 +265,7 @@ func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed in
 	if err := os.Mkdir(dir, 0o711); err != nil {
 		return nil, err
 	}
-	if err := writeFile(filepath.Join(dir, "track.toml"), trackFile); err != nil {
+	if err := exams.WriteAtomic(filepath.Join(dir, "track.toml"), 0o644, func(w io.Writer) error { _, err := w.Write(trackFile); return err }); err != nil {
 		return nil, err
 	}
 	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf})
@@ -517,20 +515,4 @@ func hostOf(cfg *Config) (*sandbox.Host, *images.Store, error) {
 		return nil, nil, err
 	}
 	return h, s, nil
-}
-
-func writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -29,7 +29,7 @@ func TestDaemonThroughCLI(t *testing.T) {
 	tb.cfg.Resources.Concurrency = 1
 	script := strings.Replace(agentScript, "PROMOTE", `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	x := tb.executor()
 	ctx, stop := context.WithCancel(context.Background())
 	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -203,7 +203,7 @@ devices:
 	tb.cfg.Resources = ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0"}, CDIDirs: []string{cdi}, Concurrency: 2}
 	script := strings.Replace(agentScript, "PROMOTE", `runner sh -c 'ls /dev/sealrun-test-gpu0 && sleep 2'; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	x := tb.executor()
 	d := startDaemon(t, tb, x)
 	gpuTrack := []byte(strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 1", 1))
 	a, err := d.Submit(gpuTrack, "gpu.toml", "openai/gpt-x@high", 1, false, "test")
@@ -242,7 +242,7 @@ devices:
 // kills the call and the promoted candidate is graded.
 func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	tb := newTestbed(t)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	x := tb.executor()
 	d := startDaemon(t, tb, x)
 	bad := strings.Replace(tb.trackTOML, tb.track.Exam.SHA256, strings.Repeat("9", 64), 1)
 	if _, err := d.Submit([]byte(bad), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "the hidden exam "+strings.Repeat("9", 64)) {
@@ -286,7 +286,7 @@ func TestCancelWhileGrading(t *testing.T) {
             import time; time.sleep(3600)`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "predict.py"), []byte(hang), 0o644)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	x := tb.executor()
 	d := startDaemon(t, tb, x)
 	r, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 1, false, "test")
 	if err != nil {
@@ -318,7 +318,8 @@ func TestSocketGroup(t *testing.T) {
 	os.Chmod(sockDir, 0o755)
 	tb.cfg.Socket = filepath.Join(sockDir, "sealrun.sock")
 	tb.cfg.Group = "nogroup"
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Entrypoint: []string{"true"}}
+	x := tb.executor()
+	x.Entrypoint = []string{"true"}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -352,7 +353,8 @@ func TestSocketGroup(t *testing.T) {
 // Cancel while preparing (held there by the test failpoint): invalid, cancelled, attested.
 func TestCancelWhilePreparing(t *testing.T) {
 	tb := newTestbed(t)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"true"}, KitDir: tb.kit, Hold: "preparing"}
+	x := tb.executor()
+	x.Entrypoint, x.Hold = []string{"true"}, "preparing"
 	d := startDaemon(t, tb, x)
 	r, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 1, false, "test")
 	if err != nil {
@@ -376,7 +378,7 @@ func TestCancelWhilePreparing(t *testing.T) {
 func TestInfraFailureIsRerun(t *testing.T) {
 	tb := newTestbed(t)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte("sleep 600\n"), 0o755)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	x := tb.executor()
 	d := startDaemon(t, tb, x)
 	a, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 1, false, "test")
 	if err != nil {

@@ -169,9 +169,15 @@ func newTestbed(t testing.TB) *testbed {
 	return &testbed{h: h, cfg: cfg, track: track, trackTOML: trackText, signer: signer, verifier: verifier, store: store, journal: journal, kit: kit, state: state, base: base}
 }
 
+// executor runs the scripted agent (kit/agent.sh) on the testbed; tests set what differs.
+func (tb *testbed) executor() *Executor {
+	return &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test",
+		Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+}
+
 func TestExecuteSealedRun(t *testing.T) {
 	tb := newTestbed(t)
-	h, cfg, track, signer, verifier, store, journal, kit, state := tb.h, tb.cfg, tb.track, tb.signer, tb.verifier, tb.store, tb.journal, tb.kit, tb.state
+	track, verifier, journal, kit, state := tb.track, tb.verifier, tb.journal, tb.kit, tb.state
 	ctx := context.Background()
 	for _, c := range []struct {
 		id, promote, want string
@@ -181,8 +187,8 @@ func TestExecuteSealedRun(t *testing.T) {
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			os.WriteFile(filepath.Join(kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", c.promote, 1)), 0o755)
-			x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Journal: journal, Version: "test", Commit: "test",
-				Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: kit}
+			x := tb.executor()
+			x.Journal = journal
 			agent, _ := controller.ParseAgent("openai/gpt-x@high")
 			start := time.Now()
 			out, err := x.Execute(ctx, RunSpec{ID: c.id, Track: track, Agent: agent, Seed: 1, Queued: time.Now()})
@@ -292,8 +298,8 @@ func TestFullDiskMakesRunInvalid(t *testing.T) {
 head -c 262144 /dev/urandom > big/weights.bin
 runner submit big; echo "submit exit $?"; sleep 600
 `), 0o755)
-	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Journal: tb.journal, Version: "test", Commit: "test",
-		Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+	x := tb.executor()
+	x.Journal = tb.journal
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
 	out, err := x.Execute(context.Background(), RunSpec{ID: id, Track: tb.track, Agent: agent, Seed: 1, Queued: time.Now()})
 	if err != nil {

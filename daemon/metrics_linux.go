@@ -80,25 +80,16 @@ func (m *metrics) observeRun(dir, state string) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var e struct {
-			Kind       string
-			Start, End time.Time
-			Status     json.RawMessage
-			Tries      []json.RawMessage
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
+		e, ok := parseAuditLine(sc.Bytes())
+		if !ok {
 			continue
 		}
 		switch e.Kind {
 		case "call":
-			var s string
-			json.Unmarshal(e.Status, &s)
-			m.calls.WithLabelValues(s).Inc()
+			m.calls.WithLabelValues(e.Status()).Inc()
 			m.callSeconds.Observe(e.End.Sub(e.Start).Seconds())
 		case "gateway":
-			var code int
-			json.Unmarshal(e.Status, &code)
-			m.gatewayRequests.WithLabelValues(string(rune('0'+code/100)) + "xx").Inc()
+			m.gatewayRequests.WithLabelValues(string(rune('0'+e.HTTPStatus()/100)) + "xx").Inc()
 			if len(e.Tries) > 1 {
 				m.gatewayRetries.Add(float64(len(e.Tries) - 1))
 			}

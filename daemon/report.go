@@ -10,7 +10,44 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sealrun/sealrun/exams"
 )
+
+// auditLine is what the daemon reads back from audit entries (compute calls, model requests,
+// submissions) for report.html, the metrics and the live activity of a run.
+type auditLine struct {
+	Kind, Candidate, Reason, Path, Model   string
+	Time, Start, End                       time.Time
+	Call, Exit, Passed, Questions, Request int
+	LatencyMS                              int64 `json:"latency_ms"`
+	Argv                                   []string
+	RawStatus                              json.RawMessage `json:"status"` // a call's "exited", a request's HTTP code
+	Tries                                  []json.RawMessage
+	Usage                                  struct{ Prompt, Completion int64 }
+}
+
+func parseAuditLine(b []byte) (*auditLine, bool) {
+	var e auditLine
+	if json.Unmarshal(b, &e) != nil {
+		return nil, false
+	}
+	return &e, true
+}
+
+// Status is a compute call's status ("exited", "limit", ...).
+func (e *auditLine) Status() string {
+	var s string
+	json.Unmarshal(e.RawStatus, &s)
+	return s
+}
+
+// HTTPStatus is a model request's status code.
+func (e *auditLine) HTTPStatus() int {
+	var c int
+	json.Unmarshal(e.RawStatus, &c)
+	return c
+}
 
 // timelineItem is one thing of the run on the report's time axis.
 type timelineItem struct {
@@ -99,7 +136,7 @@ func WriteRunReport(dir string, r RunReport) error {
 		r.Ticks = append(r.Ticks, reportTick{X: x(d), Label: "+" + d.Round(time.Second).String()})
 	}
 	r.Width, r.Height = int(repLeft+repWidth+30), 290
-	return writeTemplate(filepath.Join(dir, "report.html"), reportPage, r)
+	return exams.WriteAtomic(filepath.Join(dir, "report.html"), 0o644, func(w io.Writer) error { return reportPage.Execute(w, r) })
 }
 
 func readAudit(rd io.Reader, r *RunReport) {
@@ -107,26 +144,11 @@ func readAudit(rd io.Reader, r *RunReport) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var gwStart time.Time
 	for sc.Scan() {
-		var e struct {
-			Kind, Candidate, Reason, Path, Model string
-			Time, Start, End                     time.Time
-			Call, Exit, Passed, Questions        int
-			LatencyMS                            int64 `json:"latency_ms"`
-			Argv                                 []string
-			Status                               json.RawMessage
-			Usage                                struct {
-				Input  int64 `json:"prompt"`
-				Output int64 `json:"completion"`
-			}
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
+		e, ok := parseAuditLine(sc.Bytes())
+		if !ok {
 			continue
 		}
-		var status string
-		var code int
-		if json.Unmarshal(e.Status, &code) != nil {
-			json.Unmarshal(e.Status, &status)
-		}
+		status, code := e.Status(), e.HTTPStatus()
 		it := timelineItem{Kind: e.Kind}
 		switch e.Kind {
 		case "call":
@@ -137,7 +159,7 @@ func readAudit(rd io.Reader, r *RunReport) {
 			it.Failed = e.Exit != 0
 		case "gateway":
 			r.Requests++
-			r.Tokens += e.Usage.Input + e.Usage.Output
+			r.Tokens += e.Usage.Prompt + e.Usage.Completion
 			gwStart = e.Time.Add(-time.Duration(e.LatencyMS) * time.Millisecond)
 			it.Start, it.End = gwStart.Sub(r.Started), e.Time.Sub(r.Started)
 			it.Detail = fmt.Sprintf("%s %s %d, %d ms", e.Path, e.Model, code, e.LatencyMS)
@@ -180,27 +202,6 @@ func short12(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-func writeTemplate(path string, t *template.Template, data any) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := t.Execute(tmp, data); err != nil {
-		tmp.Close()
-		return err
-	}
-	tmp.Chmod(0o644)
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>

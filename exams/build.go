@@ -89,7 +89,19 @@ func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (er
 	if err = f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	// The rename is durable only once the directory is: fsync it (not possible on Windows,
+	// where the rename is what there is).
+	if runtime.GOOS != "windows" {
+		if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+			derr = d.Sync()
+			d.Close()
+			return derr
+		}
+	}
+	return nil
 }
 
 // HashFile returns the lowercase hex SHA-256 of the file at path, streaming: the same value as

@@ -6,8 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
+
+	"github.com/sealrun/sealrun/exams"
 )
 
 // PassVector is the result of hidden grading, one ASCII '1' (exact match) or '0' per question
@@ -163,44 +164,11 @@ func WriteReport(path string, r *Report) (string, error) {
 		return "", err
 	}
 	data = append(data, '\n')
-	if err := writeAtomic(path, data, 0o644); err != nil {
+	if err := exams.WriteAtomic(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		return "", fmt.Errorf("write report: %w", err)
 	}
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:]), nil
-}
-
-func writeAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // DiffVectors lists the questions (1-based index and id) where two pass vectors differ, for a

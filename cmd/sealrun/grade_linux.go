@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -205,7 +206,7 @@ func printReport(w io.Writer, r *grader.Report, asJSON bool) error {
 		row("reason", "%s", r.Reason)
 	}
 	row("score", "%d/%d passed = %.2f%%", r.Score.Passed, r.Score.Questions, r.Score.Percent)
-	for _, fam := range sortedFamilies(r.Families) {
+	for _, fam := range slices.Sorted(maps.Keys(r.Families)) {
 		s := r.Families[fam]
 		row("  "+fam, "%d/%d = %.1f%%", s.Passed, s.Questions, s.Percent)
 	}
@@ -228,15 +229,6 @@ func printReport(w io.Writer, r *grader.Report, asJSON bool) error {
 	row("timings", "answers %.1fs (p50 %.2f ms, max %.2f ms per question), bits %.1fs, %d entrypoint starts",
 		float64(r.Timings.AnswersMS)/1000, r.Timings.QuestionP50MS, r.Timings.QuestionMaxMS, float64(r.Timings.BitsMS)/1000, r.Timings.EntrypointLoads)
 	return nil
-}
-
-func sortedFamilies(m map[string]grader.ReportScore) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func newRegradeCmd(g *globals) *cobra.Command {
