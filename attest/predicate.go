@@ -23,7 +23,7 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 		return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
 	}
 	hexes := []struct{ field, v string }{
-		{"track.id", p.Track.ID}, {"exam.sha256", p.Exam.SHA256}, {"brief.sha256", p.Brief.SHA256},
+		{"track.id", p.Track.ID}, {"exam.sha256", p.Exam.SHA256}, {"kit.sha256", p.Kit.SHA256},
 		{"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
 	}
 	for _, h := range hexes {
@@ -213,7 +213,7 @@ func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
 		{"images.controller", p.Images.Controller, t.Images.Controller.String()},
 		{"images.runner", p.Images.Runner, t.Images.Runner.String()},
 		{"images.grader", p.Images.Grader, t.Images.Grader.String()},
-		{"brief.sha256", p.Brief.SHA256, t.Brief.SHA256},
+		{"kit.sha256", p.Kit.SHA256, t.Kit.SHA256},
 		{"scaffold.name", p.Scaffold.Name, t.Scaffold.Name},
 		{"scaffold.version", p.Scaffold.Version, t.Scaffold.Version},
 		{"scaffold.config_sha256", p.Scaffold.ConfigSHA256, t.Scaffold.ConfigSHA256},
@@ -246,13 +246,13 @@ func normDur(s string) string {
 }
 
 // PredicateFromTrack returns a predicate with every field a track pins filled in: track, exam,
-// images, brief, scaffold and budget. The caller adds the run's own facts.
+// images, kit, scaffold and budget. The caller adds the run's own facts.
 func PredicateFromTrack(t *policy.Track) *Predicate {
 	return &Predicate{
 		Track:    TrackInfo{ID: t.ID, Name: t.Name, Version: t.Version, Status: string(t.Status), SeedsRequired: t.Seeds.Required},
 		Exam:     ExamInfo{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions)},
 		Images:   ImagesInfo{Controller: t.Images.Controller.String(), Runner: t.Images.Runner.String(), Grader: t.Images.Grader.String()},
-		Brief:    BriefInfo{SHA256: t.Brief.SHA256},
+		Kit:      KitInfo{SHA256: t.Kit.SHA256},
 		Scaffold: Scaffold{Name: t.Scaffold.Name, Version: t.Scaffold.Version, ConfigSHA256: t.Scaffold.ConfigSHA256},
 		Budget: Budget{Wall: t.Budget.Wall.String(), CallLimit: t.Budget.CallLimit.String(), Reserve: t.Budget.Reserve.String(),
 			Grading: t.Budget.Grading.String(), MaxGzipBytes: t.Artifact.MaxGzipBytes},

@@ -99,7 +99,7 @@ type Predicate struct {
 	Track       TrackInfo   `json:"track"`
 	Exam        ExamInfo    `json:"exam"`
 	Images      ImagesInfo  `json:"images"`
-	Brief       BriefInfo   `json:"brief"`
+	Kit         KitInfo     `json:"kit"`
 	Scaffold    Scaffold    `json:"scaffold"`
 	Agent       Agent       `json:"agent"`
 	Budget      Budget      `json:"budget"`
@@ -143,8 +143,9 @@ type ImagesInfo struct {
 	Grader     string `json:"grader"`
 }
 
-// BriefInfo pins the task brief.
-type BriefInfo struct {
+// KitInfo pins the kit seeded into the workspace (brief, starter code, training text, validation
+// set) by its kit hash, the SHA-256 of the kit's SHA256SUMS.
+type KitInfo struct {
 	SHA256 string `json:"sha256"`
 }
 

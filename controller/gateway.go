@@ -130,9 +130,12 @@ func NewGateway(p ProviderConfig, agent Agent, opts ...GatewayOption) (*Gateway,
 	if agent.Provider != p.Name {
 		return nil, fmt.Errorf("gateway: agent %s is for provider %q, not %q", agent, agent.Provider, p.Name)
 	}
-	key, err := readKey(p.KeyFile)
-	if err != nil {
-		return nil, err
+	var key string
+	if p.kind() != KindNone {
+		var err error
+		if key, err = readKey(p.KeyFile); err != nil {
+			return nil, err
+		}
 	}
 	base, _ := url.Parse(strings.TrimSuffix(p.BaseURL, "/"))
 	if o.transport == nil {
@@ -224,6 +227,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.rec.Time = x.start.UTC()
 	sw := &statusWriter{ResponseWriter: w}
 	defer g.finish(x, sw)
+	if g.kind == KindNone {
+		g.refuse(sw, x, http.StatusForbidden, "this run has no model provider (provider none: its scaffold is scripted); nothing is forwarded")
+		return
+	}
 	if r.Method == http.MethodGet && (r.URL.Path == "/v1/models" || r.URL.Path == "/models") {
 		g.models(sw)
 		return

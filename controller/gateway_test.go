@@ -377,3 +377,43 @@ func TestGatewayAuditFailureReported(t *testing.T) {
 		t.Error("the audit failure was not reported")
 	}
 }
+
+// A run with no model (provider none, the scripted demo agent) has a gateway that forwards
+// nothing: every request is refused, audited, and nothing reaches any provider.
+func TestGatewayNoProvider(t *testing.T) {
+	dir := t.TempDir()
+	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	if err := (ProviderConfig{Name: "none", Kind: KindNone, BaseURL: "https://x"}).Validate("providers.none"); err == nil {
+		t.Error("a provider of kind none with a base_url was accepted")
+	}
+	g, err := NewGateway(NoProvider, Agent{Provider: "none", Model: "none"}, WithGatewayAudit(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	for _, c := range []struct{ method, path string }{{"POST", "/v1/chat/completions"}, {"GET", "/v1/models"}, {"POST", "/v1/messages"}} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(`{"model":"x"}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "no model provider") {
+			t.Errorf("%s %s: %d %s", c.method, c.path, resp.StatusCode, b)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, n := log.Head(); n >= 3 {
+			break
+		}
+	}
+	if _, n := log.Head(); n != 3 {
+		t.Errorf("%d audit entries; want one per refused request", n)
+	}
+}

@@ -13,7 +13,13 @@ import (
 const (
 	KindOpenAI    = "openai"    // any OpenAI-compatible API: chat completions, responses
 	KindAnthropic = "anthropic" // Anthropic messages
+	// KindNone is no model at all: the provider of a scripted scaffold's runs (the demo agent).
+	// Its gateway refuses every request.
+	KindNone = "none"
 )
+
+// NoProvider is the built-in provider of kind none (agent identity none/MODEL).
+var NoProvider = ProviderConfig{Name: KindNone, Kind: KindNone}
 
 // ProviderConfig is one [providers.NAME] table of the daemon config.
 type ProviderConfig struct {
@@ -32,6 +38,12 @@ func (p ProviderConfig) Validate(where string) error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", where, key, fmt.Sprintf(format, args...)))
+	}
+	if p.kind() == KindNone {
+		if p.BaseURL != "" || p.KeyFile != "" {
+			bad("kind", "a provider of kind none has no base_url and no key_file")
+		}
+		return errors.Join(errs...)
 	}
 	switch p.kind() {
 	case KindOpenAI, KindAnthropic:

@@ -59,7 +59,12 @@ type APIError struct {
 	Error string `json:"error"`
 }
 
-// ContentPath is where a pinned blob (exam, validation set, brief) is kept: by its sha256.
+// KitPath is where a kit is kept: by its kit hash (kits/KIT.md).
+func KitPath(state, hash string) string {
+	return filepath.Join(state, "kits", hash)
+}
+
+// ContentPath is where a pinned blob (the hidden exam) is kept: by its sha256.
 func ContentPath(stateDir, sha string) string {
 	return filepath.Join(stateDir, "content", "sha256", sha)
 }

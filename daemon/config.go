@@ -29,7 +29,6 @@ type Config struct {
 	// Hook is the containers' network hook binary (default: beside sealrund).
 	Hook string `toml:"hook"`
 
-	Scaffold  ScaffoldConfig                       `toml:"scaffold"`
 	Keys      KeysConfig                           `toml:"keys"`
 	Providers map[string]controller.ProviderConfig `toml:"providers"`
 	Resources ResourcesConfig                      `toml:"resources"`
@@ -38,12 +37,9 @@ type Config struct {
 	path string
 }
 
-// ScaffoldConfig says how the controller starts the agent. Interim: until scaffold images carry
-// their command and tracks pin their kit (the kit and opencode issues), the operator names both.
-type ScaffoldConfig struct {
-	Entrypoint []string `toml:"entrypoint"` // the scaffold's command in the controller
-	Kit        string   `toml:"kit"`        // a directory copied into every workspace
-}
+// NoProvider is the built-in provider of runs with no model (a scripted scaffold such as the
+// demo agent): agent none/MODEL. Its gateway refuses every request.
+const NoProvider = controller.KindNone
 
 // KeysConfig is the signing key of attestations.
 type KeysConfig struct {
@@ -180,16 +176,8 @@ func (c *Config) Validate() error {
 	} else if _, err := os.Stat(c.Keys.Public); err != nil {
 		bad("keys.public", "%s: %v", c.Keys.Public, unwrap(err))
 	}
-	if len(c.Scaffold.Entrypoint) == 0 {
-		bad("scaffold.entrypoint", "missing; give the scaffold's command in the controller, for example [\"sh\", \"/workspace/agent.sh\"]")
-	}
-	if c.Scaffold.Kit != "" {
-		if st, err := os.Stat(c.Scaffold.Kit); err != nil || !st.IsDir() {
-			bad("scaffold.kit", "%s is not a directory (%v)", c.Scaffold.Kit, err)
-		}
-	}
-	if len(c.Providers) == 0 {
-		bad("providers", "none; add a [providers.NAME] table with kind, base_url and key_file")
+	if _, ok := c.Providers[NoProvider]; ok {
+		bad("providers."+NoProvider, "%q is built in (runs of a scripted scaffold, with no model); name the provider otherwise", NoProvider)
 	}
 	names := make([]string, 0, len(c.Providers))
 	for n := range c.Providers {

@@ -28,6 +28,8 @@ gpus = ["nvidia.com/gpu=0", "nvidia.com/gpu=0", "gpu0"]
 concurrency = 100
 [metrics]
 listen = "0.0.0.0:9464"
+[providers.none]
+kind = "none"
 [providers.OpenAI]
 kind = "opanai"
 base_url = "ftp://x"
@@ -44,7 +46,8 @@ key_file = "` + key + `"
 		`sealrun.toml:state_dir: "relative" is not an absolute path`,
 		"sealrun.toml:keys.signing: " + key + " is mode -rw-r--r--: readable beyond its owner",
 		"sealrun.toml:keys.public: missing",
-		"sealrun.toml:scaffold.entrypoint: missing",
+		"sealrun.toml:scaffold: unknown key", // the scaffold is the controller image's (the track pins it)
+		`sealrun.toml:providers.none: "none" is built in`,
 		`sealrun.toml:resources.gpus[1]: "nvidia.com/gpu=0" is listed twice`,
 		`sealrun.toml:resources.gpus[2]: "gpu0" is not a CDI device name`,
 		"sealrun.toml:resources.concurrency: 100; give 1 to 64",

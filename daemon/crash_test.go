@@ -47,22 +47,19 @@ hook = %q
 [keys]
 signing = %q
 public = %q
-[scaffold]
-entrypoint = ["sh", "/workspace/agent.sh"]
-kit = %q
 [providers.openai]
 kind = "openai"
 base_url = %q
 key_file = %q
 `, tb.state, runDir, sock, tb.cfg.Runner, sandboxtest.Static(t, "cmd/sealrun-netns-hook"), filepath.Join(keys, "sealrun.key"), filepath.Join(keys, "sealrun.pub"),
-		tb.kit, prov.BaseURL, prov.KeyFile)), 0o644)
+		prov.BaseURL, prov.KeyFile)), 0o644)
 	slow := strings.Replace(agentScript, "PROMOTE", `runner promote "$id"; sleep 600`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(slow), 0o755)
 
 	var logs bytes.Buffer
 	start := func() *exec.Cmd {
 		cmd := exec.Command(daemonBin, "--config", cfgFile)
-		cmd.Env = os.Environ()
+		cmd.Env = append(os.Environ(), "SEALRUND_TEST_OVERLAY="+tb.kit, "SEALRUND_TEST_ENTRYPOINT=sh /workspace/agent.sh")
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -252,8 +252,44 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	if _, err := d.Submit([]byte(badImage), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "controller image") {
 		t.Errorf("image pin mismatch: %v", err)
 	}
-	if _, err := d.Submit([]byte(strings.Replace(tb.trackTOML, "cpus = 2", "cpus = 999", 1)), "cpus.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "needs 999 CPUs per run") {
+	if _, err := d.Submit([]byte(strings.Replace(tb.trackTOML, "cpus = 1", "cpus = 999", 1)), "cpus.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "needs 999 CPUs per run") {
 		t.Errorf("a track needing more CPUs than the host: %v", err)
+	}
+	// The kit: a hash the store does not have; a kit damaged in the store (a file missing, a
+	// symlink out, a file over the cap); a track whose validation set is not its kit's; a
+	// scaffold pin the controller image's labels do not carry. Each is refused, naming the file.
+	noKit := strings.Replace(tb.trackTOML, tb.track.Kit.SHA256, strings.Repeat("7", 64), 1)
+	if _, err := d.Submit([]byte(noKit), "nokit.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "pins kit "+strings.Repeat("7", 64)+", which is not in this host's kit store") {
+		t.Errorf("kit not in the store: %v", err)
+	}
+	badVal := strings.Replace(tb.trackTOML, tb.track.Exam.ValidationSHA256, strings.Repeat("6", 64), 1)
+	if _, err := d.Submit([]byte(badVal), "badval.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "validation.sealrun has sha256") {
+		t.Errorf("validation set not the kit's: %v", err)
+	}
+	badScaffold := strings.Replace(tb.trackTOML, `version = "1.0.0"`, `version = "9.9.9"`, 1)
+	if _, err := d.Submit([]byte(badScaffold), "scaffold.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), `label dev.sealrun.scaffold.version is "1.0.0", the track says "9.9.9"`) {
+		t.Errorf("scaffold pin mismatch: %v", err)
+	}
+	kitDir := KitPath(tb.state, tb.track.Kit.SHA256)
+	for _, c := range []struct {
+		name, want string
+		damage     func()
+		restore    func()
+	}{
+		{"missing", "BRIEF.md: listed in SHA256SUMS but missing", func() { os.Rename(filepath.Join(kitDir, "BRIEF.md"), filepath.Join(tb.base, "brief")) },
+			func() { os.Rename(filepath.Join(tb.base, "brief"), filepath.Join(kitDir, "BRIEF.md")) }},
+		{"symlink out", "extra: is a symbolic link (to /etc/shadow)", func() { os.Symlink("/etc/shadow", filepath.Join(kitDir, "extra")) }, func() { os.Remove(filepath.Join(kitDir, "extra")) }},
+		{"over the cap", "big: is 67108865 bytes, over the kit's limit", func() {
+			f, _ := os.Create(filepath.Join(kitDir, "big"))
+			f.Truncate(64<<20 + 1)
+			f.Close()
+		}, func() { os.Remove(filepath.Join(kitDir, "big")) }},
+	} {
+		c.damage()
+		if _, err := d.Submit([]byte(tb.trackTOML), "kit.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), kitDir) {
+			t.Errorf("kit %s: %v", c.name, err)
+		}
+		c.restore()
 	}
 	if entries, _ := os.ReadDir(filepath.Join(tb.state, "runs")); len(entries) != 0 {
 		t.Errorf("a refused run created %d run directories", len(entries))
@@ -389,8 +425,8 @@ func TestInfraFailureIsRerun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The validation set disappears from the host while b waits: its start fails.
-	os.Remove(ContentPath(tb.state, tb.track.Exam.ValidationSHA256))
+	// The kit's validation set disappears from the host while b waits: its start fails.
+	os.Remove(filepath.Join(KitPath(tb.state, tb.track.Kit.SHA256), "validation.sealrun"))
 	d.Cancel(a.ID)
 	chain := []string{b.ID}
 	deadline := time.Now().Add(time.Minute)
@@ -409,7 +445,7 @@ func TestInfraFailureIsRerun(t *testing.T) {
 	}
 	for i, id := range chain {
 		r, _ := d.Run(id)
-		if r.State != StateInvalid || !strings.Contains(r.Reason, "the validation set") || (i > 0 && r.RerunOf != chain[i-1]) {
+		if r.State != StateInvalid || !strings.Contains(r.Reason, "validation.sealrun: listed in SHA256SUMS but missing") || (i > 0 && r.RerunOf != chain[i-1]) {
 			t.Errorf("%s: %+v", id, r)
 		}
 	}

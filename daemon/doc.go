@@ -6,10 +6,11 @@
 // Where this departs from DESIGN.md, and why:
 //   - the journal is append-only fsynced JSON Lines, not bbolt: it is only appended to and
 //     replayed whole at start, and an operator can read it with jq;
-//   - pinned files (exam, validation set, brief) live in a content store by SHA-256
-//     (<state>/content/sha256/<hex>, `sealrun content add`), so preparing verifies each by hash;
-//   - until scaffold images carry their command and tracks pin kits, the config names the
-//     scaffold's entrypoint and a kit directory ([scaffold]);
+//   - pinned files (the hidden exam) live in a content store by SHA-256
+//     (<state>/content/sha256/<hex>) and kits by their kit hash (<state>/kits/<hash>), both added
+//     with `sealrun content add`, so preparing verifies each by hash;
+//   - the provider "none" is built in: a run of a scripted scaffold (the demo agent) has a
+//     gateway that refuses every request, since there is no model to reach;
 //   - "egress_blocked" of a run's containers is the network hook's check of the namespace before
 //     the container ran (the probe's active connection attempts are for sealrun sandbox probe);
 //   - a run whose scaffold exits before the deadline ends then (the agent is gone).

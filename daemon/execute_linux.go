@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/runner"
 	"github.com/sealrun/sealrun/sandbox"
@@ -50,11 +49,14 @@ type Executor struct {
 	Version string // sealrun's version and commit, for the attestation
 	Commit  string
 	Now     func() time.Time
-	// Entrypoint is the scaffold's command. Until scaffold images carry their own (the kit and
-	// opencode issues), the daemon is told it; tests give a scripted agent.
-	Entrypoint []string
-	// KitDir is copied into every workspace (until tracks pin kits by hash).
-	KitDir string
+	// Entrypoint and TestOverlay are for tests only (sealrund reads SEALRUND_TEST_ENTRYPOINT and
+	// SEALRUND_TEST_OVERLAY and warns): Entrypoint replaces the controller image's command (the
+	// image's scaffold labels are still checked against the track) and TestOverlay is a
+	// directory copied into every workspace after the kit, so that tests change their scripted
+	// agent and bundle between runs of one track. A run made with either is not the pinned
+	// scaffold's; never set them in production.
+	Entrypoint  []string
+	TestOverlay string
 	// Limits of every container of a run (the track's CPUs and memory when zero).
 	Limits sandbox.Limits
 
@@ -85,15 +87,17 @@ type Outcome struct {
 
 // pins are a run's verified inputs.
 type pins struct {
-	controller, runner, grader string // rootfs paths
+	controller, runner, grader string   // rootfs paths
+	entrypoint                 []string // the scaffold's command (the controller image's)
 	exam, validation           *exams.Exam
-	brief                      []byte
+	kit                        *kits.Kit
 	provider                   controller.ProviderConfig
 }
 
 // Check verifies every pin of the track for this host before anything is created: the three
-// images in the store, the exam, validation set and brief by SHA-256, the provider of the agent.
-// The error names the mismatch and the fix.
+// images in the store, the scaffold pin against the controller image's labels, the exam by
+// SHA-256, the kit by its hash (every file) and the validation set in it, the provider of the
+// agent. The error names the mismatch, the file and the fix.
 func (x *Executor) Check(spec RunSpec) (*pins, error) {
 	t := spec.Track
 	var p pins
@@ -110,19 +114,35 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		}
 		*im.dst = root
 	}
+	if p.controller != "" {
+		ep, err := x.scaffold(t)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.entrypoint = ep
+	}
 	var err error
 	if p.exam, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.SHA256), t.Exam.SHA256); err != nil {
 		errs = append(errs, fmt.Errorf("the hidden exam %s: %v; add it with sealrun content add EXAM", t.Exam.SHA256, err))
 	} else if int64(len(p.exam.Questions)) != t.Exam.Questions || int64(p.exam.Header.ContextBytes) != t.Exam.ContextBytes {
 		errs = append(errs, fmt.Errorf("the hidden exam has %d questions and %d bytes of context; the track says %d and %d", len(p.exam.Questions), p.exam.Header.ContextBytes, t.Exam.Questions, t.Exam.ContextBytes))
 	}
-	if p.validation, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.ValidationSHA256), t.Exam.ValidationSHA256); err != nil {
-		errs = append(errs, fmt.Errorf("the validation set %s: %v; add it with sealrun content add FILE", t.Exam.ValidationSHA256, err))
-	}
-	if p.brief, err = readPinned(ContentPath(x.Cfg.StateDir, t.Brief.SHA256), t.Brief.SHA256); err != nil {
-		errs = append(errs, fmt.Errorf("the brief: %v", err))
+	kitDir := KitPath(x.Cfg.StateDir, t.Kit.SHA256)
+	if _, err := os.Stat(kitDir); err != nil {
+		errs = append(errs, fmt.Errorf("track %s pins kit %s, which is not in this host's kit store (%v); add it with sealrun content add KITDIR (sealrun kit build makes one)", t.Name, t.Kit.SHA256, unwrap(err)))
+	} else if p.kit, err = kits.Open(kitDir); err != nil {
+		errs = append(errs, fmt.Errorf("track %s: %w", t.Name, err))
+	} else if err := p.kit.Check(t.Kit.SHA256, t.Name); err != nil {
+		errs = append(errs, err)
+	} else if f, ok := p.kit.File(kits.ValidationPath); !ok || f.SHA256 != t.Exam.ValidationSHA256 {
+		errs = append(errs, fmt.Errorf("kit %s: %s has sha256 %s, track %s pins the validation set %s; the track and its kit disagree: rebuild the track from the kit", t.Kit.SHA256, kits.ValidationPath, f.SHA256, t.Name, t.Exam.ValidationSHA256))
+	} else if p.validation, err = exams.Open(filepath.Join(p.kit.Dir, kits.ValidationPath), t.Exam.ValidationSHA256); err != nil {
+		errs = append(errs, fmt.Errorf("kit %s: the validation set: %v", t.Kit.SHA256, err))
 	}
 	prov, ok := x.Cfg.Providers[spec.Agent.Provider]
+	if spec.Agent.Provider == NoProvider {
+		prov, ok = controller.NoProvider, true
+	}
 	if !ok {
 		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.path, spec.Agent.Provider))
 	}
@@ -134,18 +154,6 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		return nil, err
 	}
 	return &p, nil
-}
-
-func readPinned(path, want string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s is not in the content store (%v); add it with sealrun content add FILE", want, unwrap(err))
-	}
-	sum := sha256.Sum256(b)
-	if got := hex.EncodeToString(sum[:]); got != want {
-		return nil, fmt.Errorf("%s has sha256 %s, not %s: the content store is damaged; add the file again", path, got, want)
-	}
-	return b, nil
 }
 
 // runIO is one run's files and services, torn down by close.
@@ -289,8 +297,9 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	go func() { rsvc.Serve(sctx, sl); close(served) }()
 	defer func() { stopServing(); <-served; os.Remove(sock) }()
 
-	ctl, err := controller.Start(ctx, run, controller.Config{Rootfs: p.controller, Entrypoint: x.Entrypoint, Workspace: ws, Runner: x.Cfg.Runner,
-		Socket: sock, Agent: spec.Agent, Kind: providerKind(p.provider), Transcript: filepath.Join(dir, "transcript.log"), Limits: limits})
+	ctl, err := controller.Start(ctx, run, controller.Config{Rootfs: p.controller, Entrypoint: p.entrypoint, Workspace: ws, Runner: x.Cfg.Runner,
+		Socket: sock, Agent: spec.Agent, Kind: providerKind(p.provider), Transcript: filepath.Join(dir, "transcript.log"), Limits: limits,
+		Env: []string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}})
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "controller: "+err.Error())
 	}
@@ -344,34 +353,47 @@ func providerKind(p controller.ProviderConfig) string {
 	return p.Name
 }
 
-// seed fills a fresh workspace: the brief, the public validation set and the kit.
+// seed fills a fresh workspace with the kit (hashed again while copied): the brief, the starter
+// code, the training text and the public validation set. Every file the agent gets is the
+// agent's: group-owned by the run (the workspace is setgid), group-writable.
 func (x *Executor) seed(ws string, p *pins) error {
-	if err := os.WriteFile(filepath.Join(ws, "BRIEF.md"), p.brief, 0o664); err != nil {
+	if err := p.kit.Seed(ws); err != nil {
 		return err
 	}
-	src, err := os.Open(ContentPath(x.Cfg.StateDir, p.validation.SHA256))
+	if x.TestOverlay != "" {
+		return os.CopyFS(ws, os.DirFS(x.TestOverlay))
+	}
+	return nil
+}
+
+// scaffold checks the track's scaffold pin against the controller image's labels and returns
+// the scaffold's command: the image's entrypoint and command (or Executor.Entrypoint).
+func (x *Executor) scaffold(t *policy.Track) ([]string, error) {
+	cf, err := x.Store.Config(t.Images.Controller.Digest)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("the controller image %s: %v", t.Images.Controller, err)
 	}
-	defer src.Close()
-	dst, err := os.OpenFile(filepath.Join(ws, "validation.sealrun"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o664)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	if err := dst.Close(); err != nil {
-		return err
-	}
-	if x.KitDir != "" {
-		if err := os.CopyFS(ws, os.DirFS(x.KitDir)); err != nil {
-			return fmt.Errorf("copy the kit: %w", err)
+	labels := cf.Config.Labels
+	var bad []string
+	for _, l := range []struct{ key, want string }{
+		{images.LabelScaffoldName, t.Scaffold.Name}, {images.LabelScaffoldVer, t.Scaffold.Version}, {images.LabelScaffoldConfig, t.Scaffold.ConfigSHA256},
+	} {
+		if got := labels[l.key]; got != l.want {
+			bad = append(bad, fmt.Sprintf("label %s is %q, the track says %q", l.key, got, l.want))
 		}
 	}
-	// Every file the agent gets is the agent's: group-owned by the run, group-writable.
-	return nil
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("track %s pins scaffold %s %s (config %s), but its controller image %s is not that scaffold: %s; use the image the scaffold was released in, or a track that pins this one",
+			t.Name, t.Scaffold.Name, t.Scaffold.Version, t.Scaffold.ConfigSHA256, t.Images.Controller, strings.Join(bad, "; "))
+	}
+	if len(x.Entrypoint) > 0 {
+		return x.Entrypoint, nil
+	}
+	cmd := append(append([]string(nil), cf.Config.Entrypoint...), cf.Config.Cmd...)
+	if len(cmd) == 0 {
+		return nil, fmt.Errorf("the controller image %s has no command (entrypoint or cmd): it carries no scaffold", t.Images.Controller)
+	}
+	return cmd, nil
 }
 
 // finish grades (when the run reached grading), writes report.json, builds and signs the

@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -113,19 +114,20 @@ func newTestbed(t testing.TB) *testbed {
 	state := filepath.Join(base, "state")
 	os.MkdirAll(state, 0o711)
 	examSHA := addExam(t, state, 1, 12)
-	valSHA := addExam(t, state, 2, 6)
-	briefSHA := addContent(t, state, []byte("# The task\nTrain a byte-level model; submit it.\n"))
+	k := testKit(t, state)
+	valSHA, _ := k.File(kits.ValidationPath)
 
 	trackText := string(mustRead(t, "../tracks/demo.toml"))
 	for old, repl := range map[string]string{
-		strings.Repeat("a", 64): examSHA, strings.Repeat("b", 64): valSHA, strings.Repeat("c", 64): briefSHA,
-		"questions = 20": "questions = 12", `wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`,
-		`grading = "3m"`: `grading = "2m"`, `memory = "4GiB"`: `memory = "1GiB"`, `workspace = "2GiB"`: `workspace = "64MiB"`,
+		strings.Repeat("a", 64): examSHA, strings.Repeat("b", 64): valSHA.SHA256, strings.Repeat("c", 64): k.Hash,
+		strings.Repeat("f", 64): images.DemoScaffoldConfigSHA256(),
+		"questions = 40":        "questions = 12", `wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`,
+		`grading = "3m"`: `grading = "2m"`, `memory = "3GiB"`: `memory = "1GiB"`, `workspace = "2GiB"`: `workspace = "64MiB"`,
 	} {
 		trackText = strings.Replace(trackText, old, repl, 1)
 	}
 	for _, line := range strings.Split(trackText, "\n") {
-		for role, key := range map[string]string{"controller": "controller", "runner": "python", "grader": "python"} {
+		for role, key := range map[string]string{"controller": "demo-controller", "runner": "python", "grader": "python"} {
 			if strings.HasPrefix(line, role+" = ") {
 				trackText = strings.Replace(trackText, line, fmt.Sprintf("%s = %q", role, refs[key]), 1)
 			}
@@ -169,10 +171,29 @@ func newTestbed(t testing.TB) *testbed {
 	return &testbed{h: h, cfg: cfg, track: track, trackTOML: trackText, signer: signer, verifier: verifier, store: store, journal: journal, kit: kit, state: state, base: base}
 }
 
+// testKit builds and installs the testbed's kit: a brief and the validation set (6 synthetic
+// questions, seed 2). The tests' agents and bundles come from the overlay (Executor.TestOverlay).
+func testKit(t testing.TB, state string) *kits.Kit {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "kitsrc")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "BRIEF.md"), []byte("# The task\nTrain a byte-level model; submit it.\n"), 0o644)
+	os.WriteFile(filepath.Join(src, kits.RecipeName), []byte("name = \"test\"\nversion = \"1\"\nfiles = [\"BRIEF.md\"]\n[synthetic]\nseed = 77\nquestions = 20\n[validation]\nseed = 2\nquestions = 6\ncontext_bytes = 1024\n"), 0o644)
+	built := filepath.Join(t.TempDir(), "kit")
+	if _, err := kits.Build(os.DirFS(src), src, built, kits.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := kits.Install(built, filepath.Join(state, "kits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // executor runs the scripted agent (kit/agent.sh) on the testbed; tests set what differs.
 func (tb *testbed) executor() *Executor {
 	return &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test",
-		Entrypoint: []string{"sh", "/workspace/agent.sh"}, KitDir: tb.kit}
+		Entrypoint: []string{"sh", "/workspace/agent.sh"}, TestOverlay: tb.kit}
 }
 
 func TestExecuteSealedRun(t *testing.T) {

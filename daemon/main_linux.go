@@ -41,9 +41,12 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 		return fmt.Errorf("%s:keys.public: %w", cfg.path, err)
 	}
 	x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Version: version, Commit: commit,
-		Entrypoint: cfg.Scaffold.Entrypoint, KitDir: cfg.Scaffold.Kit, Hold: os.Getenv("SEALRUND_TEST_HOLD")}
+		Hold: os.Getenv("SEALRUND_TEST_HOLD"), TestOverlay: os.Getenv("SEALRUND_TEST_OVERLAY"), Entrypoint: strings.Fields(os.Getenv("SEALRUND_TEST_ENTRYPOINT"))}
 	if x.Hold != "" {
 		log.Warn("test failpoint set: runs stop at it", "SEALRUND_TEST_HOLD", x.Hold)
+	}
+	if x.TestOverlay != "" || len(x.Entrypoint) > 0 {
+		log.Warn("test seams set: runs are not the pinned scaffold's (tests only)", "SEALRUND_TEST_OVERLAY", x.TestOverlay, "SEALRUND_TEST_ENTRYPOINT", x.Entrypoint)
 	}
 	d, err := New(ctx, cfg, x, log)
 	if err != nil {

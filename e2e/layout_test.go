@@ -16,7 +16,9 @@ var allowed = map[string][]string{
 	"policy":                 {},
 	"exams":                  {},
 	"audit":                  {},
-	"images":                 {"policy"},
+	"kits":                   {"exams"},
+	"tracks":                 {},
+	"images":                 {"policy", "kits"}, // the demo controller image carries kits/demo-agent
 	"sandbox":                {"policy", "images"},
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,18 +26,43 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/renameio/v2"
+
+	"github.com/sealrun/sealrun/kits"
 )
 
 // Local image names. The digest is the identity; these names are for people and lock files.
 const (
-	LocalControllerName = "sealrun.local/controller"
-	LocalPythonName     = "sealrun.local/python"
+	LocalControllerName     = "sealrun.local/controller"
+	LocalDemoControllerName = "sealrun.local/demo-controller"
+	LocalPythonName         = "sealrun.local/python"
 )
+
+// The labels a scaffold image carries: the track's [scaffold] pin is checked against them.
+const (
+	LabelScaffoldName   = "dev.sealrun.scaffold.name"
+	LabelScaffoldVer    = "dev.sealrun.scaffold.version"
+	LabelScaffoldConfig = "dev.sealrun.scaffold.config_sha256"
+)
+
+// The scripted demo scaffold (kits/demo-agent) as the demo controller image carries it.
+const (
+	DemoScaffoldName    = "scripted-demo"
+	DemoScaffoldVersion = "1.0.0"
+	demoScaffoldPath    = "/opt/sealrun/scaffold/agent.sh"
+)
+
+// DemoScaffoldConfigSHA256 is the demo scaffold's config hash: the SHA-256 of its script.
+func DemoScaffoldConfigSHA256() string {
+	b, _ := fs.ReadFile(kits.Sources, "demo-agent/agent.sh")
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
 
 // The recipes' versions: bump when a recipe changes what it builds, so caches are not reused.
 const (
-	controllerRecipe = "controller/v3"
-	pythonRecipe     = "python/v4"
+	controllerRecipe     = "controller/v3"
+	demoControllerRecipe = "demo-controller/v1"
+	pythonRecipe         = "python/v5"
 	// debootstrapRecipe keys the cached debootstrap result; the python recipe can change what is
 	// added on top without a new debootstrap.
 	debootstrapRecipe = "debootstrap/v1"
@@ -44,7 +70,7 @@ const (
 
 // BuildOptions configure BuildLocal.
 type BuildOptions struct {
-	// Images to build: "controller", "python" (default: both).
+	// Images to build: "controller", "demo-controller", "python" (default: all three).
 	Images []string
 	// CacheDir keeps the debootstrap result between builds (default <state-dir>/build-cache).
 	CacheDir string
@@ -60,7 +86,7 @@ type BuildOptions struct {
 
 func (o *BuildOptions) defaults(stateDir string) {
 	if len(o.Images) == 0 {
-		o.Images = []string{"controller", "python"}
+		o.Images = []string{"controller", "demo-controller", "python"}
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(stateDir, "build-cache")
@@ -75,7 +101,9 @@ func (o *BuildOptions) defaults(stateDir string) {
 		o.Suite = "bookworm"
 	}
 	if len(o.Packages) == 0 {
-		o.Packages = []string{"python3", "python3-numpy", "python3-torch"}
+		// OpenBLAS: torch's BLAS is Debian's alternative, the reference one (about 40x slower)
+		// unless an optimised one is installed.
+		o.Packages = []string{"python3", "python3-numpy", "python3-torch", "libopenblas0-pthread"}
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -105,10 +133,12 @@ func (s *Store) BuildLocal(ctx context.Context, stateDir string, o BuildOptions)
 		switch key {
 		case "controller":
 			b, err = s.buildController(ctx, o)
+		case "demo-controller":
+			b, err = s.buildDemoController(ctx, o)
 		case "python":
 			b, err = s.buildPython(ctx, o)
 		default:
-			err = fmt.Errorf("unknown local image %q; build-local makes controller and python", key)
+			err = fmt.Errorf("unknown local image %q; build-local makes controller, demo-controller and python", key)
 		}
 		if err != nil {
 			return out, err
@@ -190,6 +220,50 @@ func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, err
 	}
 	fmt.Fprintf(o.Log, "controller: %s\n", ref)
 	return Built{Key: "controller", Ref: ref}, writeStamp(o, "controller", inputs, ref)
+}
+
+// buildDemoController builds the controller image with the scripted demo scaffold
+// (kits/demo-agent) as its command, labelled with the scaffold pin a track checks.
+func (s *Store) buildDemoController(ctx context.Context, o BuildOptions) (Built, error) {
+	bb, err := fileSHA256(o.Busybox)
+	if err != nil {
+		return Built{}, fmt.Errorf("demo controller image needs a static busybox at %s (apt-get install busybox-static, or make deps): %w", o.Busybox, err)
+	}
+	script, err := fs.ReadFile(kits.Sources, "demo-agent/agent.sh")
+	if err != nil {
+		return Built{}, err
+	}
+	inputs := hashStrings(demoControllerRecipe, controllerRecipe, bb, string(script), DemoScaffoldVersion)
+	if ref, ok := s.cached(o, "demo-controller", inputs); ok {
+		fmt.Fprintf(o.Log, "demo-controller: unchanged, %s\n", ref)
+		return Built{Key: "demo-controller", Ref: ref, Cached: true}, nil
+	}
+	fmt.Fprintf(o.Log, "demo-controller: building (busybox and the scripted demo scaffold)\n")
+	tmp, err := os.MkdirTemp(o.CacheDir, "demo-controller-")
+	if err != nil {
+		return Built{}, err
+	}
+	defer os.RemoveAll(tmp)
+	root := filepath.Join(tmp, "rootfs")
+	if err := controllerRootfs(ctx, root, o.Busybox); err != nil {
+		return Built{}, fmt.Errorf("demo controller rootfs: %w", err)
+	}
+	dst := filepath.Join(root, demoScaffoldPath)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return Built{}, err
+	}
+	if err := os.WriteFile(dst, script, 0o755); err != nil {
+		return Built{}, err
+	}
+	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/bin", "HOME=/workspace"}, WorkingDir: "/workspace",
+		Entrypoint: []string{"/bin/sh", demoScaffoldPath},
+		Labels:     map[string]string{LabelScaffoldName: DemoScaffoldName, LabelScaffoldVer: DemoScaffoldVersion, LabelScaffoldConfig: DemoScaffoldConfigSHA256()}}
+	ref, err := s.importRootfs(ctx, root, LocalDemoControllerName, cfg, tmp, nil)
+	if err != nil {
+		return Built{}, err
+	}
+	fmt.Fprintf(o.Log, "demo-controller: %s\n", ref)
+	return Built{Key: "demo-controller", Ref: ref}, writeStamp(o, "demo-controller", inputs, ref)
 }
 
 // controllerRootfs lays out a busybox-only root: a shell and coreutils-level tools, no Python.

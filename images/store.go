@@ -367,6 +367,28 @@ func (s *Store) verifyImage(ctx context.Context, ref, digest string, img v1.Imag
 	return nil
 }
 
+// Config is the image's OCI configuration (command, environment, labels) from its layout.
+func (s *Store) Config(digest string) (*v1.ConfigFile, error) {
+	if _, err := s.Get(digest); err != nil {
+		return nil, err
+	}
+	dir, _ := s.Dir(digest)
+	lp, err := layout.FromPath(filepath.Join(dir, "layout"))
+	if err != nil {
+		return nil, fmt.Errorf("image %s: layout is damaged: %w; remove and re-import it", digest, err)
+	}
+	h, _ := v1.NewHash(digest)
+	img, err := lp.Image(h)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: manifest missing from its layout: %w; remove and re-import it", digest, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: config: %w", digest, err)
+	}
+	return cf, nil
+}
+
 // Verify re-hashes an image in the store: manifest, config, every layer blob and its diff id,
 // and the unpacked rootfs tree. On success it records the time.
 func (s *Store) Verify(ctx context.Context, digest string) (*Record, error) {

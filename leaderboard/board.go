@@ -22,8 +22,12 @@ type Agent struct {
 	Effort          string `json:"reasoning_effort"`
 }
 
-// Name is the agent as the tables print it: "opencode 1.2 · model@effort".
+// Name is the agent as the tables print it: "opencode 1.2 · model@effort". A scripted scaffold
+// (provider none: model "none/…") is never presented as a model: "scripted-demo 1.0.0 · no model".
 func (a Agent) Name() string {
+	if (a.Model == "none" || strings.HasPrefix(a.Model, "none/")) && a.Effort == "" {
+		return a.Scaffold + " " + a.ScaffoldVersion + " · no model (scripted)"
+	}
 	s := a.Scaffold + " " + a.ScaffoldVersion + " · " + a.Model
 	if a.Effort != "" {
 		s += "@" + a.Effort

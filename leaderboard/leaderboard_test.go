@@ -100,7 +100,7 @@ func digest(s string) string {
 func (f *fixture) attestation(r runSpec) []byte {
 	p := f.base
 	tp := attest.PredicateFromTrack(r.track)
-	p.Track, p.Exam, p.Images, p.Brief, p.Scaffold, p.Budget = tp.Track, tp.Exam, tp.Images, tp.Brief, tp.Scaffold, tp.Budget
+	p.Track, p.Exam, p.Images, p.Kit, p.Scaffold, p.Budget = tp.Track, tp.Exam, tp.Images, tp.Kit, tp.Scaffold, tp.Budget
 	p.Agent = attest.Agent{Model: r.model, ReasoningEffort: r.effort}
 	p.Seed = r.seed
 	p.Run = attest.RunInfo{ID: r.id, RerunOf: r.rerunOf}

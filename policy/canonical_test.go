@@ -17,10 +17,10 @@ func TestTrackIDInvariance(t *testing.T) {
 	reordered := strings.Replace(base, "[seeds]\nrequired = 3\n", "", 1)
 	reordered = "[seeds]   # moved to the top\n  required   =   3\n\n" + reordered
 	reordered = strings.Replace(reordered, "wall = \"1h\"\ncall_limit = \"20m\"", "call_limit = '20m'  # literal string\nwall = \"\"\"1h\"\"\"", 1)
-	inline := strings.Replace(base, "[brief]\nsha256 = \"3333333333333333333333333333333333333333333333333333333333333333\"\n", "", 1)
-	inline = "brief = { sha256 = \"3333333333333333333333333333333333333333333333333333333333333333\" }\n" + inline
+	inline := strings.Replace(base, "[kit]\nsha256 = \"3333333333333333333333333333333333333333333333333333333333333333\"\n", "", 1)
+	inline = "kit = { sha256 = \"3333333333333333333333333333333333333333333333333333333333333333\" }\n" + inline
 	dotted := strings.Replace(base, "[artifact]\nmax_gzip_bytes = 16777216\n", "", 1)
-	dotted = strings.Replace(dotted, "[brief]", "[brief]\n", 1)
+	dotted = strings.Replace(dotted, "[kit]", "[kit]\n", 1)
 	dotted = "artifact.max_gzip_bytes = 16_777_216\n" + dotted
 	crlf := strings.ReplaceAll(base, "\n", "\r\n")
 	for name, src := range map[string]string{"reordered": reordered, "inline table": inline, "dotted key": dotted, "crlf": crlf} {
@@ -74,7 +74,7 @@ func TestCanonicalJSONKnownAnswer(t *testing.T) {
 	if hex.EncodeToString(sum[:]) != tr.ID {
 		t.Error("id is not the SHA-256 of Canonical()")
 	}
-	if !strings.HasPrefix(string(tr.Canonical()), `{"artifact":{"max_gzip_bytes":16777216},"brief":{`) {
+	if !strings.HasPrefix(string(tr.Canonical()), `{"artifact":{"max_gzip_bytes":16777216},"budget":{`) {
 		t.Errorf("canonical = %s", tr.Canonical())
 	}
 }

@@ -182,7 +182,7 @@ var schema = []tableSpec{
 	{"budget", []keySpec{{"wall", kDuration}, {"call_limit", kDuration}, {"reserve", kDuration}, {"grading", kDuration}, {"question_limit", kDuration}}},
 	{"artifact", []keySpec{{"max_gzip_bytes", kPositive}}},
 	{"exam", []keySpec{{"sha256", kSHA256}, {"questions", kPositive}, {"context_bytes", kPositive}, {"validation_sha256", kSHA256}}},
-	{"brief", []keySpec{{"sha256", kSHA256}}},
+	{"kit", []keySpec{{"sha256", kSHA256}}},
 	{"images", []keySpec{{"controller", kImage}, {"runner", kImage}, {"grader", kImage}}},
 	{"scaffold", []keySpec{{"name", kString}, {"version", kString}, {"config_sha256", kSHA256}}},
 	{"seeds", []keySpec{{"required", kPositive}}},
@@ -275,7 +275,7 @@ func (v *validator) track(md toml.MetaData) *Track {
 	t.Budget = Budget{Wall: dur("budget.wall"), CallLimit: dur("budget.call_limit"), Reserve: dur("budget.reserve"), Grading: dur("budget.grading"), QuestionLimit: dur("budget.question_limit")}
 	t.Artifact.MaxGzipBytes = num("artifact.max_gzip_bytes")
 	t.Exam = Exam{SHA256: str("exam.sha256"), Questions: num("exam.questions"), ContextBytes: num("exam.context_bytes"), ValidationSHA256: str("exam.validation_sha256")}
-	t.Brief.SHA256 = str("brief.sha256")
+	t.Kit.SHA256 = str("kit.sha256")
 	t.Images = Images{Controller: img("images.controller"), Runner: img("images.runner"), Grader: img("images.grader")}
 	t.Scaffold = Scaffold{Name: str("scaffold.name"), Version: str("scaffold.version"), ConfigSHA256: str("scaffold.config_sha256")}
 	t.Seeds.Required = num("seeds.required")

@@ -33,7 +33,7 @@ questions = 100
 context_bytes = 1024
 validation_sha256 = "2222222222222222222222222222222222222222222222222222222222222222"
 
-[brief]
+[kit]
 sha256 = "3333333333333333333333333333333333333333333333333333333333333333"
 
 [images]
@@ -109,8 +109,8 @@ func TestParseRejects(t *testing.T) {
 		{"unknown key", []change{{"grading", "grading = \"30m\"\ngradin = \"1m\""}}, "budget.gradin", `did you mean "grading"?`},
 		{"unknown key far from any", []change{{"gpus", "gpus = 1\ncolour = \"blue\""}}, "resources.colour", "unknown key; [resources] takes gpus, cpus, memory, workspace"},
 		{"missing key", []change{{"reserve", ""}}, "budget.reserve", "missing key; expected a positive Go duration"},
-		{"missing table", []change{{"[brief]", ""}, {"sha256 = \"3333", ""}}, "brief", "missing table [brief]; add it with keys sha256"},
-		{"table is a value", []change{{"# a comment", "brief = 3"}, {"[brief]", ""}, {"sha256 = \"3333", ""}}, "brief", "is an integer (3); expected a table [brief]"},
+		{"missing table", []change{{"[kit]", ""}, {"sha256 = \"3333", ""}}, "kit", "missing table [kit]; add it with keys sha256"},
+		{"table is a value", []change{{"# a comment", "kit = 3"}, {"[kit]", ""}, {"sha256 = \"3333", ""}}, "kit", "is an integer (3); expected a table [kit]"},
 		{"wrong type string for int", []change{{"questions", `questions = "100"`}}, "exam.questions", `is a string ("100"); expected a whole number >= 1`},
 		{"wrong type int for string", []change{{"version", `version = 1`}}, "track.version", "is an integer (1); expected a non-empty string"},
 		{"wrong type bool", []change{{"cpus", `cpus = true`}}, "resources.cpus", "is a boolean (true)"},

@@ -28,7 +28,7 @@ type Track struct {
 	Budget    Budget
 	Artifact  Artifact
 	Exam      Exam
-	Brief     Brief
+	Kit       Kit
 	Images    Images
 	Scaffold  Scaffold
 	Seeds     Seeds
@@ -65,8 +65,9 @@ type Exam struct {
 	ValidationSHA256 string
 }
 
-// Brief pins the task brief the agent receives.
-type Brief struct {
+// Kit pins the kit seeded into every workspace (the brief, the starter code, the training text,
+// the public validation set) by its kit hash: the SHA-256 of its SHA256SUMS (kits/KIT.md).
+type Kit struct {
 	SHA256 string
 }
 

@@ -99,7 +99,7 @@ else
   echo "harness per question (static entrypoint answering at once; request, line back, judge, private log): mean $(gobench_metric BenchmarkHarnessPerQuestion question-ms) ms, p50 $(gobench_metric BenchmarkHarnessPerQuestion question-p50-ms) ms   (target: <= 1 ms)"
   echo "  100 questions, fresh grader container included: $(gobench_metric BenchmarkHarnessPerQuestion phase-ms) ms"
   echo "100 questions with grader/example (Python copy model, CPU): $(gobench_metric BenchmarkExampleBundle phase-ms) ms, $(gobench_metric BenchmarkExampleBundle question-ms) ms per question"
-  echo "  (the kit's starter transformer is graded here once the ARI kit exists)"
+
 fi
 echo "pack a 16 MiB bundle (float32 weights): $(gobench_metric BenchmarkPackVsTar pack-ms) ms vs tar -czf $(gobench_metric BenchmarkPackVsTar tar-ms) ms: ratio $(gobench_metric BenchmarkPackVsTar ratio)x   (target: >= 0.8x; $(gobench_metric BenchmarkPackVsTar gz-MiB) MiB gzipped)"
 
@@ -119,3 +119,21 @@ else
   fi
 fi
 echo "sealrun ps with 10,000 runs in the journal: $(gobench_metric BenchmarkPs10k ps-ms) ms (active runs), ps -a $(gobench_metric BenchmarkPs10k ps-all-ms) ms (all 10,000)   (target: <= 100 ms); journal replay at start $(gobench_metric BenchmarkPs10k replay-ms) ms"
+
+echo
+echo "== demo: one seed of the scripted agent on the quick demo track (sealrun demo --seeds 1 --quick), split"
+if [ -z "${SEALRUN_TEST_STATE:-}" ] || [ -z "${SEALRUN_TEST_BUILD_CACHE:-}" ]; then
+  echo "(skipped: needs root and the local images; run make bench as root after make test)"
+else
+  demo_log="$work/demo.log"
+  if bin/sealrun --state-dir "$SEALRUN_TEST_STATE" demo --seeds 1 --quick --keep --cache-dir "$SEALRUN_TEST_BUILD_CACHE" >"$demo_log" 2>&1; then
+    grep -E '^\s+seed 1: setup' "$demo_log" | sed 's/^ */per seed: /'
+    echo "  (whole demo, images cached: $(awk '/^\[ *[0-9.]+s\]/ {t=$2} END {gsub(/[]s]/, "", t); print t}' "$demo_log") s; target for make demo: <= 5 min with 3 seeds on a machine that ran it)"
+    run_dir=$(sed -n 's/^  seed 1 ([^)]*): //p' "$demo_log")
+    echo "starter model training throughput on this CPU (toy size, one core, per call): $(sed -n 's/^done: step [0-9]*, [0-9.]*s, \([0-9,]*\) bytes\/s.*/\1/p' "$run_dir/transcript.log" | paste -sd' ' -) bytes/s"
+    awk -F'"answers_ms":' 'NF > 1 {split($2, a, /[,}]/); printf "starter bundle on the hidden exam (12 questions, CPU): answers phase %s ms\n", a[1]}' "$run_dir/report.json"
+  else
+    echo "demo FAILED:"; tail -20 "$demo_log"
+  fi
+  rm -rf "$SEALRUN_TEST_STATE/runs" "$SEALRUN_TEST_STATE/journal.jsonl" "$SEALRUN_TEST_STATE/demo" "$SEALRUN_TEST_STATE/kits" "$SEALRUN_TEST_STATE/content"
+fi

@@ -69,7 +69,7 @@ func writePredicate(out io.Writer, v *attest.Verified) {
 	row("controller image", "%s", p.Images.Controller)
 	row("runner image", "%s", p.Images.Runner)
 	row("grader image", "%s", p.Images.Grader)
-	row("brief", "sha256 %s", p.Brief.SHA256)
+	row("kit", "sha256 %s", p.Kit.SHA256)
 	row("scaffold", "%s %s, config sha256 %s", p.Scaffold.Name, p.Scaffold.Version, p.Scaffold.ConfigSHA256)
 	row("agent", "%s, reasoning effort %q, seed %d", p.Agent.Model, p.Agent.ReasoningEffort, p.Seed)
 	row("budget", "wall %s, call limit %s, reserve %s, grading %s, artifact %d bytes", p.Budget.Wall, p.Budget.CallLimit, p.Budget.Reserve, p.Budget.Grading, p.Budget.MaxGzipBytes)

@@ -250,19 +250,22 @@ func newImagesBuildLocalCmd(g *globals) *cobra.Command {
 	var lock string
 	var only []string
 	cmd := &cobra.Command{
-		Use:   "build-local [--lock images.lock] [--only controller|python]",
+		Use:   "build-local [--lock images.lock] [--only controller|demo-controller|python]",
 		Short: "Build the demo/test images from Debian packages and pin them in a lock file",
-		Long: `Build-local builds two images from Debian packages only and imports them into the store:
-  controller  busybox (static): a shell and coreutils-level tools, no Python anywhere
-  python      debootstrap --variant=minbase with python3, numpy and torch (CPU), for runner/grader
+		Long: `Build-local builds three images from Debian packages only and imports them into the store:
+  controller       busybox (static): a shell and coreutils-level tools, no Python anywhere
+  demo-controller  the same with the scripted demo scaffold (kits/demo-agent) as its command,
+                   labelled with its scaffold pin (scripted-demo, version, config sha256)
+  python           debootstrap --variant=minbase with python3, numpy, torch (CPU) and OpenBLAS,
+                   for runner/grader
 Layers are reproducible (sorted entries, fixed mtimes, numeric owners): the same rootfs gives the
 same digest. The digests are written to --lock for the demo track. A second run with nothing
 changed reuses the cache (--cache-dir) and takes seconds. The python image needs root.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, k := range only {
-				if k != "controller" && k != "python" {
-					return usage(fmt.Errorf("--only %q: choose controller or python", k))
+				if k != "controller" && k != "demo-controller" && k != "python" {
+					return usage(fmt.Errorf("--only %q: choose controller, demo-controller or python", k))
 				}
 			}
 			o.Images, o.Log = only, cmd.ErrOrStderr()
@@ -289,7 +292,7 @@ changed reuses the cache (--cache-dir) and takes seconds. The python image needs
 	}
 	u.addFlags(cmd)
 	cmd.Flags().StringVar(&lock, "lock", "images.lock", "lock file to record the digests in (\"\" for none)")
-	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images (controller, python)")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images (controller, demo-controller, python)")
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")
 	cmd.Flags().StringVar(&o.Mirror, "mirror", "", "Debian mirror for debootstrap (default http://deb.debian.org/debian)")
 	cmd.Flags().StringVar(&o.Busybox, "busybox", "", "static busybox binary for the controller (default /bin/busybox)")

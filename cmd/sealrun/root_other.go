@@ -43,3 +43,7 @@ func newGradeCmd(*globals) *cobra.Command {
 func newRegradeCmd(*globals) *cobra.Command {
 	return linuxOnly("regrade", "Regrade an attested bundle and compare its pass vector")
 }
+
+func newDemoCmd(*globals) *cobra.Command {
+	return linuxOnly("demo", "A whole sealed benchmark on this machine")
+}

@@ -117,7 +117,7 @@ func newRunCmd() *cobra.Command {
 		Use:   "run --track T.toml --agent PROVIDER/MODEL[@EFFORT] --seed N [--detach | --wait] [--rerun]",
 		Short: "Launch a sealed run and follow it",
 		Long: `Run asks sealrund to run one seed of an agent on a track. The daemon checks every pin first (images,
-exam, validation set, brief, provider) and refuses with the mismatch named. It prints the run id,
+exam, kit, validation set, scaffold, provider) and refuses with the mismatch named. It prints the run id,
 then follows the run live: state changes and its end. Ctrl-C stops following; the run goes on
 (sealrun cancel RUN ends it). --detach returns at once; --wait prints nothing until the end.
 

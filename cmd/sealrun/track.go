@@ -17,7 +17,7 @@ func newTrackCmd() *cobra.Command {
 		Use:   "track",
 		Short: "Validate, identify and summarise track files (frozen rule sets)",
 		Long: `A track is the frozen rule set a sealed run is judged under: budgets, limits, the exam hash,
-image digests, the brief hash, the scaffold pin and the seeds an official row needs. Any change
+image digests, the kit hash, the scaffold pin and the seeds an official row needs. Any change
 that could move a score is a new track. See README.md, "Tracks", for the file format.`,
 		Args: exactArgs(0, "a subcommand: validate, id or show"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -144,7 +144,7 @@ func writeTrackSummary(out io.Writer, t *policy.Track) {
 	row("exam", "%d questions, up to %d bytes of context each", t.Exam.Questions, t.Exam.ContextBytes)
 	row("exam sha256", "%s", t.Exam.SHA256)
 	row("validation sha256", "%s", t.Exam.ValidationSHA256)
-	row("brief sha256", "%s", t.Brief.SHA256)
+	row("kit sha256", "%s", t.Kit.SHA256)
 	row("controller image", "%s", t.Images.Controller)
 	row("runner image", "%s", t.Images.Runner)
 	row("grader image", "%s", t.Images.Grader)

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package kits
+
+const syscallNoFollow = 0
