@@ -300,7 +300,7 @@ func (d *Daemon) Cancel(id string) (*Record, error) {
 		return &c, fmt.Errorf("%w: run %s has already ended (%s)", ErrRefused, id, r.State)
 	}
 	cancel := d.cancel[id]
-	queued := r.State == StateQueued
+	queued := r.State == StateQueued && cancel == nil // not yet started by Serve
 	d.mu.Unlock()
 	if queued {
 		d.mu.Lock()
@@ -401,7 +401,9 @@ func (d *Daemon) Serve(ctx context.Context) {
 			d.mu.Lock()
 			var next *Record
 			for _, r := range d.runs {
-				if r.State == StateQueued && (next == nil || r.Queued.Before(next.Queued)) {
+				// A run started here stays queued until its Execute records preparing: the
+				// cancel func marks it started, so it is never started twice.
+				if r.State == StateQueued && d.cancel[r.ID] == nil && (next == nil || r.Queued.Before(next.Queued)) {
 					next = r
 				}
 			}

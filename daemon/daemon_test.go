@@ -460,3 +460,43 @@ func testLogOutput() io.Writer {
 	}
 	return io.Discard
 }
+
+// Three runs of one CPU each on a two-CPU host with three slots: two start at once, the third
+// when one ends, and none is ever started twice (a started run stays queued until its Execute
+// records preparing; the queue once picked it again in that moment: make demo found it).
+func TestQueueNeverStartsARunTwice(t *testing.T) {
+	tb := newTestbed(t)
+	tb.cfg.Resources.Concurrency, tb.cfg.Resources.CPUs = 3, 2
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte("sleep 2\n"), 0o755)
+	x := tb.executor()
+	d := startDaemon(t, tb, x)
+	var ids []string
+	for seed := int64(1); seed <= 3; seed++ {
+		r, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", seed, false, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	for _, id := range ids {
+		if r := waitState(t, d, id, StateFailed); r.State != StateFailed {
+			t.Errorf("run %s: %s (%s); want failed (its agent promotes nothing)", id, r.State, r.Reason)
+		}
+	}
+	preparing := map[string]int{}
+	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
+		if e.Kind == "state" && e.State == StatePreparing {
+			preparing[e.Run]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	for _, id := range ids {
+		if preparing[id] != 1 {
+			t.Errorf("run %s was started %d times", id, preparing[id])
+		}
+	}
+}

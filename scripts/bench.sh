@@ -127,7 +127,7 @@ if [ -z "${SEALRUN_TEST_STATE:-}" ] || [ -z "${SEALRUN_TEST_BUILD_CACHE:-}" ]; t
 else
   demo_log="$work/demo.log"
   if bin/sealrun --state-dir "$SEALRUN_TEST_STATE" demo --seeds 1 --quick --keep --cache-dir "$SEALRUN_TEST_BUILD_CACHE" >"$demo_log" 2>&1; then
-    grep -E '^\s+seed 1: setup' "$demo_log" | sed 's/^ */per seed: /'
+    grep -E "^\s+seed 1: queued" "$demo_log" | sed 's/^ */per seed: /'
     echo "  (whole demo, images cached: $(awk '/^\[ *[0-9.]+s\]/ {t=$2} END {gsub(/[]s]/, "", t); print t}' "$demo_log") s; target for make demo: <= 5 min with 3 seeds on a machine that ran it)"
     run_dir=$(sed -n 's/^  seed 1 ([^)]*): //p' "$demo_log")
     echo "starter model training throughput on this CPU (toy size, one core, per call): $(sed -n 's/^done: step [0-9]*, [0-9.]*s, \([0-9,]*\) bytes\/s.*/\1/p' "$run_dir/transcript.log" | paste -sd' ' -) bytes/s"

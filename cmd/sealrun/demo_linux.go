@@ -277,6 +277,8 @@ concurrency = %d
 			r.rec = demoFollow(ctx, c, r.rec.ID, func(e daemon.Event, last daemon.Record) {
 				if e.Kind == "state" {
 					r.t[e.State] = e.Time
+				} else if e.Kind == "record" && r.t[last.State].IsZero() {
+					r.t[last.State] = e.Time // the state it was in when the stream began
 				}
 				if line := eventLine(e, last); line != "" {
 					lg.printf("    seed %d %s", r.seed, strings.TrimSpace(line[strings.Index(line, " "):]))
@@ -330,7 +332,7 @@ concurrency = %d
 		return err
 	}
 	fmt.Fprintf(out, "\n%s\n", board.String())
-	fmt.Fprintln(out, "Time per seed (setup = queued to running; agent = running to grading; grading; attesting):")
+	fmt.Fprintln(out, "Time per seed (queued: waiting for CPUs; setup: preparing to running; agent: running to grading; grading; attesting):")
 	for _, s := range timings {
 		fmt.Fprintln(out, "  "+s)
 	}
@@ -423,28 +425,24 @@ func demoFollow(ctx context.Context, c *apiClient, id string, fn func(daemon.Eve
 	return last
 }
 
-// demoTimings splits a run's wall time: setup (queued to running), agent (running to grading),
-// grading (to the pass vector and bits), attesting (to the final state).
+// demoTimings splits a run's wall time: waiting in the queue, setup (preparing to running: pins
+// checked, workspace seeded, gateway, services, controller), agent (running to grading),
+// grading (both phases, from report.json) and attesting (the rest: report, attestation, record).
 func demoTimings(seed int64, r daemon.Record, t map[string]time.Time) string {
-	d := func(a, b string) string {
-		ta, tb := t[a], t[b]
-		if ta.IsZero() || tb.IsZero() {
+	d := func(a, b time.Time) string {
+		if a.IsZero() || b.IsZero() {
 			return "—"
 		}
-		return tb.Sub(ta).Round(100 * time.Millisecond).String()
+		return b.Sub(a).Round(100 * time.Millisecond).String()
 	}
-	final := r.State
-	// Attesting is what follows grading: the report, the attestation, the record.
-	end := r.Finished
-	attesting := "—"
-	if g := t[daemon.StateGrading]; !g.IsZero() && !end.IsZero() {
-		if rep, err := readReport(filepath.Join(r.Dir, "report.json")); err == nil {
-			gd := time.Duration(rep.Timings.AnswersMS+rep.Timings.BitsMS) * time.Millisecond
-			attesting = max(0, end.Sub(g)-gd).Round(100 * time.Millisecond).String()
-			return fmt.Sprintf("seed %d: setup %s, agent %s, grading %s, attesting %s (%s)", seed, d("queued", daemon.StateRunning), d(daemon.StateRunning, daemon.StateGrading), gd.Round(100*time.Millisecond), attesting, final)
-		}
+	grading, attesting := "—", d(t[daemon.StateGrading], r.Finished)
+	if rep, err := readReport(filepath.Join(r.Dir, "report.json")); err == nil && !t[daemon.StateGrading].IsZero() && !r.Finished.IsZero() {
+		gd := time.Duration(rep.Timings.AnswersMS+rep.Timings.BitsMS) * time.Millisecond
+		grading = gd.Round(100 * time.Millisecond).String()
+		attesting = max(0, r.Finished.Sub(t[daemon.StateGrading])-gd).Round(100 * time.Millisecond).String()
 	}
-	return fmt.Sprintf("seed %d: setup %s, agent %s, grading+attesting %s (%s)", seed, d("queued", daemon.StateRunning), d(daemon.StateRunning, daemon.StateGrading), d(daemon.StateGrading, final), final)
+	return fmt.Sprintf("seed %d: queued %s, setup %s, agent %s, grading %s, attesting %s (%s)", seed,
+		d(t["queued"], t[daemon.StatePreparing]), d(t[daemon.StatePreparing], t[daemon.StateRunning]), d(t[daemon.StateRunning], t[daemon.StateGrading]), grading, attesting, r.State)
 }
 
 func readReport(path string) (*grader.Report, error) {
