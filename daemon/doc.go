@@ -13,5 +13,9 @@
 //     gateway that refuses every request, since there is no model to reach;
 //   - "egress_blocked" of a run's containers is the network hook's check of the namespace before
 //     the container ran (the probe's active connection attempts are for sealrun sandbox probe);
-//   - a run whose scaffold exits before the deadline ends then (the agent is gone).
+//   - a run whose scaffold exits before the deadline ends then (the agent is gone);
+//   - tests replace the scaffold's command and add files to the workspace after the kit
+//     (Executor.Entrypoint and TestOverlay; sealrund's SEALRUND_TEST_ENTRYPOINT and
+//     SEALRUND_TEST_OVERLAY, logged as a warning): the tests' scripted agents change between runs
+//     of one track, which a pinned kit cannot. Production never sets them.
 package daemon

@@ -4,6 +4,7 @@
 // The daemon's end-to-end tests (a real sealrund process killed with -9 mid-run, during grading
 // and while signing; the real sealrun CLI against its socket; the queue on a fake GPU; full disk;
 // cancel in every state) live in daemon/, beside the test bed they share (content store, track
-// pinned to the local images, fake provider, scripted agent). The attack and fault suite of its
-// own issue goes here.
+// pinned to the local images, fake provider, scripted agent). Here: the shortened demo
+// (demo_test.go: the real sealrun demo, one seed, checked as a reader of its output would), and
+// the attack and fault suite of its own issue.
 package e2e

@@ -261,11 +261,10 @@ concurrency = %d
 	}
 	runs := make([]*demoRun, o.seeds)
 	for i := range runs {
-		r := &demoRun{seed: int64(i + 1), t: map[string]time.Time{}}
+		r := &demoRun{seed: int64(i + 1)}
 		if err := c.do(ctx, "POST", "/runs", daemon.RunRequest{Track: text, TrackName: trackFile, Agent: "none/none", Seed: r.seed}, &r.rec); err != nil {
 			return err
 		}
-		r.t["queued"] = time.Now()
 		runs[i] = r
 		lg.printf("    seed %d: run %s queued", r.seed, r.rec.ID)
 	}
@@ -275,11 +274,6 @@ concurrency = %d
 		go func() {
 			defer wg.Done()
 			r.rec = demoFollow(ctx, c, r.rec.ID, func(e daemon.Event, last daemon.Record) {
-				if e.Kind == "state" {
-					r.t[e.State] = e.Time
-				} else if e.Kind == "record" && r.t[last.State].IsZero() {
-					r.t[last.State] = e.Time // the state it was in when the stream began
-				}
 				if line := eventLine(e, last); line != "" {
 					lg.printf("    seed %d %s", r.seed, strings.TrimSpace(line[strings.Index(line, " "):]))
 				}
@@ -287,6 +281,20 @@ concurrency = %d
 		}()
 	}
 	wg.Wait()
+	// The journal has every state change with its time (the live stream may begin after the first).
+	byID := map[string]*demoRun{}
+	for _, r := range runs {
+		byID[r.rec.ID] = r
+		r.t = map[string]time.Time{"queued": r.rec.Queued}
+	}
+	if jb, err := os.ReadFile(filepath.Join(state, "journal.jsonl")); err == nil { // read only: the daemon still has it open
+		for _, line := range bytes.Split(jb, []byte("\n")) {
+			var e daemon.Event
+			if json.Unmarshal(line, &e) == nil && e.Kind == "state" && byID[e.Run] != nil {
+				byID[e.Run].t[e.State] = e.Time
+			}
+		}
+	}
 
 	lg.printf("6/7 verify: each attestation with --bundle --report --audit --track")
 	var atts []string
