@@ -2,6 +2,8 @@ package images
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -108,4 +110,40 @@ func TestLocalPythonImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoPython(t, croot)
+}
+
+// The demo controller image: no Python either, the scripted scaffold as its command, labelled
+// with the scaffold pin a track checks.
+func TestBuildLocalDemoController(t *testing.T) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		testenv.Missing(t, "busybox-static is not installed (make deps installs it)")
+	}
+	dir := t.TempDir()
+	s, err := OpenStore(dir, WithUnpackOptions(UnpackOptions{Chown: os.Geteuid() == 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := s.BuildLocal(context.Background(), dir, BuildOptions{Images: []string{"demo-controller"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := ParsePinned(built[0].Ref)
+	cf, err := s.Config(d.DigestStr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cf.Config.Labels
+	if l[LabelScaffoldName] != DemoScaffoldName || l[LabelScaffoldVer] != DemoScaffoldVersion || l[LabelScaffoldConfig] != DemoScaffoldConfigSHA256() {
+		t.Errorf("labels %v", l)
+	}
+	if strings.Join(cf.Config.Entrypoint, " ") != "/bin/sh "+demoScaffoldPath {
+		t.Errorf("entrypoint %v", cf.Config.Entrypoint)
+	}
+	rootfs, _ := s.Rootfs(d.DigestStr())
+	// The script is in the image as kits/demo-agent has it (its sha256 is the config label).
+	b, err := os.ReadFile(filepath.Join(rootfs, demoScaffoldPath))
+	if err != nil || fmt.Sprintf("%x", sha256.Sum256(b)) != DemoScaffoldConfigSHA256() {
+		t.Errorf("the scaffold in the image: %v", err)
+	}
+	assertNoPython(t, rootfs)
 }

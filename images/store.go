@@ -367,12 +367,12 @@ func (s *Store) verifyImage(ctx context.Context, ref, digest string, img v1.Imag
 	return nil
 }
 
-// Config is the image's OCI configuration (command, environment, labels) from its layout.
-func (s *Store) Config(digest string) (*v1.ConfigFile, error) {
-	if _, err := s.Get(digest); err != nil {
+// image is the stored image of a digest, from its layout.
+func (s *Store) image(digest string) (v1.Image, error) {
+	dir, err := s.Dir(digest)
+	if err != nil {
 		return nil, err
 	}
-	dir, _ := s.Dir(digest)
 	lp, err := layout.FromPath(filepath.Join(dir, "layout"))
 	if err != nil {
 		return nil, fmt.Errorf("image %s: layout is damaged: %w; remove and re-import it", digest, err)
@@ -381,6 +381,18 @@ func (s *Store) Config(digest string) (*v1.ConfigFile, error) {
 	img, err := lp.Image(h)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: manifest missing from its layout: %w; remove and re-import it", digest, err)
+	}
+	return img, nil
+}
+
+// Config is the image's OCI configuration (command, environment, labels) from its layout.
+func (s *Store) Config(digest string) (*v1.ConfigFile, error) {
+	if _, err := s.Get(digest); err != nil {
+		return nil, err
+	}
+	img, err := s.image(digest)
+	if err != nil {
+		return nil, err
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -397,14 +409,9 @@ func (s *Store) Verify(ctx context.Context, digest string) (*Record, error) {
 		return nil, err
 	}
 	dir, _ := s.Dir(digest)
-	lp, err := layout.FromPath(filepath.Join(dir, "layout"))
+	img, err := s.image(digest)
 	if err != nil {
-		return nil, fmt.Errorf("image %s: layout is damaged: %w; remove and re-import it", digest, err)
-	}
-	h, _ := v1.NewHash(digest)
-	img, err := lp.Image(h)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: manifest missing from its layout: %w; remove and re-import it", digest, err)
+		return nil, err
 	}
 	// The layers and the unpacked tree are independent: hash them at the same time.
 	type treeResult struct {
