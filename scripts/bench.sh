@@ -131,7 +131,7 @@ else
     echo "  (whole demo, images cached: $(awk '/^\[ *[0-9.]+s\]/ {t=$2} END {gsub(/[]s]/, "", t); print t}' "$demo_log") s; target for make demo: <= 5 min with 3 seeds on a machine that ran it)"
     run_dir=$(sed -n 's/^  seed 1 ([^)]*): //p' "$demo_log")
     echo "starter model training throughput on this CPU (toy size, one core, per call): $(sed -n 's/^done: step [0-9]*, [0-9.]*s, \([0-9,]*\) bytes\/s.*/\1/p' "$run_dir/transcript.log" | paste -sd' ' -) bytes/s"
-    awk -F'"answers_ms":' 'NF > 1 {split($2, a, /[,}]/); printf "starter bundle on the hidden exam (12 questions, CPU): answers phase %s ms\n", a[1]}' "$run_dir/report.json"
+    awk -F'"answers_ms":' 'NF > 1 {split($2, a, /[,}]/); printf "starter bundle on the hidden exam (12 questions, CPU): answers phase %d ms\n", a[1]}' "$run_dir/report.json"
   else
     echo "demo FAILED:"; tail -20 "$demo_log"
   fi

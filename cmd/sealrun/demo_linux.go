@@ -441,16 +441,24 @@ func demoTimings(seed int64, r daemon.Record, t map[string]time.Time) string {
 		if a.IsZero() || b.IsZero() {
 			return "—"
 		}
-		return b.Sub(a).Round(100 * time.Millisecond).String()
+		return roundDuration(b.Sub(a))
 	}
 	grading, attesting := "—", d(t[daemon.StateGrading], r.Finished)
 	if rep, err := readReport(filepath.Join(r.Dir, "report.json")); err == nil && !t[daemon.StateGrading].IsZero() && !r.Finished.IsZero() {
 		gd := time.Duration(rep.Timings.AnswersMS+rep.Timings.BitsMS) * time.Millisecond
-		grading = gd.Round(100 * time.Millisecond).String()
-		attesting = max(0, r.Finished.Sub(t[daemon.StateGrading])-gd).Round(100 * time.Millisecond).String()
+		grading = roundDuration(gd)
+		attesting = roundDuration(max(0, r.Finished.Sub(t[daemon.StateGrading])-gd))
 	}
 	return fmt.Sprintf("seed %d: queued %s, setup %s, agent %s, grading %s, attesting %s (%s)", seed,
 		d(t["queued"], t[daemon.StatePreparing]), d(t[daemon.StatePreparing], t[daemon.StateRunning]), d(t[daemon.StateRunning], t[daemon.StateGrading]), grading, attesting, r.State)
+}
+
+// roundDuration prints milliseconds under a second, tenths of a second above.
+func roundDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
 }
 
 func readReport(path string) (*grader.Report, error) {
