@@ -95,6 +95,13 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 	if p := m.Entrypoint[0]; path.IsAbs(p) {
 		return nil, bundleErr(ManifestName, "entrypoint[0] %q is absolute; name a bundle file as a relative path (\"./predict\") or a program of the grader image by its bare name (\"python3\")", p)
 	}
+	// A bundle file the entrypoint names is inside the bundle (found by make fuzz: "../run"
+	// passed here and was refused only later, when the files were checked).
+	for _, f := range m.BundleFiles() {
+		if f == ".." || strings.HasPrefix(f, "../") {
+			return nil, bundleErr(ManifestName, "entrypoint names %q, which is outside the bundle; name files of the bundle relative to its top (\"./predict\", \"predict.py\")", f)
+		}
+	}
 	return &m, nil
 }
 

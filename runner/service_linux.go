@@ -641,13 +641,15 @@ func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
 	cs := s.running
 	s.mu.Unlock()
 	code, teardown := s.runCall(r.Context(), st, cs, req, cwd)
-	// The exit status goes back as soon as the command has ended and its audit entry is
-	// written; the exited container's teardown follows, after the slot is free again.
-	st.exit(code)
+	// The slot is free before the exit status goes back (the command has ended and its audit
+	// entry is written): a client that starts its next call the moment it has this one's status
+	// must never find it still running (a fresh-machine CI run did). The exited container's
+	// teardown follows.
 	s.mu.Lock()
 	s.running = nil
 	s.done++
 	s.mu.Unlock()
+	st.exit(code)
 	teardown()
 }
 
