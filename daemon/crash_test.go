@@ -15,30 +15,42 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+	"github.com/sigstore/sigstore/pkg/signature"
 )
 
-// kill -9 of a real sealrund while a run is running, then a restart: the run ends invalid
-// (daemon restart) with an attestation that verifies, a rerun is queued, linked both ways and
-// graded, nothing of the killed run is left, and the journal is intact.
-func TestKill9AndRestart(t *testing.T) {
-	tb := newTestbed(t)
-	daemonBin := sandboxtest.Static(t, "cmd/sealrund")
-	cli := sandboxtest.Static(t, "cmd/sealrun")
+// realDaemon is a real sealrund process on a testbed, driven through the real sealrun CLI, that
+// tests kill with -9 and restart.
+type realDaemon struct {
+	t        *testing.T
+	tb       *testbed
+	bin, cli string
+	cfgFile  string
+	sock     string
+	runDir   string
+	trackF   string
+	logs     bytes.Buffer
+	cmd      *exec.Cmd
+	env      []string // extra environment of the next start
+	verifier signature.Verifier
+}
+
+func newRealDaemon(t *testing.T, tb *testbed) *realDaemon {
+	rd := &realDaemon{t: t, tb: tb, bin: sandboxtest.Static(t, "cmd/sealrund"), cli: sandboxtest.Static(t, "cmd/sealrun")}
 	// The daemon's own state directory, with the local test images' store linked in.
 	os.Symlink(filepath.Join(testenv.LocalImages(t).State, "images"), filepath.Join(tb.state, "images"))
-	runDir, err := os.MkdirTemp("/run", "sealrun-crashtest-")
-	if err != nil {
+	var err error
+	if rd.runDir, err = os.MkdirTemp("/run", "sealrun-crashtest-"); err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(runDir)
+	t.Cleanup(func() { os.RemoveAll(rd.runDir) })
 	keys := filepath.Join(tb.base, "keys")
 	os.MkdirAll(keys, 0o700)
 	os.WriteFile(filepath.Join(keys, "sealrun.key"), mustRead(t, "../attest/testdata/ed25519.key"), 0o600)
 	os.WriteFile(filepath.Join(keys, "sealrun.pub"), mustRead(t, "../attest/testdata/ed25519.pub"), 0o644)
-	sock := filepath.Join(tb.base, "sealrun.sock")
+	rd.sock = filepath.Join(tb.base, "sealrun.sock")
 	prov := tb.cfg.Providers["openai"]
-	cfgFile := filepath.Join(tb.base, "sealrun.toml")
-	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`state_dir = %q
+	rd.cfgFile = filepath.Join(tb.base, "sealrun.toml")
+	os.WriteFile(rd.cfgFile, []byte(fmt.Sprintf(`state_dir = %q
 run_dir = %q
 socket = %q
 group = "root"
@@ -51,104 +63,152 @@ public = %q
 kind = "openai"
 base_url = %q
 key_file = %q
-`, tb.state, runDir, sock, tb.cfg.Runner, sandboxtest.Static(t, "cmd/sealrun-netns-hook"), filepath.Join(keys, "sealrun.key"), filepath.Join(keys, "sealrun.pub"),
+`, tb.state, rd.runDir, rd.sock, tb.cfg.Runner, sandboxtest.Static(t, "cmd/sealrun-netns-hook"), filepath.Join(keys, "sealrun.key"), filepath.Join(keys, "sealrun.pub"),
 		prov.BaseURL, prov.KeyFile)), 0o644)
-	slow := strings.Replace(agentScript, "PROMOTE", `runner promote "$id"; sleep 600`, 1)
-	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(slow), 0o755)
-
-	var logs bytes.Buffer
-	start := func() *exec.Cmd {
-		cmd := exec.Command(daemonBin, "--config", cfgFile)
-		cmd.Env = append(os.Environ(), "SEALRUND_TEST_OVERLAY="+tb.kit, "SEALRUND_TEST_ENTRYPOINT=sh /workspace/agent.sh")
-		cmd.Stderr = &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+	rd.trackF = filepath.Join(tb.base, "track.toml")
+	os.WriteFile(rd.trackF, []byte(tb.trackTOML), 0o644)
+	rd.verifier, _, _ = attest.LoadVerifier("../attest/testdata/ed25519.pub")
+	t.Cleanup(func() {
+		rd.stop()
+		if t.Failed() {
+			t.Logf("sealrund logs:\n%s", rd.logs.String())
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := os.Stat(sock); err == nil {
-				return cmd
+	})
+	return rd
+}
+
+// start starts sealrund and waits for its socket.
+func (rd *realDaemon) start() {
+	t := rd.t
+	t.Helper()
+	os.Remove(rd.sock) // a killed daemon leaves its socket; the new one replaces it anyway
+	cmd := exec.Command(rd.bin, "--config", rd.cfgFile)
+	cmd.Env = append(append(os.Environ(), "SEALRUND_TEST_OVERLAY="+rd.tb.kit, "SEALRUND_TEST_ENTRYPOINT=sh /workspace/agent.sh"), rd.env...)
+	cmd.Stderr = &rd.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd.cmd = cmd
+	go cmd.Wait()
+	armed := strings.Contains(strings.Join(rd.env, " "), "SEALRUND_TEST_KILL_AFTER=")
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(rd.sock); err == nil {
+			return
+		}
+		if rd.exited() {
+			if armed {
+				return // the failpoint fired while it started (a recovery event)
 			}
+			break
+		}
+	}
+	t.Fatalf("sealrund did not start:\n%s", rd.logs.String())
+}
+
+// exited says whether the daemon's process is gone (killed by a failpoint).
+func (rd *realDaemon) exited() bool {
+	return rd.cmd != nil && syscall.Kill(rd.cmd.Process.Pid, 0) != nil
+}
+
+func (rd *realDaemon) kill9() {
+	if rd.cmd != nil {
+		rd.cmd.Process.Signal(syscall.SIGKILL)
+		for rd.cmd.ProcessState == nil && syscall.Kill(rd.cmd.Process.Pid, 0) == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		rd.cmd = nil
+	}
+}
+
+func (rd *realDaemon) stop() {
+	if rd.cmd != nil {
+		rd.cmd.Process.Signal(syscall.SIGTERM)
+		for i := 0; i < 600 && syscall.Kill(rd.cmd.Process.Pid, 0) == nil; i++ {
 			time.Sleep(50 * time.Millisecond)
 		}
-		cmd.Process.Kill()
-		t.Fatalf("sealrund did not start:\n%s", logs.String())
-		return nil
+		rd.cmd = nil
 	}
-	sealrun := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(cli, append(args, "--socket", sock)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("sealrun %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	show := func(id string) Record {
-		var r Record
-		json.Unmarshal([]byte(sealrun("show", id, "--json")), &r)
-		return r
-	}
-	trackFile := filepath.Join(tb.base, "track.toml")
-	os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
+}
 
-	verifier, _, _ := attest.LoadVerifier("../attest/testdata/ed25519.pub")
-	var current *exec.Cmd
-	defer func() {
-		if current != nil {
-			current.Process.Signal(syscall.SIGTERM)
-			current.Wait()
-		}
-		if t.Failed() {
-			t.Logf("sealrund logs:\n%s", logs.String())
-		}
-	}()
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(90 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s\n%s", what, logs.String())
-			}
+func (rd *realDaemon) sealrun(args ...string) string {
+	rd.t.Helper()
+	out, err := exec.Command(rd.cli, append(args, "--socket", rd.sock)...).CombinedOutput()
+	if err != nil {
+		rd.t.Fatalf("sealrun %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (rd *realDaemon) show(id string) Record {
+	var r Record
+	json.Unmarshal([]byte(rd.sealrun("show", id, "--json")), &r)
+	return r
+}
+
+func (rd *realDaemon) waitFor(what string, ok func() bool) {
+	rd.t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			rd.t.Fatalf("timed out waiting for %s\n%s", what, rd.logs.String())
 		}
 	}
-	kill9 := func() {
-		current.Process.Signal(syscall.SIGKILL)
-		current.Wait()
-		os.Remove(sock) // a killed daemon leaves its socket; the new one replaces it anyway
+}
+
+// launch starts a run (detached) and returns its id.
+func (rd *realDaemon) launch(seed string) string {
+	return strings.TrimSpace(rd.sealrun("run", "--track", rd.trackF, "--agent", "openai/gpt-x@high", "--seed", seed, "--detach"))
+}
+
+// verify checks a final run's attestation with its report, audit log and track.
+func (rd *realDaemon) verify(rec Record, phase string) {
+	t := rd.t
+	t.Helper()
+	af, _ := os.Open(filepath.Join(rec.Dir, "audit.jsonl"))
+	defer af.Close()
+	v, err := attest.Verify(mustRead(t, filepath.Join(rec.Dir, "result.att.json")), rd.verifier,
+		attest.WithReportDigest(sha(mustRead(t, filepath.Join(rec.Dir, "report.json")))), attest.WithAuditLog(af), attest.WithTrack(rd.tb.track))
+	if err != nil {
+		t.Errorf("%s (%s): %v", rec.ID, phase, err)
+		return
 	}
-	// afterRestart checks a run killed at phase: invalid (daemon restart) with an attestation
-	// that verifies, and its rerun queued, linked both ways and graded.
-	afterRestart := func(id, phase string) {
-		t.Helper()
-		r := show(id)
-		if r.State != StateInvalid || r.Reason != "daemon restart" || r.RerunBy == "" {
-			t.Fatalf("killed %s, after restart: %+v", phase, r)
-		}
-		waitFor("the rerun of the run killed "+phase, func() bool { return show(r.RerunBy).Final() })
-		rerun := show(r.RerunBy)
-		if rerun.State != StateGraded || rerun.RerunOf != id {
-			t.Errorf("rerun of the run killed %s: %+v", phase, rerun)
-		}
-		for _, rec := range []Record{r, rerun} {
-			af, _ := os.Open(filepath.Join(rec.Dir, "audit.jsonl"))
-			v, err := attest.Verify(mustRead(t, filepath.Join(rec.Dir, "result.att.json")), verifier,
-				attest.WithReportDigest(sha(mustRead(t, filepath.Join(rec.Dir, "report.json")))), attest.WithAuditLog(af), attest.WithTrack(tb.track))
-			af.Close()
-			if err != nil {
-				t.Errorf("%s (%s): %v", rec.ID, phase, err)
-				continue
-			}
-			if p := v.Statement.Predicate; p.Run.ID != rec.ID || p.Run.RerunOf != rec.RerunOf || p.Result.Status != rec.State {
-				t.Errorf("%s (%s): predicate run %+v result %s", rec.ID, phase, p.Run, p.Result.Status)
-			}
-		}
+	if p := v.Statement.Predicate; p.Run.ID != rec.ID || p.Run.RerunOf != rec.RerunOf || p.Result.Status != rec.State {
+		t.Errorf("%s (%s): predicate run %+v result %s", rec.ID, phase, p.Run, p.Result.Status)
 	}
-	launch := func(seed string) string {
-		return strings.TrimSpace(sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", seed, "--detach"))
+}
+
+// afterRestart checks a run killed at phase: invalid (daemon restart) with an attestation
+// that verifies, and its rerun queued, linked both ways and graded.
+func (rd *realDaemon) afterRestart(id, phase string) {
+	t := rd.t
+	t.Helper()
+	r := rd.show(id)
+	if r.State != StateInvalid || r.Reason != "daemon restart" || r.RerunBy == "" {
+		t.Fatalf("killed %s, after restart: %+v", phase, r)
 	}
+	rd.waitFor("the rerun of the run killed "+phase, func() bool { return rd.show(r.RerunBy).Final() })
+	rerun := rd.show(r.RerunBy)
+	if rerun.State != StateGraded || rerun.RerunOf != id {
+		t.Errorf("rerun of the run killed %s: %+v", phase, rerun)
+	}
+	rd.verify(r, phase)
+	rd.verify(rerun, phase)
+}
+
+// kill -9 of a real sealrund while a run is running, then a restart: the run ends invalid
+// (daemon restart) with an attestation that verifies, a rerun is queued, linked both ways and
+// graded, nothing of the killed run is left, and the journal is intact.
+func TestKill9AndRestart(t *testing.T) {
+	tb := newTestbed(t)
+	rd := newRealDaemon(t, tb)
+	slow := strings.Replace(agentScript, "PROMOTE", `runner promote "$id"; sleep 600`, 1)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(slow), 0o755)
+	start, show, waitFor, kill9, afterRestart := rd.start, rd.show, rd.waitFor, rd.kill9, rd.afterRestart
+	logs, runDir := &rd.logs, rd.runDir
+	launch := rd.launch
 	finalizing := []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1))
 
 	// 1. kill -9 while running, once the agent has submitted and promoted.
-	current = start()
+	start()
 	id := launch("1")
 	waitFor("the promotion", func() bool {
 		return strings.Contains(string(readOr(filepath.Join(tb.state, "runs", id, "history.jsonl"))), `"kind":"promote"`)
@@ -158,7 +218,7 @@ key_file = %q
 	}
 	kill9()
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), finalizing, 0o755) // reruns finish at once
-	current = start()
+	start()
 	afterRestart(id, "while running")
 
 	// 2. kill -9 during grading: a bundle that hangs on the hidden exam's 7th question holds the
@@ -174,15 +234,14 @@ key_file = %q
 	}
 	kill9()
 	os.WriteFile(filepath.Join(tb.kit, "predict.py"), example, 0o644)
-	current = start()
+	start()
 	afterRestart(id2, "while grading")
 
 	// 3. kill -9 while signing (held there by the test failpoint): no attestation was written
 	// before the kill; after the restart the run has one saying invalid.
-	current.Process.Signal(syscall.SIGTERM)
-	current.Wait()
+	rd.stop()
 	os.Setenv("SEALRUND_TEST_HOLD", "sign")
-	current = start()
+	start()
 	os.Unsetenv("SEALRUND_TEST_HOLD")
 	id3 := launch("3")
 	waitFor("the signing failpoint", func() bool {
@@ -192,7 +251,7 @@ key_file = %q
 	if _, err := os.Stat(filepath.Join(tb.state, "runs", id3, "result.att.json")); err == nil {
 		t.Fatalf("an attestation was written past the failpoint")
 	}
-	current = start()
+	start()
 	afterRestart(id3, "while signing")
 
 	// Nothing of the killed runs is left: no container, no run of the host's run directory.
@@ -213,4 +272,135 @@ key_file = %q
 func readOr(p string) []byte {
 	b, _ := os.ReadFile(p)
 	return b
+}
+
+// kill -9 at each of ten journal event boundaries of a run's life (the daemon kills itself
+// right after the event is fsynced: SEALRUND_TEST_KILL_AFTER), then a restart. Each time: every
+// line journaled before the kill is still there (no acknowledged record lost); a run killed
+// once started is invalid (daemon restart) with a rerun linked both ways and graded; a run
+// killed while queued keeps its place and runs; a run killed after its end keeps its result;
+// every attestation verifies; nothing is left behind.
+func TestKill9AtEveryJournalEvent(t *testing.T) {
+	tb := newTestbed(t)
+	rd := newRealDaemon(t, tb)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
+	journal := filepath.Join(tb.state, "journal.jsonl")
+	var ids []string
+	kills := 0
+	for i, p := range []struct {
+		point string // the run's event after which the daemon dies
+		// recover: the restart after that kill dies too, after this event of its recovery
+		recover string
+	}{
+		{"submitted", ""}, {"state:preparing", ""}, {"state:running", "state:invalid"}, {"finalized", "submitted"},
+		{"state:grading", ""}, {"sealed", ""}, {"result", ""}, {"state:graded", ""},
+	} {
+		name := fmt.Sprintf("%d-%s", i+1, p.point)
+		rd.env = []string{"SEALRUND_TEST_KILL_AFTER=" + p.point}
+		rd.start()
+		out, err := exec.Command(rd.cli, "run", "--track", rd.trackF, "--agent", "openai/gpt-x@high", "--seed", fmt.Sprint(100+i), "--detach", "--socket", rd.sock).CombinedOutput()
+		id := strings.TrimSpace(string(out))
+		if p.point == "submitted" && err == nil {
+			t.Fatalf("%s: the run was acknowledged: %s", name, out)
+		}
+		if err != nil {
+			// Killed before it answered (after "submitted", or "preparing" when the queue was
+			// quicker than the reply): the client saw no id; the journal has it.
+			rd.waitFor(name+": the failpoint", rd.exited)
+			id = lastRun(t, journal)
+		}
+		ids = append(ids, id)
+		for _, point := range []string{p.point, p.recover} {
+			if point == "" {
+				break
+			}
+			if point == p.recover {
+				name += ", then " + point + " in the recovery"
+				rd.env = []string{"SEALRUND_TEST_KILL_AFTER=" + point}
+				rd.start()
+			}
+			kills++
+			rd.waitFor(name+": the failpoint", rd.exited)
+			rd.cmd = nil
+			before := mustRead(t, journal)
+			if !bytes.HasSuffix(before, []byte("\n")) {
+				t.Fatalf("%s: the journal ends with a torn line after the kill", name)
+			}
+			if last := lastEvent(t, before); last.Kind+":"+last.State != point && last.Kind != point {
+				t.Fatalf("%s: the last journaled event is %+v", name, last)
+			}
+		}
+		before := mustRead(t, journal)
+		rd.env = nil
+		rd.start()
+		if after := mustRead(t, journal); !bytes.HasPrefix(after, before) {
+			t.Fatalf("%s: the restart changed what was journaled before the kill", name)
+		}
+		rd.waitFor(name+": every run final", func() bool {
+			for _, r := range listRuns(rd) {
+				if !r.Final() {
+					return false
+				}
+			}
+			return true
+		})
+		r := rd.show(id)
+		switch {
+		case p.point == "state:graded", p.point == "submitted":
+			// Killed after its end, or while queued (it keeps its place): graded, never rerun.
+			if r.State != StateGraded || r.RerunBy != "" {
+				t.Errorf("%s: %+v", name, r)
+			}
+			rd.verify(r, name)
+		default:
+			rd.afterRestart(id, name)
+		}
+		rd.stop()
+	}
+	// Every run: final, attested, and each killed one rerun exactly once.
+	rd.start()
+	reruns := map[string]int{}
+	for _, r := range listRuns(rd) {
+		if r.RerunOf != "" {
+			reruns[r.RerunOf]++
+		}
+	}
+	for id, n := range reruns {
+		if n != 1 {
+			t.Errorf("run %s was rerun %d times", id, n)
+		}
+	}
+	if out, _ := exec.Command("runc", "list", "-q").Output(); len(bytes.TrimSpace(out)) > 0 {
+		for _, id := range ids {
+			if strings.Contains(string(out), id) {
+				t.Errorf("containers of killed runs are left: %s", out)
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(rd.runDir, "runs")); len(entries) > 0 {
+		t.Errorf("run records left in %s: %d", rd.runDir, len(entries))
+	}
+	if kills != 10 {
+		t.Errorf("%d kills; the catalogue has 10", kills)
+	}
+	t.Logf("%d kills at journal events, %d runs, 0 acknowledged records lost", kills, len(listRuns(rd)))
+}
+
+func listRuns(rd *realDaemon) []Record {
+	var rs []Record
+	json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &rs)
+	return rs
+}
+
+func lastEvent(t *testing.T, journal []byte) Event {
+	lines := bytes.Split(bytes.TrimSpace(journal), []byte("\n"))
+	var e Event
+	if err := json.Unmarshal(lines[len(lines)-1], &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func lastRun(t *testing.T, journal string) string {
+	return lastEvent(t, mustRead(t, journal)).Run
 }

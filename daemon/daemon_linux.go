@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +82,11 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 	}
 	d.j = j
 	x.Journal = j
+	if x.KillAfter != "" { // a test failpoint: see Journal.KillAfter
+		point, nth, _ := strings.Cut(x.KillAfter, "#")
+		n, _ := strconv.Atoi(nth)
+		j.KillAfter(point, max(n, 1))
+	}
 	x.onEvent = d.publish
 	if reaped, err := x.Host.Reap(ctx); err != nil {
 		log.Warn("reap leftovers", "err", err)
@@ -107,7 +114,19 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 		}
 		os.RemoveAll(filepath.Join(r.Dir, "agent.sock"))
 		d.invalidate(ctx, spec, reason, r.Started)
-		d.rerun(spec, reason)
+	}
+	// Every invalid run but a cancelled one gets a rerun, linked both ways. Done here for all of
+	// them, not only those just invalidated: a daemon killed between journaling a run invalid
+	// and queueing its rerun left one without (found by the kill-at-every-journal-event test).
+	var norerun []*Record
+	for _, r := range d.runs {
+		if _, ok := d.spec[r.ID]; ok && r.State == StateInvalid && r.RerunBy == "" && r.Reason != "cancelled" {
+			norerun = append(norerun, r)
+		}
+	}
+	sort.Slice(norerun, func(i, k int) bool { return norerun[i].Queued.Before(norerun[k].Queued) })
+	for _, r := range norerun {
+		d.rerun(d.spec[r.ID], r.Reason)
 	}
 	return d, nil
 }

@@ -17,5 +17,9 @@
 //   - tests replace the scaffold's command and add files to the workspace after the kit
 //     (Executor.Entrypoint and TestOverlay; sealrund's SEALRUND_TEST_ENTRYPOINT and
 //     SEALRUND_TEST_OVERLAY, logged as a warning): the tests' scripted agents change between runs
-//     of one track, which a pinned kit cannot. Production never sets them.
+//     of one track, which a pinned kit cannot. Production never sets them;
+//   - two failpoints serve the fault tests, each logged as a warning when set and never set in
+//     production: SEALRUND_TEST_HOLD (a run stops at "preparing" or "sign") and
+//     SEALRUND_TEST_KILL_AFTER ("KIND[:STATE][#N]": the daemon sends itself SIGKILL right after
+//     the N-th matching journal event is fsynced, recovery events at start included).
 package daemon

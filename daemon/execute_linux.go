@@ -66,6 +66,9 @@ type Executor struct {
 	// cancelled (preparing) or the daemon is killed (sign). sealrund reads it from
 	// SEALRUND_TEST_HOLD; never set it in production.
 	Hold string
+	// KillAfter is the crash failpoint of the fault tests ("KIND[:STATE][#N]", see
+	// Journal.KillAfter), armed by New; SEALRUND_TEST_KILL_AFTER; never set it in production.
+	KillAfter string
 }
 
 // hold blocks at a failpoint while ctx lasts (see Executor.Hold).

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -36,6 +37,20 @@ type Journal struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	// killAfter is a test failpoint (SEALRUND_TEST_KILL_AFTER): the process kills itself with
+	// SIGKILL right after the matching event is appended and fsynced (see KillAfter).
+	killAfter string
+	killN     int
+}
+
+// KillAfter arms the crash failpoint of the fault tests: after the n-th appended event (from
+// now) that matches point — "KIND" or "KIND:STATE", e.g. "sealed" or "state:grading" — is
+// fsynced, the process sends itself SIGKILL before anything else happens. Never in production:
+// sealrund arms it from SEALRUND_TEST_KILL_AFTER ("POINT" or "POINT#N") with a warning.
+func (j *Journal) KillAfter(point string, n int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.killAfter, j.killN = point, n
 }
 
 // OpenJournal opens (creating) the journal and replays it through fn, in order.
@@ -103,6 +118,12 @@ func (j *Journal) Append(e Event) error {
 	}
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("fsync journal %s: %w", j.path, err)
+	}
+	if j.killAfter != "" && (j.killAfter == e.Kind || j.killAfter == e.Kind+":"+e.State) {
+		if j.killN--; j.killN <= 0 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never returns: SIGKILL cannot be caught
+		}
 	}
 	return nil
 }

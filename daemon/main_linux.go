@@ -48,6 +48,9 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 	if x.TestOverlay != "" || len(x.Entrypoint) > 0 {
 		log.Warn("test seams set: runs are not the pinned scaffold's (tests only)", "SEALRUND_TEST_OVERLAY", x.TestOverlay, "SEALRUND_TEST_ENTRYPOINT", x.Entrypoint)
 	}
+	if x.KillAfter = os.Getenv("SEALRUND_TEST_KILL_AFTER"); x.KillAfter != "" {
+		log.Warn("test failpoint set: the daemon kills itself with SIGKILL after journaling it", "SEALRUND_TEST_KILL_AFTER", x.KillAfter)
+	}
 	d, err := New(ctx, cfg, x, log)
 	if err != nil {
 		return err

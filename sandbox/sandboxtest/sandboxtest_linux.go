@@ -65,12 +65,19 @@ func Static(t testing.TB, pkg string) string {
 // anything it made is left.
 func Host(t testing.TB) *sandbox.Host {
 	t.Helper()
+	return HostWithRuntime(t, "")
+}
+
+// HostWithRuntime is Host with another runtime binary (the fault tests' failing runtime; "" is
+// runc).
+func HostWithRuntime(t testing.TB, runtime string) *sandbox.Host {
+	t.Helper()
 	testenv.RequireRoot(t)
 	runDir, err := os.MkdirTemp("/run", "sealrun-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: Static(t, "cmd/sealrun-netns-hook")})
+	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Runtime: runtime, Hook: Static(t, "cmd/sealrun-netns-hook")})
 	if err != nil {
 		t.Fatal(err)
 	}

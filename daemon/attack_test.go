@@ -1,0 +1,465 @@
+package daemon
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+)
+
+// attackRow is one line of the attack table (e2e/hostile's Row, plus the host's own checks).
+type attackRow struct {
+	Attack   string `json:"attack"`
+	Role     string `json:"role"`
+	Expected string `json:"expected"`
+	Observed string `json:"observed"`
+	Reason   string `json:"reason"`
+	Escaped  bool   `json:"escaped"`
+}
+
+// TestHostileScaffold runs a whole sealed run whose scaffold is e2e/hostile: from the controller,
+// from a compute call (runner container) and from submitted bundles (grader container, during
+// validation and the hidden grading) it tries every attack of the catalogue. The host side adds
+// what only it can see (did a listener accept, does a stored candidate hold a secret, did a
+// call log outgrow its cap). The table is printed; any escape fails the test.
+func TestHostileScaffold(t *testing.T) {
+	tb := newTestbed(t)
+	ctx := context.Background()
+	base := tb.base
+
+	// Secrets the run must never see: a hidden question's answer, the signing key, the provider key.
+	secret := func(prefix string) string {
+		b := make([]byte, 12)
+		rand.Read(b)
+		return prefix + hex.EncodeToString(b)
+	}
+	examSecret := secret("EXAMSECRET")
+	var docs bytes.Buffer
+	exams.WriteDocuments(&docs, exams.Synthesize(5, 12))
+	qs, err := exams.ReadDocuments("synth", &docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs = append(qs, exams.Question{ID: "secret", Prefix: []byte("The password is "), Answer: []byte(examSecret)})
+	examFile := filepath.Join(t.TempDir(), "exam")
+	examSHA, err := exams.WriteFile(examFile, qs, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addContent(t, tb.state, mustRead(t, examFile))
+	provKey := secret("sk-attack-")
+	os.WriteFile(tb.cfg.Providers["openai"].KeyFile, []byte(provKey+"\n"), 0o600)
+	keyPEM := strings.Split(string(mustRead(t, "../attest/testdata/ed25519.key")), "\n")[1]
+
+	trackText := tb.trackTOML
+	for old, repl := range map[string]string{
+		tb.track.Exam.SHA256: examSHA, "questions = 12": "questions = 13", `workspace = "64MiB"`: `workspace = "128MiB"`,
+	} {
+		if !strings.Contains(trackText, old) {
+			t.Fatalf("the testbed's track has no %q", old)
+		}
+		trackText = strings.Replace(trackText, old, repl, 1)
+	}
+	track, err := policy.Parse("attack.toml", []byte(trackText))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// What the host opens for the run to find: listeners on every host address, a UDP echo, a
+	// unix socket standing for the admin socket. Any accepted connection is an escape.
+	var accepted atomic.Int64
+	var tcp, udp []string
+	listen := func(network, addr string) string {
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			t.Logf("listen %s %s: %v (not tried)", network, addr, err)
+			return ""
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				c.Close()
+			}
+		}()
+		return l.Addr().String()
+	}
+	anyAddr := listen("tcp", "0.0.0.0:0")
+	_, anyPort, _ := net.SplitHostPort(anyAddr)
+	for _, a := range hostAddrs(t) {
+		tcp = append(tcp, net.JoinHostPort(a, anyPort))
+	}
+	for _, a := range []string{"127.0.0.1:0", "[::1]:0"} {
+		if s := listen("tcp", a); s != "" {
+			tcp = append(tcp, s)
+		}
+	}
+	if pc, err := net.ListenPacket("udp", "0.0.0.0:0"); err == nil {
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				pc.WriteTo(buf[:n], from)
+			}
+		}()
+		_, port, _ := net.SplitHostPort(pc.LocalAddr().String())
+		for _, a := range hostAddrs(t) {
+			udp = append(udp, net.JoinHostPort(a, port))
+		}
+	}
+	adminSock := filepath.Join(base, "sealrun.sock")
+	listen("unix", adminSock)
+
+	imagesDir := filepath.Join(testenv.LocalImages(t).State, "images")
+	cfg := map[string]any{
+		"markers": map[string]string{"the hidden exam's answer": masked(examSecret), "the signing key": masked(keyPEM), "the provider key": masked(provKey)},
+		"host_paths": []string{ContentPath(tb.state, examSHA), abs(t, "../attest/testdata/ed25519.key"), tb.cfg.Providers["openai"].KeyFile,
+			tb.state, filepath.Join(tb.state, "runs"), filepath.Join(tb.state, "journal.jsonl"), imagesDir, "/var/lib/sealrun", "/etc/shadow.sealrun-host-only"},
+		"write_paths": []string{tb.state, imagesDir},
+		"tcp":         tcp,
+		"udp":         udp,
+		"unix":        []string{adminSock, "/run/sealrun/sealrun.sock"},
+		"host_prefixes": []string{filepath.Join(tb.state, "content"), filepath.Join(tb.state, "journal.jsonl"), abs(t, "../attest/testdata"),
+			tb.cfg.Providers["openai"].KeyFile, filepath.Join(tb.state, "kits")},
+		"workspace_bytes": track.Resources.Workspace,
+		"memory_bytes":    track.Resources.Memory,
+	}
+	os.WriteFile("/etc/shadow.sealrun-host-only", []byte("host only\n"), 0o600)
+	defer os.Remove("/etc/shadow.sealrun-host-only")
+	overlay := filepath.Join(base, "hostile-kit")
+	os.MkdirAll(overlay, 0o755)
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	os.WriteFile(filepath.Join(overlay, "attack.json"), b, 0o644)
+	os.WriteFile(filepath.Join(overlay, "hostile"), mustRead(t, sandboxtest.Static(t, "e2e/hostile")), 0o755)
+
+	x := tb.executor()
+	x.Journal = tb.journal
+	x.TestOverlay = overlay
+	x.Entrypoint = []string{"/workspace/hostile", "controller"}
+	agent, _ := controller.ParseAgent("openai/gpt-x@high")
+	id := "run-hostile"
+	start := time.Now()
+	out, err := x.Execute(ctx, RunSpec{ID: id, Track: track, Agent: agent, Seed: 1, Queued: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tb.state, "runs", id)
+	transcript := mustRead(t, filepath.Join(dir, "transcript.log"))
+	t.Logf("%s: %s %q in %s", id, out.Status, out.Reason, time.Since(start).Round(time.Second))
+
+	// The rows from inside: the transcript (controller, runner) and the bundles' stderr.
+	var rows []attackRow
+	seen := map[string]int{}
+	add := func(r attackRow) {
+		k := r.Role + "\x00" + r.Attack
+		if i, ok := seen[k]; ok { // the grader role runs in several containers: keep the worst
+			if r.Escaped {
+				rows[i] = r
+			}
+			return
+		}
+		seen[k] = len(rows)
+		rows = append(rows, r)
+	}
+	for _, l := range strings.Split(string(transcript), "\n") {
+		if j, ok := strings.CutPrefix(l, "ROW "); ok {
+			var r attackRow
+			if json.Unmarshal([]byte(j), &r) == nil {
+				add(r)
+			}
+		}
+	}
+	var stderrs []string // the grading logs: every container's stderr
+	filepath.Walk(filepath.Join(dir, "grading"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && strings.HasSuffix(p, ".stderr") {
+			stderrs = append(stderrs, p)
+		}
+		return nil
+	})
+	for _, p := range stderrs {
+		for _, l := range strings.Split(string(mustRead(t, p)), "\n") {
+			var r attackRow
+			if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &r) == nil && r.Attack != "" {
+				add(r)
+			}
+		}
+	}
+
+	// The host's side.
+	host := func(attack, expected, observed, reason string, escaped bool) {
+		add(attackRow{Attack: attack, Role: "host", Expected: expected, Observed: observed, Reason: reason, Escaped: escaped})
+	}
+	host("connections accepted by the host's listeners (tcp, udp, unix)", "0", fmt.Sprint(accepted.Load()), "no route from any container to the host", accepted.Load() != 0)
+	var candFound []string
+	cands, _ := filepath.Glob(filepath.Join(dir, "candidates", "*.tar.gz"))
+	for _, c := range cands {
+		for _, s := range []string{examSecret, keyPEM, provKey} {
+			if tarContains(t, c, s) {
+				candFound = append(candFound, filepath.Base(c))
+			}
+		}
+	}
+	host(fmt.Sprintf("secrets in the %d stored candidates", len(cands)), "none", fmt.Sprint(len(candFound)), "nothing a container reads can hold them", len(candFound) > 0)
+	var bigLogs []string
+	logs, _ := filepath.Glob(filepath.Join(dir, "calls", "*.log"))
+	for _, l := range logs {
+		if fi, err := os.Stat(l); err == nil && fi.Size() > 64<<20+64<<10 {
+			bigLogs = append(bigLogs, fmt.Sprintf("%s %d MiB", filepath.Base(l), fi.Size()>>20))
+		}
+	}
+	host(fmt.Sprintf("call logs over the 64 MiB cap (%d calls)", len(logs)), "none", strings.Join(append(bigLogs, "none")[:max(1, len(bigLogs))], ", "), "runner.WithLogCap", len(bigLogs) > 0)
+	if strings.Contains(string(transcript), examSecret) || strings.Contains(string(transcript), provKey) {
+		host("secrets in the transcript", "none", "FOUND", "", true)
+	}
+	// Hostile bundles, as the grader judged them (the per-question logs of their validation).
+	validation := validations(t, dir, string(transcript))
+	for _, mode := range []struct {
+		mode, name, outcome, reason string
+	}{
+		{"shift", "extra lines to shift answers", "malformed", "a response for a later seq is malformed: the question fails, a fresh container answers the rest"},
+		{"slow", "sleeps past the question limit", "timeout", "the question limit kills the container; the next question gets a fresh one"},
+	} {
+		got := questionOutcomes(t, dir, validation[mode.mode])
+		want := "1:wrong 2:" + mode.outcome + " 3:wrong 4:wrong 5:wrong 6:wrong"
+		host("bundle: "+mode.name, "question 2 "+mode.outcome+", the others judged", got, mode.reason, got != want)
+	}
+	diff := detectDiff(t, dir, validation["attack"])
+	host("bundle: tell the hidden grading from validation", "only by the requests", diff,
+		"same image, limits, environment and mounts; only the questions differ (their count and prefixes)", !strings.Contains(diff, "differ: none"))
+	// The gateway refused and audited the hostile requests.
+	audit := string(mustRead(t, filepath.Join(dir, "audit.jsonl")))
+	host("gateway refusals in the audit log", "each refused request audited", fmt.Sprint(strings.Count(audit, `"refused`)), "controller/GATEWAY.md", !strings.Contains(audit, "refus"))
+
+	// Every role ran its share.
+	per := map[string]int{}
+	escapes := 0
+	for _, r := range rows {
+		per[r.Role]++
+		if r.Escaped {
+			escapes++
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return roleOrder(rows[i].Role) < roleOrder(rows[j].Role) })
+	var tbl strings.Builder
+	w := tabwriter.NewWriter(&tbl, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ATTACK\tROLE\tEXPECTED\tOBSERVED\tREASON\t")
+	for _, r := range rows {
+		flag := ""
+		if r.Escaped {
+			flag = "ESCAPE "
+		}
+		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t\n", flag, cut(r.Attack, 70), r.Role, cut(r.Expected, 50), cut(r.Observed, 90), cut(r.Reason, 80))
+	}
+	w.Flush()
+	t.Logf("attack table: %d attacks (%v), %d escapes\n%s", len(rows), per, escapes, tbl.String())
+	if d := os.Getenv("SEALRUN_ATTACK_TABLE"); d != "" { // the table, and every row in full
+		var full bytes.Buffer
+		enc := json.NewEncoder(&full)
+		for _, r := range rows {
+			enc.Encode(r)
+		}
+		os.WriteFile(d, []byte(tbl.String()), 0o644)
+		os.WriteFile(d+".jsonl", full.Bytes(), 0o644)
+	}
+	for _, r := range []string{"controller", "runner", "grader"} {
+		if per[r] < 30 {
+			t.Errorf("the %s role reported %d attacks; the suite did not run there\ntranscript:\n%s", r, per[r], transcript)
+		}
+	}
+	if escapes > 0 {
+		t.Errorf("%d escapes", escapes)
+	}
+	if out.Status != StateGraded {
+		t.Errorf("the hostile run ended %s (%s); want graded: attacks must not stop the run", out.Status, out.Reason)
+	}
+}
+
+func roleOrder(r string) int {
+	return map[string]int{"controller": 0, "runner": 1, "grader": 2, "host": 3}[r]
+}
+
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+func masked(s string) string {
+	b := []byte(s)
+	for i := range b {
+		b[i] ^= 0x5a
+	}
+	return hex.EncodeToString(b)
+}
+
+func abs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// hostAddrs are this machine's addresses on its interfaces other than lo.
+func hostAddrs(t *testing.T) []string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback != 0 || i.Flags&net.FlagUp == 0 || strings.HasPrefix(i.Name, "sr") || strings.HasPrefix(i.Name, "veth") {
+			continue
+		}
+		as, _ := i.Addrs()
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLinkLocalUnicast() {
+				out = append(out, n.IP.String())
+			}
+		}
+	}
+	return out
+}
+
+func tarContains(t *testing.T, path, s string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		if _, err := tr.Next(); err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(tr)
+		if bytes.Contains(b, []byte(s)) {
+			return true
+		}
+	}
+}
+
+// validations maps each hostile bundle (by mode) to the number of its validation: the grader
+// numbers validations in the order new candidates were packed (history.jsonl), and the
+// transcript says which candidate each bundle became.
+func validations(t *testing.T, dir, transcript string) map[string]int {
+	order := map[string]int{}
+	for _, l := range strings.Split(string(mustRead(t, filepath.Join(dir, "history.jsonl"))), "\n") {
+		var e struct{ Kind, Candidate string }
+		if json.Unmarshal([]byte(l), &e) == nil && e.Kind == "submit" && e.Candidate != "" {
+			if _, ok := order[e.Candidate]; !ok {
+				order[e.Candidate] = len(order) + 1
+			}
+		}
+	}
+	out := map[string]int{}
+	for _, l := range strings.Split(transcript, "\n") {
+		var mode, id string
+		if n, _ := fmt.Sscanf(l, "hostile: bundle %s is candidate %s", &mode, &id); n == 2 {
+			for c, k := range order {
+				if strings.HasPrefix(strings.TrimPrefix(c, "sha256:"), id) {
+					out[mode] = k
+				}
+			}
+		}
+	}
+	return out
+}
+
+// questionOutcomes reads the per-question log of the n-th validation of the run:
+// "1:wrong 2:malformed ...".
+func questionOutcomes(t *testing.T, dir string, n int) string {
+	b, err := os.ReadFile(filepath.Join(dir, "grading", fmt.Sprintf("validation-%d", n), "validation.jsonl"))
+	if err != nil {
+		return fmt.Sprintf("no log of validation %d: %v", n, err)
+	}
+	var outcomes []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var q struct {
+			Index   int    `json:"index"`
+			Outcome string `json:"outcome"`
+		}
+		if json.Unmarshal([]byte(l), &q) == nil {
+			outcomes = append(outcomes, fmt.Sprintf("%d:%s", q.Index, q.Outcome))
+		}
+	}
+	return strings.Join(outcomes, " ")
+}
+
+// detectDiff compares what the attack bundle saw of its container in validation and in the
+// hidden grading (its DETECT lines): what differs is all a bundle can go by.
+func detectDiff(t *testing.T, dir string, n int) string {
+	read := func(p string) (map[string]string, int) {
+		facts, requests := map[string]string{}, 0
+		for _, l := range strings.Split(string(readOr(p)), "\n") {
+			rest, ok := strings.CutPrefix(l, "DETECT ")
+			if !ok {
+				continue
+			}
+			if strings.HasPrefix(rest, "request ") {
+				requests++
+				continue
+			}
+			k, v, _ := strings.Cut(rest, "=")
+			facts[k] = v
+		}
+		return facts, requests
+	}
+	val, nv := read(filepath.Join(dir, "grading", fmt.Sprintf("validation-%d", n), "validation-1.stderr"))
+	hid, nh := read(filepath.Join(dir, "grading", "hidden", "answers-1.stderr"))
+	if len(val) == 0 || len(hid) == 0 {
+		return fmt.Sprintf("NO DETECT LINES (validation %d, hidden %d)", len(val), len(hid))
+	}
+	var same, differ []string
+	for _, k := range sortedKeys(val) {
+		if val[k] == hid[k] {
+			same = append(same, k)
+		} else {
+			differ = append(differ, k)
+		}
+	}
+	return fmt.Sprintf("same %s; differ: %s; requests %d (validation) vs %d (exam)", strings.Join(same, ","), strings.Join(append(differ, "none")[:max(1, len(differ))], ","), nv, nh)
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// controller is the hostile scaffold's whole run.
+func controller() {
+	start := time.Now()
+	common()
+	gateway()
+	fill("/workspace", cfg.WorkspaceBytes, "the workspace quota")
+	manyFiles()
+	packerLinks()
+	ptraceClient()
+	flood()
+	slowLoris()
+	oversizedRequest()
+
+	// The runner role: this binary again, inside a compute call.
+	o, err := exec.Command("runner", "./hostile", "runner").Output()
+	n := 0
+	for _, l := range strings.Split(string(o), "\n") {
+		if strings.HasPrefix(l, "ROW ") {
+			fmt.Println(l)
+			n++
+		}
+	}
+	if n == 0 {
+		fmt.Printf("hostile: the runner role printed no rows (%v):\n%s\n", err, o)
+	}
+
+	// The grader role: bundles of this binary, validated now, the attack bundle graded at the end.
+	ids := map[string]string{}
+	for _, mode := range []string{"attack", "shift", "slow", "detect"} {
+		dir := "b-" + mode
+		os.MkdirAll(dir, 0o755)
+		copyFile("hostile", filepath.Join(dir, "hostile"), 0o755)
+		copyFile("/usr/local/bin/runner", filepath.Join(dir, "runner"), 0o755)
+		copyFile("attack.json", filepath.Join(dir, "attack.json"), 0o644)
+		os.WriteFile(filepath.Join(dir, "sealrun-bundle.json"), []byte(`{"protocol": "sealrun-bundle/v1", "entrypoint": ["./hostile", "bundle", "`+mode+`"]}`), 0o644)
+		o, err := exec.Command("runner", "submit", dir).CombinedOutput()
+		fmt.Printf("hostile: submit %s: %v\n%s", dir, err, o)
+		if m := regexp.MustCompile(`candidate ([0-9a-f]{12,})`).FindSubmatch(o); m != nil {
+			ids[mode] = string(m[1])
+			fmt.Printf("hostile: bundle %s is candidate %s\n", mode, m[1])
+		}
+		os.RemoveAll(dir)
+	}
+	if o, err := exec.Command("runner", "promote", ids["attack"]).CombinedOutput(); err != nil {
+		fmt.Printf("hostile: promote: %v\n%s", err, o)
+	}
+	fmt.Printf("hostile: attacks took %s\n", time.Since(start).Round(time.Second))
+	straddle()
+	o, err = exec.Command("runner", "finalize").CombinedOutput()
+	fmt.Printf("hostile: finalize: %v\n%s", err, o)
+}
+
+func copyFile(src, dst string, mode os.FileMode) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		fmt.Printf("hostile: %v\n", err)
+		return
+	}
+	os.WriteFile(dst, b, mode)
+}
+
+// manyFiles creates 100,000 files in the workspace and submits the directory as a bundle.
+func manyFiles() {
+	os.MkdirAll("many", 0o755)
+	os.WriteFile("many/sealrun-bundle.json", []byte(`{"protocol": "sealrun-bundle/v1", "entrypoint": ["sh", "-c", "true"]}`), 0o644)
+	var err error
+	n := 0
+	t := time.Now()
+	for ; n < 100000; n++ {
+		var f *os.File
+		if f, err = os.Create(fmt.Sprintf("many/f%06d", n)); err != nil {
+			break
+		}
+		f.Close()
+	}
+	emit("create 100,000 files in /workspace", "stopped by the workspace's inode quota, or created", fmt.Sprintf("%d files in %s, then %s", n, time.Since(t).Round(time.Millisecond), short(err)),
+		"the workspace is its own filesystem with its own inode table", false)
+	o, serr := exec.Command("runner", "submit", "many").CombinedOutput()
+	emit(fmt.Sprintf("submit a bundle of %d files", n), "refused (at most 10,000 entries)", fmt.Sprintf("exit %v: %s", exitOf(serr), refusal(string(o))),
+		"the host-side packer counts entries before packing", strings.Contains(string(o), "candidate "))
+	os.RemoveAll("many")
+}
+
+// packerLinks plants links and special files in bundle directories for the host-side packer.
+func packerLinks() {
+	target := "/etc/passwd"
+	if len(cfg.HostPaths) > 0 {
+		target = cfg.HostPaths[0]
+	}
+	cases := []struct {
+		name  string
+		setup func(dir string) error
+	}{
+		{"a symlink to a host path (the exam)", func(d string) error { return os.Symlink(target, filepath.Join(d, "weights.bin")) }},
+		{"a symlink through /proc/1/root", func(d string) error { return os.Symlink("/proc/1/root"+target, filepath.Join(d, "weights.bin")) }},
+		{"a symlink to /", func(d string) error { return os.Symlink("/", filepath.Join(d, "root")) }},
+		{"a relative symlink out of the bundle", func(d string) error { return os.Symlink("../../../../../../etc/shadow", filepath.Join(d, "w")) }},
+		{"a hard link to a workspace file", func(d string) error {
+			os.WriteFile("linked", []byte("x"), 0o644) // removed after the submission
+			return os.Link("linked", filepath.Join(d, "w"))
+		}},
+		{"a FIFO", func(d string) error { return syscall.Mkfifo(filepath.Join(d, "w"), 0o644) }},
+		{"a unix socket", func(d string) error {
+			l, err := net.Listen("unix", filepath.Join(d, "w"))
+			if err == nil {
+				l.(*net.UnixListener).SetUnlinkOnClose(false)
+				l.Close()
+			}
+			return err
+		}},
+	}
+	for i, c := range cases {
+		dir := fmt.Sprintf("link%d", i)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "sealrun-bundle.json"), []byte(`{"protocol": "sealrun-bundle/v1", "entrypoint": ["sh", "-c", "cat weights.bin"]}`), 0o644)
+		if err := c.setup(dir); err != nil {
+			emit("bundle with "+c.name, "refused by the packer", "could not plant: "+short(err), "", false)
+			continue
+		}
+		o, err := exec.Command("runner", "submit", dir).CombinedOutput()
+		emit("bundle with "+c.name, "refused by the packer", fmt.Sprintf("exit %v: %s", exitOf(err), refusal(string(o))),
+			"the packer takes regular files with one link and directories only, opened without following links", strings.Contains(string(o), "candidate "))
+		os.RemoveAll(dir)
+		os.Remove("linked")
+	}
+	// The submitted directory itself a symlink to the host's root.
+	os.Symlink("/", "rootlink")
+	o, err := exec.Command("runner", "submit", "rootlink").CombinedOutput()
+	emit("submit a directory that is a symlink to /", "refused by the packer", fmt.Sprintf("exit %v: %s", exitOf(err), refusal(string(o))),
+		"a submitted path that is or passes through a symlink is refused", strings.Contains(string(o), "candidate "))
+	os.Remove("rootlink")
+	o, err = exec.Command("runner", "submit", "/proc/1/root/workspace").CombinedOutput()
+	emit("submit /proc/1/root/workspace", "refused", fmt.Sprintf("exit %v: %s", exitOf(err), refusal(string(o))),
+		"bundle paths must be inside /workspace", strings.Contains(string(o), "candidate "))
+}
+
+func exitOf(err error) string {
+	if err == nil {
+		return "0"
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return fmt.Sprint(ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// ptraceClient attaches to a running runner client.
+func ptraceClient() {
+	c := exec.Command("runner", "sleep", "3")
+	if err := c.Start(); err != nil {
+		emit("ptrace the runner client", "refused", "could not start runner: "+short(err), "", false)
+		return
+	}
+	time.Sleep(300 * time.Millisecond)
+	err := syscall.PtraceAttach(c.Process.Pid)
+	if err == nil {
+		syscall.PtraceDetach(c.Process.Pid)
+	}
+	emit("ptrace the runner client", "refused", orErr("ATTACHED", err), "the seccomp filter refuses ptrace; the client holds no secret (the agent socket is the wall)", err == nil)
+	c.Wait()
+}
+
+// flood makes a compute call print 400 MB as fast as it can.
+func flood() {
+	t := time.Now()
+	c := exec.Command("runner", "sh", "-c", "head -c 400000000 /dev/zero")
+	stdout, _ := c.StdoutPipe()
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		emit("output flood on the runner socket", "streamed, logged up to the cap", short(err), "", false)
+		return
+	}
+	n, _ := io.Copy(io.Discard, stdout)
+	err := c.Wait()
+	emit("output flood on the runner socket (400 MB)", "streamed; the host's call log capped", fmt.Sprintf("%d MB in %s, exit %v", n/1e6, time.Since(t).Round(time.Millisecond), exitOf(err)),
+		"runner.WithLogCap: the log keeps 64 MiB and the hash covers all; the socket is flow-controlled", false)
+}
+
+// slowLoris holds 200 connections to the agent socket open with half a request each, then asks
+// for the time left.
+func slowLoris() {
+	var conns []net.Conn
+	for i := 0; i < 200; i++ {
+		c, err := net.Dial("unix", "/run/sealrun/agent.sock")
+		if err != nil {
+			break
+		}
+		c.Write([]byte("POST /v1/call HTTP/1.1\r\nHost: sealrun\r\nContent-Le"))
+		conns = append(conns, c)
+	}
+	t := time.Now()
+	o, err := exec.Command("runner", "time_left").CombinedOutput()
+	took := time.Since(t)
+	var closed int
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c net.Conn) {
+			defer wg.Done()
+			c.SetReadDeadline(time.Now().Add(12 * time.Second))
+			_, err := bufio.NewReader(c).ReadByte() // an answer (408) or EOF: dropped
+			if !isTimeout(err) {
+				mu.Lock()
+				closed++
+				mu.Unlock()
+			}
+			c.Close()
+		}(c)
+	}
+	wg.Wait()
+	emit(fmt.Sprintf("slow loris: %d half-sent requests on the agent socket", len(conns)), "other calls still answered; the half requests dropped",
+		fmt.Sprintf("time_left answered in %s (%v); %d of %d dropped by the server within 12 s", took.Round(time.Millisecond), exitOf(err), closed, len(conns)),
+		"the agent socket's server reads headers within 5 s and serves connections concurrently", err != nil || !bytes.Contains(o, []byte("left")))
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// oversizedRequest sends a 64 MiB call request.
+func oversizedRequest() {
+	c, err := net.Dial("unix", "/run/sealrun/agent.sock")
+	if err != nil {
+		emit("a 64 MiB request on the agent socket", "refused", short(err), "", false)
+		return
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/call HTTP/1.1\r\nHost: sealrun\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"argv\":[\"", 64<<20)
+	go func() {
+		c.Write(bytes.Repeat([]byte("A"), 64<<20))
+	}()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	emit("a 64 MiB request on the agent socket", "refused (4xx)", orErr(strings.TrimSpace(line), err),
+		"request bodies are capped (runner/PROTOCOL.md)", strings.Contains(line, " 200 "))
+}
+
+// straddle times calls against the reserve window: one started just before it must be cut when
+// it starts; one started inside it must be refused.
+func straddle() {
+	o, _ := exec.Command("runner", "time_left").CombinedOutput()
+	m := regexp.MustCompile(`reserve window starts in (\S+)`).FindSubmatch(o)
+	if m == nil {
+		emit("call straddling the reserve window", "cut at the window's start", "no reserve time in: "+firstLine(string(o)), "", true)
+		return
+	}
+	d, err := time.ParseDuration(string(m[1]))
+	if err != nil {
+		emit("call straddling the reserve window", "cut at the window's start", "unparsed time_left: "+string(o), "", true)
+		return
+	}
+	reserve := time.Now().Add(d)
+	if wait := time.Until(reserve) - 6*time.Second; wait > 0 {
+		time.Sleep(wait)
+	}
+	t := time.Now()
+	o, err = exec.Command("runner", "sleep", "120").CombinedOutput()
+	end := time.Now()
+	off := end.Sub(reserve)
+	emit("a call started 6 s before the reserve window, asking for 120 s", "cut when the window starts (exit 124)",
+		fmt.Sprintf("ran %s, ended %+.1fs from the window's start, exit %v: %s", end.Sub(t).Round(100*time.Millisecond), off.Seconds(), exitOf(err), lastLine(string(o))),
+		"call limit = min(call_limit, time until the reserve window)", exitOf(err) != "124" || off > 3*time.Second)
+	time.Sleep(time.Second)
+	o, err = exec.Command("runner", "true").CombinedOutput()
+	emit("a call started inside the reserve window", "refused (exit 125)", fmt.Sprintf("exit %v: %s", exitOf(err), lastLine(string(o))),
+		"compute is refused in the reserve window", exitOf(err) != "125")
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
+
+// refusal is the line of a runner answer that says why (not the time-left line).
+func refusal(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" && !strings.HasPrefix(l, "[time left") {
+			return firstLine(l)
+		}
+	}
+	return firstLine(s)
+}
