@@ -6,10 +6,13 @@
 package providertest
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -44,6 +47,22 @@ type Provider struct {
 	script   []Response
 	Default  Response
 	requests []Request
+	steps    []Step
+}
+
+// Step is one turn of a scripted agent: the shell command it runs next, given the output of the
+// last one ("" at the start).
+type Step func(lastOutput string) string
+
+// Agent makes the provider a scripted model for a real scaffold (opencode): each chat completion
+// answers with the next step as a call of the scaffold's bash tool — which step is counted from
+// the tool calls already in the conversation, so retries and the scaffold's own requests cannot
+// skip one — streamed as OpenAI chunks when the request asks for a stream; after the last step,
+// a closing message. Queued responses still come first.
+func (p *Provider) Agent(steps ...Step) {
+	p.mu.Lock()
+	p.steps = steps
+	p.mu.Unlock()
 }
 
 // New starts a provider on 127.0.0.1; Close stops it.
@@ -76,8 +95,11 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
 	resp := p.Default
-	if len(p.script) > 0 {
+	switch {
+	case len(p.script) > 0:
 		resp, p.script = p.script[0], p.script[1:]
+	case p.steps != nil && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		resp = agentTurn(p.steps, body)
 	}
 	p.mu.Unlock()
 	time.Sleep(resp.Delay)
@@ -134,4 +156,55 @@ func ToolCall(name, args string) string {
 func Message(text string, in, out int) string {
 	return `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":` + strconv.Quote(text) +
 		`}],"stop_reason":"end_turn","usage":{"input_tokens":` + strconv.Itoa(in) + `,"output_tokens":` + strconv.Itoa(out) + `}}`
+}
+
+// agentTurn answers one chat completion request of a scripted agent (Provider.Agent).
+func agentTurn(steps []Step, body []byte) Response {
+	var req struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role      string          `json:"role"`
+			Content   json.RawMessage `json:"content"`
+			ToolCalls []any           `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	json.Unmarshal(body, &req)
+	done, last := 0, ""
+	for _, m := range req.Messages {
+		done += len(m.ToolCalls)
+		if m.Role == "tool" {
+			var s string
+			if json.Unmarshal(m.Content, &s) != nil {
+				s = string(m.Content)
+			}
+			last = s
+		}
+	}
+	chunk := func(choices string) string {
+		return `{"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1,"model":` + strconv.Quote(req.Model) + `,"choices":[` + choices + `]}`
+	}
+	usage := `{"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1,"model":` + strconv.Quote(req.Model) +
+		`,"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"completion_tokens_details":{"reasoning_tokens":10}}}`
+	if done >= len(steps) {
+		text := fmt.Sprintf("Done: %d steps run.", done)
+		if !req.Stream {
+			return Response{Body: ChatCompletion(text, 100, 20)}
+		}
+		return Response{Events: []string{
+			chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`),
+			chunk(`{"index":0,"delta":{"content":` + strconv.Quote(text) + `},"finish_reason":null}`),
+			chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`), usage}}
+	}
+	cmd := steps[done](last)
+	args, _ := json.Marshal(map[string]any{"command": cmd, "description": fmt.Sprintf("step %d", done+1)})
+	id := fmt.Sprintf("call_%d", done+1)
+	if !req.Stream {
+		return Response{Body: strings.Replace(ToolCall("bash", string(args)), `"call_1"`, strconv.Quote(id), 1)}
+	}
+	return Response{Events: []string{
+		chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`),
+		chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":` + strconv.Quote(id) + `,"type":"function","function":{"name":"bash","arguments":""}}]},"finish_reason":null}`),
+		chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":` + strconv.Quote(string(args)) + `}}]},"finish_reason":null}`),
+		chunk(`{"index":0,"delta":{},"finish_reason":"tool_calls"}`), usage}}
 }
