@@ -35,15 +35,19 @@ type Config struct {
 	Env           []string // extra scaffold configuration (KEY=VALUE), never secrets
 }
 
+// GatewayURL is the gateway's URL as the controller reaches it (port 0: DefaultPort).
+func GatewayURL(port int) string {
+	if port == 0 {
+		port = DefaultPort
+	}
+	return "http://" + sandbox.GatewayIP.String() + ":" + strconv.Itoa(port)
+}
+
 // Env is the documented contract between sealrun and a scaffold (GATEWAY.md): the gateway URL,
 // the agent identity, the brief, and the base-URL variables SDKs read. The key variables hold
 // a placeholder: SDKs insist on one, and the gateway drops it and injects the real key.
 func Env(cfg Config) []string {
-	port := cfg.Port
-	if port == 0 {
-		port = DefaultPort
-	}
-	gw := "http://" + sandbox.GatewayIP.String() + ":" + strconv.Itoa(port)
+	gw := GatewayURL(cfg.Port)
 	env := []string{
 		"SEALRUN_GATEWAY=" + gw,
 		"SEALRUN_PROVIDER=" + cfg.Agent.Provider,

@@ -1,15 +1,22 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/kits"
 )
 
 // BenchmarkRunOverhead: a whole sealed run whose agent finalizes at once, from submission to the
@@ -102,4 +109,95 @@ func BenchmarkPs10k(b *testing.B) {
 	b.ReportMetric(float64(ps.Microseconds())/1000/float64(b.N), "ps-ms")
 	b.ReportMetric(float64(psAll.Microseconds())/1000/float64(b.N), "ps-all-ms")
 	b.ReportMetric(float64(replay.Milliseconds()), "replay-ms")
+}
+
+// BenchmarkOpencodeFirstRequest: opencode's start to its first model request, inside the sealed
+// controller of a real run (from the run's "running" event to the request reaching the provider
+// through the gateway) vs the same binary run bare on the host against the provider directly
+// (target: ratio <= 1.2x).
+func BenchmarkOpencodeFirstRequest(b *testing.B) {
+	tb := newTestbed(b)
+	track, _ := opencodeTrack(b, tb)
+	tb.prov.Agent() // no tool calls: the first answer ends the session
+	im := testenv.LocalImages(b)
+	d, _ := images.ParsePinned(im.Refs["controller-opencode"])
+	root, err := tb.store.Rootfs(d.DigestStr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := tb.executor()
+	x.Journal = tb.journal
+	x.Entrypoint = nil
+	agent, _ := controller.ParseAgent("openai/gpt-x@high")
+	cfg, err := kits.OpencodeConfig("openai", tb.prov.URL, "gpt-x", "high")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sealed, bare, bare1 time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("bench-opencode-%d", i)
+		n0 := len(tb.prov.Requests())
+		if _, err := x.Execute(context.Background(), RunSpec{ID: id, Track: track, Agent: agent, Seed: int64(i + 1), Queued: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+		var running time.Time
+		j, _ := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
+			if e.Run == id && e.Kind == "state" && e.State == StateRunning {
+				running = e.Time
+			}
+			return nil
+		})
+		j.Close()
+		reqs := tb.prov.Requests()
+		if len(reqs) <= n0 || running.IsZero() {
+			b.Fatalf("run %s: no model request (%d) or no running event", id, len(reqs)-n0)
+		}
+		sealed += reqs[n0].At.Sub(running)
+
+		bare += bareOpencode(b, tb, root, cfg, false)
+		bare1 += bareOpencode(b, tb, root, cfg, true)
+	}
+	n := float64(b.N)
+	b.ReportMetric(sealed.Seconds()/n, "sealed-s")
+	b.ReportMetric(bare.Seconds()/n, "bare-s")
+	b.ReportMetric(sealed.Seconds()/bare.Seconds(), "ratio")
+	b.ReportMetric(bare1.Seconds()/n, "bare-1cpu-s")
+	b.ReportMetric(sealed.Seconds()/bare1.Seconds(), "ratio-1cpu")
+}
+
+// bareOpencode runs the image's opencode binary on the host against the fake provider directly
+// (on one CPU, as the track's controller gets, when oneCPU) and returns the time to its first
+// request.
+func bareOpencode(b *testing.B, tb *testbed, root, cfg string, oneCPU bool) time.Duration {
+	b.Helper()
+	base := b.TempDir()
+	home, tmp := filepath.Join(base, "home"), filepath.Join(base, "tmp")
+	os.MkdirAll(filepath.Join(home, ".config/opencode/node_modules"), 0o755)
+	os.MkdirAll(tmp, 0o755)
+	argv := []string{filepath.Join(root, "usr/local/bin/opencode"), "run", "--pure", "--title", "bench"}
+	if oneCPU {
+		argv = append([]string{"taskset", "-c", "0"}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = b.TempDir()
+	cmd.Stdin = strings.NewReader("Say done.")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + tmp, "XDG_CONFIG_HOME=" + home + "/.config",
+		"XDG_DATA_HOME=" + home + "/.local/share", "XDG_STATE_HOME=" + home + "/.local/state", "XDG_CACHE_HOME=" + home + "/.cache", "NO_COLOR=1", "TERM=dumb", "OPENCODE_CONFIG_CONTENT=" + cfg,
+		"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+		"OPENCODE_DISABLE_DEFAULT_PLUGINS=1", "OPENCODE_DISABLE_PROJECT_CONFIG=1", "OPENCODE_DISABLE_EXTERNAL_SKILLS=1", "OPENCODE_DISABLE_CLAUDE_CODE=1"}
+	n1 := len(tb.prov.Requests())
+	t0 := time.Now()
+	// Bounded: a bare opencode that never ends must not hang the benchmark.
+	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	out, err := cmd.CombinedOutput()
+	timer.Stop()
+	if err != nil {
+		b.Fatalf("bare opencode: %v\n%s", err, out)
+	}
+	reqs := tb.prov.Requests()
+	if len(reqs) <= n1 {
+		b.Fatal("bare opencode made no request")
+	}
+	return reqs[n1].At.Sub(t0)
 }

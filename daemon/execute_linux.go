@@ -92,6 +92,8 @@ type Outcome struct {
 type pins struct {
 	controller, runner, grader string   // rootfs paths
 	entrypoint                 []string // the scaffold's command (the controller image's)
+	scaffold                   string   // the scaffold's name (the controller image's label)
+	scaffoldEnv                []string // its per-run configuration (opencode: its rendered config)
 	exam, validation           *exams.Exam
 	kit                        *kits.Kit
 	provider                   controller.ProviderConfig
@@ -118,11 +120,11 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		*im.dst = root
 	}
 	if p.controller != "" {
-		ep, err := x.scaffold(t)
+		ep, name, err := x.scaffold(t)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		p.entrypoint = ep
+		p.entrypoint, p.scaffold = ep, name
 	}
 	var err error
 	if p.exam, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.SHA256), t.Exam.SHA256); err != nil {
@@ -150,6 +152,15 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.path, spec.Agent.Provider))
 	}
 	p.provider = prov
+	if ok && p.scaffold == images.OpencodeScaffoldName {
+		// opencode's config is rendered now, so that a provider or model it cannot take is
+		// refused before anything is created.
+		cfg, err := kits.OpencodeConfig(providerKind(prov), controller.GatewayURL(0), spec.Agent.Model, spec.Agent.Effort)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("track %s pins the opencode scaffold: %v", t.Name, err))
+		}
+		p.scaffoldEnv = []string{"OPENCODE_CONFIG_CONTENT=" + cfg}
+	}
 	if t.Status != policy.StatusActive {
 		errs = append(errs, fmt.Errorf("track %s %s is %s: it takes no new runs", t.Name, t.Version, t.Status))
 	}
@@ -302,7 +313,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 
 	ctl, err := controller.Start(ctx, run, controller.Config{Rootfs: p.controller, Entrypoint: p.entrypoint, Workspace: ws, Runner: x.Cfg.Runner,
 		Socket: sock, Agent: spec.Agent, Kind: providerKind(p.provider), Transcript: filepath.Join(dir, "transcript.log"), Limits: limits,
-		Env: []string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}})
+		Env: append([]string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}, p.scaffoldEnv...)})
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "controller: "+err.Error())
 	}
@@ -371,10 +382,10 @@ func (x *Executor) seed(ws string, p *pins) error {
 
 // scaffold checks the track's scaffold pin against the controller image's labels and returns
 // the scaffold's command: the image's entrypoint and command (or Executor.Entrypoint).
-func (x *Executor) scaffold(t *policy.Track) ([]string, error) {
+func (x *Executor) scaffold(t *policy.Track) ([]string, string, error) {
 	cf, err := x.Store.Config(t.Images.Controller.Digest)
 	if err != nil {
-		return nil, fmt.Errorf("the controller image %s: %v", t.Images.Controller, err)
+		return nil, "", fmt.Errorf("the controller image %s: %v", t.Images.Controller, err)
 	}
 	labels := cf.Config.Labels
 	var bad []string
@@ -386,17 +397,18 @@ func (x *Executor) scaffold(t *policy.Track) ([]string, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("track %s pins scaffold %s %s (config %s), but its controller image %s is not that scaffold: %s; use the image the scaffold was released in, or a track that pins this one",
+		return nil, "", fmt.Errorf("track %s pins scaffold %s %s (config %s), but its controller image %s is not that scaffold: %s; use the image the scaffold was released in, or a track that pins this one",
 			t.Name, t.Scaffold.Name, t.Scaffold.Version, t.Scaffold.ConfigSHA256, t.Images.Controller, strings.Join(bad, "; "))
 	}
+	name := labels[images.LabelScaffoldName]
 	if len(x.Entrypoint) > 0 {
-		return x.Entrypoint, nil
+		return x.Entrypoint, name, nil
 	}
 	cmd := append(append([]string(nil), cf.Config.Entrypoint...), cf.Config.Cmd...)
 	if len(cmd) == 0 {
-		return nil, fmt.Errorf("the controller image %s has no command (entrypoint or cmd): it carries no scaffold", t.Images.Controller)
+		return nil, "", fmt.Errorf("the controller image %s has no command (entrypoint or cmd): it carries no scaffold", t.Images.Controller)
 	}
-	return cmd, nil
+	return cmd, name, nil
 }
 
 // finish grades (when the run reached grading), writes report.json, builds and signs the

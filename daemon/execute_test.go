@@ -99,6 +99,7 @@ type testbed struct {
 	kit       string
 	state     string
 	base      string
+	prov      *providertest.Provider
 }
 
 func newTestbed(t testing.TB) *testbed {
@@ -168,7 +169,7 @@ func newTestbed(t testing.TB) *testbed {
 		Providers: map[string]controller.ProviderConfig{"openai": {Name: "openai", Kind: "openai", BaseURL: prov.URL + "/v1", KeyFile: keyFile}}}
 	_ = imgs
 
-	return &testbed{h: h, cfg: cfg, track: track, trackTOML: trackText, signer: signer, verifier: verifier, store: store, journal: journal, kit: kit, state: state, base: base}
+	return &testbed{h: h, cfg: cfg, track: track, trackTOML: trackText, signer: signer, verifier: verifier, store: store, journal: journal, kit: kit, state: state, base: base, prov: prov}
 }
 
 // testKit builds and installs the testbed's kit: a brief and the validation set (6 synthetic

@@ -70,7 +70,8 @@ const (
 
 // BuildOptions configure BuildLocal.
 type BuildOptions struct {
-	// Images to build: "controller", "demo-controller", "python" (default: all three).
+	// Images to build: "controller", "demo-controller", "python", "controller-opencode"
+	// (default: all four).
 	Images []string
 	// CacheDir keeps the debootstrap result between builds (default <state-dir>/build-cache).
 	CacheDir string
@@ -80,13 +81,16 @@ type BuildOptions struct {
 	Mirror, Suite string
 	// Packages installed into the python image besides the minbase variant.
 	Packages []string
+	// NPMRegistry is where the opencode tarball is fetched (default DefaultNPMRegistry); the
+	// tarball is checked against OpencodeTarballSHA256 whatever serves it.
+	NPMRegistry string
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
 }
 
 func (o *BuildOptions) defaults(stateDir string) {
 	if len(o.Images) == 0 {
-		o.Images = []string{"controller", "demo-controller", "python"}
+		o.Images = []string{"controller", "demo-controller", "python", "controller-opencode"}
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(stateDir, "build-cache")
@@ -137,8 +141,10 @@ func (s *Store) BuildLocal(ctx context.Context, stateDir string, o BuildOptions)
 			b, err = s.buildDemoController(ctx, o)
 		case "python":
 			b, err = s.buildPython(ctx, o)
+		case "controller-opencode":
+			b, err = s.buildOpencodeController(ctx, o)
 		default:
-			err = fmt.Errorf("unknown local image %q; build-local makes controller, demo-controller and python", key)
+			err = fmt.Errorf("unknown local image %q; build-local makes controller, demo-controller, python and controller-opencode", key)
 		}
 		if err != nil {
 			return out, err

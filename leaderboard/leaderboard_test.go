@@ -234,10 +234,10 @@ func TestScenario(t *testing.T) {
 		got = append(got, strings.Join(c, " | "))
 	}
 	expect := []string{
-		"=1 | opencode 0.0.0-placeholder · alpha@high | 50.0 ± 5.8 | 3/3 | official | 0 | 0 | 71.7 | 1.400",
-		"=1 | opencode 0.0.0-placeholder · beta@high | 47.0 ± 1.2 | 3/3 | official | 0 | 0 | 47.0 | —",
-		"3 | opencode 0.0.0-placeholder · delta@low | 30.0 ± — | 1/3 | provisional, repeatability not tested | 0 | 0 | 100.0 | 2.000",
-		"4 | opencode 0.0.0-placeholder · gamma | 8.0 ± 4.2 | 3/3 | official | 1 | 1 (c-3 → c-3r) | 16.7 | —",
+		"=1 | opencode 1.18.33 · alpha@high | 50.0 ± 5.8 | 3/3 | official | 0 | 0 | 71.7 | 1.400",
+		"=1 | opencode 1.18.33 · beta@high | 47.0 ± 1.2 | 3/3 | official | 0 | 0 | 47.0 | —",
+		"3 | opencode 1.18.33 · delta@low | 30.0 ± — | 1/3 | provisional, repeatability not tested | 0 | 0 | 100.0 | 2.000",
+		"4 | opencode 1.18.33 · gamma | 8.0 ± 4.2 | 3/3 | official | 1 | 1 (c-3 → c-3r) | 16.7 | —",
 	}
 	if strings.Join(got, "\n") != strings.Join(expect, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))

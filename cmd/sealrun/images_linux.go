@@ -250,22 +250,29 @@ func newImagesBuildLocalCmd(g *globals) *cobra.Command {
 	var lock string
 	var only []string
 	cmd := &cobra.Command{
-		Use:   "build-local [--lock images.lock] [--only controller|demo-controller|python]",
+		Use:   "build-local [--lock images.lock] [--only controller|demo-controller|python|controller-opencode]",
 		Short: "Build the demo/test images from Debian packages and pin them in a lock file",
-		Long: `Build-local builds three images from Debian packages only and imports them into the store:
+		Long: `Build-local builds four images from Debian packages (and opencode from npm) and imports them
+into the store:
   controller       busybox (static): a shell and coreutils-level tools, no Python anywhere
   demo-controller  the same with the scripted demo scaffold (kits/demo-agent) as its command,
                    labelled with its scaffold pin (scripted-demo, version, config sha256)
   python           debootstrap --variant=minbase with python3, numpy, torch (CPU) and OpenBLAS,
                    for runner/grader
+  controller-opencode
+                   debootstrap --variant=minbase with bash, ripgrep and git, plus the opencode
+                   binary from npm (opencode-linux-x64, pinned version and tarball sha256: another
+                   hash refuses the build); no Python; labelled with its scaffold pin (opencode,
+                   version, the sha256 of kits/opencode/opencode.json)
 Layers are reproducible (sorted entries, fixed mtimes, numeric owners): the same rootfs gives the
 same digest. The digests are written to --lock for the demo track. A second run with nothing
-changed reuses the cache (--cache-dir) and takes seconds. The python image needs root.`,
+changed reuses the cache (--cache-dir) and takes seconds. The python and opencode images need
+root.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, k := range only {
-				if k != "controller" && k != "demo-controller" && k != "python" {
-					return usage(fmt.Errorf("--only %q: choose controller, demo-controller or python", k))
+				if k != "controller" && k != "demo-controller" && k != "python" && k != "controller-opencode" {
+					return usage(fmt.Errorf("--only %q: choose controller, demo-controller, python or controller-opencode", k))
 				}
 			}
 			o.Images, o.Log = only, cmd.ErrOrStderr()
@@ -280,7 +287,7 @@ changed reuses the cache (--cache-dir) and takes seconds. The python image needs
 			set := map[string]string{}
 			for _, b := range built {
 				set[b.Key] = b.Ref
-				fmt.Fprintf(cmd.OutOrStdout(), "%-10s %s\n", b.Key, b.Ref)
+				fmt.Fprintf(cmd.OutOrStdout(), "%-19s %s\n", b.Key, b.Ref)
 			}
 			if lock != "" {
 				if err := images.UpdateLock(lock, set); err != nil {
@@ -292,7 +299,8 @@ changed reuses the cache (--cache-dir) and takes seconds. The python image needs
 	}
 	u.addFlags(cmd)
 	cmd.Flags().StringVar(&lock, "lock", "images.lock", "lock file to record the digests in (\"\" for none)")
-	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images (controller, demo-controller, python)")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images (controller, demo-controller, python, controller-opencode)")
+	cmd.Flags().StringVar(&o.NPMRegistry, "npm-registry", "", "npm registry the opencode tarball is fetched from (default "+images.DefaultNPMRegistry+"; its sha256 is checked)")
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")
 	cmd.Flags().StringVar(&o.Mirror, "mirror", "", "Debian mirror for debootstrap (default http://deb.debian.org/debian)")
 	cmd.Flags().StringVar(&o.Busybox, "busybox", "", "static busybox binary for the controller (default /bin/busybox)")

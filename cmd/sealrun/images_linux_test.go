@@ -75,7 +75,7 @@ func TestImagesVerbs(t *testing.T) {
 	if r := sr("images", "import", filepath.Join(dir, "oci"), "--name", "offline/app"); r.code != 0 || !strings.Contains(r.stdout, "imported offline/app@"+od.String()) {
 		t.Fatalf("import: %+v", r)
 	}
-	if r := sr("images", "build-local", "--only", "controller", "--lock", lock); r.code != 0 || !strings.Contains(r.stdout, "controller sealrun.local/controller@sha256:") {
+	if r := sr("images", "build-local", "--only", "controller", "--lock", lock); r.code != 0 || !strings.HasPrefix(r.stdout, "controller ") || !strings.Contains(r.stdout, " sealrun.local/controller@sha256:") {
 		t.Fatalf("build-local: %+v", r)
 	}
 	r := sr("images", "ls")
@@ -99,7 +99,7 @@ func TestImagesVerbs(t *testing.T) {
 		{"verify nothing", []string{"images", "verify"}, 2, "", "give one image digest, or --all"},
 		{"rm unknown", []string{"images", "rm", "sha256:" + strings.Repeat("b", 64)}, 1, "", "not in the store"},
 		{"import junk", []string{"images", "import", lock}, 1, "", "not a docker-archive tarball"},
-		{"build-local unknown", []string{"images", "build-local", "--only", "ruby"}, 2, "", "choose controller, demo-controller or python"},
+		{"build-local unknown", []string{"images", "build-local", "--only", "ruby"}, 2, "", "choose controller, demo-controller, python or controller-opencode"},
 		{"bad cap", []string{"images", "pull", pinned, "--max-files", "0"}, 2, "", "--max-files"},
 		{"rm", []string{"images", "rm", pinned[strings.Index(pinned, "@")+1:]}, 0, "removed sha256:", ""},
 	}

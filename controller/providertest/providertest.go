@@ -48,6 +48,7 @@ type Provider struct {
 	Default  Response
 	requests []Request
 	steps    []Step
+	agent    bool
 }
 
 // Step is one turn of a scripted agent: the shell command it runs next, given the output of the
@@ -61,7 +62,7 @@ type Step func(lastOutput string) string
 // a closing message. Queued responses still come first.
 func (p *Provider) Agent(steps ...Step) {
 	p.mu.Lock()
-	p.steps = steps
+	p.steps, p.agent = steps, true
 	p.mu.Unlock()
 }
 
@@ -98,7 +99,7 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(p.script) > 0:
 		resp, p.script = p.script[0], p.script[1:]
-	case p.steps != nil && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+	case p.agent && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		resp = agentTurn(p.steps, body)
 	}
 	p.mu.Unlock()

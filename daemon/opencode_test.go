@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/policy"
+)
+
+// opencodeTrack is the testbed's track with the opencode controller image and scaffold pin, and
+// budgets for a compute call longer than opencode's own shell-tool default (2 minutes).
+func opencodeTrack(t testing.TB, tb *testbed) (*policy.Track, string) {
+	t.Helper()
+	ref := testenv.LocalImages(t).Refs["controller-opencode"]
+	if ref == "" {
+		t.Fatalf("%s/images.lock has no controller-opencode image; make test builds it (sealrun images build-local)", testenv.LocalImages(t).State)
+	}
+	text := tb.trackTOML
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "controller = "):
+			text = strings.Replace(text, line, fmt.Sprintf("controller = %q", ref), 1)
+		case strings.HasPrefix(line, "name = \"scripted-demo\""):
+			text = strings.Replace(text, line, `name = "opencode"`, 1)
+		case strings.HasPrefix(line, "version = \"1.0.0\""):
+			text = strings.Replace(text, line, fmt.Sprintf("version = %q", images.OpencodeVersion), 1)
+		case strings.HasPrefix(line, "config_sha256 = "):
+			text = strings.Replace(text, line, fmt.Sprintf("config_sha256 = %q", images.OpencodeConfigSHA256()), 1)
+		}
+	}
+	for old, repl := range map[string]string{`wall = "3m"`: `wall = "6m"`, `call_limit = "1m"`: `call_limit = "4m"`} {
+		text = strings.Replace(text, old, repl, 1)
+	}
+	track, err := policy.Parse("opencode-test.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return track, text
+}
+
+// A whole sealed run with the real opencode in its sealed controller, driven by a scripted model
+// behind the real gateway: it reads the brief, checks the clock, makes a compute call longer than
+// opencode's shell-tool default, tries another model over raw TCP (refused), looks for Python
+// and keys, submits, promotes and finalizes. The run is graded with an attestation that
+// verifies; every model request went through the gateway with the run's model and effort; the
+// transcript shows each tool call and its output.
+func TestOpencodeSealedRun(t *testing.T) {
+	tb := newTestbed(t)
+	track, _ := opencodeTrack(t, tb)
+	candidate := regexp.MustCompile(`candidate ([0-9a-f]{12})`)
+	other := `{"model":"gpt-other","messages":[{"role":"user","content":"hi"}]}`
+	tb.prov.Agent(
+		func(string) string { return "head -5 BRIEF.md" },
+		func(string) string { return "runner time_left" },
+		func(string) string { return "runner sh -c 'sleep 130; echo long call done'" },
+		func(string) string {
+			return fmt.Sprintf(`gw=${SEALRUN_GATEWAY#http://}; exec 3<>/dev/tcp/${gw%%:*}/${gw#*:}; printf 'POST /v1/chat/completions HTTP/1.0\r\nHost: %%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%%s' "$gw" '%s' >&3; head -1 <&3`,
+				len(other), other)
+		},
+		func(string) string {
+			return `for p in python3 python; do command -v $p || echo "no $p"; done; env | grep -i key; cat /proc/net/route | wc -l`
+		},
+		func(string) string { return "mkdir -p b && cp sealrun-bundle.json predict.py b/ && runner submit b" },
+		func(last string) string {
+			if m := candidate.FindStringSubmatch(last); m != nil {
+				return "runner promote " + m[1]
+			}
+			return "echo no candidate in: " + strings.ReplaceAll(last, "\n", " ")
+		},
+		func(string) string { return "runner finalize" },
+	)
+	x := tb.executor()
+	x.Journal = tb.journal
+	x.Entrypoint = nil // the image's: opencode
+	agent, _ := controller.ParseAgent("openai/gpt-x@high")
+	id := "run-opencode"
+	start := time.Now()
+	out, err := x.Execute(context.Background(), RunSpec{ID: id, Track: track, Agent: agent, Seed: 1, Queued: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tb.state, "runs", id)
+	// opencode colours its output even into a file now and then: the checks read it plain.
+	transcript := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(string(mustRead(t, filepath.Join(dir, "transcript.log"))), "")
+	t.Logf("%s: %s %q in %s\ntranscript:\n%s", id, out.Status, out.Reason, time.Since(start).Round(time.Second), transcript)
+	if out.Status != StateGraded {
+		t.Fatalf("status %s (%s); want graded", out.Status, out.Reason)
+	}
+	if _, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track)); err != nil {
+		t.Errorf("attestation: %v", err)
+	}
+	for _, want := range []string{"$ head -5 BRIEF.md", "$ runner time_left", "long call done", "403", "no python3", "no python", "OPENAI_API_KEY=sealrun-gateway-injects-the-key",
+		"runner submit b", "$ runner promote", "$ runner finalize", "Done: 8 steps run."} {
+		if !strings.Contains(transcript, want) {
+			t.Errorf("the transcript lacks %q", want)
+		}
+	}
+	if strings.Contains(transcript, "real-key") {
+		t.Errorf("the provider key reached the controller")
+	}
+	// The route table: the header and the one /30 to the gateway.
+	if !regexp.MustCompile(`(?m)^2$`).MatchString(transcript) {
+		t.Errorf("the controller's route table is not the gateway's /30 alone")
+	}
+	// Every request opencode made reached the provider through the gateway, with the run's model
+	// and effort; nothing else was asked for.
+	reqs := tb.prov.Requests()
+	if len(reqs) < 9 {
+		t.Errorf("the provider saw %d requests; want one per step and the last", len(reqs))
+	}
+	for i, r := range reqs {
+		var body struct {
+			Model  string `json:"model"`
+			Effort string `json:"reasoning_effort"`
+		}
+		json.Unmarshal(r.Body, &body)
+		if r.Method != "POST" || r.Path != "/v1/chat/completions" || body.Model != "gpt-x" || body.Effort != "high" {
+			t.Errorf("provider request %d: %s %s model %q effort %q", i+1, r.Method, r.Path, body.Model, body.Effort)
+		}
+		if r.Header.Get("Authorization") != "Bearer real-key" {
+			t.Errorf("provider request %d: the gateway did not inject the key", i+1)
+		}
+	}
+	audit := string(mustRead(t, filepath.Join(dir, "audit.jsonl")))
+	if n := strings.Count(audit, `"kind":"gateway"`); n != len(reqs)+1 {
+		t.Errorf("the audit log has %d gateway entries; want %d forwarded and the refused one", n, len(reqs))
+	}
+}
+
+// A track that pins opencode refuses, before anything is created, an agent whose provider opencode
+// cannot drive (the built-in none), and the image's labels against another pin.
+func TestOpencodeRefusals(t *testing.T) {
+	tb := newTestbed(t)
+	track, text := opencodeTrack(t, tb)
+	x := tb.executor()
+	x.Entrypoint = nil
+	none, _ := controller.ParseAgent("none/scripted")
+	if _, err := x.Check(RunSpec{Track: track, Agent: none}); err == nil || !strings.Contains(err.Error(), "opencode scaffold needs a model provider of kind openai or anthropic") {
+		t.Errorf("provider none: %v", err)
+	}
+	other, err := policy.Parse("t.toml", []byte(strings.Replace(text, images.OpencodeVersion, "1.18.34", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, _ := controller.ParseAgent("openai/gpt-x@high")
+	if _, err := x.Check(RunSpec{Track: other, Agent: agent}); err == nil || !strings.Contains(err.Error(), `label dev.sealrun.scaffold.version is "`+images.OpencodeVersion+`", the track says "1.18.34"`) {
+		t.Errorf("version pin: %v", err)
+	}
+	if _, err := x.Check(RunSpec{Track: track, Agent: agent}); err != nil {
+		t.Errorf("the opencode track with its image: %v", err)
+	}
+}
