@@ -3,6 +3,8 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -40,6 +42,11 @@ type Config struct {
 // NoProvider is the built-in provider of runs with no model (a scripted scaffold such as the
 // demo agent): agent none/MODEL. Its gateway refuses every request.
 const NoProvider = controller.KindNone
+
+// ScriptedProvider is the provider name kept for a scripted model (sealrun demo --scaffold
+// opencode: controller/providertest on loopback): a [providers.scripted] table must point at
+// loopback, and the leaderboard never presents its rows as a real model.
+const ScriptedProvider = "scripted"
 
 // KeysConfig is the signing key of attestations.
 type KeysConfig struct {
@@ -179,6 +186,11 @@ func (c *Config) Validate() error {
 	if _, ok := c.Providers[NoProvider]; ok {
 		bad("providers."+NoProvider, "%q is built in (runs of a scripted scaffold, with no model); name the provider otherwise", NoProvider)
 	}
+	if p, ok := c.Providers[ScriptedProvider]; ok {
+		if u, err := url.Parse(p.BaseURL); err == nil && !isLoopback(u.Hostname()) {
+			bad("providers."+ScriptedProvider+".base_url", "%q is not on loopback: the name %q is kept for a scripted model on this machine (the leaderboard labels its rows scripted); name a real provider otherwise", p.BaseURL, ScriptedProvider)
+		}
+	}
 	names := make([]string, 0, len(c.Providers))
 	for n := range c.Providers {
 		names = append(names, n)
@@ -222,4 +234,13 @@ func (c *Config) cdiDirs() []string {
 		return c.Resources.CDIDirs
 	}
 	return []string{"/etc/cdi", "/var/run/cdi"}
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

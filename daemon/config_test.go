@@ -30,6 +30,10 @@ concurrency = 100
 listen = "0.0.0.0:9464"
 [providers.none]
 kind = "none"
+[providers.scripted]
+kind = "openai"
+base_url = "https://api.example.com/v1"
+key_file = "` + key + `"
 [providers.OpenAI]
 kind = "opanai"
 base_url = "ftp://x"
@@ -48,6 +52,7 @@ key_file = "` + key + `"
 		"sealrun.toml:keys.public: missing",
 		"sealrun.toml:scaffold: unknown key", // the scaffold is the controller image's (the track pins it)
 		`sealrun.toml:providers.none: "none" is built in`,
+		`sealrun.toml:providers.scripted.base_url: "https://api.example.com/v1" is not on loopback`,
 		`sealrun.toml:resources.gpus[1]: "nvidia.com/gpu=0" is listed twice`,
 		`sealrun.toml:resources.gpus[2]: "gpu0" is not a CDI device name`,
 		"sealrun.toml:resources.concurrency: 100; give 1 to 64",

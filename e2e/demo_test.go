@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -22,30 +23,7 @@ import (
 // vector's count, the kit hash recomputes with the documented shell recipe, the scripted agent's
 // calls are in the audit log in order, and nothing is left behind.
 func TestDemo(t *testing.T) {
-	testenv.RequireRoot(t)
-	imgs := testenv.LocalImages(t)
-	cache := os.Getenv("SEALRUN_TEST_BUILD_CACHE")
-	if cache == "" {
-		testenv.Missing(t, "SEALRUN_TEST_BUILD_CACHE is not set: make test sets it to the build cache the images were built with")
-	}
-	sealrun := sandboxtest.Static(t, "cmd/sealrun")
-	sandboxtest.Static(t, "cmd/runner") // the demo finds both beside sealrun
-	sandboxtest.Static(t, "cmd/sealrun-netns-hook")
-	state := imgs.State // the images are there; the demo's runs are removed at the end
-	t.Cleanup(func() {
-		for _, p := range []string{"runs", "journal.jsonl", "demo", "kits", "content"} {
-			os.RemoveAll(filepath.Join(state, p))
-		}
-	})
-
-	cmd := exec.Command(sealrun, "--state-dir", state, "demo", "--seeds", "1", "--quick", "--cache-dir", cache)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	t.Logf("sealrun demo:\n%s", out.String())
-	if err != nil {
-		t.Fatalf("sealrun demo: %v", err)
-	}
+	sealrun, state, out := runDemo(t)
 	for _, want := range []string{"1/7 images", "contamination check: 0 of 12", "seed 1: VALID", "scripted-demo 1.0.0 · no model (scripted)", "Where the reports are:", "setup "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo's output lacks %q", want)
@@ -123,5 +101,65 @@ func TestDemo(t *testing.T) {
 	}
 	if o, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(o), m[1]) {
 		t.Errorf("network namespace of run %s left: %s", m[1], o)
+	}
+}
+
+// runDemo runs sealrun demo --seeds 1 --quick with the extra arguments in the test images' state
+// dir (the images are there; the demo's runs are removed at the end) and returns the binary, the
+// state dir and the demo's output.
+func runDemo(t *testing.T, args ...string) (sealrun, state string, out *bytes.Buffer) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	imgs := testenv.LocalImages(t)
+	cache := os.Getenv("SEALRUN_TEST_BUILD_CACHE")
+	if cache == "" {
+		testenv.Missing(t, "SEALRUN_TEST_BUILD_CACHE is not set: make test sets it to the build cache the images were built with")
+	}
+	sealrun = sandboxtest.Static(t, "cmd/sealrun")
+	sandboxtest.Static(t, "cmd/runner") // the demo finds both beside sealrun
+	sandboxtest.Static(t, "cmd/sealrun-netns-hook")
+	state = imgs.State
+	t.Cleanup(func() {
+		for _, p := range []string{"runs", "journal.jsonl", "demo", "kits", "content"} {
+			os.RemoveAll(filepath.Join(state, p))
+		}
+	})
+	cmd := exec.Command(sealrun, append([]string{"--state-dir", state, "demo", "--seeds", "1", "--quick", "--cache-dir", cache}, args...)...)
+	out = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	err := cmd.Run()
+	t.Logf("sealrun demo %s:\n%s", strings.Join(args, " "), out.String())
+	if err != nil {
+		t.Fatalf("sealrun demo %s: %v", strings.Join(args, " "), err)
+	}
+	return sealrun, state, out
+}
+
+// TestDemoOpencode runs the demo with the real scaffold: opencode in the sealed controller, driven
+// through the gateway by the scripted model. The run is graded and its attestation verifies (the
+// demo checks both), the leaderboard labels the row scripted, never as a model, the transcript
+// shows each of opencode's tool calls, and every model request is in the audit log as a gateway
+// entry of the scripted provider.
+func TestDemoOpencode(t *testing.T) {
+	_, _, out := runDemo(t, "--scaffold", "opencode")
+	for _, want := range []string{"seed 1: VALID", "opencode " + images.OpencodeVersion + " · scripted (not a model)", "scripted/scripted: a script on loopback behind the gateway"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	m := regexp.MustCompile(`seed 1 \((r-[0-9a-z-]+), graded\): (\S+)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatal("no graded run in the demo's output")
+	}
+	tr, _ := os.ReadFile(filepath.Join(m[2], "transcript.log"))
+	transcript := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(string(tr), "")
+	for _, want := range []string{"$ head -n 12 BRIEF.md", "$ runner time_left", "$ runner python3 starter/train.py", "runner submit bundle1", "$ runner promote", "$ runner finalize"} {
+		if !strings.Contains(transcript, want) {
+			t.Errorf("the transcript lacks the tool call %q:\n%s", want, transcript)
+		}
+	}
+	audit, _ := os.ReadFile(filepath.Join(m[2], "audit.jsonl"))
+	if n := strings.Count(string(audit), `"kind":"gateway"`); n < 6 {
+		t.Errorf("%d gateway entries in the audit log; want one per turn (6 tool calls and the last)", n)
 	}
 }

@@ -23,8 +23,13 @@ type Agent struct {
 }
 
 // Name is the agent as the tables print it: "opencode 1.2 · model@effort". A scripted scaffold
-// (provider none: model "none/…") is never presented as a model: "scripted-demo 1.0.0 · no model".
+// (provider none: model "none/…") is never presented as a model: "scripted-demo 1.0.0 · no model";
+// nor is a scripted model (provider scripted, as sealrun demo --scaffold opencode runs):
+// "opencode 1.18.33 · scripted (not a model)".
 func (a Agent) Name() string {
+	if a.Model == "scripted" || strings.HasPrefix(a.Model, "scripted/") {
+		return a.Scaffold + " " + a.ScaffoldVersion + " · scripted (not a model)"
+	}
 	if (a.Model == "none" || strings.HasPrefix(a.Model, "none/")) && a.Effort == "" {
 		return a.Scaffold + " " + a.ScaffoldVersion + " · no model (scripted)"
 	}

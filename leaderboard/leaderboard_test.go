@@ -391,3 +391,23 @@ func TestWithdrawnConflictsAndKeys(t *testing.T) {
 		t.Errorf("empty keys dir: %v", err)
 	}
 }
+
+// A row is named by scaffold, model and effort; a scripted scaffold or a scripted model is never
+// presented as a model.
+func TestAgentName(t *testing.T) {
+	for _, c := range []struct {
+		a    Agent
+		want string
+	}{
+		{Agent{"opencode", "1.18.33", "openai/gpt-x", "high"}, "opencode 1.18.33 · openai/gpt-x@high"},
+		{Agent{"opencode", "1.18.33", "openai/gpt-x", ""}, "opencode 1.18.33 · openai/gpt-x"},
+		{Agent{"scripted-demo", "1.0.0", "none/none", ""}, "scripted-demo 1.0.0 · no model (scripted)"},
+		{Agent{"opencode", "1.18.33", "scripted/scripted", ""}, "opencode 1.18.33 · scripted (not a model)"},
+		{Agent{"opencode", "1.18.33", "scripted/scripted", "high"}, "opencode 1.18.33 · scripted (not a model)"},
+		{Agent{"opencode", "1.18.33", "scriptedx/m", ""}, "opencode 1.18.33 · scriptedx/m"},
+	} {
+		if got := c.a.Name(); got != c.want {
+			t.Errorf("%+v: %q; want %q", c.a, got, c.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/controller/providertest"
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
@@ -36,6 +38,7 @@ const demoExamSeed = 424242
 
 type demoOptions struct {
 	seeds    int
+	scaffold string
 	keep     bool
 	quick    bool
 	cacheDir string
@@ -44,10 +47,10 @@ type demoOptions struct {
 func newDemoCmd(g *globals) *cobra.Command {
 	var o demoOptions
 	cmd := &cobra.Command{
-		Use:   "demo [--seeds N] [--keep] [--quick]",
+		Use:   "demo [--seeds N] [--scaffold scripted-demo|opencode] [--keep] [--quick]",
 		Short: "A whole sealed benchmark on this machine: build, run the scripted agent, verify, rank",
 		Long: `Demo runs the real thing at small scale, as root, on this machine:
-  1. builds the local images (controller with the scripted demo scaffold, python with torch);
+  1. builds the local images it needs (the controller with the scaffold, python with torch);
   2. builds a hidden exam from the synthetic generator into the content store (it never enters
      a container) and the ARI kit (brief, starter model, training text, validation set);
   3. writes the demo track with every pin filled (<state-dir>/demo/track.toml);
@@ -55,6 +58,11 @@ func newDemoCmd(g *globals) *cobra.Command {
   5. runs N seeds of the scripted demo agent (scripted-demo: a shell script, not a model),
      concurrently where CPUs allow: it trains the starter through runner, submits, reads the
      validation score, tries one improvement, promotes the better and finalizes;
+     with --scaffold opencode, the real scaffold instead (the controller-opencode image: opencode
+     from npm, pinned) driven through the gateway by a scripted model: controller/providertest on
+     loopback, provider "scripted" (agent scripted/scripted), which answers each turn with the
+     next tool call: read the brief, runner time_left, train the starter, bundle and submit,
+     promote, finalize. It is a script, not a model, and the leaderboard says so;
   6. verifies each attestation with every file (bundle, report, audit log, track);
   7. prints the leaderboard of those attestations and where each run's reports are.
 The state dir is /var/lib/sealrun-demo unless --state-dir is given; it must be the demo's own.
@@ -62,11 +70,15 @@ Everything from an earlier demo (its runs, journal and demo/) is replaced; the i
 cache are reused. Without --keep the runs' workspaces (checkpoints) are removed at the end;
 reports, attestations, audit logs and candidates stay.`,
 		Example: `  sealrun demo                          # state in /var/lib/sealrun-demo
-  sealrun demo --seeds 1 --quick        # the shortened demo make test runs`,
+  sealrun demo --seeds 1 --quick        # the shortened demo make test runs
+  sealrun demo --scaffold opencode      # opencode in the sealed controller, a scripted model`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.seeds < 1 || o.seeds > 16 {
 				return usage(fmt.Errorf("--seeds %d: give 1 to 16", o.seeds))
+			}
+			if o.scaffold != images.DemoScaffoldName && o.scaffold != "opencode" {
+				return usage(fmt.Errorf("--scaffold %q: choose %s (a shell script, no model) or opencode (the real scaffold, a scripted model)", o.scaffold, images.DemoScaffoldName))
 			}
 			if os.Geteuid() != 0 {
 				return errors.New("sealrun demo runs sealed runs (namespaces, cgroups, runc) and needs root: run it with sudo, or make demo")
@@ -79,6 +91,7 @@ reports, attestations, audit logs and candidates stay.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.seeds, "seeds", 3, "how many seeds of the demo agent to run")
+	cmd.Flags().StringVar(&o.scaffold, "scaffold", images.DemoScaffoldName, "the scaffold in the controller: "+images.DemoScaffoldName+" (a shell script) or opencode (driven by a scripted model)")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the runs' workspaces (checkpoints, bundles) after the demo")
 	cmd.Flags().BoolVar(&o.quick, "quick", false, "a tighter budget and a smaller exam (about 2 minutes a seed)")
 	cmd.Flags().StringVar(&o.cacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")
@@ -125,7 +138,11 @@ func runDemo(ctx context.Context, state string, o demoOptions, out io.Writer) er
 	if err != nil {
 		return err
 	}
-	built, err := store.BuildLocal(ctx, state, images.BuildOptions{CacheDir: o.cacheDir, Log: lg})
+	controllerKey := "demo-controller"
+	if o.scaffold == "opencode" {
+		controllerKey = "controller-opencode"
+	}
+	built, err := store.BuildLocal(ctx, state, images.BuildOptions{Images: []string{controllerKey, "python"}, CacheDir: o.cacheDir, Log: lg})
 	if err != nil {
 		return err
 	}
@@ -179,17 +196,21 @@ func runDemo(ctx context.Context, state string, o demoOptions, out io.Writer) er
 	text := tracks.Demo
 	for old, repl := range map[string]string{
 		tracks.PlaceholderExam: examSHA, tracks.PlaceholderValidation: val.SHA256, tracks.PlaceholderKit: k.Hash,
-		tracks.PlaceholderController: refs["demo-controller"], tracks.PlaceholderPython: refs["python"], tracks.PlaceholderScaffold: images.DemoScaffoldConfigSHA256(),
+		tracks.PlaceholderController: refs[controllerKey], tracks.PlaceholderPython: refs["python"], tracks.PlaceholderScaffold: images.DemoScaffoldConfigSHA256(),
 	} {
 		text = strings.ReplaceAll(text, old, repl)
 	}
 	text = strings.ReplaceAll(text, "questions = 40", fmt.Sprintf("questions = %d", questions))
+	if o.scaffold == "opencode" {
+		text = opencodeDemoTrack(text)
+	}
 	if o.quick {
 		for old, repl := range map[string]string{`wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`, `grading = "3m"`: `grading = "2m"`} {
 			text = strings.Replace(text, old, repl, 1)
 		}
 	}
 	text = strings.Replace(text, "# PLACEHOLDERS:", "# Written by sealrun demo: every pin below is real (this comment replaces the placeholder note).\n# WAS PLACEHOLDERS:", 1)
+	text = regexp.MustCompile(`[ \t]+# placeholder\n`).ReplaceAllString(text, "\n") // filled now
 	trackFile := filepath.Join(demoDir, "track.toml")
 	if err := os.WriteFile(trackFile, []byte(text), 0o644); err != nil {
 		return err
@@ -220,6 +241,19 @@ public = %q
 concurrency = %d
 `, state, filepath.Join(demoDir, "sealrun.sock"), filepath.Join(bin, "runner"), filepath.Join(bin, "sealrun-netns-hook"),
 		filepath.Join(keys, "sealrun.key"), filepath.Join(keys, "sealrun.pub"), o.seeds)
+	agent := "none/none"
+	if o.scaffold == "opencode" {
+		// The scripted model: on loopback, for this process's lifetime (after the daemon's).
+		prov := providertest.New()
+		defer prov.Close()
+		prov.Agent(opencodeDemoSteps()...)
+		keyFile := filepath.Join(demoDir, "scripted.key")
+		if err := os.WriteFile(keyFile, []byte("scripted-demo-key-not-a-secret\n"), 0o600); err != nil {
+			return err
+		}
+		cfgText += fmt.Sprintf("[providers.%s]\nkind = \"openai\"\nbase_url = %q\nkey_file = %q\n", daemon.ScriptedProvider, prov.URL+"/v1", keyFile)
+		agent = daemon.ScriptedProvider + "/scripted"
+	}
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		return err
 	}
@@ -252,7 +286,11 @@ concurrency = %d
 	}
 	lg.printf("    socket %s; log %s", cfg.Socket, logf.Name())
 
-	lg.printf("5/7 runs: %d seed(s) of the scripted demo agent (none/none: no model), %d CPU(s) each, %d CPU(s) here", o.seeds, track.Resources.CPUs, runtime.NumCPU())
+	who := "the scripted demo agent (none/none: no model)"
+	if o.scaffold == "opencode" {
+		who = "opencode with the scripted model (" + agent + ": a script on loopback behind the gateway, not a model)"
+	}
+	lg.printf("5/7 runs: %d seed(s) of %s, %d CPU(s) each, %d CPU(s) here", o.seeds, who, track.Resources.CPUs, runtime.NumCPU())
 	c := newAPIClient(cfg.Socket)
 	type demoRun struct {
 		seed int64
@@ -262,7 +300,7 @@ concurrency = %d
 	runs := make([]*demoRun, o.seeds)
 	for i := range runs {
 		r := &demoRun{seed: int64(i + 1)}
-		if err := c.do(ctx, "POST", "/runs", daemon.RunRequest{Track: text, TrackName: trackFile, Agent: "none/none", Seed: r.seed}, &r.rec); err != nil {
+		if err := c.do(ctx, "POST", "/runs", daemon.RunRequest{Track: text, TrackName: trackFile, Agent: agent, Seed: r.seed}, &r.rec); err != nil {
 			return err
 		}
 		runs[i] = r
@@ -468,4 +506,44 @@ func readReport(path string) (*grader.Report, error) {
 	}
 	var r grader.Report
 	return &r, json.Unmarshal(b, &r)
+}
+
+// opencodeDemoTrack pins the demo track's [scaffold] to opencode (the controller-opencode image's
+// labels: version and config template hash).
+func opencodeDemoTrack(text string) string {
+	head, rest, _ := strings.Cut(text, "[scaffold]\n")
+	_, tail, _ := strings.Cut(rest, "\n\n") // the demo track's [scaffold] lines
+	section := fmt.Sprintf("name = \"opencode\"         # the real scaffold, driven by a scripted model (provider scripted)\nversion = %q\nconfig_sha256 = %q # kits/opencode/opencode.json",
+		images.OpencodeVersion, images.OpencodeConfigSHA256())
+	return head + "[scaffold]\n" + section + "\n\n" + tail
+}
+
+// opencodeDemoSteps is the scripted model's conversation with opencode: each turn one call of
+// opencode's bash tool, chosen from the last tool output as the scripted demo scaffold chooses
+// (kits/demo-agent/agent.sh, its first half: one training call, one candidate).
+func opencodeDemoSteps() []providertest.Step {
+	reserve := regexp.MustCompile(`reserve window starts in ([0-9hms.]+)`)
+	candidate := regexp.MustCompile(`candidate ([0-9a-f]{6,})`)
+	return []providertest.Step{
+		func(string) string { return "head -n 12 BRIEF.md; ls -l starter data validation.sealrun" },
+		func(string) string { return "runner time_left" },
+		func(last string) string {
+			// A quarter of the time before the reserve window, 10 to 40 s: a demo, not an attempt.
+			budget := 40 * time.Second
+			if m := reserve.FindStringSubmatch(last); m != nil {
+				if d, err := time.ParseDuration(m[1]); err == nil && d/4 < budget {
+					budget = max(d/4, 10*time.Second)
+				}
+			}
+			return fmt.Sprintf(`runner python3 starter/train.py --size toy --steps 5000 --lr 0.004 --seed "$SEALRUN_SEED" --max-seconds %d --out ckpt1`, int(budget.Seconds()))
+		},
+		func(string) string { return "sh starter/make_bundle.sh ckpt1 bundle1 && runner submit bundle1" },
+		func(last string) string {
+			if m := candidate.FindStringSubmatch(last); m != nil {
+				return "runner promote " + m[1]
+			}
+			return "runner history"
+		},
+		func(string) string { return "runner finalize" },
+	}
 }
