@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"grader":                 {"policy", "sandbox", "exams", "audit"},
 	"attest":                 {"policy", "sandbox", "audit"}, // sandbox/netnshook only: the air-gap rule (portable)
 	"leaderboard":            {"policy", "attest"},
+	"airs":                   {}, // AIRS-Bench task format and scores: no sibling
 	"cmd/runner":             {},
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "policy"},

@@ -108,6 +108,10 @@ echo "== leaderboard: 10,000 attestations (100 agents x 100 seeds) verified, agg
 echo "total $(gobench_metric BenchmarkLeaderboard10k total-s) s   (target: <= 5 s); verification (signature and strict parsing of each statement, on every CPU) $(gobench_metric BenchmarkLeaderboard10k verify-s) s = $(gobench_metric BenchmarkLeaderboard10k verify-%)% of it"
 
 echo
+echo "== airs: AIRS-Bench suite scores: 20 tasks x 14 agents x 10 seeds, normalized scores, VSR, Bradley-Terry Elo with 1,000 bootstrap samples"
+echo "summary: $(gobench_ms BenchmarkSummarize) ms/op   (target: <= 5000 ms)"
+
+echo
 echo "== daemon: whole sealed runs and the run list"
 if [ "$(gobench_metric BenchmarkRunOverhead overhead-s)" = "" ]; then
   echo "(run overhead skipped: needs root and the local images; run make bench as root after make test)"

@@ -1,0 +1,177 @@
+package airs
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The paper's own example (appendix B.1.3) parses to what it says.
+func TestPaperExample(t *testing.T) {
+	task, err := Open("testdata/svamp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := task.Meta
+	if m.MetricLowerIsBetter || m.FileExportGlobs[0] != "submission.csv" || m.Info.Name != "MathQuestionAnsweringSVAMPAccuracy" || m.Info.Metric != "Accuracy" ||
+		m.Info.SOTA.Score != 0.942 || m.Info.SOTA.Year != 2026 || m.Info.OptimalScore != 1 || m.Info.EstimatedWorstScore != 0 ||
+		m.Info.ScoringColumns[0] != "Answer" || m.Info.Shape != "300,1" || !strings.HasPrefix(m.Info.SOTA.PaperTitle, "Achieving >97%") {
+		t.Errorf("parsed %+v", m)
+	}
+	if len(task.Notes) != 0 || len(m.Unknown) != 0 {
+		t.Errorf("notes %q unknown %v", task.Notes, m.Unknown)
+	}
+	// The hash is the documented shell recipe's.
+	out, err := exec.Command("sh", "-c", `cd testdata/svamp && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(out))[0]; got != task.Hash {
+		t.Errorf("TreeHash %s; the shell recipe gives %s", task.Hash, got)
+	}
+}
+
+// writeTask copies the example with metadata.yaml replaced and files removed.
+func writeTask(t *testing.T, meta string, without ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	entries, _ := os.ReadDir("testdata/svamp")
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join("testdata/svamp", e.Name()))
+		if e.Name() == MetadataFile && meta != "" {
+			b = []byte(meta)
+		}
+		if !contains(without, e.Name()) {
+			os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+		}
+	}
+	return dir
+}
+
+func example(t *testing.T) string {
+	b, err := os.ReadFile("testdata/svamp/metadata.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Every problem of a bad task is named with its file, line and field, all at once.
+func TestEveryProblemNamed(t *testing.T) {
+	meta := strings.NewReplacer(
+		"metric_lower_is_better: false", "metric_lower_is_better: no-thanks",
+		"  - submission.csv", "  - ../submission.csv",
+		"    - sota_score: 0.942", "    - sota_score: high",
+		"  sota_year: 2026", "  sota_year: 2026",
+		"  metric: Accuracy\n", "",
+		"  input_columns:\n    - question_concat", "  input_columns: question_concat",
+		"  shape: 300,1", "  shape: [300, 1]",
+	).Replace(example(t))
+	dir := writeTask(t, meta, EvaluateFile)
+	_, err := Open(dir)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("got %v", err)
+	}
+	got := strings.Join(e.Problems, "\n")
+	for _, want := range []string{
+		filepath.Join(dir, "evaluate.py") + ": missing; a task directory holds metadata.yaml, project_description.md, prepare.py, evaluate_prepare.py, evaluate.py",
+		"metadata.yaml:1:25: metric_lower_is_better: is the string \"no-thanks\"; want true or false",
+		"logging_info.sota.sota_score: is the string \"high\"; want a number",
+		"logging_info.metric: missing; the name of the metric evaluate.py reports",
+		"logging_info.input_columns: is the string \"question_concat\"; want a list of text",
+		"logging_info.shape: is a list; want text",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing problem %q in:\n%s", want, got)
+		}
+	}
+	if !strings.Contains(err.Error(), "problem(s)") {
+		t.Errorf("error text: %v", err)
+	}
+}
+
+// Rules between fields: the globs, the scores' order for the direction, the name.
+func TestCrossFieldRules(t *testing.T) {
+	for _, c := range []struct{ name, old, new, want string }{
+		{"glob escapes", "  - submission.csv", "  - ../x.csv", `file_export_globs[0]: "../x.csv" is not a clean relative glob`},
+		{"glob absolute", "  - submission.csv", "  - /x.csv", `file_export_globs[0]: "/x.csv" is not a clean relative glob`},
+		{"glob syntax", "  - submission.csv", "  - '[x.csv'", `file_export_globs[0]: "[x.csv" is not a clean relative glob`},
+		{"no globs", "file_export_globs:\n  - submission.csv", "file_export_globs: []", "file_export_globs: empty"},
+		{"sota at optimum", "sota_score: 0.942", "sota_score: 1.0", "sota_score: 1 equals optimal_score"},
+		{"sota past optimum", "sota_score: 0.942", "sota_score: 1.5", "sota_score: 1.5 is better than optimal_score 1"},
+		{"direction", "metric_lower_is_better: false", "metric_lower_is_better: true", "is better than optimal_score"},
+		{"worst above sota", "estimated_worst_score: 0.0", "estimated_worst_score: 0.95", "estimated_worst_score: 0.95 is not worse than sota_score 0.942"},
+		{"name", "name: MathQuestionAnsweringSVAMPAccuracy", "name: ../evil", `logging_info.name: "../evil": a task name is letters`},
+		{"duplicate", "  category: Math", "  category: Math\n  category: Maths", "logging_info.category: given twice"},
+		{"nan", "optimal_score: 1.0", "optimal_score: .nan", "optimal_score: is .nan; want a finite number"},
+		{"not a mapping", "", "- a\n- b\n", "is a list; want a mapping of fields"},
+		{"two documents", "", "a: 1\n---\nb: 2\n", "more than one YAML document"},
+		{"empty", "", " ", "empty; write the task's metadata"},
+		{"syntax", "", "a: [1, 2\n", "not YAML"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			meta := strings.Replace(example(t), c.old, c.new, 1)
+			if c.old == "" {
+				meta = c.new
+			}
+			_, err := ParseMetadata("m.yaml", []byte(meta))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v; want %q", err, c.want)
+			}
+		})
+	}
+	big := strings.Repeat("#", MaxMetadataBytes+1)
+	if _, err := ParseMetadata("m.yaml", []byte(big)); err == nil || !strings.Contains(err.Error(), "a metadata file is at most") {
+		t.Errorf("oversized: %v", err)
+	}
+}
+
+// Unknown fields, at any level, are kept with their line and reported; files the format does
+// not name are kept and reported.
+func TestUnknownKept(t *testing.T) {
+	meta := strings.Replace(example(t), "logging_info:\n", "runtime_hint: gpu\nlogging_info:\n  license: CC-BY-4.0\n", 1)
+	meta = strings.Replace(meta, "    - sota_year: 2026", "    - sota_year: 2026\n    - sota_code: https://example.org/code", 1)
+	dir := writeTask(t, meta)
+	os.WriteFile(filepath.Join(dir, "README.txt"), []byte("x"), 0o644)
+	task, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, u := range task.Meta.Unknown {
+		paths = append(paths, u.Path)
+	}
+	if strings.Join(paths, " ") != "runtime_hint logging_info.license logging_info.sota.sota_code" || task.Meta.Unknown[0].Value != "gpu" || task.Meta.Unknown[0].Line != 8 {
+		t.Errorf("unknown %+v", task.Meta.Unknown)
+	}
+	notes := strings.Join(task.Notes, "\n")
+	for _, want := range []string{"metadata.yaml:8: runtime_hint: not a field this version knows; kept", "README.txt: not a file of the AIRS-Bench format; kept"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+}
+
+// A symlink in a task directory is refused by name; so are odd names.
+func TestTreeHashRefusals(t *testing.T) {
+	dir := writeTask(t, "")
+	os.Symlink("/etc/passwd", filepath.Join(dir, "utils.py"))
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "utils.py: a symlink, not a regular file") {
+		t.Errorf("symlink: %v", err)
+	}
+	dir = writeTask(t, "")
+	os.WriteFile(filepath.Join(dir, "a\nb"), nil, 0o644)
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "a name with a backslash, newline") {
+		t.Errorf("newline name: %v", err)
+	}
+	if _, _, err := TreeHash("testdata/svamp", 2, 1<<20); err == nil || !strings.Contains(err.Error(), "over 2 files") {
+		t.Errorf("file cap: %v", err)
+	}
+	if _, err := Open(filepath.Join(dir, "metadata.yaml")); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Errorf("a file: %v", err)
+	}
+}

@@ -1,0 +1,1 @@
+# evaluate.py of the paper's example task (appendix B), a stand-in for tests

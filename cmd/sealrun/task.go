@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sealrun/sealrun/airs"
+)
+
+func newTaskCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "task",
+		Short: "Validate and summarise AIRS-Bench task directories",
+		Long: `An AIRS-Bench task is a directory: metadata.yaml, project_description.md, prepare.py,
+evaluate_prepare.py, evaluate.py and optionally utils.py (the AIRS-Bench paper, section 4.3 and
+appendix B). sealrun runs such tasks sealed: see README.md, "AIRS-Bench tasks".`,
+		Args: exactArgs(0, "a subcommand: validate or show"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usage(errors.New("missing subcommand: validate or show"))
+		},
+	}
+	cmd.AddCommand(newTaskValidateCmd(), newTaskShowCmd())
+	return cmd
+}
+
+// openTask opens a task directory, printing every problem of an invalid one.
+func openTask(w io.Writer, dir string) (*airs.Task, error) {
+	t, err := airs.Open(dir)
+	if err != nil {
+		var te *airs.Error
+		if errors.As(err, &te) {
+			for _, p := range te.Problems {
+				fmt.Fprintln(w, p)
+			}
+			fmt.Fprintf(w, "%s: %d problem(s)\n", dir, len(te.Problems))
+			return nil, err
+		}
+		fmt.Fprintf(w, "%s: %v\n", dir, err)
+		return nil, err
+	}
+	return t, nil
+}
+
+func newTaskValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate DIR...",
+		Short: "Check task directories: every metadata field and its type, the files present; print every problem",
+		Long: `Validate checks each task directory: the files the format requires are present (regular files
+only: a symlink, device or socket is refused by name), metadata.yaml parses (a real YAML parser)
+and every field has its type, the required ones are there, the globs are clean relative
+patterns, and the scores are ordered as metric_lower_is_better says (worst, SOTA, optimum, the
+SOTA short of the optimum). Fields this version does not know and files the format does not name
+are kept and reported as notes, never dropped. Exit 1 when any directory has a problem.`,
+		Example: `  sealrun task validate tasks/digits
+  sealrun task validate tasks/*`,
+		Args: minArgs(1, "one or more task directories"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			failed := 0
+			for _, dir := range args {
+				t, err := openTask(cmd.ErrOrStderr(), dir)
+				if err != nil {
+					failed++
+					continue
+				}
+				for _, n := range t.Notes {
+					fmt.Fprintln(cmd.ErrOrStderr(), "note: "+n)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (task %s, %d files, hash %s)\n", dir, t.Meta.Info.Name, len(t.Files), t.Hash)
+			}
+			if failed > 0 {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%d of %d task directories invalid", failed, len(args)), quiet: true}
+			}
+			return nil
+		},
+	}
+}
+
+func newTaskShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show DIR",
+		Short: "Summarise a task: problem, dataset, metric, direction, SOTA, worst and optimal scores, files, hash",
+		Example: `  sealrun task show tasks/digits
+  sealrun task show --json tasks/digits`,
+		Args: exactArgs(1, "one task directory"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := openTask(cmd.ErrOrStderr(), args[0])
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err, quiet: true}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				e := json.NewEncoder(w)
+				e.SetIndent("", "  ")
+				return e.Encode(map[string]any{"dir": t.Dir, "hash": t.Hash, "metadata": t.Meta, "files": t.Files, "notes": t.Notes})
+			}
+			showTask(w, t)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the parsed metadata, files and hash as JSON")
+	return cmd
+}
+
+func showTask(w io.Writer, t *airs.Task) {
+	m, in := t.Meta, t.Meta.Info
+	dir := "higher is better"
+	if m.MetricLowerIsBetter {
+		dir = "lower is better"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	row("task", in.Name)
+	row("category", in.Category)
+	row("research problem", in.ResearchProblem)
+	row("dataset", strings.TrimSpace(in.Dataset+" "+paren(in.Config)))
+	row("splits", fmt.Sprintf("train %q, test %q", in.TrainSplit, in.TestSplit))
+	row("input columns", strings.Join(in.InputColumns, ", "))
+	row("scoring column", strings.Join(in.ScoringColumns, ", "))
+	row("shape", in.Shape)
+	row("metric", fmt.Sprintf("%s (%s)", in.Metric, dir))
+	sota := fmt.Sprintf("%g", in.SOTA.Score)
+	if in.SOTA.PaperTitle != "" {
+		sota += " — " + strings.Join(nonEmpty(in.SOTA.PaperTitle, in.SOTA.Venue, yearOf(in.SOTA.Year)), ", ")
+	}
+	row("SOTA", sota)
+	row("SOTA paper", in.SOTA.PaperURL)
+	row("worst (estimated)", fmt.Sprintf("%g", in.EstimatedWorstScore))
+	row("optimum", fmt.Sprintf("%g", in.OptimalScore))
+	row("submission", strings.Join(m.FileExportGlobs, ", "))
+	row("agent requirements", strings.Join(m.ContainerPythonRequirements, ", "))
+	row("evaluation requirements", strings.Join(m.EvaluateContainerPythonRequirements, ", "))
+	row("files", fmt.Sprintf("%d (%s)", len(t.Files), strings.Join(filePaths(t.Files), ", ")))
+	row("hash", t.Hash)
+	tw.Flush()
+	for _, n := range t.Notes {
+		fmt.Fprintln(w, "note: "+n)
+	}
+}
+
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(config " + s + ")"
+}
+
+func yearOf(y int) string {
+	if y == 0 {
+		return ""
+	}
+	return fmt.Sprint(y)
+}
+
+func nonEmpty(xs ...string) []string {
+	var out []string
+	for _, x := range xs {
+		if x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func filePaths(fs []airs.File) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path)
+	}
+	return out
+}

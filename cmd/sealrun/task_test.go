@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sealrun task validate and show: a good task, a bad one (every problem named, exit 1), usage
+// errors (exit 2).
+func TestTaskCommands(t *testing.T) {
+	good := "../../airs/testdata/svamp"
+	r := sealrun(t, "task", "validate", good)
+	if r.code != 0 || !strings.Contains(r.stdout, "ok (task MathQuestionAnsweringSVAMPAccuracy, 5 files, hash ") {
+		t.Errorf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = sealrun(t, "task", "show", good)
+	for _, want := range []string{"metric                   Accuracy (higher is better)", "SOTA                     0.942 — Achieving", "optimum                  1", "worst (estimated)        0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r = sealrun(t, "task", "show", "--json", good); r.code != 0 || !strings.Contains(r.stdout, `"sota_score": 0.942`) {
+		t.Errorf("show --json: exit %d\n%s", r.code, r.stdout)
+	}
+
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "metadata.yaml"), []byte("metric_lower_is_better: maybe\nlogging_info: {}\nextra: 1\n"), 0o644)
+	for _, c := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"bad task", []string{"task", "validate", good, bad}, 1, []string{"metadata.yaml:1:25: metric_lower_is_better: is the string \"maybe\"; want true or false",
+			"file_export_globs: missing", "logging_info.metric: missing", "evaluate.py: missing", bad + ": "}},
+		{"not a task", []string{"task", "show", t.TempDir()}, 1, []string{"no metadata.yaml; a task directory holds"}},
+		{"no such dir", []string{"task", "validate", filepath.Join(bad, "nope")}, 1, []string{"no such file or directory"}},
+		{"bare task", []string{"task"}, 2, []string{"missing subcommand: validate or show"}},
+		{"show two", []string{"task", "show", good, good}, 2, []string{"one task directory"}},
+		{"validate none", []string{"task", "validate"}, 2, []string{"one or more task directories"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := sealrun(t, c.args...)
+			for _, want := range c.stderr {
+				if r.code != c.code || !strings.Contains(r.stderr, want) {
+					t.Errorf("exit %d, stderr %q; want %d and %q", r.code, r.stderr, c.code, want)
+				}
+			}
+		})
+	}
+}
