@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +74,11 @@ func TestOpencodeSealedRun(t *testing.T) {
 		func(string) string {
 			return `for p in python3 python; do command -v $p || echo "no $p"; done; env | grep -i key; cat /proc/net/route | wc -l`
 		},
+		// What the controller's network namespace counted: UDP datagrams sent (DNS would be some)
+		// and the TCP peers it has (opencode's own loopback server aside).
+		func(string) string {
+			return `echo "resolv.conf: $(grep -s nameserver /etc/resolv.conf | tr '\n' ' ')"; grep -E '^(Ip|Udp):' /proc/net/snmp; echo "remotes: $(awk 'FNR>1 {print $3}' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u | tr '\n' ' ')"`
+		},
 		func(string) string { return "mkdir -p b && cp sealrun-bundle.json predict.py b/ && runner submit b" },
 		func(last string) string {
 			if m := candidate.FindStringSubmatch(last); m != nil {
@@ -101,7 +109,7 @@ func TestOpencodeSealedRun(t *testing.T) {
 		t.Errorf("attestation: %v", err)
 	}
 	for _, want := range []string{"$ head -5 BRIEF.md", "$ runner time_left", "long call done", "403", "no python3", "no python", "OPENAI_API_KEY=sealrun-gateway-injects-the-key",
-		"runner submit b", "$ runner promote", "$ runner finalize", "Done: 8 steps run."} {
+		"runner submit b", "$ runner promote", "$ runner finalize", "Done: 9 steps run."} {
 		if !strings.Contains(transcript, want) {
 			t.Errorf("the transcript lacks %q", want)
 		}
@@ -113,10 +121,11 @@ func TestOpencodeSealedRun(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^2$`).MatchString(transcript) {
 		t.Errorf("the controller's route table is not the gateway's /30 alone")
 	}
+	checkControllerNet(t, transcript)
 	// Every request opencode made reached the provider through the gateway, with the run's model
 	// and effort; nothing else was asked for.
 	reqs := tb.prov.Requests()
-	if len(reqs) < 9 {
+	if len(reqs) < 10 {
 		t.Errorf("the provider saw %d requests; want one per step and the last", len(reqs))
 	}
 	for i, r := range reqs {
@@ -160,4 +169,66 @@ func TestOpencodeRefusals(t *testing.T) {
 	if _, err := x.Check(RunSpec{Track: track, Agent: agent}); err != nil {
 		t.Errorf("the opencode track with its image: %v", err)
 	}
+}
+
+// checkControllerNet reads what the controller printed of its network namespace's counters: no
+// UDP datagram left it (opencode's DNS lookups, with no resolver, end on its own loopback) and
+// every TCP peer is the gateway (loopback and listening sockets aside).
+func checkControllerNet(t *testing.T, transcript string) {
+	t.Helper()
+	snmp := map[string]map[string]string{}
+	lines := regexp.MustCompile(`(?m)^(Ip|Udp): (.*)$`).FindAllStringSubmatch(transcript, -1)
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i][2]), strings.Fields(lines[i+1][2])
+		snmp[lines[i][1]] = map[string]string{}
+		for j := range min(len(names), len(values)) {
+			snmp[lines[i][1]][names[j]] = values[j]
+		}
+	}
+	// A DNS lookup with no resolver configured goes to 127.0.0.1:53, where nothing listens: such
+	// a datagram is counted both sent and received for a closed port, in this namespace. Any
+	// datagram that left it would be sent and not counted as arriving.
+	udp := snmp["Udp"]
+	if udp == nil || udp["OutDatagrams"] != udp["NoPorts"] || udp["InDatagrams"] != "0" {
+		t.Errorf("UDP datagrams left the controller's namespace (DNS?): %v", udp)
+	}
+	t.Logf("controller namespace: Ip OutRequests %s, OutNoRoutes %s (sends refused for want of a route); Udp %v", snmp["Ip"]["OutRequests"], snmp["Ip"]["OutNoRoutes"], snmp["Udp"])
+	m := regexp.MustCompile(`(?m)^remotes: (.*)$`).FindStringSubmatch(transcript)
+	if m == nil {
+		t.Fatal("the transcript lacks the controller's TCP peers")
+	}
+	gw := strings.TrimPrefix(controller.GatewayURL(0), "http://")
+	peers := 0
+	for _, r := range strings.Fields(m[1]) {
+		ip, port, ok := procNetAddr(r)
+		if !ok {
+			t.Errorf("peer %q: not a /proc/net/tcp address", r)
+			continue
+		}
+		if ip.IsUnspecified() || ip.IsLoopback() {
+			continue
+		}
+		peers++
+		if got := net.JoinHostPort(ip.String(), strconv.Itoa(port)); got != gw {
+			t.Errorf("the controller has a TCP peer %s; the only one allowed is the gateway %s", got, gw)
+		}
+	}
+	if peers == 0 {
+		t.Errorf("no TCP peer at all in %q: opencode's connection to the gateway should be there", m[1])
+	}
+}
+
+// procNetAddr decodes a /proc/net/tcp address (hex, IPv4 little-endian words): "0100A8C0:1F90".
+func procNetAddr(s string) (net.IP, int, bool) {
+	h, p, ok := strings.Cut(s, ":")
+	b, err := hex.DecodeString(h)
+	port, err2 := strconv.ParseUint(p, 16, 16)
+	if !ok || err != nil || err2 != nil || (len(b) != 4 && len(b) != 16) {
+		return nil, 0, false
+	}
+	ip := make(net.IP, len(b))
+	for w := 0; w < len(b); w += 4 { // each 32-bit word is in host (little-endian) order
+		ip[w], ip[w+1], ip[w+2], ip[w+3] = b[w+3], b[w+2], b[w+1], b[w]
+	}
+	return ip, int(port), true
 }
