@@ -79,6 +79,15 @@ func TestRuntimeDriverVerbs(t *testing.T) {
 	if err := h.Runtime.Exec(ctx, id, proc, eio); err != nil {
 		t.Fatal(err)
 	}
+	// The exec has exited and the child's ends are closed (CloseAfterStart): the copy ends at EOF
+	// once it drained the pipe. Closing our read end before then loses what is still in it.
+	copied := make(chan struct{})
+	go func() { wg.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(10 * time.Second):
+		t.Error("the exec's output did not reach EOF in 10 s")
+	}
 	eio.Close()
 	wg.Wait()
 	if out.String() != "from-exec\n1000\n" {
