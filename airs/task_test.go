@@ -175,3 +175,21 @@ func TestTreeHashRefusals(t *testing.T) {
 		t.Errorf("a file: %v", err)
 	}
 }
+
+// The shipped task validates.
+func TestShippedTasks(t *testing.T) {
+	entries, err := os.ReadDir("tasks")
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no shipped tasks: %v", err)
+	}
+	for _, e := range entries {
+		task, err := Open(filepath.Join("tasks", e.Name()))
+		if err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+			continue
+		}
+		if task.Meta.Info.Name != e.Name() || len(task.Notes) != 0 {
+			t.Errorf("%s: named %q, notes %q", e.Name(), task.Meta.Info.Name, task.Notes)
+		}
+	}
+}
