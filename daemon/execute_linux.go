@@ -105,6 +105,11 @@ type pins struct {
 // agent. The error names the mismatch, the file and the fix.
 func (x *Executor) Check(spec RunSpec) (*pins, error) {
 	t := spec.Track
+	if t.Task != nil {
+		// Sealed runs of task tracks (preparation, evaluate.py in the grader, the attested metric)
+		// are not built yet: refuse before anything is created rather than run one half-sealed.
+		return nil, fmt.Errorf("track %s is an AIRS task track (task %s): this sealrund runs exam tracks only; sealed runs of task tracks are still to come (README, \"AIRS-Bench tasks\")", t.Name, t.Task.Name)
+	}
 	var p pins
 	var errs []error
 	for _, im := range []struct {

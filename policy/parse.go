@@ -157,6 +157,7 @@ const (
 	kString      kind = iota // non-empty string
 	kName                    // lowercase name: [a-z0-9][a-z0-9._-]*
 	kStatus                  // one of the statuses
+	kTaskKind                // the kind of task: airs
 	kTrackID                 // "" or 64 lowercase hex
 	kDuration                // Go duration string, > 0
 	kPositive                // integer >= 1
@@ -183,6 +184,7 @@ var schema = []tableSpec{
 	{"artifact", []keySpec{{"max_gzip_bytes", kPositive}}},
 	{"exam", []keySpec{{"sha256", kSHA256}, {"questions", kPositive}, {"context_bytes", kPositive}, {"validation_sha256", kSHA256}}},
 	{"kit", []keySpec{{"sha256", kSHA256}}},
+	{"task", []keySpec{{"kind", kTaskKind}, {"name", kString}, {"sha256", kSHA256}, {"data_sha256", kSHA256}}},
 	{"images", []keySpec{{"controller", kImage}, {"runner", kImage}, {"grader", kImage}}},
 	{"scaffold", []keySpec{{"name", kString}, {"version", kString}, {"config_sha256", kSHA256}}},
 	{"seeds", []keySpec{{"required", kPositive}}},
@@ -210,10 +212,22 @@ func (v *validator) track(md toml.MetaData) *Track {
 		known[ts.name] = ts
 		tableNames = append(tableNames, ts.name)
 	}
+	_, isTask := v.raw["task"]
 	for _, ts := range schema {
 		rv, ok := v.raw[ts.name]
+		if ok && isTask && (ts.name == "exam" || ts.name == "kit") {
+			v.add(ts.name, "an AIRS task track ([task]) has no [%s]: its task directory and data are pinned in [task]; remove [%s], or [task] for an exam track", ts.name, ts.name)
+			continue
+		}
+		if !ok && (ts.name == "task" || (isTask && (ts.name == "exam" || ts.name == "kit"))) {
+			continue // [task] replaces [exam] and [kit]
+		}
 		if !ok {
-			v.add(ts.name, "missing table [%s]; add it with keys %s", ts.name, keyList(ts))
+			hint := ""
+			if ts.name == "exam" || ts.name == "kit" {
+				hint = " (or, for an AIRS task track, a [task] table instead of [exam] and [kit])"
+			}
+			v.add(ts.name, "missing table [%s]; add it with keys %s%s", ts.name, keyList(ts), hint)
 			continue
 		}
 		tbl, ok := rv.(map[string]any)
@@ -224,6 +238,9 @@ func (v *validator) track(md toml.MetaData) *Track {
 		for _, ks := range ts.keys {
 			full := ts.name + "." + ks.name
 			val, ok := tbl[ks.name]
+			if !ok && isTask && full == "budget.question_limit" {
+				continue // a task is scored by one evaluate.py run, within budget.grading
+			}
 			if !ok {
 				v.add(full, "missing key; expected %s", expectation(ks.kind))
 				continue
@@ -276,6 +293,9 @@ func (v *validator) track(md toml.MetaData) *Track {
 	t.Artifact.MaxGzipBytes = num("artifact.max_gzip_bytes")
 	t.Exam = Exam{SHA256: str("exam.sha256"), Questions: num("exam.questions"), ContextBytes: num("exam.context_bytes"), ValidationSHA256: str("exam.validation_sha256")}
 	t.Kit.SHA256 = str("kit.sha256")
+	if isTask {
+		t.Task = &Task{Kind: str("task.kind"), Name: str("task.name"), SHA256: str("task.sha256"), DataSHA256: str("task.data_sha256")}
+	}
 	t.Images = Images{Controller: img("images.controller"), Runner: img("images.runner"), Grader: img("images.grader")}
 	t.Scaffold = Scaffold{Name: str("scaffold.name"), Version: str("scaffold.version"), ConfigSHA256: str("scaffold.config_sha256")}
 	t.Seeds.Required = num("seeds.required")
@@ -317,6 +337,8 @@ func expectation(k kind) string {
 		return `a lowercase name ([a-z0-9._-], at most 64 characters), for example "ari-v1"`
 	case kStatus:
 		return `one of "active", "legacy", "withdrawn"`
+	case kTaskKind:
+		return `"airs" (an AIRS-Bench task directory, sealrun task validate)`
 	case kTrackID:
 		return `"" or the 64-hex track id of the superseded track (sealrun track id OLD.toml)`
 	case kDuration:
@@ -409,6 +431,10 @@ func (v *validator) convert(key string, k kind, val any) (any, bool) {
 		case StatusActive, StatusLegacy, StatusWithdrawn:
 		default:
 			return fail("is %q, not a known status", s)
+		}
+	case kTaskKind:
+		if s != TaskAIRS {
+			return fail("is %q, not a task kind", s)
 		}
 	case kTrackID:
 		if s != "" && !hexRE.MatchString(s) {

@@ -278,3 +278,44 @@ func TestShippedTracks(t *testing.T) {
 		}
 	}
 }
+
+// taskTrack is base as an AIRS task track: [task] in place of [exam] and [kit], no
+// question_limit.
+func taskTrack(t *testing.T) string {
+	s := base
+	s = strings.Replace(s, "[exam]\nsha256 = \"1111111111111111111111111111111111111111111111111111111111111111\"\nquestions = 100\ncontext_bytes = 1024\nvalidation_sha256 = \"2222222222222222222222222222222222222222222222222222222222222222\"\n\n[kit]\nsha256 = \"3333333333333333333333333333333333333333333333333333333333333333\"\n",
+		"[task]\nkind = \"airs\"\nname = \"DigitsClassificationAccuracy\"\nsha256 = \"7777777777777777777777777777777777777777777777777777777777777777\"\ndata_sha256 = \"8888888888888888888888888888888888888888888888888888888888888888\"\n", 1)
+	s = strings.Replace(s, "question_limit = \"30s\"\n", "", 1)
+	if !strings.Contains(s, "[task]") || strings.Contains(s, "[exam]") {
+		t.Fatal("the task track was not made")
+	}
+	return s
+}
+
+// A task track pins the task and its data in [task], without [exam], [kit] or question_limit.
+func TestTaskTrack(t *testing.T) {
+	tr, err := Parse("task.toml", []byte(taskTrack(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Task == nil || tr.Task.Kind != TaskAIRS || tr.Task.Name != "DigitsClassificationAccuracy" || tr.Task.SHA256[0] != '7' || tr.Task.DataSHA256[0] != '8' || tr.Exam.SHA256 != "" {
+		t.Errorf("task %+v exam %+v", tr.Task, tr.Exam)
+	}
+	if ex, err := Parse("exam.toml", []byte(base)); err != nil || ex.Task != nil {
+		t.Errorf("an exam track has a task: %v %+v", err, ex)
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"task and exam", strings.Replace(taskTrack(t), "[task]", "[exam]\nsha256 = \"1111111111111111111111111111111111111111111111111111111111111111\"\nquestions = 1\ncontext_bytes = 1\nvalidation_sha256 = \"1111111111111111111111111111111111111111111111111111111111111111\"\n\n[task]", 1),
+			"task.toml:exam: an AIRS task track ([task]) has no [exam]"},
+		{"kind", strings.Replace(taskTrack(t), `kind = "airs"`, `kind = "kaggle"`, 1), `task.toml:task.kind: is "kaggle", not a task kind; expected "airs"`},
+		{"no data", strings.Replace(taskTrack(t), "data_sha256 = \"8888888888888888888888888888888888888888888888888888888888888888\"\n", "", 1), "task.toml:task.data_sha256: missing key"},
+		{"bad hash", strings.Replace(taskTrack(t), "sha256 = \"7777", "sha256 = \"X777", 1), "task.toml:task.sha256:"},
+		{"typo", strings.Replace(taskTrack(t), "name = \"DigitsClassificationAccuracy\"", "nmae = \"x\"", 1), "task.toml:task.nmae: unknown key; [task] takes kind, name, sha256, data_sha256"},
+		{"neither", strings.Replace(base, "[exam]", "[exma]", 1), "task.toml:exam: missing table [exam]"},
+	} {
+		_, err := Parse("task.toml", []byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", c.name, err, c.want)
+		}
+	}
+}

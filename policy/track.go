@@ -29,6 +29,7 @@ type Track struct {
 	Artifact  Artifact
 	Exam      Exam
 	Kit       Kit
+	Task      *Task // a task track: nil for an exam track, which has Exam and Kit
 	Images    Images
 	Scaffold  Scaffold
 	Seeds     Seeds
@@ -104,4 +105,18 @@ type Resources struct {
 	CPUs      int64
 	Memory    int64 // bytes
 	Workspace int64 // bytes, disk quota on /workspace
+}
+
+// TaskAIRS is the kind of an AIRS-Bench task: a directory of metadata.yaml, the description and
+// the task's own prepare and evaluate scripts (package airs).
+const TaskAIRS = "airs"
+
+// Task pins, in a task track, what replaces the exam and the kit: the task directory and its
+// raw data directory, each by its directory hash (airs.TreeHash). The grader image is then the
+// task's evaluation image: its evaluate.py runs there.
+type Task struct {
+	Kind       string // TaskAIRS
+	Name       string // logging_info.name of the task's metadata.yaml
+	SHA256     string // the task directory's hash
+	DataSHA256 string // the raw data directory's hash
 }

@@ -163,7 +163,7 @@ func TestTrackIDRecomputable(t *testing.T) {
 }
 
 func TestTrackShowGolden(t *testing.T) {
-	for _, name := range []string{"ari-v1", "demo"} {
+	for _, name := range []string{"ari-v1", "demo", "airs-digits"} {
 		r := sealrun(t, "track", "show", "../../tracks/"+name+".toml")
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // sealrun task validate and show: a good task, a bad one (every problem named, exit 1), usage
@@ -49,5 +52,20 @@ func TestTaskCommands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// tracks/airs-digits.toml pins the shipped task as it is.
+func TestAIRSTrackPinsTheShippedTask(t *testing.T) {
+	tr, err := policy.Load("../../tracks/airs-digits.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := airs.Open("../../airs/tasks/" + tr.Task.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Task.SHA256 != task.Hash {
+		t.Errorf("tracks/airs-digits.toml pins task sha256 %s; the shipped task's hash is %s (sealrun task validate airs/tasks/%s): update the pin, and the track's version", tr.Task.SHA256, task.Hash, tr.Task.Name)
 	}
 }

@@ -138,16 +138,30 @@ func writeTrackSummary(out io.Writer, t *policy.Track) {
 	row("wall", "%s from start to deadline", shortDuration(b.Wall))
 	row("call limit", "%s per runner call, and never past the reserve start", shortDuration(b.CallLimit))
 	row("reserve", "last %s: no new compute after %s; submit, promote, finalize still work", shortDuration(b.Reserve), shortDuration(b.Wall-b.Reserve))
-	row("grading", "%s to grade the promoted bundle on the hidden exam (both phases)", shortDuration(b.Grading))
-	row("question limit", "%s per answer; over it the question fails", shortDuration(b.QuestionLimit))
+	if t.Task != nil {
+		row("grading", "%s for the task's evaluate.py on the promoted submission", shortDuration(b.Grading))
+	} else {
+		row("grading", "%s to grade the promoted bundle on the hidden exam (both phases)", shortDuration(b.Grading))
+		row("question limit", "%s per answer; over it the question fails", shortDuration(b.QuestionLimit))
+	}
 	row("artifact", "at most %s gzipped (%d bytes), size recomputed by sealrun", iecBytes(t.Artifact.MaxGzipBytes), t.Artifact.MaxGzipBytes)
-	row("exam", "%d questions, up to %d bytes of context each", t.Exam.Questions, t.Exam.ContextBytes)
-	row("exam sha256", "%s", t.Exam.SHA256)
-	row("validation sha256", "%s", t.Exam.ValidationSHA256)
-	row("kit sha256", "%s", t.Kit.SHA256)
+	if t.Task != nil {
+		row("task", "%s (%s task directory; sealrun task show DIR)", t.Task.Name, t.Task.Kind)
+		row("task sha256", "%s", t.Task.SHA256)
+		row("data sha256", "%s (the raw data directory)", t.Task.DataSHA256)
+	} else {
+		row("exam", "%d questions, up to %d bytes of context each", t.Exam.Questions, t.Exam.ContextBytes)
+		row("exam sha256", "%s", t.Exam.SHA256)
+		row("validation sha256", "%s", t.Exam.ValidationSHA256)
+		row("kit sha256", "%s", t.Kit.SHA256)
+	}
 	row("controller image", "%s", t.Images.Controller)
 	row("runner image", "%s", t.Images.Runner)
-	row("grader image", "%s", t.Images.Grader)
+	if t.Task != nil {
+		row("grader image", "%s (the task's evaluation image)", t.Images.Grader)
+	} else {
+		row("grader image", "%s", t.Images.Grader)
+	}
 	row("scaffold", "%s %s, config sha256 %s", t.Scaffold.Name, t.Scaffold.Version, t.Scaffold.ConfigSHA256)
 	row("seeds", "%d valid seeds for an official row; fewer is provisional", t.Seeds.Required)
 	gpus := fmt.Sprintf("%d GPUs", t.Resources.GPUs)
