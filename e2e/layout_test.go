@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"sandbox":                {"policy", "images"},
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},
-	"grader":                 {"policy", "sandbox", "exams", "audit"},
+	"grader":                 {"policy", "sandbox", "exams", "audit", "airs"},
 	"attest":                 {"policy", "sandbox", "audit"}, // sandbox/netnshook only: the air-gap rule (portable)
 	"leaderboard":            {"policy", "attest"},
 	"airs":                   {}, // AIRS-Bench task format and scores: no sibling

@@ -110,6 +110,7 @@ echo "total $(gobench_metric BenchmarkLeaderboard10k total-s) s   (target: <= 5 
 echo
 echo "== airs: AIRS-Bench suite scores: 20 tasks x 14 agents x 10 seeds, normalized scores, VSR, Bradley-Terry Elo with 1,000 bootstrap samples"
 echo "summary: $(gobench_ms BenchmarkSummarize) ms/op   (target: <= 5000 ms)"
+echo "sealing overhead beyond the task's own scripts (no-op scripts): preparation $(gobench_metric BenchmarkAIRSOverhead prepare-s) s (two containers), evaluation $(gobench_metric BenchmarkAIRSOverhead evaluate-s) s   (target: <= 2 s each)"
 
 echo
 echo "== daemon: whole sealed runs and the run list"

@@ -1,0 +1,188 @@
+package grader
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const digitsTask = "../airs/tasks/DigitsClassificationAccuracy"
+
+// synthDigits writes a raw data directory in the digits format (1797 rows of 64 pixel counts
+// and a label), synthetic: the real one comes from Debian's python3-sklearn, which tests may not
+// fetch.
+func synthDigits(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 1797 {
+		for range 64 {
+			fmt.Fprintf(zw, "%d.0,", rng.IntN(17))
+		}
+		fmt.Fprintf(zw, "%d\n", rng.IntN(10))
+	}
+	zw.Close()
+	if err := os.WriteFile(filepath.Join(dir, "digits.csv.gz"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	return dir
+}
+
+// The shipped task's scripts, each in its own sealed container: preparation writes the agent's
+// data without labels and the labels where only evaluation looks; evaluation scores a
+// submission, and every way a submission yields no number is an invalid submission with the
+// reason; a failing preparation script is an error naming it.
+func TestAIRSTaskScripts(t *testing.T) {
+	e := testEnv(t, 10*time.Second)
+	ctx := context.Background()
+	raw := synthDigits(t)
+	base := t.TempDir()
+	os.Chmod(base, 0o711)
+	agentDir, graderDir := filepath.Join(base, "agent-data"), filepath.Join(base, "grader-data")
+	runs, err := PrepareTask(ctx, e, digitsTask, raw, agentDir, graderDir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		t.Logf("%s: exit %d in %.2fs: %s", r.Script, r.Exit, r.Seconds, strings.TrimSpace(r.Stdout))
+	}
+	labels, err := os.ReadFile(filepath.Join(graderDir, "test_with_labels", "labels.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, _ := os.ReadFile(filepath.Join(agentDir, "test", "test.csv"))
+	train, _ := os.ReadFile(filepath.Join(agentDir, "train", "train.csv"))
+	if bytes.Count(test, []byte("\n")) != 361 || bytes.Count(train, []byte("\n")) != 1438 || bytes.Count(labels, []byte("\n")) != 361 {
+		t.Fatalf("rows: test %d, train %d, labels %d", bytes.Count(test, []byte("\n")), bytes.Count(train, []byte("\n")), bytes.Count(labels, []byte("\n")))
+	}
+	if !strings.HasPrefix(string(test), "id,p0,") || strings.Contains(string(test), "label") {
+		t.Errorf("the agent's test split has labels: %.80q", test)
+	}
+	// The submission: the labels (accuracy 1), then with every tenth wrong.
+	var want []string
+	for _, l := range strings.Split(strings.TrimSpace(string(labels)), "\n")[1:] {
+		want = append(want, strings.Split(l, ",")[1])
+	}
+	sub := func(name, text string) string {
+		d := filepath.Join(t.TempDir(), name)
+		os.MkdirAll(d, 0o755)
+		os.Chmod(filepath.Dir(d), 0o755)
+		os.WriteFile(filepath.Join(d, "submission.csv"), []byte(text), 0o644)
+		return d
+	}
+	perfect := "label\n" + strings.Join(want, "\n") + "\n"
+	ninety := strings.Split(perfect, "\n")
+	for i := 1; i < len(ninety)-1; i += 10 {
+		ninety[i] = fmt.Sprint((int(ninety[i][0]-'0') + 1) % 10)
+	}
+	for _, c := range []struct {
+		name, text string
+		value      float64
+		invalid    string
+	}{
+		{"perfect", perfect, 1, ""},
+		{"ninety", strings.Join(ninety, "\n"), 0.9, ""},
+		{"short", "label\n1\n2\n", 0, "does not match test set size (360)"},
+		{"header", "digit\n" + strings.Join(want, "\n"), 0, "the header must be the one column: label"},
+		{"not numbers", "label\n" + strings.Repeat("x\n", 360), 0, "invalid literal for int()"},
+	} {
+		ev, err := EvaluateTask(ctx, e, digitsTask, graderDir, sub(c.name, c.text), "submission.csv", "Accuracy", time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		switch {
+		case c.invalid == "" && (ev.Value == nil || *ev.Value < c.value-1e-9 || *ev.Value > c.value+1e-9):
+			t.Errorf("%s: value %v (%s), want %v", c.name, ev.Value, ev.Invalid, c.value)
+		case c.invalid != "" && (ev.Value != nil || !strings.Contains(ev.Invalid, c.invalid)):
+			t.Errorf("%s: value %v invalid %q, want invalid %q", c.name, ev.Value, ev.Invalid, c.invalid)
+		}
+		t.Logf("%s: %.2fs, result %s %s", c.name, ev.Run.Seconds, ev.Result, ev.Invalid)
+	}
+	if ev, err := EvaluateTask(ctx, e, digitsTask, graderDir, sub("none", perfect), "missing.csv", "Accuracy", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "Submission file not found") {
+		t.Errorf("no submission file: %v %+v", err, ev)
+	}
+	if ev, err := EvaluateTask(ctx, e, digitsTask, graderDir, sub("metric", perfect), "submission.csv", "F1", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, `has no "F1"`) {
+		t.Errorf("another metric: %v %+v", err, ev)
+	}
+
+	// A task whose evaluate.py prints no result, or never ends; a prepare.py that fails.
+	broken := t.TempDir()
+	os.Chmod(broken, 0o755)
+	for _, f := range []string{"prepare.py", "evaluate_prepare.py", "utils.py", "metadata.yaml", "project_description.md"} {
+		b, _ := os.ReadFile(filepath.Join(digitsTask, f))
+		os.WriteFile(filepath.Join(broken, f), b, 0o644)
+	}
+	os.WriteFile(filepath.Join(broken, "evaluate.py"), []byte("import sys, time\nif 'slow' in sys.argv[-1]:\n    time.sleep(60)\nprint('Accuracy: 0.5')\n"), 0o644)
+	if ev, err := EvaluateTask(ctx, e, broken, graderDir, sub("quiet", perfect), "submission.csv", "Accuracy", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "printed no result JSON") {
+		t.Errorf("no result: %v %+v", err, ev)
+	}
+	if ev, err := EvaluateTask(ctx, e, broken, graderDir, sub("slow", perfect), "slow.csv", "Accuracy", 2*time.Second); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "ran past its 2s") {
+		t.Errorf("slow: %v %+v", err, ev)
+	}
+	os.Remove(filepath.Join(raw, "digits.csv.gz"))
+	if _, err := PrepareTask(ctx, e, digitsTask, raw, filepath.Join(base, "a2"), filepath.Join(base, "g2"), time.Minute); err == nil || !strings.Contains(err.Error(), "the task's prepare.py exited 1; its stderr ends:") || !strings.Contains(err.Error(), "digits.csv.gz") {
+		t.Errorf("prepare without data: %v", err)
+	}
+}
+
+// The result JSON: after the marker (indented over lines, as the paper's scripts print it), or
+// the last line that is an object.
+func TestParseResult(t *testing.T) {
+	for _, c := range []struct{ out, res, why string }{
+		{"Loaded 3.\n\n--- EVALUATION RESULT ---\n{\n  \"Accuracy\": 0.5\n}\n", "{\n  \"Accuracy\": 0.5\n}", ""},
+		{"noise\n{\"Accuracy\": 0.25}\n", `{"Accuracy": 0.25}`, ""},
+		{"--- EVALUATION RESULT ---\nnope\n", "", "but no JSON object after it"},
+		{"Accuracy 0.5\n", "", "printed no result JSON"},
+		{"", "", "printed no result JSON"},
+	} {
+		res, why := parseResult(c.out)
+		if res != c.res || !strings.Contains(why, c.why) || (c.why == "" && why != "") {
+			t.Errorf("%q: %q %q; want %q %q", c.out, res, why, c.res, c.why)
+		}
+	}
+}
+
+// BenchmarkAIRSOverhead is what sealing adds to a task's own scripts: preparation (two fresh
+// containers) and evaluation (one), timed with scripts that do nothing but print a result
+// (target ≤ 2 s each).
+func BenchmarkAIRSOverhead(b *testing.B) {
+	e := testEnv(b, 10*time.Second)
+	ctx := context.Background()
+	task := b.TempDir()
+	os.Chmod(task, 0o755)
+	noop := "import sys\nprint('{\"Accuracy\": 1.0}')\n"
+	for _, f := range []string{"prepare.py", "evaluate_prepare.py", "evaluate.py"} {
+		os.WriteFile(filepath.Join(task, f), []byte(noop), 0o644)
+	}
+	base := b.TempDir()
+	os.Chmod(base, 0o711)
+	raw, sub := filepath.Join(base, "raw"), filepath.Join(base, "sub")
+	os.Mkdir(raw, 0o755)
+	os.Mkdir(sub, 0o755)
+	os.MkdirAll(filepath.Join(base, "g", "test_with_labels"), 0o755)
+	var prep, eval time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if _, err := PrepareTask(ctx, e, task, raw, filepath.Join(base, fmt.Sprint("a", i)), filepath.Join(base, "g"), time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		ev, err := EvaluateTask(ctx, e, task, filepath.Join(base, "g"), sub, "submission.csv", "Accuracy", time.Minute)
+		if err != nil || ev.Value == nil {
+			b.Fatalf("%v %+v", err, ev)
+		}
+		prep, eval = prep+t1.Sub(t0), eval+time.Since(t1)
+	}
+	b.ReportMetric(prep.Seconds()/float64(b.N), "prepare-s")
+	b.ReportMetric(eval.Seconds()/float64(b.N), "evaluate-s")
+}
