@@ -193,3 +193,32 @@ func TestShippedTasks(t *testing.T) {
 		}
 	}
 }
+
+// A tree is installed under its hash, whole, readable by others; a second install keeps it; a
+// symlink in it is refused and nothing is left.
+func TestInstallTree(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "tree")
+	h, err := InstallTree("testdata/svamp", store, MaxTaskFiles, MaxTaskBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, again, err := TreeHash(filepath.Join(store, h), MaxTaskFiles, MaxTaskBytes)
+	if err != nil || again != h || len(files) != 5 {
+		t.Fatalf("installed tree: %v %s %d files", err, again, len(files))
+	}
+	if st, _ := os.Stat(filepath.Join(store, h, "evaluate.py")); st.Mode().Perm() != 0o644 {
+		t.Errorf("file mode %v", st.Mode())
+	}
+	if h2, err := InstallTree("testdata/svamp", store, MaxTaskFiles, MaxTaskBytes); err != nil || h2 != h {
+		t.Errorf("second install: %v %s", err, h2)
+	}
+	bad := writeTask(t, "")
+	os.Symlink("/etc/shadow", filepath.Join(bad, "utils.py"))
+	if _, err := InstallTree(bad, store, MaxTaskFiles, MaxTaskBytes); err == nil || !strings.Contains(err.Error(), "a symlink") {
+		t.Errorf("symlink: %v", err)
+	}
+	entries, _ := os.ReadDir(store)
+	if len(entries) != 1 {
+		t.Errorf("the store holds %d entries; want the one tree", len(entries))
+	}
+}

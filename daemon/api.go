@@ -68,3 +68,9 @@ func KitPath(state, hash string) string {
 func ContentPath(stateDir, sha string) string {
 	return filepath.Join(stateDir, "content", "sha256", sha)
 }
+
+// TreePath is where the content store keeps a directory by its tree hash (airs.TreeHash): an
+// AIRS task directory or its raw data directory (sealrun content add DIR).
+func TreePath(stateDir, hash string) string {
+	return filepath.Join(stateDir, "content", "tree", hash)
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/kits"
@@ -15,19 +16,26 @@ import (
 func newContentCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "content",
-		Short: "The daemon's store of pinned files: hidden exams and kits",
+		Short: "The daemon's store of pinned files: hidden exams, kits, AIRS tasks and their data",
 		Long: `A track pins its hidden exam by SHA-256 and its kit by kit hash. The daemon finds the exam in
-its content store, <state-dir>/content/sha256/<hex>, and kits in <state-dir>/kits/<hash>, and
-checks each before every run. The hidden exam lives only there (never in a repository or a
+its content store, <state-dir>/content/sha256/<hex>, kits in <state-dir>/kits/<hash>, and an AIRS
+track's task and raw data directories in <state-dir>/content/tree/<tree hash>, and checks each
+before every run. The hidden exam lives only there (never in a repository or a
 container).`,
 	}
 	cmd.AddCommand(&cobra.Command{
-		Use:   "add FILE|KITDIR...",
-		Short: "Store files by their SHA-256 and built kits by their kit hash (prints each, for the track)",
-		Args:  minArgs(1, "one or more files or built kit directories"),
+		Use:   "add FILE|KITDIR|TASKDIR|DATADIR...",
+		Short: "Store files by their SHA-256, built kits by their kit hash, AIRS task and data directories by their tree hash (prints each, for the track)",
+		Args:  minArgs(1, "one or more files, built kit directories, or AIRS task or raw data directories"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, p := range args {
 				if st, err := os.Stat(p); err == nil && st.IsDir() {
+					if _, err := os.Lstat(filepath.Join(p, "SHA256SUMS")); err != nil {
+						if err := addTree(cmd.OutOrStdout(), g.stateDir, p); err != nil {
+							return err
+						}
+						continue
+					}
 					k, err := kits.Install(p, filepath.Join(g.stateDir, "kits"))
 					if err != nil {
 						return err
@@ -60,4 +68,25 @@ container).`,
 		},
 	})
 	return cmd
+}
+
+// addTree stores a directory by its tree hash: an AIRS task directory (it has metadata.yaml and
+// must validate) or a raw data directory (anything else).
+func addTree(w io.Writer, state, dir string) error {
+	what := "raw data directory"
+	maxFiles, maxBytes := airs.MaxDataFiles, int64(airs.MaxDataBytes)
+	if _, err := os.Lstat(filepath.Join(dir, airs.MetadataFile)); err == nil {
+		t, err := airs.Open(dir)
+		if err != nil {
+			return invalid(err)
+		}
+		what = "AIRS task " + t.Meta.Info.Name
+		maxFiles, maxBytes = airs.MaxTaskFiles, airs.MaxTaskBytes
+	}
+	hash, err := airs.InstallTree(dir, filepath.Dir(daemon.TreePath(state, "x")), maxFiles, maxBytes)
+	if err != nil {
+		return invalid(fmt.Errorf("%s: %w", dir, err))
+	}
+	fmt.Fprintf(w, "%s  %s (%s)\n", hash, dir, what)
+	return nil
 }

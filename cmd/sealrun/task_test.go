@@ -69,3 +69,25 @@ func TestAIRSTrackPinsTheShippedTask(t *testing.T) {
 		t.Errorf("tracks/airs-digits.toml pins task sha256 %s; the shipped task's hash is %s (sealrun task validate airs/tasks/%s): update the pin, and the track's version", tr.Task.SHA256, task.Hash, tr.Task.Name)
 	}
 }
+
+// content add stores task and raw data directories by tree hash; an invalid task is refused
+// with its problems and nothing is stored.
+func TestContentAddTrees(t *testing.T) {
+	state := t.TempDir()
+	raw := t.TempDir()
+	os.WriteFile(filepath.Join(raw, "digits.csv.gz"), []byte("data"), 0o644)
+	r := sealrun(t, "--state-dir", state, "content", "add", "../../airs/testdata/svamp", raw)
+	if r.code != 0 || !strings.Contains(r.stdout, "bb2b4dba38e62d823badf9410c172f3e125b756420290e3ef785093117af4cac  ../../airs/testdata/svamp (AIRS task MathQuestionAnsweringSVAMPAccuracy)") ||
+		!strings.Contains(r.stdout, raw+" (raw data directory)") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "metadata.yaml"), []byte("logging_info: 1\n"), 0o644)
+	if r := sealrun(t, "--state-dir", state, "content", "add", bad); r.code != 1 || !strings.Contains(r.stderr, "logging_info: is the number 1; want a mapping of fields") {
+		t.Errorf("bad task: exit %d %s", r.code, r.stderr)
+	}
+	entries, _ := os.ReadDir(filepath.Join(state, "content", "tree"))
+	if len(entries) != 2 {
+		t.Errorf("the store holds %d trees; want 2", len(entries))
+	}
+}
