@@ -81,6 +81,22 @@ type entry struct {
 // for reading. A bundle over a rule is a *BundleError naming the file and the rule; over the
 // artifact limit the message gives both sizes.
 func Pack(ctx context.Context, workspace, rel, dir string, lim Limits) (*Candidate, error) {
+	return pack(ctx, workspace, rel, dir, lim, nil)
+}
+
+// PackExport packs, like Pack, the files under rel that match one of globs (path.Match on the
+// path relative to rel: an AIRS task's file_export_globs) and nothing else: a submission is the
+// files the task names, and no manifest is needed. What matches is checked as Pack checks every
+// file; what does not is skipped, whatever it is. No match at all is a BundleError naming the
+// globs.
+func PackExport(ctx context.Context, workspace, rel, dir string, lim Limits, globs []string) (*Candidate, error) {
+	if len(globs) == 0 {
+		return nil, errors.New("pack export: no globs")
+	}
+	return pack(ctx, workspace, rel, dir, lim, globs)
+}
+
+func pack(ctx context.Context, workspace, rel, dir string, lim Limits, globs []string) (*Candidate, error) {
 	lim = lim.withDefaults()
 	wfd, err := unix.Open(workspace, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -93,12 +109,15 @@ func Pack(ctx context.Context, workspace, rel, dir string, lim Limits) (*Candida
 	}
 	defer unix.Close(root)
 
-	w := &walker{ctx: ctx, lim: lim}
+	w := &walker{ctx: ctx, lim: lim, globs: globs}
 	if err := w.walk(root, "", 0); err != nil {
 		return nil, err
 	}
 	sort.Slice(w.entries, func(i, j int) bool { return w.entries[i].name < w.entries[j].name })
-	if !w.hasManifest {
+	if globs != nil && w.files == 0 {
+		return nil, bundleErr("", "has no file matching the task's file_export_globs %q; write the submission there (for example submission.csv) and submit the directory holding it", globs)
+	}
+	if globs == nil && !w.hasManifest {
 		return nil, bundleErr("", "has no %s at its top; add one naming the entrypoint (grader/PROTOCOL.md)", ManifestName)
 	}
 
@@ -197,6 +216,21 @@ type walker struct {
 	raw         int64
 	files       int
 	hasManifest bool
+	globs       []string // PackExport: only files matching one are packed
+	seen        int      // names walked, packed or not
+}
+
+// skip reports whether name is left out of an export (nil globs: nothing is).
+func (w *walker) skip(name string) bool {
+	if w.globs == nil {
+		return false
+	}
+	for _, g := range w.globs {
+		if ok, _ := path.Match(g, name); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // walk lists the directory fd (the bundle's prefix dir) and recurses into subdirectories.
@@ -223,7 +257,7 @@ func (w *walker) walk(fd int, prefix string, depth int) error {
 		if err := checkName(name); err != nil {
 			return err
 		}
-		if len(w.entries) >= w.lim.MaxFiles {
+		if w.seen++; w.seen > w.lim.MaxFiles {
 			return bundleErr("", "has more than %d files and directories; pack fewer files", w.lim.MaxFiles)
 		}
 		var st unix.Stat_t
@@ -232,7 +266,9 @@ func (w *walker) walk(fd int, prefix string, depth int) error {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
-			w.entries = append(w.entries, entry{name: name + "/", dir: true})
+			if w.globs == nil { // an export holds files only; unpacking makes their directories
+				w.entries = append(w.entries, entry{name: name + "/", dir: true})
+			}
 			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return bundleErr(name, "changed while packing or cannot be opened (%v); submit again", err)
@@ -243,6 +279,9 @@ func (w *walker) walk(fd int, prefix string, depth int) error {
 				return err
 			}
 		case unix.S_IFREG:
+			if w.skip(name) {
+				continue
+			}
 			if st.Nlink > 1 {
 				return bundleErr(name, "is a hard link (%d links); only plain files are packed, copy it (cp) instead", st.Nlink)
 			}
@@ -256,8 +295,14 @@ func (w *walker) walk(fd int, prefix string, depth int) error {
 				w.hasManifest = true
 			}
 		case unix.S_IFLNK:
+			if w.skip(name) {
+				continue
+			}
 			return bundleErr(name, "is a symlink; a bundle holds only regular files and directories (copy the target in)")
 		default:
+			if w.skip(name) {
+				continue
+			}
 			return bundleErr(name, "is a %s; a bundle holds only regular files and directories", fileKind(st.Mode))
 		}
 	}

@@ -393,3 +393,40 @@ func TestUnpackTarDotPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An export packs only the files matching the globs (no manifest needed); what does not match is
+// skipped whatever it is; what matches is checked like any bundle file; no match is refused.
+func TestPackExport(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	rel := bundleDir(t, ws, "out", map[string]string{"submission.csv": "label\n1\n", "preds/a.csv": "x", "preds/b.txt": "y", "model.pt": "weights"})
+	os.Symlink("/etc/passwd", filepath.Join(ws, rel, "link"))
+	c, err := PackExport(ctx, ws, rel, filepath.Join(t.TempDir(), "c"), DefaultLimits(16<<20), []string{"submission.csv", "preds/*.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Files != 2 {
+		t.Errorf("%d files packed; want submission.csv and preds/a.csv", c.Files)
+	}
+	u, err := UnpackExport(ctx, c.Path, filepath.Join(t.TempDir(), "u"), DefaultLimits(16<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	filepath.Walk(u.Dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			r, _ := filepath.Rel(u.Dir, p)
+			got = append(got, r)
+		}
+		return nil
+	})
+	if strings.Join(got, " ") != "preds/a.csv submission.csv" {
+		t.Errorf("unpacked %q", got)
+	}
+	if _, err := PackExport(ctx, ws, rel, t.TempDir(), DefaultLimits(16<<20), []string{"*.parquet"}); err == nil || !strings.Contains(err.Error(), `has no file matching the task's file_export_globs ["*.parquet"]`) {
+		t.Errorf("no match: %v", err)
+	}
+	if _, err := PackExport(ctx, ws, rel, t.TempDir(), DefaultLimits(16<<20), []string{"link"}); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+		t.Errorf("matched symlink: %v", err)
+	}
+}

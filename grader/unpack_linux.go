@@ -31,7 +31,17 @@ type Unpacked struct {
 // every file created beneath dst with O_EXCL|O_NOFOLLOW; modes 0644 or 0755, owned by the
 // caller. It checks that the entrypoint's bundle files exist (and argv[0], when a bundle file,
 // is executable). Errors are *BundleError naming the entry and the rule; dst is removed on error.
-func Unpack(ctx context.Context, file, dst string, lim Limits) (_ *Unpacked, err error) {
+func Unpack(ctx context.Context, file, dst string, lim Limits) (*Unpacked, error) {
+	return unpack(ctx, file, dst, lim, false)
+}
+
+// UnpackExport unpacks, by the same rules, a candidate made by PackExport: an AIRS submission's
+// files, with no manifest (Manifest is nil).
+func UnpackExport(ctx context.Context, file, dst string, lim Limits) (*Unpacked, error) {
+	return unpack(ctx, file, dst, lim, true)
+}
+
+func unpack(ctx context.Context, file, dst string, lim Limits, export bool) (_ *Unpacked, err error) {
 	lim = lim.withDefaults()
 	f, err := os.Open(file)
 	if err != nil {
@@ -96,6 +106,9 @@ func Unpack(ctx context.Context, file, dst string, lim Limits) (_ *Unpacked, err
 		if n > 10240 {
 			return nil, bundleErr("", "has %d bytes after the tar's end; a bundle is one tar stream", n)
 		}
+	}
+	if export {
+		return &Unpacked{Dir: dst, Files: u.files, RawBytes: u.raw}, nil
 	}
 	if !u.seen[ManifestName] {
 		return nil, bundleErr("", "has no %s at its top; add one naming the entrypoint (grader/PROTOCOL.md)", ManifestName)
