@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/policy"
 )
 
 const digitsTask = "../airs/tasks/DigitsClassificationAccuracy"
@@ -185,4 +189,88 @@ func BenchmarkAIRSOverhead(b *testing.B) {
 	}
 	b.ReportMetric(prep.Seconds()/float64(b.N), "prepare-s")
 	b.ReportMetric(eval.Seconds()/float64(b.N), "evaluate-s")
+}
+
+// The judge of a task run: submit exports the globbed files with no validation, promote and
+// finalize as for any run, and GradeTask scores the promoted submission with evaluate.py into
+// report.json and the audit log; an unscorable submission is graded invalid, no promotion
+// fails the run.
+func TestTaskService(t *testing.T) {
+	e := testEnv(t, 10*time.Second)
+	ctx := context.Background()
+	meta, err := airs.Open(digitsTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &policy.Track{ID: strings.Repeat("c", 64), Name: "airs-t", Version: "1",
+		Budget:   policy.Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute, Grading: 2 * time.Minute},
+		Artifact: policy.Artifact{MaxGzipBytes: 1 << 20},
+		Task:     &policy.Task{Kind: policy.TaskAIRS, Name: meta.Meta.Info.Name, SHA256: meta.Hash, DataSHA256: strings.Repeat("d", 64)}}
+	base := t.TempDir()
+	os.Chmod(base, 0o711)
+	if _, err := PrepareTask(ctx, e, digitsTask, synthDigits(t), filepath.Join(base, "agent"), filepath.Join(base, "grader"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	labels, _ := os.ReadFile(filepath.Join(base, "grader", "test_with_labels", "labels.csv"))
+	var preds []string
+	for _, l := range strings.Split(strings.TrimSpace(string(labels)), "\n")[1:] {
+		preds = append(preds, strings.Split(l, ",")[1])
+	}
+	run := func(t *testing.T, submission string, promote bool) (*TaskReport, string) {
+		ws := t.TempDir()
+		os.MkdirAll(filepath.Join(ws, "out"), 0o755)
+		os.WriteFile(filepath.Join(ws, "out", "submission.csv"), []byte(submission), 0o644)
+		os.WriteFile(filepath.Join(ws, "out", "model.bin"), []byte("not exported"), 0o644)
+		runDir := filepath.Join(t.TempDir(), "run")
+		os.MkdirAll(runDir, 0o700)
+		log, err := audit.Open(filepath.Join(runDir, "audit.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		svc, err := NewService(ServiceConfig{Env: e, Track: tr, Workspace: ws, Dir: runDir, Audit: log,
+			Task: &TaskJudging{Meta: &meta.Meta, TaskDir: digitsTask, GraderDir: filepath.Join(base, "grader")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		answer, err := svc.Submit(ctx, filepath.Join(ws, "out"))
+		if err != nil || !strings.Contains(answer, `1 files matching ["submission.csv"]) recorded`) || !strings.Contains(answer, "no validation feedback") {
+			t.Fatalf("submit: %v %q", err, answer)
+		}
+		if promote {
+			id := strings.Fields(answer)[1]
+			if _, err := svc.Promote(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := svc.Finalize(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		rep, sum, err := svc.GradeTask(ctx, time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(runDir, "report.json"))
+		if len(sum) != 64 || !strings.Contains(string(b), `"format": "sealrun-task-report/v1"`) {
+			t.Errorf("report.json %s: %s", sum, b)
+		}
+		a, _ := os.ReadFile(filepath.Join(runDir, "audit.jsonl"))
+		return rep, string(a)
+	}
+	rep, audit := run(t, "label\n"+strings.Join(preds, "\n")+"\n", true)
+	if rep.Status != "graded" || !rep.Valid || rep.Value == nil || *rep.Value != 1 || rep.Metric != "Accuracy" || rep.Task.Name != "DigitsClassificationAccuracy" {
+		t.Errorf("perfect: %+v", rep)
+	}
+	if !strings.Contains(audit, `"kind":"evaluated"`) || !strings.Contains(audit, `"value":1`) {
+		t.Errorf("audit: %s", audit)
+	}
+	rep, _ = run(t, "label\n1\n", true)
+	if rep.Status != "graded" || rep.Valid || rep.Value != nil || !strings.Contains(rep.Invalid, "does not match test set size") {
+		t.Errorf("short: %+v", rep)
+	}
+	rep, _ = run(t, "label\n1\n", false)
+	if rep.Status != "failed" || rep.Reason != "no candidate was promoted" {
+		t.Errorf("no promotion: %+v", rep)
+	}
 }

@@ -47,6 +47,8 @@ type ServiceConfig struct {
 	// grader container): the run is the infrastructure's failure (the daemon makes it invalid).
 	// Refusals are the agent's and never reach it.
 	OnInfra func(error)
+	// Task makes the service an AIRS task's judge (Validation is then not needed).
+	Task *TaskJudging
 }
 
 // Service is one run's judge: it serves submit, promote, finalize and history to the agent
@@ -63,8 +65,10 @@ type Service struct {
 // NewService opens the run's history (replaying it when it exists).
 func NewService(cfg ServiceConfig) (*Service, error) {
 	switch {
-	case cfg.Env == nil || cfg.Track == nil || cfg.Validation == nil:
-		return nil, errors.New("grader service: an environment, the track and the validation set are required")
+	case cfg.Env == nil || cfg.Track == nil || (cfg.Validation == nil && cfg.Task == nil):
+		return nil, errors.New("grader service: an environment, the track and the validation set (or, for a task, the task) are required")
+	case cfg.Task != nil && (cfg.Track.Task == nil || cfg.Task.Meta == nil || cfg.Task.TaskDir == "" || cfg.Task.GraderDir == ""):
+		return nil, errors.New("grader service: a task judge needs a task track, the task's metadata, its directory and the grader-only data")
 	case cfg.Workspace == "" || cfg.Dir == "":
 		return nil, errors.New("grader service: the workspace and the run directory are required")
 	}
@@ -137,6 +141,9 @@ func (s *Service) Submit(ctx context.Context, hostDir string) (string, error) {
 			s.audit("submit_refused", map[string]any{"dir": shown, "reason": be.Error()})
 		}
 		return "", err
+	}
+	if s.cfg.Task != nil {
+		return s.submitTask(ctx, filepath.ToSlash(rel), shown, fail)
 	}
 	cand, err := Pack(ctx, s.cfg.Workspace, filepath.ToSlash(rel), filepath.Join(s.cfg.Dir, "candidates"), s.cfg.Env.Bundle)
 	if err != nil {

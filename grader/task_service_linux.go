@@ -1,0 +1,172 @@
+package grader
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/exams"
+)
+
+// TaskJudging makes a Service the judge of an AIRS task (ServiceConfig.Task): a submission is
+// the files matching the task's file_export_globs, there is no validation feedback (the task
+// defines none), and the promoted submission is scored by the task's evaluate.py (GradeTask).
+type TaskJudging struct {
+	Meta      *airs.Metadata
+	TaskDir   string // the task directory (from the content store)
+	GraderDir string // the labelled test data evaluate_prepare.py wrote; no agent container mounts it
+}
+
+// submitTask packs the exported files of hostDir, records the candidate and answers.
+func (s *Service) submitTask(ctx context.Context, rel, shown string, fail func(error) (string, error)) (string, error) {
+	cand, err := PackExport(ctx, s.cfg.Workspace, rel, filepath.Join(s.cfg.Dir, "candidates"), s.cfg.Env.Bundle, s.cfg.Task.Meta.FileExportGlobs)
+	if err != nil {
+		return fail(err)
+	}
+	id := cand.Digest()
+	prev, seen := s.history.Candidate(id)
+	if err := s.history.AppendSubmission(HistoryEntry{Kind: KindSubmit, Time: s.now(), Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files}); err != nil {
+		if s.history.Finalized() {
+			return "", refused("%v", err)
+		}
+		return "", err
+	}
+	if seen {
+		return fmt.Sprintf("candidate %s (%s gz) is the same as the one submitted at %s\n", short(id), iec(cand.Size), offset(prev.Time.Sub(s.cfg.Start))), nil
+	}
+	if err := s.audit("submit", map[string]any{"candidate": id, "size": cand.Size, "raw_bytes": cand.RawBytes, "files": cand.Files, "dir": shown}); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("candidate %s (%s gz, %d files matching %q) recorded\n"+
+		"  this task gives no validation feedback: promote a candidate (runner promote ID) to have it scored\n"+
+		"  by the task's evaluate.py on the hidden test labels (score your own validation split meanwhile)\n",
+		short(id), iec(cand.Size), cand.Files, s.cfg.Task.Meta.FileExportGlobs), nil
+}
+
+// TaskReportFormat identifies report.json of a task run.
+const TaskReportFormat = "sealrun-task-report/v1"
+
+// TaskReport is report.json of an AIRS task run (grader/REPORT.md): the promoted submission's
+// metric from the task's evaluate.py, or why it yields none. Safe to publish: evaluate.py's
+// stderr stays in the private grading directory.
+type TaskReport struct {
+	Format      string          `json:"format"`
+	Status      string          `json:"status"` // graded | failed (no candidate promoted)
+	Reason      string          `json:"reason,omitempty"`
+	Track       ReportTrack     `json:"track"`
+	Task        ReportTask      `json:"task"`
+	Candidate   ReportCandidate `json:"candidate"`
+	Metric      string          `json:"metric"`
+	Value       *float64        `json:"value"`             // null: no valid submission
+	Valid       bool            `json:"valid_submission"`  // evaluate.py gave a finite number
+	Invalid     string          `json:"invalid,omitempty"` // why not
+	Result      json.RawMessage `json:"result,omitempty"`  // evaluate.py's result JSON
+	GraderImage string          `json:"grader_image"`
+	Device      string          `json:"device"`
+	Seconds     float64         `json:"evaluate_seconds"`
+	HistoryHead string          `json:"history_head"`
+}
+
+// ReportTask names the task a report scored.
+type ReportTask struct {
+	Name          string  `json:"name"`
+	SHA256        string  `json:"sha256"`
+	DataSHA256    string  `json:"data_sha256"`
+	LowerIsBetter bool    `json:"metric_lower_is_better"`
+	SOTA          float64 `json:"sota_score"`
+	Optimal       float64 `json:"optimal_score"`
+	Worst         float64 `json:"estimated_worst_score"`
+}
+
+// GradeTask scores the promoted candidate with the task's evaluate.py (a fresh container, no
+// network, the labels read-only) within the grading budget and writes report.json. No promoted
+// candidate is a failed run; a submission that yields no number is graded as an invalid
+// submission (no value, the reason recorded). It returns the report and report.json's sha256.
+func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskReport, string, error) {
+	t, m := s.cfg.Track, s.cfg.Task.Meta
+	head, _ := s.history.Head()
+	rep := &TaskReport{Format: TaskReportFormat, Status: "graded", Track: ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
+		Task: ReportTask{Name: m.Info.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256, LowerIsBetter: m.MetricLowerIsBetter,
+			SOTA: m.Info.SOTA.Score, Optimal: m.Info.OptimalScore, Worst: m.Info.EstimatedWorstScore},
+		Metric: m.Info.Metric, GraderImage: s.cfg.Env.Image, Device: s.cfg.Env.Device, HistoryHead: head}
+	id := s.history.Promoted()
+	if id == "" {
+		rep.Status, rep.Reason = "failed", "no candidate was promoted"
+	} else {
+		info, _ := s.history.Candidate(id)
+		rep.Candidate = ReportCandidate{ID: id, Size: info.Size}
+		dir := filepath.Join(s.cfg.Env.WorkDir, "final-submission")
+		os.RemoveAll(dir)
+		if err := os.MkdirAll(s.cfg.Env.WorkDir, 0o711); err != nil {
+			return nil, "", err
+		}
+		u, err := UnpackExport(ctx, s.CandidatePath(id), dir, s.cfg.Env.Bundle)
+		if err != nil {
+			return nil, "", fmt.Errorf("unpack the promoted candidate %s: %w", short(id), err)
+		}
+		os.Chmod(dir, 0o755)
+		file := submissionFile(u.Dir, m.FileExportGlobs)
+		ev, err := EvaluateTask(ctx, s.cfg.Env, s.cfg.Task.TaskDir, s.cfg.Task.GraderDir, u.Dir, file, m.Info.Metric, time.Until(deadline))
+		if err != nil {
+			return nil, "", err
+		}
+		// evaluate.py's stderr may echo labels: it stays private, beside the other grading logs.
+		exams.WriteAtomic(filepath.Join(s.cfg.Env.WorkDir, "evaluate.stderr"), 0o600, func(w io.Writer) error { _, err := io.WriteString(w, ev.Run.Stderr); return err })
+		rep.Value, rep.Invalid, rep.Seconds = ev.Value, ev.Invalid, ev.Run.Seconds
+		rep.Valid = ev.Value != nil
+		if ev.Result != "" {
+			var compact json.RawMessage
+			if json.Unmarshal([]byte(ev.Result), &compact) == nil {
+				rep.Result = compact
+			}
+		}
+		body := map[string]any{"candidate": id, "metric": rep.Metric, "value": rep.Value, "valid_submission": rep.Valid}
+		if rep.Invalid != "" {
+			body["invalid"] = rep.Invalid
+		}
+		if err := s.audit("evaluated", body); err != nil {
+			return nil, "", err
+		}
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, "", err
+	}
+	data = append(data, '\n')
+	if err := exams.WriteAtomic(filepath.Join(s.cfg.Dir, "report.json"), 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		return nil, "", fmt.Errorf("write report: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return rep, hex.EncodeToString(sum[:]), nil
+}
+
+// submissionFile is the file evaluate.py is given: the first file (in name order) matching the
+// first glob that matches any, relative to the submission's directory.
+func submissionFile(dir string, globs []string) string {
+	var files []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			r, _ := filepath.Rel(dir, p)
+			files = append(files, filepath.ToSlash(r))
+		}
+		return nil
+	})
+	sort.Strings(files)
+	for _, g := range globs {
+		for _, f := range files {
+			if ok, _ := path.Match(g, f); ok {
+				return f
+			}
+		}
+	}
+	return globs[0]
+}
