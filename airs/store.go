@@ -78,7 +78,7 @@ func InstallTree(src, store string, maxFiles int, maxBytes int64) (string, error
 
 // copyChecked copies one regular file (never following a symlink), checking its SHA-256.
 func copyChecked(from, to, want string) error {
-	in, err := os.OpenFile(from, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	in, err := os.OpenFile(from, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
 		return err
 	}
