@@ -23,8 +23,31 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 		return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
 	}
 	hexes := []struct{ field, v string }{
-		{"track.id", p.Track.ID}, {"exam.sha256", p.Exam.SHA256}, {"kit.sha256", p.Kit.SHA256},
-		{"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
+		{"track.id", p.Track.ID}, {"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
+	}
+	if p.Task == nil {
+		hexes = append(hexes, struct{ field, v string }{"exam.sha256", p.Exam.SHA256}, struct{ field, v string }{"kit.sha256", p.Kit.SHA256})
+	} else {
+		if p.Exam != (ExamInfo{}) || p.Kit != (KitInfo{}) {
+			return bad("task", "a task run has no exam and no kit")
+		}
+		if p.Task.Kind != policy.TaskAIRS {
+			return bad("task.kind", "%q is not %q", p.Task.Kind, policy.TaskAIRS)
+		}
+		for _, s := range []struct{ field, v string }{{"task.name", p.Task.Name}, {"task.metric", p.Task.Metric}} {
+			if strings.TrimSpace(s.v) == "" {
+				return bad(s.field, "is empty")
+			}
+		}
+		for _, f := range []struct {
+			field string
+			v     float64
+		}{{"task.sota_score", p.Task.SOTA}, {"task.optimal_score", p.Task.Optimal}, {"task.estimated_worst_score", p.Task.Worst}} {
+			if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+				return bad(f.field, "is %v; expected a finite number", f.v)
+			}
+		}
+		hexes = append(hexes, struct{ field, v string }{"task.sha256", p.Task.SHA256}, struct{ field, v string }{"task.data_sha256", p.Task.DataSHA256})
 	}
 	for _, h := range hexes {
 		if !isHex64(h.v) {
@@ -47,7 +70,7 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 			return bad(im.field, "%q is not pinned as name@sha256:<64 hex>", im.v)
 		}
 	}
-	if p.Exam.Questions < 1 {
+	if p.Task == nil && p.Exam.Questions < 1 {
 		return bad("exam.questions", "is %d; at least 1", p.Exam.Questions)
 	}
 	if p.Seed < 0 {
@@ -81,35 +104,12 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 
 	// Result.
 	r := p.Result
-	switch r.Status {
-	case StatusGraded:
-		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
-			return bad("result.status", "graded, but there is no %q subject binding the graded bundle", SubjectBundle)
+	if p.Task != nil {
+		if err := checkTaskResult(r, subjects); err != nil {
+			return err
 		}
-		if !isHex64(r.PassVectorSHA256) {
-			return bad("result.pass_vector_sha256", "a graded result needs the pass vector's sha256 (64 lowercase hex)")
-		}
-	case StatusFailed, StatusInvalid:
-		if strings.TrimSpace(r.Reason) == "" {
-			return bad("result.reason", "a %s result must say why", r.Status)
-		}
-	default:
-		return bad("result.status", "%q is not graded, failed or invalid", r.Status)
-	}
-	if r.Questions != p.Exam.Questions {
-		return bad("result.questions", "is %d but the exam has %d", r.Questions, p.Exam.Questions)
-	}
-	if r.Passed < 0 || r.Passed > r.Questions {
-		return bad("result.passed", "is %d; expected 0 to %d", r.Passed, r.Questions)
-	}
-	if want := 100 * float64(r.Passed) / float64(r.Questions); math.Abs(r.Score-want) > 1e-9 {
-		return bad("result.score", "is %v but passed/questions is %d/%d = %v%%", r.Score, r.Passed, r.Questions, want)
-	}
-	if r.PassVectorSHA256 != "" && !isHex64(r.PassVectorSHA256) {
-		return bad("result.pass_vector_sha256", "%q is not 64 lowercase hex", r.PassVectorSHA256)
-	}
-	if r.BitsPerByte != nil && (*r.BitsPerByte < 0 || math.IsNaN(*r.BitsPerByte) || math.IsInf(*r.BitsPerByte, 0)) {
-		return bad("result.bits_per_byte", "is %v; expected a non-negative number or null", *r.BitsPerByte)
+	} else if err := checkExamResult(p, r, subjects); err != nil {
+		return err
 	}
 
 	// Timeline.
@@ -208,12 +208,9 @@ func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
 		{"track.name", p.Track.Name, t.Name},
 		{"track.version", p.Track.Version, t.Version},
 		{"track.seeds_required", fmt.Sprint(p.Track.SeedsRequired), fmt.Sprint(t.Seeds.Required)},
-		{"exam.sha256", p.Exam.SHA256, t.Exam.SHA256},
-		{"exam.questions", fmt.Sprint(p.Exam.Questions), fmt.Sprint(t.Exam.Questions)},
 		{"images.controller", p.Images.Controller, t.Images.Controller.String()},
 		{"images.runner", p.Images.Runner, t.Images.Runner.String()},
 		{"images.grader", p.Images.Grader, t.Images.Grader.String()},
-		{"kit.sha256", p.Kit.SHA256, t.Kit.SHA256},
 		{"scaffold.name", p.Scaffold.Name, t.Scaffold.Name},
 		{"scaffold.version", p.Scaffold.Version, t.Scaffold.Version},
 		{"scaffold.config_sha256", p.Scaffold.ConfigSHA256, t.Scaffold.ConfigSHA256},
@@ -222,6 +219,25 @@ func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
 		{"budget.reserve", normDur(p.Budget.Reserve), t.Budget.Reserve.String()},
 		{"budget.grading", normDur(p.Budget.Grading), t.Budget.Grading.String()},
 		{"budget.max_gzip_bytes", fmt.Sprint(p.Budget.MaxGzipBytes), fmt.Sprint(t.Artifact.MaxGzipBytes)},
+	}
+	switch {
+	case t.Task == nil && p.Task != nil:
+		return nil, failf(ReasonTrack, "the attestation is of a run of task %s, but the given track %s %s is an exam track", p.Task.Name, t.Name, t.Version)
+	case t.Task != nil && p.Task == nil:
+		return nil, failf(ReasonTrack, "the attestation is of an exam run, but the given track %s %s is a task track (task %s)", t.Name, t.Version, t.Task.Name)
+	case t.Task != nil:
+		pins = append(pins, []struct{ field, got, want string }{
+			{"task.kind", p.Task.Kind, t.Task.Kind},
+			{"task.name", p.Task.Name, t.Task.Name},
+			{"task.sha256", p.Task.SHA256, t.Task.SHA256},
+			{"task.data_sha256", p.Task.DataSHA256, t.Task.DataSHA256},
+		}...)
+	default:
+		pins = append(pins, []struct{ field, got, want string }{
+			{"exam.sha256", p.Exam.SHA256, t.Exam.SHA256},
+			{"exam.questions", fmt.Sprint(p.Exam.Questions), fmt.Sprint(t.Exam.Questions)},
+			{"kit.sha256", p.Kit.SHA256, t.Kit.SHA256},
+		}...)
 	}
 	for _, pin := range pins {
 		if pin.got != pin.want {
@@ -246,8 +262,18 @@ func normDur(s string) string {
 }
 
 // PredicateFromTrack returns a predicate with every field a track pins filled in: track, exam,
-// images, kit, scaffold and budget. The caller adds the run's own facts.
+// images, kit, scaffold and budget; for a task track, task (its pins only: the caller adds the
+// metric and scores from the task's metadata) in place of exam and kit. The caller adds the
+// run's own facts.
 func PredicateFromTrack(t *policy.Track) *Predicate {
+	if t.Task != nil {
+		p := PredicateFromTrack(&policy.Track{ID: t.ID, Name: t.Name, Version: t.Version, Status: t.Status, Seeds: t.Seeds,
+			Images: t.Images, Scaffold: t.Scaffold, Budget: t.Budget, Artifact: t.Artifact})
+		p.Exam, p.Kit = ExamInfo{}, KitInfo{}
+		p.Task = &TaskInfo{Kind: t.Task.Kind, Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256}
+		p.Result.Task = true
+		return p
+	}
 	return &Predicate{
 		Track:    TrackInfo{ID: t.ID, Name: t.Name, Version: t.Version, Status: string(t.Status), SeedsRequired: t.Seeds.Required},
 		Exam:     ExamInfo{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions)},
@@ -257,4 +283,81 @@ func PredicateFromTrack(t *policy.Track) *Predicate {
 		Budget: Budget{Wall: t.Budget.Wall.String(), CallLimit: t.Budget.CallLimit.String(), Reserve: t.Budget.Reserve.String(),
 			Grading: t.Budget.Grading.String(), MaxGzipBytes: t.Artifact.MaxGzipBytes},
 	}
+}
+
+// checkExamResult checks an exam run's result against its exam and subjects.
+func checkExamResult(p *Predicate, r Result, subjects []Subject) error {
+	bad := func(field, format string, args ...any) error {
+		return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if r.Value != nil || r.ValidSubmission || r.Invalid != "" {
+		return bad("result", "an exam run's result has no value, valid_submission or invalid_submission (those are a task run's)")
+	}
+	switch r.Status {
+	case StatusGraded:
+		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
+			return bad("result.status", "graded, but there is no %q subject binding the graded bundle", SubjectBundle)
+		}
+		if !isHex64(r.PassVectorSHA256) {
+			return bad("result.pass_vector_sha256", "a graded result needs the pass vector's sha256 (64 lowercase hex)")
+		}
+	case StatusFailed, StatusInvalid:
+		if strings.TrimSpace(r.Reason) == "" {
+			return bad("result.reason", "a %s result must say why", r.Status)
+		}
+	default:
+		return bad("result.status", "%q is not graded, failed or invalid", r.Status)
+	}
+	if r.Questions != p.Exam.Questions {
+		return bad("result.questions", "is %d but the exam has %d", r.Questions, p.Exam.Questions)
+	}
+	if r.Passed < 0 || r.Passed > r.Questions {
+		return bad("result.passed", "is %d; expected 0 to %d", r.Passed, r.Questions)
+	}
+	if want := 100 * float64(r.Passed) / float64(r.Questions); math.Abs(r.Score-want) > 1e-9 {
+		return bad("result.score", "is %v but passed/questions is %d/%d = %v%%", r.Score, r.Passed, r.Questions, want)
+	}
+	if r.PassVectorSHA256 != "" && !isHex64(r.PassVectorSHA256) {
+		return bad("result.pass_vector_sha256", "%q is not 64 lowercase hex", r.PassVectorSHA256)
+	}
+	if r.BitsPerByte != nil && (*r.BitsPerByte < 0 || math.IsNaN(*r.BitsPerByte) || math.IsInf(*r.BitsPerByte, 0)) {
+		return bad("result.bits_per_byte", "is %v; expected a non-negative number or null", *r.BitsPerByte)
+	}
+	return nil
+}
+
+// checkTaskResult checks a task run's result: graded means a promoted submission was evaluated,
+// with a finite value exactly when the submission was valid and a reason when it was not.
+func checkTaskResult(r Result, subjects []Subject) error {
+	bad := func(field, format string, args ...any) error {
+		return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if r.Questions != 0 || r.Passed != 0 || r.Score != 0 || r.PassVectorSHA256 != "" || r.BitsPerByte != nil {
+		return bad("result", "a task run's result has no questions, passed, score, pass_vector_sha256 or bits_per_byte (those are an exam run's)")
+	}
+	switch r.Status {
+	case StatusGraded:
+		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
+			return bad("result.status", "graded, but there is no %q subject binding the evaluated submission", SubjectBundle)
+		}
+	case StatusFailed, StatusInvalid:
+		if strings.TrimSpace(r.Reason) == "" {
+			return bad("result.reason", "a %s result must say why", r.Status)
+		}
+	default:
+		return bad("result.status", "%q is not graded, failed or invalid", r.Status)
+	}
+	switch {
+	case r.Value != nil && (math.IsNaN(*r.Value) || math.IsInf(*r.Value, 0)):
+		return bad("result.value", "is %v; a valid submission's metric is a finite number", *r.Value)
+	case r.ValidSubmission != (r.Value != nil):
+		return bad("result.valid_submission", "is %v but value is %s; a submission is valid exactly when it has a value", r.ValidSubmission, map[bool]string{true: "set", false: "null"}[r.Value != nil])
+	case r.ValidSubmission && r.Status != StatusGraded:
+		return bad("result.valid_submission", "is true in a %s result; only a graded run has a value", r.Status)
+	case r.Status == StatusGraded && !r.ValidSubmission && strings.TrimSpace(r.Invalid) == "":
+		return bad("result.invalid_submission", "a graded run without a valid submission must say why it is invalid")
+	case r.Invalid != "" && r.ValidSubmission:
+		return bad("result.invalid_submission", "is set for a valid submission")
+	}
+	return nil
 }

@@ -18,8 +18,8 @@ func Sign(ctx context.Context, st *Statement, signer signature.Signer) ([]byte, 
 	if st == nil || st.Predicate == nil {
 		return nil, fmt.Errorf("sign: the statement has no predicate")
 	}
-	if st.Type != StatementType || st.PredicateType != PredicateTypeV1 {
-		return nil, fmt.Errorf("sign: statement type %q / predicate type %q; expected %s / %s", st.Type, st.PredicateType, StatementType, PredicateTypeV1)
+	if st.Type != StatementType || st.PredicateType != st.Predicate.Type() {
+		return nil, fmt.Errorf("sign: statement type %q / predicate type %q; expected %s / %s", st.Type, st.PredicateType, StatementType, st.Predicate.Type())
 	}
 	if err := checkSubjects(st.Subject); err != nil {
 		return nil, fmt.Errorf("sign: %w", err)

@@ -16,10 +16,15 @@ const (
 	StatementType = "https://in-toto.io/Statement/v1"
 	// PredicateTypeV1 is the predicate of a sealed run, version 1 (attest/PREDICATE.md).
 	PredicateTypeV1 = "https://sealrun.dev/attestation/sealed-run/v1"
+	// PredicateTypeTaskV1 is the predicate of a sealed run of an AIRS task, version 1: the same
+	// predicate with task in place of exam and kit, and the task's metric as the result
+	// (attest/PREDICATE.md, "Task runs"). A distinct type, so that no verifier that knows only
+	// exam runs takes a task run's result for an exam score.
+	PredicateTypeTaskV1 = "https://sealrun.dev/attestation/sealed-task-run/v1"
 )
 
 // AllowedPredicateTypes are the predicate types this verifier understands.
-var AllowedPredicateTypes = []string{PredicateTypeV1}
+var AllowedPredicateTypes = []string{PredicateTypeV1, PredicateTypeTaskV1}
 
 // Subject names for the artifacts a run attests.
 const (
@@ -48,7 +53,15 @@ func NewSubject(name, sha256hex string) Subject {
 
 // NewStatement wraps a predicate in a Statement v1.
 func NewStatement(p *Predicate, subjects ...Subject) *Statement {
-	return &Statement{Type: StatementType, Subject: subjects, PredicateType: PredicateTypeV1, Predicate: p}
+	return &Statement{Type: StatementType, Subject: subjects, PredicateType: p.Type(), Predicate: p}
+}
+
+// Type is the predicate type of p: PredicateTypeTaskV1 for a task run, else PredicateTypeV1.
+func (p *Predicate) Type() string {
+	if p.Task != nil {
+		return PredicateTypeTaskV1
+	}
+	return PredicateTypeV1
 }
 
 // Canonical returns the RFC 8785 canonical JSON of the statement: the DSSE payload sealrun signs.
@@ -76,6 +89,7 @@ func (s *Statement) normalized() *Statement {
 		return &c
 	}
 	p := *s.Predicate
+	p.Result.Task = p.Task != nil
 	if p.Submissions.History == nil {
 		p.Submissions.History = []Submission{}
 	}
@@ -93,13 +107,16 @@ func (s *Statement) normalized() *Statement {
 	return &c
 }
 
-// Predicate is what a sealed run attests (PredicateTypeV1). attest/PREDICATE.md documents every
-// field and attest/predicate.schema.json is its JSON Schema.
+// Predicate is what a sealed run attests (PredicateTypeV1), or a sealed run of an AIRS task
+// (PredicateTypeTaskV1: Task set, Exam and Kit zero and absent). attest/PREDICATE.md documents
+// every field; attest/predicate.schema.json and attest/task-predicate.schema.json are their
+// JSON Schemas.
 type Predicate struct {
 	Track       TrackInfo   `json:"track"`
-	Exam        ExamInfo    `json:"exam"`
+	Exam        ExamInfo    `json:"exam,omitzero"`
+	Task        *TaskInfo   `json:"task,omitempty"`
 	Images      ImagesInfo  `json:"images"`
-	Kit         KitInfo     `json:"kit"`
+	Kit         KitInfo     `json:"kit,omitzero"`
 	Scaffold    Scaffold    `json:"scaffold"`
 	Agent       Agent       `json:"agent"`
 	Budget      Budget      `json:"budget"`
@@ -233,7 +250,9 @@ const (
 	StatusInvalid = "invalid" // the infrastructure's fault; excluded from means and rerun
 )
 
-// Result is the outcome.
+// Result is the outcome. An exam run's has the exam fields; a task run's (the predicate has
+// Task) has status, reason and the task fields: the metric's value, whether the submission was
+// valid and why not. Each is encoded with only its own fields (MarshalJSON).
 type Result struct {
 	Status           string   `json:"status"`
 	Reason           string   `json:"reason"`
@@ -242,4 +261,43 @@ type Result struct {
 	Score            float64  `json:"score"` // percent: 100 * passed / questions
 	PassVectorSHA256 string   `json:"pass_vector_sha256"`
 	BitsPerByte      *float64 `json:"bits_per_byte"` // null when not measured
+
+	// Task runs only.
+	Task            bool     `json:"-"`                          // encode as a task result
+	Value           *float64 `json:"value,omitempty"`            // the task's metric; null: no valid submission
+	ValidSubmission bool     `json:"valid_submission,omitempty"` // evaluate.py gave a finite number
+	Invalid         string   `json:"invalid_submission,omitempty"`
+}
+
+// MarshalJSON encodes an exam result with its exam fields and a task result with its task
+// fields (value always present, null when there is none).
+func (r Result) MarshalJSON() ([]byte, error) {
+	if !r.Task {
+		type exam Result
+		e := exam(r)
+		e.Value, e.ValidSubmission, e.Invalid = nil, false, ""
+		return json.Marshal(e)
+	}
+	return json.Marshal(struct {
+		Status          string   `json:"status"`
+		Reason          string   `json:"reason"`
+		Value           *float64 `json:"value"`
+		ValidSubmission bool     `json:"valid_submission"`
+		Invalid         string   `json:"invalid_submission"`
+	}{r.Status, r.Reason, r.Value, r.ValidSubmission, r.Invalid})
+}
+
+// TaskInfo is, in a task run's predicate, the AIRS task that replaces the exam and the kit: the
+// track's pins (name, directory hash, raw data hash) and, from the task's metadata.yaml that
+// the hash binds, what a leaderboard needs to normalize its metric without the directory.
+type TaskInfo struct {
+	Kind          string  `json:"kind"` // airs
+	Name          string  `json:"name"`
+	SHA256        string  `json:"sha256"`      // the task directory's tree hash
+	DataSHA256    string  `json:"data_sha256"` // the raw data directory's tree hash
+	Metric        string  `json:"metric"`
+	LowerIsBetter bool    `json:"metric_lower_is_better"`
+	SOTA          float64 `json:"sota_score"`
+	Optimal       float64 `json:"optimal_score"`
+	Worst         float64 `json:"estimated_worst_score"`
 }
