@@ -53,7 +53,9 @@ deps:
 	@scripts/deps.sh
 
 # As root, make test first builds the local images (busybox controller; debootstrap python with
-# numpy and torch) into TEST_STATE: minutes the first time, seconds once BUILD_CACHE holds them.
+# numpy and torch) into TEST_STATE: minutes the first time, seconds once BUILD_CACHE holds them;
+# and fetches the raw data of the shipped AIRS task (scripts/airs-digits-data.sh: Debian's
+# python3-sklearn, sha256-pinned) into TEST_STATE/airs-digits-raw, which tests may not fetch.
 # -count=1: tests that touch the host (runc, cgroups, netns) are never served from the cache.
 # Packages run in parallel: each root test's sandbox host has its own run directory, reaps and
 # leak-checks only what it made, and UID ranges are allocated machine-wide.
@@ -61,6 +63,7 @@ test: deps build cross
 	@if [ "$$(id -u)" = 0 ]; then \
 	  echo "make test: local images in $(TEST_STATE) (debootstrap cache $(BUILD_CACHE); the first build takes minutes)"; \
 	  bin/sealrun --state-dir $(TEST_STATE) images build-local --cache-dir $(BUILD_CACHE) --lock $(TEST_STATE)/images.lock; \
+	  [ -d $(TEST_STATE)/airs-digits-raw ] || scripts/airs-digits-data.sh $(TEST_STATE)/airs-digits-raw; \
 	fi
 	SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) $(GO) test -count=1 -timeout 30m ./...
 

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"path/filepath"
 	"time"
 )
@@ -35,9 +36,28 @@ type Record struct {
 	Finished  time.Time `json:"finished,omitzero"`
 	Passed    *int      `json:"passed,omitempty"`
 	Questions int       `json:"questions,omitempty"`
-	Dir       string    `json:"dir"`
+	// A task run's result: its metric and value (null: no valid submission).
+	Metric string   `json:"metric,omitempty"`
+	Value  *float64 `json:"value,omitempty"`
+	Dir    string   `json:"dir"`
 	// Waiting says, for a queued run, its place and what it waits for.
 	Waiting string `json:"waiting,omitempty"`
+}
+
+// Score is the run's result in a few words: "7/12" for an exam run, "Accuracy 0.95" (or
+// "Accuracy: invalid submission") for a task run, "" before there is one.
+func (r Record) Score() string {
+	switch {
+	case r.Metric != "" && r.Value != nil:
+		return fmt.Sprintf("%s %.4g", r.Metric, *r.Value)
+	case r.Metric != "" && r.State == StateGraded:
+		return r.Metric + ": invalid submission"
+	case r.Metric != "":
+		return r.Metric + ": none"
+	case r.Passed != nil:
+		return fmt.Sprintf("%d/%d", *r.Passed, r.Questions)
+	}
+	return ""
 }
 
 // Final reports whether the run has ended.

@@ -183,11 +183,17 @@ func (d *Daemon) apply(e Event) error {
 	case "result":
 		if r := d.runs[e.Run]; r != nil {
 			var res struct {
-				Passed    int `json:"passed"`
-				Questions int `json:"questions"`
+				Passed    int      `json:"passed"`
+				Questions int      `json:"questions"`
+				Metric    string   `json:"metric"`
+				Value     *float64 `json:"value"`
 			}
 			json.Unmarshal(e.Data, &res)
-			r.Passed, r.Questions = &res.Passed, res.Questions
+			if res.Metric != "" {
+				r.Metric, r.Value = res.Metric, res.Value
+			} else {
+				r.Passed, r.Questions = &res.Passed, res.Questions
+			}
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
@@ -84,8 +85,9 @@ func (x *Executor) hold(ctx context.Context, run, point string) {
 type Outcome struct {
 	Status      string
 	Reason      string
-	Report      *grader.Report
-	Attestation string // path of result.att.json
+	Report      *grader.Report     // an exam run's
+	TaskReport  *grader.TaskReport // a task run's
+	Attestation string             // path of result.att.json
 }
 
 // pins are a run's verified inputs.
@@ -97,19 +99,17 @@ type pins struct {
 	exam, validation           *exams.Exam
 	kit                        *kits.Kit
 	provider                   controller.ProviderConfig
+	task                       *airs.Task // a task run's task, verified
+	taskData                   string     // and its raw data directory, verified
 }
 
 // Check verifies every pin of the track for this host before anything is created: the three
 // images in the store, the scaffold pin against the controller image's labels, the exam by
-// SHA-256, the kit by its hash (every file) and the validation set in it, the provider of the
-// agent. The error names the mismatch, the file and the fix.
+// SHA-256, the kit by its hash (every file) and the validation set in it (or, for a task track,
+// the task and its raw data by their tree hashes), the provider of the agent. The error names
+// the mismatch, the file and the fix.
 func (x *Executor) Check(spec RunSpec) (*pins, error) {
 	t := spec.Track
-	if t.Task != nil {
-		// Sealed runs of task tracks (preparation, evaluate.py in the grader, the attested metric)
-		// are not built yet: refuse before anything is created rather than run one half-sealed.
-		return nil, fmt.Errorf("track %s is an AIRS task track (task %s): this sealrund runs exam tracks only; sealed runs of task tracks are still to come (README, \"AIRS-Bench tasks\")", t.Name, t.Task.Name)
-	}
 	var p pins
 	var errs []error
 	for _, im := range []struct {
@@ -131,23 +131,10 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		}
 		p.entrypoint, p.scaffold = ep, name
 	}
-	var err error
-	if p.exam, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.SHA256), t.Exam.SHA256); err != nil {
-		errs = append(errs, fmt.Errorf("the hidden exam %s: %v; add it with sealrun content add EXAM", t.Exam.SHA256, err))
-	} else if int64(len(p.exam.Questions)) != t.Exam.Questions || int64(p.exam.Header.ContextBytes) != t.Exam.ContextBytes {
-		errs = append(errs, fmt.Errorf("the hidden exam has %d questions and %d bytes of context; the track says %d and %d", len(p.exam.Questions), p.exam.Header.ContextBytes, t.Exam.Questions, t.Exam.ContextBytes))
-	}
-	kitDir := KitPath(x.Cfg.StateDir, t.Kit.SHA256)
-	if _, err := os.Stat(kitDir); err != nil {
-		errs = append(errs, fmt.Errorf("track %s pins kit %s, which is not in this host's kit store (%v); add it with sealrun content add KITDIR (sealrun kit build makes one)", t.Name, t.Kit.SHA256, unwrap(err)))
-	} else if p.kit, err = kits.Open(kitDir); err != nil {
-		errs = append(errs, fmt.Errorf("track %s: %w", t.Name, err))
-	} else if err := p.kit.Check(t.Kit.SHA256, t.Name); err != nil {
-		errs = append(errs, err)
-	} else if f, ok := p.kit.File(kits.ValidationPath); !ok || f.SHA256 != t.Exam.ValidationSHA256 {
-		errs = append(errs, fmt.Errorf("kit %s: %s has sha256 %s, track %s pins the validation set %s; the track and its kit disagree: rebuild the track from the kit", t.Kit.SHA256, kits.ValidationPath, f.SHA256, t.Name, t.Exam.ValidationSHA256))
-	} else if p.validation, err = exams.Open(filepath.Join(p.kit.Dir, kits.ValidationPath), t.Exam.ValidationSHA256); err != nil {
-		errs = append(errs, fmt.Errorf("kit %s: the validation set: %v", t.Kit.SHA256, err))
+	if t.Task != nil {
+		errs = append(errs, x.checkTask(t, &p)...)
+	} else {
+		errs = append(errs, x.checkExam(t, &p)...)
 	}
 	prov, ok := x.Cfg.Providers[spec.Agent.Provider]
 	if spec.Agent.Provider == NoProvider {
@@ -175,10 +162,35 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 	return &p, nil
 }
 
+// checkExam verifies an exam track's exam, kit and validation set.
+func (x *Executor) checkExam(t *policy.Track, p *pins) []error {
+	var errs []error
+	var err error
+	if p.exam, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.SHA256), t.Exam.SHA256); err != nil {
+		errs = append(errs, fmt.Errorf("the hidden exam %s: %v; add it with sealrun content add EXAM", t.Exam.SHA256, err))
+	} else if int64(len(p.exam.Questions)) != t.Exam.Questions || int64(p.exam.Header.ContextBytes) != t.Exam.ContextBytes {
+		errs = append(errs, fmt.Errorf("the hidden exam has %d questions and %d bytes of context; the track says %d and %d", len(p.exam.Questions), p.exam.Header.ContextBytes, t.Exam.Questions, t.Exam.ContextBytes))
+	}
+	kitDir := KitPath(x.Cfg.StateDir, t.Kit.SHA256)
+	if _, err := os.Stat(kitDir); err != nil {
+		errs = append(errs, fmt.Errorf("track %s pins kit %s, which is not in this host's kit store (%v); add it with sealrun content add KITDIR (sealrun kit build makes one)", t.Name, t.Kit.SHA256, unwrap(err)))
+	} else if p.kit, err = kits.Open(kitDir); err != nil {
+		errs = append(errs, fmt.Errorf("track %s: %w", t.Name, err))
+	} else if err := p.kit.Check(t.Kit.SHA256, t.Name); err != nil {
+		errs = append(errs, err)
+	} else if f, ok := p.kit.File(kits.ValidationPath); !ok || f.SHA256 != t.Exam.ValidationSHA256 {
+		errs = append(errs, fmt.Errorf("kit %s: %s has sha256 %s, track %s pins the validation set %s; the track and its kit disagree: rebuild the track from the kit", t.Kit.SHA256, kits.ValidationPath, f.SHA256, t.Name, t.Exam.ValidationSHA256))
+	} else if p.validation, err = exams.Open(filepath.Join(p.kit.Dir, kits.ValidationPath), t.Exam.ValidationSHA256); err != nil {
+		errs = append(errs, fmt.Errorf("kit %s: the validation set: %v", t.Kit.SHA256, err))
+	}
+	return errs
+}
+
 // runIO is one run's files and services, torn down by close.
 type runIO struct {
 	dir     string
 	exam    *exams.Exam // the hidden exam, verified by Check at the start
+	task    *airs.Task  // a task run's task, verified by Check (nil if it never was)
 	log     *audit.Log
 	mu      sync.Mutex
 	infra   error
@@ -222,7 +234,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	if _, err := os.Stat(filepath.Join(dir, "audit.jsonl")); err == nil {
 		return nil, fmt.Errorf("run %s has run before (its audit log exists); a run id is executed once", spec.ID)
 	}
-	rio := &runIO{dir: dir, exam: p.exam, infraCh: make(chan struct{})}
+	rio := &runIO{dir: dir, exam: p.exam, task: p.task, infraCh: make(chan struct{})}
 	if rio.log, err = audit.Open(filepath.Join(dir, "audit.jsonl")); err != nil {
 		return nil, err
 	}
@@ -245,9 +257,6 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	if err := run.PrepareWorkspace(ws, t.Resources.Workspace); err != nil {
 		return x.finish(ctx, spec, rio, nil, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace: "+err.Error())
 	}
-	if err := x.seed(ws, p); err != nil {
-		return x.finish(ctx, spec, rio, nil, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
-	}
 	limits := x.Limits
 	if limits.CPUs == 0 {
 		limits.CPUs = float64(t.Resources.CPUs)
@@ -265,6 +274,21 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	device := "cpu: " + grader.CPUModel()
 	if len(spec.GPUs) > 0 {
 		device = "gpu: " + strings.Join(spec.GPUs, ", ")
+	}
+	var taskJudge *grader.TaskJudging
+	if p.task != nil {
+		// Before the clock: the task's own preparation is not the agent's time.
+		penv := &grader.Env{Run: run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: limits, Device: device}
+		graderDir, err := x.prepareTask(ctx, spec, rio, penv, ws, p)
+		if err != nil {
+			return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "task preparation (the task's scripts, not the agent, failed): "+err.Error())
+		}
+		if err := x.seedTask(ws, t, p); err != nil {
+			return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
+		}
+		taskJudge = &grader.TaskJudging{Meta: &p.task.Meta, TaskDir: p.task.Dir, GraderDir: graderDir}
+	} else if err := x.seed(ws, p); err != nil {
+		return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
 	}
 
 	clock := t.Budget.Start(policy.Clock(now))
@@ -287,7 +311,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	genv := &grader.Env{Run: run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: limits, Device: device,
 		Devices: gpus.Devices, Mounts: gpus.Mounts, GPUEnv: gpus.Env,
 		Question: t.Budget.QuestionLimit, WorkDir: filepath.Join(dir, "grading"), Bundle: grader.DefaultLimits(t.Artifact.MaxGzipBytes)}
-	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Workspace: ws, Dir: dir, Audit: rio.log,
+	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Task: taskJudge, Workspace: ws, Dir: dir, Audit: rio.log,
 		Start: started, Now: now, OnInfra: rio.onInfra})
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, nil, nil, started, clock.Deadline, StateInvalid, "grader: "+err.Error())
@@ -435,7 +459,19 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	t := spec.Track
 	out := &Outcome{Status: status, Reason: reason}
 	var reportSum string
-	if status == StateGrading {
+	if status == StateGrading && t.Task != nil {
+		x.state(spec.ID, StateGrading, "")
+		rep, sum, err := gsvc.GradeTask(gradeCtx, now().Add(t.Budget.Grading))
+		reportSum = sum
+		switch {
+		case gradeCtx.Err() != nil:
+			out.Status, out.Reason = StateInvalid, "cancelled"
+		case err != nil:
+			out.Status, out.Reason = StateInvalid, "grading: "+err.Error()
+		default:
+			out.TaskReport, out.Status, out.Reason = rep, rep.Status, rep.Reason
+		}
+	} else if status == StateGrading {
 		x.state(spec.ID, StateGrading, "")
 		rep, sum, err := gsvc.GradeFinal(gradeCtx, rio.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
 			e := Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
@@ -459,11 +495,21 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 			out.Report, out.Status, out.Reason = rep, rep.Status, rep.Reason
 		}
 	}
-	if out.Report == nil {
-		if started.IsZero() {
-			started = now()
-			deadline = started.Add(t.Budget.Wall)
+	if started.IsZero() {
+		started = now()
+		deadline = started.Add(t.Budget.Wall)
+	}
+	if t.Task != nil && out.TaskReport == nil {
+		head := ""
+		if hist != nil {
+			head, _ = hist.Head()
 		}
+		rep, sum, err := endTaskReport(rio.dir, t, rio.task, out.Status, out.Reason, head)
+		if err != nil {
+			return nil, err
+		}
+		out.TaskReport, reportSum = rep, sum
+	} else if t.Task == nil && out.Report == nil {
 		rep := &grader.Report{Format: grader.ReportFormat, Status: out.Status, Reason: out.Reason,
 			Track: grader.ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
 			Exam:  grader.ReportExam{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions), ContextBytes: int(t.Exam.ContextBytes)},
@@ -479,6 +525,9 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	}
 	finished := now()
 	pred := attest.PredicateFromTrack(t)
+	if t.Task != nil {
+		pred.Task = taskInfo(t, rio.task)
+	}
 	model := spec.Agent.Provider + "/" + spec.Agent.Model
 	pred.Agent = attest.Agent{Model: model, ReasoningEffort: spec.Agent.Effort}
 	pred.Seed = spec.Seed
@@ -506,15 +555,22 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	pred.Submissions.Head, _ = attest.HistoryHead(pred.Submissions.History)
 	head, n := rio.log.Head()
 	pred.Audit = attest.Audit{Head: head, Entries: n}
-	rep := out.Report
-	pred.Result = attest.Result{Status: out.Status, Reason: out.Reason, Questions: int(t.Exam.Questions), Passed: rep.Score.Passed, Score: rep.Score.Percent,
-		PassVectorSHA256: rep.PassVectorSHA256, BitsPerByte: rep.BitsPerByte}
-	if out.Status != StateGraded {
-		pred.Result.PassVectorSHA256, pred.Result.BitsPerByte = rep.PassVectorSHA256, rep.BitsPerByte
-	}
 	subjects := []attest.Subject{attest.NewSubject(attest.SubjectReport, reportSum)}
-	if rep.Candidate.ID != "" {
-		subjects = append(subjects, attest.NewSubject(attest.SubjectBundle, strings.TrimPrefix(rep.Candidate.ID, "sha256:")))
+	graded := ""
+	if rep := out.TaskReport; rep != nil {
+		pred.Result = attest.Result{Task: true, Status: out.Status, Reason: out.Reason}
+		if out.Status == StateGraded {
+			pred.Result.Value, pred.Result.ValidSubmission, pred.Result.Invalid = rep.Value, rep.Valid, rep.Invalid
+		}
+		graded = rep.Candidate.ID
+	} else {
+		rep := out.Report
+		pred.Result = attest.Result{Status: out.Status, Reason: out.Reason, Questions: int(t.Exam.Questions), Passed: rep.Score.Passed, Score: rep.Score.Percent,
+			PassVectorSHA256: rep.PassVectorSHA256, BitsPerByte: rep.BitsPerByte}
+		graded = rep.Candidate.ID
+	}
+	if graded != "" {
+		subjects = append(subjects, attest.NewSubject(attest.SubjectBundle, strings.TrimPrefix(graded, "sha256:")))
 	}
 	st := attest.NewStatement(pred, subjects...)
 	x.hold(ctx, spec.ID, "sign")
@@ -536,11 +592,15 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	out.Attestation = attPath
 	x.writeSummary(rio.dir, spec, out, pred)
 	if err := WriteRunReport(rio.dir, RunReport{ID: spec.ID, Track: t.Name + " " + t.Version, Agent: spec.Agent.String(), Seed: spec.Seed,
-		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions,
+		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions, Metric: metricText(pred),
 		Started: pred.Timeline.Started, Deadline: pred.Timeline.Deadline, Finished: pred.Timeline.Finished}); err != nil {
 		x.event(spec.ID, "report_html_failed", err.Error())
 	}
-	x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": attPath})})
+	if pred.Task != nil {
+		x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(map[string]any{"metric": pred.Task.Metric, "value": pred.Result.Value, "valid_submission": pred.Result.ValidSubmission, "attestation": attPath})})
+	} else {
+		x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": attPath})})
+	}
 	x.state(spec.ID, out.Status, out.Reason)
 	return out, nil
 }
@@ -554,7 +614,19 @@ func (x *Executor) writeSummary(dir string, spec RunSpec, out *Outcome, p *attes
 	if out.Reason != "" {
 		fmt.Fprintf(&b, " (%s)", out.Reason)
 	}
-	fmt.Fprintf(&b, "\nscore      %d/%d = %.2f%%\n", p.Result.Passed, p.Result.Questions, p.Result.Score)
+	if p.Task != nil {
+		fmt.Fprintf(&b, "\ntask       %s (%s)\n", p.Task.Name, p.Task.SHA256)
+		switch {
+		case p.Result.Value != nil:
+			fmt.Fprintf(&b, "metric     %s = %g\n", p.Task.Metric, *p.Result.Value)
+		case p.Result.Invalid != "":
+			fmt.Fprintf(&b, "metric     %s: none, invalid submission (%s)\n", p.Task.Metric, p.Result.Invalid)
+		default:
+			fmt.Fprintf(&b, "metric     %s: none\n", p.Task.Metric)
+		}
+	} else {
+		fmt.Fprintf(&b, "\nscore      %d/%d = %.2f%%\n", p.Result.Passed, p.Result.Questions, p.Result.Score)
+	}
 	fmt.Fprintf(&b, "candidates %d\n", len(p.Submissions.History))
 	fmt.Fprintf(&b, "audit      %d entries, head %s\n", p.Audit.Entries, p.Audit.Head)
 	fmt.Fprintf(&b, "verify     sealrun verify %s --key PUB --bundle <candidate> --report %s --audit %s\n",
@@ -599,7 +671,7 @@ func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string, 
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, err
 	}
-	rio := &runIO{dir: dir, infraCh: make(chan struct{})}
+	rio := &runIO{dir: dir, task: storedTask(x.Cfg.StateDir, spec.Track), infraCh: make(chan struct{})}
 	var err error
 	if rio.log, err = audit.Open(filepath.Join(dir, "audit.jsonl")); err != nil {
 		return nil, err
@@ -653,4 +725,17 @@ func activity(kind string, line []byte) string {
 		return "finalized"
 	}
 	return ""
+}
+
+// metricText is a task run's result in words ("" for an exam run).
+func metricText(p *attest.Predicate) string {
+	switch {
+	case p.Task == nil:
+		return ""
+	case p.Result.Value != nil:
+		return fmt.Sprintf("%s = %g", p.Task.Metric, *p.Result.Value)
+	case p.Result.Invalid != "":
+		return fmt.Sprintf("%s: none (invalid submission: %s)", p.Task.Metric, p.Result.Invalid)
+	}
+	return p.Task.Metric + ": none"
 }

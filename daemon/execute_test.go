@@ -339,15 +339,3 @@ runner submit big; echo "submit exit $?"; sleep 600
 		t.Errorf("attestation: %v", err)
 	}
 }
-
-// A task track is refused before anything is created, saying why.
-func TestTaskTrackRefused(t *testing.T) {
-	tr, err := policy.Load("../tracks/airs-digits.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = (&Executor{}).Check(RunSpec{Track: tr})
-	if err == nil || !strings.Contains(err.Error(), "track airs-digits is an AIRS task track (task DigitsClassificationAccuracy): this sealrund runs exam tracks only") {
-		t.Errorf("got %v", err)
-	}
-}

@@ -78,6 +78,7 @@ type RunReport struct {
 	ID, Track, Agent, Status, Reason string
 	Seed                             int64
 	Passed, Questions                int
+	Metric                           string // a task run's result in words (replaces passed/questions)
 	Started, Deadline, Finished      time.Time
 	Items                            []timelineItem
 	Calls, Requests, Submissions     int
@@ -215,7 +216,7 @@ table { border-collapse: collapse; margin: 1em 0; } td, th { text-align: left; p
 <table>
 <tr><th>track</th><td>{{.Track}}</td></tr>
 <tr><th>agent</th><td>{{.Agent}}, seed {{.Seed}}</td></tr>
-<tr><th>result</th><td><b>{{.Status}}</b>{{if .Reason}} — {{.Reason}}{{end}}: {{.Passed}}/{{.Questions}} passed</td></tr>
+<tr><th>result</th><td><b>{{.Status}}</b>{{if .Reason}} — {{.Reason}}{{end}}: {{if .Metric}}{{.Metric}}{{else}}{{.Passed}}/{{.Questions}} passed{{end}}</td></tr>
 <tr><th>time</th><td>started {{.Started.Format "2006-01-02 15:04:05 MST"}}, deadline {{.Deadline.Format "15:04:05"}}, finished {{.Finished.Format "15:04:05"}}</td></tr>
 <tr><th>activity</th><td>{{.Calls}} compute calls, {{.Requests}} model requests ({{.Tokens}} tokens), {{.Submissions}} submissions</td></tr>
 </table>

@@ -222,7 +222,7 @@ func (s *Service) Promote(_ context.Context, prefix string) (string, error) {
 	if err := s.audit("promote", map[string]any{"candidate": id}); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("promoted %s: the hidden exam grades it at the end unless you promote another\n", short(id)), nil
+	return fmt.Sprintf("promoted %s: %s it at the end unless you promote another\n", short(id), s.judge()), nil
 }
 
 // Finalize promotes prefix (when given) and ends the run now.
@@ -234,7 +234,7 @@ func (s *Service) Finalize(_ context.Context, prefix string) (string, error) {
 	if err := s.audit("finalize", map[string]any{"candidate": promoted}); err != nil {
 		return "", err
 	}
-	msg := fmt.Sprintf("finalized: the run ends now; the hidden exam grades %s\n", short(promoted))
+	msg := fmt.Sprintf("finalized: the run ends now; %s %s\n", s.judge(), short(promoted))
 	if promoted == "" {
 		msg = "finalized: the run ends now; no candidate was promoted, so the run scores 0\n"
 	}
@@ -328,4 +328,12 @@ func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.
 		return nil, "", err
 	}
 	return rep, sum, nil
+}
+
+// judge says what scores the promoted candidate, for the agent's messages.
+func (s *Service) judge() string {
+	if s.cfg.Task != nil {
+		return "the task's evaluate.py scores"
+	}
+	return "the hidden exam grades"
 }

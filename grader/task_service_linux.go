@@ -137,16 +137,26 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 			return nil, "", err
 		}
 	}
-	data, err := json.MarshalIndent(rep, "", "  ")
+	sum, err := WriteTaskReport(filepath.Join(s.cfg.Dir, "report.json"), rep)
 	if err != nil {
 		return nil, "", err
 	}
+	return rep, sum, nil
+}
+
+// WriteTaskReport writes a task report atomically (indented JSON and a newline) and returns its
+// sha256: what the attestation's report.json subject binds.
+func WriteTaskReport(path string, rep *TaskReport) (string, error) {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return "", err
+	}
 	data = append(data, '\n')
-	if err := exams.WriteAtomic(filepath.Join(s.cfg.Dir, "report.json"), 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
-		return nil, "", fmt.Errorf("write report: %w", err)
+	if err := exams.WriteAtomic(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		return "", fmt.Errorf("write report: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	return rep, hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // submissionFile is the file evaluate.py is given: the first file (in name order) matching the

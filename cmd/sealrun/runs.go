@@ -214,6 +214,8 @@ func eventLine(e daemon.Event, r daemon.Record) string {
 		}
 		if (e.State == daemon.StateGraded || e.State == daemon.StateFailed) && r.Passed != nil {
 			s += fmt.Sprintf(": %d/%d passed (%.1f%%)", *r.Passed, r.Questions, 100*float64(*r.Passed)/float64(max(1, r.Questions)))
+		} else if (e.State == daemon.StateGraded || e.State == daemon.StateFailed) && r.Metric != "" {
+			s += ": " + r.Score()
 		}
 		if e.Reason != "" {
 			s += " — " + e.Reason
@@ -275,8 +277,8 @@ func newPsCmd() *cobra.Command {
 				if r.State == daemon.StateRunning && !r.Deadline.IsZero() {
 					left = time.Until(r.Deadline).Round(time.Second).String()
 				}
-				if r.Passed != nil {
-					score = fmt.Sprintf("%d/%d", *r.Passed, r.Questions)
+				if sc := r.Score(); sc != "" {
+					score = sc
 				}
 				state := r.State
 				if r.Reason != "" && r.State == daemon.StateInvalid {
@@ -338,6 +340,8 @@ func newShowCmd() *cobra.Command {
 			}
 			if r.Passed != nil {
 				row("score", "%d/%d passed", *r.Passed, r.Questions)
+			} else if r.Metric != "" {
+				row("score", "%s", r.Score())
 			}
 			if r.RerunOf != "" {
 				row("rerun of", "%s", r.RerunOf)

@@ -6,6 +6,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,4 +81,21 @@ func LocalImages(t testing.TB) Images {
 	}
 	refs := lock.Images
 	return Images{State: state, Refs: refs}
+}
+
+// AIRSDigitsData is the raw data directory of the shipped AIRS task DigitsClassificationAccuracy
+// (scikit-learn's digits.csv.gz from Debian's python3-sklearn), which make test fetches with
+// scripts/airs-digits-data.sh into SEALRUN_TEST_STATE/airs-digits-raw before the tests run:
+// tests themselves never fetch.
+func AIRSDigitsData(t testing.TB) string {
+	t.Helper()
+	state := os.Getenv("SEALRUN_TEST_STATE")
+	if state == "" {
+		Missing(t, "SEALRUN_TEST_STATE is not set: run through make test, which fetches the AIRS digits data")
+	}
+	dir := filepath.Join(state, "airs-digits-raw")
+	if _, err := os.Stat(filepath.Join(dir, "digits.csv.gz")); err != nil {
+		Missing(t, fmt.Sprintf("the raw data of the AIRS task DigitsClassificationAccuracy (%v); make test makes it with scripts/airs-digits-data.sh %s", err, dir))
+	}
+	return dir
 }
