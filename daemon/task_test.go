@@ -228,4 +228,10 @@ func TestTaskSealedRun(t *testing.T) {
 			}
 		})
 	}
+	// The suite's board from the two attestations, as a user makes it.
+	o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), "leaderboard", "--key", "../attest/testdata/ed25519.pub", "--suite", "airs", filepath.Join(tb.state, "runs")).CombinedOutput()
+	t.Logf("sealrun leaderboard --suite airs:\n%s", o)
+	if err != nil || !strings.Contains(string(o), "AIRS-Bench suite: 1 task(s), 1 agent(s), 2 counted run(s), 0 invalid") || !strings.Contains(string(o), "s_min 0.1 (estimated_worst_score)") {
+		t.Errorf("leaderboard --suite airs: %v", err)
+	}
 }

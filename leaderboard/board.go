@@ -134,6 +134,10 @@ func Build(in *Inputs, keys []Key) *Board {
 	byTrack := map[string][]Entry{}
 	var ids []string
 	for _, e := range in.Entries {
+		if e.Predicate.Task != nil {
+			b.Skipped = append(b.Skipped, Rejection{e.Path, fmt.Sprintf("a run of the AIRS task %s, not of an exam: its board is sealrun leaderboard --suite airs", e.Predicate.Task.Name)})
+			continue
+		}
 		id := e.Predicate.Track.ID
 		if _, ok := byTrack[id]; !ok {
 			ids = append(ids, id)

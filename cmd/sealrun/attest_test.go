@@ -180,6 +180,11 @@ func TestLeaderboardVerb(t *testing.T) {
 		{[]string{"leaderboard", "--key", key, p("missing")}, 2, "missing"},
 		{[]string{"leaderboard", "--key", key, "--track", "../../tracks/demo.toml", p("results/r1/result.att.json")}, 1, "not among the --track files"},
 		{[]string{"leaderboard", "--key", key, p("results/r1/report.json")}, 1, "not an attestation"},
+		{[]string{"leaderboard", "--key", key, "--suite", "kaggle", p("results")}, 2, `--suite "kaggle": use exam (the default) or airs`},
+		{[]string{"leaderboard", "--key", key, "--suite", "airs", "--format", "html", p("results")}, 2, `--format "html" with --suite airs`},
+		{[]string{"leaderboard", "--key", key, "--suite", "airs", "--transform", "log", p("results")}, 2, `--transform "log"`},
+		{[]string{"leaderboard", "--key", key, "--transform", "identity", p("results")}, 2, "--transform is for --suite airs"},
+		{[]string{"leaderboard", "--key", key, "--suite", "airs", "--allow-rejected", p("results")}, 0, "no AIRS task runs among the verified attestations"},
 	} {
 		r := sealrun(t, c.args...)
 		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {

@@ -1,0 +1,282 @@
+package leaderboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/attest"
+)
+
+// SuiteAIRS is the --suite of AIRS task runs.
+const SuiteAIRS = "airs"
+
+// AIRSFormat is the version of the AIRS board's JSON output (leaderboard/FORMAT.md).
+const AIRSFormat = "sealrun-airs-leaderboard/v1"
+
+// AIRSFormats are the AIRS board's output formats.
+var AIRSFormats = []string{"text", "markdown", "json"}
+
+// AIRSBoard is the AIRS-Bench suite's board: every agent over every task, from verified
+// sealed-task-run attestations only.
+type AIRSBoard struct {
+	Format    string      `json:"format"`
+	Transform string      `json:"transform"`
+	Bootstrap int         `json:"bootstrap_samples"`
+	Seed      uint64      `json:"bootstrap_seed"`
+	Tasks     []AIRSTask  `json:"tasks"`
+	Agents    []AIRSAgent `json:"agents"` // by mean normalized score, best first; the SOTA player last
+	Invalid   []AIRSRun   `json:"invalid_runs"`
+	Rejected  []Rejection `json:"rejected"`
+	Skipped   []Rejection `json:"skipped"`
+	Keys      []KeyInfo   `json:"keys"`
+	Rules     []string    `json:"rules"`
+}
+
+// AIRSTask is one task of the suite and its normalization.
+type AIRSTask struct {
+	Name          string  `json:"name"`
+	SHA256        string  `json:"sha256"`
+	Metric        string  `json:"metric"`
+	LowerIsBetter bool    `json:"metric_lower_is_better"`
+	SOTA          float64 `json:"sota_score"`
+	Optimal       float64 `json:"optimal_score"`
+	Min           float64 `json:"s_min"`
+	MinSource     string  `json:"s_min_source"` // "worst observed" or "estimated_worst_score"
+}
+
+// AIRSAgent is one agent's row: overall and per task.
+type AIRSAgent struct {
+	Name     string              `json:"name"`
+	SOTA     bool                `json:"sota_player,omitempty"`
+	Tasks    int                 `json:"tasks"`
+	Runs     int                 `json:"runs"`
+	MeanNS   float64             `json:"mean_normalized_score"`
+	MeanNSCI [2]float64          `json:"mean_normalized_score_ci95"`
+	VSR      float64             `json:"valid_submission_rate"`
+	VSRCI    [2]float64          `json:"valid_submission_rate_ci95"`
+	Elo      float64             `json:"elo"`
+	EloCI    [2]float64          `json:"elo_ci95"`
+	EloRank  int                 `json:"elo_rank"`
+	NSRank   int                 `json:"normalized_score_rank"`
+	PerTask  map[string]AIRSCell `json:"per_task"`
+}
+
+// AIRSCell is one agent on one task.
+type AIRSCell struct {
+	Runs    int      `json:"runs"`
+	Valid   int      `json:"valid"`
+	MeanNS  float64  `json:"mean_normalized_score"`
+	MeanRaw *float64 `json:"mean_metric"` // over its valid submissions; null without one
+}
+
+// AIRSRun is a run left out of the scores (invalid: the infrastructure's fault).
+type AIRSRun struct {
+	ID      string `json:"id"`
+	Agent   string `json:"agent"`
+	Task    string `json:"task"`
+	Reason  string `json:"reason"`
+	RerunOf string `json:"rerun_of,omitempty"`
+	Path    string `json:"path"`
+}
+
+// AIRSRules are the rules BuildAIRS applies (the AIRS-Bench paper, Eq. 1–5), printed in every
+// output's footer.
+var AIRSRules = []string{
+	"Only sealed-task-run attestations that verified with a trusted key count; exam runs are skipped (their board is the default suite).",
+	"A task is its directory's hash: two versions of a task are two tasks.",
+	"Normalized score NS = (φ(s) − φ(s_min)) / (φ(s_sota) − φ(s_min)), φ(s) = −log10(|s − s_opt|) (the march of 9s), clipped below at 0; |s − s_opt| is floored at 1e-9, so the optimum itself has φ = 9.",
+	"s_min is the worst valid score observed on the task when there are at least 2 and it is worse than the SOTA, else the task's estimated_worst_score; each task says which.",
+	"A run without a valid submission (no promoted submission, or one evaluate.py gives no number for) counts 0; invalid runs (the infrastructure's fault) are left out and listed.",
+	"Valid submission rate: the share of an agent's counted runs with a valid submission, averaged over its tasks.",
+	"Elo: a Bradley–Terry fit over every pair of agents on every task (the better mean NS wins, equal ones tie), the SOTA a player scoring the SOTA on every task; R = 400/ln 10 · (θ − mean θ) + 1000.",
+	"95% intervals: percentiles 2.5 and 97.5 of a bootstrap that resamples each agent's runs within each task, from a fixed seed.",
+}
+
+// BuildAIRS builds the AIRS board from the task runs among the verified entries.
+func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
+	b := &AIRSBoard{Format: AIRSFormat, Rejected: orEmpty(in.Rejected), Skipped: orEmpty(in.Skipped), Invalid: []AIRSRun{}, Rules: AIRSRules}
+	for _, k := range keys {
+		b.Keys = append(b.Keys, KeyInfo{k.Name, k.KeyID})
+	}
+	tasks := map[string]*attest.TaskInfo{}
+	names := map[string][]string{} // task name -> hashes
+	var runs []airs.Run
+	for _, e := range in.Entries {
+		p := e.Predicate
+		if p.Task == nil {
+			b.Skipped = append(b.Skipped, Rejection{e.Path, "an exam run, not an AIRS task run: its board is the default suite"})
+			continue
+		}
+		if _, ok := tasks[p.Task.SHA256]; !ok {
+			tasks[p.Task.SHA256] = p.Task
+			names[p.Task.Name] = append(names[p.Task.Name], p.Task.SHA256)
+		}
+		agent := Agent{Scaffold: p.Scaffold.Name, ScaffoldVersion: p.Scaffold.Version, Model: p.Agent.Model, Effort: p.Agent.ReasoningEffort}.Name()
+		if p.Result.Status == attest.StatusInvalid {
+			b.Invalid = append(b.Invalid, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, Reason: p.Result.Reason, RerunOf: p.Run.RerunOf, Path: e.Path})
+			continue
+		}
+		r := airs.Run{Agent: agent, Task: p.Task.SHA256, ID: p.Run.ID, Valid: p.Result.ValidSubmission && p.Result.Value != nil}
+		if r.Valid {
+			r.Score = *p.Result.Value
+		}
+		runs = append(runs, r)
+	}
+	// Tasks are keyed by hash; they are shown by name, with the hash where two share a name.
+	display := map[string]string{}
+	for name, hashes := range names {
+		for _, h := range hashes {
+			display[h] = name
+			if len(hashes) > 1 {
+				display[h] = fmt.Sprintf("%s (%s)", name, h[:12])
+			}
+		}
+	}
+	var scorings []airs.Scoring
+	for h, ti := range tasks {
+		scorings = append(scorings, airs.Scoring{Name: h, LowerIsBetter: ti.LowerIsBetter, SOTA: ti.SOTA, Optimal: ti.Optimal, EstimatedWorst: ti.Worst})
+	}
+	sort.Slice(scorings, func(i, j int) bool { return display[scorings[i].Name] < display[scorings[j].Name] })
+	if len(runs) == 0 {
+		b.Agents, b.Tasks = []AIRSAgent{}, []AIRSTask{}
+		return b, nil
+	}
+	sum, err := airs.Summarize(scorings, runs, o)
+	if err != nil {
+		return nil, err
+	}
+	b.Transform, b.Bootstrap, b.Seed = string(sum.Transform), sum.Bootstrap, sum.Seed
+	if sum.Transform == airs.Identity {
+		b.Rules = append([]string(nil), AIRSRules...)
+		b.Rules[2] = "Normalized score NS = (s − s_min) / (s_sota − s_min) (the identity transform, --transform identity), clipped below at 0."
+	}
+	for _, sc := range scorings {
+		ti, bd := tasks[sc.Name], sum.Bounds[sc.Name]
+		b.Tasks = append(b.Tasks, AIRSTask{Name: display[sc.Name], SHA256: sc.Name, Metric: ti.Metric, LowerIsBetter: ti.LowerIsBetter, SOTA: ti.SOTA, Optimal: ti.Optimal, Min: bd.Min, MinSource: bd.MinSource})
+	}
+	for _, a := range sum.Agents {
+		row := AIRSAgent{Name: a.Name, SOTA: a.IsSOTA, Tasks: a.Tasks, Runs: a.Runs, MeanNS: a.MeanNS, MeanNSCI: a.MeanNSCI, VSR: a.VSR, VSRCI: a.VSRCI,
+			Elo: a.Elo, EloCI: a.EloCI, EloRank: a.EloRank, NSRank: a.NSRank, PerTask: map[string]AIRSCell{}}
+		for h, c := range a.PerTask {
+			cell := AIRSCell{Runs: c.Runs, Valid: c.Valid, MeanNS: c.MeanNS}
+			if !math.IsNaN(c.MeanRaw) {
+				v := c.MeanRaw
+				cell.MeanRaw = &v
+			}
+			row.PerTask[display[h]] = cell
+		}
+		b.Agents = append(b.Agents, row)
+	}
+	return b, nil
+}
+
+// Render writes the AIRS board in format (AIRSFormats).
+func (b *AIRSBoard) Render(w io.Writer, format string) error {
+	switch format {
+	case "text", "markdown":
+		return b.text(w, format == "markdown")
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(b)
+	}
+	return fmt.Errorf("unknown format %q for --suite airs; use one of %s", format, strings.Join(AIRSFormats, ", "))
+}
+
+func ci(v [2]float64, prec int) string {
+	return fmt.Sprintf("[%.*f, %.*f]", prec, v[0], prec, v[1])
+}
+
+func (b *AIRSBoard) text(w io.Writer, md bool) error {
+	ew := &errWriter{w: w}
+	head := func(s string) {
+		if md {
+			ew.printf("## %s\n\n", s)
+		} else {
+			ew.printf("%s\n", s)
+		}
+	}
+	runs := 0
+	for _, a := range b.Agents {
+		if !a.SOTA {
+			runs += a.Runs
+		}
+	}
+	head(fmt.Sprintf("AIRS-Bench suite: %d task(s), %d agent(s), %d counted run(s), %d invalid", len(b.Tasks), max(0, len(b.Agents)-1), runs, len(b.Invalid)))
+	if len(b.Agents) == 0 {
+		ew.printf("no AIRS task runs among the verified attestations\n")
+	} else {
+		ew.printf("normalized score: %s; 95%% intervals from %d bootstrap samples (seed %d)\n\n", b.Transform, b.Bootstrap, b.Seed)
+		rows := [][]string{{"NS RANK", "AGENT", "TASKS", "RUNS", "MEAN NS", "95% CI", "VALID RATE", "95% CI", "ELO", "95% CI", "ELO RANK"}}
+		for _, a := range b.Agents {
+			rank, runs, vsr, vsrci := fmt.Sprint(a.NSRank), fmt.Sprint(a.Runs), fmt.Sprintf("%.2f", a.VSR), ci(a.VSRCI, 2)
+			if a.SOTA {
+				rank, runs, vsr, vsrci = "-", "-", "-", "-"
+			}
+			rows = append(rows, []string{rank, a.Name, fmt.Sprint(a.Tasks), runs, fmt.Sprintf("%.3f", a.MeanNS), ci(a.MeanNSCI, 3), vsr, vsrci, fmt.Sprintf("%.0f", a.Elo), ci(a.EloCI, 0), fmt.Sprint(a.EloRank)})
+		}
+		b.table(ew, rows, md)
+		for _, t := range b.Tasks {
+			dir := "higher is better"
+			if t.LowerIsBetter {
+				dir = "lower is better"
+			}
+			ew.printf("\n")
+			head(fmt.Sprintf("Task %s: %s, %s; SOTA %g, optimum %g, s_min %g (%s)", t.Name, t.Metric, dir, t.SOTA, t.Optimal, t.Min, t.MinSource))
+			rows := [][]string{{"AGENT", "RUNS", "VALID", "MEAN NS", "MEAN " + strings.ToUpper(t.Metric)}}
+			for _, a := range b.Agents {
+				c, ok := a.PerTask[t.Name]
+				if !ok || a.SOTA {
+					continue
+				}
+				raw := "—"
+				if c.MeanRaw != nil {
+					raw = fmt.Sprintf("%.4g", *c.MeanRaw)
+				}
+				rows = append(rows, []string{a.Name, fmt.Sprint(c.Runs), fmt.Sprint(c.Valid), fmt.Sprintf("%.3f", c.MeanNS), raw})
+			}
+			b.table(ew, rows, md)
+		}
+	}
+	if len(b.Invalid) > 0 {
+		ew.printf("\n")
+		head("Invalid runs (left out; the infrastructure's fault)")
+		for _, r := range b.Invalid {
+			ew.printf("  %s  %s  %s: %s\n", r.ID, r.Agent, r.Task, r.Reason)
+		}
+	}
+	if len(b.Rejected) > 0 {
+		ew.printf("\n")
+		head(fmt.Sprintf("Rejected (%d): contribute nothing", len(b.Rejected)))
+		for _, r := range b.Rejected {
+			ew.printf("  %s: %s\n", r.Path, r.Reason)
+		}
+	}
+	if len(b.Skipped) > 0 {
+		ew.printf("\n%d file(s) skipped (not AIRS task attestations)\n", len(b.Skipped))
+	}
+	ew.printf("\n")
+	head("Rules")
+	for _, r := range b.Rules {
+		ew.printf("- %s\n", r)
+	}
+	return ew.err
+}
+
+func (b *AIRSBoard) table(ew *errWriter, rows [][]string, md bool) {
+	if !md {
+		writeAligned(ew, rows)
+		return
+	}
+	for i, r := range rows {
+		ew.printf("| %s |\n", strings.Join(r, " | "))
+		if i == 0 {
+			ew.printf("|%s\n", strings.Repeat("---|", len(r)))
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package leaderboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/policy"
+)
+
+// taskAttestation signs one run of the shipped AIRS task's track: value nil with invalid set is
+// a graded run whose submission yields no number; status failed or invalid as for exam runs.
+func (f *fixture) taskAttestation(track *policy.Track, model, id string, status string, value *float64, invalid string) []byte {
+	p := f.base
+	tp := attest.PredicateFromTrack(track)
+	p.Track, p.Exam, p.Kit, p.Task, p.Images, p.Scaffold, p.Budget = tp.Track, tp.Exam, tp.Kit, tp.Task, tp.Images, tp.Scaffold, tp.Budget
+	p.Task.Metric, p.Task.SOTA, p.Task.Optimal, p.Task.Worst = "Accuracy", 0.99, 1, 0.1
+	p.Agent = attest.Agent{Model: model, ReasoningEffort: "high"}
+	p.Run = attest.RunInfo{ID: id}
+	start := time.Date(2026, 11, 21, 12, 0, 10, 0, time.UTC)
+	p.Timeline = attest.Timeline{Queued: start, Started: start, Deadline: start.Add(track.Budget.Wall), Finished: start.Add(track.Budget.Wall + time.Minute)}
+	bundle := digest(id)
+	p.Submissions.History = []attest.Submission{{Digest: "sha256:" + bundle, Size: 300, Time: start.Add(time.Minute), Promoted: status == "graded"}}
+	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)
+	p.Result = attest.Result{Task: true, Status: status, Value: value, ValidSubmission: value != nil, Invalid: invalid}
+	switch status {
+	case "failed":
+		p.Result.Reason = "no candidate was promoted"
+	case "invalid":
+		p.Result.Reason = "daemon restart"
+	}
+	subjects := []attest.Subject{attest.NewSubject(attest.SubjectReport, digest("report "+id))}
+	if status == "graded" {
+		subjects = append(subjects, attest.NewSubject(attest.SubjectBundle, bundle))
+	}
+	return edSigner{f.t, f.key}.sign(attest.NewStatement(&p, subjects...))
+}
+
+// The AIRS board from signed task attestations, with values computed by hand:
+//
+//	alpha  0.95 0.96 0.94    NS (march of 9s, s_min = 0.90 observed, SOTA 0.99: φ = 1 and 2)
+//	                         = 0.30103, 0.39794, 0.22185; mean 0.30694; valid rate 1
+//	beta   0.90, an invalid submission, a failed run: NS 0, 0, 0; valid rate 1/3
+//	       and an invalid run (left out, listed); an exam run beside them is skipped.
+func TestAIRSBoard(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir(), base: basePredicate(t), key: "../attest/testdata/ed25519.key"}
+	track := loadTrack(t, "../tracks/airs-digits.toml", nil)
+	v := func(x float64) *float64 { return &x }
+	f.write("a1.att.json", f.taskAttestation(track, "openai/alpha", "a1", "graded", v(0.95), ""))
+	f.write("a2.att.json", f.taskAttestation(track, "openai/alpha", "a2", "graded", v(0.96), ""))
+	f.write("a3.att.json", f.taskAttestation(track, "openai/alpha", "a3", "graded", v(0.94), ""))
+	f.write("b1.att.json", f.taskAttestation(track, "openai/beta", "b1", "graded", v(0.90), ""))
+	f.write("b2.att.json", f.taskAttestation(track, "openai/beta", "b2", "graded", nil, "evaluate.py exited 2: row count"))
+	f.write("b3.att.json", f.taskAttestation(track, "openai/beta", "b3", "failed", nil, ""))
+	f.write("b4.att.json", f.taskAttestation(track, "openai/beta", "b4", "invalid", nil, ""))
+	ari := loadTrack(t, "../tracks/ari-v1.toml", nil)
+	f.write("exam.att.json", f.attestation(runSpec{track: ari, model: "openai/alpha", effort: "high", seed: 1, id: "e1", status: "graded", passed: 50}))
+	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Load([]string{f.dir}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BuildAIRS(in, keys, airs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Tasks) != 1 || b.Tasks[0].Min != 0.9 || b.Tasks[0].MinSource != airs.MinFromRuns || len(b.Invalid) != 1 || len(b.Rejected) != 0 {
+		t.Fatalf("tasks %+v invalid %+v rejected %+v", b.Tasks, b.Invalid, b.Rejected)
+	}
+	if len(b.Agents) != 3 || b.Agents[2].Name != airs.SOTAPlayer {
+		t.Fatalf("agents %+v", b.Agents)
+	}
+	alpha, beta := b.Agents[0], b.Agents[1]
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-4 }
+	want := (math.Log10(1/0.05) + math.Log10(1/0.04) + math.Log10(1/0.06) - 3) / 3
+	if !strings.Contains(alpha.Name, "alpha") || !near(alpha.MeanNS, want) || !near(alpha.VSR, 1) || alpha.Runs != 3 {
+		t.Errorf("alpha %+v; want mean NS %.5f", alpha, want)
+	}
+	if !strings.Contains(beta.Name, "beta") || beta.MeanNS != 0 || !near(beta.VSR, 1.0/3) || beta.Runs != 3 {
+		t.Errorf("beta %+v", beta)
+	}
+	if !(b.Agents[2].Elo > alpha.Elo && alpha.Elo > beta.Elo) || alpha.EloCI[0] > alpha.Elo || alpha.EloCI[1] < alpha.Elo {
+		t.Errorf("Elo: SOTA %.0f alpha %.0f %v beta %.0f", b.Agents[2].Elo, alpha.Elo, alpha.EloCI, beta.Elo)
+	}
+	if c := alpha.PerTask["DigitsClassificationAccuracy"]; c.Valid != 3 || c.MeanRaw == nil || !near(*c.MeanRaw, 0.95) {
+		t.Errorf("alpha's cell %+v", c)
+	}
+	skippedExam := false
+	for _, s := range b.Skipped {
+		skippedExam = skippedExam || strings.Contains(s.Reason, "an exam run")
+	}
+	if !skippedExam {
+		t.Errorf("the exam run was not skipped: %+v", b.Skipped)
+	}
+	var text, md, js bytes.Buffer
+	for _, o := range []struct {
+		w      *bytes.Buffer
+		format string
+	}{{&text, "text"}, {&md, "markdown"}, {&js, "json"}} {
+		if err := b.Render(o.w, o.format); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("\n%s", text.String())
+	for _, s := range []string{"AIRS-Bench suite: 1 task(s), 2 agent(s), 6 counted run(s), 1 invalid", "march-of-9s", "s_min 0.9 (worst observed)", "MEAN ACCURACY", "b4", "daemon restart"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("the text board lacks %q", s)
+		}
+	}
+	if !strings.Contains(md.String(), "| NS RANK | AGENT |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+	var doc struct {
+		Format string
+		Agents []struct {
+			MeanNS float64 `json:"mean_normalized_score"`
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || doc.Format != AIRSFormat || !near(doc.Agents[0].MeanNS, want) {
+		t.Errorf("json: %v %+v", err, doc)
+	}
+	if err := b.Render(&text, "html"); err == nil {
+		t.Error("html for the AIRS board")
+	}
+	// The exam board skips the task runs.
+	eb := Build(in, keys)
+	if len(eb.Tables) != 1 || eb.Tables[0].Track.Name != "ari-v1" {
+		t.Errorf("the exam board has %d tables", len(eb.Tables))
+	}
+}
