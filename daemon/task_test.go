@@ -192,8 +192,11 @@ func TestTaskSealedRun(t *testing.T) {
 			trackFile := filepath.Join(t.TempDir(), "track.toml")
 			os.WriteFile(trackFile, []byte(trackText), 0o644)
 			if o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), "verify", out.Attestation, "--key", "../attest/testdata/ed25519.pub",
-				"--report", filepath.Join(dir, "report.json"), "--bundle", cand, "--track", trackFile).CombinedOutput(); err != nil || !strings.Contains(string(o), "VALID") {
+				"--report", filepath.Join(dir, "report.json"), "--bundle", cand, "--track", trackFile).CombinedOutput(); err != nil || !strings.Contains(string(o), "VALID") ||
+				!strings.Contains(string(o), "task       DigitsClassificationAccuracy (airs)") || !strings.Contains(string(o), "result     graded: Accuracy") {
 				t.Errorf("sealrun verify: %v\n%s", err, o)
+			} else {
+				t.Logf("sealrun verify:\n%s", o)
 			}
 			summary := string(mustRead(t, filepath.Join(dir, "summary.txt")))
 			if !strings.Contains(summary, "metric     Accuracy") {

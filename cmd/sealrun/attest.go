@@ -65,11 +65,22 @@ func writePredicate(out io.Writer, v *attest.Verified) {
 		row("subject", "%s sha256:%s", s.Name, s.Digest["sha256"])
 	}
 	row("track", "%s %s (%s), id %s", p.Track.Name, p.Track.Version, p.Track.Status, p.Track.ID)
-	row("exam", "%d questions, sha256 %s", p.Exam.Questions, p.Exam.SHA256)
+	if p.Task != nil {
+		row("task", "%s (%s), sha256 %s, raw data sha256 %s", p.Task.Name, p.Task.Kind, p.Task.SHA256, p.Task.DataSHA256)
+		dir := "higher"
+		if p.Task.LowerIsBetter {
+			dir = "lower"
+		}
+		row("metric", "%s, %s is better; SOTA %g, optimum %g, estimated worst %g", p.Task.Metric, dir, p.Task.SOTA, p.Task.Optimal, p.Task.Worst)
+	} else {
+		row("exam", "%d questions, sha256 %s", p.Exam.Questions, p.Exam.SHA256)
+	}
 	row("controller image", "%s", p.Images.Controller)
 	row("runner image", "%s", p.Images.Runner)
 	row("grader image", "%s", p.Images.Grader)
-	row("kit", "sha256 %s", p.Kit.SHA256)
+	if p.Task == nil {
+		row("kit", "sha256 %s", p.Kit.SHA256)
+	}
 	row("scaffold", "%s %s, config sha256 %s", p.Scaffold.Name, p.Scaffold.Version, p.Scaffold.ConfigSHA256)
 	row("agent", "%s, reasoning effort %q, seed %d", p.Agent.Model, p.Agent.ReasoningEffort, p.Seed)
 	row("budget", "wall %s, call limit %s, reserve %s, grading %s, artifact %d bytes", p.Budget.Wall, p.Budget.CallLimit, p.Budget.Reserve, p.Budget.Grading, p.Budget.MaxGzipBytes)
@@ -88,6 +99,17 @@ func writePredicate(out io.Writer, v *attest.Verified) {
 	}
 	row("audit log", "%d entries, chain head %s", p.Audit.Entries, p.Audit.Head)
 	r := p.Result
+	if p.Task != nil {
+		row("result", "%s: %s", r.Status, taskResultText(p.Task, &r))
+		if r.Reason != "" {
+			row("reason", "%s", r.Reason)
+		}
+		for _, warn := range v.Warnings {
+			row("warning", "%s", warn)
+		}
+		w.Flush()
+		return
+	}
 	row("result", "%s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
 	if r.Reason != "" {
 		row("reason", "%s", r.Reason)

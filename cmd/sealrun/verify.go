@@ -39,6 +39,7 @@ type verdict struct {
 	Warnings  []string          `json:"warnings"`
 	Track     *attest.TrackInfo `json:"track,omitempty"`
 	Agent     *attest.Agent     `json:"agent,omitempty"`
+	Task      *attest.TaskInfo  `json:"task,omitempty"` // a task run's task
 	Result    *attest.Result    `json:"result,omitempty"`
 	Seed      *int64            `json:"seed,omitempty"`
 	Run       *attest.RunInfo   `json:"run,omitempty"`
@@ -154,6 +155,7 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 				p := got.Statement.Predicate
 				sum := sha256.Sum256(got.Payload)
 				out.KeyID, out.Checks, out.Track, out.Agent, out.Result, out.Seed, out.Run = got.KeyID, got.Checks, &p.Track, &p.Agent, &p.Result, &p.Seed, &p.Run
+				out.Task = p.Task
 				out.Statement = hex.EncodeToString(sum[:])
 				out.Warnings = append(out.Warnings, got.Warnings...)
 			}
@@ -198,7 +200,12 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 		}
 		fmt.Fprintf(w, "  run        %s%s\n", v.Run.ID, rerun)
 	}
-	fmt.Fprintf(w, "  result     %s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
+	if v.Task != nil {
+		fmt.Fprintf(w, "  task       %s (%s), sha256 %s\n", v.Task.Name, v.Task.Kind, v.Task.SHA256)
+		fmt.Fprintf(w, "  result     %s: %s", r.Status, taskResultText(v.Task, r))
+	} else {
+		fmt.Fprintf(w, "  result     %s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
+	}
 	if r.Reason != "" {
 		fmt.Fprintf(w, " (%s)", r.Reason)
 	}
@@ -207,4 +214,15 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	for _, warn := range v.Warnings {
 		fmt.Fprintf(w, "  warning    %s\n", warn)
 	}
+}
+
+// taskResultText is a task run's result in words: the metric's value, or why there is none.
+func taskResultText(t *attest.TaskInfo, r *attest.Result) string {
+	switch {
+	case r.Value != nil:
+		return fmt.Sprintf("%s = %g", t.Metric, *r.Value)
+	case r.Invalid != "":
+		return fmt.Sprintf("%s: none, invalid submission (%s)", t.Metric, r.Invalid)
+	}
+	return t.Metric + ": none"
 }
