@@ -459,40 +459,37 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	t := spec.Track
 	out := &Outcome{Status: status, Reason: reason}
 	var reportSum string
-	if status == StateGrading && t.Task != nil {
+	if status == StateGrading {
 		x.state(spec.ID, StateGrading, "")
-		rep, sum, err := gsvc.GradeTask(gradeCtx, now().Add(t.Budget.Grading))
-		reportSum = sum
-		switch {
-		case gradeCtx.Err() != nil:
-			out.Status, out.Reason = StateInvalid, "cancelled"
-		case err != nil:
-			out.Status, out.Reason = StateInvalid, "grading: "+err.Error()
-		default:
-			out.TaskReport, out.Status, out.Reason = rep, rep.Status, rep.Reason
-		}
-	} else if status == StateGrading {
-		x.state(spec.ID, StateGrading, "")
-		rep, sum, err := gsvc.GradeFinal(gradeCtx, rio.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
-			e := Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
-			if x.Journal != nil {
-				if err := x.Journal.Append(e); err != nil {
-					return err // not sealed: phase 2 must not start
+		var err error
+		var graded func() // records the report and its outcome, once grading has not failed
+		if t.Task != nil {
+			var rep *grader.TaskReport
+			rep, reportSum, err = gsvc.GradeTask(gradeCtx, now().Add(t.Budget.Grading))
+			graded = func() { out.TaskReport, out.Status, out.Reason = rep, rep.Status, rep.Reason }
+		} else {
+			var rep *grader.Report
+			rep, reportSum, err = gsvc.GradeFinal(gradeCtx, rio.exam, now().Add(t.Budget.Grading), func(v grader.PassVector) error {
+				e := Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
+				if x.Journal != nil {
+					if err := x.Journal.Append(e); err != nil {
+						return err // not sealed: phase 2 must not start
+					}
 				}
-			}
-			if x.onEvent != nil {
-				x.onEvent(e)
-			}
-			return nil
-		}, nil)
-		reportSum = sum
+				if x.onEvent != nil {
+					x.onEvent(e)
+				}
+				return nil
+			}, nil)
+			graded = func() { out.Report, out.Status, out.Reason = rep, rep.Status, rep.Reason }
+		}
 		switch {
 		case gradeCtx.Err() != nil:
 			out.Status, out.Reason = StateInvalid, "cancelled"
 		case err != nil:
 			out.Status, out.Reason = StateInvalid, "grading: "+err.Error()
 		default:
-			out.Report, out.Status, out.Reason = rep, rep.Status, rep.Reason
+			graded()
 		}
 	}
 	if started.IsZero() {
