@@ -21,5 +21,11 @@
 //   - two failpoints serve the fault tests, each logged as a warning when set and never set in
 //     production: SEALRUND_TEST_HOLD (a run stops at "preparing" or "sign") and
 //     SEALRUND_TEST_KILL_AFTER ("KIND[:STATE][#N]": the daemon sends itself SIGKILL right after
-//     the N-th matching journal event is fsynced, recovery events at start included).
+//     the N-th matching journal event is fsynced, recovery events at start included);
+//   - DESIGN.md's "later" AIRS-Bench support is built (task_linux.go): a track with [task] runs
+//     the task's preparation scripts before the clock starts, seeds the workspace with the
+//     task's description, evaluate.py and the prepared data, and is attested under a second
+//     predicate type (sealed-task-run/v1) so that no exam-only verifier misreads its metric; the
+//     grader image is the task's evaluation image, and the preparation scripts get the grading
+//     limit.
 package daemon
