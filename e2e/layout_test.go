@@ -24,8 +24,8 @@ var allowed = map[string][]string{
 	"runner":                 {"policy", "sandbox", "audit"},
 	"grader":                 {"policy", "sandbox", "exams", "audit", "airs"},
 	"attest":                 {"policy", "sandbox", "audit"}, // sandbox/netnshook only: the air-gap rule (portable)
-	"leaderboard":            {"policy", "attest", "airs"}, // airs: the AIRS suite's scores
-	"airs":                   {}, // AIRS-Bench task format and scores: no sibling
+	"leaderboard":            {"policy", "attest", "airs"},   // airs: the AIRS suite's scores
+	"airs":                   {},                             // AIRS-Bench task format and scores: no sibling
 	"cmd/runner":             {},
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "policy"},
