@@ -84,17 +84,28 @@ type AIRSRun struct {
 	Path    string `json:"path"`
 }
 
-// AIRSRules are the rules BuildAIRS applies (the AIRS-Bench paper, Eq. 1–5), printed in every
-// output's footer.
-var AIRSRules = []string{
-	"Only sealed-task-run attestations that verified with a trusted key count; exam runs are skipped (their board is the default suite).",
-	"A task is its directory's hash: two versions of a task are two tasks.",
-	"Normalized score NS = (φ(s) − φ(s_min)) / (φ(s_sota) − φ(s_min)), φ(s) = −log10(|s − s_opt|) (the march of 9s), clipped below at 0; |s − s_opt| is floored at 1e-9, so the optimum itself has φ = 9.",
-	"s_min is the worst valid score observed on the task when there are at least 2 and it is worse than the SOTA, else the task's estimated_worst_score; each task says which.",
-	"A run without a valid submission (no promoted submission, or one evaluate.py gives no number for) counts 0; invalid runs (the infrastructure's fault) are left out and listed.",
-	"Valid submission rate: the share of an agent's counted runs with a valid submission, averaged over its tasks.",
-	"Elo: a Bradley–Terry fit over every pair of agents on every task (the better mean NS wins, equal ones tie), the SOTA a player scoring the SOTA on every task; R = 400/ln 10 · (θ − mean θ) + 1000.",
-	"95% intervals: percentiles 2.5 and 97.5 of a bootstrap that resamples each agent's runs within each task, from a fixed seed.",
+// AIRSRules are the rules BuildAIRS applies (the AIRS-Bench paper, Eq. 1–5) with the default
+// transform, printed in every output's footer.
+var AIRSRules = airsRules(airs.MarchOf9s)
+
+// airsRules are the rules with the normalized score's rule for the transform tr.
+func airsRules(tr airs.Transform) []string {
+	return []string{
+		"Only sealed-task-run attestations that verified with a trusted key count; exam runs are skipped (their board is the default suite).",
+		"A task is its directory's hash: two versions of a task are two tasks.",
+		nsRule[tr],
+		"s_min is the worst valid score observed on the task when there are at least 2 and it is worse than the SOTA, else the task's estimated_worst_score; each task says which.",
+		"A run without a valid submission (no promoted submission, or one evaluate.py gives no number for) counts 0; invalid runs (the infrastructure's fault) are left out and listed.",
+		"Valid submission rate: the share of an agent's counted runs with a valid submission, averaged over its tasks.",
+		"Elo: a Bradley–Terry fit over every pair of agents on every task (the better mean NS wins, equal ones tie), the SOTA a player scoring the SOTA on every task; R = 400/ln 10 · (θ − mean θ) + 1000.",
+		"95% intervals: percentiles 2.5 and 97.5 of a bootstrap that resamples each agent's runs within each task, from a fixed seed.",
+	}
+}
+
+// nsRule is the normalized score's rule for each transform (AIRSRules has the default's).
+var nsRule = map[airs.Transform]string{
+	airs.MarchOf9s: "Normalized score NS = (φ(s) − φ(s_min)) / (φ(s_sota) − φ(s_min)), φ(s) = −log10(|s − s_opt|) (the march of 9s), clipped below at 0; |s − s_opt| is floored at 1e-9, so the optimum itself has φ = 9.",
+	airs.Identity:  "Normalized score NS = (s − s_min) / (s_sota − s_min) (the identity transform, --transform identity), clipped below at 0.",
 }
 
 // BuildAIRS builds the AIRS board from the task runs among the verified entries.
@@ -151,10 +162,7 @@ func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
 		return nil, err
 	}
 	b.Transform, b.Bootstrap, b.Seed = string(sum.Transform), sum.Bootstrap, sum.Seed
-	if sum.Transform == airs.Identity {
-		b.Rules = append([]string(nil), AIRSRules...)
-		b.Rules[2] = "Normalized score NS = (s − s_min) / (s_sota − s_min) (the identity transform, --transform identity), clipped below at 0."
-	}
+	b.Rules = airsRules(sum.Transform)
 	for _, sc := range scorings {
 		ti, bd := tasks[sc.Name], sum.Bounds[sc.Name]
 		b.Tasks = append(b.Tasks, AIRSTask{Name: display[sc.Name], SHA256: sc.Name, Metric: ti.Metric, LowerIsBetter: ti.LowerIsBetter, SOTA: ti.SOTA, Optimal: ti.Optimal, Min: bd.Min, MinSource: bd.MinSource})

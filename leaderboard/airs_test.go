@@ -27,7 +27,7 @@ func (f *fixture) taskAttestation(track *policy.Track, model, id string, status 
 	bundle := digest(id)
 	p.Submissions.History = []attest.Submission{{Digest: "sha256:" + bundle, Size: 300, Time: start.Add(time.Minute), Promoted: status == "graded"}}
 	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)
-	p.Result = attest.Result{Task: true, Status: status, Value: value, ValidSubmission: value != nil, Invalid: invalid}
+	p.Result = attest.Result{Status: status, Value: value, ValidSubmission: value != nil, Invalid: invalid}
 	switch status {
 	case "failed":
 		p.Result.Reason = "no candidate was promoted"
@@ -129,6 +129,15 @@ func TestAIRSBoard(t *testing.T) {
 	}
 	if err := b.Render(&text, "html"); err == nil {
 		t.Error("html for the AIRS board")
+	}
+	// The identity transform says so in the rules, and scores linearly: (0.95 − 0.9) / (0.99 − 0.9).
+	ib, err := BuildAIRS(in, keys, airs.Options{Transform: airs.Identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(ib.Rules, "\n"), "the identity transform") || strings.Contains(strings.Join(ib.Rules, "\n"), "march of 9s") ||
+		!near(ib.Agents[0].PerTask["DigitsClassificationAccuracy"].MeanNS, (0.05/0.09+0.06/0.09+0.04/0.09)/3) {
+		t.Errorf("identity: rules %q, alpha %+v", ib.Rules, ib.Agents[0])
 	}
 	// The exam board skips the task runs.
 	eb := Build(in, keys)
