@@ -271,7 +271,6 @@ func PredicateFromTrack(t *policy.Track) *Predicate {
 			Images: t.Images, Scaffold: t.Scaffold, Budget: t.Budget, Artifact: t.Artifact})
 		p.Exam, p.Kit = ExamInfo{}, KitInfo{}
 		p.Task = &TaskInfo{Kind: t.Task.Kind, Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256}
-		p.Result.Task = true
 		return p
 	}
 	return &Predicate{

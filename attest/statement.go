@@ -89,7 +89,6 @@ func (s *Statement) normalized() *Statement {
 		return &c
 	}
 	p := *s.Predicate
-	p.Result.Task = p.Task != nil
 	if p.Submissions.History == nil {
 		p.Submissions.History = []Submission{}
 	}
@@ -252,7 +251,8 @@ const (
 
 // Result is the outcome. An exam run's has the exam fields; a task run's (the predicate has
 // Task) has status, reason and the task fields: the metric's value, whether the submission was
-// valid and why not. Each is encoded with only its own fields (MarshalJSON).
+// valid and why not. A predicate encodes its result with only its kind's fields
+// (Predicate.ResultJSON).
 type Result struct {
 	Status           string   `json:"status"`
 	Reason           string   `json:"reason"`
@@ -263,28 +263,56 @@ type Result struct {
 	BitsPerByte      *float64 `json:"bits_per_byte"` // null when not measured
 
 	// Task runs only.
-	Task            bool     `json:"-"`                          // encode as a task result
 	Value           *float64 `json:"value,omitempty"`            // the task's metric; null: no valid submission
 	ValidSubmission bool     `json:"valid_submission,omitempty"` // evaluate.py gave a finite number
 	Invalid         string   `json:"invalid_submission,omitempty"`
 }
 
-// MarshalJSON encodes an exam result with its exam fields and a task result with its task
-// fields (value always present, null when there is none).
-func (r Result) MarshalJSON() ([]byte, error) {
-	if !r.Task {
-		type exam Result
-		e := exam(r)
-		e.Value, e.ValidSubmission, e.Invalid = nil, false, ""
-		return json.Marshal(e)
+// ResultJSON is the predicate's result as it is encoded: an exam run's with its exam fields, a
+// task run's with its task fields (value always present, null when there is none).
+func (p *Predicate) ResultJSON() any {
+	r := p.Result
+	if p.Task == nil {
+		return struct {
+			Status           string   `json:"status"`
+			Reason           string   `json:"reason"`
+			Questions        int      `json:"questions"`
+			Passed           int      `json:"passed"`
+			Score            float64  `json:"score"`
+			PassVectorSHA256 string   `json:"pass_vector_sha256"`
+			BitsPerByte      *float64 `json:"bits_per_byte"`
+		}{r.Status, r.Reason, r.Questions, r.Passed, r.Score, r.PassVectorSHA256, r.BitsPerByte}
 	}
-	return json.Marshal(struct {
+	return struct {
 		Status          string   `json:"status"`
 		Reason          string   `json:"reason"`
 		Value           *float64 `json:"value"`
 		ValidSubmission bool     `json:"valid_submission"`
 		Invalid         string   `json:"invalid_submission"`
-	}{r.Status, r.Reason, r.Value, r.ValidSubmission, r.Invalid})
+	}{r.Status, r.Reason, r.Value, r.ValidSubmission, r.Invalid}
+}
+
+// MarshalJSON encodes the predicate with its result in its kind's shape (ResultJSON).
+func (p Predicate) MarshalJSON() ([]byte, error) {
+	type plain Predicate
+	return json.Marshal(struct {
+		plain
+		Result any `json:"result"` // shadows plain's
+	}{plain(p), p.ResultJSON()})
+}
+
+// MetricText is a task run's result in words: "Accuracy = 0.88", "Accuracy: none, invalid
+// submission (why)" or "Accuracy: none"; "" for an exam run.
+func (p *Predicate) MetricText() string {
+	switch {
+	case p.Task == nil:
+		return ""
+	case p.Result.Value != nil:
+		return fmt.Sprintf("%s = %g", p.Task.Metric, *p.Result.Value)
+	case p.Result.Invalid != "":
+		return fmt.Sprintf("%s: none, invalid submission (%s)", p.Task.Metric, p.Result.Invalid)
+	}
+	return p.Task.Metric + ": none"
 }
 
 // TaskInfo is, in a task run's predicate, the AIRS task that replaces the exam and the kit: the

@@ -44,7 +44,7 @@ func taskFixture(t testing.TB) (*Statement, string) {
 	}
 	p.Submissions.Head, _ = HistoryHead(p.Submissions.History)
 	v := 0.95
-	p.Result = Result{Task: true, Status: StatusGraded, Value: &v, ValidSubmission: true}
+	p.Result = Result{Status: StatusGraded, Value: &v, ValidSubmission: true}
 	return NewStatement(p, NewSubject(SubjectBundle, bundle), NewSubject(SubjectReport, sum("task report"))), bundle
 }
 
@@ -84,6 +84,13 @@ func TestTaskPredicate(t *testing.T) {
 	exam, _ := fixture(t, 2, 3)
 	if _, err := Verify(sign(t, exam, "ed25519"), verifier(t, "ed25519"), WithTrack(loadTaskTrack(t))); reason(t, err) != ReasonTrack {
 		t.Errorf("an exam run against the task track: %v", err)
+	}
+	// The kind itself is checked, not only the track id: the task track with its [task] taken
+	// away (same id) refuses the task run.
+	noTask := *loadTaskTrack(t)
+	noTask.Task = nil
+	if _, err := Verify(env, verifier(t, "ed25519"), WithTrack(&noTask)); reason(t, err) != ReasonTrack || !strings.Contains(err.Error(), "is an exam track") {
+		t.Errorf("a task run against an exam track of the same id: %v", err)
 	}
 
 	// The schema.

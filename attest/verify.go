@@ -207,7 +207,6 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	if err := strictDecode(head.Predicate, st.Predicate, true); err != nil {
 		return nil, failf(ReasonPredicate, "predicate is malformed: %v", err)
 	}
-	st.Predicate.Result.Task = st.Predicate.Task != nil
 	if want := st.Predicate.Type(); st.PredicateType != want {
 		return nil, failf(ReasonPredicateType, "predicateType is %q but the predicate is a %s run's (%s)", st.PredicateType, map[bool]string{true: "task", false: "exam"}[st.Predicate.Task != nil], want)
 	}

@@ -283,11 +283,9 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		if err != nil {
 			return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "task preparation (the task's scripts, not the agent, failed): "+err.Error())
 		}
-		if err := x.seedTask(ws, t, p); err != nil {
-			return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
-		}
 		taskJudge = &grader.TaskJudging{Meta: &p.task.Meta, TaskDir: p.task.Dir, GraderDir: graderDir}
-	} else if err := x.seed(ws, p); err != nil {
+	}
+	if err := x.seed(ws, t, p); err != nil {
 		return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())
 	}
 
@@ -397,10 +395,15 @@ func providerKind(p controller.ProviderConfig) string {
 }
 
 // seed fills a fresh workspace with the kit (hashed again while copied): the brief, the starter
-// code, the training text and the public validation set. Every file the agent gets is the
-// agent's: group-owned by the run (the workspace is setgid), group-writable.
-func (x *Executor) seed(ws string, p *pins) error {
-	if err := p.kit.Seed(ws); err != nil {
+// code, the training text and the public validation set; or a task run's files (seedTask). Every
+// file the agent gets is the agent's: group-owned by the run (the workspace is setgid),
+// group-writable.
+func (x *Executor) seed(ws string, t *policy.Track, p *pins) error {
+	if p.task != nil {
+		if err := seedTask(ws, t, p.task); err != nil {
+			return err
+		}
+	} else if err := p.kit.Seed(ws); err != nil {
 		return err
 	}
 	if x.TestOverlay != "" {
@@ -523,7 +526,7 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	finished := now()
 	pred := attest.PredicateFromTrack(t)
 	if t.Task != nil {
-		pred.Task = taskInfo(t, rio.task)
+		pred.Task = taskInfo(t, out.TaskReport)
 	}
 	model := spec.Agent.Provider + "/" + spec.Agent.Model
 	pred.Agent = attest.Agent{Model: model, ReasoningEffort: spec.Agent.Effort}
@@ -555,7 +558,7 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	subjects := []attest.Subject{attest.NewSubject(attest.SubjectReport, reportSum)}
 	graded := ""
 	if rep := out.TaskReport; rep != nil {
-		pred.Result = attest.Result{Task: true, Status: out.Status, Reason: out.Reason}
+		pred.Result = attest.Result{Status: out.Status, Reason: out.Reason}
 		if out.Status == StateGraded {
 			pred.Result.Value, pred.Result.ValidSubmission, pred.Result.Invalid = rep.Value, rep.Valid, rep.Invalid
 		}
@@ -589,15 +592,15 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	out.Attestation = attPath
 	x.writeSummary(rio.dir, spec, out, pred)
 	if err := WriteRunReport(rio.dir, RunReport{ID: spec.ID, Track: t.Name + " " + t.Version, Agent: spec.Agent.String(), Seed: spec.Seed,
-		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions, Metric: metricText(pred),
+		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions, Metric: pred.MetricText(),
 		Started: pred.Timeline.Started, Deadline: pred.Timeline.Deadline, Finished: pred.Timeline.Finished}); err != nil {
 		x.event(spec.ID, "report_html_failed", err.Error())
 	}
+	result := map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": attPath}
 	if pred.Task != nil {
-		x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(map[string]any{"metric": pred.Task.Metric, "value": pred.Result.Value, "valid_submission": pred.Result.ValidSubmission, "attestation": attPath})})
-	} else {
-		x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": attPath})})
+		result = map[string]any{"metric": pred.Task.Metric, "value": pred.Result.Value, "valid_submission": pred.Result.ValidSubmission, "attestation": attPath}
 	}
+	x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(result)})
 	x.state(spec.ID, out.Status, out.Reason)
 	return out, nil
 }
@@ -613,14 +616,7 @@ func (x *Executor) writeSummary(dir string, spec RunSpec, out *Outcome, p *attes
 	}
 	if p.Task != nil {
 		fmt.Fprintf(&b, "\ntask       %s (%s)\n", p.Task.Name, p.Task.SHA256)
-		switch {
-		case p.Result.Value != nil:
-			fmt.Fprintf(&b, "metric     %s = %g\n", p.Task.Metric, *p.Result.Value)
-		case p.Result.Invalid != "":
-			fmt.Fprintf(&b, "metric     %s: none, invalid submission (%s)\n", p.Task.Metric, p.Result.Invalid)
-		default:
-			fmt.Fprintf(&b, "metric     %s: none\n", p.Task.Metric)
-		}
+		fmt.Fprintf(&b, "metric     %s\n", p.MetricText())
 	} else {
 		fmt.Fprintf(&b, "\nscore      %d/%d = %.2f%%\n", p.Result.Passed, p.Result.Questions, p.Result.Score)
 	}
@@ -722,17 +718,4 @@ func activity(kind string, line []byte) string {
 		return "finalized"
 	}
 	return ""
-}
-
-// metricText is a task run's result in words ("" for an exam run).
-func metricText(p *attest.Predicate) string {
-	switch {
-	case p.Task == nil:
-		return ""
-	case p.Result.Value != nil:
-		return fmt.Sprintf("%s = %g", p.Task.Metric, *p.Result.Value)
-	case p.Result.Invalid != "":
-		return fmt.Sprintf("%s: none (invalid submission: %s)", p.Task.Metric, p.Result.Invalid)
-	}
-	return p.Task.Metric + ": none"
 }

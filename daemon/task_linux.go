@@ -82,11 +82,13 @@ func (x *Executor) prepareTask(ctx context.Context, spec RunSpec, rio *runIO, e 
 	return graderDir, nil
 }
 
-// seedTask writes the task's files the agent gets into the workspace: BRIEF.md, the task's
-// project_description.md, evaluate.py and utils.py (as AIRS-Bench gives them to agents).
-func (x *Executor) seedTask(ws string, t *policy.Track, p *pins) error {
+// seedTask writes the task's files the agent gets into the workspace: BRIEF.md (taskBrief, then
+// the description), the task's project_description.md, evaluate.py and utils.py (as AIRS-Bench
+// gives them to agents).
+func seedTask(ws string, t *policy.Track, task *airs.Task) error {
+	brief := taskBrief(t, &task.Meta)
 	for _, f := range []string{airs.DescriptionFile, airs.EvaluateFile, airs.UtilsFile} {
-		b, err := os.ReadFile(filepath.Join(p.task.Dir, f))
+		b, err := os.ReadFile(filepath.Join(task.Dir, f))
 		if os.IsNotExist(err) && f == airs.UtilsFile {
 			continue
 		}
@@ -96,16 +98,11 @@ func (x *Executor) seedTask(ws string, t *policy.Track, p *pins) error {
 		if err := os.WriteFile(filepath.Join(ws, f), b, 0o664); err != nil {
 			return err
 		}
+		if f == airs.DescriptionFile {
+			brief += string(b)
+		}
 	}
-	desc, _ := os.ReadFile(filepath.Join(p.task.Dir, airs.DescriptionFile))
-	brief := taskBrief(t, &p.task.Meta) + string(desc)
-	if err := os.WriteFile(filepath.Join(ws, "BRIEF.md"), []byte(brief), 0o664); err != nil {
-		return err
-	}
-	if x.TestOverlay != "" {
-		return os.CopyFS(ws, os.DirFS(x.TestOverlay))
-	}
-	return nil
+	return os.WriteFile(filepath.Join(ws, "BRIEF.md"), []byte(brief), 0o664)
 }
 
 // taskBrief is what BRIEF.md says before the task's own description: how this sealed run works.
@@ -135,27 +132,23 @@ submit, promote and finalize still work.
 `, m.Info.Name, t.Name, t.Version, t.Budget.Wall, t.Budget.CallLimit, strings.Join(m.FileExportGlobs, ", "), m.Info.Metric, dir, t.Budget.Reserve)
 }
 
-// taskInfo is the attested task: the track's pins and, from the verified metadata, the metric
-// and its scoring. Without the task (a run refused before Check passed), the metric is unknown.
-func taskInfo(t *policy.Track, task *airs.Task) *attest.TaskInfo {
-	ti := &attest.TaskInfo{Kind: t.Task.Kind, Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256,
-		Metric: "unknown (the run ended before its task was verified)"}
-	if task != nil {
-		m := task.Meta
-		ti.Metric, ti.LowerIsBetter, ti.SOTA, ti.Optimal, ti.Worst = m.Info.Metric, m.MetricLowerIsBetter, m.Info.SOTA.Score, m.Info.OptimalScore, m.Info.EstimatedWorstScore
-	}
-	return ti
+// taskInfo is the attested task: what its report says of it (grader.NewTaskReport: the track's
+// pins and, from the verified metadata, the metric and its scoring).
+func taskInfo(t *policy.Track, rep *grader.TaskReport) *attest.TaskInfo {
+	r := rep.Task
+	return &attest.TaskInfo{Kind: t.Task.Kind, Name: r.Name, SHA256: r.SHA256, DataSHA256: r.DataSHA256,
+		Metric: rep.Metric, LowerIsBetter: r.LowerIsBetter, SOTA: r.SOTA, Optimal: r.Optimal, Worst: r.Worst}
 }
 
 // endTaskReport writes the task report of a run that ended without evaluation (invalid, or
 // failed before grading) and returns its sha256.
 func endTaskReport(dir string, t *policy.Track, task *airs.Task, status, reason, head string) (*grader.TaskReport, string, error) {
-	ti := taskInfo(t, task)
-	rep := &grader.TaskReport{Format: grader.TaskReportFormat, Status: status, Reason: reason,
-		Track: grader.ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
-		Task: grader.ReportTask{Name: ti.Name, SHA256: ti.SHA256, DataSHA256: ti.DataSHA256, LowerIsBetter: ti.LowerIsBetter,
-			SOTA: ti.SOTA, Optimal: ti.Optimal, Worst: ti.Worst},
-		Metric: ti.Metric, GraderImage: t.Images.Grader.String(), HistoryHead: head}
+	var m *airs.Metadata
+	if task != nil {
+		m = &task.Meta
+	}
+	rep := grader.NewTaskReport(t, m, status, reason, t.Images.Grader.String())
+	rep.HistoryHead = head
 	sum, err := grader.WriteTaskReport(filepath.Join(dir, "report.json"), rep)
 	return rep, sum, err
 }

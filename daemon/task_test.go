@@ -198,6 +198,11 @@ func TestTaskSealedRun(t *testing.T) {
 			} else {
 				t.Logf("sealrun verify:\n%s", o)
 			}
+			// --json carries the task and the result in the task's shape.
+			if o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), "verify", out.Attestation, "--key", "../attest/testdata/ed25519.pub", "--json").Output(); err != nil ||
+				!strings.Contains(string(o), `"valid_submission"`) || !strings.Contains(string(o), `"metric": "Accuracy"`) || strings.Contains(string(o), `"questions"`) {
+				t.Errorf("sealrun verify --json: %v\n%s", err, o)
+			}
 			summary := string(mustRead(t, filepath.Join(dir, "summary.txt")))
 			if !strings.Contains(summary, "metric     Accuracy") {
 				t.Errorf("summary.txt:\n%s", summary)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // TaskJudging makes a Service the judge of an AIRS task (ServiceConfig.Task): a submission is
@@ -92,12 +93,10 @@ type ReportTask struct {
 // candidate is a failed run; a submission that yields no number is graded as an invalid
 // submission (no value, the reason recorded). It returns the report and report.json's sha256.
 func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskReport, string, error) {
-	t, m := s.cfg.Track, s.cfg.Task.Meta
-	head, _ := s.history.Head()
-	rep := &TaskReport{Format: TaskReportFormat, Status: "graded", Track: ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
-		Task: ReportTask{Name: m.Info.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256, LowerIsBetter: m.MetricLowerIsBetter,
-			SOTA: m.Info.SOTA.Score, Optimal: m.Info.OptimalScore, Worst: m.Info.EstimatedWorstScore},
-		Metric: m.Info.Metric, GraderImage: s.cfg.Env.Image, Device: s.cfg.Env.Device, HistoryHead: head}
+	m := s.cfg.Task.Meta
+	rep := NewTaskReport(s.cfg.Track, m, "graded", "", s.cfg.Env.Image)
+	rep.Device = s.cfg.Env.Device
+	rep.HistoryHead, _ = s.history.Head()
 	id := s.history.Promoted()
 	if id == "" {
 		rep.Status, rep.Reason = "failed", "no candidate was promoted"
@@ -142,6 +141,22 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 		return nil, "", err
 	}
 	return rep, sum, nil
+}
+
+// UnknownMetric is the metric a task report or attestation names when the run ended before its
+// task directory was verified (nothing says which metric it would have had).
+const UnknownMetric = "unknown (the run ended before its task was verified)"
+
+// NewTaskReport is a task report with the track's pins and, from the task's metadata (nil when
+// the task was never verified: UnknownMetric), the metric and its scoring; no candidate yet.
+func NewTaskReport(t *policy.Track, m *airs.Metadata, status, reason, image string) *TaskReport {
+	rep := &TaskReport{Format: TaskReportFormat, Status: status, Reason: reason, Track: ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
+		Task: ReportTask{Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256}, Metric: UnknownMetric, GraderImage: image}
+	if m != nil {
+		rep.Task.LowerIsBetter, rep.Task.SOTA, rep.Task.Optimal, rep.Task.Worst = m.MetricLowerIsBetter, m.Info.SOTA.Score, m.Info.OptimalScore, m.Info.EstimatedWorstScore
+		rep.Metric = m.Info.Metric
+	}
+	return rep
 }
 
 // WriteTaskReport writes a task report atomically (indented JSON and a newline) and returns its

@@ -100,25 +100,20 @@ func writePredicate(out io.Writer, v *attest.Verified) {
 	row("audit log", "%d entries, chain head %s", p.Audit.Entries, p.Audit.Head)
 	r := p.Result
 	if p.Task != nil {
-		row("result", "%s: %s", r.Status, taskResultText(p.Task, &r))
-		if r.Reason != "" {
-			row("reason", "%s", r.Reason)
-		}
-		for _, warn := range v.Warnings {
-			row("warning", "%s", warn)
-		}
-		w.Flush()
-		return
+		row("result", "%s: %s", r.Status, p.MetricText())
+	} else {
+		row("result", "%s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
 	}
-	row("result", "%s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
 	if r.Reason != "" {
 		row("reason", "%s", r.Reason)
 	}
-	row("pass vector", "sha256 %s", r.PassVectorSHA256)
-	if r.BitsPerByte != nil {
-		row("bits per byte", "%.4f", *r.BitsPerByte)
-	} else {
-		row("bits per byte", "not measured")
+	if p.Task == nil {
+		row("pass vector", "sha256 %s", r.PassVectorSHA256)
+		if r.BitsPerByte != nil {
+			row("bits per byte", "%.4f", *r.BitsPerByte)
+		} else {
+			row("bits per byte", "not measured")
+		}
 	}
 	for _, warn := range v.Warnings {
 		row("warning", "%s", warn)

@@ -39,11 +39,12 @@ type verdict struct {
 	Warnings  []string          `json:"warnings"`
 	Track     *attest.TrackInfo `json:"track,omitempty"`
 	Agent     *attest.Agent     `json:"agent,omitempty"`
-	Task      *attest.TaskInfo  `json:"task,omitempty"` // a task run's task
-	Result    *attest.Result    `json:"result,omitempty"`
+	Task      *attest.TaskInfo  `json:"task,omitempty"`   // a task run's task
+	Result    any               `json:"result,omitempty"` // in the predicate's shape (Predicate.ResultJSON)
 	Seed      *int64            `json:"seed,omitempty"`
 	Run       *attest.RunInfo   `json:"run,omitempty"`
 	Statement string            `json:"statement_sha256,omitempty"`
+	pred      *attest.Predicate // the verified predicate, for the text
 }
 
 // verifyAttestation runs attest.Verify with the flag group's optional files. Errors that are not
@@ -154,8 +155,8 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 			} else {
 				p := got.Statement.Predicate
 				sum := sha256.Sum256(got.Payload)
-				out.KeyID, out.Checks, out.Track, out.Agent, out.Result, out.Seed, out.Run = got.KeyID, got.Checks, &p.Track, &p.Agent, &p.Result, &p.Seed, &p.Run
-				out.Task = p.Task
+				out.KeyID, out.Checks, out.Track, out.Agent, out.Result, out.Seed, out.Run = got.KeyID, got.Checks, &p.Track, &p.Agent, p.ResultJSON(), &p.Seed, &p.Run
+				out.Task, out.pred = p.Task, p
 				out.Statement = hex.EncodeToString(sum[:])
 				out.Warnings = append(out.Warnings, got.Warnings...)
 			}
@@ -184,7 +185,7 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 		fmt.Fprintf(w, "%s: NOT VALID (%s)\n  %s\n", path, v.Reason, v.Detail)
 		return
 	}
-	r := v.Result
+	r := v.pred.Result
 	fmt.Fprintf(w, "%s: VALID\n", path)
 	fmt.Fprintf(w, "  key        %s\n", v.KeyID)
 	fmt.Fprintf(w, "  track      %s %s (%s), id %s\n", v.Track.Name, v.Track.Version, v.Track.Status, v.Track.ID)
@@ -202,7 +203,7 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	}
 	if v.Task != nil {
 		fmt.Fprintf(w, "  task       %s (%s), sha256 %s\n", v.Task.Name, v.Task.Kind, v.Task.SHA256)
-		fmt.Fprintf(w, "  result     %s: %s", r.Status, taskResultText(v.Task, r))
+		fmt.Fprintf(w, "  result     %s: %s", r.Status, v.pred.MetricText())
 	} else {
 		fmt.Fprintf(w, "  result     %s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
 	}
@@ -214,15 +215,4 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	for _, warn := range v.Warnings {
 		fmt.Fprintf(w, "  warning    %s\n", warn)
 	}
-}
-
-// taskResultText is a task run's result in words: the metric's value, or why there is none.
-func taskResultText(t *attest.TaskInfo, r *attest.Result) string {
-	switch {
-	case r.Value != nil:
-		return fmt.Sprintf("%s = %g", t.Metric, *r.Value)
-	case r.Invalid != "":
-		return fmt.Sprintf("%s: none, invalid submission (%s)", t.Metric, r.Invalid)
-	}
-	return t.Metric + ": none"
 }
