@@ -14,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sigstore/sigstore/pkg/signature"
 )
@@ -38,11 +39,7 @@ func newRealDaemon(t *testing.T, tb *testbed) *realDaemon {
 	rd := &realDaemon{t: t, tb: tb, bin: sandboxtest.Static(t, "cmd/sealrund"), cli: sandboxtest.Static(t, "cmd/sealrun")}
 	// The daemon's own state directory, with the local test images' store linked in.
 	os.Symlink(filepath.Join(testenv.LocalImages(t).State, "images"), filepath.Join(tb.state, "images"))
-	var err error
-	if rd.runDir, err = os.MkdirTemp("/run", "sealrun-crashtest-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rd.runDir) })
+	rd.runDir = testenv.RunDir(t, sandbox.ReapRunDir)
 	keys := filepath.Join(tb.base, "keys")
 	os.MkdirAll(keys, 0o700)
 	os.WriteFile(filepath.Join(keys, "sealrun.key"), mustRead(t, "../attest/testdata/ed25519.key"), 0o600)

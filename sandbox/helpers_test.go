@@ -82,10 +82,7 @@ func testHost(t *testing.T) *Host {
 // newTestHost is testHost with a given hook ("" for the fallback: this test binary re-executed).
 func newTestHost(t *testing.T, hook string) *Host {
 	t.Helper()
-	runDir, err := os.MkdirTemp("/run", "sealrun-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	runDir := testenv.RunDir(t, ReapRunDir)
 	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook})
 	if err != nil {
 		t.Fatal(err)

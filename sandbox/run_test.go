@@ -16,6 +16,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 // The race a fresh machine found: a command that prints at once and the host side reading the
@@ -286,10 +288,7 @@ func TestBoundedWaitWithMisbehavingRuntime(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []string{"hang-kill", "hang-run"} {
 		t.Run(mode, func(t *testing.T) {
-			runDir, err := os.MkdirTemp("/run", "sealrun-test-")
-			if err != nil {
-				t.Fatal(err)
-			}
+			runDir := testenv.RunDir(t, ReapRunDir)
 			h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook, Runtime: fakeRuntime(t, mode), KillTimeout: 500 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)

@@ -789,6 +789,21 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	return out, nil
 }
 
+// ReapRunDir removes what a host with run directory runDir left — its containers, recorded
+// runs (cgroups, mounts, gateway netns), UID ranges and bundles — and then the directory. The
+// caller must know that host's process is gone: the tests use it for the run directories of
+// test processes that were killed before their cleanups ran.
+func ReapRunDir(ctx context.Context, runDir string) error {
+	h, err := NewHost(HostConfig{StateDir: filepath.Join(runDir, "reap-state"), RunDir: runDir})
+	if err != nil {
+		return err
+	}
+	if _, err := h.Reap(ctx); err != nil {
+		return err
+	}
+	return os.RemoveAll(runDir)
+}
+
 // checkMountpoints refuses a spec whose bind mounts would make the runtime create their mount
 // point inside the image's rootfs: that rootfs is the store's, shared by every container, and is
 // never written. Mount points under /tmp and /dev are on the container's own tmpfs.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -324,6 +325,57 @@ func TestReapAfterCrash(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the container still runs after Reap")
 	}
+}
+
+// A test process killed mid-run (a timeout, a cancelled CI job) never runs its cleanups. The
+// next test process's testenv.RunDir reaps what it left — here a live container, its run's
+// cgroups and gateway netns — so the same run id is free again (a CI run once failed on
+// "cgroup /sealrun/run-opencode already exists" after an earlier run was killed).
+func TestRunDirReapsKilledTestProcess(t *testing.T) {
+	requireRoot(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := os.MkdirTemp("/run", fmt.Sprintf("sealrun-test-%d-", gone.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(stale)
+	_, hook := buildBinaries(t)
+	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: stale, Hook: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.NewRun(ctx, "killed-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleController, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	netns := filepath.Join("/run/netns", r.GatewayNetns())
+	// The process that made it is "gone" (its pid names the directory); the next one reaps.
+	h2 := testHost(t)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the dead test process's run directory %s is still there (%v)", stale, err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("its container still runs")
+	}
+	if _, err := os.Stat(netns); !os.IsNotExist(err) {
+		t.Errorf("its gateway netns %s is still there", netns)
+	}
+	r2, err := h2.NewRun(ctx, "killed-test")
+	if err != nil {
+		t.Fatalf("the same run id after the reap: %v", err)
+	}
+	r2.Destroy(ctx)
 }
 
 func TestGatewayListenerReachableOnlyFromController(t *testing.T) {

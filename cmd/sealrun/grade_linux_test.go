@@ -12,6 +12,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/sandbox"
 )
 
 // Root: grade the example bundle, attest the result, regrade it (match), then regrade against an
@@ -22,11 +23,7 @@ func TestGradeAndRegrade(t *testing.T) {
 	python := imgs.Refs["python"]
 	dir := t.TempDir()
 	p := func(n string) string { return filepath.Join(dir, n) }
-	runDir, err := os.MkdirTemp("/run", "sealrun-clitest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(runDir)
+	runDir := testenv.RunDir(t, sandbox.ReapRunDir)
 	sr := func(args ...string) result {
 		return sealrun(t, append([]string{"--state-dir", imgs.State}, args...)...)
 	}

@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/sandbox"
 )
 
 func TestSandboxSpec(t *testing.T) {
@@ -50,11 +50,7 @@ func TestSandboxVerbsAsRoot(t *testing.T) {
 	if out, err := buildStatic(runner); err != nil {
 		t.Fatalf("build runner: %v %s", err, out)
 	}
-	runDir, err := os.MkdirTemp("/run", "sealrun-clitest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(runDir)
+	runDir := testenv.RunDir(t, sandbox.ReapRunDir)
 	if r := sealrun(t, "--state-dir", state, "sandbox", "run", "--role", "runner", "--image", lock.Images["controller"], "--run-dir", t.TempDir(), "--", "true"); r.code != 1 || !strings.Contains(r.stderr, "is not reachable by containers") {
 		t.Errorf("run dir under a private parent: %+v", r)
 	}

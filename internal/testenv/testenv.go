@@ -6,11 +6,14 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/BurntSushi/toml"
@@ -97,5 +100,38 @@ func AIRSDigitsData(t testing.TB) string {
 	if _, err := os.Stat(filepath.Join(dir, "digits.csv.gz")); err != nil {
 		Missing(t, fmt.Sprintf("the raw data of the AIRS task DigitsClassificationAccuracy (%v); make test makes it with scripts/airs-digits-data.sh %s", err, dir))
 	}
+	return dir
+}
+
+// RunDir makes a sandbox run directory for this test, /run/sealrun-test-PID-*, removed at
+// cleanup. First it hands every such directory whose test process is gone to reap (normally
+// sandbox.ReapRunDir): a test binary killed mid-run (a timeout, a cancelled CI job) never ran
+// its cleanups, and what its hosts left — containers, cgroups, a gateway netns, UID ranges —
+// would otherwise make the next run of the same test fail with "run id in use". The sweep holds
+// an flock so that test processes of several packages do not reap the same directory at once.
+func RunDir(t testing.TB, reap func(ctx context.Context, runDir string) error) string {
+	t.Helper()
+	const prefix = "sealrun-test-"
+	if lock, err := os.OpenFile("/run/"+prefix+"reap.lock", os.O_CREATE|os.O_RDWR, 0o600); err == nil {
+		if syscall.Flock(int(lock.Fd()), syscall.LOCK_EX) == nil {
+			old, _ := filepath.Glob("/run/" + prefix + "*-*")
+			for _, dir := range old {
+				pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), prefix), "-")
+				pid, err := strconv.Atoi(pidText)
+				if !ok || err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+					continue // not of this scheme, or its process lives
+				}
+				if err := reap(context.Background(), dir); err != nil {
+					t.Logf("reap %s, left by a test process that is gone: %v", dir, err)
+				}
+			}
+		}
+		lock.Close()
+	}
+	dir, err := os.MkdirTemp("/run", fmt.Sprintf("%s%d-", prefix, os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }

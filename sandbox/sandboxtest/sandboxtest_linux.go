@@ -73,10 +73,7 @@ func Host(t testing.TB) *sandbox.Host {
 func HostWithRuntime(t testing.TB, runtime string) *sandbox.Host {
 	t.Helper()
 	testenv.RequireRoot(t)
-	runDir, err := os.MkdirTemp("/run", "sealrun-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	runDir := testenv.RunDir(t, sandbox.ReapRunDir)
 	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Runtime: runtime, Hook: Static(t, "cmd/sealrun-netns-hook")})
 	if err != nil {
 		t.Fatal(err)
