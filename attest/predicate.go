@@ -14,6 +14,9 @@ import (
 // runIDRE is a run id as the daemon makes them.
 var runIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 
+// ValidRunID says whether id has the shape of a run id (run.id, run.rerun_of).
+func ValidRunID(id string) bool { return runIDRE.MatchString(id) }
+
 // CheckPredicate checks that a predicate is internally consistent and agrees with its subjects:
 // the rules of attest/PREDICATE.md, "Consistency". It returns a *VerificationFailure with reason
 // "predicate" naming the first rule broken.

@@ -20,22 +20,25 @@ const (
 // Record is what the daemon knows of one run: rebuilt from the journal at start, kept in
 // memory, served by the admin API.
 type Record struct {
-	ID        string    `json:"id"`
-	Track     string    `json:"track"` // name version
-	TrackID   string    `json:"track_id"`
-	Agent     string    `json:"agent"`
-	Seed      int64     `json:"seed"`
-	User      string    `json:"user"`
-	RerunOf   string    `json:"rerun_of,omitempty"`
-	RerunBy   string    `json:"rerun_by,omitempty"`
-	State     string    `json:"state"`
-	Reason    string    `json:"reason,omitempty"`
-	Queued    time.Time `json:"queued"`
-	Started   time.Time `json:"started,omitzero"`
-	Deadline  time.Time `json:"deadline,omitzero"`
-	Finished  time.Time `json:"finished,omitzero"`
-	Passed    *int      `json:"passed,omitempty"`
-	Questions int       `json:"questions,omitempty"`
+	ID      string `json:"id"`
+	Track   string `json:"track"` // name version
+	TrackID string `json:"track_id"`
+	Agent   string `json:"agent"`
+	Seed    int64  `json:"seed"`
+	User    string `json:"user"`
+	RerunOf string `json:"rerun_of,omitempty"`
+	RerunBy string `json:"rerun_by,omitempty"`
+	// Dispatcher is the outside scheduler's job that dispatched the run (RunRequest.Dispatcher).
+	Dispatcher string    `json:"dispatcher,omitempty"`
+	GPUs       []string  `json:"gpus,omitempty"` // the GPUs it was asked to use
+	State      string    `json:"state"`
+	Reason     string    `json:"reason,omitempty"`
+	Queued     time.Time `json:"queued"`
+	Started    time.Time `json:"started,omitzero"`
+	Deadline   time.Time `json:"deadline,omitzero"`
+	Finished   time.Time `json:"finished,omitzero"`
+	Passed     *int      `json:"passed,omitempty"`
+	Questions  int       `json:"questions,omitempty"`
 	// A task run's result: its metric and value (null: no valid submission).
 	Metric string   `json:"metric,omitempty"`
 	Value  *float64 `json:"value,omitempty"`
@@ -72,6 +75,16 @@ type RunRequest struct {
 	Agent     string `json:"agent"`      // PROVIDER/MODEL[@EFFORT]
 	Seed      int64  `json:"seed"`
 	Rerun     bool   `json:"rerun"` // run a seed again that already has a run
+	// For a run an outside scheduler (Slurm) dispatched; deploy/slurm/README.md.
+	// GPUs are the host GPUs the run must use — the scheduler's allocation — as CDI names among
+	// the daemon's [resources] gpus: at least the track's count; the run takes the first ones.
+	GPUs []string `json:"gpus,omitempty"`
+	// RerunOf names the invalid run this one reruns, on this host or another (the shared results
+	// directory says which); it is linked in the attestation. It implies Rerun.
+	RerunOf string `json:"rerun_of,omitempty"`
+	// Dispatcher names the scheduler's job ("slurm job 812_3"). Such a run is not rerun here
+	// when it ends invalid: the scheduler's resubmission is the rerun.
+	Dispatcher string `json:"dispatcher,omitempty"`
 }
 
 // APIError is every error body: {"error": "..."}.

@@ -109,7 +109,8 @@ func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
 		name = "track"
 	}
 	who, _ := r.Context().Value(peerKey{}).(string)
-	rec, err := d.Submit([]byte(req.Track), name, req.Agent, req.Seed, req.Rerun, who)
+	req.TrackName = name
+	rec, err := d.SubmitRequest(req, who)
 	if err != nil {
 		code := http.StatusInternalServerError
 		if errors.Is(err, ErrRefused) {

@@ -12,12 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
@@ -32,6 +35,9 @@ type submitted struct {
 	Seed    int64  `json:"seed"`
 	User    string `json:"user"`
 	RerunOf string `json:"rerun_of,omitempty"`
+	// An outside scheduler's run (RunRequest): its GPUs and job.
+	GPUs       []string `json:"gpus,omitempty"`
+	Dispatcher string   `json:"dispatcher,omitempty"`
 }
 
 // Daemon is sealrund: the runs, their queue and the executor.
@@ -120,7 +126,7 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 	// and queueing its rerun left one without (found by the kill-at-every-journal-event test).
 	var norerun []*Record
 	for _, r := range d.runs {
-		if _, ok := d.spec[r.ID]; ok && r.State == StateInvalid && r.RerunBy == "" && r.Reason != "cancelled" {
+		if s, ok := d.spec[r.ID]; ok && r.State == StateInvalid && r.RerunBy == "" && r.Reason != "cancelled" && s.Dispatcher == "" {
 			norerun = append(norerun, r)
 		}
 	}
@@ -160,8 +166,9 @@ func (d *Daemon) apply(e Event) error {
 			return err
 		}
 		d.runs[e.Run] = &Record{ID: e.Run, Track: t.Name + " " + t.Version, TrackID: t.ID, Agent: s.Agent, Seed: s.Seed, User: s.User, RerunOf: s.RerunOf,
-			State: StateQueued, Queued: e.Time, Dir: filepath.Join(d.cfg.StateDir, "runs", e.Run)}
-		d.spec[e.Run] = RunSpec{ID: e.Run, RerunOf: s.RerunOf, Track: t, Agent: agent, Seed: s.Seed, Queued: e.Time, User: s.User}
+			Dispatcher: s.Dispatcher, GPUs: s.GPUs, State: StateQueued, Queued: e.Time, Dir: filepath.Join(d.cfg.StateDir, "runs", e.Run)}
+		d.spec[e.Run] = RunSpec{ID: e.Run, RerunOf: s.RerunOf, Track: t, Agent: agent, Seed: s.Seed, Queued: e.Time, User: s.User,
+			WantGPUs: s.GPUs, Dispatcher: s.Dispatcher}
 		if o := d.runs[s.RerunOf]; o != nil {
 			o.RerunBy = e.Run
 		}
@@ -251,6 +258,13 @@ var ErrRefused = errors.New("refused")
 
 // Submit queues a run after checking the track, the agent, every pin and the seed.
 func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, rerun bool, user string) (*Record, error) {
+	return d.SubmitRequest(RunRequest{Track: string(trackFile), TrackName: trackName, Agent: agentS, Seed: seed, Rerun: rerun}, user)
+}
+
+// SubmitRequest is Submit with an outside scheduler's fields (RunRequest): the GPUs the run
+// must use, the invalid run it reruns, the job that dispatched it.
+func (d *Daemon) SubmitRequest(req RunRequest, user string) (*Record, error) {
+	trackFile, trackName, agentS, seed, rerun := []byte(req.Track), req.TrackName, req.Agent, req.Seed, req.Rerun || req.RerunOf != ""
 	t, err := policy.Parse(trackName, trackFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
@@ -268,6 +282,9 @@ func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, 
 	if n := int(t.Resources.GPUs); n > len(d.cfg.Resources.GPUs) {
 		return nil, fmt.Errorf("%w: track %s needs %d GPUs per run; this host's configuration gives runs %d ([resources] gpus)", ErrRefused, t.Name, n, len(d.cfg.Resources.GPUs))
 	}
+	if err := d.checkDispatch(t, agent.String(), seed, req); err != nil {
+		return nil, err
+	}
 	if _, err := d.x.Check(RunSpec{Track: t, Agent: agent}); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
 	}
@@ -281,10 +298,49 @@ func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, 
 		}
 		d.mu.Unlock()
 	}
-	return d.submit(t, trackFile, agent.String(), seed, user, "")
+	return d.submit(t, trackFile, agent.String(), seed, user, req.RerunOf, req.GPUs, req.Dispatcher)
 }
 
-func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed int64, user, rerunOf string) (*Record, error) {
+// maxDispatcher bounds RunRequest.Dispatcher (it is shown and journaled).
+const maxDispatcher = 200
+
+// checkDispatch checks an outside scheduler's fields of a request: GPUs that are this host's
+// and enough for the track, a rerun link to an invalid run of the same seed, a job name.
+func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req RunRequest) error {
+	if len(req.GPUs) > 0 {
+		if len(req.GPUs) < int(t.Resources.GPUs) {
+			return fmt.Errorf("%w: --gpus gives %d GPUs (%s); track %s needs %d per run", ErrRefused, len(req.GPUs), strings.Join(req.GPUs, ","), t.Name, t.Resources.GPUs)
+		}
+		seen := map[string]bool{}
+		for _, g := range req.GPUs {
+			if seen[g] {
+				return fmt.Errorf("%w: --gpus names %s twice", ErrRefused, g)
+			}
+			seen[g] = true
+			if !slices.Contains(d.cfg.Resources.GPUs, g) {
+				return fmt.Errorf("%w: --gpus %s is not one of this host's GPUs ([resources] gpus: %s); use their CDI names (sealrun doctor lists them)", ErrRefused, g, strings.Join(d.cfg.Resources.GPUs, ", "))
+			}
+		}
+	}
+	if req.RerunOf != "" {
+		if !attest.ValidRunID(req.RerunOf) {
+			return fmt.Errorf("%w: --rerun-of %q is not a run id", ErrRefused, req.RerunOf)
+		}
+		d.mu.Lock()
+		o := d.runs[req.RerunOf]
+		d.mu.Unlock()
+		// A run of another host is not known here; the leaderboard links it by its attestation.
+		if o != nil && (o.State != StateInvalid || o.TrackID != t.ID || o.Agent != agent || o.Seed != seed || o.RerunBy != "") {
+			return fmt.Errorf("%w: --rerun-of %s: that run is %s (track %s, %s, seed %d, rerun by %q); only an invalid run of the same track, agent and seed without a rerun can be rerun", ErrRefused, o.ID, o.State, o.Track, o.Agent, o.Seed, o.RerunBy)
+		}
+	}
+	if len(req.Dispatcher) > maxDispatcher || strings.ContainsFunc(req.Dispatcher, unicode.IsControl) {
+		return fmt.Errorf("%w: --dispatcher is longer than %d bytes or holds control characters", ErrRefused, maxDispatcher)
+	}
+	return nil
+}
+
+func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed int64, user, rerunOf string, gpus []string, dispatcher string) (*Record, error) {
 	id := NewRunID(time.Now())
 	dir := filepath.Join(d.cfg.StateDir, "runs", id)
 	if err := os.Mkdir(dir, 0o711); err != nil {
@@ -293,7 +349,7 @@ func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed in
 	if err := exams.WriteAtomic(filepath.Join(dir, "track.toml"), 0o644, func(w io.Writer) error { _, err := w.Write(trackFile); return err }); err != nil {
 		return nil, err
 	}
-	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf})
+	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf, GPUs: gpus, Dispatcher: dispatcher})
 	if err := d.record(Event{Run: id, Kind: "submitted", Data: data}); err != nil {
 		return nil, err
 	}
@@ -371,6 +427,8 @@ func (d *Daemon) Runs() []Record {
 			r.Waiting = fmt.Sprintf("#%d in the queue, behind %d older runs", pos, pos-1)
 		case d.active >= max(1, d.cfg.Resources.Concurrency):
 			r.Waiting = fmt.Sprintf("#1: waiting for a run slot (%d running, concurrency %d)", d.active, max(1, d.cfg.Resources.Concurrency))
+		case need > 0 && len(r.GPUs) > 0:
+			r.Waiting = fmt.Sprintf("#1: waiting for its GPUs %s", strings.Join(r.GPUs[:min(need, len(r.GPUs))], ", "))
 		case need > d.freeGPUs:
 			r.Waiting = fmt.Sprintf("#1: waiting for GPUs (%d needed, %d free)", need, d.freeGPUs)
 		case d.spec[r.ID].Track != nil && d.spec[r.ID].Track.Resources.CPUs > d.freeCPUs:
@@ -439,12 +497,12 @@ func (d *Daemon) Serve(ctx context.Context) {
 			spec := d.spec[next.ID]
 			need := int(spec.Track.Resources.GPUs)
 			needCPU := spec.Track.Resources.CPUs
-			if need > len(gpusFree) || needCPU > cpusFree {
+			gpus, rest, ok := takeGPUs(gpusFree, need, spec.WantGPUs)
+			if !ok || needCPU > cpusFree {
 				d.mu.Unlock()
 				break // it waits for GPUs or CPUs; ps says so
 			}
-			gpus := append([]string(nil), gpusFree[:need]...)
-			gpusFree = gpusFree[need:]
+			gpusFree = rest
 			cpusFree -= needCPU
 			d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
 			spec.GPUs = gpus
@@ -470,7 +528,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 				case err == nil && out.Status == StateInvalid:
 					reason = out.Reason
 				}
-				if reason != "" && reason != "cancelled" && ctx.Err() == nil {
+				if reason != "" && reason != "cancelled" && ctx.Err() == nil && spec.Dispatcher == "" {
 					d.rerun(spec, reason)
 				}
 				finished <- done{id, gpus, needCPU}
@@ -493,6 +551,26 @@ func (d *Daemon) Serve(ctx context.Context) {
 	}
 }
 
+// takeGPUs gives a run need GPUs from free: the first ones, or for a run dispatched with its
+// GPUs (want) the first need of those, all of which must be free. ok is false when it waits.
+func takeGPUs(free []string, need int, want []string) (gpus, rest []string, ok bool) {
+	pick := free
+	if len(want) > 0 {
+		pick = want
+	}
+	if need > len(pick) {
+		return nil, free, false
+	}
+	gpus = append([]string(nil), pick[:need]...)
+	for _, g := range gpus {
+		if !slices.Contains(free, g) {
+			return nil, free, false
+		}
+	}
+	rest = slices.DeleteFunc(slices.Clone(free), func(g string) bool { return slices.Contains(gpus, g) })
+	return gpus, rest, true
+}
+
 // MaxReruns bounds a chain of automatic reruns: a host that fails every run stops after this.
 const MaxReruns = 3
 
@@ -513,7 +591,7 @@ func (d *Daemon) rerun(spec RunSpec, reason string) {
 		d.log.Error("not rerun: the chain of reruns is long; fix the host (sealrun doctor)", "run", spec.ID, "reruns", depth, "reason", reason)
 		return
 	}
-	if _, err := d.submit(spec.Track, mustTrackBytes(dir), spec.Agent.String(), spec.Seed, "sealrund (rerun: "+reason+")", spec.ID); err != nil {
+	if _, err := d.submit(spec.Track, mustTrackBytes(dir), spec.Agent.String(), spec.Seed, "sealrund (rerun: "+reason+")", spec.ID, nil, ""); err != nil {
 		d.log.Warn("queue a rerun", "run", spec.ID, "err", err)
 	}
 }

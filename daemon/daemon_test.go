@@ -500,3 +500,86 @@ func TestQueueNeverStartsARunTwice(t *testing.T) {
 		}
 	}
 }
+
+// takeGPUs: the first free GPUs, or a dispatched run's own, all of which must be free.
+func TestTakeGPUs(t *testing.T) {
+	free := []string{"g=0", "g=1", "g=2"}
+	for _, c := range []struct {
+		need       int
+		want       []string
+		gpus, rest string
+		ok         bool
+	}{
+		{0, nil, "", "g=0,g=1,g=2", true},
+		{2, nil, "g=0,g=1", "g=2", true},
+		{4, nil, "", "g=0,g=1,g=2", false},
+		{1, []string{"g=2", "g=0"}, "g=2", "g=0,g=1", true},
+		{2, []string{"g=2", "g=0"}, "g=2,g=0", "g=1", true},
+		{1, []string{"g=3"}, "", "g=0,g=1,g=2", false}, // held by another run: it waits
+		{2, []string{"g=1"}, "", "g=0,g=1,g=2", false},
+		{0, []string{"g=1"}, "", "g=0,g=1,g=2", true},
+	} {
+		gpus, rest, ok := takeGPUs(free, c.need, c.want)
+		if strings.Join(gpus, ",") != c.gpus || strings.Join(rest, ",") != c.rest || ok != c.ok {
+			t.Errorf("takeGPUs(%v, %d, %v) = %v %v %v; want %s | %s %v", free, c.need, c.want, gpus, rest, ok, c.gpus, c.rest, c.ok)
+		}
+	}
+	if strings.Join(free, ",") != "g=0,g=1,g=2" {
+		t.Errorf("takeGPUs changed its input: %v", free)
+	}
+}
+
+// An outside scheduler's fields are checked at submit: GPUs of this host and enough of them,
+// a rerun link to an invalid run of the same seed, a job name of bounded size. A dispatched
+// run records them and shows its GPUs in ps while it waits.
+func TestDispatchedRunRequests(t *testing.T) {
+	tb := newTestbed(t)
+	tb.cfg.Resources = ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0", "sealrun.test/gpu=1"}, Concurrency: 1}
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
+	d := startDaemon(t, tb, tb.executor())
+	gpuTrack := strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 1", 1)
+	req := func(mod func(*RunRequest)) RunRequest {
+		r := RunRequest{Track: gpuTrack, TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 1, Dispatcher: "slurm job 812_1"}
+		mod(&r)
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		req  RunRequest
+		want string
+	}{
+		{"not this host's", req(func(r *RunRequest) { r.GPUs = []string{"nvidia.com/gpu=0"} }), "--gpus nvidia.com/gpu=0 is not one of this host's GPUs ([resources] gpus: sealrun.test/gpu=0, sealrun.test/gpu=1)"},
+		{"twice", req(func(r *RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1", "sealrun.test/gpu=1"} }), "--gpus names sealrun.test/gpu=1 twice"},
+		{"too few", req(func(r *RunRequest) {
+			r.Track = strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 2", 1)
+			r.GPUs = []string{"sealrun.test/gpu=1"}
+		}), "--gpus gives 1 GPUs (sealrun.test/gpu=1); track"},
+		{"bad rerun id", req(func(r *RunRequest) { r.RerunOf = "../../etc" }), `--rerun-of "../../etc" is not a run id`},
+		{"long job", req(func(r *RunRequest) { r.Dispatcher = strings.Repeat("j", 201) }), "--dispatcher is longer than 200 bytes"},
+		{"control", req(func(r *RunRequest) { r.Dispatcher = "job\x1b[2J" }), "holds control characters"},
+	} {
+		if _, err := d.SubmitRequest(c.req, "test"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want refused with %q", c.name, err, c.want)
+		}
+	}
+	// A dispatched run records its job and GPUs.
+	a, err := d.SubmitRequest(req(func(r *RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1"}; r.Seed = 7; r.Track = tb.trackTOML }), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Dispatcher != "slurm job 812_1" || strings.Join(a.GPUs, ",") != "sealrun.test/gpu=1" {
+		t.Errorf("the record: dispatcher %q, GPUs %v", a.Dispatcher, a.GPUs)
+	}
+	waitState(t, d, a.ID, StateGraded)
+	// Rerunning a graded run is refused; an unknown id (another host's run) is accepted.
+	if _, err := d.SubmitRequest(req(func(r *RunRequest) { r.Seed = 7; r.Track = tb.trackTOML; r.RerunOf = a.ID }), "test"); err == nil || !strings.Contains(err.Error(), "only an invalid run of the same track, agent and seed without a rerun can be rerun") {
+		t.Errorf("rerun of a graded run: %v", err)
+	}
+	b, err := d.SubmitRequest(req(func(r *RunRequest) { r.Seed = 7; r.Track = tb.trackTOML; r.RerunOf = "r-20261122-101500-a1b2c3" }), "test")
+	if err != nil {
+		t.Fatalf("rerun of another host's run: %v", err)
+	}
+	if rb := waitState(t, d, b.ID, StateGraded); rb.RerunOf != "r-20261122-101500-a1b2c3" {
+		t.Errorf("the rerun's record: %+v", rb)
+	}
+}

@@ -38,6 +38,9 @@ type RunSpec struct {
 	Queued  time.Time
 	User    string   // who launched it (peer credentials)
 	GPUs    []string // CDI names of the GPUs the queue gave the run (the track's count)
+	// WantGPUs and Dispatcher are an outside scheduler's (RunRequest.GPUs, .Dispatcher).
+	WantGPUs   []string
+	Dispatcher string
 }
 
 // Executor runs sealed runs on this host.

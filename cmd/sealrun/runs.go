@@ -110,11 +110,12 @@ func stateExit(state, reason string) error {
 }
 
 func newRunCmd() *cobra.Command {
-	var socket, track, agent string
+	var socket, track, agent, rerunOf, dispatcher string
+	var gpus []string
 	var seed int64
 	var rerun, detach, wait bool
 	cmd := &cobra.Command{
-		Use:   "run --track T.toml --agent PROVIDER/MODEL[@EFFORT] --seed N [--detach | --wait] [--rerun]",
+		Use:   "run --track T.toml --agent PROVIDER/MODEL[@EFFORT] --seed N [--detach | --wait] [--rerun | --rerun-of RUN]",
 		Short: "Launch a sealed run and follow it",
 		Long: `Run asks sealrund to run one seed of an agent on a track. The daemon checks every pin first (images,
 exam, kit, validation set, scaffold, provider) and refuses with the mismatch named. It prints the run id,
@@ -122,8 +123,15 @@ then follows the run live: state changes and its end. Ctrl-C stops following; th
 (sealrun cancel RUN ends it). --detach returns at once; --wait prints nothing until the end.
 
 Exit status when following to the end: 0 graded, 3 failed (the agent's fault), 4 invalid (the
-infrastructure's, or cancelled), 1 refused or error, 2 usage.`,
-		Example: `  sealrun run --track tracks/ari-v1.toml --agent openai/gpt-x@high --seed 1`,
+infrastructure's, or cancelled), 1 refused or error, 2 usage.
+
+For an outside scheduler (deploy/slurm/sealrun-seed.sbatch): --gpus pins the run to the GPUs the
+scheduler allocated (CDI names among the daemon's [resources] gpus), --dispatcher names the job
+(an invalid end is then not rerun by the daemon: the resubmission is the rerun), and --rerun-of
+links a resubmission to the invalid run it reruns, which may be another host's.`,
+		Example: `  sealrun run --track tracks/ari-v1.toml --agent openai/gpt-x@high --seed 1
+  sealrun run --track ari-v1.toml --agent openai/gpt-x@high --seed 3 --wait \
+      --gpus nvidia.com/gpu=2 --dispatcher "slurm job 812_3" --rerun-of r-20261122-101500-a1b2c3`,
 		Args:    exactArgs(0, "no arguments (use --track, --agent, --seed)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if track == "" || agent == "" || !cmd.Flags().Changed("seed") {
@@ -138,7 +146,8 @@ infrastructure's, or cancelled), 1 refused or error, 2 usage.`,
 			}
 			c := newAPIClient(socket)
 			var rec daemon.Record
-			if err := c.do(cmd.Context(), "POST", "/runs", daemon.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun}, &rec); err != nil {
+			req := daemon.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher}
+			if err := c.do(cmd.Context(), "POST", "/runs", req, &rec); err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -156,6 +165,9 @@ infrastructure's, or cancelled), 1 refused or error, 2 usage.`,
 	cmd.Flags().BoolVar(&rerun, "rerun", false, "run a seed again that already has a run")
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return")
 	cmd.Flags().BoolVar(&wait, "wait", false, "print nothing until the run ends; exit by its result")
+	cmd.Flags().StringSliceVar(&gpus, "gpus", nil, "pin the run to these GPUs (CDI names, comma-separated): an outside scheduler's allocation")
+	cmd.Flags().StringVar(&rerunOf, "rerun-of", "", "this run reruns that invalid run (of this host or another); implies --rerun")
+	cmd.Flags().StringVar(&dispatcher, "dispatcher", "", `the outside scheduler's job that dispatched the run ("slurm job 812_3"); an invalid end is not rerun by the daemon`)
 	return cmd
 }
 
@@ -348,6 +360,12 @@ func newShowCmd() *cobra.Command {
 			}
 			if r.RerunBy != "" {
 				row("rerun by", "%s", r.RerunBy)
+			}
+			if r.Dispatcher != "" {
+				row("dispatched by", "%s", r.Dispatcher)
+			}
+			if len(r.GPUs) > 0 {
+				row("GPUs asked", "%s", strings.Join(r.GPUs, ", "))
 			}
 			row("directory", "%s", r.Dir)
 			for _, f := range []string{"result.att.json", "report.json", "summary.txt", "audit.jsonl", "history.jsonl", "transcript.log", "candidates/", "calls/"} {
