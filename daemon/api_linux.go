@@ -180,6 +180,7 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 var runFiles = map[string]string{
 	"transcript": "transcript.log", "audit": "audit.jsonl", "history": "history.jsonl", "report": "report.json",
 	"attestation": "result.att.json", "summary": "summary.txt", "journal": "", "report-html": "report.html",
+	"track": "track.toml", "bundle": "",
 }
 
 func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
@@ -201,10 +202,21 @@ func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		name = filepath.Join("calls", strconv.Itoa(n)+".log")
+	} else if name == "bundle" {
+		// The graded bundle: the candidate report.json names (the attestation's bundle.tar.gz).
+		var rep struct {
+			Candidate struct{ ID string } `json:"candidate"`
+		}
+		b, _ := os.ReadFile(filepath.Join(rec.Dir, "report.json"))
+		if json.Unmarshal(b, &rep) != nil || !strings.HasPrefix(rep.Candidate.ID, "sha256:") || strings.ContainsAny(rep.Candidate.ID, "/.") {
+			writeErr(w, http.StatusNotFound, "run %s has no graded bundle (nothing promoted, or not graded yet)", rec.ID)
+			return
+		}
+		name = filepath.Join("candidates", strings.TrimPrefix(rep.Candidate.ID, "sha256:")+".tar.gz")
 	} else if f, ok := runFiles[name]; ok {
 		name = f
 	} else {
-		writeErr(w, http.StatusNotFound, "no file %q; one of transcript, audit, history, report, attestation, summary, journal, call-N", name)
+		writeErr(w, http.StatusNotFound, "no file %q; one of transcript, audit, history, report, report-html, attestation, summary, track, bundle, journal, call-N", name)
 		return
 	}
 	f, err := os.Open(filepath.Join(rec.Dir, name))

@@ -120,6 +120,50 @@ func TestDaemonThroughCLI(t *testing.T) {
 	if code, _, errs := sealrun("cancel", slow); code != 1 || !strings.Contains(errs, "has already ended") {
 		t.Errorf("cancel twice: %d %s", code, errs)
 	}
+	// Gathering into a results directory (deploy/slurm): atomic, once, with the graded bundle;
+	// then what the directory says of each seed.
+	results := filepath.Join(tb.base, "results")
+	os.Mkdir(results, 0o755)
+	os.MkdirAll(filepath.Join(results, "."+id+".tmp-cut"), 0o755) // a gather killed midway
+	os.WriteFile(filepath.Join(results, "."+id+".tmp-cut", "result.att.json"), []byte(`{"payload":`), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"results", "gather", id, filepath.Join(tb.base, "nowhere")}, 1, "results directory " + filepath.Join(tb.base, "nowhere") + ": not a directory"},
+		{[]string{"results", "gather", "../etc", results}, 2, `"../etc" is not a run id`},
+		{[]string{"results", "gather", "r-nope", results}, 1, "no run r-nope"},
+		{[]string{"results", "gather", id, results}, 0, filepath.Join(results, id)},
+		{[]string{"results", "gather", id, results}, 0, "already gathered, the same attestation"},
+		{[]string{"results", "gather", slow, results}, 0, filepath.Join(results, slow)},
+	} {
+		code, out, errs := sealrun(c.args...)
+		if code != c.code || !strings.Contains(out+errs, c.want) {
+			t.Errorf("%v: exit %d %q %q; want %d %q", c.args, code, out, errs, c.code, c.want)
+		}
+	}
+	for _, c := range []struct{ seed, want string }{{"1", "graded " + id}, {"2", "invalid " + slow}, {"9", "none "}, {"", "give --track, --agent and --seed"}} {
+		args := []string{"results", "seed", results, "--track", trackFile, "--agent", "openai/gpt-x@high"}
+		if c.seed != "" {
+			args = append(args, "--seed", c.seed)
+		}
+		if out, _ := exec.Command(cli, args...).CombinedOutput(); !strings.Contains(string(out), c.want) {
+			t.Errorf("results seed %s: %q; want %q", c.seed, out, c.want)
+		}
+	}
+	for _, f := range []string{"result.att.json", "report.json", "audit.jsonl", "track.toml", "summary.txt", "report.html", "bundle.tar.gz", "run.json"} {
+		if _, err := os.Stat(filepath.Join(results, id, f)); err != nil {
+			t.Errorf("gathered run: %v", err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(results, ".*")); len(left) > 0 {
+		t.Errorf("left after gathering: %v", left)
+	}
+	os.WriteFile(filepath.Join(results, slow, "result.att.json"), []byte("{}"), 0o644)
+	if code, _, errs := sealrun("results", "gather", slow, results); code != 1 || !strings.Contains(errs, "holds another attestation of this run id") {
+		t.Errorf("gather over another attestation: %d %s", code, errs)
+	}
 	// Metrics: the runs by state, the calls and the grading of ended runs.
 	fams, err := d.metrics.reg.Gather()
 	if err != nil {

@@ -121,6 +121,13 @@ func Load(paths []string, keys []Key, tracks []*policy.Track) (*Inputs, error) {
 			if err != nil {
 				return err
 			}
+			if q != p && strings.HasPrefix(d.Name(), ".") {
+				// Hidden: a gather in progress or cut short (sealrun results gather), an editor's file.
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
 			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".json") {
 				jobs = append(jobs, job{q, false})
 			}
