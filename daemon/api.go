@@ -79,6 +79,10 @@ type RunRequest struct {
 	// GPUs are the host GPUs the run must use — the scheduler's allocation — as CDI names among
 	// the daemon's [resources] gpus: at least the track's count; the run takes the first ones.
 	GPUs []string `json:"gpus,omitempty"`
+	// CPUs and Memory (bytes) are the scheduler's allocation of the job: a track that needs
+	// more per run is refused, so that a run never overcommits what the scheduler gave.
+	CPUs   int64 `json:"cpus,omitempty"`
+	Memory int64 `json:"memory,omitempty"`
 	// RerunOf names the invalid run this one reruns, on this host or another (the shared results
 	// directory says which); it is linked in the attestation. It implies Rerun.
 	RerunOf string `json:"rerun_of,omitempty"`

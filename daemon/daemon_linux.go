@@ -307,9 +307,20 @@ const maxDispatcher = 200
 // checkDispatch checks an outside scheduler's fields of a request: GPUs that are this host's
 // and enough for the track, a rerun link to an invalid run of the same seed, a job name.
 func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req RunRequest) error {
-	if len(req.GPUs) > 0 {
+	if req.CPUs < 0 || req.Memory < 0 {
+		return fmt.Errorf("%w: --cpus and --memory are 0 (not given) or more", ErrRefused)
+	}
+	if req.CPUs > 0 && t.Resources.CPUs > req.CPUs {
+		return fmt.Errorf("%w: track %s needs %d CPUs per run; the job was given %d (sbatch --cpus-per-task=%d)", ErrRefused, t.Name, t.Resources.CPUs, req.CPUs, t.Resources.CPUs)
+	}
+	if req.Memory > 0 && t.Resources.Memory > req.Memory {
+		return fmt.Errorf("%w: track %s needs %d MiB of memory per run; the job was given %d MiB (sbatch --mem=%dM)", ErrRefused, t.Name, t.Resources.Memory>>20, req.Memory>>20, (t.Resources.Memory+(1<<20)-1)>>20)
+	}
+	// A dispatched run uses only the GPUs its scheduler gave (none given: none), never the
+	// host's free ones, which the scheduler may have given to another job.
+	if len(req.GPUs) > 0 || req.Dispatcher != "" {
 		if len(req.GPUs) < int(t.Resources.GPUs) {
-			return fmt.Errorf("%w: --gpus gives %d GPUs (%s); track %s needs %d per run", ErrRefused, len(req.GPUs), strings.Join(req.GPUs, ","), t.Name, t.Resources.GPUs)
+			return fmt.Errorf("%w: --gpus gives %d GPUs (%s); track %s needs %d per run (sbatch --gres=gpu:%d)", ErrRefused, len(req.GPUs), strings.Join(req.GPUs, ","), t.Name, t.Resources.GPUs, t.Resources.GPUs)
 		}
 		seen := map[string]bool{}
 		for _, g := range req.GPUs {

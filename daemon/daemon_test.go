@@ -583,7 +583,7 @@ func TestDispatchedRunRequests(t *testing.T) {
 	d := startDaemon(t, tb, tb.executor())
 	gpuTrack := strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 1", 1)
 	req := func(mod func(*RunRequest)) RunRequest {
-		r := RunRequest{Track: gpuTrack, TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 1, Dispatcher: "slurm job 812_1"}
+		r := RunRequest{Track: gpuTrack, TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 1, Dispatcher: "slurm job 812_1", GPUs: []string{"sealrun.test/gpu=0"}}
 		mod(&r)
 		return r
 	}
@@ -599,6 +599,13 @@ func TestDispatchedRunRequests(t *testing.T) {
 			r.GPUs = []string{"sealrun.test/gpu=1"}
 		}), "--gpus gives 1 GPUs (sealrun.test/gpu=1); track"},
 		{"bad rerun id", req(func(r *RunRequest) { r.RerunOf = "../../etc" }), `--rerun-of "../../etc" is not a run id`},
+		{"no GPUs from the scheduler", req(func(r *RunRequest) { r.GPUs = nil }), "--gpus gives 0 GPUs (); track"},
+		{"too few CPUs", req(func(r *RunRequest) {
+			r.Track = strings.Replace(gpuTrack, "cpus = 1", "cpus = 2", 1)
+			r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, 1
+		}), "needs 2 CPUs per run; the job was given 1 (sbatch --cpus-per-task=2)"},
+		{"too little memory", req(func(r *RunRequest) { r.GPUs, r.Memory = []string{"sealrun.test/gpu=0"}, 1<<20 }), "MiB of memory per run; the job was given 1 MiB"},
+		{"negative", req(func(r *RunRequest) { r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, -1 }), "--cpus and --memory are 0 (not given) or more"},
 		{"long job", req(func(r *RunRequest) { r.Dispatcher = strings.Repeat("j", 201) }), "--dispatcher is longer than 200 bytes"},
 		{"control", req(func(r *RunRequest) { r.Dispatcher = "job\x1b[2J" }), "holds control characters"},
 	} {

@@ -357,6 +357,27 @@ func expectation(k kind) string {
 	return "a value"
 }
 
+// ParseBytes reads a size as tracks write it ("64GiB", "512MiB"; units B, KiB, MiB, GiB, TiB) or
+// a whole number of bytes, at least 1.
+func ParseBytes(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 1 || n > maxSafeInt {
+			return 0, fmt.Errorf("%d is out of range", n)
+		}
+		return n, nil
+	}
+	m := sizeRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("not a size; expected %s", expectation(kSize))
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	unit := sizeUnits[m[2]]
+	if err != nil || n < 1 || n > maxSafeInt/unit {
+		return 0, fmt.Errorf("%q is out of range", s)
+	}
+	return n * unit, nil
+}
+
 func (v *validator) convert(key string, k kind, val any) (any, bool) {
 	fail := func(format string, args ...any) (any, bool) {
 		v.add(key, format+"; expected "+expectation(k), args...)

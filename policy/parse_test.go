@@ -319,3 +319,16 @@ func TestTaskTrack(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"1": 1, "512MiB": 512 << 20, "16GiB": 16 << 30, "3B": 3} {
+		if n, err := ParseBytes(in); err != nil || n != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-5", "16GB", "1.5GiB", "99999999999TiB", "GiB", " 1GiB"} {
+		if _, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", in)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -112,7 +113,8 @@ func stateExit(state, reason string) error {
 func newRunCmd() *cobra.Command {
 	var socket, track, agent, rerunOf, dispatcher string
 	var gpus []string
-	var seed int64
+	var seed, cpus int64
+	var memory string
 	var rerun, detach, wait bool
 	cmd := &cobra.Command{
 		Use:   "run --track T.toml --agent PROVIDER/MODEL[@EFFORT] --seed N [--detach | --wait] [--rerun | --rerun-of RUN]",
@@ -132,7 +134,7 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 		Example: `  sealrun run --track tracks/ari-v1.toml --agent openai/gpt-x@high --seed 1
   sealrun run --track ari-v1.toml --agent openai/gpt-x@high --seed 3 --wait \
       --gpus nvidia.com/gpu=2 --dispatcher "slurm job 812_3" --rerun-of r-20261122-101500-a1b2c3`,
-		Args:    exactArgs(0, "no arguments (use --track, --agent, --seed)"),
+		Args: exactArgs(0, "no arguments (use --track, --agent, --seed)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if track == "" || agent == "" || !cmd.Flags().Changed("seed") {
 				return usage(errors.New("give --track, --agent and --seed"))
@@ -146,7 +148,12 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 			}
 			c := newAPIClient(socket)
 			var rec daemon.Record
-			req := daemon.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher}
+			req := daemon.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher, CPUs: cpus}
+			if memory != "" {
+				if req.Memory, err = policy.ParseBytes(memory); err != nil {
+					return usage(fmt.Errorf("--memory %q: %v (for example 16GiB or 16384MiB)", memory, err))
+				}
+			}
 			if err := c.do(cmd.Context(), "POST", "/runs", req, &rec); err != nil {
 				return err
 			}
@@ -166,6 +173,8 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return")
 	cmd.Flags().BoolVar(&wait, "wait", false, "print nothing until the run ends; exit by its result")
 	cmd.Flags().StringSliceVar(&gpus, "gpus", nil, "pin the run to these GPUs (CDI names, comma-separated): an outside scheduler's allocation")
+	cmd.Flags().Int64Var(&cpus, "cpus", 0, "the scheduler's CPU allocation: refused if the track needs more per run")
+	cmd.Flags().StringVar(&memory, "memory", "", "the scheduler's memory allocation (16GiB): refused if the track needs more per run")
 	cmd.Flags().StringVar(&rerunOf, "rerun-of", "", "this run reruns that invalid run (of this host or another); implies --rerun")
 	cmd.Flags().StringVar(&dispatcher, "dispatcher", "", `the outside scheduler's job that dispatched the run ("slurm job 812_3"); an invalid end is not rerun by the daemon`)
 	return cmd
