@@ -13,6 +13,10 @@ packages=(
   ca-certificates # debootstrap fetches over https mirrors where configured
   chromium        # headless: the leaderboard HTML page is rendered and screenshot-tested
   systemd         # systemd-analyze verifies the daemon's unit file offline
+  slurmctld       # the Slurm e2e test runs a one-node cluster (deploy/slurm): controller,
+  slurmd          #   node daemon,
+  slurm-client    #   sbatch, squeue, sacct, scontrol
+  munge           #   and Slurm's authentication
 )
 
 missing=()
@@ -32,7 +36,16 @@ if ! command -v apt-get >/dev/null; then
 fi
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# Installing must not start system services (slurmctld, slurmd, munge): the tests start their
+# own in a temporary directory. policy-rc.d, which invoke-rc.d and deb-systemd-invoke obey,
+# says so for the time of the install, unless the machine already has one.
+guard=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\n# sealrun make deps: no service starts during the install\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  guard=/usr/sbin/policy-rc.d
+fi
+trap 'rm -f "$log" $guard' EXIT
 export DEBIAN_FRONTEND=noninteractive
 echo "make deps: installing ${missing[*]}"
 if ! apt-get update -qq >"$log" 2>&1; then

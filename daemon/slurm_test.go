@@ -1,0 +1,406 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/leaderboard"
+)
+
+// slurmCluster is a one-node Slurm cluster on this machine (munged, slurmctld, slurmd from
+// Debian's packages), configured in a temporary directory and stopped at cleanup.
+type slurmCluster struct {
+	t    *testing.T
+	dir  string
+	env  []string // SLURM_CONF for the client commands
+	node string
+	logs []string
+}
+
+// startSlurm starts the cluster and waits until its node is idle.
+func startSlurm(t *testing.T) *slurmCluster {
+	t.Helper()
+	for _, tool := range []struct{ name, pkg string }{{"munged", "munge"}, {"slurmctld", "slurmctld"}, {"slurmd", "slurmd"}, {"sbatch", "slurm-client"}, {"scontrol", "slurm-client"}, {"sinfo", "slurm-client"}} {
+		testenv.RequireTool(t, tool.name, tool.pkg)
+	}
+	dir, err := os.MkdirTemp("", "sealrun-slurm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	c := &slurmCluster{t: t, dir: dir, node: host}
+	t.Cleanup(func() { c.stop(); os.RemoveAll(dir) })
+	p := func(n string) string { return filepath.Join(dir, n) }
+	for _, d := range []string{"state", "spool", "jobs"} {
+		os.MkdirAll(p(d), 0o755)
+	}
+	key := make([]byte, 1024)
+	rand.Read(key)
+	if err := os.WriteFile(p("munge.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 2)
+	conf := fmt.Sprintf(`# sealrun's Slurm e2e test: a one-node cluster in %[1]s
+ClusterName=sealrun-e2e
+SlurmctldHost=%[2]s(127.0.0.1)
+SlurmctldPort=%[3]d
+SlurmdPort=%[4]d
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=%[1]s/munge.sock
+CredType=cred/munge
+StateSaveLocation=%[1]s/state
+SlurmdSpoolDir=%[1]s/spool
+SlurmctldPidFile=%[1]s/slurmctld.pid
+SlurmdPidFile=%[1]s/slurmd.pid
+SlurmctldLogFile=%[1]s/slurmctld.log
+SlurmdLogFile=%[1]s/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=%[1]s/jobcomp.txt
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+PlugStackConfig=%[1]s/plugstack.conf
+NodeName=%[2]s NodeAddr=127.0.0.1 CPUs=%[5]d State=UNKNOWN
+PartitionName=e2e Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+`, dir, host, ports[0], ports[1], max(2, numCPU()))
+	os.WriteFile(p("plugstack.conf"), nil, 0o644)
+	if err := os.WriteFile(p("slurm.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.env = append(os.Environ(), "SLURM_CONF="+p("slurm.conf"))
+	c.daemon("munged", "munged", "-F", "--force", "--socket="+p("munge.sock"), "--key-file="+p("munge.key"), "--pid-file="+p("munged.pid"),
+		"--log-file="+p("munged.log"), "--seed-file="+p("munge.seed"))
+	c.waitFor("munged's socket", func() bool { _, err := os.Stat(p("munge.sock")); return err == nil })
+	c.daemon("slurmctld", "slurmctld", "-D", "-i", "-f", p("slurm.conf"))
+	c.daemon("slurmd", "slurmd", "-D", "-f", p("slurm.conf"), "-N", host)
+	c.waitFor("the node to be idle", func() bool {
+		out, _ := c.cmd("sinfo", "-h", "-N", "-o", "%t").CombinedOutput()
+		return strings.TrimSpace(string(out)) == "idle"
+	})
+	return c
+}
+
+func numCPU() int {
+	n := 0
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "processor") {
+			n++
+		}
+	}
+	return n
+}
+
+func freePorts(t *testing.T, n int) []int {
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// daemon starts a cluster daemon in the foreground, its output into its log.
+func (c *slurmCluster) daemon(name string, args ...string) {
+	c.t.Helper()
+	log := filepath.Join(c.dir, name+".out")
+	f, err := os.Create(log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = c.env, f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", name, err)
+	}
+	go cmd.Wait()
+	c.logs = append(c.logs, log, filepath.Join(c.dir, name+".log"))
+	c.t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		for i := 0; i < 100 && syscall.Kill(cmd.Process.Pid, 0) == nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	})
+}
+
+func (c *slurmCluster) cmd(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env, cmd.Dir = c.env, filepath.Join(c.dir, "jobs")
+	return cmd
+}
+
+func (c *slurmCluster) waitFor(what string, ok func() bool) {
+	c.t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("Slurm: timed out waiting for %s\n%s", what, c.logText())
+		}
+	}
+}
+
+func (c *slurmCluster) logText() string {
+	var b strings.Builder
+	for _, l := range c.logs {
+		if data, err := os.ReadFile(l); err == nil {
+			fmt.Fprintf(&b, "--- %s\n%s", l, data)
+		}
+	}
+	return b.String()
+}
+
+// stop shuts the controller down; the cleanups of daemon() stop every process.
+func (c *slurmCluster) stop() {
+	c.cmd("scontrol", "shutdown").Run()
+	if c.t.Failed() {
+		c.t.Logf("Slurm logs:\n%s", c.logText())
+	}
+}
+
+// sbatch submits and waits for every task of the job; it returns the job id.
+func (c *slurmCluster) sbatch(env []string, args ...string) string {
+	return c.submit(env, append([]string{"--wait"}, args...)...)
+}
+
+// submit is sbatch without waiting.
+func (c *slurmCluster) submit(env []string, args ...string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sbatch", append([]string{"--parsable"}, args...)...)
+	cmd.Env, cmd.Dir = append(append([]string(nil), c.env...), env...), filepath.Join(c.dir, "jobs")
+	out, _ := cmd.CombinedOutput() // --wait exits with the job's highest exit code
+	id := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	if _, err := strconv.Atoi(strings.SplitN(id, ";", 2)[0]); err != nil {
+		c.t.Fatalf("sbatch %v: %s", args, out)
+	}
+	return strings.SplitN(id, ";", 2)[0]
+}
+
+// tasks are the job's array tasks: index -> "STATE EXIT:SIGNAL" (scontrol keeps ended jobs
+// for MinJobAge).
+func (c *slurmCluster) tasks(job string) map[string]string {
+	c.t.Helper()
+	out, err := c.cmd("scontrol", "show", "job", "-o", job).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("scontrol show job %s: %v %s", job, err, out)
+	}
+	re := regexp.MustCompile(`JobId=\d+ (?:ArrayJobId=\d+ ArrayTaskId=(\d+) )?.*?JobState=(\S+) .*?ExitCode=(\S+)`)
+	m := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if s := re.FindStringSubmatch(l); s != nil {
+			m[s[1]] = s[2] + " " + s[3]
+		}
+	}
+	return m
+}
+
+// output is a task's Slurm output file.
+func (c *slurmCluster) output(job, task string) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, "jobs", fmt.Sprintf("sealrun-seed-%s_%s.out", job, task)))
+	return string(b)
+}
+
+// A lab's Slurm cluster dispatches seeds: a real one-node cluster runs a 3-task array of
+// deploy/slurm/sealrun-seed.sbatch against a real sealrund. Each task runs one seed with `run
+// --wait`, gathers its files into the shared results directory and exits by the result; the
+// three attestations verify and the leaderboard has one row of three seeds. A requeued task
+// does not run its seed again; bad input fails at once with the reason in the job's output.
+func TestSlurmArray(t *testing.T) {
+	tb := newTestbed(t)
+	tb.cfg.Resources.Concurrency = 3
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`, 1)), 0o755)
+	rd := newRealDaemon(t, tb)
+	rd.start()
+	c := startSlurm(t)
+	script, _ := filepath.Abs("../deploy/slurm/sealrun-seed.sbatch")
+	results := filepath.Join(c.dir, "results")
+	os.Mkdir(results, 0o755)
+	env := []string{"SEALRUN_RESULTS=" + results, "SEALRUN_SOCKET=" + rd.sock, "SEALRUN=" + rd.cli}
+	agent := "openai/gpt-x@high"
+
+	submitted := time.Now()
+	job := c.sbatch(env, "--array=1-3", script, rd.trackF, agent)
+	tasks := c.tasks(job)
+	for _, i := range []string{"1", "2", "3"} {
+		if tasks[i] != "COMPLETED 0:0" {
+			t.Errorf("array task %s: %q; want COMPLETED 0:0\n%s", i, tasks[i], c.output(job, i))
+		}
+	}
+	t.Logf("task 2's output:\n%s", c.output(job, "2"))
+
+	// Three gathered runs whose attestations verify, with their files; one leaderboard row.
+	entries, _ := os.ReadDir(results)
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	if len(ids) != 3 {
+		t.Fatalf("results directory holds %v; want three runs", ids)
+	}
+	var toQueued, toStarted, toGathered []time.Duration
+	for _, id := range ids {
+		rec := rd.show(id)
+		if rec.State != StateGraded || !strings.HasPrefix(rec.Dispatcher, "slurm job "+job+"_") {
+			t.Errorf("run %s: %s, dispatcher %q", id, rec.State, rec.Dispatcher)
+		}
+		gathered := filepath.Join(results, id)
+		af, _ := os.Open(filepath.Join(gathered, "audit.jsonl"))
+		_, err := attest.Verify(mustRead(t, filepath.Join(gathered, "result.att.json")), rd.verifier,
+			attest.WithReportDigest(sha(mustRead(t, filepath.Join(gathered, "report.json")))), attest.WithAuditLog(af), attest.WithTrack(tb.track))
+		af.Close()
+		if err != nil {
+			t.Errorf("gathered run %s: %v", id, err)
+		}
+		var st syscall.Stat_t
+		syscall.Stat(gathered, &st)
+		toQueued = append(toQueued, rec.Queued.Sub(submitted))
+		toStarted = append(toStarted, rec.Started.Sub(submitted))
+		toGathered = append(toGathered, time.Unix(st.Ctim.Sec, st.Ctim.Nsec).Sub(rec.Finished))
+	}
+	for _, d := range [][]time.Duration{toQueued, toStarted, toGathered} {
+		sort.Slice(d, func(i, k int) bool { return d[i] < d[k] })
+	}
+	t.Logf("dispatch through Slurm, 3 seeds: submit → queued at sealrund %v; submit → run started %v; run ended → results gathered %v", toQueued, toStarted, toGathered)
+	keys, err := leaderboard.LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := leaderboard.Load([]string{results}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := leaderboard.Build(in, keys)
+	if len(b.Tables) != 1 || len(b.Tables[0].Rows) != 1 || b.Tables[0].Rows[0].N != 3 || len(b.Rejected) != 0 {
+		var out bytes.Buffer
+		b.Render(&out, "text")
+		t.Errorf("leaderboard: want one table, one row of 3 valid seeds:\n%s", out.String())
+	}
+
+	// A requeued (here: resubmitted) task whose seed has a result does not run it again.
+	job2 := c.sbatch(env, "--array=2", script, rd.trackF, agent)
+	if got := c.tasks(job2)["2"]; got != "COMPLETED 0:0" || !strings.Contains(c.output(job2, "2"), "already has a graded run") {
+		t.Errorf("resubmitted seed 2: %s\n%s", got, c.output(job2, "2"))
+	}
+	if entries, _ := os.ReadDir(results); len(entries) != 3 {
+		t.Errorf("after the resubmission the results directory holds %d entries; want 3", len(entries))
+	}
+
+	// An invalid run (here cancelled while it runs) fails its task with exit 4; the task's
+	// resubmission reruns it, linked in the rerun's attestation, and the board shows the link.
+	os.WriteFile(filepath.Join(tb.kit, "slow"), nil, 0o644)
+	job3 := c.submit(env, "--array=5", script, rd.trackF, agent)
+	var slow Record
+	rd.waitFor("seed 5 running", func() bool {
+		var recs []Record
+		json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &recs)
+		for _, r := range recs {
+			if r.Seed == 5 && r.State == StateRunning {
+				slow = r
+				return true
+			}
+		}
+		return false
+	})
+	rd.sealrun("cancel", slow.ID)
+	rd.waitFor("seed 5's task to end", func() bool { s := c.tasks(job3)["5"]; return strings.HasPrefix(s, "FAILED") || strings.HasPrefix(s, "COMPLETED") })
+	if got, out := c.tasks(job3)["5"], c.output(job3, "5"); got != "FAILED 4:0" || !strings.Contains(out, "invalid (the infrastructure's fault): resubmit with sbatch --array=5") {
+		t.Errorf("cancelled seed 5: %s\n%s", got, out)
+	}
+	os.Remove(filepath.Join(tb.kit, "slow"))
+	job4 := c.sbatch(env, "--array=5", script, rd.trackF, agent)
+	if got, out := c.tasks(job4)["5"], c.output(job4, "5"); got != "COMPLETED 0:0" || !strings.Contains(out, "seed 5: rerunning invalid run "+slow.ID) {
+		t.Errorf("resubmitted seed 5: %s\n%s", got, out)
+	}
+	in, err = leaderboard.Load([]string{results}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = leaderboard.Build(in, keys)
+	if row := b.Tables[0].Rows[0]; row.N != 4 || len(row.Invalid) != 1 || row.Invalid[0].ID != slow.ID || len(row.Invalid[0].Reruns) != 1 {
+		t.Errorf("leaderboard after the rerun: %d valid, invalid %+v; want 4 and %s rerun once", row.N, row.Invalid, slow.ID)
+	}
+
+	// Bad input: the job fails at once, the reason in its output.
+	ro := filepath.Join(c.dir, "readonly")
+	os.Mkdir(ro, 0o755)
+	if err := syscall.Mount("tmpfs", ro, "tmpfs", syscall.MS_RDONLY, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(ro, syscall.MNT_DETACH)
+	for _, bad := range []struct {
+		name   string
+		env    []string
+		args   []string
+		task   string // "4294967294": Slurm's %a of a job that is not an array
+		exit   string
+		reason string
+	}{
+		{"no sealrund on the node", []string{"SEALRUN_SOCKET=" + filepath.Join(c.dir, "nosuch.sock")}, []string{"--array=4", script, rd.trackF, agent}, "4", "1:0",
+			"no sealrund here (no socket " + filepath.Join(c.dir, "nosuch.sock") + ")"},
+		{"results not writable", []string{"SEALRUN_RESULTS=" + ro}, []string{"--array=4", script, rd.trackF, agent}, "4", "1:0", "results directory " + ro + " is not writable"},
+		{"results missing", []string{"SEALRUN_RESULTS=" + filepath.Join(c.dir, "nowhere")}, []string{"--array=4", script, rd.trackF, agent}, "4", "1:0", "does not exist on node"},
+		{"not an array", nil, []string{script, rd.trackF, agent}, "4294967294", "2:0", "not an array task (SLURM_ARRAY_TASK_ID is unset)"},
+		{"wrong arguments", nil, []string{"--array=4", script, rd.trackF}, "4", "2:0", "usage: sbatch --array=SEEDS"},
+	} {
+		start := time.Now()
+		j := c.sbatch(append(append([]string(nil), env...), bad.env...), bad.args...)
+		key := bad.task
+		if key == "4294967294" {
+			key = ""
+		}
+		got, out := c.tasks(j)[key], c.output(j, bad.task)
+		if got != "FAILED "+bad.exit || !strings.Contains(out, bad.reason) {
+			t.Errorf("%s: %q, output %q; want FAILED %s and %q", bad.name, got, out, bad.exit, bad.reason)
+		}
+		t.Logf("%s: %s in %v: %s", bad.name, got, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+	}
+	// sacct shows which seeds need rerunning (here from the job completion log: this cluster
+	// has no slurmdbd, and that log names each array task by its own job id).
+	out, err := c.cmd("sacct", "-c", "-n", "-P", "-o", "JobID,State,ExitCode").Output()
+	for _, want := range []string{job3 + "|FAILED|4:0", job4 + "|COMPLETED|0:0"} {
+		if !strings.Contains("\n"+string(out), "\n"+want+"\n") {
+			t.Errorf("sacct -c: no %q in\n%s (%v)", want, out, err)
+		}
+	}
+	if entries, _ := os.ReadDir(results); len(entries) != 5 {
+		t.Errorf("after the bad jobs the results directory holds %d entries; want 5 (3 seeds, seed 5 invalid and rerun)", len(entries))
+	}
+}
