@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,6 +79,9 @@ type Row struct {
 	Invalid     []InvalidRun `json:"invalid_runs"`
 	BitsPerByte *float64     `json:"bits_per_byte"`   // mean over runs that measured it
 	Validation  *float64     `json:"best_validation"` // mean of each run's best validation percent
+	// SignedBy are the trusted keys (their file names) that signed the row's runs, valid and
+	// invalid: on a cluster where each node signs with its own key, which nodes it came from.
+	SignedBy []string `json:"signed_by"`
 
 	// Exact values: the mean fraction of questions and the squared standard error.
 	mean, se2 *big.Rat
@@ -226,6 +230,15 @@ func buildTable(entries []Entry) Table {
 			return row.Runs[i].ID < row.Runs[j].ID
 		})
 		sort.Slice(row.Invalid, func(i, j int) bool { return row.Invalid[i].ID < row.Invalid[j].ID })
+		row.SignedBy = []string{}
+		for _, r := range row.Runs {
+			row.SignedBy = append(row.SignedBy, r.Key)
+		}
+		for _, r := range row.Invalid {
+			row.SignedBy = append(row.SignedBy, r.Key)
+		}
+		slices.Sort(row.SignedBy)
+		row.SignedBy = slices.Compact(row.SignedBy)
 		row.stats()
 		t.Rows = append(t.Rows, *row)
 	}

@@ -234,10 +234,10 @@ func TestScenario(t *testing.T) {
 		got = append(got, strings.Join(c, " | "))
 	}
 	expect := []string{
-		"=1 | opencode 1.18.33 · alpha@high | 50.0 ± 5.8 | 3/3 | official | 0 | 0 | 71.7 | 1.400",
-		"=1 | opencode 1.18.33 · beta@high | 47.0 ± 1.2 | 3/3 | official | 0 | 0 | 47.0 | —",
-		"3 | opencode 1.18.33 · delta@low | 30.0 ± — | 1/3 | provisional, repeatability not tested | 0 | 0 | 100.0 | 2.000",
-		"4 | opencode 1.18.33 · gamma | 8.0 ± 4.2 | 3/3 | official | 1 | 1 (c-3 → c-3r) | 16.7 | —",
+		"=1 | opencode 1.18.33 · alpha@high | 50.0 ± 5.8 | 3/3 | official | 0 | 0 | 71.7 | 1.400 | ed25519.pub",
+		"=1 | opencode 1.18.33 · beta@high | 47.0 ± 1.2 | 3/3 | official | 0 | 0 | 47.0 | — | ed25519.pub",
+		"3 | opencode 1.18.33 · delta@low | 30.0 ± — | 1/3 | provisional, repeatability not tested | 0 | 0 | 100.0 | 2.000 | ed25519.pub",
+		"4 | opencode 1.18.33 · gamma | 8.0 ± 4.2 | 3/3 | official | 1 | 1 (c-3 → c-3r) | 16.7 | — | ed25519.pub",
 	}
 	if strings.Join(got, "\n") != strings.Join(expect, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
@@ -354,6 +354,7 @@ func TestWithdrawnConflictsAndKeys(t *testing.T) {
 	f.write("r/x1.att.json", f.attestation(runSpec{ari, "alpha", "", 1, "x-1", "", "graded", 50, 0, nil, ""}))
 	f.write("r/x1-again.att.json", f.attestation(runSpec{ari, "alpha", "", 1, "x-1", "", "graded", 90, 0, nil, ""}))
 	f.write("r/y1.att.json", f.attestation(runSpec{ari, "alpha", "", 2, "y-1", "", "graded", 40, 0, nil, "../attest/testdata/ecdsa.key"}))
+	f.write("r/node2/z1.att.json", f.attestation(runSpec{ari, "alpha", "", 3, "z-1", "", "graded", 60, 0, nil, ""}))
 	kd := filepath.Join(f.dir, "keys")
 	os.MkdirAll(kd, 0o755)
 	for _, k := range []string{"ed25519.pub", "ecdsa.pub"} {
@@ -384,8 +385,10 @@ func TestWithdrawnConflictsAndKeys(t *testing.T) {
 	if wd == nil || wd.Ranked || wd.Rows[0].Rank != 0 || rankText(&wd.Rows[0]) != "-" {
 		t.Errorf("withdrawn table: %+v", wd)
 	}
-	if active == nil || len(active.Rows[0].Runs) != 1 || active.Rows[0].Runs[0].Key != "ecdsa.pub" {
-		t.Errorf("active table (only y-1 counts, signed by the ECDSA key): %+v", active)
+	if active == nil || len(active.Rows[0].Runs) != 2 || active.Rows[0].Runs[0].Key != "ecdsa.pub" || active.Rows[0].Runs[1].Key != "ed25519.pub" {
+		t.Errorf("active table (y-1 signed by the ECDSA key, z-1 by the Ed25519 one; x-1 conflicts): %+v", active)
+	} else if c := active.Rows[0].cells(); c[len(c)-1] != "ecdsa.pub, ed25519.pub" || strings.Join(active.Rows[0].SignedBy, " ") != "ecdsa.pub ed25519.pub" {
+		t.Errorf("the row's signers: %q %v; want both keys", c[len(c)-1], active.Rows[0].SignedBy)
 	}
 	if _, err := LoadKeys([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "has no *.pub") {
 		t.Errorf("empty keys dir: %v", err)

@@ -69,7 +69,7 @@ func (t *Table) TrackTitle() string {
 }
 
 // columns are every table's columns, in order.
-var columns = []string{"rank", "agent", "score % (mean ± SE)", "seeds", "status", "failed", "invalid (reruns)", "best validation %", "bits/byte"}
+var columns = []string{"rank", "agent", "score % (mean ± SE)", "seeds", "status", "failed", "invalid (reruns)", "best validation %", "bits/byte", "signed by"}
 
 func (r *Row) cells() []string {
 	score := r.MeanText()
@@ -90,7 +90,8 @@ func (r *Row) cells() []string {
 	if len(inv) > 0 {
 		invText = fmt.Sprintf("%d (%s)", len(inv), strings.Join(inv, "; "))
 	}
-	return []string{rankText(r), r.Agent.Name(), score, fmt.Sprintf("%d/%d", r.N, r.Required), r.flags(), strconv.Itoa(r.Failed), invText, optText(r.Validation, 1), optText(r.BitsPerByte, 3)}
+	return []string{rankText(r), r.Agent.Name(), score, fmt.Sprintf("%d/%d", r.N, r.Required), r.flags(), strconv.Itoa(r.Failed), invText, optText(r.Validation, 1), optText(r.BitsPerByte, 3),
+		strings.Join(r.SignedBy, ", ")}
 }
 
 func (b *Board) text(w io.Writer, md bool) error {
@@ -205,7 +206,7 @@ func (e *errWriter) printf(format string, args ...any) {
 
 // CSVHeader are the csv columns (FORMAT.md).
 var CSVHeader = []string{"track_id", "track_name", "track_version", "track_status", "rank", "tied", "scaffold", "scaffold_version", "model", "reasoning_effort",
-	"valid_seeds", "required_seeds", "provisional", "mean_pct", "mean_fraction", "se_pct", "failed", "invalid", "best_validation_pct", "bits_per_byte"}
+	"valid_seeds", "required_seeds", "provisional", "mean_pct", "mean_fraction", "se_pct", "failed", "invalid", "best_validation_pct", "bits_per_byte", "signed_by"}
 
 func (b *Board) csv(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -232,7 +233,7 @@ func (b *Board) csv(w io.Writer) error {
 			}
 			cw.Write([]string{t.Track.ID, t.Track.Name, t.Track.Version, t.Track.Status, rank, strconv.FormatBool(r.Tied), r.Agent.Scaffold, r.Agent.ScaffoldVersion,
 				r.Agent.Model, r.Agent.Effort, strconv.Itoa(r.N), strconv.FormatInt(r.Required, 10), strconv.FormatBool(r.Provisional), mean, r.MeanExact, se,
-				strconv.Itoa(r.Failed), strconv.Itoa(len(r.Invalid)), opt(r.Validation, 1), opt(r.BitsPerByte, 3)})
+				strconv.Itoa(r.Failed), strconv.Itoa(len(r.Invalid)), opt(r.Validation, 1), opt(r.BitsPerByte, 3), strings.Join(r.SignedBy, " ")})
 		}
 	}
 	cw.Flush()
