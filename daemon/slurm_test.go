@@ -404,3 +404,82 @@ func TestSlurmArray(t *testing.T) {
 		t.Errorf("after the bad jobs the results directory holds %d entries; want 5 (3 seeds, seed 5 invalid and rerun)", len(entries))
 	}
 }
+
+// The job script alone, with a stub sealrun: Slurm's allocation becomes the run's flags (GPU
+// indices as CDI names, CPUs, memory, the job), the results directory's word on the seed
+// decides whether it runs and what it reruns, and the run's end becomes the exit status.
+func TestSeedScriptMapsAllocation(t *testing.T) {
+	dir := t.TempDir()
+	script, _ := filepath.Abs("../deploy/slurm/sealrun-seed.sbatch")
+	stub := filepath.Join(dir, "sealrun")
+	os.WriteFile(stub, []byte(`#!/bin/sh
+echo "$@" >>"$STUB_LOG"
+case "$1" in
+  ps) exit 0 ;;
+  results) [ "$2" = seed ] && echo "${STUB_SEED:-none }"; exit 0 ;;
+  run) echo r-20261122-000000-abcdef; echo "graded"; exit "${STUB_RUN_EXIT:-0}" ;;
+esac
+`), 0o755)
+	sock := filepath.Join(dir, "sealrun.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	results := filepath.Join(dir, "results")
+	os.Mkdir(results, 0o755)
+	track := filepath.Join(dir, "track.toml")
+	os.WriteFile(track, []byte("# a track\n"), 0o644)
+	base := []string{"PATH=/usr/bin:/bin", "SEALRUN=" + stub, "SEALRUN_SOCKET=" + sock, "SEALRUN_RESULTS=" + results, "SLURM_ARRAY_JOB_ID=812", "SLURMD_NODENAME=gpu07"}
+	for _, c := range []struct {
+		name string
+		env  []string
+		code int
+		run  string // in the run call's arguments ("-" for no run call)
+		out  string
+	}{
+		{"allocation", []string{"SLURM_ARRAY_TASK_ID=3", "SLURM_JOB_GPUS=0,2", "SLURM_CPUS_PER_TASK=8", "SLURM_MEM_PER_NODE=65536"}, 0,
+			"--seed 3 --wait --dispatcher slurm job 812_3 on gpu07 --gpus nvidia.com/gpu=0,nvidia.com/gpu=2 --cpus 8 --memory 65536MiB", "run r-20261122-000000-abcdef graded"},
+		{"CDI prefix, leading zeros", []string{"SLURM_ARRAY_TASK_ID=007", "SLURM_JOB_GPUS=1", "SEALRUN_CDI_PREFIX=example.com/gpu="}, 0, "--seed 7 --wait --dispatcher slurm job 812_7 on gpu07 --gpus example.com/gpu=1", ""},
+		{"no GPUs", []string{"SLURM_ARRAY_TASK_ID=1"}, 0, "--seed 1 --wait --dispatcher slurm job 812_1 on gpu07", ""},
+		{"rerun", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_SEED=invalid r-20261121-000000-0000aa"}, 0, "--rerun-of r-20261121-000000-0000aa", "rerunning invalid run r-20261121-000000-0000aa"},
+		{"already graded", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_SEED=graded r-20261121-000000-0000bb"}, 0, "-", "already has a graded run in " + results + ": r-20261121-000000-0000bb; nothing to do"},
+		{"failed run", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_RUN_EXIT=3"}, 0, "--seed 2", "failed (the agent's fault; a valid result)"},
+		{"invalid run", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_RUN_EXIT=4"}, 4, "--seed 2", "resubmit with sbatch --array=2"},
+		{"refused", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_RUN_EXIT=9"}, 1, "--seed 2", "sealrun run exited 9 before the run ended"},
+		{"not a seed", []string{"SLURM_ARRAY_TASK_ID=abc"}, 2, "-", "array index 'abc' is not a seed number"},
+		{"huge seed", []string{"SLURM_ARRAY_TASK_ID=12345678901"}, 2, "-", "is not a seed number"},
+		{"hostile GPU", []string{"SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_GPUS=0,$(reboot)"}, 1, "-", "GPU '$(reboot)' in SLURM_JOB_GPUS=0,$(reboot) is not a GPU index"},
+		{"track unreadable", []string{"SLURM_ARRAY_TASK_ID=1", "TRACK=" + filepath.Join(dir, "nope.toml")}, 1, "-", "track file " + filepath.Join(dir, "nope.toml") + " is not readable"},
+	} {
+		log := filepath.Join(dir, "calls-"+strings.ReplaceAll(c.name, " ", "-"))
+		tr := track
+		for _, e := range c.env {
+			if v, ok := strings.CutPrefix(e, "TRACK="); ok {
+				tr = v
+			}
+		}
+		cmd := exec.Command("bash", script, tr, "openai/gpt-x@high")
+		cmd.Env = append(append(append([]string(nil), base...), c.env...), "STUB_LOG="+log)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		calls, _ := os.ReadFile(log)
+		var run string
+		for _, l := range strings.Split(string(calls), "\n") {
+			if strings.HasPrefix(l, "run ") {
+				run = l
+			}
+		}
+		switch {
+		case code != c.code || !strings.Contains(string(out), c.out):
+			t.Errorf("%s: exit %d, output %q; want %d and %q", c.name, code, out, c.code, c.out)
+		case c.run == "-" && run != "":
+			t.Errorf("%s: it ran %q", c.name, run)
+		case c.run != "-" && !strings.Contains(run, c.run):
+			t.Errorf("%s: run call %q; want %q in it", c.name, run, c.run)
+		}
+	}
+}
