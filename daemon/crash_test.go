@@ -22,7 +22,7 @@ import (
 // realDaemon is a real sealrund process on a testbed, driven through the real sealrun CLI, that
 // tests kill with -9 and restart.
 type realDaemon struct {
-	t        *testing.T
+	t        testing.TB
 	tb       *testbed
 	bin, cli string
 	cfgFile  string
@@ -35,7 +35,7 @@ type realDaemon struct {
 	verifier signature.Verifier
 }
 
-func newRealDaemon(t *testing.T, tb *testbed) *realDaemon {
+func newRealDaemon(t testing.TB, tb *testbed) *realDaemon {
 	rd := &realDaemon{t: t, tb: tb, bin: sandboxtest.Static(t, "cmd/sealrund"), cli: sandboxtest.Static(t, "cmd/sealrun")}
 	// The daemon's own state directory, with the local test images' store linked in.
 	os.Symlink(filepath.Join(testenv.LocalImages(t).State, "images"), filepath.Join(tb.state, "images"))

@@ -26,7 +26,7 @@ import (
 // slurmCluster is a one-node Slurm cluster on this machine (munged, slurmctld, slurmd from
 // Debian's packages), configured in a temporary directory and stopped at cleanup.
 type slurmCluster struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	env  []string // SLURM_CONF for the client commands
 	node string
@@ -34,7 +34,7 @@ type slurmCluster struct {
 }
 
 // startSlurm starts the cluster and waits until its node is idle.
-func startSlurm(t *testing.T) *slurmCluster {
+func startSlurm(t testing.TB) *slurmCluster {
 	t.Helper()
 	for _, tool := range []struct{ name, pkg string }{{"munged", "munge"}, {"slurmctld", "slurmctld"}, {"slurmd", "slurmd"}, {"sbatch", "slurm-client"}, {"scontrol", "slurm-client"}, {"sinfo", "slurm-client"}} {
 		testenv.RequireTool(t, tool.name, tool.pkg)
@@ -118,7 +118,7 @@ func numCPU() int {
 	return n
 }
 
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	var ports []int
 	var ls []net.Listener
 	for range n {
@@ -482,4 +482,43 @@ esac
 			t.Errorf("%s: run call %q; want %q in it", c.name, run, c.run)
 		}
 	}
+}
+
+// The overhead of dispatching a seed through Slurm (target: at most 5 s each): from sbatch to
+// the run started on the node's sealrund, and from the run's end to its files gathered into
+// the results directory. One-seed jobs, one after another, on the one-node cluster.
+func BenchmarkSlurmDispatch(b *testing.B) {
+	tb := newTestbed(b)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
+	rd := newRealDaemon(b, tb)
+	rd.start()
+	c := startSlurm(b)
+	script, _ := filepath.Abs("../deploy/slurm/sealrun-seed.sbatch")
+	results := filepath.Join(c.dir, "results")
+	os.Mkdir(results, 0o755)
+	env := []string{"SEALRUN_RESULTS=" + results, "SEALRUN_SOCKET=" + rd.sock, "SEALRUN=" + rd.cli}
+	var in, out time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		submitted := time.Now()
+		job := c.sbatch(env, fmt.Sprintf("--array=%d", i+1), script, rd.trackF, "openai/gpt-x@high")
+		entries, _ := os.ReadDir(results)
+		found := false
+		for _, e := range entries {
+			rec := rd.show(e.Name())
+			if rec.Seed != int64(i+1) {
+				continue
+			}
+			var st syscall.Stat_t
+			syscall.Stat(filepath.Join(results, e.Name()), &st)
+			in += rec.Started.Sub(submitted)
+			out += time.Unix(st.Ctim.Sec, st.Ctim.Nsec).Sub(rec.Finished)
+			found = true
+		}
+		if !found {
+			b.Fatalf("seed %d was not gathered\n%s", i+1, c.output(job, strconv.Itoa(i+1)))
+		}
+	}
+	b.ReportMetric(in.Seconds()/float64(b.N), "s-submit-to-started")
+	b.ReportMetric(out.Seconds()/float64(b.N), "s-ended-to-gathered")
 }

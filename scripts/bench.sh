@@ -129,6 +129,13 @@ fi
 echo "sealrun ps with 10,000 runs in the journal: $(gobench_metric BenchmarkPs10k ps-ms) ms (active runs), ps -a $(gobench_metric BenchmarkPs10k ps-all-ms) ms (all 10,000)   (target: <= 100 ms); journal replay at start $(gobench_metric BenchmarkPs10k replay-ms) ms"
 
 echo
+echo "== slurm: dispatching a seed through a one-node Slurm cluster (deploy/slurm/sealrun-seed.sbatch), per seed"
+if [ -n "$(gobench_metric BenchmarkSlurmDispatch s-submit-to-started)" ]; then
+  echo "sbatch to the run started on the node's sealrund $(gobench_metric BenchmarkSlurmDispatch s-submit-to-started) s; run ended to its files gathered in the results directory $(gobench_metric BenchmarkSlurmDispatch s-ended-to-gathered) s   (target: <= 5 s each)"
+else
+  echo "not measured (BenchmarkSlurmDispatch needs root and Debian's slurmctld, slurmd, slurm-client and munge: make deps)"
+fi
+
 echo "== demo: one seed of the scripted agent on the quick demo track (sealrun demo --seeds 1 --quick), split"
 if [ -z "${SEALRUN_TEST_STATE:-}" ] || [ -z "${SEALRUN_TEST_BUILD_CACHE:-}" ]; then
   echo "(skipped: needs root and the local images; run make bench as root after make test)"
