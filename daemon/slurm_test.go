@@ -340,7 +340,10 @@ func TestSlurmArray(t *testing.T) {
 		return false
 	})
 	rd.sealrun("cancel", slow.ID)
-	rd.waitFor("seed 5's task to end", func() bool { s := c.tasks(job3)["5"]; return strings.HasPrefix(s, "FAILED") || strings.HasPrefix(s, "COMPLETED") })
+	rd.waitFor("seed 5's task to end", func() bool {
+		s := c.tasks(job3)["5"]
+		return strings.HasPrefix(s, "FAILED") || strings.HasPrefix(s, "COMPLETED")
+	})
 	if got, out := c.tasks(job3)["5"], c.output(job3, "5"); got != "FAILED 4:0" || !strings.Contains(out, "invalid (the infrastructure's fault): resubmit with sbatch --array=5") {
 		t.Errorf("cancelled seed 5: %s\n%s", got, out)
 	}
