@@ -238,22 +238,28 @@ func (c *slurmCluster) output(job, task string) string {
 	return string(b)
 }
 
+// slurmBed is a real sealrund on a testbed whose scripted agent does promote, a one-node Slurm
+// cluster, the job script, a results directory and the job environment that ties them.
+func slurmBed(t testing.TB, promote string) (tb *testbed, rd *realDaemon, c *slurmCluster, script, results string, env []string) {
+	tb = newTestbed(t)
+	tb.cfg.Resources.Concurrency = 3
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", promote, 1)), 0o755)
+	rd = newRealDaemon(t, tb)
+	rd.start()
+	c = startSlurm(t)
+	script, _ = filepath.Abs("../deploy/slurm/sealrun-seed.sbatch")
+	results = filepath.Join(c.dir, "results")
+	os.Mkdir(results, 0o755)
+	return tb, rd, c, script, results, []string{"SEALRUN_RESULTS=" + results, "SEALRUN_SOCKET=" + rd.sock, "SEALRUN=" + rd.cli}
+}
+
 // A lab's Slurm cluster dispatches seeds: a real one-node cluster runs a 3-task array of
 // deploy/slurm/sealrun-seed.sbatch against a real sealrund. Each task runs one seed with `run
 // --wait`, gathers its files into the shared results directory and exits by the result; the
 // three attestations verify and the leaderboard has one row of three seeds. A requeued task
 // does not run its seed again; bad input fails at once with the reason in the job's output.
 func TestSlurmArray(t *testing.T) {
-	tb := newTestbed(t)
-	tb.cfg.Resources.Concurrency = 3
-	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`, 1)), 0o755)
-	rd := newRealDaemon(t, tb)
-	rd.start()
-	c := startSlurm(t)
-	script, _ := filepath.Abs("../deploy/slurm/sealrun-seed.sbatch")
-	results := filepath.Join(c.dir, "results")
-	os.Mkdir(results, 0o755)
-	env := []string{"SEALRUN_RESULTS=" + results, "SEALRUN_SOCKET=" + rd.sock, "SEALRUN=" + rd.cli}
+	tb, rd, c, script, results, env := slurmBed(t, `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`)
 	agent := "openai/gpt-x@high"
 
 	submitted := time.Now()
@@ -361,6 +367,38 @@ func TestSlurmArray(t *testing.T) {
 		t.Errorf("leaderboard after the rerun: %d valid, invalid %+v; want 4 and %s rerun once", row.N, row.Invalid, slow.ID)
 	}
 
+	// A job Slurm stops (scancel; a time limit likewise) cancels its run on sealrund, which
+	// ends invalid and is gathered: the job's GPUs are not used after the job.
+	os.WriteFile(filepath.Join(tb.kit, "slow"), nil, 0o644)
+	job5 := c.submit(env, "--array=6", script, rd.trackF, agent)
+	var stopped Record
+	rd.waitFor("seed 6 running", func() bool {
+		var recs []Record
+		json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &recs)
+		for _, r := range recs {
+			if r.Seed == 6 && r.State == StateRunning {
+				stopped = r
+				return true
+			}
+		}
+		return false
+	})
+	os.Remove(filepath.Join(tb.kit, "slow"))
+	if out, err := c.cmd("scancel", job5).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v %s", err, out)
+	}
+	rd.waitFor("seed 6's run to be gathered", func() bool {
+		_, err := os.Stat(filepath.Join(results, stopped.ID, "result.att.json"))
+		return err == nil
+	})
+	if r := rd.show(stopped.ID); r.State != StateInvalid || r.Reason != "cancelled" {
+		t.Errorf("the run of the scancelled job: %s (%s); want invalid, cancelled", r.State, r.Reason)
+	}
+	rd.waitFor("seed 6's task to end", func() bool { return strings.HasPrefix(c.tasks(job5)["6"], "CANCELLED") })
+	if out := c.output(job5, "6"); !strings.Contains(out, "stopped by Slurm (scancel or the time limit): cancelling run "+stopped.ID) {
+		t.Errorf("scancelled seed 6: %s\n%s", c.tasks(job5)["6"], out)
+	}
+
 	// Bad input: the job fails at once, the reason in its output.
 	ro := filepath.Join(c.dir, "readonly")
 	os.Mkdir(ro, 0o755)
@@ -403,8 +441,8 @@ func TestSlurmArray(t *testing.T) {
 			t.Errorf("sacct -c: no %q in\n%s (%v)", want, out, err)
 		}
 	}
-	if entries, _ := os.ReadDir(results); len(entries) != 5 {
-		t.Errorf("after the bad jobs the results directory holds %d entries; want 5 (3 seeds, seed 5 invalid and rerun)", len(entries))
+	if entries, _ := os.ReadDir(results); len(entries) != 6 {
+		t.Errorf("after the bad jobs the results directory holds %d entries; want 6 (3 seeds, seed 5 invalid and rerun, seed 6 cancelled)", len(entries))
 	}
 }
 
@@ -491,15 +529,7 @@ esac
 // the run started on the node's sealrund, and from the run's end to its files gathered into
 // the results directory. One-seed jobs, one after another, on the one-node cluster.
 func BenchmarkSlurmDispatch(b *testing.B) {
-	tb := newTestbed(b)
-	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
-	rd := newRealDaemon(b, tb)
-	rd.start()
-	c := startSlurm(b)
-	script, _ := filepath.Abs("../deploy/slurm/sealrun-seed.sbatch")
-	results := filepath.Join(c.dir, "results")
-	os.Mkdir(results, 0o755)
-	env := []string{"SEALRUN_RESULTS=" + results, "SEALRUN_SOCKET=" + rd.sock, "SEALRUN=" + rd.cli}
+	_, rd, c, script, results, env := slurmBed(b, `runner finalize "$id"`)
 	var in, out time.Duration
 	b.ResetTimer()
 	for i := range b.N {
