@@ -58,7 +58,7 @@ type Daemon struct {
 	metrics *metrics
 	tracks  map[string]*policy.Track // parsed track files, by content
 	// freeGPUs and freeCPUs are what no run holds (for ps).
-	freeGPUs int
+	freeGPUs []string
 	freeCPUs int64
 }
 
@@ -438,10 +438,10 @@ func (d *Daemon) Runs() []Record {
 			r.Waiting = fmt.Sprintf("#%d in the queue, behind %d older runs", pos, pos-1)
 		case d.active >= max(1, d.cfg.Resources.Concurrency):
 			r.Waiting = fmt.Sprintf("#1: waiting for a run slot (%d running, concurrency %d)", d.active, max(1, d.cfg.Resources.Concurrency))
-		case need > 0 && len(r.GPUs) > 0:
-			r.Waiting = fmt.Sprintf("#1: waiting for its GPUs %s", strings.Join(r.GPUs[:min(need, len(r.GPUs))], ", "))
-		case need > d.freeGPUs:
-			r.Waiting = fmt.Sprintf("#1: waiting for GPUs (%d needed, %d free)", need, d.freeGPUs)
+		case need > 0 && len(r.GPUs) > 0 && !takesGPUs(d.freeGPUs, need, r.GPUs):
+			r.Waiting = fmt.Sprintf("#1: waiting for its GPUs %s (dispatched with them)", strings.Join(r.GPUs[:min(need, len(r.GPUs))], ", "))
+		case len(r.GPUs) == 0 && need > len(d.freeGPUs):
+			r.Waiting = fmt.Sprintf("#1: waiting for GPUs (%d needed, %d free)", need, len(d.freeGPUs))
 		case d.spec[r.ID].Track != nil && d.spec[r.ID].Track.Resources.CPUs > d.freeCPUs:
 			r.Waiting = fmt.Sprintf("#1: waiting for CPUs (%d needed, %d free)", d.spec[r.ID].Track.Resources.CPUs, d.freeCPUs)
 		default:
@@ -481,7 +481,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 	gpusFree := append([]string(nil), d.cfg.Resources.GPUs...)
 	cpusFree := d.hostCPUs()
 	d.mu.Lock()
-	d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
+	d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), cpusFree
 	d.mu.Unlock()
 	type done struct {
 		id   string
@@ -515,7 +515,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 			}
 			gpusFree = rest
 			cpusFree -= needCPU
-			d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
+			d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), cpusFree
 			spec.GPUs = gpus
 			rctx, cancel := context.WithCancel(ctx)
 			d.cancel[next.ID] = cancel
@@ -556,7 +556,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 			delete(d.cancel, f.id)
 			gpusFree = append(gpusFree, f.gpus...)
 			cpusFree += f.cpus
-			d.freeGPUs, d.freeCPUs = len(gpusFree), cpusFree
+			d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), cpusFree
 			d.mu.Unlock()
 		}
 	}
@@ -580,6 +580,12 @@ func takeGPUs(free []string, need int, want []string) (gpus, rest []string, ok b
 	}
 	rest = slices.DeleteFunc(slices.Clone(free), func(g string) bool { return slices.Contains(gpus, g) })
 	return gpus, rest, true
+}
+
+// takesGPUs says whether takeGPUs would give the run its GPUs now.
+func takesGPUs(free []string, need int, want []string) bool {
+	_, _, ok := takeGPUs(free, need, want)
+	return ok
 }
 
 // MaxReruns bounds a chain of automatic reruns: a host that fails every run stops after this.

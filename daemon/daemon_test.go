@@ -280,6 +280,25 @@ devices:
 	if _, err := d.Submit([]byte(strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 2", 1)), "gpu2.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "needs 2 GPUs per run") {
 		t.Errorf("a track needing two GPUs: %v", err)
 	}
+	// A run dispatched with its GPU waits for exactly that one, then gets it.
+	c, err := d.Submit(gpuTrack, "gpu.toml", "openai/gpt-x@high", 3, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.SubmitRequest(RunRequest{Track: string(gpuTrack), TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 4, GPUs: []string{"sealrun.test/gpu=0"}, Dispatcher: "slurm job 9_4"}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, c.ID, StateRunning)
+	for _, r := range d.Runs() {
+		if r.ID == p.ID && r.Waiting != "#1: waiting for its GPUs sealrun.test/gpu=0 (dispatched with them)" {
+			t.Errorf("ps says the dispatched run waits for %q", r.Waiting)
+		}
+	}
+	rp := waitState(t, d, p.ID, StateGraded)
+	if out, err := os.ReadFile(filepath.Join(rp.Dir, "calls", "2.log")); err != nil || !strings.Contains(string(out), node) {
+		t.Errorf("the dispatched run's call 2 did not see its GPU: %v %q", err, out)
+	}
 }
 
 // A pin mismatch is refused before anything is created; the deadline reached during a call
