@@ -305,7 +305,7 @@ track (the track file's id):
 func seedState(dir, trackID, agent string, seed int64) (SeedState, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return SeedState{}, fmt.Errorf("results directory %s: %w", dir, err)
+		return SeedState{}, fmt.Errorf("results directory %s: %w; give the shared results directory (SEALRUN_RESULTS for the job script)", dir, unwrapPathErr(err))
 	}
 	var runs []daemon.Record
 	rerun := map[string]bool{}
@@ -341,4 +341,13 @@ func seedState(dir, trackID, agent string, seed int64) (SeedState, error) {
 		}
 	}
 	return s, nil
+}
+
+// unwrapPathErr drops the *PathError's repetition of the path.
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
