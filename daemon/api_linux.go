@@ -97,7 +97,7 @@ func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusRequestEntityTooLarge, "the request is over %d bytes", MaxRequestBytes)
 			return
 		}
-		writeErr(w, http.StatusBadRequest, "the request is not a run request (JSON with track, track_name, agent, seed, rerun): %v", err)
+		writeErr(w, http.StatusBadRequest, "the request is not a run request (JSON with track, track_name, agent, seed, rerun; gpus, cpus, memory, rerun_of, dispatcher): %v", err)
 		return
 	}
 	if req.Track == "" || req.Agent == "" {

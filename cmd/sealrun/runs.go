@@ -128,7 +128,8 @@ Exit status when following to the end: 0 graded, 3 failed (the agent's fault), 4
 infrastructure's, or cancelled), 1 refused or error, 2 usage.
 
 For an outside scheduler (deploy/slurm/sealrun-seed.sbatch): --gpus pins the run to the GPUs the
-scheduler allocated (CDI names among the daemon's [resources] gpus), --dispatcher names the job
+scheduler allocated (CDI names among the daemon's [resources] gpus), --cpus and --memory are the
+job's allocation (a track that needs more per run is refused), --dispatcher names the job
 (an invalid end is then not rerun by the daemon: the resubmission is the rerun), and --rerun-of
 links a resubmission to the invalid run it reruns, which may be another host's.`,
 		Example: `  sealrun run --track tracks/ari-v1.toml --agent openai/gpt-x@high --seed 1
