@@ -483,6 +483,7 @@ esac
 			"--seed 3 --wait --dispatcher slurm job 812_3 on gpu07 --gpus nvidia.com/gpu=0,nvidia.com/gpu=2 --cpus 8 --memory 65536MiB", "run r-20261122-000000-abcdef graded"},
 		{"CDI prefix, leading zeros", []string{"SLURM_ARRAY_TASK_ID=007", "SLURM_JOB_GPUS=1", "SEALRUN_CDI_PREFIX=example.com/gpu="}, 0, "--seed 7 --wait --dispatcher slurm job 812_7 on gpu07 --gpus example.com/gpu=1", ""},
 		{"no GPUs", []string{"SLURM_ARRAY_TASK_ID=1"}, 0, "--seed 1 --wait --dispatcher slurm job 812_1 on gpu07", ""},
+		{"all memory", []string{"SLURM_ARRAY_TASK_ID=1", "SLURM_MEM_PER_NODE=0", "SLURM_CPUS_ON_NODE=4"}, 0, "--seed 1 --wait --dispatcher slurm job 812_1 on gpu07 --cpus 4", ""},
 		{"rerun", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_SEED=invalid r-20261121-000000-0000aa"}, 0, "--rerun-of r-20261121-000000-0000aa", "rerunning invalid run r-20261121-000000-0000aa"},
 		{"already graded", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_SEED=graded r-20261121-000000-0000bb"}, 0, "-", "already has a graded run in " + results + ": r-20261121-000000-0000bb; nothing to do"},
 		{"failed run", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_RUN_EXIT=3"}, 0, "--seed 2", "failed (the agent's fault; a valid result)"},
@@ -521,6 +522,8 @@ esac
 			t.Errorf("%s: it ran %q", c.name, run)
 		case c.run != "-" && !strings.Contains(run, c.run):
 			t.Errorf("%s: run call %q; want %q in it", c.name, run, c.run)
+		case c.name == "all memory" && strings.Contains(run, "--memory"):
+			t.Errorf("%s: run call %q; SLURM_MEM_PER_NODE=0 is the whole node, not a limit", c.name, run)
 		}
 	}
 }
