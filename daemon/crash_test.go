@@ -80,7 +80,8 @@ func (rd *realDaemon) start() {
 	t.Helper()
 	os.Remove(rd.sock) // a killed daemon leaves its socket; the new one replaces it anyway
 	cmd := exec.Command(rd.bin, "--config", rd.cfgFile)
-	cmd.Env = append(append(os.Environ(), "SEALRUND_TEST_OVERLAY="+rd.tb.kit, "SEALRUND_TEST_ENTRYPOINT=sh /workspace/agent.sh"), rd.env...)
+	cmd.Env = append(append(os.Environ(), "SEALRUND_TEST_OVERLAY="+rd.tb.kit, "SEALRUND_TEST_ENTRYPOINT=sh /workspace/agent.sh",
+		"SEALRUN_TEST_RUNDIR="+rd.runDir), rd.env...) // the mark by which a later test stops it if this one is killed (testenv.RunDir)
 	cmd.Stderr = &rd.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

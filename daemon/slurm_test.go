@@ -39,7 +39,8 @@ func startSlurm(t testing.TB) *slurmCluster {
 	for _, tool := range []struct{ name, pkg string }{{"munged", "munge"}, {"slurmctld", "slurmctld"}, {"slurmd", "slurmd"}, {"sbatch", "slurm-client"}, {"scontrol", "slurm-client"}, {"sinfo", "slurm-client"}} {
 		testenv.RequireTool(t, tool.name, tool.pkg)
 	}
-	dir, err := os.MkdirTemp("", "sealrun-slurm-")
+	reapSlurm(t)
+	dir, err := os.MkdirTemp("", fmt.Sprintf("sealrun-slurm-%d-", os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +106,26 @@ PartitionName=e2e Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=
 		return strings.TrimSpace(string(out)) == "idle"
 	})
 	return c
+}
+
+// reapSlurm stops the clusters of test processes that were killed before their cleanups ran
+// (their daemons run in process groups of their own and outlive them) and removes their
+// directories, as testenv.RunDir does for sandbox hosts.
+func reapSlurm(t testing.TB) {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "sealrun-slurm-*-*"))
+	for _, dir := range old {
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), "sealrun-slurm-"), "-")
+		owner, err := strconv.Atoi(pidText)
+		if err != nil || syscall.Kill(owner, 0) != syscall.ESRCH {
+			continue
+		}
+		// Every process of the cluster, its job steps and scripts included, has its SLURM_CONF.
+		testenv.KillByEnv("SLURM_CONF=" + filepath.Join(dir, "slurm.conf"))
+		time.Sleep(200 * time.Millisecond)
+		syscall.Unmount(filepath.Join(dir, "readonly"), syscall.MNT_DETACH)
+		t.Logf("removed the Slurm cluster of test process %d, which is gone: %s", owner, dir)
+		os.RemoveAll(dir)
+	}
 }
 
 func numCPU() int {

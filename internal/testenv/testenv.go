@@ -103,11 +103,35 @@ func AIRSDigitsData(t testing.TB) string {
 	return dir
 }
 
+// KillByEnv kills (SIGKILL) every process whose environment holds the entry kv: what a killed
+// test process started and marked so (a sealrund with SEALRUN_TEST_RUNDIR, a Slurm cluster's
+// daemons and job steps with SLURM_CONF), which outlives it. It returns how many it killed.
+func KillByEnv(kv string) int {
+	n := 0
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, e := range strings.Split(string(b), "\x00") {
+			if e == kv {
+				if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && pid != os.Getpid() && syscall.Kill(pid, syscall.SIGKILL) == nil {
+					n++
+				}
+				break
+			}
+		}
+	}
+	return n
+}
+
 // RunDir makes a sandbox run directory for this test, /run/sealrun-test-PID-*, removed at
 // cleanup. First it hands every such directory whose test process is gone to reap (normally
 // sandbox.ReapRunDir): a test binary killed mid-run (a timeout, a cancelled CI job) never ran
 // its cleanups, and what its hosts left — containers, cgroups, a gateway netns, UID ranges —
-// would otherwise make the next run of the same test fail with "run id in use". The sweep holds
+// would otherwise make the next run of the same test fail with "run id in use". A sealrund the
+// test started with SEALRUN_TEST_RUNDIR=DIR in its environment is killed first. The sweep holds
 // an flock so that test processes of several packages do not reap the same directory at once.
 func RunDir(t testing.TB, reap func(ctx context.Context, runDir string) error) string {
 	t.Helper()
@@ -121,6 +145,7 @@ func RunDir(t testing.TB, reap func(ctx context.Context, runDir string) error) s
 				if !ok || err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
 					continue // not of this scheme, or its process lives
 				}
+				KillByEnv("SEALRUN_TEST_RUNDIR=" + dir) // a sealrund it started
 				if err := reap(context.Background(), dir); err != nil {
 					t.Logf("reap %s, left by a test process that is gone: %v", dir, err)
 				}
