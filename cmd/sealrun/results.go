@@ -15,19 +15,19 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
 )
 
 // A results directory (deploy/slurm/README.md) holds one directory per gathered run, named by
-// its run id, with these files; run.json is the daemon's record of the run, which `results
-// seed` reads to decide what a (re)submitted seed does. Only the signed attestation counts for
-// the leaderboard.
+// its run id, with result.att.json, these files and run.json, the daemon's record of the run,
+// which `results seed` reads to decide what a (re)submitted seed does. Only the signed
+// attestation counts for the leaderboard.
 var gatherFiles = []struct {
 	name, file string
 	required   bool
 }{
-	{"attestation", "result.att.json", true},
 	{"report", "report.json", true},
 	{"audit", "audit.jsonl", true},
 	{"track", "track.toml", true},
@@ -112,10 +112,9 @@ func gather(c *apiClient, cmd *cobra.Command, rec daemon.Record, dir string) (al
 		return same, err
 	}
 	// What an earlier gather of this run left when it was killed.
-	if old, _ := filepath.Glob(filepath.Join(dir, "."+rec.ID+".tmp-*")); len(old) > 0 {
-		for _, o := range old {
-			os.RemoveAll(o)
-		}
+	old, _ := filepath.Glob(filepath.Join(dir, "."+rec.ID+".tmp-*"))
+	for _, o := range old {
+		os.RemoveAll(o)
 	}
 	tmp, err := os.MkdirTemp(dir, "."+rec.ID+".tmp-")
 	if err != nil {
@@ -128,6 +127,10 @@ func gather(c *apiClient, cmd *cobra.Command, rec daemon.Record, dir string) (al
 	}()
 	os.Chmod(tmp, 0o755)
 	var bundleSum string
+	// The attestation as fetched above (compared with what dest holds); the rest streamed.
+	if err := exams.WriteAtomic(filepath.Join(tmp, "result.att.json"), 0o644, func(w io.Writer) error { _, err := w.Write(att); return err }); err != nil {
+		return false, err
+	}
 	for _, f := range gatherFiles {
 		sum, ok, err := fetchFile(c, cmd, rec.ID, f.name, filepath.Join(tmp, f.file))
 		if err != nil {
@@ -150,7 +153,7 @@ func gather(c *apiClient, cmd *cobra.Command, rec daemon.Record, dir string) (al
 		}
 	}
 	recJSON, _ := json.MarshalIndent(rec, "", "  ")
-	if err := writeSynced(filepath.Join(tmp, "run.json"), append(recJSON, '\n')); err != nil {
+	if err := exams.WriteAtomic(filepath.Join(tmp, "run.json"), 0o644, func(w io.Writer) error { _, err := w.Write(append(recJSON, '\n')); return err }); err != nil {
 		return false, err
 	}
 	if err := syncDir(tmp); err != nil {
@@ -217,22 +220,6 @@ func fetchFile(c *apiClient, cmd *cobra.Command, id, name, path string) (sum str
 		return "", false, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), true, f.Close()
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func syncDir(dir string) error {
