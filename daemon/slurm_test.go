@@ -259,6 +259,24 @@ func (c *slurmCluster) output(job, task string) string {
 	return string(b)
 }
 
+// runningSeed waits until a run of seed is running and returns it.
+func (rd *realDaemon) runningSeed(seed int64) Record {
+	rd.t.Helper()
+	var run Record
+	rd.waitFor(fmt.Sprintf("seed %d running", seed), func() bool {
+		var recs []Record
+		json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &recs)
+		for _, r := range recs {
+			if r.Seed == seed && r.State == StateRunning {
+				run = r
+				return true
+			}
+		}
+		return false
+	})
+	return run
+}
+
 // slurmBed is a real sealrund on a testbed whose scripted agent does promote, a one-node Slurm
 // cluster, the job script, a results directory and the job environment that ties them.
 func slurmBed(t testing.TB, promote string) (tb *testbed, rd *realDaemon, c *slurmCluster, script, results string, env []string) {
@@ -354,18 +372,7 @@ func TestSlurmArray(t *testing.T) {
 	// resubmission reruns it, linked in the rerun's attestation, and the board shows the link.
 	os.WriteFile(filepath.Join(tb.kit, "slow"), nil, 0o644)
 	job3 := c.submit(env, "--array=5", script, rd.trackF, agent)
-	var slow Record
-	rd.waitFor("seed 5 running", func() bool {
-		var recs []Record
-		json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &recs)
-		for _, r := range recs {
-			if r.Seed == 5 && r.State == StateRunning {
-				slow = r
-				return true
-			}
-		}
-		return false
-	})
+	slow := rd.runningSeed(5)
 	rd.sealrun("cancel", slow.ID)
 	rd.waitFor("seed 5's task to end", func() bool {
 		s := c.tasks(job3)["5"]
@@ -392,18 +399,7 @@ func TestSlurmArray(t *testing.T) {
 	// ends invalid and is gathered: the job's GPUs are not used after the job.
 	os.WriteFile(filepath.Join(tb.kit, "slow"), nil, 0o644)
 	job5 := c.submit(env, "--array=6", script, rd.trackF, agent)
-	var stopped Record
-	rd.waitFor("seed 6 running", func() bool {
-		var recs []Record
-		json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &recs)
-		for _, r := range recs {
-			if r.Seed == 6 && r.State == StateRunning {
-				stopped = r
-				return true
-			}
-		}
-		return false
-	})
+	stopped := rd.runningSeed(6)
 	os.Remove(filepath.Join(tb.kit, "slow"))
 	if out, err := c.cmd("scancel", job5).CombinedOutput(); err != nil {
 		t.Fatalf("scancel: %v %s", err, out)
