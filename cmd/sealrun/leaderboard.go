@@ -27,7 +27,8 @@ trusted keys (--key, repeated, or a directory of *.pub files) and, when given, a
 files; only what verifies counts. It prints one table per track: rank (ties as '='), agent
 (scaffold, model, effort), score mean ± SE over valid seeded runs, valid/required seeds, official
 or provisional, failed runs, invalid runs with their reruns, the best validation score (the
-overfitting signal) and bits per byte, then the rules applied (leaderboard/FORMAT.md).
+overfitting signal), bits per byte and the trusted keys that signed the row's runs, then the
+rules applied (leaderboard/FORMAT.md).
 
 --suite airs ranks the runs of AIRS-Bench task tracks instead (sealed-task-run attestations; exam
 runs are skipped): per agent over every task, the mean normalized score (the march of 9s, or
