@@ -444,3 +444,62 @@ func TestIdmapFailure(t *testing.T) {
 		})
 	}
 }
+
+// Every byte a container writes reaches the caller, up to the last one written right before it
+// exits, with several runs starting containers at once (issue 28: closing the pipes when the
+// runtime returned lost whole outputs and the tails of long ones under load). The daemon-level
+// check of the same, with the call log and the audit, is runner's TestNoOutputLost.
+func TestOutputDrainedWhole(t *testing.T) {
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	const runs, perRun = 3, 40
+	var seq bytes.Buffer
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&seq, "%d\n", i)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	lost := 0
+	for ri := 0; ri < runs; ri++ {
+		wg.Add(1)
+		go func(ri int) {
+			defer wg.Done()
+			r, err := h.NewRun(ctx, fmt.Sprintf("drain%d", ri))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer r.Destroy(ctx)
+			ws := workspace(t, r)
+			for i := 0; i < perRun; i++ {
+				var out, errb bytes.Buffer
+				short := fmt.Sprintf("run %d call %d\n", ri, i)
+				script := fmt.Sprintf("printf '%s'; echo err >&2", short)
+				want := short
+				if i%2 == 1 {
+					script = fmt.Sprintf("printf '%s'; seq 1 20000", short) // the last bytes right before the exit
+					want = short + seq.String()
+				}
+				c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: ws, Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &errb})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				code, err := c.Wait(ctx)
+				c.Destroy(ctx)
+				if err != nil || code != 0 {
+					t.Errorf("run %d call %d: exit %d %v", ri, i, code, err)
+				}
+				if got := out.String(); got != want || (i%2 == 0 && errb.String() != "err\n") {
+					mu.Lock()
+					lost++
+					mu.Unlock()
+					t.Errorf("run %d call %d: got %d bytes of stdout (want %d), stderr %q", ri, i, len(got), len(want), errb.String())
+				}
+			}
+		}(ri)
+	}
+	wg.Wait()
+	t.Logf("%d containers, %d outputs short", runs*perRun, lost)
+}

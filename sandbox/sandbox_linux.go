@@ -399,6 +399,14 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	c.started = true
 	go func() {
 		status, err := r.h.Runtime.Run(id, c.bundle, pio)
+		// Only our copies of the write ends close here: the readers drain what the container
+		// wrote up to its last byte and see EOF once every process holding a write end (the
+		// container's, all gone with its pid namespace's init) has exited. Closing the read ends
+		// before the copies finish loses the output's tail, or all of it (issue 28).
+		pio.(runc.StartCloser).CloseAfterStart()
+		if !waitTimeout(&copies, r.h.cfg.KillTimeout) && err == nil {
+			err = fmt.Errorf("its output was still open %s after it exited (a process outside the container holds the pipe); output may be incomplete", r.h.cfg.KillTimeout)
+		}
 		pio.Close()
 		copies.Wait()
 		c.exit, c.err = status, err
@@ -842,5 +850,17 @@ func checkTraversable(dir string) error {
 		if p == "/" {
 			return nil
 		}
+	}
+}
+
+// waitTimeout waits for wg up to d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
 	}
 }
