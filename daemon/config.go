@@ -30,6 +30,9 @@ type Config struct {
 	Runner string `toml:"runner"`
 	// Hook is the containers' network hook binary (default: beside sealrund).
 	Hook string `toml:"hook"`
+	// CgroupParent is the cgroup runs are created under; "" (the default) decides at start: below
+	// the daemon's own cgroup where systemd delegated it (cgroup v2: <cgroup>/runs), else /sealrun.
+	CgroupParent string `toml:"cgroup_parent"`
 
 	Keys      KeysConfig                           `toml:"keys"`
 	Providers map[string]controller.ProviderConfig `toml:"providers"`
@@ -61,6 +64,10 @@ type ResourcesConfig struct {
 	CDIDirs     []string `toml:"cdi_dirs"`    // where the CDI specs are (default /etc/cdi, /var/run/cdi)
 	CPUs        int64    `toml:"cpus"`        // CPUs the daemon may hand to runs (default: all)
 	Concurrency int      `toml:"concurrency"` // runs at once at most (default 1)
+	// WorkspaceReadBPS and WorkspaceWriteBPS cap, in bytes a second, what each run's containers
+	// read from and write to its workspace (the block device of its quota'd filesystem); 0: no cap.
+	WorkspaceReadBPS  int64 `toml:"workspace_read_bps"`
+	WorkspaceWriteBPS int64 `toml:"workspace_write_bps"`
 }
 
 // MetricsConfig is the opt-in Prometheus listener.
@@ -214,8 +221,19 @@ func (c *Config) Validate() error {
 		}
 		seen[g] = true
 	}
+	if p := c.CgroupParent; p != "" && (!strings.HasPrefix(p, "/") || filepath.Clean(p) != p || p == "/") {
+		bad("cgroup_parent", "%q: give an absolute, clean cgroup path below the root (like /sealrun), or leave it out to let sealrund place runs below its delegated cgroup", p)
+	}
 	if c.Resources.CPUs < 0 {
 		bad("resources.cpus", "%d; give 0 (all) or more", c.Resources.CPUs)
+	}
+	for _, b := range []struct {
+		key string
+		v   int64
+	}{{"resources.workspace_read_bps", c.Resources.WorkspaceReadBPS}, {"resources.workspace_write_bps", c.Resources.WorkspaceWriteBPS}} {
+		if b.v < 0 || (b.v > 0 && b.v < 1<<20) {
+			bad(b.key, "%d; give 0 (no cap) or at least 1048576 (1 MiB a second)", b.v)
+		}
 	}
 	if c.Resources.Concurrency < 1 || c.Resources.Concurrency > 64 {
 		bad("resources.concurrency", "%d; give 1 to 64", c.Resources.Concurrency)

@@ -20,12 +20,15 @@ func TestConfigEveryProblemAtOnce(t *testing.T) {
 runner = "` + bin + `"
 hook = "` + bin + `"
 statedir = "/x"
+cgroup_parent = "sealrun/../x"
 [keys]
 signing = "` + key + `"
 [scaffold]
 [resources]
 gpus = ["nvidia.com/gpu=0", "nvidia.com/gpu=0", "gpu0"]
 concurrency = 100
+workspace_read_bps = -1
+workspace_write_bps = 512
 [metrics]
 listen = "0.0.0.0:9464"
 [providers.none]
@@ -56,6 +59,9 @@ key_file = "` + key + `"
 		`sealrun.toml:resources.gpus[1]: "nvidia.com/gpu=0" is listed twice`,
 		`sealrun.toml:resources.gpus[2]: "gpu0" is not a CDI device name`,
 		"sealrun.toml:resources.concurrency: 100; give 1 to 64",
+		`sealrun.toml:cgroup_parent: "sealrun/../x": give an absolute, clean cgroup path`,
+		"sealrun.toml:resources.workspace_read_bps: -1; give 0 (no cap) or at least 1048576",
+		"sealrun.toml:resources.workspace_write_bps: 512; give 0 (no cap) or at least 1048576",
 		`sealrun.toml:metrics.listen: "0.0.0.0:9464" is not a loopback address`,
 		"sealrun.toml:providers.OpenAI: the provider name must be lowercase",
 		`sealrun.toml:providers.OpenAI.kind: "opanai" is not a provider kind`,

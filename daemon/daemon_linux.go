@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
@@ -64,10 +66,31 @@ type Daemon struct {
 
 // hostCPUs is how many CPUs runs may take: [resources] cpus, or every CPU of the host.
 func (d *Daemon) hostCPUs() int64 {
-	if d.cfg.Resources.CPUs > 0 {
-		return d.cfg.Resources.CPUs
+	return int64(len(d.hostCPUSet()))
+}
+
+// hostCPUSet is the CPUs runs may take: those this process may run on (its affinity, which its
+// cgroup's cpuset bounds), the first [resources] cpus of them when that is set. Each run is
+// pinned to CPUs of its own from these.
+func (d *Daemon) hostCPUSet() []int {
+	var set unix.CPUSet
+	var cpus []int
+	if unix.SchedGetaffinity(0, &set) == nil {
+		for c := 0; c < len(set)*64 && len(cpus) < set.Count(); c++ {
+			if set.IsSet(c) {
+				cpus = append(cpus, c)
+			}
+		}
 	}
-	return int64(runtime.NumCPU())
+	if len(cpus) == 0 {
+		for c := 0; c < runtime.NumCPU(); c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	if n := d.cfg.Resources.CPUs; n > 0 && int(n) < len(cpus) {
+		cpus = cpus[:n]
+	}
+	return cpus
 }
 
 // New opens the journal, replays it and reconciles what a previous daemon left: runs that were
@@ -479,14 +502,14 @@ func (d *Daemon) Subscribe(run string) (chan Event, func()) {
 // the GPUs allow. At the end, running runs are cancelled (they end invalid) and waited for.
 func (d *Daemon) Serve(ctx context.Context) {
 	gpusFree := append([]string(nil), d.cfg.Resources.GPUs...)
-	cpusFree := d.hostCPUs()
+	cpusFree := d.hostCPUSet()
 	d.mu.Lock()
-	d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), cpusFree
+	d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), int64(len(cpusFree))
 	d.mu.Unlock()
 	type done struct {
 		id   string
 		gpus []string
-		cpus int64
+		cpus []int
 	}
 	finished := make(chan done, 128) // more than the most runs at once (64): a run's end never blocks
 	for {
@@ -509,14 +532,16 @@ func (d *Daemon) Serve(ctx context.Context) {
 			need := int(spec.Track.Resources.GPUs)
 			needCPU := spec.Track.Resources.CPUs
 			gpus, rest, ok := takeGPUs(gpusFree, need, spec.WantGPUs)
-			if !ok || needCPU > cpusFree {
+			if !ok || needCPU > int64(len(cpusFree)) {
 				d.mu.Unlock()
 				break // it waits for GPUs or CPUs; ps says so
 			}
 			gpusFree = rest
-			cpusFree -= needCPU
-			d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), cpusFree
+			cpus := slices.Clone(cpusFree[:needCPU])
+			cpusFree = slices.Clone(cpusFree[needCPU:])
+			d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), int64(len(cpusFree))
 			spec.GPUs = gpus
+			spec.CPUSet = sandbox.FormatCPUList(cpus)
 			rctx, cancel := context.WithCancel(ctx)
 			d.cancel[next.ID] = cancel
 			d.active++
@@ -542,7 +567,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 				if reason != "" && reason != "cancelled" && ctx.Err() == nil && spec.Dispatcher == "" {
 					d.rerun(spec, reason)
 				}
-				finished <- done{id, gpus, needCPU}
+				finished <- done{id, gpus, cpus}
 			}()
 		}
 		select {
@@ -555,8 +580,9 @@ func (d *Daemon) Serve(ctx context.Context) {
 			d.active--
 			delete(d.cancel, f.id)
 			gpusFree = append(gpusFree, f.gpus...)
-			cpusFree += f.cpus
-			d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), cpusFree
+			cpusFree = append(cpusFree, f.cpus...)
+			slices.Sort(cpusFree)
+			d.freeGPUs, d.freeCPUs = slices.Clone(gpusFree), int64(len(cpusFree))
 			d.mu.Unlock()
 		}
 	}
@@ -628,7 +654,7 @@ func (d *Daemon) Close() error { return d.j.Close() }
 
 // hostOf builds the sandbox host and image store of a configuration.
 func hostOf(cfg *Config) (*sandbox.Host, *images.Store, error) {
-	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: cfg.StateDir, RunDir: cfg.RunDir, Runtime: cfg.Runtime, Hook: cfg.Hook})
+	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: cfg.StateDir, RunDir: cfg.RunDir, Runtime: cfg.Runtime, Hook: cfg.Hook, CgroupParent: cfg.CgroupParent})
 	if err != nil {
 		return nil, nil, err
 	}

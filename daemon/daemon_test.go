@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -245,7 +248,7 @@ devices:
           minor: 0
 `), 0o644)
 	tb.cfg.Resources = ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0"}, CDIDirs: []string{cdi}, Concurrency: 2}
-	script := strings.Replace(agentScript, "PROMOTE", `runner sh -c 'ls /dev/sealrun-test-gpu0 && sleep 2'; runner finalize "$id"`, 1)
+	script := strings.Replace(agentScript, "PROMOTE", `runner sh -c 'ls /dev/sealrun-test-gpu0 && grep Cpus_allowed_list /proc/self/status && sleep 2'; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
 	x := tb.executor()
 	d := startDaemon(t, tb, x)
@@ -272,9 +275,23 @@ devices:
 	if !rb.Started.After(ra.Finished) && !rb.Started.Equal(ra.Finished) {
 		t.Errorf("runs overlapped: first finished %s, second started %s", ra.Finished, rb.Started)
 	}
+	// Each run is pinned to CPUs of its own from the host's (the track's one; the first free).
+	var set unix.CPUSet
+	unix.SchedGetaffinity(0, &set)
+	first := "0"
+	for c := 0; c < 1024; c++ {
+		if set.IsSet(c) {
+			first = strconv.Itoa(c)
+			break
+		}
+	}
 	for _, r := range []Record{ra, rb} {
-		if out, err := os.ReadFile(filepath.Join(r.Dir, "calls", "2.log")); err != nil || !strings.Contains(string(out), node) {
+		out, err := os.ReadFile(filepath.Join(r.Dir, "calls", "2.log"))
+		if err != nil || !strings.Contains(string(out), node) {
 			t.Errorf("%s: call 2 did not see the GPU: %v %q", r.ID, err, out)
+		}
+		if !strings.Contains(string(out), "Cpus_allowed_list:\t"+first+"\n") {
+			t.Errorf("%s: call 2 was not pinned to CPU %s alone: %q", r.ID, first, out)
 		}
 	}
 	if _, err := d.Submit([]byte(strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 2", 1)), "gpu2.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "needs 2 GPUs per run") {

@@ -38,6 +38,7 @@ type RunSpec struct {
 	Queued  time.Time
 	User    string   // who launched it (peer credentials)
 	GPUs    []string // CDI names of the GPUs the queue gave the run (the track's count)
+	CPUSet  string   // the CPUs the queue gave the run (the track's count), "0-3"; "" for any
 	// WantGPUs and Dispatcher are an outside scheduler's (RunRequest.GPUs, .Dispatcher).
 	WantGPUs   []string
 	Dispatcher string
@@ -267,6 +268,16 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	if limits.MemoryBytes == 0 {
 		limits.MemoryBytes = t.Resources.Memory
 	}
+	if limits.CPUSet == "" {
+		limits.CPUSet = spec.CPUSet
+	}
+	if r, w := x.Cfg.Resources.WorkspaceReadBPS, x.Cfg.Resources.WorkspaceWriteBPS; (r > 0 || w > 0) && len(limits.IODevices) == 0 {
+		dev, err := sandbox.DeviceOf(ws)
+		if err != nil {
+			return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace I/O caps: "+err.Error())
+		}
+		limits.IOReadBPS, limits.IOWriteBPS, limits.IODevices = r, w, []string{dev}
+	}
 
 	gpus := &sandbox.GPUEdits{}
 	if len(spec.GPUs) > 0 {
@@ -276,7 +287,8 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	}
 	device := "cpu: " + grader.CPUModel()
 	if len(spec.GPUs) > 0 {
-		device = "gpu: " + strings.Join(spec.GPUs, ", ")
+		model, _ := gpuFacts(x.Cfg, spec.GPUs)
+		device = "gpu: " + model
 	}
 	var taskJudge *grader.TaskJudging
 	if p.task != nil {
@@ -536,7 +548,7 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	pred.Seed = spec.Seed
 	pred.Run = attest.RunInfo{ID: spec.ID, RerunOf: spec.RerunOf}
 	pred.Host = x.hostFacts(ctx)
-	pred.Host.GPUModel = strings.Join(spec.GPUs, ", ") // CDI names; the model and driver come with GPU hosts
+	pred.Host.GPUModel, pred.Host.GPUDriver = gpuFacts(x.Cfg, spec.GPUs)
 	pred.Timeline = attest.Timeline{Queued: spec.Queued.UTC(), Started: started.UTC(), Deadline: deadline.UTC(), Finished: finished.UTC()}
 	if pred.Timeline.Queued.After(pred.Timeline.Started) {
 		pred.Timeline.Queued = pred.Timeline.Started
@@ -721,4 +733,17 @@ func activity(kind string, line []byte) string {
 		return "finalized"
 	}
 	return ""
+}
+
+// gpuFacts is the model of each of a run's GPUs and the driver, as the NVIDIA driver reports them
+// (sandbox.GPUFacts); a GPU the driver does not describe is named by its CDI name.
+func gpuFacts(cfg *Config, names []string) (model, driver string) {
+	if len(names) == 0 {
+		return "", ""
+	}
+	facts, err := sandbox.GPUFacts(cfg.cdiDirs(), "/proc", names)
+	if err != nil {
+		return strings.Join(names, ", "), ""
+	}
+	return sandbox.GPUModelAndDriver(facts)
 }

@@ -70,7 +70,8 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 			}
 		}()
 	}
-	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()))
+	pl := h.Placement()
+	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()), "cgroups", pl.Root, "placement", pl.Reason)
 	if ready != nil {
 		ready()
 	}

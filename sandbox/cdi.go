@@ -7,6 +7,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
 // DefaultCDIDirs are where GPU vendors' tools write CDI specs (nvidia-ctk cdi generate).
@@ -63,6 +64,26 @@ func ResolveGPUs(dirs []string, names []string) (*GPUEdits, error) {
 		return nil, fmt.Errorf("%s; list the available devices with sealrun doctor (CDI specs are read from %s; nvidia-ctk cdi generate writes them)", msg, strings.Join(dirs, ", "))
 	}
 	out := &GPUEdits{Devices: scratch.Linux.Devices, Mounts: scratch.Mounts, Env: scratch.Process.Env}
+	// Every container of a run has a user namespace, where no device node can be made: each one
+	// is bind-mounted from the host (see Spec). A spec may keep its nodes elsewhere on the host
+	// than where the container sees them (nvidia-ctk --dev-root): bind from there.
+	hostPaths := map[string]string{}
+	for _, name := range names {
+		if dev := cache.GetDevice(name); dev != nil {
+			for _, list := range [][]*cdispec.DeviceNode{dev.GetSpec().ContainerEdits.DeviceNodes, dev.ContainerEdits.DeviceNodes} {
+				for _, n := range list {
+					if n.HostPath != "" && n.HostPath != n.Path {
+						hostPaths[n.Path] = n.HostPath
+					}
+				}
+			}
+		}
+	}
+	for _, d := range out.Devices {
+		if hp, ok := hostPaths[d.Path]; ok {
+			out.Mounts = append(out.Mounts, specs.Mount{Destination: d.Path, Type: "bind", Source: hp, Options: []string{"bind", "nosuid"}})
+		}
+	}
 	if h := scratch.Hooks; h != nil {
 		//lint:ignore SA1019 a deprecated prestart hook must still be found and dropped
 		for _, list := range [][]specs.Hook{h.Prestart, h.CreateRuntime, h.CreateContainer, h.StartContainer, h.Poststart, h.Poststop} {

@@ -34,28 +34,34 @@ func CgroupMode() string {
 	return "unavailable"
 }
 
-// CgroupStats is what a container or run used.
+// CgroupStats is what a container or run used. Read from the container's wrapper cgroup (see
+// Container), they stay exact after the container exited: the kernel carries a removed child's
+// CPU time, memory peak and OOM kills into its parent.
 type CgroupStats struct {
-	CPUNanos    uint64 // CPU time
-	MemoryPeak  uint64 // bytes
-	Pids        uint64 // tasks now
-	OOMKills    uint64 // OOM kills
-	MemoryLimit uint64
-	PidsLimit   uint64
+	CPUNanos   uint64 // CPU time
+	MemoryPeak uint64 // bytes
+	Pids       uint64 // tasks now
+	OOMKills   uint64 // OOM kills
 }
 
-// cgroupTree drives one cgroup subtree through containerd/cgroups, on v1/hybrid or v2.
+// cgroupTree drives one cgroup subtree, on v1/hybrid (through containerd/cgroups) or v2.
 type cgroupTree struct {
-	path string // "/sealrun/<run>" or "/sealrun/<run>/<container>"
+	path string // "<root>/<run>", "<root>/<run>/<container>" or its runtime leaf
 }
 
 func (t cgroupTree) unified() bool { return cgroups.Mode() == cgroups.Unified }
 
-// Create makes the cgroup (and its parents) with no limits of its own.
-func (t cgroupTree) Create() error {
+func (t cgroupTree) dirV2() string { return filepath.Join(unifiedMountpoint, t.path) }
+
+// Create makes the cgroup (and its parents) with no limits of its own. On v2 it creates it
+// below base (the highest cgroup sealrun changes) and enables the controllers on the way and in
+// itself, so that its children have them.
+func (t cgroupTree) Create(base string) error {
 	if t.unified() {
-		_, err := cgroup2.NewManager("/sys/fs/cgroup", t.path, &cgroup2.Resources{})
-		return wrapCgroup("create", t.path, err)
+		if err := mkdirCgroupV2(base, t.path); err != nil {
+			return wrapCgroup("create", t.path, err)
+		}
+		return wrapCgroup("create", t.path, enableControllers(t.path))
 	}
 	var err error
 	// Another run's teardown may remove the empty /sealrun parent between our mkdirs: retry.
@@ -74,44 +80,28 @@ func wrapCgroup(op, path string, err error) error {
 	return fmt.Errorf("cgroup %s %s: %w", op, path, err)
 }
 
-// Stats reads CPU time, memory peak, tasks and OOM kills.
+// Stats reads CPU time, memory peak, tasks and OOM kills (v2: every one hierarchical; v1: the
+// OOM kills of this cgroup alone, which the v1 memory cgroup does not carry up).
 func (t cgroupTree) Stats() (CgroupStats, error) {
 	if t.unified() {
-		m, err := cgroup2.Load(t.path)
-		if err != nil {
-			return CgroupStats{}, wrapCgroup("load", t.path, err)
-		}
-		st, err := m.Stat()
+		dir := t.dirV2()
+		var out CgroupStats
+		cpu, err := readKV(filepath.Join(dir, "cpu.stat"), "usage_usec")
 		if err != nil {
 			return CgroupStats{}, wrapCgroup("stat", t.path, err)
 		}
-		out := CgroupStats{}
-		if st.CPU != nil {
-			out.CPUNanos = st.CPU.UsageUsec * 1000
+		out.CPUNanos = cpu * 1000
+		if out.MemoryPeak, err = readUint(filepath.Join(dir, "memory.peak")); err != nil {
+			out.MemoryPeak, _ = readUint(filepath.Join(dir, "memory.current")) // before Linux 5.19
 		}
-		if st.Memory != nil {
-			out.MemoryPeak, out.MemoryLimit = st.Memory.MaxUsage, st.Memory.UsageLimit
-		}
-		if st.Pids != nil {
-			out.Pids, out.PidsLimit = st.Pids.Current, st.Pids.Limit
-		}
-		if st.MemoryEvents != nil {
-			out.OOMKills = st.MemoryEvents.OomKill
-		}
+		out.Pids, _ = readUint(filepath.Join(dir, "pids.current"))
+		out.OOMKills, _ = readKV(filepath.Join(dir, "memory.events"), "oom_kill")
 		return out, nil
 	}
 	// v1: the handful of files the stats need, read directly (the library's Stat reads every
 	// subsystem's every file, blkio included: milliseconds per sample).
 	v1 := func(subsys, file string) (uint64, bool) {
-		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", subsys, t.path, file))
-		if err != nil {
-			return 0, false
-		}
-		v := strings.TrimSpace(string(b))
-		if v == "max" {
-			return 0, true
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
+		n, err := readUint(filepath.Join("/sys/fs/cgroup", subsys, t.path, file))
 		return n, err == nil
 	}
 	out := CgroupStats{}
@@ -122,11 +112,36 @@ func (t cgroupTree) Stats() (CgroupStats, error) {
 		}
 	}
 	out.MemoryPeak, _ = v1("memory", "memory.max_usage_in_bytes")
-	out.MemoryLimit, _ = v1("memory", "memory.limit_in_bytes")
 	out.Pids, _ = v1("pids", "pids.current")
-	out.PidsLimit, _ = v1("pids", "pids.max")
 	out.OOMKills = readOOMKills(t.path)
 	return out, nil
+}
+
+// readUint reads a file holding one number ("max" reads as 0).
+func readUint(p string) (uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "max" {
+		return 0, nil
+	}
+	return strconv.ParseUint(v, 10, 64)
+}
+
+// readKV reads key's value from a flat-keyed cgroup file (cpu.stat, memory.events).
+func readKV(p, key string) (uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s has no %s", p, key)
 }
 
 // readOOMKills reads memory.oom_control's oom_kill counter (v1).
@@ -218,6 +233,10 @@ func (t cgroupTree) KillAll(timeout time.Duration) error {
 	if !t.exists() {
 		return nil
 	}
+	// cgroup v2 (Linux 5.14+) kills a whole subtree in one write, forks racing it included.
+	if t.unified() && os.WriteFile(filepath.Join(t.dirV2(), "cgroup.kill"), []byte("1"), 0) == nil {
+		return t.waitEmpty(timeout)
+	}
 	frozen := t.Freeze() == nil
 	ps, err := t.pids()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -232,6 +251,11 @@ func (t cgroupTree) KillAll(timeout time.Duration) error {
 	if frozen {
 		t.Thaw()
 	}
+	return t.waitEmpty(timeout)
+}
+
+// waitEmpty waits (up to timeout) until no task is left in the subtree, killing again what is.
+func (t cgroupTree) waitEmpty(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ps, _ := t.pids()
@@ -309,43 +333,30 @@ func cgroupMounts() []string {
 	return out
 }
 
-// removeRootIfEmpty removes /sealrun from every hierarchy where no run is left under it.
-func removeRootIfEmpty() {
+// removeRootIfEmpty removes a host's cgroup root from every hierarchy where no run is left
+// under it.
+func removeRootIfEmpty(root string) {
 	for _, mnt := range cgroupMounts() {
-		syscall.Rmdir(filepath.Join(mnt, CgroupRoot)) // fails harmlessly while other runs exist
+		syscall.Rmdir(filepath.Join(mnt, root)) // fails harmlessly while other runs exist
 	}
 }
 
-// usage follows a container's cgroup while it runs. The runtime removes a container's cgroup
-// the moment its init exits, so counters read after the exit are gone: usage samples them
-// (every 100 ms, and once more when the container is seen to exit) and keeps the last values
-// and the peaks, and on cgroup v1 listens on the memory cgroup's OOM eventfd, so an OOM kill
-// just before the exit is still known.
-type usage struct {
-	mu   sync.Mutex
-	last CgroupStats
-	oom  bool
+// oomWatch knows whether the OOM killer acted in a container's cgroup on v1, where the memory
+// cgroup keeps its OOM kills to itself and the runtime removes the container's cgroup the moment
+// its init exits: it listens on the cgroup's OOM eventfd, so an OOM kill just before the exit is
+// still known. (On v2 the wrapper cgroup's memory.events counts them, exactly.)
+type oomWatch struct {
+	mu  sync.Mutex
+	oom bool
 }
 
-func (u *usage) get() (CgroupStats, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.last, u.oom || u.last.OOMKills > 0
-}
-
-func (u *usage) merge(st CgroupStats) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.last.CPUNanos = max(u.last.CPUNanos, st.CPUNanos)
-	u.last.MemoryPeak = max(u.last.MemoryPeak, st.MemoryPeak)
-	u.last.OOMKills = max(u.last.OOMKills, st.OOMKills)
-	u.last.Pids = st.Pids
-	if st.MemoryLimit > 0 {
-		u.last.MemoryLimit = st.MemoryLimit
+func (w *oomWatch) seen() bool {
+	if w == nil {
+		return false
 	}
-	if st.PidsLimit > 0 {
-		u.last.PidsLimit = st.PidsLimit
-	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.oom
 }
 
 // oomEventFD registers an eventfd for the v1 memory cgroup's OOM notifications.
@@ -367,44 +378,31 @@ func oomEventFD(path string) (int, error) {
 	return efd, nil
 }
 
-// watch starts following t until done is closed.
-func (t cgroupTree) watch(done <-chan struct{}) *usage {
-	u := &usage{}
-	if !t.unified() {
-		if fd, err := oomEventFD(t.path); err == nil {
-			go func() {
-				f := os.NewFile(uintptr(fd), "oom-eventfd")
-				defer f.Close()
-				var buf [8]byte
-				// The eventfd also fires when the cgroup is removed: a count of 2 (both
-				// events unread), or 1 while the cgroup still exists, is an OOM.
-				if n, err := f.Read(buf[:]); err == nil && n == 8 {
-					count := uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
-					if st, err := t.Stats(); err == nil {
-						u.merge(st) // the peak, read while the cgroup is still there
-					}
-					if count >= 2 || t.exists() {
-						u.mu.Lock()
-						u.oom = true
-						u.mu.Unlock()
-					}
-				}
-			}()
-		}
+// watchOOM follows the v1 memory cgroup t (the runtime's leaf) until it is removed; on v2 it
+// returns nil: nothing needs following.
+func (t cgroupTree) watchOOM() *oomWatch {
+	if t.unified() {
+		return nil
+	}
+	w := &oomWatch{}
+	fd, err := oomEventFD(t.path)
+	if err != nil {
+		return w
 	}
 	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if st, err := t.Stats(); err == nil {
-					u.merge(st)
-				}
+		f := os.NewFile(uintptr(fd), "oom-eventfd")
+		defer f.Close()
+		var buf [8]byte
+		// The eventfd also fires when the cgroup is removed: a count of 2 (both events
+		// unread), or 1 while the cgroup still exists, is an OOM.
+		if n, err := f.Read(buf[:]); err == nil && n == 8 {
+			count := uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
+			if count >= 2 || t.exists() || readOOMKills(t.path) > 0 {
+				w.mu.Lock()
+				w.oom = true
+				w.mu.Unlock()
 			}
 		}
 	}()
-	return u
+	return w
 }

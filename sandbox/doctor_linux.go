@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"github.com/containerd/cgroups/v3"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netns"
 )
@@ -50,18 +51,7 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 			add("runtime", "ok", fmt.Sprintf("%s: %s", path, line), "")
 		}
 	}
-	mode := CgroupMode()
-	switch mode {
-	case "unavailable":
-		add("cgroups", "fail", "no cgroup hierarchy is mounted", "mount cgroup v2 at /sys/fs/cgroup (or v1 controllers)")
-	default:
-		missing := missingControllers()
-		if len(missing) > 0 {
-			add("cgroups", "fail", fmt.Sprintf("%s, missing controllers: %s", mode, strings.Join(missing, ", ")), "enable the cpu, memory, pids and devices controllers (kernel command line / systemd)")
-		} else {
-			add("cgroups", "ok", fmt.Sprintf("%s with cpu, memory, pids, devices, freezer", mode), "")
-		}
-	}
+	cgroupChecks(ctx, add)
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
 		add("user namespaces", "fail", "user namespaces are disabled", "sysctl user.max_user_namespaces=15000")
 	} else {
@@ -74,19 +64,15 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 		netns.DeleteNamed(name)
 		add("network namespaces", "ok", "created and removed a namespace with loopback", "")
 	}
+	rel, _, _ := kernelRelease()
+	fsType := filesystemOf(stateDir)
 	if err := checkIdmap(stateDir); err != nil {
-		add("idmapped mounts", "fail", err.Error(), "Linux 5.12+ and a filesystem that supports idmapped mounts (ext4, xfs, btrfs) for the state directory; containers refuse to start without them unless the configuration allows unshifted rootfs (image files then appear owned by nobody inside)")
+		add("idmapped mounts", "fail", fmt.Sprintf("Linux %s, %s on %s: %v", rel, stateDir, fsType, err), "Linux 5.12+ and a filesystem that supports idmapped mounts (ext4, xfs, btrfs; tmpfs from 6.3) for the state directory; containers refuse to start without them unless the configuration allows unshifted rootfs (image files then appear owned by nobody inside)")
 	} else {
-		add("idmapped mounts", "ok", "image rootfs can be shifted into each container's UID range", "")
+		add("idmapped mounts", "ok", fmt.Sprintf("Linux %s, %s on %s: image rootfs can be shifted into each container's UID range", rel, stateDir, fsType), "")
 	}
-	devices, errs := CDIDevices(DefaultCDIDirs)
-	switch {
-	case len(errs) > 0:
-		add("GPUs (CDI)", "fail", fmt.Sprintf("%d invalid CDI spec(s): %v", len(errs), errs[0]), "regenerate the specs (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)")
-	case len(devices) == 0:
-		add("GPUs (CDI)", "warn", "no CDI devices in "+strings.Join(DefaultCDIDirs, ", "), "CPU-only tracks only; for GPUs: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml")
-	default:
-		add("GPUs (CDI)", "ok", strings.Join(devices, ", "), "")
+	for _, c := range gpuChecks(DefaultCDIDirs, "/proc") {
+		add(c.Name, c.Status, c.Detail, c.Fix)
 	}
 	var st syscall.Statfs_t
 	dir := stateDir
@@ -122,7 +108,7 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 	} else if err == nil {
 		add("state directory", "ok", fmt.Sprintf("%s (%v)", stateDir, fi.Mode().Perm()), "")
 	}
-	if left := leftovers(); left != "" {
+	if left := leftovers(runRoots(ctx)); left != "" {
 		add("leftovers", "warn", left, "sealrun sandbox reap (removes what a crashed run left)")
 	} else {
 		add("leftovers", "ok", "no sealrun containers, netns or cgroups left", "")
@@ -138,23 +124,10 @@ func dirOf(p string) string {
 	return p[:i]
 }
 
+// missingControllers lists the v1 controllers sealrun needs that are not mounted.
 func missingControllers() []string {
 	var missing []string
-	if cgroups.Mode() == cgroups.Unified {
-		b, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
-		have := strings.Fields(string(b))
-		for _, c := range []string{"cpu", "memory", "pids"} {
-			found := false
-			for _, h := range have {
-				found = found || h == c
-			}
-			if !found {
-				missing = append(missing, c)
-			}
-		}
-		return missing
-	}
-	for _, c := range []string{"cpu", "memory", "pids", "devices", "freezer"} {
+	for _, c := range []string{"cpu", "cpuacct", "memory", "pids", "devices", "freezer"} {
 		if _, err := os.Stat("/sys/fs/cgroup/" + c); err != nil {
 			missing = append(missing, c)
 		}
@@ -162,8 +135,9 @@ func missingControllers() []string {
 	return missing
 }
 
-// leftovers describes sealrun objects found on the host, or "".
-func leftovers() string {
+// leftovers describes sealrun objects found on the host, or "": network namespaces, and run
+// cgroups under any of roots.
+func leftovers(roots []string) string {
 	var parts []string
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		n := 0
@@ -176,21 +150,40 @@ func leftovers() string {
 			parts = append(parts, fmt.Sprintf("%d network namespaces", n))
 		}
 	}
+	seen := map[string]bool{}
 	for _, m := range cgroupMounts() {
-		if entries, err := os.ReadDir(m + CgroupRoot); err == nil && len(entries) > 0 {
-			n := 0
+		for _, root := range roots {
+			entries, _ := os.ReadDir(filepath.Join(m, root))
 			for _, e := range entries {
 				if e.IsDir() {
-					n++
+					seen[root+"/"+e.Name()] = true
 				}
-			}
-			if n > 0 {
-				parts = append(parts, fmt.Sprintf("%d run cgroups", n))
-				break
 			}
 		}
 	}
+	if len(seen) > 0 {
+		parts = append(parts, fmt.Sprintf("%d run cgroups", len(seen)))
+	}
 	return strings.Join(parts, ", ")
+}
+
+// filesystemOf names the filesystem type of the mount holding dir (or its nearest existing parent).
+func filesystemOf(dir string) string {
+	for dir != "/" {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		dir = dirOf(dir)
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return "an unknown filesystem"
+	}
+	names := map[int64]string{0xef53: "ext4", 0x58465342: "xfs", 0x9123683e: "btrfs", 0x01021994: "tmpfs", 0x794c7630: "overlayfs", 0x65735546: "fuse", 0x6969: "nfs", 0x2fc12fc1: "zfs"}
+	if n, ok := names[int64(st.Type)]; ok {
+		return n
+	}
+	return fmt.Sprintf("filesystem type 0x%x", st.Type)
 }
 
 // checkIdmap makes an idmapped mount of a scratch directory on the state directory's filesystem.
@@ -213,4 +206,50 @@ func checkIdmap(stateDir string) error {
 		return err
 	}
 	return unmountRootfs(target)
+}
+
+// gpuChecks: the CDI devices of the host and, for NVIDIA's, the driver's word on them: each GPU's
+// model and bus, the loaded driver, and whether the CDI spec was generated for that driver.
+func gpuChecks(dirs []string, procRoot string) []Check {
+	const name = "GPUs (CDI)"
+	regen := "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+	devices, errs := CDIDevices(dirs)
+	switch {
+	case len(errs) > 0:
+		return []Check{{name, "fail", fmt.Sprintf("%d invalid CDI spec(s): %v", len(errs), errs[0]), "regenerate the specs (" + regen + ")"}}
+	case len(devices) == 0:
+		return []Check{{name, "warn", "no CDI devices in " + strings.Join(dirs, ", "), "CPU-only tracks only; for GPUs: " + regen}}
+	}
+	facts, err := GPUFacts(dirs, procRoot, devices)
+	if err != nil {
+		return []Check{{name, "fail", err.Error(), regen}}
+	}
+	var parts, stale []string
+	nvidia, driver := false, ""
+	for _, f := range facts {
+		desc := f.Name
+		if f.Model != "" {
+			desc += fmt.Sprintf(" (%s, %s)", f.Model, f.BusID)
+		}
+		parts = append(parts, desc)
+		if strings.HasPrefix(f.Name, "nvidia.com/") {
+			nvidia = true
+		}
+		if f.Driver != "" {
+			driver = f.Driver
+		}
+		if f.Stale() {
+			stale = append(stale, fmt.Sprintf("%s was generated for driver %s", f.SpecFile, f.SpecDriver))
+		}
+	}
+	out := []Check{{name, "ok", strings.Join(parts, ", "), ""}}
+	switch {
+	case nvidia && driver == "":
+		out = append(out, Check{"GPU driver", "fail", "CDI specs name NVIDIA GPUs but no NVIDIA driver is loaded (" + filepath.Join(procRoot, "driver/nvidia/version") + " is missing)", "install and load the NVIDIA driver (modprobe nvidia), then " + regen})
+	case len(stale) > 0:
+		out = append(out, Check{"GPU driver", "fail", fmt.Sprintf("the loaded driver is %s but %s: its library mounts are out of date", driver, strings.Join(slices.Compact(stale), "; ")), "regenerate the spec after every driver upgrade: " + regen})
+	case driver != "":
+		out = append(out, Check{"GPU driver", "ok", "NVIDIA " + driver + "; the CDI specs match it", ""})
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,10 +44,8 @@ func buildBinaries(t testing.TB) (runner, hook string) {
 		}
 		os.Chmod(dir, 0o755)
 		runnerBin, hookBin = filepath.Join(dir, "runner"), filepath.Join(dir, "sealrun-netns-hook")
-		for out, pkg := range map[string]string{runnerBin: "../cmd/runner", hookBin: "../cmd/sealrun-netns-hook"} {
-			cmd := exec.Command("go", "build", "-o", out, pkg)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if b, err := cmd.CombinedOutput(); err != nil {
+		for out, pkg := range map[string]string{runnerBin: "cmd/runner", hookBin: "cmd/sealrun-netns-hook"} {
+			if b, err := testenv.GoBuild(out, pkg); err != nil {
 				buildErr = &buildError{string(b)}
 				return
 			}
@@ -119,7 +116,7 @@ func assertNoLeaks(t *testing.T, h *Host) {
 		if _, err := os.Stat(filepath.Join("/run/netns", Prefix+id+"-gw")); err == nil {
 			t.Errorf("leaked network namespace of run %s", id)
 		}
-		if (cgroupTree{path: CgroupRoot + "/" + id}).exists() {
+		if (cgroupTree{path: h.placement.Root + "/" + id}).exists() {
 			t.Errorf("leaked cgroup of run %s", id)
 		}
 		for _, ws := range rec.Workspaces {

@@ -59,9 +59,12 @@ type ProbeResult struct {
 	Links          []string          `json:"links"`
 	Routes         []string          `json:"routes"`
 	Addresses      []string          `json:"addresses"`
-	PidsMax        string            `json:"pids_max"`
-	MemoryMax      string            `json:"memory_max"`
-	CPUQuota       string            `json:"cpu_quota"`
+	// Limits are the container's cgroup limits read on the host, LimitsInside the same read from
+	// inside (memory, swap beyond memory, pids, cpu as "quota period", cpuset).
+	Limits       map[string]string `json:"limits"`
+	LimitsInside map[string]string `json:"limits_inside"`
+	// Devices are the device rules that hold for the container: devices.list (v1), or the rules
+	// of sealrun's eBPF filter read back from the kernel (v2).
 	Devices        []string          `json:"devices"`
 	MaskedPathsOK  bool              `json:"masked_paths_ok"`
 	Masked         map[string]string `json:"masked"`
@@ -98,6 +101,7 @@ type inside struct {
 	Nested   map[string]string `json:"nested"`
 	Sockets  map[string]string `json:"sockets"`
 	Syscalls map[string]string `json:"syscalls"`
+	Limits   map[string]string `json:"limits"`
 }
 
 // lineSignal is a writer that closes got when it has seen a newline.
@@ -224,7 +228,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	if pid := c.Pid(); pid > 0 {
 		res.Namespaces = ownNamespaces(pid)
 		res.FDs = fdList(pid)
-		res.PidsMax, res.MemoryMax, res.CPUQuota, res.Devices = cgroupLimits(c.cg.path)
+		res.Limits, res.Devices = cgroupLimits(c.leaf.path)
 		syscall.Kill(pid, syscall.SIGUSR1) // release the posture process: the host side is read
 	}
 	code, werr := c.Wait(ctx)
@@ -239,7 +243,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	res.UIDMap, res.GIDMap, res.CapEff, res.Seccomp, res.NoNewPrivs = in.UIDMap, in.GIDMap, in.CapEff, in.Seccomp, in.NoNewPrivs
 	res.ReadonlyRootfs, res.MaskedPathsOK, res.Masked, res.EnvKeys = in.ReadonlyRootfs, in.MaskedPathsOK, in.Masked, in.EnvKeys
 	res.RootfsOwner = in.RootfsOwner
-	res.Nested, res.Sockets, res.Syscalls = in.Nested, in.Sockets, in.Syscalls
+	res.Nested, res.Sockets, res.Syscalls, res.LimitsInside = in.Nested, in.Sockets, in.Syscalls, in.Limits
 	for i := range attempts {
 		for _, e := range in.Egress {
 			if e.Target == attempts[i].Target {
@@ -299,16 +303,33 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 		}
 	}
 	r.judgeKernel()
-	limits := cfg.Limits.WithDefaults()
-	if r.PidsMax != strconv.FormatInt(limits.Pids, 10) {
-		bad("pids.max %q; expected %d", r.PidsMax, limits.Pids)
+	wantLimits := expectedLimits(cfg.Limits)
+	for _, side := range []struct {
+		name string
+		got  map[string]string
+	}{{"on the host", r.Limits}, {"inside", r.LimitsInside}} {
+		for _, k := range sortedKeys(wantLimits) {
+			if got := side.got[k]; got != wantLimits[k] {
+				bad("%s limit is %q %s; expected %q", k, got, side.name, wantLimits[k])
+			}
+		}
 	}
-	if r.MemoryMax != strconv.FormatInt(limits.MemoryBytes, 10) {
-		bad("memory limit %q; expected %d", r.MemoryMax, limits.MemoryBytes)
+	wantDev := map[string]bool{}
+	if rules, err := allowRules(resources(cfg.Limits.WithDefaults(), cfg.Devices).Devices); err == nil {
+		for _, d := range rules {
+			wantDev[d.String()] = true
+		}
 	}
+	gotDev := map[string]bool{}
 	for _, d := range r.Devices {
-		if strings.HasPrefix(d, "a ") || strings.Contains(d, "*:* ") || d == "c 10:200 rwm" {
-			bad("the device cgroup allows %s", d)
+		gotDev[d] = true
+		if !wantDev[d] {
+			bad("the device cgroup allows %s; expected only the standard nodes and the role's GPUs", d)
+		}
+	}
+	for d := range wantDev {
+		if !gotDev[d] {
+			bad("the device cgroup lacks %s", d)
 		}
 	}
 	for _, fd := range r.FDs {
@@ -400,26 +421,109 @@ func fdList(pid int) []string {
 	return out
 }
 
-// cgroupLimits reads pids.max, the memory limit, the CPU quota and the device rules.
-func cgroupLimits(path string) (pids, mem, cpu string, devices []string) {
+// expectedLimits is what a container with limits l must read in its cgroup, in the vocabulary of
+// runner posture's limits: no swap, the CPU quota over a 100 ms period.
+func expectedLimits(l Limits) map[string]string {
+	l = l.WithDefaults()
+	want := map[string]string{
+		"memory": strconv.FormatInt(l.MemoryBytes, 10),
+		"swap":   "0",
+		"pids":   strconv.FormatInt(l.Pids, 10),
+		"cpu":    fmt.Sprintf("%d 100000", int64(l.CPUs*100000)),
+	}
+	if cpus, err := ParseCPUList(l.CPUSet); err == nil && l.CPUSet != "" {
+		want["cpuset"] = FormatCPUList(cpus)
+	}
+	if io := IOLimitText(l); io != "" {
+		want["io"] = io
+	}
+	return want
+}
+
+// cgroupLimits reads a container's limits and device rules on the host, from the runtime's
+// cgroup (path).
+func cgroupLimits(path string) (limits map[string]string, devices []string) {
 	read := func(p string) string {
-		b, _ := os.ReadFile(p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "absent"
+		}
 		return strings.TrimSpace(string(b))
 	}
+	limits = map[string]string{}
 	if cgroups.Mode() == cgroups.Unified {
-		base := filepath.Join("/sys/fs/cgroup", path)
-		return read(base + "/pids.max"), read(base + "/memory.max"), read(base + "/cpu.max"), []string{"eBPF device filter (cgroup v2)"}
+		base := filepath.Join(unifiedMountpoint, path)
+		limits["memory"], limits["swap"], limits["pids"], limits["cpu"] = read(base+"/memory.max"), read(base+"/memory.swap.max"), read(base+"/pids.max"), read(base+"/cpu.max")
+		limits["cpuset"] = read(base + "/cpuset.cpus.effective")
+		limits["io"] = normalizeIOMax(read(base + "/io.max"))
+		rules, _, err := effectiveDeviceRules(base)
+		if err != nil {
+			return limits, []string{"unreadable: " + err.Error()}
+		}
+		return limits, rules
 	}
-	pids = read(filepath.Join("/sys/fs/cgroup/pids", path, "pids.max"))
-	mem = read(filepath.Join("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes"))
-	cpu = read(filepath.Join("/sys/fs/cgroup/cpu", path, "cpu.cfs_quota_us"))
-	if cpu == "" {
-		cpu = read(filepath.Join("/sys/fs/cgroup/cpu,cpuacct", path, "cpu.cfs_quota_us"))
+	mem := read(filepath.Join("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes"))
+	limits["memory"], limits["swap"] = mem, "absent"
+	if memsw := read(filepath.Join("/sys/fs/cgroup/memory", path, "memory.memsw.limit_in_bytes")); memsw != "absent" {
+		a, err1 := strconv.ParseInt(memsw, 10, 64)
+		b, err2 := strconv.ParseInt(mem, 10, 64)
+		if err1 == nil && err2 == nil {
+			limits["swap"] = strconv.FormatInt(a-b, 10)
+		}
 	}
+	limits["pids"] = read(filepath.Join("/sys/fs/cgroup/pids", path, "pids.max"))
+	cpuDir := filepath.Join("/sys/fs/cgroup/cpu", path)
+	if _, err := os.Stat(cpuDir + "/cpu.cfs_quota_us"); err != nil {
+		cpuDir = filepath.Join("/sys/fs/cgroup/cpu,cpuacct", path)
+	}
+	limits["cpu"] = read(cpuDir+"/cpu.cfs_quota_us") + " " + read(cpuDir+"/cpu.cfs_period_us")
+	limits["cpuset"] = read(filepath.Join("/sys/fs/cgroup/cpuset", path, "cpuset.effective_cpus"))
+	limits["io"] = normalizeBlkioThrottle(read(filepath.Join("/sys/fs/cgroup/blkio", path, "blkio.throttle.read_bps_device")), read(filepath.Join("/sys/fs/cgroup/blkio", path, "blkio.throttle.write_bps_device")))
 	for _, l := range strings.Split(read(filepath.Join("/sys/fs/cgroup/devices", path, "devices.list")), "\n") {
-		if l != "" {
+		if l != "" && l != "absent" {
 			devices = append(devices, l)
 		}
 	}
-	return pids, mem, cpu, devices
+	return limits, devices
+}
+
+// normalizeIOMax turns cgroup v2 io.max ("7:3 rbps=1048576 wbps=max riops=max wiops=max") into
+// IOLimitText's vocabulary, dropping what is unlimited. runner posture does the same inside.
+func normalizeIOMax(text string) string {
+	var parts []string
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || text == "absent" {
+			continue
+		}
+		p := f[0]
+		for _, kv := range f[1:] {
+			if k, v, _ := strings.Cut(kv, "="); (k == "rbps" || k == "wbps") && v != "max" {
+				p += " " + kv
+			}
+		}
+		if p != f[0] {
+			parts = append(parts, p)
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// normalizeBlkioThrottle does the same for cgroup v1's blkio.throttle.{read,write}_bps_device.
+func normalizeBlkioThrottle(read, write string) string {
+	caps := map[string]string{}
+	for _, f := range []struct{ text, key string }{{read, "rbps"}, {write, "wbps"}} {
+		for _, line := range strings.Split(f.text, "\n") {
+			if dev, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && f.text != "absent" {
+				caps[dev] += " " + f.key + "=" + v
+			}
+		}
+	}
+	var parts []string
+	for dev, c := range caps {
+		parts = append(parts, dev+c)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }

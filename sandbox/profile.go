@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -33,8 +35,11 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q; use controller, runner or grader", s)
 }
 
-// CgroupRoot is the parent of every cgroup sealrun makes: /sealrun/<run>/<container>.
-const CgroupRoot = "/sealrun"
+// DefaultCgroupRoot is the parent of runs' cgroups where nothing is delegated (see Placement).
+const DefaultCgroupRoot = "/sealrun"
+
+// runtimeLeaf is the runtime's cgroup below each container's wrapper: <root>/<run>/<container>/ctr.
+const runtimeLeaf = "ctr"
 
 // Container paths.
 const (
@@ -61,6 +66,13 @@ type Limits struct {
 	TmpfsBytes  int64   // size of /tmp
 	ShmBytes    int64   // size of /dev/shm
 	NoFile      uint64  // RLIMIT_NOFILE
+	// CPUSet pins the container to these CPUs (cpuset.cpus, Linux list syntax "0-3,8"); "" for
+	// any CPU of the host. The daemon gives each run CPUs of its own.
+	CPUSet string
+	// IOReadBPS and IOWriteBPS cap the bytes a second the container reads from and writes to each
+	// of IODevices ("major:minor": the daemon gives a run's workspace device); 0 for no cap.
+	IOReadBPS, IOWriteBPS int64
+	IODevices             []string
 }
 
 // DefaultLimits are small enough for a laptop demo; tracks override CPUs and memory.
@@ -132,6 +144,24 @@ func (l Limits) Validate() error {
 	if d.NoFile < 64 || d.NoFile > maxNoFile {
 		bad("nofile", "is %d; give 64 to %d", l.NoFile, maxNoFile)
 	}
+	if l.IOReadBPS < 0 || l.IOWriteBPS < 0 {
+		bad("io", "read %d, write %d bytes a second; give 0 (no cap) or more", l.IOReadBPS, l.IOWriteBPS)
+	}
+	if (l.IOReadBPS > 0 || l.IOWriteBPS > 0) && len(l.IODevices) == 0 {
+		bad("io_devices", "none; an I/O cap needs the devices it applies to (major:minor)")
+	}
+	for _, d := range l.IODevices {
+		if _, _, err := parseDevNum(d); err != nil {
+			bad("io_devices", "%q: %v", d, err)
+		}
+	}
+	if l.CPUSet != "" {
+		if cpus, err := ParseCPUList(l.CPUSet); err != nil {
+			bad("cpuset", "%q: %v", l.CPUSet, err)
+		} else if float64(len(cpus)) < d.CPUs {
+			bad("cpuset", "%q has %d CPUs, fewer than the %v the CPU limit gives", l.CPUSet, len(cpus), d.CPUs)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -153,7 +183,7 @@ type Profile struct {
 	Extra     []specs.Mount
 
 	Limits      Limits
-	CgroupsPath string // "/sealrun/<run>/<container>"
+	CgroupsPath string // "<root>/<run>/<container>/ctr" (see Placement)
 	Devices     []specs.LinuxDevice
 }
 
@@ -260,7 +290,6 @@ func Spec(p Profile) (*specs.Spec, error) {
 			},
 			CgroupsPath:   p.CgroupsPath,
 			Resources:     resources(l, p.Devices),
-			Devices:       append([]specs.LinuxDevice(nil), p.Devices...),
 			MaskedPaths:   append([]string(nil), maskedPaths...),
 			ReadonlyPaths: append([]string(nil), readonlyPaths...),
 			Seccomp:       Seccomp(),
@@ -290,6 +319,13 @@ func Spec(p Profile) (*specs.Spec, error) {
 		s.Mounts = append(s.Mounts, bind(p.Bundle, BundlePath, true))
 	}
 	s.Mounts = append(s.Mounts, p.Extra...)
+	// Devices: in the user namespace no node can be made, so each is a bind mount of the host's
+	// node (from where Extra says, else the same path), and the device cgroup allows exactly them.
+	for _, d := range p.Devices {
+		if !slices.ContainsFunc(p.Extra, func(m specs.Mount) bool { return m.Destination == d.Path }) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: d.Path, Type: "bind", Source: d.Path, Options: []string{"bind", "nosuid"}})
+		}
+	}
 	return s, nil
 }
 
@@ -316,12 +352,25 @@ func resources(l Limits, devices []specs.LinuxDevice) *specs.LinuxResources {
 	noOOMKill := false
 	pids := l.Pids
 	r := &specs.LinuxResources{
-		CPU:    &specs.LinuxCPU{Period: &period, Quota: &quota},
+		CPU:    &specs.LinuxCPU{Period: &period, Quota: &quota, Cpus: l.CPUSet},
 		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &swap, Swappiness: &swappiness, DisableOOMKiller: &noOOMKill},
 		Pids:   &specs.LinuxPids{Limit: &pids},
 		Devices: []specs.LinuxDeviceCgroup{
 			{Allow: false, Access: "rwm"},
 		},
+	}
+	if l.IOReadBPS > 0 || l.IOWriteBPS > 0 {
+		r.BlockIO = &specs.LinuxBlockIO{}
+		for _, dev := range l.IODevices {
+			major, minor, _ := parseDevNum(dev)
+			dd := specs.LinuxBlockIODevice{Major: major, Minor: minor}
+			if l.IOReadBPS > 0 {
+				r.BlockIO.ThrottleReadBpsDevice = append(r.BlockIO.ThrottleReadBpsDevice, specs.LinuxThrottleDevice{LinuxBlockIODevice: dd, Rate: uint64(l.IOReadBPS)})
+			}
+			if l.IOWriteBPS > 0 {
+				r.BlockIO.ThrottleWriteBpsDevice = append(r.BlockIO.ThrottleWriteBpsDevice, specs.LinuxThrottleDevice{LinuxBlockIODevice: dd, Rate: uint64(l.IOWriteBPS)})
+			}
+		}
 	}
 	for _, d := range standardDevices {
 		major, minor := d.major, d.minor
@@ -342,7 +391,7 @@ func resources(l Limits, devices []specs.LinuxDevice) *specs.LinuxResources {
 // UID range, default limits.
 func ExampleProfile(role Role, rootfs string) Profile {
 	p := Profile{Role: role, Rootfs: rootfs, Args: []string{"/bin/sh"}, UIDs: IDRange{Base: RangeBase + RangeSize, Size: RangeSize}, SharedGID: RangeBase,
-		CgroupsPath: CgroupRoot + "/<run>/<container>"}
+		CgroupsPath: DefaultCgroupRoot + "/<run>/<container>/" + runtimeLeaf}
 	switch role {
 	case RoleController:
 		p.Workspace, p.Runner = "/var/lib/sealrun/runs/<run>/workspace", "/usr/local/bin/runner"
@@ -354,4 +403,83 @@ func ExampleProfile(role Role, rootfs string) Profile {
 		p.Args = []string{"/bundle/entrypoint"}
 	}
 	return p
+}
+
+// ParseCPUList parses a Linux CPU list ("0-3,8,10-11") into sorted, distinct CPU numbers.
+func ParseCPUList(s string) ([]int, error) {
+	seen := map[int]bool{}
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b >= maxCPUs {
+			return nil, fmt.Errorf("%q is not a CPU or a range of CPUs (Linux list syntax: 0-3,8)", part)
+		}
+		for c := a; c <= b; c++ {
+			seen[c] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// FormatCPUList writes sorted CPU numbers in Linux list syntax ("0-3,8").
+func FormatCPUList(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseDevNum parses a device number "major:minor".
+func parseDevNum(s string) (major, minor int64, err error) {
+	a, b, ok := strings.Cut(s, ":")
+	if ok {
+		major, err = strconv.ParseInt(a, 10, 32)
+		if err == nil {
+			minor, err = strconv.ParseInt(b, 10, 32)
+		}
+	}
+	if !ok || err != nil || major < 0 || minor < 0 {
+		return 0, 0, fmt.Errorf("not a device number major:minor (like 7:3)")
+	}
+	return major, minor, nil
+}
+
+// IOLimitText is a container's I/O caps in the vocabulary the probe reads them back in:
+// "7:3 rbps=1048576 wbps=2097152", one per device, sorted ("" without caps).
+func IOLimitText(l Limits) string {
+	if l.IOReadBPS <= 0 && l.IOWriteBPS <= 0 {
+		return ""
+	}
+	var parts []string
+	for _, d := range l.IODevices {
+		p := d
+		if l.IOReadBPS > 0 {
+			p += fmt.Sprintf(" rbps=%d", l.IOReadBPS)
+		}
+		if l.IOWriteBPS > 0 {
+			p += fmt.Sprintf(" wbps=%d", l.IOWriteBPS)
+		}
+		parts = append(parts, p)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }

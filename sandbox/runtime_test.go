@@ -27,7 +27,7 @@ func TestRuntimeDriverVerbs(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.Chmod(filepath.Dir(ws), 0o711)
 	os.Mkdir(ws, 0o777)
-	p.Workspace, p.Args, p.CgroupsPath = ws, []string{"sleep", "60"}, CgroupRoot+"/driver/sealrun-driver-1"
+	p.Workspace, p.Args, p.CgroupsPath = ws, []string{"sleep", "60"}, h.placement.Root+"/driver/sealrun-driver-1"
 	spec, err := Spec(p)
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +39,8 @@ func TestRuntimeDriverVerbs(t *testing.T) {
 	id := "sealrun-driver-1"
 	defer func() {
 		h.Runtime.Delete(ctx, id)
-		(cgroupTree{path: CgroupRoot + "/driver"}).Remove()
-		removeRootIfEmpty()
+		(cgroupTree{path: h.placement.Root + "/driver"}).Remove()
+		removeRootIfEmpty(h.placement.Root)
 		os.RemoveAll(bundle)
 	}()
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -46,11 +47,14 @@ type HostConfig struct {
 	// mounts: image files then appear owned by nobody inside. Off by default: a failed idmap
 	// is an error.
 	AllowUnshiftedRootfs bool
+	// CgroupParent is the cgroup runs are created under ("": where ResolvePlacement says).
+	CgroupParent string
 }
 
 // Host is the sandbox on one machine.
 type Host struct {
 	cfg       HostConfig
+	placement Placement
 	Runtime   *Runtime
 	ranges    *Ranges
 	hookPath  string
@@ -113,8 +117,15 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
+	placement, err := ResolvePlacement(cfg.CgroupParent)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{cfg: cfg, placement: placement, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
 }
+
+// Placement says where this host creates its runs' cgroups, and why.
+func (h *Host) Placement() Placement { return h.placement }
 
 // Ranges is the host's UID range allocator.
 func (h *Host) Ranges() *Ranges { return h.ranges }
@@ -124,7 +135,7 @@ func (h *Host) RunDir() string { return h.cfg.RunDir }
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
 
-// Run is one run's sandbox layout: a cgroup parent /sealrun/<id>, a gateway netns
+// Run is one run's sandbox layout: a cgroup parent <root>/<id> (see Placement), a gateway netns
 // sealrun-<id>-gw, a UID range whose base is the run's shared GID, and its workspaces. What it
 // creates is recorded under the host's run directory (runs/<id>/record.json) before it is
 // created, so that Reap of this host — and only of this host — finds it after a crash.
@@ -188,7 +199,7 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 	if !runIDRE.MatchString(id) {
 		return nil, fmt.Errorf("%w: run id %q: use 1 to 31 lowercase letters, digits and dashes", ErrBadConfig, id)
 	}
-	r = &Run{h: h, ID: id, gateway: Prefix + id + "-gw", cg: cgroupTree{path: CgroupRoot + "/" + id}, live: map[string]*Container{}}
+	r = &Run{h: h, ID: id, gateway: Prefix + id + "-gw", cg: cgroupTree{path: path.Join(h.placement.Root, id)}, live: map[string]*Container{}}
 	r.rec.ID = id
 	dir := h.runRecordDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -230,7 +241,7 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 	if err = r.save(); err != nil {
 		return nil, err
 	}
-	if err = r.cg.Create(); err != nil {
+	if err = r.cg.Create(h.placement.Base); err != nil {
 		return nil, infra(id, "create cgroup", err)
 	}
 	undo = append(undo, func() { r.cg.KillAll(time.Second); r.cg.Remove() })
@@ -295,18 +306,23 @@ type ContainerConfig struct {
 	Stdout, Stderr io.Writer
 }
 
-// Container is a started container.
+// Container is a started container. Its cgroup is a wrapper sealrun makes (<run>/<container>)
+// with the runtime's own below it (<run>/<container>/ctr), which the runtime sets the limits on
+// and removes the moment the container exits: the wrapper outlives it, so the container's CPU
+// time, memory peak and OOM kills stay readable, and on cgroup v2 sealrun's device filter sits on
+// it, out of the runtime's reach.
 type Container struct {
 	run      *Run
 	ID       string
 	Role     Role
 	UIDs     IDRange
 	bundle   string
-	cg       cgroupTree
+	cg       cgroupTree // the wrapper
+	leaf     cgroupTree // the runtime's
 	Evidence NetnsEvidence
 	pid      int
 	stdin    io.WriteCloser
-	usage    *usage
+	oom      *oomWatch // v1
 
 	done     chan struct{}
 	exit     int
@@ -330,6 +346,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	id := fmt.Sprintf("%s%s-%s-%d", Prefix, r.ID, cfg.Role, r.seq)
 	r.mu.Unlock()
 	c := &Container{run: r, ID: id, Role: cfg.Role, cg: cgroupTree{path: r.cg.path + "/" + id}, done: make(chan struct{}), stderr: &limitedBuffer{max: 8 << 10}}
+	c.leaf = cgroupTree{path: c.cg.path + "/" + runtimeLeaf}
 	defer func() {
 		if err != nil {
 			c.Destroy(context.Background())
@@ -338,10 +355,22 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	spec, err := Spec(Profile{
 		Role: cfg.Role, Rootfs: cfg.Rootfs, Args: cfg.Args, Env: cfg.Env, Cwd: cfg.Cwd, Hostname: string(cfg.Role),
 		UIDs: IDRange{Base: RangeBase, Size: RangeSize}, SharedGID: r.shared.Base, Workspace: cfg.Workspace, Bundle: cfg.Bundle, Runner: cfg.Runner,
-		Extra: cfg.Extra, Limits: cfg.Limits, CgroupsPath: c.cg.path, Devices: cfg.Devices,
+		Extra: cfg.Extra, Limits: cfg.Limits, CgroupsPath: c.leaf.path, Devices: cfg.Devices,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
+	}
+	if err = c.cg.Create(r.h.placement.Base); err != nil {
+		return nil, infra(id, "create cgroup", err)
+	}
+	if c.cg.unified() {
+		rules, rerr := allowRules(spec.Linux.Resources.Devices)
+		if rerr == nil {
+			rerr = attachDeviceFilter(c.cg.dirV2(), rules)
+		}
+		if rerr != nil {
+			return nil, infra(id, "device filter", rerr)
+		}
 	}
 	if err = checkMountpoints(cfg.Rootfs, spec.Mounts); err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
@@ -364,7 +393,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 		return nil, infra(id, "idmapped rootfs", fmt.Errorf("%w; image files would appear owned by nobody inside. Use a kernel (5.12+) and filesystem that can idmap mounts (sealrun doctor checks), or allow unshifted rootfs in the configuration", serr))
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
-	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.cg.path)
+	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.leaf.path)
 	spec.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{hook}}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
@@ -441,13 +470,12 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 				r.evidence[cfg.Role] = c.Evidence
 			}
 			r.mu.Unlock()
-			c.usage = c.cg.watch(c.done)
+			c.oom = c.leaf.watchOOM()
 			return c, nil
 		}
 		select {
 		case <-c.done:
 			if c.err == nil && readRecord() {
-				c.usage = &usage{}
 				return c, nil // a command that finished before we looked (its exit is kept)
 			}
 			msg := c.stderr.String()
@@ -560,15 +588,14 @@ func (c *Container) Freeze() error { return infra(c.ID, "freeze", c.cg.Freeze())
 // Thaw resumes a frozen container.
 func (c *Container) Thaw() error { return infra(c.ID, "thaw", c.cg.Thaw()) }
 
-// Stats returns the container's cgroup counters: read now while it runs; after it exited, the
-// last sample (taken at most 100 ms before the exit; CPU time may miss that last stretch) with
-// the peaks seen. OOMKilled is exact on cgroup v1 (the memory cgroup's OOM event).
+// Stats returns the container's cgroup counters, read from its wrapper cgroup: exact while it runs
+// and after it exited, until Destroy.
 func (c *Container) Stats() (CgroupStats, error) {
-	if st, err := c.cg.Stats(); err == nil {
-		c.usage.merge(st)
+	st, err := c.cg.Stats()
+	if err != nil {
+		return st, infra(c.ID, "stats", err)
 	}
-	st, oom := c.usage.get()
-	if oom && st.OOMKills == 0 {
+	if c.oom.seen() && st.OOMKills == 0 {
 		st.OOMKills = 1
 	}
 	return st, nil
@@ -577,8 +604,8 @@ func (c *Container) Stats() (CgroupStats, error) {
 // OOMKilled reports whether the kernel's OOM killer killed a process of the container (the
 // agent's fault: its memory limit, not the host's).
 func (c *Container) OOMKilled() bool {
-	_, oom := c.usage.get()
-	return oom
+	st, err := c.Stats()
+	return err == nil && st.OOMKills > 0
 }
 
 // Destroy kills the container if it runs and removes everything it had: runtime state, cgroup,
@@ -703,7 +730,7 @@ func (h *Host) removeRecorded(rec runRecord) []error {
 		if err := t.Remove(); err != nil {
 			errs = append(errs, err)
 		}
-		removeRootIfEmpty()
+		removeRootIfEmpty(h.placement.Root)
 	}
 	for _, ws := range rec.Workspaces {
 		if err := unmountWorkspace(ws); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,8 +185,9 @@ func TestSpecRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := s.Linux.Resources.Devices[len(s.Linux.Resources.Devices)-1]
-	if !last.Allow || *last.Major != 195 || len(s.Linux.Devices) != 1 {
-		t.Errorf("runner GPU device not allowed: %+v", last)
+	bound := s.Mounts[len(s.Mounts)-1]
+	if !last.Allow || *last.Major != 195 || len(s.Linux.Devices) != 0 || bound.Destination != gpu[0].Path || bound.Source != gpu[0].Path || slices.Contains(bound.Options, "nodev") {
+		t.Errorf("runner GPU device not allowed and bound from the host: rule %+v, last mount %+v, runtime-made nodes %v", last, bound, s.Linux.Devices)
 	}
 }
 
@@ -268,5 +270,26 @@ func TestCheckAirGap(t *testing.T) {
 	}
 	if err := checkAirGap(RoleController, good); err == nil {
 		t.Error("a controller without its veth passed")
+	}
+}
+
+func TestCPUList(t *testing.T) {
+	for in, want := range map[string]string{"0": "0", "3,1,2": "1-3", "0-3,8,10-11": "0-3,8,10-11", " 5 ": "5", "2,2,2-3": "2-3"} {
+		cpus, err := ParseCPUList(in)
+		if err != nil || FormatCPUList(cpus) != want {
+			t.Errorf("%q: %v %v; want %s", in, cpus, err, want)
+		}
+	}
+	for _, bad := range []string{"", "a", "3-1", "-1", "1,,2", "0-99999"} {
+		if _, err := ParseCPUList(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if err := (Limits{CPUs: 2, CPUSet: "0"}).Validate(); err == nil || !strings.Contains(err.Error(), "limits.cpuset") {
+		t.Errorf("a CPU set smaller than the CPU limit: %v", err)
+	}
+	s, err := Spec(Profile{Role: RoleRunner, Rootfs: "/r", Args: []string{"x"}, UIDs: IDRange{Base: RangeBase, Size: RangeSize}, SharedGID: RangeBase, Workspace: "/w", Limits: Limits{CPUSet: "1"}})
+	if err != nil || s.Linux.Resources.CPU.Cpus != "1" {
+		t.Errorf("cpuset in the spec: %v", err)
 	}
 }

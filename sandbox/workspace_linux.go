@@ -154,3 +154,13 @@ func isMountpoint(dir string) bool {
 	}
 	return st.Dev != parent.Dev
 }
+
+// DeviceOf is the device number ("major:minor") of the filesystem dir is on: for a workspace
+// with a quota, its own loop device, which the run's I/O caps apply to.
+func DeviceOf(dir string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return "", fmt.Errorf("device of %s: %w", dir, err)
+	}
+	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)), nil
+}

@@ -17,6 +17,8 @@ packages=(
   slurmd          #   node daemon,
   slurm-client    #   sbatch, squeue, sacct, scontrol
   munge           #   and Slurm's authentication
+  qemu-system-x86 # make test-cgroup2 boots a cgroup-v2-only Debian guest (systemd as PID 1)
+  lz4             #   and unpacks the Debian kernel's vmlinuz for qemu -kernel
 )
 
 missing=()

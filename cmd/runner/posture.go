@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +40,9 @@ type posture struct {
 	Sockets map[string]string `json:"sockets"`
 	// Syscalls: kernel surfaces the filter refuses (pidfd_getfd, mbind, bpf, io_uring, ...).
 	Syscalls map[string]string `json:"syscalls"`
+	// Limits: the container's cgroup limits as read inside (its cgroup namespace makes its own
+	// cgroup the root of /sys/fs/cgroup): memory, swap, pids, cpu, cpuset; "absent" when the file is.
+	Limits map[string]string `json:"limits"`
 }
 
 type egress struct {
@@ -126,6 +130,7 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 	p.Nested = nestedNamespaces()
 	p.Sockets = socketFamilies()
 	p.Syscalls = gatedSyscalls()
+	p.Limits = cgroupLimitsInside()
 	p.Hostname, _ = os.Hostname()
 	p.Cwd, _ = os.Getwd()
 	for _, kv := range os.Environ() {
@@ -181,4 +186,81 @@ func describeRead(b []byte, err error) string {
 		return "empty"
 	}
 	return fmt.Sprintf("readable (%d+ bytes)", len(b))
+}
+
+// cgroupLimitsInside reads the container's limits from its own /sys/fs/cgroup, on v2 or v1, in
+// one vocabulary: memory and swap in bytes (swap: beyond memory), pids, cpu as "quota period"
+// (microseconds; "max" for none), cpuset as the CPU list.
+func cgroupLimitsInside() map[string]string {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "absent"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	out := map[string]string{}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		out["memory"] = read("/sys/fs/cgroup/memory.max")
+		out["swap"] = read("/sys/fs/cgroup/memory.swap.max")
+		out["pids"] = read("/sys/fs/cgroup/pids.max")
+		out["cpu"] = read("/sys/fs/cgroup/cpu.max")
+		out["cpuset"] = read("/sys/fs/cgroup/cpuset.cpus.effective")
+		out["io"] = ioCaps(read("/sys/fs/cgroup/io.max"), "", "")
+		return out
+	}
+	mem := read("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+	out["memory"] = mem
+	out["swap"] = "absent"
+	if memsw := read("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); memsw != "absent" {
+		a, err1 := strconv.ParseInt(memsw, 10, 64)
+		b, err2 := strconv.ParseInt(mem, 10, 64)
+		if err1 == nil && err2 == nil {
+			out["swap"] = strconv.FormatInt(a-b, 10)
+		}
+	}
+	out["pids"] = read("/sys/fs/cgroup/pids/pids.max")
+	cpuDir := "/sys/fs/cgroup/cpu"
+	if _, err := os.Stat(cpuDir + "/cpu.cfs_quota_us"); err != nil {
+		cpuDir = "/sys/fs/cgroup/cpu,cpuacct"
+	}
+	quota, period := read(cpuDir+"/cpu.cfs_quota_us"), read(cpuDir+"/cpu.cfs_period_us")
+	switch {
+	case quota == "absent" || period == "absent":
+		out["cpu"] = "absent"
+	case quota == "-1":
+		out["cpu"] = "max " + period
+	default:
+		out["cpu"] = quota + " " + period
+	}
+	out["cpuset"] = read("/sys/fs/cgroup/cpuset/cpuset.effective_cpus")
+	out["io"] = ioCaps("", read("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device"), read("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device"))
+	return out
+}
+
+// ioCaps puts the byte-rate caps of io.max (v2) or of blkio.throttle.*_bps_device (v1) into one
+// vocabulary: "7:3 rbps=1048576 wbps=2097152" per device, sorted, what is unlimited left out.
+func ioCaps(ioMax, v1Read, v1Write string) string {
+	caps := map[string][]string{}
+	for _, line := range strings.Split(ioMax, "\n") {
+		f := strings.Fields(line)
+		for _, kv := range f[min(1, len(f)):] {
+			if k, v, _ := strings.Cut(kv, "="); (k == "rbps" || k == "wbps") && v != "max" {
+				caps[f[0]] = append(caps[f[0]], kv)
+			}
+		}
+	}
+	for _, f := range []struct{ text, key string }{{v1Read, "rbps"}, {v1Write, "wbps"}} {
+		for _, line := range strings.Split(f.text, "\n") {
+			if dev, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+				caps[dev] = append(caps[dev], f.key+"="+v)
+			}
+		}
+	}
+	var parts []string
+	for dev, c := range caps {
+		parts = append(parts, dev+" "+strings.Join(c, " "))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -23,7 +25,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = filepath.Join(dir, "sealrun")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := testenv.GoBuild(bin, "cmd/sealrun")
 	if err != nil {
 		os.RemoveAll(dir)
 		panic("go build: " + err.Error() + "\n" + string(out))
@@ -174,7 +176,5 @@ func TestTrackShowGolden(t *testing.T) {
 
 // buildStatic builds the static runner client to path.
 func buildStatic(path string) ([]byte, error) {
-	cmd := exec.Command("go", "build", "-o", path, "../runner")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	return cmd.CombinedOutput()
+	return testenv.GoBuild(path, "cmd/runner")
 }

@@ -208,7 +208,8 @@ func writeProbe(out interface{ Write([]byte) (int, error) }, r *sandbox.ProbeRes
 	row("links", "%s", strings.Join(r.Links, ", "))
 	row("addresses", "%s", strings.Join(r.Addresses, ", "))
 	row("routes", "%s", strings.Join(r.Routes, "; "))
-	row("limits", "pids %s, memory %s, cpu quota %s", r.PidsMax, r.MemoryMax, r.CPUQuota)
+	row("limits (host)", "memory %s, swap %s, pids %s, cpu %s, cpuset %s", r.Limits["memory"], r.Limits["swap"], r.Limits["pids"], r.Limits["cpu"], r.Limits["cpuset"])
+	row("limits (inside)", "memory %s, swap %s, pids %s, cpu %s, cpuset %s", r.LimitsInside["memory"], r.LimitsInside["swap"], r.LimitsInside["pids"], r.LimitsInside["cpu"], r.LimitsInside["cpuset"])
 	row("devices", "%s", strings.Join(r.Devices, ", "))
 	kernel := func(label string, m map[string]string) {
 		keys := make([]string, 0, len(m))

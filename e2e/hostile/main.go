@@ -769,7 +769,10 @@ func detect() {
 			mounts = append(mounts, f[4])
 		}
 	}
-	mem, _ := os.ReadFile("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+	mem, err := os.ReadFile("/sys/fs/cgroup/memory/memory.limit_in_bytes") // cgroup v1
+	if err != nil {
+		mem, _ = os.ReadFile("/sys/fs/cgroup/memory.max") // v2
+	}
 	fmt.Fprintf(os.Stderr, "DETECT hostname=%s\nDETECT env=%s\nDETECT mounts=%s\nDETECT memory=%s\nDETECT cpus=%d\n",
 		host, strings.Join(env, " "), strings.Join(mounts, " "), strings.TrimSpace(string(mem)), numCPU())
 }

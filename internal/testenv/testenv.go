@@ -160,3 +160,21 @@ func RunDir(t testing.TB, reap func(ctx context.Context, runDir string) error) s
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// GoBuild builds the module's package pkg ("cmd/runner") to out, static (CGO off), as the tests
+// that run a command of the module need it. Where SEALRUN_TEST_BIN_DIR is set (the cgroup v2
+// guest, which has no Go toolchain: make test-cgroup2 builds them on the host) it copies the
+// prebuilt DIR/<base name of pkg> instead.
+func GoBuild(out, pkg string) ([]byte, error) {
+	if dir := os.Getenv("SEALRUN_TEST_BIN_DIR"); dir != "" {
+		src := filepath.Join(dir, filepath.Base(pkg))
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return nil, fmt.Errorf("SEALRUN_TEST_BIN_DIR has no prebuilt %s: %w (make test-cgroup2 builds every command the tests run)", pkg, err)
+		}
+		return nil, os.WriteFile(out, b, 0o755)
+	}
+	cmd := exec.Command("go", "build", "-o", out, "github.com/sealrun/sealrun/"+pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd.CombinedOutput()
+}

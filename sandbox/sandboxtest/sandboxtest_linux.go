@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,9 +51,7 @@ func Static(t testing.TB, pkg string) string {
 		binDir = d
 	}
 	out := filepath.Join(binDir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "github.com/sealrun/sealrun/"+pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := testenv.GoBuild(out, pkg); err != nil {
 		t.Fatalf("build %s: %v\n%s", pkg, err, b)
 	}
 	built[pkg] = out

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# make test-cgroup2: boots a cgroup-v2-only Debian guest with qemu and runs there, as root under
+# systemd (PID 1) in a unit with Delegate=yes — as sealrund runs on a GPU server — the root tests
+# of every package that touches cgroups, devices or containers, then a whole sealed run through
+# sealrund started by systemd from the project's own unit, and (with --bench) the container
+# benchmarks. See README, "Where the tests run".
+#
+#   scripts/cgroup2-guest.sh [--cache DIR] [--state DIR] [--work DIR] [--bench] [--keep]
+#
+# --cache  where the guest's root image, kernel and initrd are kept between runs (built once from
+#          Debian's packages with debootstrap, keyed by this script's recipe); default
+#          /var/cache/sealrun/build/cgroup2-guest
+# --state  the local images make test built (images.lock and the store); default /var/lib/sealrun-test
+# --work   scratch (the data and results disks); default a temporary directory, removed after
+# --bench  also run the container and runner benchmarks in the guest
+# --keep   keep --work
+# Environment: CGROUP2_GUEST_TIMEOUT (seconds for the whole boot, default 2700), CGROUP2_GUEST_MEM
+# (default 8G), CGROUP2_GUEST_RUN (a regular expression: only the test binaries whose name matches).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+cache=/var/cache/sealrun/build/cgroup2-guest
+state=/var/lib/sealrun-test
+work=
+bench=0
+keep=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--cache) cache=$2; shift 2 ;;
+	--state) state=$2; shift 2 ;;
+	--work) work=$2; shift 2 ;;
+	--bench) bench=1; shift ;;
+	--keep) keep=1; shift ;;
+	*) echo "cgroup2-guest: unknown argument $1; see the head of $0" >&2; exit 2 ;;
+	esac
+done
+
+say() { printf 'cgroup2-guest: %s\n' "$*"; }
+die() { printf 'cgroup2-guest: %s\n' "$*" >&2; exit 1; }
+started=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - started ))s"; }
+
+[ "$(id -u)" = 0 ] || die "needs root (debootstrap, mkfs, and the guest's root tests); run it as root (make test-cgroup2)"
+for tool in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap mkfs.ext4:e2fsprogs lz4:lz4 go:Go; do
+	command -v "${tool%%:*}" >/dev/null || die "${tool%%:*} is missing (Debian package ${tool#*:}; make deps installs it)"
+done
+[ -f "$state/images.lock" ] || die "no local images in $state (images.lock): make test builds them first (sealrun images build-local)"
+
+# --- The guest's root: Debian bookworm with systemd, the cloud kernel and runc ------------------
+# Bump recipe when what the root holds changes: the cache key is its hash.
+suite=bookworm
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr
+recipe="cgroup2-guest/v1 $suite $mirror $packages"
+key=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
+root_dir=$cache/$key
+if [ ! -f "$root_dir/root.img" ]; then
+	say "building the guest root (debootstrap $suite with systemd, linux-image-cloud-amd64, runc) into $root_dir — a few minutes, once"
+	mkdir -p "$cache"
+	tmp=$(mktemp -d "$cache/.build-XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	(debootstrap --variant=minbase --include="$packages" "$suite" "$tmp/root" "$mirror" >"$tmp/debootstrap.log" 2>&1) &
+	pid=$!
+	while kill -0 $pid 2>/dev/null; do
+		sleep 5
+		say "  debootstrap ($(elapsed)): $(grep -E '^I: ' "$tmp/debootstrap.log" | tail -n 1 | cut -c1-100)"
+	done
+	wait $pid || { tail -n 20 "$tmp/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
+	r=$tmp/root
+	kver=$(ls "$r/lib/modules" | head -n 1)
+	[ -n "$kver" ] && [ -f "$r/boot/initrd.img-$kver" ] || die "the kernel or its initrd is missing in the guest root"
+	# qemu -kernel boots the uncompressed ELF (through PVH): unpack vmlinuz's LZ4 payload.
+	off=$(grep -obUaP '\x02\x21\x4c\x18' "$r/boot/vmlinuz-$kver" | head -n 1 | cut -d: -f1)
+	[ -n "$off" ] || die "no LZ4 payload in vmlinuz-$kver"
+	tail -c +$((off + 1)) "$r/boot/vmlinuz-$kver" | lz4 -dc >"$tmp/vmlinux" 2>/dev/null || true
+	file_head=$(head -c 4 "$tmp/vmlinux" | od -An -tx1 | tr -d ' ')
+	[ "$file_head" = 7f454c46 ] || die "unpacking vmlinuz-$kver did not give an ELF kernel"
+	cp "$r/boot/initrd.img-$kver" "$tmp/initrd.img"
+	# The guest: no login, no network services; /dev/vdb holds this run's data, /dev/vdc takes the
+	# results back (a tar stream); the unit sealrun-guest.service runs the data disk's guest.sh,
+	# delegated like sealrund's, and powers the guest off.
+	echo sealrun-guest >"$r/etc/hostname"
+	printf '/dev/vda / ext4 rw,noatime 0 1\n/dev/vdb /sealrun-guest ext4 rw,noatime 0 2\n' >"$r/etc/fstab"
+	mkdir -p "$r/sealrun-guest"
+	chmod 0711 "$r/sealrun-guest"
+	cat >"$r/etc/systemd/system/sealrun-guest.service" <<-'UNIT'
+		[Unit]
+		Description=sealrun cgroup v2 guest: tests and a sealed run
+		After=local-fs.target systemd-modules-load.service
+		Requires=local-fs.target
+		[Service]
+		Type=oneshot
+		Delegate=yes
+		ExecStart=/sealrun-guest/repo/scripts/cgroup2-guest/guest.sh
+		StandardOutput=tty
+		StandardError=tty
+		TTYPath=/dev/ttyS0
+		TimeoutStartSec=infinity
+		[Install]
+		WantedBy=multi-user.target
+	UNIT
+	ln -sf /etc/systemd/system/sealrun-guest.service "$r/etc/systemd/system/multi-user.target.wants/sealrun-guest.service"
+	for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do
+		ln -sf /dev/null "$r/etc/systemd/system/$u"
+	done
+	printf 'loop\nveth\ntun\noverlay\nbridge\n' >"$r/etc/modules-load.d/sealrun.conf"
+	rm -rf "$r/var/cache/apt/archives/"*.deb
+	say "  packing the root image ($(du -sh "$r" | cut -f1))"
+	truncate -s 8G "$tmp/root.img"
+	mkfs.ext4 -q -F -L sealrun-root -d "$r" "$tmp/root.img"
+	rm -rf "$r"
+	mv "$tmp" "$root_dir"
+	trap - EXIT
+	say "guest root ready in $(elapsed)"
+fi
+
+# --- This run's data: the tree, test binaries and commands built here, the local images ---------
+if [ -z "$work" ]; then
+	work=$(mktemp -d /var/tmp/sealrun-cgroup2-XXXXXX)
+	[ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
+fi
+mkdir -p "$work"
+data=$work/data
+rm -rf "$data" && mkdir -p "$data/tests" "$data/bin" "$data/state" "$work/results"
+chmod 0711 "$data" "$data/state"
+say "copying the tree and building the test binaries and commands for the guest (no Go toolchain there)"
+mkdir -p "$data/repo"
+git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$data/repo"
+export CGO_ENABLED=0 GOTOOLCHAIN=local
+pkgs="sandbox runner grader controller daemon cmd/sealrun"
+for p in $pkgs; do
+	go test -c -o "$data/tests/$(echo "$p" | tr / _).test" "./$p"
+done
+for p in cmd/sealrun cmd/sealrund cmd/runner cmd/sealrun-netns-hook e2e/hostile grader/internal/fastbundle; do
+	go build -trimpath -o "$data/bin/$(basename "$p")" "./$p"
+done
+say "linking the local images into the data disk"
+cp "$state/images.lock" "$data/state/"
+mkdir -p "$data/state/images/sha256"
+chmod 0711 "$data/state/images" "$data/state/images/sha256"
+for key in controller demo-controller python; do
+	ref=$(sed -n "s/^\"$key\" = \"\(.*\)\"/\1/p" "$state/images.lock")
+	digest=${ref##*@sha256:}
+	[ -n "$digest" ] && [ -d "$state/images/sha256/$digest" ] || die "images.lock in $state has no $key image in the store; rebuild with make test"
+	cp -al "$state/images/sha256/$digest" "$data/state/images/sha256/"
+done
+[ -d "$state/airs-digits-raw" ] && cp -al "$state/airs-digits-raw" "$data/state/"
+printf 'bench=%s\nrun=%s\n' "$bench" "${CGROUP2_GUEST_RUN:-}" >"$data/guest.conf"
+size=$(( $(du -sm "$data" | cut -f1) * 13 / 10 + 4096 ))
+say "packing the data disk ($(du -sh "$data" | cut -f1), a ${size} MiB ext4 image)"
+rm -f "$work/data.img"
+truncate -s "${size}M" "$work/data.img"
+mkfs.ext4 -q -F -L sealrun-data -d "$data" "$work/data.img"
+rm -f "$work/results.img"
+truncate -s 1G "$work/results.img"
+
+# --- Boot -------------------------------------------------------------------------------------
+accel="tcg,thread=multi,tb-size=1024"
+cpu=max
+if [ -w /dev/kvm ] && grep -qE '\b(vmx|svm)\b' /proc/cpuinfo && [ ! -d /sys/module/kvm_pvm ]; then
+	accel=kvm cpu=host
+fi
+say "booting the guest (qemu, $accel; cgroup v2 only, systemd as PID 1) — its console follows, prefixed 'guest|'"
+timeout_s=${CGROUP2_GUEST_TIMEOUT:-2700}
+set +e
+timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nographic \
+	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" \
+	-kernel "$root_dir/vmlinux" -initrd "$root_dir/initrd.img" \
+	-append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all panic=-1 mitigations=off noxsave" \
+	-drive "file=$root_dir/root.img,if=virtio,format=raw,snapshot=on" \
+	-drive "file=$work/data.img,if=virtio,format=raw" \
+	-drive "file=$work/results.img,if=virtio,format=raw" \
+	-serial stdio -monitor none 2>&1 | sed -u 's/^/guest| /'
+qrc=${PIPESTATUS[0]}
+set -e
+[ "$qrc" = 124 ] && die "the guest did not finish in ${timeout_s}s (CGROUP2_GUEST_TIMEOUT); its console is above"
+[ "$qrc" = 0 ] || die "qemu exited $qrc (console above)"
+tar -xf "$work/results.img" -C "$work/results" 2>/dev/null || die "the guest wrote no results (console above)"
+say "results in $work/results ($(elapsed) in all)"
+cat "$work/results/summary.txt"
+grep -q '^PASS$' "$work/results/summary.txt" || { [ "$keep" = 1 ] || say "run with --keep to keep $work"; exit 1; }

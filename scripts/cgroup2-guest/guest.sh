@@ -1,0 +1,97 @@
+#!/bin/bash
+# Runs inside the cgroup v2 guest of scripts/cgroup2-guest.sh, as sealrun-guest.service
+# (Delegate=yes) under systemd: the root tests of the packages that touch cgroups, devices and
+# containers; then sealrund started by systemd from the project's own unit and a whole sealed run
+# through it; then, if asked, the container benchmarks. Results go back as a tar stream on
+# /dev/vdc; the guest powers off at the end, whatever happened.
+set -u
+G=/sealrun-guest
+out=/tmp/results
+mkdir -p "$out"
+. "$G/guest.conf"
+start=$(date +%s)
+say() { echo "guest [$(( $(date +%s) - start ))s]: $*"; }
+status=PASS
+fail() { say "FAIL: $*"; echo "FAIL $*" >>"$out/summary.txt"; status=FAIL; }
+finish() {
+	echo "$status" >>"$out/summary.txt"
+	cp /proc/cmdline "$out/cmdline" 2>/dev/null
+	journalctl -b --no-pager >"$out/journal.txt" 2>/dev/null
+	tar -C "$out" -cf /dev/vdc . && sync
+	say "results written ($status); powering off"
+	systemctl --no-block poweroff
+	exit 0
+}
+trap finish EXIT
+
+# The facts of this host, first: what the tests run on.
+{
+	echo "kernel $(uname -r)"
+	echo "cgroup $(stat -fc %T /sys/fs/cgroup) controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+	echo "pid 1 $(readlink /proc/1/exe)"
+	echo "runc $(runc --version | head -n 1)"
+	echo "this unit's cgroup $(sed -n 's/^0:://p' /proc/self/cgroup), delegated: $(getfattr -n trusted.delegate --only-values "/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)" 2>/dev/null || echo unknown)"
+} >"$out/host.txt"
+say "$(tr '\n' ';' <"$out/host.txt")"
+[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || fail "the guest is not cgroup v2 only"
+[ -d /sys/fs/cgroup/memory ] && fail "cgroup v1 hierarchies are mounted"
+
+# Leave the delegated cgroup for a leaf of our own: no process may stay in a cgroup whose
+# controllers are enabled for its children (the tests' sandbox hosts create theirs beside it).
+D=$(sed -n 's/^0:://p' /proc/self/cgroup)
+mkdir -p "/sys/fs/cgroup$D/harness"
+echo $$ >"/sys/fs/cgroup$D/harness/cgroup.procs"
+
+export CI=true GOTOOLCHAIN=local SEALRUN_TEST_STATE=$G/state SEALRUN_TEST_BIN_DIR=$G/bin
+export SEALRUN_TEST_OUTPUT_CALLS=${output_calls:-300}
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+echo "test binaries and their time:" >>"$out/summary.txt"
+# Each package's root tests, in its own directory (tests read testdata and ../ relative to it).
+# The tests that need the Go toolchain itself (schema lookup, package lists) run on the host only.
+hostOnly='TestSpecGoldenAndSchema|TestLayout|TestCLI.*Golden'
+declare -A select=(
+	[sandbox]='.'
+	[runner]='.'
+	[grader]='.'
+	[controller]='.'
+	[daemon]='TestFaultGraderOOM|TestExecute|TestAttack|TestHostileScaffold|TestTaskSealedRun|TestCancel|TestQueue'
+	[cmd_sealrun]='TestSandbox|TestDoctor|TestGrade'
+)
+for name in sandbox runner grader controller daemon cmd_sealrun; do
+	[ -n "${run:-}" ] && ! [[ $name =~ $run ]] && continue
+	dir=$G/repo/${name//_//}
+	say "go test ${name//_//} (-run '${select[$name]}')"
+	t0=$(date +%s)
+	# The whole log goes to the results; the console shows each test as it ends.
+	(cd "$dir" && timeout 1800 "$G/tests/$name.test" -test.v -test.count=1 -test.timeout 28m -test.run "${select[$name]}" -test.skip "$hostOnly") 2>&1 |
+		tee "$out/$name.log" | grep --line-buffered -E '^(--- |=== RUN|ok|FAIL|panic)' | sed -u 's/^/    /'
+	rc=${PIPESTATUS[0]}
+	took=$(( $(date +%s) - t0 ))
+	passed=$(grep -c '^--- PASS' "$out/$name.log")
+	failed=$(grep -c '^--- FAIL' "$out/$name.log")
+	skipped=$(grep -c '^--- SKIP' "$out/$name.log")
+	echo "  ${name//_//}: exit $rc, $passed passed, $failed failed, $skipped skipped, ${took}s" >>"$out/summary.txt"
+	say "  ${name//_//}: exit $rc, $passed passed, $failed failed, $skipped skipped, ${took}s"
+	if [ $rc != 0 ]; then
+		fail "go test ${name//_//}"
+		grep -E '^(--- FAIL|    .*_test.go:[0-9]+:)' "$out/$name.log" | head -n 30
+	fi
+done
+
+# sealrund under systemd, from the project's own unit, and a whole sealed run through it.
+if [ -z "${run:-}" ] || [[ daemon-unit =~ $run ]]; then
+	say "sealrund under systemd: install, keys, exam, kit, track, a sealed run"
+	bash "$G/repo/scripts/cgroup2-guest/sealed-run.sh" "$out" >"$out/sealed-run.log" 2>&1
+	rc=$?
+	tail -n 25 "$out/sealed-run.log"
+	echo "  sealed run through sealrund.service: exit $rc" >>"$out/summary.txt"
+	[ $rc = 0 ] || fail "the sealed run through sealrund.service"
+fi
+
+if [ "${bench:-0}" = 1 ]; then
+	say "benchmarks: containers and runner calls"
+	(cd "$G/repo/sandbox" && "$G/tests/sandbox.test" -test.run '^$' -test.bench 'Container|Lifecycle' -test.benchtime 20x) >"$out/bench-sandbox.txt" 2>&1 || fail "sandbox benchmarks"
+	(cd "$G/repo/runner" && "$G/tests/runner.test" -test.run '^$' -test.bench 'Call|True' -test.benchtime 20x) >"$out/bench-runner.txt" 2>&1 || fail "runner benchmarks"
+	cat "$out"/bench-*.txt | grep -E 'Benchmark|ratio|x$' | head -n 40
+fi
+say "done: $status"
