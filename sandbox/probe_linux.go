@@ -45,33 +45,33 @@ type EgressAttempt struct {
 
 // ProbeResult is a container's posture from inside and from the host (sealrun sandbox probe --json).
 type ProbeResult struct {
-	Role           Role              `json:"role"`
-	Container      string            `json:"container"`
-	Namespaces     []string          `json:"namespaces"` // types the container has its own of
-	UIDMap         string            `json:"uid_map"`
-	GIDMap         string            `json:"gid_map"`
-	CapEff         string            `json:"cap_eff"`
-	Seccomp        int               `json:"seccomp"`
-	NoNewPrivs     bool              `json:"no_new_privs"`
-	ReadonlyRootfs bool              `json:"readonly_rootfs"`
-	RootfsShifted  bool              `json:"rootfs_shifted"` // idmapped: image files keep their owners
-	RootfsOwner    int               `json:"rootfs_owner"`   // uid owning / inside (0 when shifted)
-	Links          []string          `json:"links"`
-	Routes         []string          `json:"routes"`
-	Addresses      []string          `json:"addresses"`
+	Role           Role     `json:"role"`
+	Container      string   `json:"container"`
+	Namespaces     []string `json:"namespaces"` // types the container has its own of
+	UIDMap         string   `json:"uid_map"`
+	GIDMap         string   `json:"gid_map"`
+	CapEff         string   `json:"cap_eff"`
+	Seccomp        int      `json:"seccomp"`
+	NoNewPrivs     bool     `json:"no_new_privs"`
+	ReadonlyRootfs bool     `json:"readonly_rootfs"`
+	RootfsShifted  bool     `json:"rootfs_shifted"` // idmapped: image files keep their owners
+	RootfsOwner    int      `json:"rootfs_owner"`   // uid owning / inside (0 when shifted)
+	Links          []string `json:"links"`
+	Routes         []string `json:"routes"`
+	Addresses      []string `json:"addresses"`
 	// Limits are the container's cgroup limits read on the host, LimitsInside the same read from
 	// inside (memory, swap beyond memory, pids, cpu as "quota period", cpuset).
 	Limits       map[string]string `json:"limits"`
 	LimitsInside map[string]string `json:"limits_inside"`
 	// Devices are the device rules that hold for the container: devices.list (v1), or the rules
 	// of sealrun's eBPF filter read back from the kernel (v2).
-	Devices        []string          `json:"devices"`
-	MaskedPathsOK  bool              `json:"masked_paths_ok"`
-	Masked         map[string]string `json:"masked"`
-	EgressBlocked  bool              `json:"egress_blocked"`
-	Egress         []EgressAttempt   `json:"egress"`
-	FDs            []string          `json:"fds"`
-	EnvKeys        []string          `json:"env_keys"`
+	Devices       []string          `json:"devices"`
+	MaskedPathsOK bool              `json:"masked_paths_ok"`
+	Masked        map[string]string `json:"masked"`
+	EgressBlocked bool              `json:"egress_blocked"`
+	Egress        []EgressAttempt   `json:"egress"`
+	FDs           []string          `json:"fds"`
+	EnvKeys       []string          `json:"env_keys"`
 	// Nested, Sockets and Syscalls are tried from inside: creating user, network and mount
 	// namespaces; opening each socket family; kernel surfaces the seccomp filter refuses.
 	Nested   map[string]string `json:"nested"`
