@@ -433,6 +433,13 @@ func (s *Store) Verify(ctx context.Context, digest string) (*Record, error) {
 		return nil, fmt.Errorf("image %s: hash rootfs: %w", digest, err)
 	}
 	if tree != rec.RootfsTree {
+		// A record of an older sealrun hashed directory sizes too: if that is what matches, the
+		// tree is unchanged; the record gets today's hash.
+		if legacy, _, err := treeHash(filepath.Join(dir, "rootfs"), true); err == nil && legacy == rec.RootfsTree {
+			rec.RootfsTree = tree
+		}
+	}
+	if tree != rec.RootfsTree {
 		return nil, fmt.Errorf("image %s: the unpacked rootfs changed on disk (tree %s, recorded %s); remove and re-import the image", digest, tree, rec.RootfsTree)
 	}
 	rec.VerifiedAt = s.opts.now().UTC()
@@ -443,9 +450,14 @@ func (s *Store) Verify(ctx context.Context, digest string) (*Record, error) {
 }
 
 // TreeHash hashes a directory tree: every entry's relative path, type, permission bits, owner,
-// size, symlink target and file content, in sorted order. It returns the hash and the bytes of
-// file content read.
-func TreeHash(dir string) (string, int64, error) {
+// size (of files and symlinks: a directory's size is its filesystem's business, and differs
+// when the same tree is copied to another disk), symlink target and file content, in sorted
+// order. It returns the hash and the bytes of file content read.
+func TreeHash(dir string) (string, int64, error) { return treeHash(dir, false) }
+
+// treeHash is TreeHash; with dirSizes, as stores written before the change hashed it (directory
+// sizes included), so that their records still verify (and are then rewritten).
+func treeHash(dir string, dirSizes bool) (string, int64, error) {
 	h := sha256.New()
 	var total int64
 	buf := make([]byte, 1<<20)
@@ -463,7 +475,11 @@ func TreeHash(dir string) (string, int64, error) {
 		if st != nil {
 			uid, gid = st.Uid, st.Gid
 		}
-		fmt.Fprintf(h, "%q %o %d %d %d", rel, fi.Mode(), uid, gid, fi.Size())
+		size := fi.Size()
+		if fi.IsDir() && !dirSizes {
+			size = 0
+		}
+		fmt.Fprintf(h, "%q %o %d %d %d", rel, fi.Mode(), uid, gid, size)
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			t, err := os.Readlink(p)

@@ -152,3 +152,18 @@ else
   fi
   rm -rf "$SEALRUN_TEST_STATE/runs" "$SEALRUN_TEST_STATE/journal.jsonl" "$SEALRUN_TEST_STATE/demo" "$SEALRUN_TEST_STATE/kits" "$SEALRUN_TEST_STATE/content"
 fi
+
+echo
+echo "== cgroup v2: the same container and runner-true ratios in the cgroup-v2-only guest (make test-cgroup2's, emulated)"
+if [ "$(id -u)" != 0 ] || [ -z "${SEALRUN_TEST_STATE:-}" ] || ! command -v qemu-system-x86_64 >/dev/null; then
+  echo "(skipped: needs root, qemu-system-x86 and the local images; run make bench as root after make test)"
+else
+  if CGROUP2_BENCH_OUT="$work/v2bench.txt" scripts/cgroup2-guest.sh --bench-only --state "$SEALRUN_TEST_STATE" --cache "${SEALRUN_TEST_BUILD_CACHE:-/var/cache/sealrun/build}/cgroup2-guest" >"$work/v2guest.log" 2>&1; then
+    v2() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/v2bench.txt"; }
+    echo "container create+start+wait+delete (true): $(v2 BenchmarkContainerVsBareRunc sealrun-ms) ms vs bare runc run $(v2 BenchmarkContainerVsBareRunc bare-runc-ms) ms: ratio $(v2 BenchmarkContainerVsBareRunc ratio)x on v2   (v1 above: $(gobench_metric BenchmarkContainerVsBareRunc ratio)x; target: <= 1.5x)"
+    echo "runner true end to end: $(v2 BenchmarkRunnerTrueVsBareRunc runner-ms) ms vs bare runc run $(v2 BenchmarkRunnerTrueVsBareRunc bare-runc-ms) ms: ratio $(v2 BenchmarkRunnerTrueVsBareRunc ratio)x on v2   (v1 above: $(gobench_metric BenchmarkRunnerTrueVsBareRunc ratio)x; target: <= 1.5x)"
+    echo "run layout on v2: setup $(v2 BenchmarkRunLayout setup-ms) ms, teardown $(v2 BenchmarkRunLayout teardown-ms) ms  (milliseconds under qemu's emulation: compare the ratios, not the times)"
+  else
+    echo "(the guest failed; its log:)"; tail -n 20 "$work/v2guest.log"
+  fi
+fi

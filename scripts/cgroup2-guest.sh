@@ -12,7 +12,7 @@
 #          /var/cache/sealrun/build/cgroup2-guest
 # --state  the local images make test built (images.lock and the store); default /var/lib/sealrun-test
 # --work   scratch (the data and results disks); default a temporary directory, removed after
-# --bench  also run the container and runner benchmarks in the guest
+# --bench  also run the container and runner benchmarks in the guest; --bench-only: only them
 # --keep   keep --work
 # Environment: CGROUP2_GUEST_TIMEOUT (seconds for the whole boot, default 2700), CGROUP2_GUEST_MEM
 # (default 8G), CGROUP2_GUEST_RUN (a regular expression: only the test binaries whose name matches).
@@ -31,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--state) state=$2; shift 2 ;;
 	--work) work=$2; shift 2 ;;
 	--bench) bench=1; shift ;;
+	--bench-only) bench=only; shift ;;
 	--keep) keep=1; shift ;;
 	*) echo "cgroup2-guest: unknown argument $1; see the head of $0" >&2; exit 2 ;;
 	esac
@@ -51,7 +52,7 @@ done
 # Bump recipe when what the root holds changes: the cache key is its hash.
 suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr
+packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr,openssl
 recipe="cgroup2-guest/v1 $suite $mirror $packages"
 key=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
 root_dir=$cache/$key
@@ -135,7 +136,7 @@ done
 for p in cmd/sealrun cmd/sealrund cmd/runner cmd/sealrun-netns-hook e2e/hostile grader/internal/fastbundle; do
 	go build -trimpath -o "$data/bin/$(basename "$p")" "./$p"
 done
-say "linking the local images into the data disk"
+say "verifying the local images and linking them into the data disk"
 cp "$state/images.lock" "$data/state/"
 mkdir -p "$data/state/images/sha256"
 chmod 0711 "$data/state/images" "$data/state/images/sha256"
@@ -143,6 +144,8 @@ for key in controller demo-controller python; do
 	ref=$(sed -n "s/^\"$key\" = \"\(.*\)\"/\1/p" "$state/images.lock")
 	digest=${ref##*@sha256:}
 	[ -n "$digest" ] && [ -d "$state/images/sha256/$digest" ] || die "images.lock in $state has no $key image in the store; rebuild with make test"
+	"$data/bin/sealrun" --state-dir "$state" images verify "sha256:$digest" >/dev/null ||
+		die "the $key image in $state does not verify; rebuild it (make test)"
 	cp -al "$state/images/sha256/$digest" "$data/state/images/sha256/"
 done
 [ -d "$state/airs-digits-raw" ] && cp -al "$state/airs-digits-raw" "$data/state/"
@@ -179,4 +182,7 @@ set -e
 tar -xf "$work/results.img" -C "$work/results" 2>/dev/null || die "the guest wrote no results (console above)"
 say "results in $work/results ($(elapsed) in all)"
 cat "$work/results/summary.txt"
+if [ -f "$work/results/bench.txt" ] && [ -n "${CGROUP2_BENCH_OUT:-}" ]; then
+	cp "$work/results/bench.txt" "$CGROUP2_BENCH_OUT"
+fi
 grep -q '^PASS$' "$work/results/summary.txt" || { [ "$keep" = 1 ] || say "run with --keep to keep $work"; exit 1; }

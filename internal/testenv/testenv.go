@@ -178,3 +178,14 @@ func GoBuild(out, pkg string) ([]byte, error) {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	return cmd.CombinedOutput()
 }
+
+// Slow is how many times slower than this project's development machines the tests run here:
+// SEALRUN_TEST_SLOW (default 1; make test-cgroup2's emulated guest sets it). Tests whose runs
+// must reach a point of their budget before it ends (the reserve window, say) stretch the budget
+// by it, never their checks.
+func Slow() int {
+	if n, err := strconv.Atoi(os.Getenv("SEALRUN_TEST_SLOW")); err == nil && n > 1 {
+		return n
+	}
+	return 1
+}
