@@ -332,7 +332,7 @@ type Container struct {
 	started  bool // the runtime was started: done will be closed
 	// ShiftedRootfs: the rootfs is an idmapped mount, so image files keep their owners inside.
 	ShiftedRootfs bool
-	rootfsMount   string
+	rootfsMounts  []string // unmounted in order: the target overlay, then the idmapped image
 }
 
 // Start creates and starts a container. It returns once the container's namespace was
@@ -372,7 +372,8 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 			return nil, infra(id, "device filter", rerr)
 		}
 	}
-	if err = checkMountpoints(cfg.Rootfs, spec.Mounts); err != nil {
+	targets, err := resolveMountTargets(cfg.Rootfs, spec.Mounts)
+	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
 	}
 	// Validated with a placeholder range; the container's own is allocated only now.
@@ -384,13 +385,40 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	if err = os.Mkdir(c.bundle, 0o711); err != nil {
 		return nil, infra(id, "create bundle", err)
 	}
-	// The rootfs: an idmapped read-only view of the store's.
+	// The rootfs: an idmapped read-only view of the store's; for an image that lacks some mount
+	// targets, that view under a layer holding them (mounttargets_linux.go).
 	mnt := filepath.Join(c.bundle, "rootfs")
-	if serr := shiftRootfs(cfg.Rootfs, mnt, spec.Linux.UIDMappings, spec.Linux.GIDMappings); serr == nil {
-		c.rootfsMount, c.ShiftedRootfs = mnt, true
-		spec.Root.Path = mnt
-	} else if !r.h.cfg.AllowUnshiftedRootfs {
+	imageMnt := mnt
+	if layerNeeded(targets) {
+		imageMnt = filepath.Join(c.bundle, "image")
+	}
+	serr := shiftRootfs(cfg.Rootfs, imageMnt, spec.Linux.UIDMappings, spec.Linux.GIDMappings)
+	switch {
+	case serr == nil:
+		c.rootfsMounts, c.ShiftedRootfs = []string{imageMnt}, true
+		spec.Root.Path = imageMnt
+	case layerNeeded(targets):
+		return nil, infra(id, "idmapped rootfs", fmt.Errorf("%w; the image lacks mount targets (%s), which sealrun layers over an idmapped rootfs only", serr, describeTargets(targets)))
+	case !r.h.cfg.AllowUnshiftedRootfs:
 		return nil, infra(id, "idmapped rootfs", fmt.Errorf("%w; image files would appear owned by nobody inside. Use a kernel (5.12+) and filesystem that can idmap mounts (sealrun doctor checks), or allow unshifted rootfs in the configuration", serr))
+	}
+	if layerNeeded(targets) {
+		layer := filepath.Join(c.bundle, "targets")
+		if err = os.Mkdir(layer, 0o755); err == nil {
+			err = makeTargetLayer(layer, cfg.Rootfs, targets, spec.Linux.UIDMappings, spec.Linux.GIDMappings)
+		}
+		if err != nil {
+			return nil, infra(id, "mount targets", err)
+		}
+		if err = os.Mkdir(mnt, 0o755); err != nil {
+			return nil, infra(id, "mount targets", err)
+		}
+		if err = mountTargetOverlay(c.bundle, layer, imageMnt, mnt); err != nil {
+			os.Remove(mnt)
+			return nil, infra(id, "mount targets", fmt.Errorf("the image lacks %s: %w", describeTargets(targets), err))
+		}
+		c.rootfsMounts = []string{mnt, imageMnt}
+		spec.Root.Path = mnt
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
 	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.leaf.path)
@@ -655,10 +683,11 @@ func (c *Container) Destroy(ctx context.Context) error {
 			deleteGatewayLink(c.run.gateway)
 		}
 		bundleFree := true
-		if c.rootfsMount != "" {
-			if err := unmountRootfs(c.rootfsMount); err != nil {
+		for _, m := range c.rootfsMounts {
+			if err := unmountRootfs(m); err != nil {
 				errs = append(errs, err)
 				bundleFree = false // never recurse into a mounted image
+				break
 			}
 		}
 		if c.bundle != "" && bundleFree {
@@ -814,6 +843,10 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 				errs = append(errs, err)
 				continue // never recurse into a mounted image
 			}
+			if err := unmountRootfs(filepath.Join(bundles, e.Name(), "image")); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			os.RemoveAll(filepath.Join(bundles, e.Name()))
 			out.Bundles = append(out.Bundles, e.Name())
 		}
@@ -837,26 +870,6 @@ func ReapRunDir(ctx context.Context, runDir string) error {
 		return err
 	}
 	return os.RemoveAll(runDir)
-}
-
-// checkMountpoints refuses a spec whose bind mounts would make the runtime create their mount
-// point inside the image's rootfs: that rootfs is the store's, shared by every container, and is
-// never written. Mount points under /tmp and /dev are on the container's own tmpfs.
-func checkMountpoints(rootfs string, mounts []specs.Mount) error {
-	root, err := os.OpenRoot(rootfs)
-	if err != nil {
-		return fmt.Errorf("image rootfs %s: %w", rootfs, err)
-	}
-	defer root.Close()
-	for _, m := range mounts {
-		if m.Type != "bind" || strings.HasPrefix(m.Destination, "/tmp/") || strings.HasPrefix(m.Destination, "/dev/") {
-			continue
-		}
-		if _, err := root.Lstat(strings.TrimPrefix(m.Destination, "/")); err != nil {
-			return fmt.Errorf("the image has no %s to mount over; sealrun never writes into an image's rootfs, so the image must contain it (images from sealrun images build-local do)", m.Destination)
-		}
-	}
-	return nil
 }
 
 // checkTraversable makes sure that unprivileged mapped users (container roots) can traverse every

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // Every role's posture from inside and from the host: own namespaces, unprivileged mapping, no
@@ -265,7 +267,8 @@ func TestStartFailures(t *testing.T) {
 		cfg  ContainerConfig
 		want string
 	}{
-		{"no workspace mount point", ContainerConfig{Role: RoleRunner, Rootfs: bare, Workspace: workspace(t, r), Args: []string{"/bin/true"}}, "the image has no /workspace to mount over"},
+		{"a mount whose source is missing", ContainerConfig{Role: RoleRunner, Rootfs: bare, Workspace: workspace(t, r), Args: []string{"/bin/true"},
+			Extra: []specs.Mount{{Destination: "/data", Type: "bind", Source: "/no/such/sealrun-source"}}}, "the source of the mount at /data"},
 		{"relative rootfs", ContainerConfig{Role: RoleRunner, Rootfs: "rootfs", Workspace: workspace(t, r), Args: []string{"true"}}, "must be an absolute path"},
 		{"LD_PRELOAD", ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"true"}, Env: []string{"LD_PRELOAD=/x.so"}}, "no LD_* variables"},
 	}

@@ -1,0 +1,251 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Mount targets. Every bind mount of a container needs its target in the rootfs, and the rootfs
+// is the image's, never written (it is the store's, shared by every container, and its digest is
+// what the track pins). An image sealrun did not build usually lacks some targets — the runner
+// client, the agent socket, /workspace, /bundle, a GPU driver's libraries — or has a symlink or a
+// file where a target's directory should be. For such an image the container's rootfs is a
+// read-only overlay of two layers: on top, a layer sealrun makes for the container holding only
+// the missing targets (and the directories down to them, with the image's own modes and owners
+// where the image has them); below, the image's idmapped rootfs. Nothing of the image changes,
+// and an image that has every target keeps the plain idmapped rootfs.
+
+// mountTarget is a bind mount's target as resolved inside the image (symlinks followed, clamped to
+// the rootfs as the runtime resolves them), and what it must be.
+type mountTarget struct {
+	dest     string // the spec's destination
+	resolved string // the path inside the rootfs after symlinks, "/"-rooted
+	dir      bool   // the mount's source is a directory
+	missing  bool   // the image lacks it, or has another kind of file there
+	replaces string // what the image has in the way ("a file", "a symlink"), if anything
+}
+
+// layerNeeded reports whether any bind mount's target is missing from the image.
+func layerNeeded(ts []mountTarget) bool {
+	for _, t := range ts {
+		if t.missing {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveMountTargets resolves the targets of the spec's bind mounts inside rootfs. Targets under
+// /tmp and /dev are on the container's own tmpfs and need nothing from the image.
+func resolveMountTargets(rootfs string, mounts []specs.Mount) ([]mountTarget, error) {
+	var out []mountTarget
+	for _, m := range mounts {
+		if m.Type != "bind" || m.Destination == "/tmp" || m.Destination == "/dev" || strings.HasPrefix(m.Destination, "/tmp/") || strings.HasPrefix(m.Destination, "/dev/") {
+			continue
+		}
+		st, err := os.Stat(m.Source)
+		if err != nil {
+			return nil, fmt.Errorf("the source of the mount at %s: %w", m.Destination, err)
+		}
+		t := mountTarget{dest: m.Destination, dir: st.IsDir()}
+		resolved, rest, err := resolveIn(rootfs, m.Destination)
+		if err != nil {
+			return nil, fmt.Errorf("resolve the mount target %s in the image: %w", m.Destination, err)
+		}
+		t.resolved = path.Join(append([]string{resolved}, rest...)...)
+		switch {
+		case len(rest) > 0:
+			t.missing = true
+		default:
+			fi, err := os.Lstat(filepath.Join(rootfs, resolved))
+			if err != nil {
+				return nil, fmt.Errorf("the mount target %s: %w", m.Destination, err)
+			}
+			if fi.IsDir() != t.dir {
+				t.missing = true
+				t.replaces = kindOf(fi.Mode())
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m.IsRegular():
+		return "a file"
+	}
+	return "a special file"
+}
+
+// resolveIn follows p inside root the way the runtime does (securejoin): each component that is a
+// symlink is replaced by its target, absolute targets taken from root, ".." never above it. It
+// returns the longest existing resolved prefix and the components below it that do not exist
+// (or are in the way: a non-directory with more components to go).
+func resolveIn(root, p string) (string, []string, error) {
+	todo := strings.Split(strings.Trim(path.Clean("/"+p), "/"), "/")
+	cur := "/"
+	for links := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		fi, err := os.Lstat(filepath.Join(root, next))
+		if errors.Is(err, fs.ErrNotExist) {
+			return cur, append([]string{c}, todo...), nil
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if links++; links > 40 {
+				return "", nil, fmt.Errorf("too many symlinks at %s", next)
+			}
+			target, err := os.Readlink(filepath.Join(root, next))
+			if err != nil {
+				return "", nil, err
+			}
+			if strings.HasPrefix(target, "/") {
+				cur = "/"
+			}
+			todo = append(strings.Split(target, "/"), todo...)
+			continue
+		}
+		if !fi.IsDir() && len(todo) > 0 {
+			return cur, append([]string{c}, todo...), nil // in the way: the layer puts a directory here
+		}
+		cur = next
+	}
+	return cur, nil, nil
+}
+
+// idShift maps an owner inside the container to the host, by the container's mappings.
+func idShift(id uint32, maps []specs.LinuxIDMapping) int {
+	for _, m := range maps {
+		if id >= m.ContainerID && id < m.ContainerID+m.Size {
+			return int(m.HostID + id - m.ContainerID)
+		}
+	}
+	return int(maps[0].HostID) // an id the mapping lacks reads as nobody: give it to container root
+}
+
+// makeTargetLayer writes, under layer, every missing target of ts and the directories down to
+// it: a directory the image has gets the image's mode and owner (shifted like the idmapped
+// rootfs), a new one mode 0755 owned by the container's root, a target an empty file or directory.
+func makeTargetLayer(layer, rootfs string, ts []mountTarget, uids, gids []specs.LinuxIDMapping) error {
+	made := map[string]bool{}
+	var mkdirs func(p string) error
+	mkdirs = func(p string) error {
+		if p == "/" || made[p] {
+			return nil
+		}
+		if err := mkdirs(path.Dir(p)); err != nil {
+			return err
+		}
+		mode, uid, gid := os.FileMode(0o755), idShift(0, uids), idShift(0, gids)
+		if fi, err := os.Lstat(filepath.Join(rootfs, p)); err == nil && fi.IsDir() {
+			st := fi.Sys().(*syscall.Stat_t)
+			mode, uid, gid = fi.Mode().Perm(), idShift(st.Uid, uids), idShift(st.Gid, gids)
+		}
+		host := filepath.Join(layer, p)
+		if err := os.Mkdir(host, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		made[p] = true
+		if err := os.Chmod(host, mode); err != nil {
+			return err
+		}
+		return os.Lchown(host, uid, gid)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].resolved < ts[j].resolved })
+	for _, t := range ts {
+		if !t.missing {
+			continue
+		}
+		if err := mkdirs(path.Dir(t.resolved)); err != nil {
+			return fmt.Errorf("mount target %s: %w", t.dest, err)
+		}
+		host := filepath.Join(layer, t.resolved)
+		if t.dir {
+			if err := mkdirs(t.resolved); err != nil {
+				return fmt.Errorf("mount target %s: %w", t.dest, err)
+			}
+			continue
+		}
+		f, err := os.OpenFile(host, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("mount target %s: %w", t.dest, err)
+		}
+		f.Close()
+		if err := os.Lchown(host, idShift(0, uids), idShift(0, gids)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountTargetOverlay mounts at target a read-only overlay of layer over image. The layers are
+// given to the kernel relative to their directory, dir, from a thread whose working directory is
+// dir alone: the mount's options in /proc/self/mountinfo then read "lowerdir=targets:image",
+// naming no host path.
+func mountTargetOverlay(dir, layer, image, target string) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread, with its own working directory, dies with the goroutine
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- fmt.Errorf("unshare the working directory: %w", err)
+			return
+		}
+		if err := unix.Chdir(dir); err != nil {
+			errc <- err
+			return
+		}
+		opts := fmt.Sprintf("lowerdir=%s:%s", filepath.Base(layer), filepath.Base(image))
+		errc <- unix.Mount("overlay", filepath.Base(target), "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts)
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("overlay the mount targets on the image (overlayfs over an idmapped mount needs Linux 5.19): %w", err)
+	}
+	return nil
+}
+
+// describeTargets says what the layer adds, for errors and logs.
+func describeTargets(ts []mountTarget) string {
+	var parts []string
+	for _, t := range ts {
+		if !t.missing {
+			continue
+		}
+		s := t.dest
+		if t.resolved != t.dest {
+			s += " (at " + t.resolved + ")"
+		}
+		if t.replaces != "" {
+			s += " over " + t.replaces
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
