@@ -322,7 +322,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	finalized := make(chan struct{})
 	var finOnce sync.Once
 	genv := &grader.Env{Run: run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: limits, Device: device,
-		Devices: gpus.Devices, Mounts: gpus.Mounts, GPUEnv: gpus.Env,
+		Devices: gpus.Devices, Mounts: gpus.Mounts, GPUEnv: gpus.Env, Symlinks: gpus.Symlinks,
 		Question: t.Budget.QuestionLimit, WorkDir: filepath.Join(dir, "grading"), Bundle: grader.DefaultLimits(t.Artifact.MaxGzipBytes)}
 	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Task: taskJudge, Workspace: ws, Dir: dir, Audit: rio.log,
 		Start: started, Now: now, OnInfra: rio.onInfra})
@@ -332,7 +332,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	defer gsvc.Close()
 	rsvc, err := runner.NewService(run, runner.WithClock(clock), runner.WithImage(p.runner), runner.WithWorkspace(ws), runner.WithShim(x.Cfg.Runner),
 		runner.WithAudit(rio.log), runner.WithCallsDir(filepath.Join(dir, "calls")), runner.WithJudge(grader.Judge{Service: gsvc}),
-		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra), runner.WithGPUs(gpus.Devices, gpus.Env),
+		runner.WithLimits(limits), runner.WithInfraHandler(rio.onInfra), runner.WithGPUs(gpus),
 		// The run ends on finalize once the agent has been sent its confirmation.
 		runner.WithAnswered(func(verb string) {
 			if verb == "finalize" {

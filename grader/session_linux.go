@@ -39,6 +39,7 @@ type Env struct {
 	Devices     []specs.LinuxDevice // the run's GPUs (none on a CPU track)
 	Mounts      []specs.Mount       // what the GPUs' CDI specs mount
 	GPUEnv      []string            // and the environment they set
+	Symlinks    map[string]string   // and the links their hooks would make (sandbox.GPUEdits)
 	Limits      sandbox.Limits
 	Device      string // what computes: "cpu: <model>" or "gpu: <model>" (recorded in the report)
 	Question    time.Duration
@@ -194,7 +195,7 @@ func (e *Env) start(ctx context.Context, u *Unpacked, stderrPath string, deadlin
 	env = append(env, e.GPUEnv...)
 	c, err := e.Run.Start(ctx, sandbox.ContainerConfig{
 		Role: sandbox.RoleGrader, Rootfs: e.Rootfs, Args: u.Manifest.Entrypoint, Env: env, Cwd: sandbox.BundlePath,
-		Bundle: u.Dir, Limits: e.Limits, Devices: e.Devices, Extra: e.Mounts, Stdin: true, Stdout: s.out, Stderr: s.stderr,
+		Bundle: u.Dir, Limits: e.Limits, Devices: e.Devices, Extra: e.Mounts, Symlinks: e.Symlinks, Stdin: true, Stdout: s.out, Stderr: s.stderr,
 	})
 	if err != nil {
 		ef.Close()

@@ -63,8 +63,7 @@ type options struct {
 	rootfs    string
 	workspace string
 	shim      string
-	devices   []specs.LinuxDevice
-	extraEnv  []string
+	gpu       *sandbox.GPUEdits
 	limits    sandbox.Limits
 	log       *audit.Log
 	callsDir  string
@@ -92,9 +91,10 @@ func WithWorkspace(dir string) Option { return func(o *options) { o.workspace = 
 // WithShim is the host path of the static runner binary (required).
 func WithShim(path string) Option { return func(o *options) { o.shim = path } }
 
-// WithGPUs gives every call the run's GPU devices and the environment CDI names for them.
-func WithGPUs(devices []specs.LinuxDevice, env []string) Option {
-	return func(o *options) { o.devices, o.extraEnv = devices, env }
+// WithGPUs gives every call the run's GPUs as their CDI specs say: device nodes, the driver's
+// mounts, environment, and the links their hooks would make (sandbox.GPUEdits).
+func WithGPUs(g *sandbox.GPUEdits) Option {
+	return func(o *options) { o.gpu = g }
 }
 
 // WithLimits are the runner containers' cgroup and tmpfs limits (defaults per field).
@@ -701,14 +701,18 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 	}
 	defer logf.Close()
 	out := &output{st: st, hash: sha256.New(), log: logf, logCap: s.o.logCap}
-	env := append(append(append([]string{}, callEnv...), s.o.extraEnv...), fmt.Sprintf("SEALRUN_CALL=%d", cs.seq))
+	gpu := s.o.gpu
+	if gpu == nil {
+		gpu = &sandbox.GPUEdits{}
+	}
+	env := append(append(append([]string{}, callEnv...), gpu.Env...), fmt.Sprintf("SEALRUN_CALL=%d", cs.seq))
 	env = append(env, req.Env...)
 	c, err := s.sb.Start(ctx, sandbox.ContainerConfig{
 		// The shim changes to cwd as the agent's user: the runtime itself (as the container's
 		// root, which cannot search the group-only workspace) never resolves it.
 		Role: sandbox.RoleRunner, Rootfs: s.o.rootfs, Workspace: s.o.workspace, Cwd: sandbox.WorkspacePath,
-		Args: append([]string{ShimPath, "_exec", "--cwd", cwd, "--"}, req.Argv...), Env: env, Limits: s.o.limits, Devices: s.o.devices,
-		Extra:  []specs.Mount{{Destination: ShimPath, Type: "bind", Source: s.o.shim, Options: []string{"rbind", "ro", "nosuid", "nodev"}}},
+		Args: append([]string{ShimPath, "_exec", "--cwd", cwd, "--"}, req.Argv...), Env: env, Limits: s.o.limits, Devices: gpu.Devices, Symlinks: gpu.Symlinks,
+		Extra:  append([]specs.Mount{{Destination: ShimPath, Type: "bind", Source: s.o.shim, Options: []string{"rbind", "ro", "nosuid", "nodev"}}}, gpu.Mounts...),
 		Stdout: out, Stderr: out,
 	})
 	if err != nil {

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"debug/elf"
+	"path"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,9 +17,13 @@ var DefaultCDIDirs = []string{"/etc/cdi", "/var/run/cdi"}
 
 // GPUEdits are what CDI devices add to a runner or grader container.
 type GPUEdits struct {
-	Devices      []specs.LinuxDevice
-	Mounts       []specs.Mount
-	Env          []string
+	Devices []specs.LinuxDevice
+	Mounts  []specs.Mount
+	Env     []string
+	// Symlinks (container path -> target) stand for the hooks: the links nvidia-ctk's
+	// create-symlinks hook would make, and the SONAME links (libcuda.so.1 -> libcuda.so.550.54.15)
+	// its update-ldcache hook would leave, made in the container's own mount-target layer.
+	Symlinks     map[string]string
 	DroppedHooks []string // hooks the CDI specs asked for; sealrun never runs them as host root
 }
 
@@ -92,5 +98,53 @@ func ResolveGPUs(dirs []string, names []string) (*GPUEdits, error) {
 			}
 		}
 	}
+	out.Symlinks = hookSymlinks(out.DroppedHooks, out.Mounts)
 	return out, nil
+}
+
+// hookSymlinks makes, without running anything, what the NVIDIA CDI hooks would leave in a
+// container: each create-symlinks "--link TARGET::LINK", and for update-ldcache the SONAME link of
+// every versioned library the specs mount (read from the library's ELF header on the host).
+func hookSymlinks(hooks []string, mounts []specs.Mount) map[string]string {
+	links := map[string]string{}
+	ldcache := false
+	for _, h := range hooks {
+		f := strings.Fields(h)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "--link" {
+				if target, link, ok := strings.Cut(f[i+1], "::"); ok && strings.HasPrefix(link, "/") && target != "" {
+					links[path.Clean(link)] = target
+				}
+			}
+		}
+		ldcache = ldcache || strings.Contains(h, "update-ldcache")
+	}
+	if ldcache {
+		for _, m := range mounts {
+			base := path.Base(m.Destination)
+			if !strings.Contains(base, ".so.") {
+				continue
+			}
+			if so := elfSONAME(m.Source); so != "" && so != base && !strings.Contains(so, "/") {
+				if _, ok := links[path.Join(path.Dir(m.Destination), so)]; !ok {
+					links[path.Join(path.Dir(m.Destination), so)] = base
+				}
+			}
+		}
+	}
+	return links
+}
+
+// elfSONAME reads a shared library's DT_SONAME ("" when it has none or is not ELF).
+func elfSONAME(p string) string {
+	f, err := elf.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	names, err := f.DynString(elf.DT_SONAME)
+	if err != nil || len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }

@@ -237,17 +237,12 @@ func TestNvidiaCDIRunnerSeesOnlyItsGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The spec's hooks are dropped; its device nodes live under another host root (as with
-	// nvidia-ctk --dev-root), so each is a bind mount from there. The driver libraries' mounts need
-	// their targets in the image: this test's busybox image has none, so only /dev binds go in.
-	var devBinds []specs.Mount
-	for _, m := range edits.Mounts {
-		if strings.HasPrefix(m.Destination, "/dev/") {
-			devBinds = append(devBinds, m)
-		}
-	}
-	if len(edits.DroppedHooks) != 2 || len(edits.Mounts) != 8 || len(devBinds) != 5 || !slices.Contains(edits.Env, "NVIDIA_VISIBLE_DEVICES=void") {
-		t.Errorf("edits: hooks %v mounts %v env %v", edits.DroppedHooks, edits.Mounts, edits.Env)
+	// The spec's hooks are dropped (their links made in the container's own layer instead); its
+	// device nodes live under another host root (as with nvidia-ctk --dev-root), so each is a bind
+	// mount from there; the driver's files land in an image that lacks them through that layer.
+	if len(edits.DroppedHooks) != 2 || len(edits.Mounts) != 8 || !slices.Contains(edits.Env, "NVIDIA_VISIBLE_DEVICES=void") ||
+		edits.Symlinks["/usr/lib/x86_64-linux-gnu/libcuda.so"] != "libcuda.so.1" {
+		t.Errorf("edits: hooks %v mounts %v env %v links %v", edits.DroppedHooks, edits.Mounts, edits.Env, edits.Symlinks)
 	}
 	ctx := context.Background()
 	r, err := h.NewRun(ctx, "nvcdi")
@@ -257,9 +252,10 @@ func TestNvidiaCDIRunnerSeesOnlyItsGPU(t *testing.T) {
 	defer r.Destroy(ctx)
 	other := filepath.Join(filepath.Dir(dirs[0]), "dev", "nvidia0")
 	var out, errb bytes.Buffer
-	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Devices: edits.Devices, Env: edits.Env,
-		Extra:  append(devBinds, specs.Mount{Destination: "/dev/stolen-gpu0", Type: "bind", Source: other, Options: []string{"bind", "nosuid"}}),
-		Stdout: &out, Stderr: &errb, Args: []string{"sh", "-c", "exec 2>&1; ls /dev | grep nvidia | tr '\\n' ' '; echo; cat /dev/nvidia1; cat /dev/nvidiactl; cat /dev/stolen-gpu0; true"}})
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Devices: edits.Devices, Env: edits.Env, Symlinks: edits.Symlinks,
+		Extra:  append(edits.Mounts, specs.Mount{Destination: "/dev/stolen-gpu0", Type: "bind", Source: other, Options: []string{"bind", "nosuid"}}),
+		Stdout: &out, Stderr: &errb, Args: []string{"sh", "-c", "exec 2>&1; ls /dev | grep nvidia | tr '\\n' ' '; echo; cat /dev/nvidia1; cat /dev/nvidiactl; cat /dev/stolen-gpu0; " +
+			"cat /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 /usr/bin/nvidia-smi; readlink /usr/lib/x86_64-linux-gnu/libcuda.so; true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +273,9 @@ func TestNvidiaCDIRunnerSeesOnlyItsGPU(t *testing.T) {
 	}
 	if !strings.Contains(got, "/dev/stolen-gpu0': Operation not permitted") {
 		t.Errorf("GPU 0's node, bind-mounted in, was not refused by the device cgroup:\n%s", got)
+	}
+	if !strings.Contains(got, "stand-in\nstand-in\nlibcuda.so.1\n") {
+		t.Errorf("the driver's library and binary, and the hook's link, are not there:\n%s", got)
 	}
 	c.Destroy(ctx)
 }
@@ -299,5 +298,19 @@ func TestDoctorGPUChecks(t *testing.T) {
 	}
 	if cs := gpuChecks([]string{t.TempDir()}, proc); len(cs) != 1 || cs[0].Status != "warn" {
 		t.Errorf("no specs: %+v", cs)
+	}
+}
+
+// update-ldcache leaves each versioned library's SONAME link; sealrun reads the SONAME from the
+// library on the host (here the host's libc stands in for a driver library).
+func TestHookSymlinksSONAME(t *testing.T) {
+	libc, err := filepath.EvalSymlinks("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Skip("no /lib/x86_64-linux-gnu/libc.so.6 to stand in for a driver library")
+	}
+	links := hookSymlinks([]string{"/usr/bin/nvidia-cdi-hook nvidia-cdi-hook update-ldcache --folder /usr/lib/x86_64-linux-gnu", "/usr/bin/nvidia-cdi-hook nvidia-cdi-hook create-symlinks --link ../x::relative-is-refused"},
+		[]specs.Mount{{Destination: "/usr/lib/x86_64-linux-gnu/libfoo.so.550.54.15", Source: libc}, {Destination: "/usr/bin/nvidia-smi", Source: libc}})
+	if len(links) != 1 || links["/usr/lib/x86_64-linux-gnu/libc.so.6"] != "libfoo.so.550.54.15" {
+		t.Errorf("links %v", links)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -32,8 +33,36 @@ type mountTarget struct {
 	dest     string // the spec's destination
 	resolved string // the path inside the rootfs after symlinks, "/"-rooted
 	dir      bool   // the mount's source is a directory
+	link     string // not a mount: a symlink to make there, pointing at link
 	missing  bool   // the image lacks it, or has another kind of file there
 	replaces string // what the image has in the way ("a file", "a symlink"), if anything
+}
+
+// addSymlinks adds symlinks (container path -> target) the layer makes. A path the image already
+// has keeps the image's entry when it is the same link, else the layer's link hides it.
+func addSymlinks(ts []mountTarget, rootfs string, links map[string]string) ([]mountTarget, error) {
+	paths := make([]string, 0, len(links))
+	for p := range links {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if !path.IsAbs(p) || links[p] == "" {
+			return nil, fmt.Errorf("symlink %q -> %q: give an absolute path and a target", p, links[p])
+		}
+		dir, rest, err := resolveIn(rootfs, path.Dir(p))
+		if err != nil {
+			return nil, fmt.Errorf("resolve the symlink %s in the image: %w", p, err)
+		}
+		t := mountTarget{dest: p, resolved: path.Join(append(append([]string{dir}, rest...), path.Base(p))...), link: links[p], missing: true}
+		if len(rest) == 0 {
+			if old, err := os.Readlink(filepath.Join(rootfs, t.resolved)); err == nil && old == t.link {
+				t.missing = false
+			}
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
 }
 
 // layerNeeded reports whether any bind mount's target is missing from the image.
@@ -51,7 +80,7 @@ func layerNeeded(ts []mountTarget) bool {
 func resolveMountTargets(rootfs string, mounts []specs.Mount) ([]mountTarget, error) {
 	var out []mountTarget
 	for _, m := range mounts {
-		if m.Type != "bind" || m.Destination == "/tmp" || m.Destination == "/dev" || strings.HasPrefix(m.Destination, "/tmp/") || strings.HasPrefix(m.Destination, "/dev/") {
+		if !isBind(m) || m.Destination == "/tmp" || m.Destination == "/dev" || strings.HasPrefix(m.Destination, "/tmp/") || strings.HasPrefix(m.Destination, "/dev/") {
 			continue
 		}
 		st, err := os.Stat(m.Source)
@@ -80,6 +109,12 @@ func resolveMountTargets(rootfs string, mounts []specs.Mount) ([]mountTarget, er
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// isBind reports whether the runtime treats m as a bind mount: its type, or (as CDI specs write
+// them, with no type) its options say so.
+func isBind(m specs.Mount) bool {
+	return m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind")
 }
 
 func kindOf(m fs.FileMode) string {
@@ -188,6 +223,15 @@ func makeTargetLayer(layer, rootfs string, ts []mountTarget, uids, gids []specs.
 			return fmt.Errorf("mount target %s: %w", t.dest, err)
 		}
 		host := filepath.Join(layer, t.resolved)
+		if t.link != "" {
+			if err := os.Symlink(t.link, host); err != nil {
+				return fmt.Errorf("symlink %s: %w", t.dest, err)
+			}
+			if err := os.Lchown(host, idShift(0, uids), idShift(0, gids)); err != nil {
+				return err
+			}
+			continue
+		}
 		if t.dir {
 			if err := mkdirs(t.resolved); err != nil {
 				return fmt.Errorf("mount target %s: %w", t.dest, err)

@@ -298,6 +298,9 @@ type ContainerConfig struct {
 	Limits    Limits // zero fields take DefaultLimits, field by field
 	Devices   []specs.LinuxDevice
 	Extra     []specs.Mount
+	// Symlinks (container path -> target) are made in the container's mount-target layer, never
+	// in the image: what GPUEdits.Symlinks stands in for the CDI hooks.
+	Symlinks map[string]string
 	// Stdin: when true the container's stdin is a pipe the caller writes through
 	// Container.Stdin (and closes); otherwise the container reads EOF at once.
 	Stdin bool
@@ -373,6 +376,9 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 		}
 	}
 	targets, err := resolveMountTargets(cfg.Rootfs, spec.Mounts)
+	if err == nil {
+		targets, err = addSymlinks(targets, cfg.Rootfs, cfg.Symlinks)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
 	}

@@ -83,7 +83,7 @@ func (f *gradeFlags) env(ctx context.Context, g *globals, cmd *cobra.Command, im
 	if len(f.gpus) > 0 {
 		device = "gpu: " + strings.Join(f.gpus, ", ")
 	}
-	e := &grader.Env{Run: run, Rootfs: rootfs, Image: image, Devices: edits.Devices, Mounts: edits.Mounts, GPUEnv: edits.Env,
+	e := &grader.Env{Run: run, Rootfs: rootfs, Image: image, Devices: edits.Devices, Mounts: edits.Mounts, GPUEnv: edits.Env, Symlinks: edits.Symlinks,
 		Limits: sandbox.Limits{CPUs: f.cpus, MemoryBytes: f.memory}, Device: device, Question: question,
 		WorkDir: work, Bundle: grader.DefaultLimits(maxGzip)}
 	return e, func() {

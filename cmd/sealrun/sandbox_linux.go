@@ -301,7 +301,7 @@ made group-owned by the run and group-writable. The grader takes --bundle (read-
 			if err != nil {
 				return err
 			}
-			cc.Devices, cc.Extra, cc.Env = edits.Devices, edits.Mounts, edits.Env
+			cc.Devices, cc.Extra, cc.Env, cc.Symlinks = edits.Devices, edits.Mounts, edits.Env, edits.Symlinks
 			c, err := run.Start(ctx, cc)
 			if err != nil {
 				return err
