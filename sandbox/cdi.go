@@ -2,8 +2,8 @@ package sandbox
 
 import (
 	"debug/elf"
-	"path"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 
