@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -44,17 +43,11 @@ func parseDigest(s string) (v1.Hash, error) {
 	return h, nil
 }
 
-// RemoteOption configures registry access.
-type RemoteOption = remote.Option
-
-func remoteOptions(ctx context.Context, extra []RemoteOption) []remote.Option {
-	return append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, extra...)
-}
-
 // Pin resolves ref (a tag, or an already pinned reference) once and returns name@sha256:<hex>.
 // The digest is the SHA-256 of the manifest bytes fetched, never a registry header. An index
-// (multi-platform) is resolved to the manifest of platform (default linux/GOARCH).
-func Pin(ctx context.Context, ref string, platform *v1.Platform, opts ...RemoteOption) (string, error) {
+// (multi-platform) is resolved to the manifest of platform (default linux/GOARCH). o says how to
+// reach the registry.
+func Pin(ctx context.Context, ref string, platform *v1.Platform, reg Registry) (string, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return "", fmt.Errorf("image %q: %v", ref, err)
@@ -62,10 +55,13 @@ func Pin(ctx context.Context, ref string, platform *v1.Platform, opts ...RemoteO
 	if platform == nil {
 		platform = &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 	}
-	o := remoteOptions(ctx, opts)
+	o, err := reg.remoteOptions(ctx)
+	if err != nil {
+		return "", err
+	}
 	desc, err := remote.Get(r, o...)
 	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", ref, err)
+		return "", fmt.Errorf("resolve %s: %w", ref, explainRegistry(r.Context().RegistryStr(), reg, err))
 	}
 	raw := desc.Manifest
 	if desc.MediaType.IsIndex() {
@@ -100,17 +96,11 @@ func Pin(ctx context.Context, ref string, platform *v1.Platform, opts ...RemoteO
 	return r.Context().Name() + "@" + digest, nil
 }
 
-// Pull fetches a pinned image by digest from its registry into the store.
-func (s *Store) Pull(ctx context.Context, ref string, opts ...RemoteOption) (*Record, error) {
-	d, err := ParsePinned(ref)
-	if err != nil {
-		return nil, err
-	}
-	img, err := remote.Image(d, remoteOptions(ctx, opts)...)
-	if err != nil {
-		return nil, fmt.Errorf("pull %s: %w", ref, err)
-	}
-	return s.add(ctx, img, d.Context().Name(), SourceRegistry, ref, d.DigestStr())
+// Pull fetches a pinned image by digest from its registry into the store (PullFrom without the
+// statistics).
+func (s *Store) Pull(ctx context.Context, ref string, reg Registry) (*Record, error) {
+	rec, _, err := s.PullFrom(ctx, ref, reg)
+	return rec, err
 }
 
 // Import reads an image from an OCI image layout directory or a docker-archive tarball

@@ -195,7 +195,66 @@ func (s *Store) Remove(digest string) error {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("remove %s: %w", digest, err)
 	}
-	return os.RemoveAll(tmp)
+	blobs, _ := os.ReadDir(filepath.Join(tmp, "image", "layout", "blobs", "sha256"))
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	// A shared blob no other image links to (its only link is the store's) goes too.
+	for _, b := range blobs {
+		shared := filepath.Join(s.dir, "blobs", "sha256", b.Name())
+		if st, err := os.Stat(shared); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink == 1 {
+				os.Remove(shared)
+			}
+		}
+	}
+	return nil
+}
+
+// shareBlobs makes every blob of a layout's blobs directory one file with the store's copy: a blob
+// the store has becomes a link to it (the layout's bytes are the same: both are checked against
+// the digest that names them), one it lacks is linked into it. Images then share layers on disk,
+// and a pull of an image with a layer the store has fetches nothing of it.
+func (s *Store) shareBlobs(blobs string) error {
+	algs, err := os.ReadDir(blobs)
+	if err != nil {
+		return err
+	}
+	for _, alg := range algs {
+		files, err := os.ReadDir(filepath.Join(blobs, alg.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(s.dir, "blobs", alg.Name()), 0o700); err != nil {
+			return err
+		}
+		for _, f := range files {
+			mine := filepath.Join(blobs, alg.Name(), f.Name())
+			shared := filepath.Join(s.dir, "blobs", alg.Name(), f.Name())
+			a, errA := os.Stat(mine)
+			b, errB := os.Stat(shared)
+			switch {
+			case errA != nil:
+				return errA
+			case errB == nil && os.SameFile(a, b):
+			case errB == nil && a.Size() == b.Size():
+				tmp := mine + ".link"
+				if err := os.Link(shared, tmp); err != nil {
+					return fmt.Errorf("share blob %s: %w", f.Name(), err)
+				}
+				if err := os.Rename(tmp, mine); err != nil {
+					return fmt.Errorf("share blob %s: %w", f.Name(), err)
+				}
+			case errB == nil:
+				return fmt.Errorf("blob %s in the store's blobs has %d bytes, this image's %d: the store is damaged; remove %s", f.Name(), b.Size(), a.Size(), shared)
+			default:
+				if err := os.Link(mine, shared); err != nil && !errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("share blob %s: %w", f.Name(), err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // allowed media types: OCI and Docker schema 2 images with tar layers.
@@ -253,7 +312,6 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	if err := checkMediaTypes(sourceRef, img); err != nil {
 		return nil, err
 	}
-	final, _ := s.Dir(digest)
 	if r, err := s.Get(digest); err == nil {
 		return r, nil // content-addressed: already here
 	}
@@ -261,12 +319,7 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	if err != nil {
 		return nil, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
-		}
-	}()
+	defer os.RemoveAll(tmp) // gone once renamed into the store
 	lp, err := layout.Write(filepath.Join(tmp, "layout"), empty.Index)
 	if err != nil {
 		return nil, err
@@ -279,6 +332,14 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	if err != nil {
 		return nil, fmt.Errorf("image %s: read back: %w", sourceRef, err)
 	}
+	return s.finishAdd(ctx, tmp, disk, digest, name, source, sourceRef)
+}
+
+// finishAdd verifies the image whose layout is in tmp/layout, unpacks it into tmp/rootfs, shares
+// its blobs with the store's (blobs another image has become links to the same file), writes
+// its record and renames tmp into the store. The caller removes tmp on error.
+func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest, name, source, sourceRef string) (*Record, error) {
+	final, _ := s.Dir(digest)
 	rec := &Record{Digest: digest, Name: name, Source: source, SourceRef: sourceRef}
 	if err := s.verifyImage(ctx, sourceRef, digest, disk, rec); err != nil {
 		return nil, err
@@ -321,13 +382,15 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	if err := os.Chmod(tmp, 0o711); err != nil {
 		return nil, err
 	}
+	if err := s.shareBlobs(filepath.Join(tmp, "layout", "blobs")); err != nil {
+		return nil, fmt.Errorf("image %s: %w", sourceRef, err)
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, fs.ErrExist) {
 			return s.Get(digest) // a concurrent import of the same image won
 		}
 		return nil, fmt.Errorf("image %s: move into the store: %w", sourceRef, err)
 	}
-	ok = true
 	return rec, nil
 }
 

@@ -95,7 +95,7 @@ func TestPinPullVerifyRemove(t *testing.T) {
 	push(t, img, host+"/team/app:v1")
 	ctx := context.Background()
 
-	ref, err := Pin(ctx, host+"/team/app:v1", nil)
+	ref, err := Pin(ctx, host+"/team/app:v1", nil, Registry{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestPinPullVerifyRemove(t *testing.T) {
 		t.Fatalf("pin = %s, want %s", ref, want)
 	}
 	s, _ := testStore(t)
-	rec, err := s.Pull(ctx, ref)
+	rec, err := s.Pull(ctx, ref, Registry{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPinPullVerifyRemove(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(rootfs, "bin/hello")); string(b) != "hi" {
 		t.Errorf("bin/hello = %q", b)
 	}
-	again, err := s.Pull(ctx, ref) // content-addressed: idempotent
+	again, err := s.Pull(ctx, ref, Registry{}) // content-addressed: idempotent
 	if err != nil || again.Digest != rec.Digest {
 		t.Errorf("second pull: %v", err)
 	}
@@ -177,11 +177,11 @@ func TestPinIndexResolvesPlatform(t *testing.T) {
 	if err := remote.WriteIndex(r, idx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Pin(context.Background(), host+"/multi:latest", &v1.Platform{OS: "linux", Architecture: "arm64"})
+	got, err := Pin(context.Background(), host+"/multi:latest", &v1.Platform{OS: "linux", Architecture: "arm64"}, Registry{})
 	if err != nil || !strings.HasSuffix(got, digestOf(t, arm)) {
 		t.Errorf("pin arm64 = %s, %v", got, err)
 	}
-	if _, err := Pin(context.Background(), host+"/multi:latest", &v1.Platform{OS: "linux", Architecture: "s390x"}); err == nil || !strings.Contains(err.Error(), "no image for linux/s390x") {
+	if _, err := Pin(context.Background(), host+"/multi:latest", &v1.Platform{OS: "linux", Architecture: "s390x"}, Registry{}); err == nil || !strings.Contains(err.Error(), "no image for linux/s390x") {
 		t.Errorf("missing platform: %v", err)
 	}
 }
@@ -200,7 +200,7 @@ func TestRegistryLies(t *testing.T) {
 	}
 	host := serve(t, liar)
 	push(t, img, host+"/lie:v1")
-	ref, err := Pin(context.Background(), host+"/lie:v1", nil)
+	ref, err := Pin(context.Background(), host+"/lie:v1", nil, Registry{})
 	if err != nil {
 		t.Fatalf("pin through a registry whose digest header lies: %v", err)
 	}
@@ -251,7 +251,7 @@ func TestPullFailures(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s, dir := testStore(t)
-			_, err := s.Pull(ctx, tc.ref)
+			_, err := s.Pull(ctx, tc.ref, Registry{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -279,7 +279,7 @@ func TestHostileImageLeavesStoreUnchanged(t *testing.T) {
 	img := imageOf(t, []entry{file("ok", "1")}, []entry{symlink("evil", "../../../../etc")})
 	push(t, img, host+"/evil:v1")
 	s, dir := testStore(t)
-	_, err := s.Pull(context.Background(), host+"/evil@"+digestOf(t, img))
+	_, err := s.Pull(context.Background(), host+"/evil@"+digestOf(t, img), Registry{})
 	var ue *UnpackError
 	if !errors.As(err, &ue) || ue.Rule != RuleSymlinkEscape || ue.Entry != "evil" || !strings.HasPrefix(ue.Layer, "sha256:") {
 		t.Fatalf("err = %v", err)
@@ -348,7 +348,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	for _, tamper := range []string{"blob", "rootfs", "manifest"} {
 		t.Run(tamper, func(t *testing.T) {
 			s, _ := testStore(t)
-			rec, err := s.Pull(ctx, host+"/t@"+digestOf(t, img))
+			rec, err := s.Pull(ctx, host+"/t@"+digestOf(t, img), Registry{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,11 @@ packages=(
   munge           #   and Slurm's authentication
   qemu-system-x86 # make test-cgroup2 boots a cgroup-v2-only Debian guest (systemd as PID 1)
   lz4             #   and unpacks the Debian kernel's vmlinuz for qemu -kernel
+  docker-registry # the CNCF distribution registry: images pin/pull/push tests against a real one
+                  #   (TLS with a CA the test makes, htpasswd auth), installed with no service started
+  apache2-utils   #   htpasswd, for that registry's password file
+  buildah         # builds a scaffold image from a Containerfile, as operators do (SCAFFOLD.md)
+  skopeo          # the baseline make bench pulls an image with, against images pull
 )
 
 missing=()

@@ -22,6 +22,20 @@ func (f *unpackFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.maxFiles, "max-files", images.DefaultMaxFiles, "refuse images with more entries")
 }
 
+// registryFlags is the flag group saying how to reach a registry.
+type registryFlags struct {
+	caFile, authFile string
+}
+
+func (f *registryFlags) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM bundle of certificate authorities to trust for the registry's TLS, besides the system's (a private CA)")
+	cmd.Flags().StringVar(&f.authFile, "authfile", "", "a docker config.json with the registry's credentials or credential helpers (default: $DOCKER_CONFIG/config.json or ~/.docker/config.json, then podman's auth.json, as crane and skopeo read them)")
+}
+
+func (f *registryFlags) registry(cmd *cobra.Command) images.Registry {
+	return images.Registry{CAFile: f.caFile, AuthFile: f.authFile, Progress: cmd.ErrOrStderr()}
+}
+
 func (g *globals) store(u *unpackFlags) (*images.Store, error) {
 	var opts []images.StoreOption
 	if u != nil {
@@ -41,23 +55,25 @@ func newImagesCmd(g *globals) *cobra.Command {
 		Long: `Every container of a sealed run starts from an image pinned by digest (name@sha256:<hex>). The
 store under --state-dir/images keeps each image's OCI layout and its safely unpacked rootfs,
 content-addressed; an image appears there only after every check passed.`,
-		Args: exactArgs(0, "a subcommand: pin, pull, import, ls, verify, rm or build-local"),
+		Args: exactArgs(0, "a subcommand: pin, pull, push, import, ls, verify, rm or build-local"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usage(errors.New("missing subcommand: pin, pull, import, ls, verify, rm or build-local"))
+			return usage(errors.New("missing subcommand: pin, pull, push, import, ls, verify, rm or build-local"))
 		},
 	}
-	cmd.AddCommand(newImagesPinCmd(), newImagesPullCmd(g), newImagesImportCmd(g), newImagesLsCmd(g), newImagesVerifyCmd(g), newImagesRmCmd(g), newImagesBuildLocalCmd(g))
+	cmd.AddCommand(newImagesPinCmd(), newImagesPullCmd(g), newImagesPushCmd(g), newImagesImportCmd(g), newImagesLsCmd(g), newImagesVerifyCmd(g), newImagesRmCmd(g), newImagesBuildLocalCmd(g))
 	return cmd
 }
 
 func newImagesPinCmd() *cobra.Command {
 	var lock, platform string
+	var rf registryFlags
 	cmd := &cobra.Command{
 		Use:   "pin REF [--lock images.lock]",
 		Short: "Resolve a tag once and print name@sha256:<hex> (the manifest bytes' own hash)",
 		Long: `Pin fetches REF's manifest and hashes the bytes itself (a registry's digest header is never
 trusted). A multi-platform index is resolved to the image for --platform. With --lock, the pin is
-recorded in the lock file under REF. Registry credentials come from the docker config keychain.`,
+recorded in the lock file under REF. Registry credentials come from --authfile or the docker config
+keychain; a registry with a private CA needs --ca-file.`,
 		Args: exactArgs(1, "one image reference"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p *v1.Platform
@@ -67,7 +83,7 @@ recorded in the lock file under REF. Registry credentials come from the docker c
 					return usage(fmt.Errorf("--platform %q: %v", platform, err))
 				}
 			}
-			ref, err := images.Pin(cmd.Context(), args[0], p)
+			ref, err := images.Pin(cmd.Context(), args[0], p, rf.registry(cmd))
 			if err != nil {
 				return err
 			}
@@ -82,6 +98,7 @@ recorded in the lock file under REF. Registry credentials come from the docker c
 	}
 	cmd.Flags().StringVar(&lock, "lock", "", "record the pin in this lock file")
 	cmd.Flags().StringVar(&platform, "platform", "", "platform for multi-platform images (default linux/<this machine's arch>)")
+	rf.addFlags(cmd)
 	return cmd
 }
 
@@ -94,10 +111,15 @@ func printRecord(cmd *cobra.Command, verb string, r *images.Record) {
 
 func newImagesPullCmd(g *globals) *cobra.Command {
 	var u unpackFlags
+	var rf registryFlags
 	cmd := &cobra.Command{
-		Use:   "pull NAME@sha256:<hex>",
+		Use:   "pull NAME@sha256:<hex> [--ca-file PEM] [--authfile config.json]",
 		Short: "Fetch an image by digest into the store, verify and unpack it",
-		Args:  exactArgs(1, "one image reference pinned by digest"),
+		Long: `Pull fetches the image's manifest and every blob, each checked against its digest as it arrives,
+then verifies and unpacks it. A progress line goes to stderr every few seconds. Blobs are shared
+between the store's images: a layer the store has is not fetched again. An interrupted pull keeps
+what it fetched; pulling again fetches only the rest (HTTP ranges).`,
+		Args: exactArgs(1, "one image reference pinned by digest"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := images.ParsePinned(args[0]); err != nil {
 				return usage(err)
@@ -106,15 +128,46 @@ func newImagesPullCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := s.Pull(cmd.Context(), args[0])
+			r, st, err := s.PullFrom(cmd.Context(), args[0], rf.registry(cmd))
 			if err != nil {
 				return err
 			}
 			printRecord(cmd, "pulled", r)
+			if st.Blobs > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %d blobs (%s): fetched %s, %d already in the store, %s resumed from an earlier pull; %s\n",
+					st.Blobs, humanBytes(st.TotalSize), humanBytes(st.Fetched), st.Shared, humanBytes(st.Resumed), st.Took.Round(time.Millisecond))
+			}
 			return nil
 		},
 	}
 	u.addFlags(cmd)
+	rf.addFlags(cmd)
+	return cmd
+}
+
+func newImagesPushCmd(g *globals) *cobra.Command {
+	var rf registryFlags
+	cmd := &cobra.Command{
+		Use:   "push DIGEST REPOSITORY[:TAG] [--ca-file PEM] [--authfile config.json]",
+		Short: "Publish a stored image to a registry under the same digest",
+		Long: `Push uploads an image of the store (built here with build-local or buildah, or imported) to a
+registry exactly as stored: its manifest bytes are unchanged, so the registry serves it under the
+digest a track pins, and other hosts pull it by that digest. It prints REPOSITORY@sha256:<hex>.`,
+		Args: exactArgs(2, "the image's digest (sealrun images ls) and the repository to push to"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.store(nil)
+			if err != nil {
+				return err
+			}
+			ref, err := s.Push(cmd.Context(), args[0], args[1], rf.registry(cmd))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), ref)
+			return nil
+		},
+	}
+	rf.addFlags(cmd)
 	return cmd
 }
 

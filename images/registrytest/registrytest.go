@@ -1,0 +1,200 @@
+// Package registrytest starts a real container registry for tests: Debian's docker-registry (the
+// CNCF distribution registry) on loopback, with TLS from a certificate authority the test makes and
+// htpasswd authentication, its storage in the test's directory. Nothing here is a fake.
+package registrytest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/internal/testenv"
+)
+
+// Registry is a running registry.
+type Registry struct {
+	Addr     string // 127.0.0.1:PORT
+	CAFile   string // PEM of the CA that signed its certificate
+	User     string
+	Password string
+	Storage  string // its filesystem storage root
+	// AuthFile is a docker config.json holding User and Password for Addr, as `docker login`
+	// (or `podman login --authfile`) writes it.
+	AuthFile string
+
+	t    testing.TB
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts a registry; it is stopped at the test's cleanup.
+func Start(t testing.TB) *Registry {
+	t.Helper()
+	bin := testenv.RequireTool(t, "docker-registry", "docker-registry")
+	htpasswd := testenv.RequireTool(t, "htpasswd", "apache2-utils")
+	dir := t.TempDir()
+	r := &Registry{t: t, dir: dir, User: "sealrun-test", Password: "pw-" + randHex(8), Storage: filepath.Join(dir, "storage")}
+	os.MkdirAll(r.Storage, 0o700)
+	r.CAFile = filepath.Join(dir, "ca.pem")
+	crt, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
+	if err := makeCerts(r.CAFile, crt, key); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(htpasswd, "-Bbc", filepath.Join(dir, "htpasswd"), r.User, r.Password).CombinedOutput(); err != nil {
+		t.Fatalf("htpasswd: %v %s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Addr = l.Addr().String()
+	l.Close()
+	cfg := fmt.Sprintf(`version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %s
+  tls:
+    certificate: %s
+    key: %s
+auth:
+  htpasswd:
+    realm: sealrun-test
+    path: %s
+`, r.Storage, r.Addr, crt, key, filepath.Join(dir, "htpasswd"))
+	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(r.User + ":" + r.Password))
+	r.AuthFile = filepath.Join(dir, "auth", "config.json")
+	os.MkdirAll(filepath.Dir(r.AuthFile), 0o700)
+	b, _ := json.Marshal(map[string]any{"auths": map[string]any{r.Addr: map[string]string{"auth": auth}}})
+	os.WriteFile(r.AuthFile, b, 0o600)
+	r.start(bin)
+	t.Cleanup(r.Stop)
+	return r
+}
+
+func (r *Registry) start(bin string) {
+	r.t.Helper()
+	r.cmd = exec.Command(bin, "serve", filepath.Join(r.dir, "config.yml"))
+	r.cmd.Env = append(os.Environ(), "SEALRUN_TEST_REGISTRY="+r.dir) // testenv.KillByEnv finds it after a killed test
+	logf, _ := os.OpenFile(filepath.Join(r.dir, "registry.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("start docker-registry: %v", err)
+	}
+	r.done = make(chan struct{})
+	go func() { r.cmd.Wait(); logf.Close(); close(r.done) }()
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(r.CAFile)
+	pool.AppendCertsFromPEM(ca)
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := c.Get("https://" + r.Addr + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusUnauthorized {
+				return
+			}
+		}
+		select {
+		case <-r.done:
+			log, _ := os.ReadFile(filepath.Join(r.dir, "registry.log"))
+			r.t.Fatalf("docker-registry exited: %s", log)
+		default:
+		}
+	}
+	r.t.Fatalf("docker-registry did not answer on %s in 20s", r.Addr)
+}
+
+// Stop kills the registry (as a crash would) and waits for it.
+func (r *Registry) Stop() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		r.cmd.Process.Kill()
+		<-r.done
+	}
+}
+
+// Restart starts it again on the same address and storage.
+func (r *Registry) Restart() {
+	r.t.Helper()
+	r.Stop()
+	r.start(r.cmd.Path)
+}
+
+// Ref names repo (with an optional :tag or @digest) on this registry.
+func (r *Registry) Ref(repo string) string { return r.Addr + "/" + repo }
+
+// BlobPath is where the registry keeps a blob's bytes (to tamper with them).
+func (r *Registry) BlobPath(digest string) string {
+	hex := strings.TrimPrefix(digest, "sha256:")
+	return filepath.Join(r.Storage, "docker", "registry", "v2", "blobs", "sha256", hex[:2], hex, "data")
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+// makeCerts writes a CA and a server certificate for 127.0.0.1 and localhost signed by it.
+func makeCerts(caFile, crtFile, keyFile string) error {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sealrun test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, srv, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		path, typ string
+		der       []byte
+	}{{caFile, "CERTIFICATE", caDER}, {crtFile, "CERTIFICATE", der}, {keyFile, "EC PRIVATE KEY", kb}} {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
