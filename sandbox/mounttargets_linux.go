@@ -27,7 +27,7 @@ import (
 // where the image has them); below, the image's idmapped rootfs. Nothing of the image changes,
 // and an image that has every target keeps the plain idmapped rootfs.
 
-// mountTarget is a bind mount's target as resolved inside the image (symlinks followed, clamped to
+// mountTarget is a mount's target as resolved inside the image (symlinks followed, clamped to
 // the rootfs as the runtime resolves them), and what it must be.
 type mountTarget struct {
 	dest     string // the spec's destination
@@ -75,19 +75,25 @@ func layerNeeded(ts []mountTarget) bool {
 	return false
 }
 
-// resolveMountTargets resolves the targets of the spec's bind mounts inside rootfs. Targets under
-// /tmp and /dev are on the container's own tmpfs and need nothing from the image.
+// resolveMountTargets resolves the targets of the spec's mounts inside rootfs: every mount needs
+// its mount point (a FROM-scratch image has no /proc, /sys, /dev or /tmp either). Targets below
+// /dev and /tmp are on the container's own tmpfs, and those below /proc and /sys in the kernel's
+// own filesystems: they need nothing from the image. A bind mount's target is a directory or a
+// file as its source is; any other mount's a directory.
 func resolveMountTargets(rootfs string, mounts []specs.Mount) ([]mountTarget, error) {
 	var out []mountTarget
 	for _, m := range mounts {
-		if !isBind(m) || m.Destination == "/tmp" || m.Destination == "/dev" || strings.HasPrefix(m.Destination, "/tmp/") || strings.HasPrefix(m.Destination, "/dev/") {
+		if d := path.Clean(m.Destination); d == "/" || strings.HasPrefix(d, "/dev/") || strings.HasPrefix(d, "/tmp/") || strings.HasPrefix(d, "/proc/") || strings.HasPrefix(d, "/sys/") {
 			continue
 		}
-		st, err := os.Stat(m.Source)
-		if err != nil {
-			return nil, fmt.Errorf("the source of the mount at %s: %w", m.Destination, err)
+		t := mountTarget{dest: m.Destination, dir: true}
+		if isBind(m) {
+			st, err := os.Stat(m.Source)
+			if err != nil {
+				return nil, fmt.Errorf("the source of the mount at %s: %w", m.Destination, err)
+			}
+			t.dir = st.IsDir()
 		}
-		t := mountTarget{dest: m.Destination, dir: st.IsDir()}
 		resolved, rest, err := resolveIn(rootfs, m.Destination)
 		if err != nil {
 			return nil, fmt.Errorf("resolve the mount target %s in the image: %w", m.Destination, err)

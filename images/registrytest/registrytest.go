@@ -198,3 +198,39 @@ func makeCerts(caFile, crtFile, keyFile string) error {
 	}
 	return nil
 }
+
+// Build builds an image with buildah (Debian's package, as an operator would) from the
+// Containerfile in dir, its build context, and pushes it to repo:tag on the registry; it returns
+// the pushed image as repo@sha256:<hex>, the digest buildah reports.
+func (r *Registry) Build(t testing.TB, dir, repoTag string) string {
+	t.Helper()
+	buildah := testenv.RequireTool(t, "buildah", "buildah")
+	work := t.TempDir()
+	storage := []string{"--root", filepath.Join(work, "root"), "--runroot", filepath.Join(work, "runroot"), "--storage-driver", "vfs"}
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(buildah, append(storage, args...)...)
+		cmd.Env = append(os.Environ(), "BUILDAH_ISOLATION=chroot", "TMPDIR="+work)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("buildah %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command(buildah, append(storage, "rm", "--all")...).Run() })
+	local := "localhost/sealrun-test-build:latest"
+	run("bud", "--layers=false", "-f", filepath.Join(dir, "Containerfile"), "-t", local, dir)
+	certs := filepath.Join(work, "certs")
+	os.MkdirAll(certs, 0o700)
+	ca, _ := os.ReadFile(r.CAFile)
+	os.WriteFile(filepath.Join(certs, "ca.crt"), ca, 0o600)
+	digestFile := filepath.Join(work, "digest")
+	run("push", "--cert-dir", certs, "--creds", r.User+":"+r.Password, "--digestfile", digestFile, local, "docker://"+r.Ref(repoTag))
+	d, err := os.ReadFile(digestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := repoTag
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return r.Ref(repo) + "@" + strings.TrimSpace(string(d))
+}
