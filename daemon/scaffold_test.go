@@ -91,7 +91,7 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 	agent := strings.Replace(agentScript, "PROMOTE", `runner promote "$id" && runner finalize`, 1)
 	agent = "cp /opt/my-agent/bundle/* .\n" + agent
 	dir, configSHA := userImageContext(t, "my-agent", "0.3.0", "opt/my-agent/agent.sh", map[string][]byte{
-		"opt/my-agent/agent.sh":                  []byte(agent),
+		"opt/my-agent/agent.sh":                   []byte(agent),
 		"opt/my-agent/bundle/sealrun-bundle.json": mustRead(t, "../grader/example/sealrun-bundle.json"),
 		"opt/my-agent/bundle/predict.py":          mustRead(t, "../grader/example/predict.py"),
 	}, `["/bin/sh", "/opt/my-agent/agent.sh"]`)
