@@ -22,6 +22,7 @@ import (
 
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/images/registrytest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -158,16 +159,17 @@ func TestHostileScaffold(t *testing.T) {
 	}
 	os.WriteFile("/etc/shadow.sealrun-host-only", []byte("host only\n"), 0o600)
 	defer os.Remove("/etc/shadow.sealrun-host-only")
-	overlay := filepath.Join(base, "hostile-kit")
-	os.MkdirAll(overlay, 0o755)
+	// The hostile scaffold is an ordinary user image: built by buildah from a Containerfile,
+	// pushed to a real registry, pinned and pulled by digest, its command and labels its own.
 	b, _ := json.MarshalIndent(cfg, "", "  ")
-	os.WriteFile(filepath.Join(overlay, "attack.json"), b, 0o644)
-	os.WriteFile(filepath.Join(overlay, "hostile"), mustRead(t, sandboxtest.Static(t, "e2e/hostile")), 0o755)
-
-	x := tb.executor()
-	x.Journal = tb.journal
-	x.TestOverlay = overlay
-	x.Entrypoint = []string{"/workspace/hostile", "controller"}
+	reg := registrytest.Start(t)
+	ctxDir, configSHA := userImageContext(t, "hostile", "1", "etc/hostile/attack.json",
+		map[string][]byte{"usr/bin/hostile": mustRead(t, sandboxtest.Static(t, "e2e/hostile")), "etc/hostile/attack.json": b}, `["/usr/bin/hostile", "controller"]`)
+	_, trackText = tb.pullScaffold(t, reg, trackText, ctxDir, "attack/hostile:1", "hostile", "1", configSHA)
+	if track, err = policy.Parse("attack.toml", []byte(trackText)); err != nil {
+		t.Fatal(err)
+	}
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Journal: tb.journal}
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
 	id := "run-hostile"
 	start := time.Now()

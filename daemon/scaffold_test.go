@@ -51,8 +51,8 @@ func userImageContext(t *testing.T, name, version, config string, files map[stri
 
 // pullScaffold builds the context with buildah, pushes it to a real registry (TLS, auth), pins and
 // pulls it by digest into the testbed's store (removed again at cleanup), and returns the track
-// text with the image as the controller and its labels as the scaffold pin.
-func (tb *testbed) pullScaffold(t *testing.T, reg *registrytest.Registry, dir, repoTag, name, version, configSHA string) (string, string) {
+// text (trackText's) with the image as the controller and its labels as the scaffold pin.
+func (tb *testbed) pullScaffold(t *testing.T, reg *registrytest.Registry, trackText, dir, repoTag, name, version, configSHA string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	ref := reg.Build(t, dir, repoTag)
@@ -65,7 +65,7 @@ func (tb *testbed) pullScaffold(t *testing.T, reg *registrytest.Registry, dir, r
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tb.store.Remove(rec.Digest) })
-	text := tb.trackTOML
+	text := trackText
 	for _, line := range strings.Split(text, "\n") {
 		switch {
 		case strings.HasPrefix(line, "controller = "):
@@ -95,7 +95,7 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 		"opt/my-agent/bundle/sealrun-bundle.json": mustRead(t, "../grader/example/sealrun-bundle.json"),
 		"opt/my-agent/bundle/predict.py":          mustRead(t, "../grader/example/predict.py"),
 	}, `["/bin/sh", "/opt/my-agent/agent.sh"]`)
-	ref, text := tb.pullScaffold(t, reg, dir, "team/my-agent:0.3.0", "my-agent", "0.3.0", configSHA)
+	ref, text := tb.pullScaffold(t, reg, tb.trackTOML, dir, "team/my-agent:0.3.0", "my-agent", "0.3.0", configSHA)
 	track, err := policy.Parse("user-scaffold.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ done
 # Bump recipe when what the root holds changes: the cache key is its hash.
 suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr,openssl
+packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr,openssl,docker-registry,apache2-utils,buildah
 recipe="cgroup2-guest/v1 $suite $mirror $packages"
 key=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
 root_dir=$cache/$key

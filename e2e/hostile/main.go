@@ -94,6 +94,17 @@ func main() {
 	if role == "bundle" {
 		role, out, pfx = "grader", os.Stderr, ""
 	}
+	if role == "controller" {
+		// As a scaffold image, its configuration and itself are in the image: the rest of the
+		// attacks use them from the workspace (bundles are made of them, the runner role runs them).
+		if _, err := os.Stat("attack.json"); err != nil {
+			copyFile("/etc/hostile/attack.json", "attack.json", 0o644)
+		}
+		if _, err := os.Stat("hostile"); err != nil {
+			self, _ := os.Executable()
+			copyFile(self, "hostile", 0o755)
+		}
+	}
 	b, err := os.ReadFile("attack.json")
 	if err == nil {
 		err = json.Unmarshal(b, &cfg)

@@ -54,7 +54,7 @@ declare -A select=(
 	[runner]='.'
 	[grader]='.'
 	[controller]='.'
-	[daemon]='TestExecuteSealedRun|TestFaultGraderOOM|TestQueueOneGPU|TestCancelWhileGrading|TestKill9AndRestart|TestHostileScaffold'
+	[daemon]='TestExecuteSealedRun|TestFaultGraderOOM|TestQueueOneGPU|TestCancelWhileGrading|TestKill9AndRestart|TestHostileScaffold|TestUserScaffoldFromRegistry'
 	[cmd_sealrun]='TestSandbox|TestDoctor|TestGrade'
 )
 for name in sandbox runner grader controller daemon cmd_sealrun; do
