@@ -102,7 +102,7 @@ if [ ! -f "$root_dir/root.img" ]; then
 		WantedBy=multi-user.target
 	UNIT
 	ln -sf /etc/systemd/system/sealrun-guest.service "$r/etc/systemd/system/multi-user.target.wants/sealrun-guest.service"
-	for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do
+	for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer docker-registry.service; do
 		ln -sf /dev/null "$r/etc/systemd/system/$u"
 	done
 	printf 'loop\nveth\ntun\noverlay\nbridge\n' >"$r/etc/modules-load.d/sealrun.conf"
