@@ -14,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -256,6 +257,14 @@ func TestFaultGraderOOM(t *testing.T) {
 		t.Fatal("the example bundle changed: cannot plant the allocation")
 	}
 	os.WriteFile(filepath.Join(tb.kit, "predict.py"), []byte(hog), 0o644)
+	// A question limit that no busy host reaches while the kernel takes 4 GiB of allocations
+	// down: the question must end by the OOM kill, never by the limit.
+	text := strings.Replace(strings.Replace(tb.trackTOML, `question_limit = "10s"`, `question_limit = "60s"`, 1), `grading = "2m"`, `grading = "4m"`, 1)
+	long, err := policy.Parse("oom.toml", []byte(text))
+	if err != nil || long.Budget.QuestionLimit != time.Minute {
+		t.Fatal(err)
+	}
+	tb.track = long
 	out := runFault(t, tb, "run-grader-oom", `set -u
 mkdir -p b && cp predict.py b/ && printf '{"protocol": "sealrun-bundle/v1", "entrypoint": ["python3", "predict.py", "hog"]}' > b/sealrun-bundle.json
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
