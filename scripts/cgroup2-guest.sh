@@ -14,6 +14,7 @@
 # --work   scratch (the data and results disks); default a temporary directory, removed after
 # --bench  also run the container and runner benchmarks in the guest; --bench-only: only them
 # --keep   keep --work
+# --root-only  only build (or find) the cached guest root, and stop (.ci/run does it beside make test)
 # Environment: CGROUP2_GUEST_TIMEOUT (seconds for the whole boot, default 2700), CGROUP2_GUEST_MEM
 # (default 8G), CGROUP2_GUEST_RUN (a regular expression: only the test binaries whose name matches).
 set -euo pipefail
@@ -25,6 +26,7 @@ state=/var/lib/sealrun-test
 work=
 bench=0
 keep=0
+root_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--cache) cache=$2; shift 2 ;;
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
 	--work) work=$2; shift 2 ;;
 	--bench) bench=1; shift ;;
 	--bench-only) bench=only; shift ;;
+	--root-only) root_only=1; shift ;;
 	--keep) keep=1; shift ;;
 	*) echo "cgroup2-guest: unknown argument $1; see the head of $0" >&2; exit 2 ;;
 	esac
@@ -46,7 +49,6 @@ elapsed() { echo "$(( $(date +%s) - started ))s"; }
 for tool in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap mkfs.ext4:e2fsprogs lz4:lz4 go:Go; do
 	command -v "${tool%%:*}" >/dev/null || die "${tool%%:*} is missing (Debian package ${tool#*:}; make deps installs it)"
 done
-[ -f "$state/images.lock" ] || die "no local images in $state (images.lock): make test builds them first (sealrun images build-local)"
 
 # --- The guest's root: Debian bookworm with systemd, the cloud kernel and runc ------------------
 # Bump recipe when what the root holds changes: the cache key is its hash.
@@ -115,6 +117,9 @@ if [ ! -f "$root_dir/root.img" ]; then
 	trap - EXIT
 	say "guest root ready in $(elapsed)"
 fi
+
+[ "$root_only" = 1 ] && exit 0
+[ -f "$state/images.lock" ] || die "no local images in $state (images.lock): make test builds them first (sealrun images build-local)"
 
 # --- This run's data: the tree, test binaries and commands built here, the local images ---------
 if [ -z "$work" ]; then
