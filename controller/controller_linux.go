@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ const SocketPath = "/run/sealrun/agent.sock"
 type Config struct {
 	Rootfs     string   // the scaffold image's rootfs
 	Entrypoint []string // the scaffold's command (from the image or the track)
+	ImageEnv   []string // the scaffold image's own environment (its ENV): under sealrun's own variables
 	Workspace  string   // host workspace, /workspace (holds BRIEF.md)
 	Runner     string   // host path of the static runner client, mounted at /usr/local/bin/runner
 	Socket     string   // host path of the run's agent socket
@@ -43,21 +45,23 @@ func GatewayURL(port int) string {
 	return "http://" + sandbox.GatewayIP.String() + ":" + strconv.Itoa(port)
 }
 
-// Env is the documented contract between sealrun and a scaffold (GATEWAY.md): the gateway URL,
-// the agent identity, the brief, and the base-URL variables SDKs read. The key variables hold
-// a placeholder: SDKs insist on one, and the gateway drops it and injects the real key.
+// Env is the documented contract between sealrun and a scaffold (SCAFFOLD.md): the image's own
+// environment, then the gateway URL, the agent identity, the brief, and the base-URL variables
+// SDKs read (a variable the image sets too is sealrun's). The key variables hold a placeholder:
+// SDKs insist on one, and the gateway drops it and injects the real key.
 func Env(cfg Config) []string {
 	gw := GatewayURL(cfg.Port)
-	env := []string{
-		"SEALRUN_GATEWAY=" + gw,
-		"SEALRUN_PROVIDER=" + cfg.Agent.Provider,
-		"SEALRUN_PROVIDER_KIND=" + cfg.Kind,
-		"SEALRUN_MODEL=" + cfg.Agent.Model,
-		"SEALRUN_EFFORT=" + cfg.Agent.Effort,
-		"SEALRUN_AGENT=" + cfg.Agent.String(),
-		"SEALRUN_BRIEF=" + sandbox.WorkspacePath + "/BRIEF.md",
-		"SEALRUN_AGENT_SOCKET=" + SocketPath,
-	}
+	env := append([]string(nil), cfg.ImageEnv...)
+	env = append(env,
+		"SEALRUN_GATEWAY="+gw,
+		"SEALRUN_PROVIDER="+cfg.Agent.Provider,
+		"SEALRUN_PROVIDER_KIND="+cfg.Kind,
+		"SEALRUN_MODEL="+cfg.Agent.Model,
+		"SEALRUN_EFFORT="+cfg.Agent.Effort,
+		"SEALRUN_AGENT="+cfg.Agent.String(),
+		"SEALRUN_BRIEF="+sandbox.WorkspacePath+"/BRIEF.md",
+		"SEALRUN_AGENT_SOCKET="+SocketPath,
+	)
 	switch cfg.Kind {
 	case KindAnthropic:
 		env = append(env, "ANTHROPIC_BASE_URL="+gw, "ANTHROPIC_API_KEY=sealrun-gateway-injects-the-key")
@@ -65,6 +69,24 @@ func Env(cfg Config) []string {
 		env = append(env, "OPENAI_BASE_URL="+gw+"/v1", "OPENAI_API_KEY=sealrun-gateway-injects-the-key")
 	}
 	return append(env, cfg.Env...)
+}
+
+// CheckImageEnv refuses a scaffold image whose own environment (its ENV) sealrun will not start a
+// controller with: LD_* variables (the sandbox starts no container with one) and proxy variables
+// (the gateway is the only egress; an SDK following a proxy would fail).
+func CheckImageEnv(env []string) error {
+	for _, e := range env {
+		k, _, ok := strings.Cut(e, "=")
+		switch {
+		case !ok || k == "":
+			return fmt.Errorf("its environment entry %q is not KEY=VALUE", e)
+		case strings.HasPrefix(k, "LD_"):
+			return fmt.Errorf("it sets %s in its environment; sealrun starts no container with LD_* variables: rebuild it without (ENV in the Containerfile)", k)
+		case strings.HasSuffix(strings.ToLower(k), "_proxy"):
+			return fmt.Errorf("it sets %s in its environment; the run's only egress is its gateway (SEALRUN_GATEWAY, OPENAI_BASE_URL, ANTHROPIC_BASE_URL), never a proxy: rebuild it without", k)
+		}
+	}
+	return nil
 }
 
 // Controller is a running controller container.

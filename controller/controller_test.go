@@ -133,3 +133,28 @@ func emptySocket(t *testing.T, gid int) string {
 	os.Chmod(p, 0o660)
 	return p
 }
+
+// The image's own environment comes first and sealrun's variables win over it; LD_* and proxy
+// variables in an image are refused.
+func TestImageEnv(t *testing.T) {
+	env := Env(Config{ImageEnv: []string{"PATH=/opt/bin:/bin", "SEALRUN_GATEWAY=http://elsewhere", "LANG=de_DE.UTF-8"}, Kind: "openai"})
+	if env[0] != "PATH=/opt/bin:/bin" || env[1] != "SEALRUN_GATEWAY=http://elsewhere" {
+		t.Fatalf("the image's environment is not first: %v", env)
+	}
+	last := map[string]string{}
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		last[k] = v
+	}
+	if last["SEALRUN_GATEWAY"] != GatewayURL(0) || last["PATH"] != "/opt/bin:/bin" {
+		t.Errorf("the last word: %v", last)
+	}
+	for _, bad := range [][]string{{"LD_PRELOAD=/x.so"}, {"http_proxy=http://p:3128"}, {"NOEQUALS"}} {
+		if err := CheckImageEnv(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	if err := CheckImageEnv([]string{"PATH=/usr/bin", "PYTHONUNBUFFERED=1"}); err != nil {
+		t.Error(err)
+	}
+}

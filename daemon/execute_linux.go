@@ -98,6 +98,7 @@ type Outcome struct {
 type pins struct {
 	controller, runner, grader string   // rootfs paths
 	entrypoint                 []string // the scaffold's command (the controller image's)
+	imageEnv                   []string // the controller image's own environment (its ENV)
 	scaffold                   string   // the scaffold's name (the controller image's label)
 	scaffoldEnv                []string // its per-run configuration (opencode: its rendered config)
 	exam, validation           *exams.Exam
@@ -129,11 +130,11 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		*im.dst = root
 	}
 	if p.controller != "" {
-		ep, name, err := x.scaffold(t)
+		ep, name, env, err := x.scaffold(t)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		p.entrypoint, p.scaffold = ep, name
+		p.entrypoint, p.scaffold, p.imageEnv = ep, name, env
 	}
 	if t.Task != nil {
 		errs = append(errs, x.checkTask(t, &p)...)
@@ -353,7 +354,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	go func() { rsvc.Serve(sctx, sl); close(served) }()
 	defer func() { stopServing(); <-served; os.Remove(sock) }()
 
-	ctl, err := controller.Start(ctx, run, controller.Config{Rootfs: p.controller, Entrypoint: p.entrypoint, Workspace: ws, Runner: x.Cfg.Runner,
+	ctl, err := controller.Start(ctx, run, controller.Config{Rootfs: p.controller, Entrypoint: p.entrypoint, ImageEnv: p.imageEnv, Workspace: ws, Runner: x.Cfg.Runner,
 		Socket: sock, Agent: spec.Agent, Kind: providerKind(p.provider), Transcript: filepath.Join(dir, "transcript.log"), Limits: limits,
 		Env: append([]string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}, p.scaffoldEnv...)})
 	if err != nil {
@@ -428,11 +429,15 @@ func (x *Executor) seed(ws string, t *policy.Track, p *pins) error {
 }
 
 // scaffold checks the track's scaffold pin against the controller image's labels and returns
-// the scaffold's command: the image's entrypoint and command (or Executor.Entrypoint).
-func (x *Executor) scaffold(t *policy.Track) ([]string, string, error) {
+// the scaffold's command (the image's entrypoint and command, or Executor.Entrypoint), its name
+// and the image's own environment (controller/SCAFFOLD.md).
+func (x *Executor) scaffold(t *policy.Track) ([]string, string, []string, error) {
 	cf, err := x.Store.Config(t.Images.Controller.Digest)
 	if err != nil {
-		return nil, "", fmt.Errorf("the controller image %s: %v", t.Images.Controller, err)
+		return nil, "", nil, fmt.Errorf("the controller image %s: %v", t.Images.Controller, err)
+	}
+	if err := controller.CheckImageEnv(cf.Config.Env); err != nil {
+		return nil, "", nil, fmt.Errorf("the controller image %s: %w", t.Images.Controller, err)
 	}
 	labels := cf.Config.Labels
 	var bad []string
@@ -444,18 +449,18 @@ func (x *Executor) scaffold(t *policy.Track) ([]string, string, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return nil, "", fmt.Errorf("track %s pins scaffold %s %s (config %s), but its controller image %s is not that scaffold: %s; use the image the scaffold was released in, or a track that pins this one",
+		return nil, "", nil, fmt.Errorf("track %s pins scaffold %s %s (config %s), but its controller image %s is not that scaffold: %s; use the image the scaffold was released in, or a track that pins this one",
 			t.Name, t.Scaffold.Name, t.Scaffold.Version, t.Scaffold.ConfigSHA256, t.Images.Controller, strings.Join(bad, "; "))
 	}
 	name := labels[images.LabelScaffoldName]
 	if len(x.Entrypoint) > 0 {
-		return x.Entrypoint, name, nil
+		return x.Entrypoint, name, cf.Config.Env, nil
 	}
 	cmd := append(append([]string(nil), cf.Config.Entrypoint...), cf.Config.Cmd...)
 	if len(cmd) == 0 {
-		return nil, "", fmt.Errorf("the controller image %s has no command (entrypoint or cmd): it carries no scaffold", t.Images.Controller)
+		return nil, "", nil, fmt.Errorf("the controller image %s has no command (entrypoint or cmd): it carries no scaffold; give it an ENTRYPOINT or CMD", t.Images.Controller)
 	}
-	return cmd, name, nil
+	return cmd, name, cf.Config.Env, nil
 }
 
 // finish grades (when the run reached grading), writes report.json, builds and signs the

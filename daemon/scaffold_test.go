@@ -23,7 +23,7 @@ import (
 // copying a rootfs of a static busybox and the files given (path -> content, executable when the
 // path ends in .sh or has no dot), with the scaffold labels and cmd. It returns the context and the
 // config hash the labels carry (of the file named by config).
-func userImageContext(t *testing.T, name, version, config string, files map[string][]byte, cmd string) (dir, configSHA string) {
+func userImageContext(t *testing.T, name, version, config string, files map[string][]byte, cmd string, extra ...string) (dir, configSHA string) {
 	t.Helper()
 	dir = t.TempDir()
 	root := filepath.Join(dir, "rootfs")
@@ -44,7 +44,8 @@ func userImageContext(t *testing.T, name, version, config string, files map[stri
 	}
 	sum := sha256.Sum256(files[config])
 	configSHA = hex.EncodeToString(sum[:])
-	cf := fmt.Sprintf("FROM scratch\nCOPY rootfs/ /\nLABEL dev.sealrun.scaffold.name=%q dev.sealrun.scaffold.version=%q dev.sealrun.scaffold.config_sha256=%q\nCMD %s\n", name, version, configSHA, cmd)
+	cf := fmt.Sprintf("FROM scratch\nCOPY rootfs/ /\nLABEL dev.sealrun.scaffold.name=%q dev.sealrun.scaffold.version=%q dev.sealrun.scaffold.config_sha256=%q\n%sCMD %s\n",
+		name, version, configSHA, strings.Join(append(extra, ""), "\n"), cmd)
 	os.WriteFile(filepath.Join(dir, "Containerfile"), []byte(cf), 0o644)
 	return dir, configSHA
 }
@@ -89,12 +90,12 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 	tb := newTestbed(t)
 	reg := registrytest.Start(t)
 	agent := strings.Replace(agentScript, "PROMOTE", `runner promote "$id" && runner finalize`, 1)
-	agent = "cp /opt/my-agent/bundle/* .\n" + agent
+	agent = "cp /opt/my-agent/bundle/* .\necho \"env: mode=$MY_AGENT_MODE path=$PATH home=$HOME gateway=$SEALRUN_GATEWAY\"\n" + agent
 	dir, configSHA := userImageContext(t, "my-agent", "0.3.0", "opt/my-agent/agent.sh", map[string][]byte{
 		"opt/my-agent/agent.sh":                   []byte(agent),
 		"opt/my-agent/bundle/sealrun-bundle.json": mustRead(t, "../grader/example/sealrun-bundle.json"),
 		"opt/my-agent/bundle/predict.py":          mustRead(t, "../grader/example/predict.py"),
-	}, `["/bin/sh", "/opt/my-agent/agent.sh"]`)
+	}, `["/bin/sh", "/opt/my-agent/agent.sh"]`, `ENV MY_AGENT_MODE=sealed PATH=/opt/my-agent/bin:/usr/local/bin:/bin SEALRUN_GATEWAY=http://elsewhere`, "WORKDIR /opt", "USER 0")
 	ref, text := tb.pullScaffold(t, reg, tb.trackTOML, dir, "team/my-agent:0.3.0", "my-agent", "0.3.0", configSHA)
 	track, err := policy.Parse("user-scaffold.toml", []byte(text))
 	if err != nil {
@@ -111,6 +112,10 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 	if out.Status != StateGraded {
 		t.Fatalf("status %s (%s); transcript:\n%s", out.Status, out.Reason, transcript)
 	}
+	// Its own environment applies (under sealrun's own variables); its WORKDIR and USER do not.
+	if !strings.Contains(string(transcript), "env: mode=sealed path=/opt/my-agent/bin:/usr/local/bin:/bin home=/workspace gateway=http://10.88.0.1:8080") {
+		t.Errorf("the scaffold's environment:\n%s", transcript)
+	}
 	v, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track))
 	if err != nil {
 		t.Fatal(err)
@@ -122,5 +127,12 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 	bad, _ := policy.Parse("bad.toml", []byte(strings.Replace(text, configSHA, strings.Repeat("0", 64), 1)))
 	if _, err := x.Check(RunSpec{Track: bad, Agent: a}); err == nil || !strings.Contains(err.Error(), "config_sha256") {
 		t.Errorf("a scaffold pin the image's labels do not match: %v", err)
+	}
+	// An image whose environment routes through a proxy is refused before anything is created.
+	pdir, psha := userImageContext(t, "proxied", "1", "agent.sh", map[string][]byte{"agent.sh": []byte("true\n")}, `["/bin/sh", "/agent.sh"]`, "ENV HTTPS_PROXY=http://proxy.example:3128")
+	_, ptext := tb.pullScaffold(t, reg, tb.trackTOML, pdir, "team/proxied:1", "proxied", "1", psha)
+	ptrack, _ := policy.Parse("proxied.toml", []byte(ptext))
+	if _, err := x.Check(RunSpec{Track: ptrack, Agent: a}); err == nil || !strings.Contains(err.Error(), "HTTPS_PROXY") || !strings.Contains(err.Error(), "never a proxy") {
+		t.Errorf("an image with a proxy in its environment: %v", err)
 	}
 }

@@ -255,6 +255,7 @@ func Spec(p Profile) (*specs.Spec, error) {
 	if p.Role == RoleGrader {
 		env[1] = "HOME=/tmp"
 	}
+	env = lastWins(env)
 	noNewPrivs := true
 	umask := uint32(0o002)
 	s := &specs.Spec{
@@ -327,6 +328,25 @@ func Spec(p Profile) (*specs.Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// lastWins keeps one entry per variable, the last given, where the first stood: a variable an
+// image sets (its PATH, say) replaces the base one; one sealrun sets after it replaces the image's.
+func lastWins(env []string) []string {
+	last := map[string]string{}
+	var order []string
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		if _, seen := last[k]; !seen {
+			order = append(order, k)
+		}
+		last[k] = e
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, last[k])
+	}
+	return out
 }
 
 // idMappings maps container IDs 0..size-1 to the container's host range, except GID 1000 (the
