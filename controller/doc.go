@@ -4,5 +4,6 @@
 // gateway URL in its environment, its transcript kept) and the model gateway, a host-side reverse
 // proxy served inside the run's gateway netns that forwards an allowlist of provider API paths,
 // injects the provider key, pins the run's model and effort, caps sizes, retries provider
-// failures and audits every request. GATEWAY.md documents both contracts.
+// failures and audits every request. SCAFFOLD.md is the contract with the scaffold, GATEWAY.md the
+// gateway's.
 package controller

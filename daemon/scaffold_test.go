@@ -66,6 +66,11 @@ func (tb *testbed) pullScaffold(t *testing.T, reg *registrytest.Registry, trackT
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tb.store.Remove(rec.Digest) })
+	return ref, scaffoldTrack(trackText, ref, name, version, configSHA)
+}
+
+// scaffoldTrack is trackText with ref as the controller image and the scaffold pin given.
+func scaffoldTrack(trackText, ref, name, version, configSHA string) string {
 	text := trackText
 	for _, line := range strings.Split(text, "\n") {
 		switch {
@@ -79,7 +84,7 @@ func (tb *testbed) pullScaffold(t *testing.T, reg *registrytest.Registry, trackT
 			text = strings.Replace(text, line, fmt.Sprintf("config_sha256 = %q", configSHA), 1)
 		}
 	}
-	return ref, text
+	return text
 }
 
 // An operator's own scaffold, unchanged: an image built by buildah from a Containerfile (FROM
@@ -134,5 +139,57 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 	ptrack, _ := policy.Parse("proxied.toml", []byte(ptext))
 	if _, err := x.Check(RunSpec{Track: ptrack, Agent: a}); err == nil || !strings.Contains(err.Error(), "HTTPS_PROXY") || !strings.Contains(err.Error(), "never a proxy") {
 		t.Errorf("an image with a proxy in its environment: %v", err)
+	}
+}
+
+// SCAFFOLD.md's worked example, as it says: the Containerfile and agent of
+// controller/scaffold-example built by buildah, written to an OCI layout, `images import`ed,
+// pinned in a track and run sealed: it asks the model through the gateway, computes through
+// runner, submits, promotes and finalizes; graded and verified.
+func TestScaffoldExample(t *testing.T) {
+	tb := newTestbed(t)
+	dir := t.TempDir()
+	agent := mustRead(t, "../controller/scaffold-example/agent.sh")
+	files := map[string][]byte{
+		"Containerfile":              mustRead(t, "../controller/scaffold-example/Containerfile"),
+		"agent.sh":                   agent,
+		"busybox":                    mustRead(t, filepath.Join(sandboxtest.LocalImages(t).Controller, "bin", "busybox")),
+		"bundle/sealrun-bundle.json": mustRead(t, "../grader/example/sealrun-bundle.json"),
+		"bundle/predict.py":          mustRead(t, "../grader/example/predict.py"),
+	}
+	for p, b := range files {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), b, 0o755)
+	}
+	sum := sha256.Sum256(agent)
+	configSHA := hex.EncodeToString(sum[:])
+	layout := registrytest.BuildOCI(t, dir, "CONFIG_SHA256="+configSHA)
+	rec, err := tb.store.Import(context.Background(), layout, "", "localhost/example-scaffold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.store.Remove(rec.Digest) })
+	ref := rec.Name + "@" + rec.Digest
+	track, err := policy.Parse("example.toml", []byte(scaffoldTrack(tb.trackTOML, ref, "example", "1.0.0", configSHA)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Journal: tb.journal}
+	a, _ := controller.ParseAgent("openai/gpt-x@high")
+	out, err := x.Execute(context.Background(), RunSpec{ID: "run-example", Track: track, Agent: a, Seed: 1, Queued: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transcript := string(mustRead(t, filepath.Join(tb.state, "runs", "run-example", "transcript.log")))
+	if out.Status != StateGraded {
+		t.Fatalf("status %s (%s); transcript:\n%s", out.Status, out.Reason, transcript)
+	}
+	for _, want := range []string{"example scaffold for openai/gpt-x@high", "model: {", "hello from the runner", "candidate "} {
+		if !strings.Contains(transcript, want) {
+			t.Errorf("the transcript lacks %q:\n%s", want, transcript)
+		}
+	}
+	if _, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track)); err != nil {
+		t.Fatal(err)
 	}
 }

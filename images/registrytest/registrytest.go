@@ -199,31 +199,56 @@ func makeCerts(caFile, crtFile, keyFile string) error {
 	return nil
 }
 
-// Build builds an image with buildah (Debian's package, as an operator would) from the
-// Containerfile in dir, its build context, and pushes it to repo:tag on the registry; it returns
-// the pushed image as repo@sha256:<hex>, the digest buildah reports.
-func (r *Registry) Build(t testing.TB, dir, repoTag string) string {
+// buildah runs buildah (Debian's package, as an operator would) with its storage in a directory of
+// the test's, and returns how to run it again with the same storage.
+func buildah(t testing.TB) func(args ...string) {
 	t.Helper()
-	buildah := testenv.RequireTool(t, "buildah", "buildah")
+	bin := testenv.RequireTool(t, "buildah", "buildah")
 	work := t.TempDir()
 	storage := []string{"--root", filepath.Join(work, "root"), "--runroot", filepath.Join(work, "runroot"), "--storage-driver", "vfs"}
-	run := func(args ...string) {
+	t.Cleanup(func() { exec.Command(bin, append(storage, "rm", "--all")...).Run() })
+	return func(args ...string) {
 		t.Helper()
-		cmd := exec.Command(buildah, append(storage, args...)...)
+		cmd := exec.Command(bin, append(storage, args...)...)
 		cmd.Env = append(os.Environ(), "BUILDAH_ISOLATION=chroot", "TMPDIR="+work)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("buildah %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	t.Cleanup(func() { exec.Command(buildah, append(storage, "rm", "--all")...).Run() })
-	local := "localhost/sealrun-test-build:latest"
-	run("bud", "--layers=false", "-f", filepath.Join(dir, "Containerfile"), "-t", local, dir)
+}
+
+const localTag = "localhost/sealrun-test-build:latest"
+
+// BuildOCI builds an image with buildah from the Containerfile in dir, its build context (with
+// --build-arg for each of args, KEY=VALUE), and writes it to a new OCI image layout, which it
+// returns: what `sealrun images import` takes.
+func BuildOCI(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	run := buildah(t)
+	bud := []string{"bud", "--layers=false", "-f", filepath.Join(dir, "Containerfile"), "-t", localTag}
+	for _, a := range args {
+		bud = append(bud, "--build-arg", a)
+	}
+	run(append(bud, dir)...)
+	out := filepath.Join(t.TempDir(), "oci")
+	run("push", localTag, "oci:"+out)
+	return out
+}
+
+// Build builds an image with buildah from the Containerfile in dir, its build context, and
+// pushes it to repo:tag on the registry; it returns the pushed image as repo@sha256:<hex>, the
+// digest buildah reports.
+func (r *Registry) Build(t testing.TB, dir, repoTag string) string {
+	t.Helper()
+	run := buildah(t)
+	run("bud", "--layers=false", "-f", filepath.Join(dir, "Containerfile"), "-t", localTag, dir)
+	work := t.TempDir()
 	certs := filepath.Join(work, "certs")
 	os.MkdirAll(certs, 0o700)
 	ca, _ := os.ReadFile(r.CAFile)
 	os.WriteFile(filepath.Join(certs, "ca.crt"), ca, 0o600)
 	digestFile := filepath.Join(work, "digest")
-	run("push", "--cert-dir", certs, "--creds", r.User+":"+r.Password, "--digestfile", digestFile, local, "docker://"+r.Ref(repoTag))
+	run("push", "--cert-dir", certs, "--creds", r.User+":"+r.Password, "--digestfile", digestFile, localTag, "docker://"+r.Ref(repoTag))
 	d, err := os.ReadFile(digestFile)
 	if err != nil {
 		t.Fatal(err)
