@@ -14,8 +14,8 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
-	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
 
