@@ -114,6 +114,9 @@ func (s *Store) PullFrom(ctx context.Context, ref string, o Registry) (*Record, 
 		st.Resumed += resumed
 		done += b.Size
 	}
+	if testHookFetchDone != nil {
+		testHookFetchDone(time.Since(start))
+	}
 	p.printf(true, "pull %s: %d blobs, %s: fetched %s, %d already in the store, %s resumed; verifying and unpacking", d.Context().Name(), len(blobs), human(st.TotalSize), human(st.Fetched), st.Shared, human(st.Resumed))
 	rec, err := s.addFromBlobs(ctx, raw, desc.MediaType, d.Context().Name(), SourceRegistry, ref)
 	st.Took = time.Since(start)
@@ -263,8 +266,12 @@ func (s *Store) download(ctx context.Context, c *http.Client, repo name.Reposito
 	return n, nil
 }
 
-// testHookFetched, when set (tests), sees the bytes of a blob in hand as a download grows.
-var testHookFetched func(n int64)
+// testHookFetched, when set (tests), sees the bytes of a blob in hand as a download grows;
+// testHookFetchDone, how long a pull took to have every blob (benchmarks).
+var (
+	testHookFetched   func(n int64)
+	testHookFetchDone func(time.Duration)
+)
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -319,7 +326,7 @@ func (s *Store) addFromBlobs(ctx context.Context, raw []byte, mt types.MediaType
 	if err != nil {
 		return nil, err
 	}
-	return s.finishAdd(ctx, tmp, img, digest, nm, source, ref)
+	return s.finishAdd(ctx, tmp, img, digest, nm, source, ref, true)
 }
 
 // dropUnused removes the store's blobs among bs that no image links to.

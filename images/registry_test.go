@@ -14,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/sealrun/sealrun/images/registrytest"
 )
@@ -216,4 +217,24 @@ func linkCount(t *testing.T, p string) int {
 		t.Fatal(err)
 	}
 	return int(st.Nlink)
+}
+
+// A pulled image whose config names other diff ids than its layers' bytes is refused: the
+// layers' digests are right, so only the unpacking pass, which hashes what it unpacks, sees it.
+func TestPullRefusesWrongDiffID(t *testing.T) {
+	host := serve(t, nil)
+	img := imageOf(t, []entry{file("a", "1")})
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs[0] = mustHash(t, "sha256:"+strings.Repeat("ab", 32))
+	lying, err := mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, lying, host+"/lie:v1")
+	s, dir := testStore(t)
+	if _, err := s.Pull(context.Background(), host+"/lie@"+digestOf(t, lying), Registry{}); err == nil || !strings.Contains(err.Error(), "but the image's config gives sha256:abab") {
+		t.Fatalf("a lying config: %v", err)
+	}
+	assertStoreEmpty(t, s, dir)
 }

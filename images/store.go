@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -332,16 +333,34 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	if err != nil {
 		return nil, fmt.Errorf("image %s: read back: %w", sourceRef, err)
 	}
-	return s.finishAdd(ctx, tmp, disk, digest, name, source, sourceRef)
+	return s.finishAdd(ctx, tmp, disk, digest, name, source, sourceRef, false)
 }
 
 // finishAdd verifies the image whose layout is in tmp/layout, unpacks it into tmp/rootfs, shares
 // its blobs with the store's (blobs another image has become links to the same file), writes
-// its record and renames tmp into the store. The caller removes tmp on error.
-func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest, name, source, sourceRef string) (*Record, error) {
+// its record and renames tmp into the store. The caller removes tmp on error. blobsChecked says
+// that every blob was checked against its digest as it was written (a pull): then each layer's
+// uncompressed bytes are checked against the config's diff id while they are unpacked, in the
+// same pass, instead of a verification that reads every layer twice more first.
+func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest, name, source, sourceRef string, blobsChecked bool) (*Record, error) {
 	final, _ := s.Dir(digest)
 	rec := &Record{Digest: digest, Name: name, Source: source, SourceRef: sourceRef}
-	if err := s.verifyImage(ctx, sourceRef, digest, disk, rec); err != nil {
+	var diffIDs []v1.Hash
+	if blobsChecked {
+		cf, err := disk.ConfigFile()
+		if err != nil {
+			return nil, fmt.Errorf("image %s: its config: %w", sourceRef, err)
+		}
+		m, err := disk.Manifest()
+		if err != nil {
+			return nil, fmt.Errorf("image %s: its manifest: %w", sourceRef, err)
+		}
+		if len(cf.RootFS.DiffIDs) != len(m.Layers) {
+			return nil, fmt.Errorf("image %s: its config lists %d layers (diff ids), its manifest %d", sourceRef, len(cf.RootFS.DiffIDs), len(m.Layers))
+		}
+		diffIDs = cf.RootFS.DiffIDs
+		describeImage(disk, rec)
+	} else if err := s.verifyImage(ctx, sourceRef, digest, disk, rec); err != nil {
 		return nil, err
 	}
 	rootfs := filepath.Join(tmp, "rootfs")
@@ -353,13 +372,25 @@ func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest
 		return nil, err
 	}
 	var ul []Layer
-	for _, l := range layers {
+	var checks []*diffIDCheck
+	for i, l := range layers {
 		d, _ := l.Digest()
-		ul = append(ul, Layer{Digest: d.String(), Open: l.Uncompressed})
+		open := l.Uncompressed
+		if diffIDs != nil {
+			c := &diffIDCheck{layer: d.String(), want: diffIDs[i], open: l.Uncompressed}
+			checks = append(checks, c)
+			open = c.Open
+		}
+		ul = append(ul, Layer{Digest: d.String(), Open: open})
 	}
 	rep, err := Unpack(ctx, sourceRef, ul, rootfs, s.opts.unpack)
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range checks {
+		if c.err != nil {
+			return nil, fmt.Errorf("image %s: %w", sourceRef, c.err)
+		}
 	}
 	rec.UnpackedBytes, rec.Files = rep.Bytes, rep.Files
 	for _, d := range rep.SkippedDevices {
@@ -419,6 +450,13 @@ func (s *Store) verifyImage(ctx context.Context, ref, digest string, img v1.Imag
 	if err := validate.Image(img); err != nil {
 		return fmt.Errorf("image %s: verification failed: %v", ref, err)
 	}
+	describeImage(img, rec)
+	return nil
+}
+
+// describeImage records an image's size (manifest, config and layers) and layer digests.
+func describeImage(img v1.Image, rec *Record) {
+	raw, _ := img.RawManifest()
 	m, _ := img.Manifest()
 	cfgRaw, _ := img.RawConfigFile()
 	rec.Size = int64(len(raw)) + int64(len(cfgRaw))
@@ -427,7 +465,44 @@ func (s *Store) verifyImage(ctx context.Context, ref, digest string, img v1.Imag
 		rec.Size += l.Size
 		rec.Layers = append(rec.Layers, l.Digest.String())
 	}
-	return nil
+}
+
+// diffIDCheck hashes a layer's uncompressed bytes as the unpacker reads them and, when the
+// unpacker closes it, the rest of the stream (the tar's end, bounded), and compares with the diff
+// id the image's config gives.
+type diffIDCheck struct {
+	layer string
+	want  v1.Hash
+	open  func() (io.ReadCloser, error)
+	rc    io.ReadCloser
+	h     hash.Hash
+	err   error
+}
+
+func (c *diffIDCheck) Open() (io.ReadCloser, error) {
+	rc, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	c.rc, c.h = rc, sha256.New()
+	return c, nil
+}
+
+func (c *diffIDCheck) Read(p []byte) (int, error) {
+	n, err := c.rc.Read(p)
+	c.h.Write(p[:n])
+	return n, err
+}
+
+func (c *diffIDCheck) Close() error {
+	if n, _ := io.Copy(c.h, io.LimitReader(c.rc, 1<<20+1)); n > 1<<20 {
+		c.err = fmt.Errorf("layer %s: more than 1 MiB after its tar archive ends", c.layer)
+	}
+	cerr := c.rc.Close()
+	if got := "sha256:" + hex.EncodeToString(c.h.Sum(nil)); c.err == nil && got != c.want.String() {
+		c.err = fmt.Errorf("layer %s: its uncompressed bytes hash to %s, but the image's config gives %s", c.layer, got, c.want)
+	}
+	return cerr
 }
 
 // image is the stored image of a digest, from its layout.

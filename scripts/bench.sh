@@ -30,7 +30,8 @@ echo "== Go benchmarks"
 # so that their medians and ratios do not rest on a single run.
 {
   go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$')
-  go test -run '^$' -bench . -benchmem -benchtime 3x ./images
+  go test -run '^$' -bench 'UnpackVsTar|VerifyVsSha256sum' -benchmem -benchtime 3x ./images
+  go test -run '^$' -bench 'PullVsSkopeo' -benchtime 2x ./images
   go test -run '^$' -bench . -benchmem -benchtime 20x ./sandbox
   go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
@@ -64,6 +65,16 @@ echo "== images: safe unpack of a ~200 MB layer vs GNU tar -x, and verify vs sha
 echo "unpack: $(gobench_metric BenchmarkUnpackVsTar sealrun-MB/s) MB/s vs $(gobench_metric BenchmarkUnpackVsTar tar-MB/s) MB/s (GNU tar -x): ratio $(gobench_metric BenchmarkUnpackVsTar ratio)x   (target: >= 0.8x)"
 echo "verify: $(gobench_metric BenchmarkVerifyVsSha256sum sealrun-MB/s) MB/s vs $(gobench_metric BenchmarkVerifyVsSha256sum sha256sum-MB/s) MB/s (sha256sum of the blobs): ratio $(gobench_metric BenchmarkVerifyVsSha256sum ratio)x   (target: >= 0.9x)"
 echo "        (verify re-hashes every blob, decompresses each layer for its diff id, and hashes the unpacked rootfs tree)"
+
+echo
+echo "== images: a 1 GiB image (four 256 MiB gzip layers) from a registry on loopback (TLS, password) vs skopeo copy to a directory (same run)"
+if [ "$(gobench_metric BenchmarkPullVsSkopeo pull-s)" = "" ]; then
+  echo "(skipped: needs docker-registry, apache2-utils and skopeo: make deps)"
+else
+  echo "fetch (every blob checked as it arrives, into the store): $(gobench_metric BenchmarkPullVsSkopeo fetch-s) s vs skopeo copy $(gobench_metric BenchmarkPullVsSkopeo skopeo-s) s: ratio $(gobench_metric BenchmarkPullVsSkopeo fetch-ratio)x   (target: >= 0.8x)"
+  echo "whole pull (fetch, diff ids checked while unpacking, rootfs tree hash): $(gobench_metric BenchmarkPullVsSkopeo pull-s) s: ratio $(gobench_metric BenchmarkPullVsSkopeo pull-ratio)x against skopeo, which unpacks nothing"
+  echo "a second image sharing those four layers (one 64 KiB layer more): $(gobench_metric BenchmarkPullVsSkopeo shared-image-fetched-bytes) bytes fetched (manifest, config and the new layer; no shared layer bytes)"
+fi
 
 echo
 echo "== sandbox: runner-profile container vs bare runc run (same image, same run), and run layout"
