@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -220,7 +221,7 @@ func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, err
 		return Built{}, fmt.Errorf("controller rootfs: %w", err)
 	}
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/bin", "HOME=/workspace"}, WorkingDir: "/workspace", Cmd: []string{"/bin/sh"}}
-	ref, err := s.importRootfs(ctx, root, LocalControllerName, cfg, tmp, nil)
+	ref, err := s.importRootfs(ctx, root, LocalControllerName, cfg, tmp, nil, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
@@ -264,7 +265,7 @@ func (s *Store) buildDemoController(ctx context.Context, o BuildOptions) (Built,
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/bin", "HOME=/workspace"}, WorkingDir: "/workspace",
 		Entrypoint: []string{"/bin/sh", demoScaffoldPath},
 		Labels:     map[string]string{LabelScaffoldName: DemoScaffoldName, LabelScaffoldVer: DemoScaffoldVersion, LabelScaffoldConfig: DemoScaffoldConfigSHA256()}}
-	ref, err := s.importRootfs(ctx, root, LocalDemoControllerName, cfg, tmp, nil)
+	ref, err := s.importRootfs(ctx, root, LocalDemoControllerName, cfg, tmp, nil, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
@@ -373,7 +374,7 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 	}
 	defer os.RemoveAll(tmp)
 	fmt.Fprintf(o.Log, "python: packing the rootfs into a reproducible layer\n")
-	ref, err := s.importRootfs(ctx, root, LocalPythonName, cfg, tmp, skip)
+	ref, err := s.importRootfs(ctx, root, LocalPythonName, cfg, tmp, skip, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
@@ -430,9 +431,16 @@ func debootstrapInto(ctx context.Context, debootstrap, root string, o BuildOptio
 	defer logf.Close()
 	args := []string{"--variant=minbase", "--include=" + strings.Join(o.Packages, ","), o.Suite, root, o.Mirror}
 	cmd := exec.CommandContext(ctx, debootstrap, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	last := &lastLine{prefix: "I: "}
+	out := io.MultiWriter(logf, last)
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	start := time.Now()
+	stop := every(o.Log, 5*time.Second, func() string {
+		return fmt.Sprintf("  debootstrap %s (%s): %s", o.Suite, time.Since(start).Round(time.Second), strings.TrimPrefix(last.String(), "I: "))
+	})
 	runErr := cmd.Run()
+	stop()
 	if err := unmountUnder(root); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -481,7 +489,7 @@ func lastLines(path string, n int) string {
 
 // importRootfs packs root into one reproducible layer, makes an OCI image with cfg, and adds
 // it to the store. work is a scratch directory.
-func (s *Store) importRootfs(ctx context.Context, root, name string, cfg v1.Config, work string, skip func(string) bool) (string, error) {
+func (s *Store) importRootfs(ctx context.Context, root, name string, cfg v1.Config, work string, skip func(string) bool, log io.Writer) (string, error) {
 	// One pass: tar and gzip (fastest level; the output is deterministic for a given input) to a
 	// file, which ggcr then reads as an already compressed layer.
 	gzPath := filepath.Join(work, "layer.tar.gz")
@@ -491,7 +499,14 @@ func (s *Store) importRootfs(ctx context.Context, root, name string, cfg v1.Conf
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	if err := WriteLayerTar(zw, root, skip); err != nil {
+	packed := &counter{w: zw}
+	start := time.Now()
+	stop := every(log, 5*time.Second, func() string {
+		return fmt.Sprintf("  %s: packing %s (%s): %s of files read", name, root, time.Since(start).Round(time.Second), human(packed.n.Load()))
+	})
+	err = WriteLayerTar(packed, root, skip)
+	stop()
+	if err != nil {
 		f.Close()
 		return "", fmt.Errorf("pack %s: %w", root, err)
 	}
@@ -521,7 +536,12 @@ func (s *Store) importRootfs(ctx context.Context, root, name string, cfg v1.Conf
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return "", err
 	}
+	start = time.Now()
+	stop = every(log, 5*time.Second, func() string {
+		return fmt.Sprintf("  %s: verifying and unpacking the layer into the store (%s)", name, time.Since(start).Round(time.Second))
+	})
 	rec, err := s.add(ctx, img, name, SourceLocalBuild, "sealrun images build-local", "")
+	stop()
 	if err != nil {
 		return "", err
 	}

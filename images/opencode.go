@@ -137,7 +137,7 @@ func (s *Store) buildOpencodeController(ctx context.Context, o BuildOptions) (Bu
 		return false
 	}
 	fmt.Fprintf(o.Log, "controller-opencode: packing the rootfs into a reproducible layer\n")
-	ref, err := s.importRootfs(ctx, root, LocalOpencodeControllerName, cfg, tmp, skip)
+	ref, err := s.importRootfs(ctx, root, LocalOpencodeControllerName, cfg, tmp, skip, o.Log)
 	if err != nil {
 		return Built{}, err
 	}

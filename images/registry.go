@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/cli/cli/config"
@@ -175,4 +176,71 @@ func human(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// every prints status() to w every interval until the returned stop is called: what a step of
+// more than a few seconds (a debootstrap, packing a layer) is doing and how far it is.
+func every(w io.Writer, interval time.Duration, status func() string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintln(w, status())
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// lastLine keeps the last line written to it that starts with prefix.
+type lastLine struct {
+	mu     sync.Mutex
+	prefix string
+	line   string
+	buf    []byte
+}
+
+func (l *lastLine) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		if line := strings.TrimSpace(string(l.buf[:i])); strings.HasPrefix(line, l.prefix) {
+			l.line = line
+		}
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 {
+		l.buf = nil
+	}
+	return len(p), nil
+}
+
+func (l *lastLine) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.line
+}
+
+// counter counts the bytes written through it.
+type counter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -237,4 +238,20 @@ func TestPullRefusesWrongDiffID(t *testing.T) {
 		t.Fatalf("a lying config: %v", err)
 	}
 	assertStoreEmpty(t, s, dir)
+}
+
+func TestLastLineAndEvery(t *testing.T) {
+	l := &lastLine{prefix: "I: "}
+	l.Write([]byte("I: Retrieving a\nW: noise\nI: Unpa"))
+	l.Write([]byte("cking b\npartial"))
+	if got := l.String(); got != "I: Unpacking b" {
+		t.Errorf("last line %q", got)
+	}
+	var buf bytes.Buffer
+	stop := every(&buf, 10*time.Millisecond, func() string { return "tick" })
+	time.Sleep(55 * time.Millisecond)
+	stop()
+	if n := strings.Count(buf.String(), "tick\n"); n < 2 {
+		t.Errorf("%d ticks in 55 ms at 10 ms", n)
+	}
 }
