@@ -54,8 +54,11 @@ done
 # Bump recipe when what the root holds changes: the cache key is its hash.
 suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr,openssl,docker-registry,apache2-utils,buildah
-recipe="cgroup2-guest/v1 $suite $mirror $packages"
+packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr,openssl
+# Installed afterwards by apt inside the root: debootstrap's own ordering cannot configure
+# packages with deep dependency chains (buildah's containers-common fails there).
+extras="docker-registry apache2-utils buildah"
+recipe="cgroup2-guest/v2 $suite $mirror $packages $extras"
 key=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
 root_dir=$cache/$key
 if [ ! -f "$root_dir/root.img" ]; then
@@ -71,6 +74,23 @@ if [ ! -f "$root_dir/root.img" ]; then
 	done
 	wait $pid || { tail -n 20 "$tmp/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
 	r=$tmp/root
+	say "  installing $extras in the guest root with apt ($(elapsed))"
+	printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d"
+	chmod 0755 "$r/usr/sbin/policy-rc.d"
+	cp -L /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null || true
+	mount -t proc proc "$r/proc"
+	trap 'umount "$r/proc" 2>/dev/null; rm -rf "$tmp"' EXIT
+	(chroot "$r" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $extras" >"$tmp/apt.log" 2>&1) &
+	pid=$!
+	while kill -0 $pid 2>/dev/null; do
+		sleep 5
+		say "  apt ($(elapsed)): $(grep -vE '^\s*$' "$tmp/apt.log" | tail -n 1 | cut -c1-100)"
+	done
+	wait $pid || { umount "$r/proc"; tail -n 30 "$tmp/apt.log" >&2; die "installing $extras in the guest root failed (log above)"; }
+	umount "$r/proc"
+	trap 'rm -rf "$tmp"' EXIT
+	rm -f "$r/usr/sbin/policy-rc.d" "$r/etc/resolv.conf"
+	chroot "$r" apt-get clean
 	kver=$(ls "$r/lib/modules" | head -n 1)
 	[ -n "$kver" ] && [ -f "$r/boot/initrd.img-$kver" ] || die "the kernel or its initrd is missing in the guest root"
 	# qemu -kernel boots the uncompressed ELF (through PVH): unpack vmlinuz's LZ4 payload.
