@@ -7,43 +7,63 @@ import (
 	"sort"
 )
 
+// The scores follow the published analysis: the paper's section 5.2 and, where the paper is
+// silent, upstream's notebooks/create_summary_plots.ipynb. SCORING.md walks through each rule
+// with a worked example and names what differs.
+
 // Transform is φ of the normalized score (the paper's Eq. 2).
 type Transform string
 
 const (
 	// MarchOf9s is φ(s) = −log10(|s − s_opt|) (Eq. 3): closing the gap from 0.99 to 0.999 counts
-	// as much as from 0.9 to 0.99.
+	// as much as from 0.9 to 0.99. The notebook's normalized_score_log.
 	MarchOf9s Transform = "march-of-9s"
-	// Identity is φ(s) = s (Eq. 8): linear progress from the worst score to the SOTA.
+	// Identity is φ(s) = s (Eq. 8): linear progress from the worst score to the SOTA. The
+	// notebook's normalized_score.
 	Identity Transform = "identity"
 )
 
-// OptimumFloor is how close to the optimum a score counts: |s − s_opt| below it is taken as it,
-// so that a score at the optimum (where −log10 of 0 is +∞) has a finite transform, −log10(1e-9)
-// = 9: "nine nines". A run that reaches the optimum gets a large normalized score rather than an
-// infinite one that would swamp every mean.
-const OptimumFloor = 1e-9
+// AtOptimum is what the notebook puts for |s − s_opt| when a score is exactly the optimum
+// (where −log10 of 0 is +∞): |0.999 − s_opt|, so φ = 3 for a metric whose optimum is 1 and
+// φ = −log10(0.999) ≈ 0.000435 for one whose optimum is 0.
+const AtOptimum = 0.999
 
-// Phi is the transform of a raw score s for a task whose optimal score is opt.
+// InfiniteNS is what a normalized score that divides by zero becomes (the notebook replaces
+// ±∞ by 100).
+const InfiniteNS = 100
+
+// Phi is the transform of a run's raw score s for a task whose optimum is opt (a score at the
+// optimum is taken as AtOptimum).
 func Phi(tr Transform, s, opt float64) float64 {
 	if tr == Identity {
 		return s
 	}
-	return -math.Log10(math.Max(math.Abs(s-opt), OptimumFloor))
+	d := math.Abs(s - opt)
+	if d == 0 {
+		d = math.Abs(AtOptimum - opt)
+	}
+	return -math.Log10(d)
 }
 
-// Scoring is what scoring needs of a task: its metadata's numbers.
+// phiBound is the transform of s_min or the SOTA: the notebook takes no AtOptimum for them, so
+// one at the optimum is +∞ (and the normalized score NaN or 0).
+func phiBound(tr Transform, s, opt float64) float64 {
+	if tr == Identity {
+		return s
+	}
+	return -math.Log10(math.Abs(s - opt))
+}
+
+// Scoring is what scoring needs of a task.
 type Scoring struct {
-	Name           string
-	LowerIsBetter  bool
-	SOTA           float64
-	Optimal        float64
-	EstimatedWorst float64
+	Name          string
+	LowerIsBetter bool
+	SOTA          float64 // the first entry of logging_info.sota
 }
 
 // ScoringOf takes a parsed task's numbers.
 func ScoringOf(m *Metadata) Scoring {
-	return Scoring{Name: m.Info.Name, LowerIsBetter: m.MetricLowerIsBetter, SOTA: m.Info.SOTA.Score, Optimal: m.Info.OptimalScore, EstimatedWorst: m.Info.EstimatedWorstScore}
+	return Scoring{Name: m.Info.Name, LowerIsBetter: m.MetricLowerIsBetter, SOTA: m.Info.SOTA.Score}
 }
 
 // Run is one run of an agent on a task. Valid is false for a run that produced no number (an
@@ -56,71 +76,68 @@ type Run struct {
 	Score float64 // the raw metric, when Valid
 }
 
-// MinObserved is how many valid runs a task needs before its worst observed score is s_min;
-// with fewer, s_min is the metadata's estimated_worst_score.
-const MinObserved = 2
-
 // Where s_min came from.
 const (
-	MinFromRuns     = "worst observed"
-	MinFromEstimate = "estimated_worst_score"
+	MinFromRuns = "worst observed"
+	MinNone     = "no valid run"
 )
 
-// Bounds are one task's normalization: s_min, the SOTA and the optimum, and where s_min came from.
+// Bounds are one task's normalization: s_min (the worst valid score of any agent), the SOTA and
+// the optimum (the direction's: 1 when higher is better, 0 when lower is, as the notebook
+// takes it).
 type Bounds struct {
 	Min, SOTA, Optimal float64
 	MinSource          string
 }
 
-// TaskBounds picks s_min for a task (Eq. 2): the worst valid score observed across every agent
-// and seed when at least MinObserved valid runs exist and that score is worse than the SOTA;
-// otherwise estimated_worst_score (one run is no spread, and a worst score at or past the SOTA
-// would make the SOTA's normalized score undefined).
+// TaskBounds picks s_min for a task as the notebook does: the worst valid score observed across
+// every agent and seed (the SOTA is not a run). With no valid run it is NaN, and every run of
+// the task scores 0.
 func TaskBounds(t Scoring, runs []Run) Bounds {
-	b := Bounds{Min: t.EstimatedWorst, SOTA: t.SOTA, Optimal: t.Optimal, MinSource: MinFromEstimate}
-	worse := func(a, c float64) bool {
-		if t.LowerIsBetter {
-			return a > c
-		}
-		return a < c
-	}
-	n, worst := 0, 0.0
+	b := Bounds{Min: math.NaN(), SOTA: t.SOTA, Optimal: DirectionOptimum(t.LowerIsBetter), MinSource: MinNone}
 	for _, r := range runs {
 		if r.Task != t.Name || !r.Valid {
 			continue
 		}
-		if n == 0 || worse(r.Score, worst) {
-			worst = r.Score
+		if b.MinSource == MinNone || (t.LowerIsBetter && r.Score > b.Min) || (!t.LowerIsBetter && r.Score < b.Min) {
+			b.Min, b.MinSource = r.Score, MinFromRuns
 		}
-		n++
-	}
-	if n >= MinObserved && worse(worst, t.SOTA) {
-		b.Min, b.MinSource = worst, MinFromRuns
 	}
 	return b
 }
 
-// Normalized is a raw score's normalized score (Eq. 2): 0 at s_min, 1 at the SOTA, above 1 past
-// it, clipped below at 0.
+// Normalized is a valid raw score's normalized score (Eq. 2) as the notebook computes it:
+// (φ(s) − φ(s_min)) / (φ(s_sota) − φ(s_min)); NaN (0/0, or s_min at the optimum) is 0, ±∞ is
+// InfiniteNS, and the result is clipped below at 0.
 func Normalized(tr Transform, s float64, b Bounds) float64 {
-	lo, hi := Phi(tr, b.Min, b.Optimal), Phi(tr, b.SOTA, b.Optimal)
-	if hi == lo {
+	lo, hi := phiBound(tr, b.Min, b.Optimal), phiBound(tr, b.SOTA, b.Optimal)
+	v := (Phi(tr, s, b.Optimal) - lo) / (hi - lo)
+	switch {
+	case math.IsNaN(v):
 		return 0
+	case math.IsInf(v, 0):
+		return InfiniteNS
 	}
-	return math.Max(0, (Phi(tr, s, b.Optimal)-lo)/(hi-lo))
+	return math.Max(0, v)
 }
 
-// SOTAPlayer is the name of the SOTA in Elo tables: a player that scores the SOTA on every task.
+// SOTAPlayer is the name of the SOTA in Elo tables.
 const SOTAPlayer = "SOTA"
+
+// SOTASeeds is how many runs the SOTA player has on each task, each scoring the SOTA (the
+// notebook's ten copies).
+const SOTASeeds = 10
 
 // Options configure Summarize.
 type Options struct {
 	Transform Transform // default MarchOf9s
-	Bootstrap int       // bootstrap samples for the confidence intervals (default 1000; 0 → default)
-	Seed      uint64    // the bootstrap's seed (default 1): the same input gives the same intervals
-	// Prior is the Gaussian prior's precision on each Bradley–Terry θ (default 0.01): it keeps
-	// the ratings finite when a player wins or loses every game (the SOTA, often).
-	Prior float64
+	// Bootstrap is the number of resamples for the normalized score's and valid rate's
+	// intervals (default 50000, the notebook's reps).
+	Bootstrap int
+	// EloRounds is the number of bootstrap rounds of the Elo ratings (default 100, the
+	// notebook's BOOTSTRAP_ROUNDS).
+	EloRounds int
+	Seed      uint64 // the bootstraps' seed (default 1): the same input gives the same table
 }
 
 func (o *Options) defaults() {
@@ -128,13 +145,13 @@ func (o *Options) defaults() {
 		o.Transform = MarchOf9s
 	}
 	if o.Bootstrap <= 0 {
-		o.Bootstrap = 1000
+		o.Bootstrap = 50000
+	}
+	if o.EloRounds <= 0 {
+		o.EloRounds = 100
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
-	}
-	if o.Prior <= 0 {
-		o.Prior = 0.01
 	}
 }
 
@@ -147,41 +164,51 @@ type Cell struct {
 
 // Agent is one agent's summary.
 type Agent struct {
-	Name     string
-	Tasks    int
-	Runs     int
-	MeanNS   float64 // mean over its tasks of the task's mean normalized score
-	MeanNSCI [2]float64
-	VSR      float64 // mean valid submission rate (Eq. 1)
-	VSRCI    [2]float64
-	Elo      float64 // Eq. 5, SOTA included as a player
-	EloCI    [2]float64
-	PerTask  map[string]Cell
-	IsSOTA   bool
-	EloRank  int
-	NSRank   int
+	Name  string
+	Tasks int
+	Runs  int
+	// Seeds is how many seeds per task the aggregates use: the fewest the agent has on any of
+	// its tasks (the notebook's score matrix drops the rows a task lacks).
+	Seeds int
+	// The normalized score aggregates (rliable's): the mean over tasks of the task's mean, the
+	// interquartile mean of every (seed, task) score, the median over tasks of the task's mean;
+	// each with a 95% percentile interval from a bootstrap stratified by task.
+	MeanNS, IQMNS, MedianNS       float64
+	MeanNSCI, IQMNSCI, MedianNSCI [2]float64
+	VSR                           float64 // mean valid submission rate (Eq. 1)
+	VSRCI                         [2]float64
+	// Elo is the median of the bootstrap rounds' ratings, EloCI their 2.5% and 97.5% quantiles
+	// (the notebook's rating, lower, upper); EloFit is the fit to all games.
+	Elo     float64
+	EloCI   [2]float64
+	EloFit  float64
+	PerTask map[string]Cell
+	IsSOTA  bool
+	EloRank int
+	NSRank  int
 }
 
 // Summary is the suite's table.
 type Summary struct {
 	Transform Transform
 	Bootstrap int
+	EloRounds int
 	Seed      uint64
 	Tasks     []Scoring
 	Bounds    map[string]Bounds
+	Games     int     // Elo games, counted once each (the notebook's battles before doubling)
 	Agents    []Agent // by mean normalized score, best first; the SOTA player last
 }
 
-// Summarize computes every agent's mean normalized score, valid submission rate and Elo rating
-// with bootstrap 95% intervals (percentiles 2.5 and 97.5), resampling each agent's runs within
-// each task with replacement; s_min stays what the full data gives. Runs of a task not in tasks
-// are an error.
+// Summarize computes every agent's normalized score aggregates, valid submission rate and Elo
+// rating with their intervals. Runs keep their order within an agent and task (that order
+// numbers the seeds). Runs of a task not in tasks are an error.
 func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 	o.defaults()
 	if o.Transform != MarchOf9s && o.Transform != Identity {
 		return nil, fmt.Errorf("transform %q: use %s or %s", o.Transform, MarchOf9s, Identity)
 	}
-	s := &Summary{Transform: o.Transform, Bootstrap: o.Bootstrap, Seed: o.Seed, Tasks: tasks, Bounds: map[string]Bounds{}}
+	s := &Summary{Transform: o.Transform, Bootstrap: o.Bootstrap, EloRounds: o.EloRounds, Seed: o.Seed, Tasks: tasks, Bounds: map[string]Bounds{}}
 	taskIx := map[string]int{}
 	for i, t := range tasks {
 		if _, dup := taskIx[t.Name]; dup {
@@ -190,7 +217,6 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 		taskIx[t.Name] = i
 		s.Bounds[t.Name] = TaskBounds(t, runs)
 	}
-	// cells[agent][task] = normalized scores of its runs (and validity).
 	type cellRuns struct {
 		ns    []float64
 		valid []bool
@@ -225,54 +251,26 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 		}
 		c.ns, c.valid, c.raw = append(c.ns, ns), append(c.valid, r.Valid), append(c.raw, r.Score)
 	}
-	nA, nT := len(names), len(tasks)
-	// stats computes each agent's mean NS and VSR and the Elo ratings from per-cell samples.
-	stats := func(pick func(c *cellRuns, i int) int) (meanNS, vsr, elo []float64) {
-		cellNS := make([][]float64, nA) // [agent][task], NaN when the agent did not run it
-		meanNS, vsr = make([]float64, nA), make([]float64, nA)
-		for a := range nA {
-			cellNS[a] = make([]float64, nT)
-			nTasks := 0
-			for t := range nT {
-				c := cells[a][t]
-				if c == nil {
-					cellNS[a][t] = math.NaN()
-					continue
-				}
-				sum, valid := 0.0, 0
-				for i := range c.ns {
-					j := pick(c, i)
-					sum += c.ns[j]
-					if c.valid[j] {
-						valid++
-					}
-				}
-				cellNS[a][t] = sum / float64(len(c.ns))
-				meanNS[a] += cellNS[a][t]
-				vsr[a] += float64(valid) / float64(len(c.ns))
-				nTasks++
-			}
-			meanNS[a] /= float64(nTasks)
-			vsr[a] /= float64(nTasks)
-		}
-		return meanNS, vsr, eloRatings(cellNS, o.Prior)
-	}
-	meanNS, vsr, elo := stats(func(_ *cellRuns, i int) int { return i })
 	rng := rand.New(rand.NewPCG(o.Seed, 0x5ea1))
-	bNS, bVSR, bElo := make([][]float64, nA), make([][]float64, nA), make([][]float64, nA+1)
-	for range o.Bootstrap {
-		m, v, e := stats(func(c *cellRuns, _ int) int { return rng.IntN(len(c.ns)) })
-		for a := range nA {
-			bNS[a], bVSR[a] = append(bNS[a], m[a]), append(bVSR[a], v[a])
-		}
-		for a := range nA + 1 {
-			bElo[a] = append(bElo[a], e[a])
-		}
-	}
 	for a, name := range names {
-		ag := Agent{Name: name, MeanNS: meanNS[a], VSR: vsr[a], Elo: elo[a], PerTask: map[string]Cell{},
-			MeanNSCI: interval(bNS[a]), VSRCI: interval(bVSR[a]), EloCI: interval(bElo[a])}
-		for t, c := range cells[a] {
+		ag := Agent{Name: name, PerTask: map[string]Cell{}}
+		// The (seed × task) matrices of normalized scores and validity, seeds cut to the fewest.
+		var taskList []int
+		for t := range cells[a] {
+			taskList = append(taskList, t)
+		}
+		sort.Ints(taskList)
+		seeds := math.MaxInt
+		for _, t := range taskList {
+			seeds = min(seeds, len(cells[a][t].ns))
+		}
+		ns, vs := make([][]float64, len(taskList)), make([][]float64, len(taskList))
+		for j, t := range taskList {
+			c := cells[a][t]
+			for i := range seeds {
+				ns[j] = append(ns[j], c.ns[i])
+				vs[j] = append(vs[j], b2f(c.valid[i]))
+			}
 			cell := Cell{Runs: len(c.ns), MeanRaw: math.NaN()}
 			rawSum := 0.0
 			for i := range c.ns {
@@ -290,7 +288,78 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 			ag.Tasks++
 			ag.Runs += cell.Runs
 		}
+		ag.Seeds = seeds
+		nsAgg := Aggregates(ns)
+		ag.MeanNS, ag.IQMNS, ag.MedianNS = nsAgg[0], nsAgg[1], nsAgg[2]
+		ag.VSR = Aggregates(vs)[0]
+		nsCI := StratifiedBootstrap(ns, o.Bootstrap, rng)
+		ag.MedianNSCI, ag.IQMNSCI, ag.MeanNSCI = nsCI[2], nsCI[1], nsCI[0]
+		ag.VSRCI = StratifiedBootstrap(vs, o.Bootstrap, rng)[0]
 		s.Agents = append(s.Agents, ag)
+	}
+	// Elo: every seed against every seed on each task, on raw scores, the SOTA a player.
+	var players []string
+	players = append(players, names...)
+	players = append(players, SOTAPlayer)
+	var games []Game
+	for t, task := range tasks {
+		type entry struct {
+			player int
+			runs   []float64 // NaN: invalid
+		}
+		var es []entry
+		for a := range names {
+			c := cells[a][t]
+			if c == nil {
+				continue
+			}
+			e := entry{player: a}
+			for i := range c.ns {
+				v := math.NaN()
+				if c.valid[i] {
+					v = c.raw[i]
+				}
+				e.runs = append(e.runs, v)
+			}
+			es = append(es, e)
+		}
+		if len(es) == 0 {
+			continue
+		}
+		sota := entry{player: len(names)}
+		for range SOTASeeds {
+			sota.runs = append(sota.runs, task.SOTA)
+		}
+		es = append(es, sota)
+		for i := range es {
+			for j := i + 1; j < len(es); j++ {
+				for _, x := range es[i].runs {
+					for _, y := range es[j].runs {
+						games = append(games, Game{A: es[i].player, B: es[j].player, Outcome: Battle(x, y, task.LowerIsBetter)})
+					}
+				}
+			}
+		}
+	}
+	s.Games = len(games)
+	fit := EloFit(games, len(players))
+	rounds := EloBootstrap(games, len(players), o.EloRounds, rng)
+	one := [2]float64{1, 1}
+	sotaAgent := Agent{Name: SOTAPlayer, IsSOTA: true, Tasks: len(tasks), PerTask: map[string]Cell{}, Seeds: SOTASeeds,
+		MeanNS: 1, IQMNS: 1, MedianNS: 1, VSR: 1, MeanNSCI: one, IQMNSCI: one, MedianNSCI: one, VSRCI: one} // the SOTA scores 1 by definition
+	for p := range players {
+		ag := &sotaAgent
+		if p < len(names) {
+			ag = &s.Agents[p]
+		}
+		ag.EloFit = fit[p]
+		var xs []float64
+		for _, r := range rounds {
+			if !math.IsNaN(r[p]) {
+				xs = append(xs, r[p])
+			}
+		}
+		ag.Elo, ag.EloCI = Quantile(xs, 0.5), [2]float64{Quantile(xs, 0.025), Quantile(xs, 0.975)}
 	}
 	sort.SliceStable(s.Agents, func(i, j int) bool {
 		if s.Agents[i].MeanNS != s.Agents[j].MeanNS {
@@ -301,8 +370,7 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 	for i := range s.Agents {
 		s.Agents[i].NSRank = i + 1
 	}
-	s.Agents = append(s.Agents, Agent{Name: SOTAPlayer, IsSOTA: true, MeanNS: 1, VSR: 1, Elo: elo[nA], EloCI: interval(bElo[nA]), Tasks: nT,
-		MeanNSCI: [2]float64{1, 1}, VSRCI: [2]float64{1, 1}})
+	s.Agents = append(s.Agents, sotaAgent)
 	byElo := make([]int, len(s.Agents))
 	for i := range byElo {
 		byElo[i] = i
@@ -314,126 +382,271 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 	return s, nil
 }
 
-// interval is the 2.5th and 97.5th percentiles (nearest rank) of the bootstrap samples.
-func interval(xs []float64) [2]float64 {
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Aggregates are rliable's mean, interquartile mean and median of a score matrix given as
+// columns (one per task, each the same number of seeds): the mean over tasks of each task's
+// mean; scipy's trim_mean(·, 0.25) of every score; the median over tasks of each task's mean.
+func Aggregates(cols [][]float64) [3]float64 {
+	if len(cols) == 0 || len(cols[0]) == 0 {
+		return [3]float64{math.NaN(), math.NaN(), math.NaN()}
+	}
+	means := make([]float64, len(cols))
+	var all []float64
+	for j, c := range cols {
+		sum := 0.0
+		for _, v := range c {
+			sum += v
+		}
+		means[j] = sum / float64(len(c))
+		all = append(all, c...)
+	}
+	mean := 0.0
+	for _, m := range means {
+		mean += m
+	}
+	mean /= float64(len(means))
+	sort.Float64s(all)
+	cut := len(all) / 4 // int(0.25·n), as trim_mean cuts
+	iqm := 0.0
+	for _, v := range all[cut : len(all)-cut] {
+		iqm += v
+	}
+	iqm /= float64(len(all) - 2*cut)
+	sort.Float64s(means)
+	return [3]float64{mean, iqm, Quantile(means, 0.5)}
+}
+
+// StratifiedBootstrap is rliable's interval for each aggregate: n resamples, each drawing every
+// task's seeds with replacement independently of the other tasks; the 2.5th and 97.5th
+// percentiles (linear interpolation, numpy's default) of each aggregate over the resamples.
+func StratifiedBootstrap(cols [][]float64, n int, rng *rand.Rand) [3][2]float64 {
+	if len(cols) == 0 || len(cols[0]) == 0 {
+		nan := [2]float64{math.NaN(), math.NaN()}
+		return [3][2]float64{nan, nan, nan}
+	}
+	samples := [3][]float64{make([]float64, n), make([]float64, n), make([]float64, n)}
+	re := make([][]float64, len(cols))
+	for j := range cols {
+		re[j] = make([]float64, len(cols[j]))
+	}
+	for k := range n {
+		for j, c := range cols {
+			for i := range c {
+				re[j][i] = c[rng.IntN(len(c))]
+			}
+		}
+		a := Aggregates(re)
+		for m := range 3 {
+			samples[m][k] = a[m]
+		}
+	}
+	var out [3][2]float64
+	for m := range 3 {
+		sort.Float64s(samples[m])
+		out[m] = [2]float64{Quantile(samples[m], 0.025), Quantile(samples[m], 0.975)}
+	}
+	return out
+}
+
+// Quantile is the q-quantile of xs with linear interpolation (numpy's and pandas' default);
+// NaN for none. xs need not be sorted.
+func Quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
-		return [2]float64{math.NaN(), math.NaN()}
+		return math.NaN()
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	at := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return [2]float64{at(0.025), at(0.975)}
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (pos-float64(lo))*(s[hi]-s[lo])
 }
 
-// eloRatings fits the Bradley–Terry model to the games of every task and returns the Elo ratings
-// (Eq. 5) of the agents and, last, the SOTA player. A task's games are every pair of its players
-// (the agents that ran it and the SOTA, whose normalized score is 1): the higher mean normalized
-// score wins, equal ones (two agents with no valid run among them) tie; a tie counts half a win
-// each, as Chatbot Arena counts it.
-func eloRatings(cellNS [][]float64, prior float64) []float64 {
-	nA := len(cellNS)
-	n := nA + 1
-	wins := make([][]float64, n) // wins[i][j]: games i won against j (ties count 0.5)
-	games := make([][]float64, n)
-	for i := range n {
-		wins[i], games[i] = make([]float64, n), make([]float64, n)
+// Outcome is a game's result for its first player.
+type Outcome int8
+
+const (
+	Win  Outcome = 1
+	Loss Outcome = -1
+	Tie  Outcome = 0
+)
+
+// Battle is the notebook's game between two runs on a task (NaN: an invalid run): an invalid
+// run loses to any valid one and two invalid ones tie; valid scores within numpy's isclose
+// (|x − y| ≤ 1e-6 + 1e-5·|y|) tie; otherwise the better score wins.
+func Battle(x, y float64, lowerIsBetter bool) Outcome {
+	switch xn, yn := math.IsNaN(x), math.IsNaN(y); {
+	case xn && yn:
+		return Tie
+	case xn:
+		return Loss
+	case yn:
+		return Win
 	}
-	nT := 0
-	if nA > 0 {
-		nT = len(cellNS[0])
+	if math.Abs(x-y) <= 1e-6+1e-5*math.Abs(y) {
+		return Tie
 	}
-	score := func(p, t int) float64 {
-		if p == nA {
-			return 1
-		}
-		return cellNS[p][t]
+	if (x < y) == lowerIsBetter {
+		return Win
 	}
-	for t := range nT {
-		for i := range n {
-			si := score(i, t)
-			if math.IsNaN(si) {
-				continue
-			}
-			for j := i + 1; j < n; j++ {
-				sj := score(j, t)
-				if math.IsNaN(sj) {
-					continue
-				}
-				games[i][j]++
-				games[j][i]++
-				switch {
-				case si > sj:
-					wins[i][j]++
-				case sj > si:
-					wins[j][i]++
-				default:
-					wins[i][j] += 0.5
-					wins[j][i] += 0.5
-				}
-			}
-		}
-	}
-	theta := bradleyTerry(wins, games, prior)
-	mean := 0.0
-	for _, t := range theta {
-		mean += t
-	}
-	mean /= float64(n)
-	elo := make([]float64, n)
-	for i, t := range theta {
-		elo[i] = 400/math.Ln10*(t-mean) + 1000
-	}
-	return elo
+	return Loss
 }
 
-// bradleyTerry maximizes Σ wins[i][j]·log σ(θi − θj) − prior/2·Σθ² by Newton's method (the
-// log-likelihood is concave, the prior makes it strictly so).
-func bradleyTerry(wins, games [][]float64, prior float64) []float64 {
-	n := len(wins)
+// Game is one game between players A and B.
+type Game struct {
+	A, B    int
+	Outcome Outcome // for A
+}
+
+// EloFit is the notebook's compute_mle_elo on a list of games: each game counted in both
+// orders, a tie as half a win for each side, and the Bradley–Terry model P(a beats b) =
+// 1/(1 + 10^((R_b − R_a)/400)) fitted by maximum likelihood with no prior; the ratings are
+// centred on 1000 (the unpenalised fit's, started from zero, are). A player who wins or loses
+// every game has no finite maximum: the fit stops as the notebook's optimiser does, once the
+// mean log-loss's gradient is under 1e-6 or after 100 iterations (see SCORING.md). A player
+// with no game is NaN.
+func EloFit(games []Game, players int) []float64 {
+	w := make([][]float64, players) // w[a][b]: a's wins over b, ties half
+	for a := range w {
+		w[a] = make([]float64, players)
+	}
+	for _, g := range games {
+		switch g.Outcome {
+		case Win:
+			w[g.A][g.B]++
+		case Loss:
+			w[g.B][g.A]++
+		default:
+			w[g.A][g.B] += 0.5
+			w[g.B][g.A] += 0.5
+		}
+	}
+	return bradleyTerry(w)
+}
+
+// EloBootstrap is the notebook's get_bootstrap_result: rounds resamples of the games (counted
+// in both orders, as the notebook's battle table is) with replacement, each fitted by EloFit.
+func EloBootstrap(games []Game, players, rounds int, rng *rand.Rand) [][]float64 {
+	n := 2 * len(games)
+	if n == 0 {
+		return nil
+	}
+	out := make([][]float64, rounds)
+	sample := make([]Game, 0, n)
+	for r := range rounds {
+		sample = sample[:0]
+		for range n {
+			i := rng.IntN(n)
+			g := games[i/2]
+			if i%2 == 1 { // the swapped copy
+				g = Game{A: g.B, B: g.A, Outcome: -g.Outcome}
+			}
+			sample = append(sample, g)
+		}
+		// Each sampled row is one game in one order; EloFit counts a game once, so halve by
+		// fitting the rows as they are (the fit is the same for weights scaled alike).
+		out[r] = EloFit(sample, players)
+	}
+	return out
+}
+
+// bradleyTerry maximizes Σ w[a][b]·log σ(ln10·(θa − θb)) over θ with Σθ = 0 by Newton's
+// method, stopping when the mean log-loss's gradient is under 1e-6 (at most 100 steps), and
+// returns 400·θ + 1000. Players with no game are NaN.
+func bradleyTerry(w [][]float64) []float64 {
+	n := len(w)
+	active := make([]bool, n)
+	total := 0.0
+	for a := range n {
+		for b := range n {
+			if w[a][b] > 0 {
+				active[a], active[b] = true, true
+				total += w[a][b]
+			}
+		}
+	}
+	out := make([]float64, n)
+	if total == 0 {
+		for i := range out {
+			out[i] = math.NaN()
+		}
+		return out
+	}
 	theta := make([]float64, n)
 	g := make([]float64, n)
 	h := make([][]float64, n)
 	for i := range h {
 		h[i] = make([]float64, n+1)
 	}
+	ln10 := math.Ln10
 	for iter := 0; iter < 100; iter++ {
 		for i := range n {
-			g[i] = -prior * theta[i]
+			g[i] = 0
 			for j := range n + 1 {
 				h[i][j] = 0
 			}
-			h[i][i] = -prior
 		}
-		for i := range n {
-			for j := range n {
-				if i == j || games[i][j] == 0 {
+		for a := range n {
+			for b := range n {
+				if a == b || (w[a][b] == 0 && w[b][a] == 0) {
 					continue
 				}
-				p := 1 / (1 + math.Exp(theta[j]-theta[i]))
-				g[i] += wins[i][j] - games[i][j]*p
-				w := games[i][j] * p * (1 - p)
-				h[i][i] -= w
-				h[i][j] += w
+				// a's games against b: w[a][b] wins, w[b][a] losses.
+				p := 1 / (1 + math.Exp(-ln10*(theta[a]-theta[b])))
+				// d/dθa of the log-likelihood of these games (counted from a's side only; b's
+				// side is counted when the loop reaches (b, a)).
+				gr := ln10 * (w[a][b]*(1-p) - w[b][a]*p)
+				g[a] += gr / total
+				c := ln10 * ln10 * (w[a][b] + w[b][a]) * p * (1 - p) / total
+				h[a][a] -= c
+				h[a][b] += c
 			}
 		}
-		// Solve H·Δ = −g (H negative definite) by Gaussian elimination with partial pivoting.
+		maxG := 0.0
 		for i := range n {
+			maxG = math.Max(maxG, math.Abs(g[i]))
+		}
+		if maxG < 1e-6 {
+			break
+		}
+		// Solve (H − 11ᵀ − εI)·Δ = −g: the 11ᵀ term fixes the free shift (Σθ stays 0, since
+		// Σg = 0), ε the players with no game.
+		for i := range n {
+			for j := range n {
+				h[i][j] -= 1
+			}
+			h[i][i] -= 1e-12
 			h[i][n] = -g[i]
 		}
 		delta := solve(h, n)
-		maxStep := 0.0
+		// A player who wins every game has its optimum at infinity, where the Hessian
+		// vanishes: steps are capped at 1 (400 Elo) so the fit walks there as the gradient
+		// shrinks instead of jumping.
+		step := 0.0
 		for i := range n {
-			theta[i] += delta[i]
-			maxStep = math.Max(maxStep, math.Abs(delta[i]))
+			step = math.Max(step, math.Abs(delta[i]))
 		}
-		if maxStep < 1e-10 {
-			break
+		scale := 1.0
+		if step > 1 {
+			scale = 1 / step
+		}
+		for i := range n {
+			theta[i] += scale * delta[i]
 		}
 	}
-	return theta
+	for i := range n {
+		out[i] = 400*theta[i] + 1000
+		if !active[i] {
+			out[i] = math.NaN()
+		}
+	}
+	return out
 }
 
 func solve(a [][]float64, n int) []float64 {

@@ -3,15 +3,20 @@ package airs
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
-// The transforms and the normalized score, by hand (the paper's Eq. 2, 3 and 8).
+// The transforms and the normalized score, by hand (the paper's Eq. 2, 3 and 8, and the
+// notebook's normalize_score and normalize_score_log).
 func TestNormalizedByHand(t *testing.T) {
-	acc := Bounds{Min: 0, SOTA: 0.9, Optimal: 1}   // φ(min) = 0, φ(SOTA) = 1
-	rmse := Bounds{Min: 10, SOTA: 0.1, Optimal: 0} // φ(min) = −1, φ(SOTA) = 1
+	acc := Bounds{Min: 0.5, SOTA: 0.9, Optimal: 1}   // φ(min) = log10 2 = 0.30103, φ(SOTA) = 1
+	mae := Bounds{Min: 10, SOTA: 0.1, Optimal: 0}    // φ(min) = −1, φ(SOTA) = 1
+	flat := Bounds{Min: 0.9, SOTA: 0.9, Optimal: 1}  // s_min is the SOTA: division by zero
+	perfect := Bounds{Min: 0, SOTA: 0.1, Optimal: 0} // s_min at the optimum: φ(min) = +∞
+	l2 := math.Log10(2)
 	for _, c := range []struct {
 		name string
 		tr   Transform
@@ -19,164 +24,214 @@ func TestNormalizedByHand(t *testing.T) {
 		b    Bounds
 		want float64
 	}{
-		{"accuracy at the worst", MarchOf9s, 0, acc, 0},
+		{"accuracy at the worst", MarchOf9s, 0.5, acc, 0},
 		{"accuracy at the SOTA", MarchOf9s, 0.9, acc, 1},
-		{"accuracy one nine past the SOTA", MarchOf9s, 0.99, acc, 2},
-		{"accuracy 0.5", MarchOf9s, 0.5, acc, math.Log10(2)},                     // −log10(0.5) = 0.30103
-		{"accuracy at the optimum: the floor, nine nines", MarchOf9s, 1, acc, 9}, // −log10(1e-9) = 9
-		{"rmse halfway in nines", MarchOf9s, 1, rmse, 0.5},                       // φ(1) = 0: (0 − (−1)) / 2
-		{"rmse past the SOTA", MarchOf9s, 0.01, rmse, 1.5},                       // φ = 2: 3/2
-		{"rmse worse than the worst: clipped", MarchOf9s, 20, rmse, 0},
-		{"identity halfway", Identity, 0.45, acc, 0.5},
-		{"identity past the SOTA", Identity, 0.99, acc, 1.1},
-		{"identity rmse", Identity, 5.05, rmse, 0.5},
-		{"identity below the worst", Identity, -1, acc, 0},
+		{"accuracy one nine past the SOTA", MarchOf9s, 0.99, acc, (2 - l2) / (1 - l2)},                   // 2.430677
+		{"accuracy at the optimum: |0.999 − 1|, φ = 3", MarchOf9s, 1, acc, (3 - l2) / (1 - l2)},          // 3.861353
+		{"accuracy below the worst: clipped", MarchOf9s, 0.4, acc, 0},                                    // (0.221849 − 0.30103)/… < 0
+		{"mae halfway in nines", MarchOf9s, 1, mae, 0.5},                                                 // φ(1) = 0: (0 − (−1)) / 2
+		{"mae past the SOTA", MarchOf9s, 0.01, mae, 1.5},                                                 // φ = 2: 3/2
+		{"mae at the optimum: |0.999 − 0|", MarchOf9s, 0, mae, (-math.Log10(0.999) + 1) / 2},             // 0.500217
+		{"mae worse than the worst: clipped", MarchOf9s, 20, mae, 0},                                     //
+		{"s_min is the SOTA, a better run: ∞ → 100", MarchOf9s, 0.95, flat, InfiniteNS},                  //
+		{"s_min is the SOTA, the same run: 0/0 → 0", MarchOf9s, 0.9, flat, 0},                            //
+		{"s_min is the SOTA, a worse run: −∞ → 100 (as the notebook)", MarchOf9s, 0.5, flat, InfiniteNS}, //
+		{"s_min at the optimum: NaN → 0", MarchOf9s, 0, perfect, 0},                                      //
+		{"identity halfway", Identity, 0.7, acc, 0.5},
+		{"identity past the SOTA", Identity, 0.98, acc, 1.2},
+		{"identity mae", Identity, 5.05, mae, 0.5},
+		{"identity below the worst", Identity, 0.1, acc, 0},
+		{"identity s_min is the SOTA: ∞ → 100", Identity, 0.95, flat, InfiniteNS},
 	} {
 		if got := Normalized(c.tr, c.s, c.b); !near(got, c.want) {
 			t.Errorf("%s: NS(%v) = %v; want %v", c.name, c.s, got, c.want)
 		}
 	}
-	if got := Phi(MarchOf9s, 0.9, 1); !near(got, 1) {
-		t.Errorf("φ(0.9) = %v", got)
+	if got := Phi(MarchOf9s, 1, 1); !near(got, 3) {
+		t.Errorf("φ(optimum 1) = %v; want 3", got)
 	}
-	if got := Phi(MarchOf9s, 1, 1); got != 9 {
-		t.Errorf("φ(optimum) = %v; want 9 (the floor)", got)
+	if got := Phi(MarchOf9s, 0, 0); !near(got, 0.00043451177401769) {
+		t.Errorf("φ(optimum 0) = %v; want −log10(0.999)", got)
 	}
 }
 
-// s_min: the worst valid run when there are enough and it is worse than the SOTA; otherwise the
-// estimate, and the bounds say which.
+// s_min is the worst valid run of any agent; with none, every run of the task scores 0.
 func TestTaskBounds(t *testing.T) {
-	task := Scoring{Name: "t", SOTA: 0.9, Optimal: 1, EstimatedWorst: 0}
-	run := func(s float64, valid bool) Run { return Run{Task: "t", Valid: valid, Score: s} }
-	for _, c := range []struct {
-		name   string
-		runs   []Run
-		min    float64
-		source string
-	}{
-		{"no runs", nil, 0, MinFromEstimate},
-		{"one valid run", []Run{run(0.3, true)}, 0, MinFromEstimate},
-		{"two valid runs", []Run{run(0.3, true), run(0.6, true), run(0, false)}, 0.3, MinFromRuns},
-		{"all past the SOTA", []Run{run(0.95, true), run(0.97, true)}, 0, MinFromEstimate},
-	} {
-		b := TaskBounds(task, c.runs)
-		if b.Min != c.min || b.MinSource != c.source {
-			t.Errorf("%s: %+v; want min %v from %s", c.name, b, c.min, c.source)
-		}
+	task := Scoring{Name: "t", SOTA: 0.9}
+	run := func(s float64, valid bool) Run { return Run{Agent: "a", Task: "t", Valid: valid, Score: s} }
+	b := TaskBounds(task, []Run{run(0.3, true), run(0.6, true), run(0, false), run(0.95, true)})
+	if b.Min != 0.3 || b.MinSource != MinFromRuns || b.Optimal != 1 {
+		t.Errorf("bounds %+v", b)
 	}
-	lower := Scoring{Name: "t", LowerIsBetter: true, SOTA: 0.1, Optimal: 0, EstimatedWorst: 10}
-	if b := TaskBounds(lower, []Run{run(3, true), run(5, true)}); b.Min != 5 || b.MinSource != MinFromRuns {
+	if b := TaskBounds(task, []Run{run(0, false)}); !math.IsNaN(b.Min) || b.MinSource != MinNone || Normalized(MarchOf9s, 0.5, b) != 0 {
+		t.Errorf("no valid run: %+v", b)
+	}
+	lower := Scoring{Name: "t", LowerIsBetter: true, SOTA: 0.1}
+	if b := TaskBounds(lower, []Run{run(3, true), run(5, true)}); b.Min != 5 || b.Optimal != 0 {
 		t.Errorf("lower is better: %+v", b)
 	}
 }
 
-// VSR and mean normalized score by hand; invalid runs count 0.
-func TestSummaryByHand(t *testing.T) {
-	tasks := []Scoring{{Name: "a", SOTA: 0.9, Optimal: 1, EstimatedWorst: 0}, {Name: "b", SOTA: 0.9, Optimal: 1, EstimatedWorst: 0}}
-	runs := []Run{
-		{Agent: "x", Task: "a", ID: "1", Valid: true, Score: 0.99}, // NS (2 − log10 2)/(1 − log10 2): a's worst observed, 0.5, is s_min
-		{Agent: "x", Task: "a", ID: "2", Valid: true, Score: 0.5},  // NS 0 (it is the worst)
-		{Agent: "x", Task: "a", ID: "3", Valid: false},             // NS 0
-		{Agent: "x", Task: "b", ID: "4", Valid: true, Score: 0.9},  // one valid run on b: estimate 0 → NS 1
-		{Agent: "y", Task: "a", ID: "5", Valid: false},             // NS 0
+// rliable's aggregates, by hand.
+func TestAggregatesByHand(t *testing.T) {
+	// Three tasks of two seeds: task means 0.5, 1, 0.5.
+	a := Aggregates([][]float64{{0, 1}, {1, 1}, {0.5, 0.5}})
+	// mean 2/3; the six scores sorted 0 .5 .5 1 1 1, trim int(6/4) = 1 each end: .5 .5 1 1 → .75;
+	// median of the task means .5 .5 1 → .5.
+	if !near(a[0], 2.0/3) || !near(a[1], 0.75) || !near(a[2], 0.5) {
+		t.Errorf("aggregates %v", a)
 	}
-	s, err := Summarize(tasks, runs, Options{Bootstrap: 50})
-	if err != nil {
-		t.Fatal(err)
+	if q := Quantile([]float64{4, 1, 3, 2}, 0.5); q != 2.5 {
+		t.Errorf("median %v", q)
 	}
-	if b := s.Bounds["a"]; b.Min != 0.5 || b.MinSource != MinFromRuns {
-		t.Errorf("bounds a: %+v", b)
+	if q := Quantile([]float64{1, 2, 3, 4}, 0.025); !near(q, 1.075) {
+		t.Errorf("2.5%% quantile %v", q)
 	}
-	x, y, sota := s.Agents[0], s.Agents[1], s.Agents[2]
-	// x: task a mean NS (ns99 + 0 + 0)/3, task b 1: mean (ns99/3 + 1)/2; VSR (2/3 + 1)/2 = 5/6.
-	ns99 := (2 - math.Log10(2)) / (1 - math.Log10(2))
-	if x.Name != "x" || !near(x.MeanNS, (ns99/3+1)/2) || !near(x.VSR, 5.0/6) || x.Tasks != 2 || x.Runs != 4 {
-		t.Errorf("x: %+v", x)
-	}
-	if c := x.PerTask["a"]; c.Runs != 3 || c.Valid != 2 || !near(c.MeanRaw, 0.745) || !near(c.MeanNS, ns99/3) {
-		t.Errorf("x on a: %+v", c)
-	}
-	if y.Name != "y" || y.MeanNS != 0 || y.VSR != 0 || !math.IsNaN(y.PerTask["a"].MeanRaw) {
-		t.Errorf("y: %+v", y)
-	}
-	if !sota.IsSOTA || sota.Name != SOTAPlayer {
-		t.Errorf("the SOTA player is not last: %+v", sota)
-	}
-	if x.MeanNSCI[0] > x.MeanNS || x.MeanNSCI[1] < x.MeanNS {
-		t.Errorf("x's interval %v does not hold its mean %v", x.MeanNSCI, x.MeanNS)
-	}
-	// The same seed gives the same intervals; another seed, others.
-	again, _ := Summarize(tasks, runs, Options{Bootstrap: 50})
-	if again.Agents[0].EloCI != x.EloCI || again.Agents[0].MeanNSCI != x.MeanNSCI {
-		t.Errorf("the bootstrap is not reproducible: %v %v", again.Agents[0].EloCI, x.EloCI)
-	}
-	if _, err := Summarize(tasks, append(runs, Run{Agent: "x", Task: "c", ID: "9"}), Options{}); err == nil {
-		t.Error("a run on a task outside the suite was accepted")
-	}
-	if _, err := Summarize(tasks, runs, Options{Transform: "log"}); err == nil {
-		t.Error("an unknown transform was accepted")
+	// A constant matrix has a point interval; resampling keeps values in range.
+	ci := StratifiedBootstrap([][]float64{{1, 1}, {1, 1}}, 100, rand.New(rand.NewPCG(1, 2)))
+	if ci[0] != [2]float64{1, 1} || ci[1] != [2]float64{1, 1} {
+		t.Errorf("constant interval %v", ci)
 	}
 }
 
-// Elo by hand: against the SOTA alone, a player winning 2 of 3 games has θx − θs = ln 2 (the
-// Bradley–Terry MLE: σ(d) = 2/3), so R = 1000 ± 400/ln10 · ln2/2 = 1000 ± 200·log10(2).
-func TestEloByHand(t *testing.T) {
-	tasks := []Scoring{{Name: "a", SOTA: 0.9, Optimal: 1}, {Name: "b", SOTA: 0.9, Optimal: 1}, {Name: "c", SOTA: 0.9, Optimal: 1}}
-	runs := []Run{
-		{Agent: "x", Task: "a", Valid: true, Score: 0.99}, // NS 2 > 1: wins
-		{Agent: "x", Task: "b", Valid: true, Score: 0.99}, // wins
-		{Agent: "x", Task: "c", Valid: true, Score: 0.5},  // loses
-	}
-	s, err := Summarize(tasks, runs, Options{Bootstrap: 1, Prior: 1e-12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := 200 * math.Log10(2)
-	if x, sota := s.Agents[0], s.Agents[1]; math.Abs(x.Elo-(1000+d)) > 1e-6 || math.Abs(sota.Elo-(1000-d)) > 1e-6 || x.EloRank != 1 {
-		t.Errorf("Elo x %v, SOTA %v; want %v and %v", x.Elo, sota.Elo, 1000+d, 1000-d)
-	}
-	// One win each: equal ratings. Two agents with no valid run tie each other.
-	runs = []Run{
-		{Agent: "x", Task: "a", Valid: true, Score: 0.99}, {Agent: "x", Task: "b", Valid: true, Score: 0.5},
-		{Agent: "p", Task: "a"}, {Agent: "q", Task: "a"},
-	}
-	s, _ = Summarize(tasks[:2], runs, Options{Bootstrap: 1})
-	elo := map[string]float64{}
-	for _, a := range s.Agents {
-		elo[a.Name] = a.Elo
-	}
-	if math.Abs(elo["p"]-elo["q"]) > 1e-9 || elo["x"] <= elo["p"] {
-		t.Errorf("ratings %v", elo)
-	}
-	// Ratings are centred on 1000 (Eq. 5).
-	sum := 0.0
-	for _, a := range s.Agents {
-		sum += a.Elo
-	}
-	if math.Abs(sum/float64(len(s.Agents))-1000) > 1e-9 {
-		t.Errorf("mean rating %v", sum/float64(len(s.Agents)))
-	}
-}
-
-// An unbeaten SOTA keeps a finite rating (the prior).
-func TestEloUnbeaten(t *testing.T) {
-	tasks := []Scoring{{Name: "a", SOTA: 0.9, Optimal: 1}}
-	s, _ := Summarize(tasks, []Run{{Agent: "x", Task: "a", Valid: true, Score: 0.1}, {Agent: "x", Task: "a", Valid: true, Score: 0.2}}, Options{Bootstrap: 10})
-	for _, a := range s.Agents {
-		if math.IsNaN(a.Elo) || math.IsInf(a.Elo, 0) || math.IsNaN(a.EloCI[0]) {
-			t.Errorf("%s: Elo %v %v", a.Name, a.Elo, a.EloCI)
+// The notebook's games: invalid runs lose to valid ones, two invalid tie, numpy's isclose ties.
+func TestBattleRules(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		x, y  float64
+		lower bool
+		want  Outcome
+	}{
+		{0.8, 0.6, false, Win},
+		{0.8, 0.6, true, Loss},
+		{nan, 0.6, false, Loss},
+		{0.6, nan, true, Win},
+		{nan, nan, false, Tie},
+		{1.0, 1.0000005, false, Tie},  // |d| = 5e-7 ≤ 1e-6 + 1e-5·1.0000005
+		{100, 100.0009, false, Tie},   // |d| = 9e-4 ≤ 1e-6 + 1e-5·100.0009 = 1.001e-3
+		{0.5, 0.50001, false, Loss},   // |d| = 1e-5 > 1e-6 + 5.0001e-6
+		{0.50001, 0.5, false, Win},    //
+		{100, 100.0011, true, Win},    // |d| = 1.1e-3 > 1.001e-3: lower wins
+		{1e-7, 9e-7, true, Tie},       // both within atol
+		{-3, -2.99999999, false, Tie}, //
+	} {
+		if got := Battle(c.x, c.y, c.lower); got != c.want {
+			t.Errorf("Battle(%v, %v, lower %v) = %v; want %v", c.x, c.y, c.lower, got, c.want)
 		}
 	}
 }
 
-// BenchmarkSummarize is the size: 20 tasks × 14 agents × 10 seeds, 1,000 bootstrap
-// samples (target ≤ 5 s).
+// The Bradley–Terry fit by hand: two players, A 3 wins and 1 loss: P = 3/4, so
+// R_A − R_B = 400·log10(3) = 190.85, centred on 1000. Ties count half.
+func TestEloFitByHand(t *testing.T) {
+	g := []Game{{0, 1, Win}, {0, 1, Win}, {1, 0, Loss}, {0, 1, Loss}}
+	r := EloFit(g, 2)
+	d := 400 * math.Log10(3)
+	if math.Abs(r[0]-(1000+d/2)) > 1e-3 || math.Abs(r[1]-(1000-d/2)) > 1e-3 {
+		t.Errorf("ratings %v; want %v, %v", r, 1000+d/2, 1000-d/2)
+	}
+	// One win, two ties, one loss: even.
+	r = EloFit([]Game{{0, 1, Win}, {0, 1, Tie}, {1, 0, Tie}, {0, 1, Loss}}, 2)
+	if math.Abs(r[0]-1000) > 1e-6 || math.Abs(r[1]-1000) > 1e-6 {
+		t.Errorf("even ratings %v", r)
+	}
+	// Three players in a cycle of equal strength: all 1000; a fourth with no game is NaN.
+	r = EloFit([]Game{{0, 1, Win}, {1, 2, Win}, {2, 0, Win}}, 4)
+	if math.Abs(r[0]-1000) > 1e-6 || math.Abs(r[1]-1000) > 1e-6 || math.Abs(r[2]-1000) > 1e-6 || !math.IsNaN(r[3]) {
+		t.Errorf("cycle %v", r)
+	}
+	// A player who wins every game: the fit stops where the mean log-loss's gradient is under
+	// 1e-6; ln10·(1 − P) < 1e-6 puts the gap near 400·log10(ln10/1e-6) ≈ 2545.
+	r = EloFit([]Game{{0, 1, Win}, {0, 1, Win}}, 2)
+	if gap := r[0] - r[1]; math.IsNaN(gap) || gap < 2000 || gap > 3000 || math.Abs(r[0]+r[1]-2000) > 1e-6 {
+		t.Errorf("unbeaten: %v (gap %v)", r, r[0]-r[1])
+	}
+}
+
+// A whole summary by hand: task T (higher is better, SOTA 0.9); agent a scores 0.8 and an
+// invalid run, b scores 0.6 and 0.7. s_min = 0.6. Identity: a's runs score (0.8 − 0.6)/0.3 =
+// 2/3 and 0, mean 1/3; b's 0 and 1/3, mean 1/6. VSR: a 1/2, b 1. Games: a–b 2 wins 2 losses;
+// a and b lose all 20 of theirs to the SOTA's 10 copies: 44 games, a and b rate the same.
+func TestSummarizeByHand(t *testing.T) {
+	tasks := []Scoring{{Name: "T", SOTA: 0.9}}
+	runs := []Run{
+		{Agent: "a", Task: "T", ID: "1", Valid: true, Score: 0.8},
+		{Agent: "a", Task: "T", ID: "2"},
+		{Agent: "b", Task: "T", ID: "3", Valid: true, Score: 0.6},
+		{Agent: "b", Task: "T", ID: "4", Valid: true, Score: 0.7},
+	}
+	s, err := Summarize(tasks, runs, Options{Transform: Identity, Bootstrap: 200, EloRounds: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Games != 44 || s.Bounds["T"].Min != 0.6 {
+		t.Errorf("games %d bounds %+v", s.Games, s.Bounds["T"])
+	}
+	by := map[string]Agent{}
+	for _, a := range s.Agents {
+		by[a.Name] = a
+	}
+	a, b, sota := by["a"], by["b"], by[SOTAPlayer]
+	if !near(a.MeanNS, 1.0/3) || !near(b.MeanNS, 1.0/6) || a.VSR != 0.5 || b.VSR != 1 || a.NSRank != 1 || b.NSRank != 2 {
+		t.Errorf("a %+v\nb %+v", a, b)
+	}
+	if !near(a.IQMNS, 1.0/3) || !near(a.MedianNS, 1.0/3) || a.Seeds != 2 {
+		t.Errorf("a's aggregates %v %v seeds %d", a.IQMNS, a.MedianNS, a.Seeds)
+	}
+	if math.Abs(a.EloFit-b.EloFit) > 1e-6 || sota.EloFit < a.EloFit+1000 || sota.EloRank != 1 || !sota.IsSOTA {
+		t.Errorf("Elo fit a %v b %v SOTA %v (rank %d)", a.EloFit, b.EloFit, sota.EloFit, sota.EloRank)
+	}
+	if a.MeanNSCI[0] > a.MeanNS || a.MeanNSCI[1] < a.MeanNS || a.EloCI[0] > a.Elo || a.EloCI[1] < a.Elo {
+		t.Errorf("intervals: NS %v %v, Elo %v %v", a.MeanNS, a.MeanNSCI, a.Elo, a.EloCI)
+	}
+	// The same input gives the same table.
+	again, _ := Summarize(tasks, runs, Options{Transform: Identity, Bootstrap: 200, EloRounds: 20})
+	if fmt.Sprint(again.Agents) != fmt.Sprint(s.Agents) {
+		t.Errorf("not deterministic")
+	}
+}
+
+// Seeds are cut to the fewest an agent has on any of its tasks (rliable's matrix).
+func TestSeedsCut(t *testing.T) {
+	tasks := []Scoring{{Name: "A", SOTA: 0.9}, {Name: "B", SOTA: 0.9}}
+	runs := []Run{
+		{Agent: "x", Task: "A", Valid: true, Score: 0.5}, {Agent: "x", Task: "A", Valid: true, Score: 0.9}, {Agent: "x", Task: "A", Valid: true, Score: 0.7},
+		{Agent: "x", Task: "B", Valid: true, Score: 0.5}, {Agent: "x", Task: "B", Valid: true, Score: 0.9},
+	}
+	s, err := Summarize(tasks, runs, Options{Transform: Identity, Bootstrap: 10, EloRounds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := s.Agents[0]
+	// A's first two seeds: 0 and 1; B's: 0 and 1: mean 0.5 (the third seed of A is left out).
+	if x.Seeds != 2 || !near(x.MeanNS, 0.5) || x.Runs != 5 || x.PerTask["A"].Runs != 3 {
+		t.Errorf("%+v", x)
+	}
+}
+
+func TestSummarizeRefusals(t *testing.T) {
+	tasks := []Scoring{{Name: "a", SOTA: 0.9}}
+	if _, err := Summarize(tasks, []Run{{Agent: "x", Task: "b", ID: "r1"}}, Options{}); err == nil {
+		t.Error("a run of an unknown task was accepted")
+	}
+	if _, err := Summarize(tasks, []Run{{Agent: SOTAPlayer, Task: "a", ID: "r1"}}, Options{}); err == nil {
+		t.Error("an agent named SOTA was accepted")
+	}
+	if _, err := Summarize(append(tasks, tasks[0]), nil, Options{}); err == nil {
+		t.Error("a task given twice was accepted")
+	}
+	if _, err := Summarize(tasks, nil, Options{Transform: "log"}); err == nil {
+		t.Error("an unknown transform was accepted")
+	}
+}
+
+// BenchmarkSummarize is the paper's size: 20 tasks × 14 agents × 10 seeds, with the notebook's
+// 50,000 resamples and 100 Elo rounds.
 func BenchmarkSummarize(b *testing.B) {
 	tasks, runs := suite(20, 14, 10)
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := Summarize(tasks, runs, Options{Bootstrap: 1000}); err != nil {
+		if _, err := Summarize(tasks, runs, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -187,7 +242,7 @@ func suite(nT, nA, seeds int) ([]Scoring, []Run) {
 	var runs []Run
 	for t := range nT {
 		name := fmt.Sprintf("task%02d", t)
-		tasks = append(tasks, Scoring{Name: name, SOTA: 0.9, Optimal: 1, EstimatedWorst: 0, LowerIsBetter: false})
+		tasks = append(tasks, Scoring{Name: name, SOTA: 0.9, LowerIsBetter: false})
 		for a := range nA {
 			for s := range seeds {
 				v := (t*7+a*13+s*29)%10 != 0

@@ -39,15 +39,20 @@ const (
 	MaxTaskBytes     = 64 << 20
 )
 
-// Metadata is a task's metadata.yaml, as the AIRS-Bench paper (appendix B.1.3) writes it.
+// Metadata is a task's metadata.yaml, as upstream's repository writes it (and its checker,
+// airsbench/tasks/rad/test_task_folder.py, requires it).
 type Metadata struct {
 	MetricLowerIsBetter                 bool     `json:"metric_lower_is_better"`
 	FileExportGlobs                     []string `json:"file_export_globs"`
 	ContainerPythonRequirements         []string `json:"container_python_requirements"`
 	EvaluateContainerPythonRequirements []string `json:"evaluate_container_python_requirements"`
-	Info                                Info     `json:"logging_info"`
+	// PrepareCodePythonRequirements is what prepare.py needs beyond the evaluation image's
+	// (two upstream tasks give it); optional.
+	PrepareCodePythonRequirements []string `json:"prepare_code_python_requirements,omitempty"`
+	Info                          Info     `json:"logging_info"`
 	// Unknown are the fields this version does not know: kept, in file order, and reported.
 	Unknown []Field `json:"unknown,omitempty"`
+	notes   []string
 }
 
 // Info is metadata.yaml's logging_info.
@@ -60,21 +65,28 @@ type Info struct {
 	Metric          string   `json:"metric"`
 	InputColumns    []string `json:"input_columns"`
 	// ScoringColumns is scoring_column: one name, or a list of them.
-	ScoringColumns      []string `json:"scoring_column"`
-	Shape               string   `json:"shape"`
-	Config              string   `json:"config"`
-	TrainSplit          string   `json:"train_split"`
-	TestSplit           string   `json:"test_split"`
-	CustomGoldLabels    bool     `json:"custom_gold_labels"`
-	CustomRadClass      bool     `json:"custom_rad_class"`
-	SOTA                SOTA     `json:"sota"`
-	DatasetPaperURL     string   `json:"dataset_paper_url"`
-	EstimatedWorstScore float64  `json:"estimated_worst_score"`
-	OptimalScore        float64  `json:"optimal_score"`
+	ScoringColumns []string `json:"scoring_column"`
+	// Shape is the submission's shape: upstream writes it as a tuple's text ("(4906,)",
+	// "300,1") or a YAML list ([5000, 5]); here it is the dimensions.
+	Shape            []int  `json:"shape,omitempty"`
+	Config           string `json:"config"`
+	TrainSplit       string `json:"train_split"`
+	TestSplit        string `json:"test_split"`
+	CustomGoldLabels bool   `json:"custom_gold_labels"`
+	CustomRadClass   bool   `json:"custom_rad_class"`
+	// SOTA is the first entry of logging_info.sota, the one the published analysis uses;
+	// SOTAs are all of them.
+	SOTA            SOTA   `json:"sota"`
+	SOTAs           []SOTA `json:"sotas,omitempty"`
+	DatasetPaperURL string `json:"dataset_paper_url"`
+	// EstimatedWorstScore and OptimalScore are optional (upstream's checker does not require
+	// them, and its analysis uses neither: see score.go); nil when absent.
+	EstimatedWorstScore *float64 `json:"estimated_worst_score,omitempty"`
+	OptimalScore        *float64 `json:"optimal_score,omitempty"`
 }
 
-// SOTA is logging_info.sota: the paper writes it as a list of one-key maps; a plain map is
-// accepted too.
+// SOTA is one entry of logging_info.sota: a list of records, each with at least
+// sota_paper_url and sota_score.
 type SOTA struct {
 	PaperTitle string  `json:"sota_paper_title"`
 	PaperURL   string  `json:"sota_paper_url"`
@@ -119,8 +131,15 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("task %s: %d problem(s):\n  %s", e.Dir, len(e.Problems), strings.Join(e.Problems, "\n  "))
 }
 
-// Open validates the task directory dir and returns it, or an *Error naming every problem.
-func Open(dir string) (*Task, error) {
+// Open validates the task directory dir and returns it, or an *Error naming every problem. As
+// upstream's checker does, it requires logging_info.name to be the directory's own name.
+func Open(dir string) (*Task, error) { return open(dir, true) }
+
+// OpenStored validates a task directory kept under another name (the content store keeps one
+// under its hash; its name was checked when it was added, and the hash pins it).
+func OpenStored(dir string) (*Task, error) { return open(dir, false) }
+
+func open(dir string, nameIsDir bool) (*Task, error) {
 	t := &Task{Dir: dir}
 	var problems []string
 	if st, err := os.Stat(dir); err == nil && st.IsDir() {
@@ -164,6 +183,10 @@ func Open(dir string) (*Task, error) {
 				}
 			} else {
 				t.Meta = *m
+				if base := filepath.Base(filepath.Clean(dir)); nameIsDir && m.Info.Name != base {
+					problems = append(problems, fmt.Sprintf("%s: logging_info.name: %q is not the task directory's name %q; a task directory is named after its task (rename the directory, or fix the name)", filepath.Join(dir, MetadataFile), m.Info.Name, base))
+				}
+				t.Notes = append(t.Notes, m.notes...)
 				for _, u := range m.Unknown {
 					t.Notes = append(t.Notes, fmt.Sprintf("%s:%d: %s: not a field this version knows; kept as written and reported", filepath.Join(dir, MetadataFile), u.Line, u.Path))
 				}
@@ -215,9 +238,11 @@ func ParseMetadata(file string, data []byte) (*Metadata, error) {
 		"file_export_globs":                      func(n *yaml.Node, p string) { m.FileExportGlobs = d.strings(n, p) },
 		"container_python_requirements":          func(n *yaml.Node, p string) { m.ContainerPythonRequirements = d.strings(n, p) },
 		"evaluate_container_python_requirements": func(n *yaml.Node, p string) { m.EvaluateContainerPythonRequirements = d.strings(n, p) },
-		"logging_info":                           func(n *yaml.Node, p string) { d.info(n, p, &m.Info) },
-	}, []string{"metric_lower_is_better", "file_export_globs", "logging_info"})
+		"prepare_code_python_requirements":       func(n *yaml.Node, p string) { m.PrepareCodePythonRequirements = d.lenientList(n, p) },
+		"logging_info":                           func(n *yaml.Node, p string) { d.info(n, p, &m.Info, m) },
+	}, []string{"metric_lower_is_better", "file_export_globs", "container_python_requirements", "evaluate_container_python_requirements", "logging_info"})
 	m.Unknown = d.unknown
+	m.notes = d.notes
 	if len(d.problems) == 0 {
 		d.check(root, m)
 	}
@@ -229,9 +254,23 @@ func ParseMetadata(file string, data []byte) (*Metadata, error) {
 
 // decoder walks the YAML nodes, collecting every problem and every unknown field.
 type decoder struct {
-	file     string
-	problems []string
-	unknown  []Field
+	file      string
+	problems  []string
+	unknown   []Field
+	shapeSeen bool
+	notes     []string
+}
+
+// lenientList reads a list of text that upstream's checker does not check: a lone string (one
+// upstream task writes "-sktime", a list's dash inside the text) is read as one entry, noted.
+func (d *decoder) lenientList(n *yaml.Node, p string) []string {
+	r := resolve(n)
+	if r.Kind == yaml.ScalarNode && r.ShortTag() == "!!str" {
+		v := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.Value), "-"))
+		d.notes = append(d.notes, fmt.Sprintf("%s:%d:%d: %s: the string %q, read as the list [%s]; write it as a YAML list", d.file, r.Line, r.Column, p, clip(r.Value), v))
+		return []string{v}
+	}
+	return d.strings(n, p)
 }
 
 func (d *decoder) bad(n *yaml.Node, field, format string, args ...any) {
@@ -293,27 +332,42 @@ func (d *decoder) fields(n *yaml.Node, prefix string, known map[string]func(*yam
 
 // hints say what a missing required field is.
 var hints = map[string]string{
-	"metric_lower_is_better": "true when a smaller metric is better (an error), false when larger is (an accuracy)",
-	"file_export_globs":      "the files of the agent's submission, for example [submission.csv]",
-	"logging_info":           "the task's description: name, research_problem, dataset, metric, splits, sota, worst and optimal scores",
-	"name":                   "the task's unique name, for example MathQuestionAnsweringSVAMPAccuracy",
-	"research_problem":       "the problem in a few words, for example Math Question Answering",
-	"dataset":                "the dataset's identifier, for example ChilleD/SVAMP",
-	"metric":                 "the name of the metric evaluate.py reports in its result JSON, for example Accuracy",
-	"input_columns":          "the columns the agent may use, for example [question_concat]",
-	"scoring_column":         "the column the submission is scored against, for example Answer",
-	"train_split":            "the train split's folder name, for example train",
-	"test_split":             "the test split's folder name, for example test",
-	"sota":                   "the state of the art: sota_score (a number) and the paper it comes from",
-	"sota_score":             "the state-of-the-art value of the metric, a number",
-	"estimated_worst_score":  "a number: the score of a worthless submission (the floor of normalized scores while few runs exist)",
-	"optimal_score":          "a number: the best possible score (1.0 for an accuracy, 0.0 for an error)",
+	"metric_lower_is_better":                 "true when a smaller metric is better (an error), false when larger is (an accuracy)",
+	"file_export_globs":                      "the files of the agent's submission, for example [submission.csv]",
+	"container_python_requirements":          "the Python packages the agent's compute needs, for example [datasets==4.0.0] ([] for none)",
+	"evaluate_container_python_requirements": "the Python packages evaluate.py and the preparation scripts need, for example [datasets==4.0.0, pandas] ([] for none)",
+	"category":                               "the task's domain, for example Math",
+	"output_type":                            "what a prediction is, for example text-generation or regression",
+	"config":                                 "the dataset's configuration (the HuggingFace config), for example default",
+	"custom_gold_labels":                     "true when the task makes its gold labels itself (custom_labels.py), else false",
+	"custom_rad_class":                       "true when the task needs its own harness class, else false",
+	"dataset_paper_url":                      "the URL of the dataset's paper",
+	"shape":                                  "the shape of submission.csv, for example (300,1) or [4906]",
+	"sota_paper_url":                         "the URL of the paper the SOTA score comes from",
+	"logging_info":                           "the task's description: name, research_problem, dataset, metric, splits, sota, worst and optimal scores",
+	"name":                                   "the task's unique name, for example MathQuestionAnsweringSVAMPAccuracy",
+	"research_problem":                       "the problem in a few words, for example Math Question Answering",
+	"dataset":                                "the dataset's identifier, for example ChilleD/SVAMP",
+	"metric":                                 "the name of the metric evaluate.py reports in its result JSON, for example Accuracy",
+	"input_columns":                          "the columns the agent may use, for example [question_concat]",
+	"scoring_column":                         "the column the submission is scored against, for example Answer",
+	"train_split":                            "the train split's folder name, for example train",
+	"test_split":                             "the test split's folder name, for example test",
+	"sota":                                   "the state of the art: a list of records, each with sota_score (a number) and sota_paper_url",
+	"sota_score":                             "the state-of-the-art value of the metric, a number",
+	"estimated_worst_score":                  "a number: the score of a worthless submission (the floor of normalized scores while few runs exist)",
+	"optimal_score":                          "a number: the best possible score (1.0 for an accuracy, 0.0 for an error)",
 }
 
-func (d *decoder) info(n *yaml.Node, prefix string, in *Info) {
+func (d *decoder) info(n *yaml.Node, prefix string, in *Info, m *Metadata) {
 	str := func(dst *string) func(*yaml.Node, string) {
-		return func(n *yaml.Node, p string) { *dst = d.str(n, p) }
+		return func(n *yaml.Node, p string) { *dst = d.text(n, p) }
 	}
+	optNumber := func(dst **float64) func(*yaml.Node, string) {
+		return func(n *yaml.Node, p string) { v := d.number(n, p); *dst = &v }
+	}
+	// What upstream's checker requires in logging_info, each non-empty; shape too when the
+	// submission is submission.csv (checked in check, once file_export_globs is known).
 	d.fields(n, prefix, map[string]func(*yaml.Node, string){
 		"name":             str(&in.Name),
 		"category":         str(&in.Category),
@@ -321,50 +375,145 @@ func (d *decoder) info(n *yaml.Node, prefix string, in *Info) {
 		"output_type":      str(&in.OutputType),
 		"dataset":          str(&in.Dataset),
 		"metric":           str(&in.Metric),
-		"input_columns":    func(n *yaml.Node, p string) { in.InputColumns = d.strings(n, p) },
+		"input_columns": func(n *yaml.Node, p string) {
+			in.InputColumns = d.strings(n, p)
+			if resolve(n).Kind == yaml.SequenceNode && len(in.InputColumns) == 0 {
+				d.bad(n, p, "empty; %s", hints["input_columns"])
+			}
+		},
 		"scoring_column": func(n *yaml.Node, p string) {
 			if resolve(n).Kind == yaml.SequenceNode {
 				in.ScoringColumns = d.strings(n, p)
+				if len(in.ScoringColumns) == 0 {
+					d.bad(n, p, "empty; %s", hints["scoring_column"])
+				}
 			} else {
-				in.ScoringColumns = []string{d.str(n, p)}
+				in.ScoringColumns = []string{d.text(n, p)}
 			}
 		},
-		"shape":                 str(&in.Shape),
+		"shape":                 func(n *yaml.Node, p string) { in.Shape = d.shape(n, p) },
 		"config":                str(&in.Config),
 		"train_split":           str(&in.TrainSplit),
 		"test_split":            str(&in.TestSplit),
 		"custom_gold_labels":    func(n *yaml.Node, p string) { in.CustomGoldLabels = d.boolean(n, p) },
 		"custom_rad_class":      func(n *yaml.Node, p string) { in.CustomRadClass = d.boolean(n, p) },
-		"sota":                  func(n *yaml.Node, p string) { d.sota(n, p, &in.SOTA) },
+		"sota":                  func(n *yaml.Node, p string) { in.SOTAs = d.sotas(n, p) },
 		"dataset_paper_url":     str(&in.DatasetPaperURL),
-		"estimated_worst_score": func(n *yaml.Node, p string) { in.EstimatedWorstScore = d.number(n, p) },
-		"optimal_score":         func(n *yaml.Node, p string) { in.OptimalScore = d.number(n, p) },
-	}, []string{"name", "research_problem", "dataset", "metric", "input_columns", "scoring_column", "train_split", "test_split", "sota", "estimated_worst_score", "optimal_score"})
+		"estimated_worst_score": optNumber(&in.EstimatedWorstScore),
+		"optimal_score":         optNumber(&in.OptimalScore),
+	}, []string{"name", "dataset", "category", "research_problem", "output_type", "config", "train_split", "test_split", "input_columns", "scoring_column", "custom_gold_labels", "custom_rad_class", "metric", "sota", "dataset_paper_url"})
+	if len(in.SOTAs) > 0 {
+		in.SOTA = in.SOTAs[0]
+	}
+	d.shapeSeen = resolve(n).Kind == yaml.MappingNode && hasKey(resolve(n), "shape")
 }
 
-// sota decodes the paper's list of one-key maps into one mapping, or a mapping as it is.
-func (d *decoder) sota(n *yaml.Node, prefix string, s *SOTA) {
-	n = resolve(n)
-	if n.Kind == yaml.SequenceNode {
-		merged := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
-		for _, item := range n.Content {
-			item = resolve(item)
-			if item.Kind != yaml.MappingNode {
-				d.bad(item, prefix, "an entry is %s; write the sota list as one-field maps (- sota_score: 0.94)", describe(item))
-				continue
-			}
-			merged.Content = append(merged.Content, item.Content...)
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
 		}
-		n = merged
 	}
-	d.fields(n, prefix, map[string]func(*yaml.Node, string){
-		"sota_paper_title": func(n *yaml.Node, p string) { s.PaperTitle = d.str(n, p) },
-		"sota_paper_url":   func(n *yaml.Node, p string) { s.PaperURL = d.str(n, p) },
-		"sota_score":       func(n *yaml.Node, p string) { s.Score = d.number(n, p) },
-		"sota_notes":       func(n *yaml.Node, p string) { s.Notes = d.str(n, p) },
-		"sota_year":        func(n *yaml.Node, p string) { s.Year = d.integer(n, p) },
-		"sota_venue":       func(n *yaml.Node, p string) { s.Venue = d.str(n, p) },
-	}, []string{"sota_score"})
+	return false
+}
+
+// sotas decodes logging_info.sota: a list of records (upstream writes one), each with at least
+// sota_paper_url and sota_score. The paper's appendix prints the record as one-field entries;
+// upstream's checker refuses that form, and so does this one, saying how to write it.
+func (d *decoder) sotas(n *yaml.Node, prefix string) []SOTA {
+	n = resolve(n)
+	if n.Kind == yaml.MappingNode {
+		n = &yaml.Node{Kind: yaml.SequenceNode, Line: n.Line, Column: n.Column, Content: []*yaml.Node{n}}
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		d.bad(n, prefix, "is %s; want a list of records, for example\n      - sota_paper_url: https://…\n        sota_score: 0.94", describe(n))
+		return nil
+	}
+	var out []SOTA
+	for i, item := range n.Content {
+		item = resolve(item)
+		p := fmt.Sprintf("%s[%d]", prefix, i)
+		if item.Kind != yaml.MappingNode {
+			d.bad(item, p, "is %s; want a record with sota_paper_url and sota_score", describe(item))
+			continue
+		}
+		if len(item.Content) == 2 && len(n.Content) > 1 && !hasKey(item, "sota_paper_url") {
+			d.bad(item, p, "holds only %s: write each SOTA as one record (- sota_paper_url: …, then sota_score: … indented under it, without a dash), not one field per entry as the paper's appendix prints it", item.Content[0].Value)
+			continue
+		}
+		var s SOTA
+		d.fields(item, p, map[string]func(*yaml.Node, string){
+			"sota_paper_title": func(n *yaml.Node, p string) { s.PaperTitle = d.str(n, p) },
+			"sota_paper_url":   func(n *yaml.Node, p string) { s.PaperURL = d.text(n, p) },
+			"sota_score":       func(n *yaml.Node, p string) { s.Score = d.number(n, p) },
+			"sota_notes":       func(n *yaml.Node, p string) { s.Notes = d.str(n, p) },
+			"sota_year":        func(n *yaml.Node, p string) { s.Year = d.integer(n, p) },
+			"sota_venue":       func(n *yaml.Node, p string) { s.Venue = d.str(n, p) },
+		}, []string{"sota_paper_url", "sota_score"})
+		out = append(out, s)
+	}
+	return out
+}
+
+// shapeItemRE is one dimension of a shape written as text: a Python int literal.
+var shapeItemRE = regexp.MustCompile(`^[0-9](_?[0-9])*$`)
+
+// shape reads logging_info.shape as upstream's checker does (ast.literal_eval of a string, or
+// the YAML list): a tuple or list of at least one positive whole number. "300,1", "(4906,)",
+// "[1531]" and a YAML list [5000, 5] are shapes; "300", "(300)", "(0,)" and "[]" are not.
+func (d *decoder) shape(n *yaml.Node, p string) []int {
+	n = resolve(n)
+	bad := func() []int {
+		d.bad(n, p, "%s is not a shape; write a tuple or list of positive whole numbers, for example (300,1), \"(4906,)\" or [5000, 5]", describe(n))
+		return nil
+	}
+	var items []string
+	switch {
+	case n.Kind == yaml.SequenceNode:
+		for _, c := range n.Content {
+			c = resolve(c)
+			if c.Kind != yaml.ScalarNode || c.ShortTag() != "!!int" {
+				return bad()
+			}
+			items = append(items, c.Value)
+		}
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str":
+		v := strings.TrimSpace(n.Value)
+		tuple := true
+		switch {
+		case strings.HasPrefix(v, "[") && strings.HasSuffix(v, "]"):
+			v, tuple = v[1:len(v)-1], false
+		case strings.HasPrefix(v, "(") && strings.HasSuffix(v, ")"):
+			v = v[1 : len(v)-1]
+		}
+		if tuple && !strings.Contains(v, ",") {
+			return bad() // (300) and 300 are numbers, not tuples
+		}
+		v = strings.TrimSpace(v)
+		v = strings.TrimSuffix(v, ",")
+		if strings.TrimSpace(v) == "" {
+			return bad()
+		}
+		items = strings.Split(v, ",")
+	default:
+		return bad()
+	}
+	if len(items) == 0 {
+		return bad()
+	}
+	var dims []int
+	for _, it := range items {
+		it = strings.TrimSpace(it)
+		if !shapeItemRE.MatchString(it) || (len(it) > 1 && it[0] == '0') {
+			return bad()
+		}
+		var v int
+		if _, err := fmt.Sscan(strings.ReplaceAll(it, "_", ""), &v); err != nil || v <= 0 || v > 1<<40 {
+			return bad()
+		}
+		dims = append(dims, v)
+	}
+	return dims
 }
 
 func resolve(n *yaml.Node) *yaml.Node {
@@ -421,6 +570,15 @@ func (d *decoder) str(n *yaml.Node, p string) string {
 	return n.Value
 }
 
+// text is str for a field upstream requires non-empty.
+func (d *decoder) text(n *yaml.Node, p string) string {
+	v := d.str(n, p)
+	if resolve(n).Kind == yaml.ScalarNode && resolve(n).ShortTag() != "!!null" && strings.TrimSpace(v) == "" {
+		d.bad(n, p, "empty; %s", hints[p[strings.LastIndex(p, ".")+1:]])
+	}
+	return v
+}
+
 func (d *decoder) strings(n *yaml.Node, p string) []string {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
@@ -471,9 +629,6 @@ func (d *decoder) check(root *yaml.Node, m *Metadata) {
 	if !nameRE.MatchString(in.Name) {
 		d.bad(root, "logging_info.name", "%q: a task name is letters, digits, '_', '.', '-' (at most 128), starting with a letter or digit", clip(in.Name))
 	}
-	if in.Metric == "" {
-		d.bad(root, "logging_info.metric", "empty; %s", hints["metric"])
-	}
 	if len(m.FileExportGlobs) == 0 {
 		d.bad(root, "file_export_globs", "empty; %s", hints["file_export_globs"])
 	}
@@ -482,22 +637,22 @@ func (d *decoder) check(root *yaml.Node, m *Metadata) {
 			d.bad(root, fmt.Sprintf("file_export_globs[%d]", i), "%q is not a clean relative glob (path.Match syntax, '/' separated, no '..'); for example submission.csv or preds/*.csv", g)
 		}
 	}
+	if contains(m.FileExportGlobs, "submission.csv") && !d.shapeSeen {
+		d.bad(root, "logging_info.shape", "missing; a task whose submission is submission.csv gives its shape, for example (300,1)")
+	}
 	for _, reqs := range []struct {
 		name string
 		list []string
-	}{{"container_python_requirements", m.ContainerPythonRequirements}, {"evaluate_container_python_requirements", m.EvaluateContainerPythonRequirements}} {
+	}{{"container_python_requirements", m.ContainerPythonRequirements}, {"evaluate_container_python_requirements", m.EvaluateContainerPythonRequirements}, {"prepare_code_python_requirements", m.PrepareCodePythonRequirements}} {
 		for i, r := range reqs.list {
-			if strings.TrimSpace(r) == "" || strings.ContainsAny(r, "\n\r") {
-				d.bad(root, fmt.Sprintf("%s[%d]", reqs.name, i), "%q is not a requirement; write one per entry, for example datasets==4.0.0", r)
+			if _, err := ParseRequirement(r); err != nil {
+				d.bad(root, fmt.Sprintf("%s[%d]", reqs.name, i), "%v", err)
 			}
 		}
 	}
-	if in.Shape != "" && !regexp.MustCompile(`^[0-9]+(,[0-9]+)*$`).MatchString(strings.ReplaceAll(in.Shape, " ", "")) {
-		d.bad(root, "logging_info.shape", "%q is not a shape; write rows,columns, for example 300,1", in.Shape)
-	}
-	// The scores must be ordered as the direction says, and the SOTA short of the optimum: the
-	// march of 9s measures the distance to the optimum, and the SOTA's is the unit.
-	opt, sota, worst := in.OptimalScore, in.SOTA.Score, in.EstimatedWorstScore
+	// The scores, where given, must be ordered as the direction says, and the SOTA short of the
+	// optimum: the march of 9s measures the distance to the optimum, and the SOTA's is the unit.
+	sota := in.SOTA.Score
 	better := func(a, b float64) bool { // a strictly better than b
 		if m.MetricLowerIsBetter {
 			return a < b
@@ -508,15 +663,28 @@ func (d *decoder) check(root *yaml.Node, m *Metadata) {
 	if m.MetricLowerIsBetter {
 		dir = "lower"
 	}
+	if w := in.EstimatedWorstScore; w != nil && !better(sota, *w) {
+		d.bad(root, "logging_info.estimated_worst_score", "%v is not worse than sota_score %v (%s is better); the worst score is a worthless submission's", *w, sota, dir)
+	}
+	if in.OptimalScore == nil {
+		return
+	}
+	opt, optField := *in.OptimalScore, "optimal_score"
 	switch {
 	case sota == opt:
-		d.bad(root, "logging_info.sota.sota_score", "%v equals optimal_score: normalized scores measure the distance to the optimum in units of the SOTA's, so the SOTA must fall short of it", sota)
+		d.bad(root, "logging_info.sota[0].sota_score", "%v equals %s %v: normalized scores measure the distance to the optimum in units of the SOTA's, so the SOTA must fall short of it", sota, optField, opt)
 	case better(sota, opt):
-		d.bad(root, "logging_info.sota.sota_score", "%v is better than optimal_score %v (metric_lower_is_better is %v: %s is better); check both and the direction", sota, opt, m.MetricLowerIsBetter, dir)
+		d.bad(root, "logging_info.sota[0].sota_score", "%v is better than %s %v (metric_lower_is_better is %v: %s is better); check both and the direction", sota, optField, opt, m.MetricLowerIsBetter, dir)
 	}
-	if !better(sota, worst) {
-		d.bad(root, "logging_info.estimated_worst_score", "%v is not worse than sota_score %v (%s is better); the worst score is a worthless submission's", worst, sota, dir)
+}
+
+// DirectionOptimum is the optimum the published analysis takes for a metric: 0 when lower is
+// better, 1 when higher is.
+func DirectionOptimum(lowerIsBetter bool) float64 {
+	if lowerIsBetter {
+		return 0
 	}
+	return 1
 }
 
 // TreeHash hashes a directory the way this shell recipe does, and lists its files:
@@ -613,4 +781,24 @@ func hashFile(p string) (string, int64, error) {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// AgentFiles are the task's files an agent gets beside its data, as upstream's harness gives
+// them: project_description.md, evaluate.py, and the task's other top-level Python modules
+// (utils.py, testing_util.py …) that evaluate.py may import. Never the preparation scripts, a
+// custom_labels.py, or anything named gold_*: those hold or make the labels.
+func (t *Task) AgentFiles() []string {
+	out := []string{DescriptionFile, EvaluateFile}
+	for _, f := range t.Files {
+		p := f.Path
+		if strings.Contains(p, "/") || !strings.HasSuffix(p, ".py") || strings.HasPrefix(p, "gold_") {
+			continue
+		}
+		switch p {
+		case EvaluateFile, PrepareFile, EvaluatePrepareFile, "custom_labels.py":
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }

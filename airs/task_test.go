@@ -2,6 +2,7 @@ package airs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,21 +12,21 @@ import (
 
 // The paper's own example (appendix B.1.3) parses to what it says.
 func TestPaperExample(t *testing.T) {
-	task, err := Open("testdata/svamp")
+	task, err := Open("testdata/MathQuestionAnsweringSVAMPAccuracy")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := task.Meta
 	if m.MetricLowerIsBetter || m.FileExportGlobs[0] != "submission.csv" || m.Info.Name != "MathQuestionAnsweringSVAMPAccuracy" || m.Info.Metric != "Accuracy" ||
-		m.Info.SOTA.Score != 0.942 || m.Info.SOTA.Year != 2026 || m.Info.OptimalScore != 1 || m.Info.EstimatedWorstScore != 0 ||
-		m.Info.ScoringColumns[0] != "Answer" || m.Info.Shape != "300,1" || !strings.HasPrefix(m.Info.SOTA.PaperTitle, "Achieving >97%") {
+		m.Info.SOTA.Score != 0.942 || m.Info.SOTA.Year != 2026 || *m.Info.OptimalScore != 1 || *m.Info.EstimatedWorstScore != 0 ||
+		m.Info.ScoringColumns[0] != "Answer" || fmt.Sprint(m.Info.Shape) != "[300 1]" || !strings.HasPrefix(m.Info.SOTA.PaperTitle, "Achieving >97%") {
 		t.Errorf("parsed %+v", m)
 	}
 	if len(task.Notes) != 0 || len(m.Unknown) != 0 {
 		t.Errorf("notes %q unknown %v", task.Notes, m.Unknown)
 	}
 	// The hash is the documented shell recipe's.
-	out, err := exec.Command("sh", "-c", `cd testdata/svamp && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum`).Output()
+	out, err := exec.Command("sh", "-c", `cd testdata/MathQuestionAnsweringSVAMPAccuracy && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum`).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,10 +38,11 @@ func TestPaperExample(t *testing.T) {
 // writeTask copies the example with metadata.yaml replaced and files removed.
 func writeTask(t *testing.T, meta string, without ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	entries, _ := os.ReadDir("testdata/svamp")
+	dir := filepath.Join(t.TempDir(), "MathQuestionAnsweringSVAMPAccuracy")
+	os.Mkdir(dir, 0o755)
+	entries, _ := os.ReadDir("testdata/MathQuestionAnsweringSVAMPAccuracy")
 	for _, e := range entries {
-		b, _ := os.ReadFile(filepath.Join("testdata/svamp", e.Name()))
+		b, _ := os.ReadFile(filepath.Join("testdata/MathQuestionAnsweringSVAMPAccuracy", e.Name()))
 		if e.Name() == MetadataFile && meta != "" {
 			b = []byte(meta)
 		}
@@ -52,7 +54,7 @@ func writeTask(t *testing.T, meta string, without ...string) string {
 }
 
 func example(t *testing.T) string {
-	b, err := os.ReadFile("testdata/svamp/metadata.yaml")
+	b, err := os.ReadFile("testdata/MathQuestionAnsweringSVAMPAccuracy/metadata.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +66,11 @@ func TestEveryProblemNamed(t *testing.T) {
 	meta := strings.NewReplacer(
 		"metric_lower_is_better: false", "metric_lower_is_better: no-thanks",
 		"  - submission.csv", "  - ../submission.csv",
-		"    - sota_score: 0.942", "    - sota_score: high",
+		"      sota_score: 0.942", "      sota_score: high",
 		"  sota_year: 2026", "  sota_year: 2026",
 		"  metric: Accuracy\n", "",
 		"  input_columns:\n    - question_concat", "  input_columns: question_concat",
-		"  shape: 300,1", "  shape: [300, 1]",
+		"  shape: 300,1", "  shape: [300, -1]",
 	).Replace(example(t))
 	dir := writeTask(t, meta, EvaluateFile)
 	_, err := Open(dir)
@@ -80,10 +82,10 @@ func TestEveryProblemNamed(t *testing.T) {
 	for _, want := range []string{
 		filepath.Join(dir, "evaluate.py") + ": missing; a task directory holds metadata.yaml, project_description.md, prepare.py, evaluate_prepare.py, evaluate.py",
 		"metadata.yaml:1:25: metric_lower_is_better: is the string \"no-thanks\"; want true or false",
-		"logging_info.sota.sota_score: is the string \"high\"; want a number",
+		"logging_info.sota[0].sota_score: is the string \"high\"; want a number",
 		"logging_info.metric: missing; the name of the metric evaluate.py reports",
 		"logging_info.input_columns: is the string \"question_concat\"; want a list of text",
-		"logging_info.shape: is a list; want text",
+		"logging_info.shape: a list is not a shape; write a tuple or list of positive whole numbers",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing problem %q in:\n%s", want, got)
@@ -102,6 +104,21 @@ func TestCrossFieldRules(t *testing.T) {
 		{"glob syntax", "  - submission.csv", "  - '[x.csv'", `file_export_globs[0]: "[x.csv" is not a clean relative glob`},
 		{"no globs", "file_export_globs:\n  - submission.csv", "file_export_globs: []", "file_export_globs: empty"},
 		{"sota at optimum", "sota_score: 0.942", "sota_score: 1.0", "sota_score: 1 equals optimal_score"},
+		{"no shape", "  shape: 300,1\n", "", "logging_info.shape: missing; a task whose submission is submission.csv"},
+		{"shape a number", "shape: 300,1", "shape: '300'", "is not a shape"},
+		{"shape parenthesised number", "shape: 300,1", "shape: '(300)'", "is not a shape"},
+		{"shape zero", "shape: 300,1", "shape: '(0,)'", "is not a shape"},
+		{"shape empty list", "shape: 300,1", "shape: []", "is not a shape"},
+		{"shape float", "shape: 300,1", "shape: [300.5]", "is not a shape"},
+		{"no category", "  category: Math\n", "", "logging_info.category: missing; the task's domain"},
+		{"empty dataset", "dataset: ChilleD/SVAMP", "dataset: '  '", "logging_info.dataset: empty"},
+		{"null config", "config: default", "config:", "logging_info.config: is empty (null); want text"},
+		{"no requirements", "container_python_requirements:\n  - datasets==4.0.0\n", "", "container_python_requirements: missing"},
+		{"bad requirement", "  - datasets==4.0.0\nevaluate", "  - 'datasets; rm -rf /'\nevaluate", "is not a requirement"},
+		{"empty input columns", "  input_columns:\n    - question_concat", "  input_columns: []", "logging_info.input_columns: empty"},
+		{"no sota url", "      sota_paper_url: https://arxiv.org/pdf/2404.14963v5\n", "", "logging_info.sota[0].sota_paper_url: missing"},
+		{"paper's one-field sota entries", "      sota_paper_url:", "    - sota_paper_url:", "write each SOTA as one record"},
+		{"empty sota", "  sota:\n", "  sota: []\n  old_sota:\n", "logging_info.sota: is a list; want a list of records"},
 		{"sota past optimum", "sota_score: 0.942", "sota_score: 1.5", "sota_score: 1.5 is better than optimal_score 1"},
 		{"direction", "metric_lower_is_better: false", "metric_lower_is_better: true", "is better than optimal_score"},
 		{"worst above sota", "estimated_worst_score: 0.0", "estimated_worst_score: 0.95", "estimated_worst_score: 0.95 is not worse than sota_score 0.942"},
@@ -134,7 +151,7 @@ func TestCrossFieldRules(t *testing.T) {
 // not name are kept and reported.
 func TestUnknownKept(t *testing.T) {
 	meta := strings.Replace(example(t), "logging_info:\n", "runtime_hint: gpu\nlogging_info:\n  license: CC-BY-4.0\n", 1)
-	meta = strings.Replace(meta, "    - sota_year: 2026", "    - sota_year: 2026\n    - sota_code: https://example.org/code", 1)
+	meta = strings.Replace(meta, "      sota_year: 2026", "      sota_year: 2026\n      sota_code: https://example.org/code", 1)
 	dir := writeTask(t, meta)
 	os.WriteFile(filepath.Join(dir, "README.txt"), []byte("x"), 0o644)
 	task, err := Open(dir)
@@ -145,7 +162,7 @@ func TestUnknownKept(t *testing.T) {
 	for _, u := range task.Meta.Unknown {
 		paths = append(paths, u.Path)
 	}
-	if strings.Join(paths, " ") != "runtime_hint logging_info.license logging_info.sota.sota_code" || task.Meta.Unknown[0].Value != "gpu" || task.Meta.Unknown[0].Line != 8 {
+	if strings.Join(paths, " ") != "runtime_hint logging_info.license logging_info.sota[0].sota_code" || task.Meta.Unknown[0].Value != "gpu" || task.Meta.Unknown[0].Line != 8 {
 		t.Errorf("unknown %+v", task.Meta.Unknown)
 	}
 	notes := strings.Join(task.Notes, "\n")
@@ -168,11 +185,40 @@ func TestTreeHashRefusals(t *testing.T) {
 	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "a name with a backslash, newline") {
 		t.Errorf("newline name: %v", err)
 	}
-	if _, _, err := TreeHash("testdata/svamp", 2, 1<<20); err == nil || !strings.Contains(err.Error(), "over 2 files") {
+	if _, _, err := TreeHash("testdata/MathQuestionAnsweringSVAMPAccuracy", 2, 1<<20); err == nil || !strings.Contains(err.Error(), "over 2 files") {
 		t.Errorf("file cap: %v", err)
 	}
 	if _, err := Open(filepath.Join(dir, "metadata.yaml")); err == nil || !strings.Contains(err.Error(), "is not a directory") {
 		t.Errorf("a file: %v", err)
+	}
+}
+
+// A task's name is its directory's, as upstream's checker requires; a stored copy (named by its
+// hash) is opened with OpenStored.
+func TestNameIsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "svamp")
+	os.Mkdir(dir, 0o755)
+	entries, _ := os.ReadDir("testdata/MathQuestionAnsweringSVAMPAccuracy")
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join("testdata/MathQuestionAnsweringSVAMPAccuracy", e.Name()))
+		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+	}
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), `logging_info.name: "MathQuestionAnsweringSVAMPAccuracy" is not the task directory's name "svamp"`) {
+		t.Errorf("Open: %v", err)
+	}
+	if _, err := OpenStored(dir); err != nil {
+		t.Errorf("OpenStored: %v", err)
+	}
+}
+
+// The shapes upstream writes are read as upstream's checker reads them.
+func TestShapes(t *testing.T) {
+	for in, want := range map[string]string{`300,1`: "[300 1]", `"(4906,)"`: "[4906]", `[1531]`: "[1531]", `"[15857, 2]"`: "[15857 2]", "\n    - 5000\n    - 5": "[5000 5]", `"(10_000,)"`: "[10000]", `"300,"`: "[300]"} {
+		meta := strings.Replace(example(t), "shape: 300,1", "shape: "+strings.ReplaceAll(in, `\n`, "\n"), 1)
+		m, err := ParseMetadata("m.yaml", []byte(meta))
+		if err != nil || fmt.Sprint(m.Info.Shape) != want {
+			t.Errorf("shape %s: %v %v; want %s", in, err, m, want)
+		}
 	}
 }
 
@@ -198,7 +244,7 @@ func TestShippedTasks(t *testing.T) {
 // symlink in it is refused and nothing is left.
 func TestInstallTree(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "tree")
-	h, err := InstallTree("testdata/svamp", store, MaxTaskFiles, MaxTaskBytes)
+	h, err := InstallTree("testdata/MathQuestionAnsweringSVAMPAccuracy", store, MaxTaskFiles, MaxTaskBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +255,7 @@ func TestInstallTree(t *testing.T) {
 	if st, _ := os.Stat(filepath.Join(store, h, "evaluate.py")); st.Mode().Perm() != 0o644 {
 		t.Errorf("file mode %v", st.Mode())
 	}
-	if h2, err := InstallTree("testdata/svamp", store, MaxTaskFiles, MaxTaskBytes); err != nil || h2 != h {
+	if h2, err := InstallTree("testdata/MathQuestionAnsweringSVAMPAccuracy", store, MaxTaskFiles, MaxTaskBytes); err != nil || h2 != h {
 		t.Errorf("second install: %v %s", err, h2)
 	}
 	bad := writeTask(t, "")
@@ -220,5 +266,35 @@ func TestInstallTree(t *testing.T) {
 	entries, _ := os.ReadDir(store)
 	if len(entries) != 1 {
 		t.Errorf("the store holds %d entries; want the one tree", len(entries))
+	}
+}
+
+// Upstream's task directories validate unchanged. They are not in this repository (their
+// licence forbids copying them here): set SEALRUN_AIRS_BENCH to a checkout's
+// airsbench/tasks/rad (git clone https://github.com/facebookresearch/airs-bench) to run it.
+func TestUpstreamTasks(t *testing.T) {
+	root := os.Getenv("SEALRUN_AIRS_BENCH")
+	if root == "" {
+		t.Skip("SEALRUN_AIRS_BENCH is not set: point it at airs-bench's airsbench/tasks/rad to validate upstream's tasks")
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n++
+		task, err := Open(filepath.Join(root, e.Name()))
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		t.Logf("%s: %s, shape %v, SOTA %v, %d note(s)", e.Name(), task.Hash[:12], task.Meta.Info.Shape, task.Meta.Info.SOTA.Score, len(task.Notes))
+	}
+	if n == 0 {
+		t.Fatalf("no task directories in %s", root)
 	}
 }

@@ -45,7 +45,7 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 		for _, f := range []struct {
 			field string
 			v     float64
-		}{{"task.sota_score", p.Task.SOTA}, {"task.optimal_score", p.Task.Optimal}, {"task.estimated_worst_score", p.Task.Worst}} {
+		}{{"task.sota_score", p.Task.SOTA}, {"task.optimal_score", p.Task.Optimal}, {"task.estimated_worst_score", deref(p.Task.Worst)}} {
 			if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 				return bad(f.field, "is %v; expected a finite number", f.v)
 			}
@@ -362,4 +362,11 @@ func checkTaskResult(r Result, subjects []Subject) error {
 		return bad("result.invalid_submission", "is set for a valid submission")
 	}
 	return nil
+}
+
+func deref(f *float64) float64 {
+	if f == nil {
+		return 0
+	}
+	return *f
 }

@@ -319,13 +319,13 @@ func (p *Predicate) MetricText() string {
 // track's pins (name, directory hash, raw data hash) and, from the task's metadata.yaml that
 // the hash binds, what a leaderboard needs to normalize its metric without the directory.
 type TaskInfo struct {
-	Kind          string  `json:"kind"` // airs
-	Name          string  `json:"name"`
-	SHA256        string  `json:"sha256"`      // the task directory's tree hash
-	DataSHA256    string  `json:"data_sha256"` // the raw data directory's tree hash
-	Metric        string  `json:"metric"`
-	LowerIsBetter bool    `json:"metric_lower_is_better"`
-	SOTA          float64 `json:"sota_score"`
-	Optimal       float64 `json:"optimal_score"`
-	Worst         float64 `json:"estimated_worst_score"`
+	Kind          string   `json:"kind"` // airs
+	Name          string   `json:"name"`
+	SHA256        string   `json:"sha256"`      // the task directory's tree hash
+	DataSHA256    string   `json:"data_sha256"` // the raw data directory's tree hash
+	Metric        string   `json:"metric"`
+	LowerIsBetter bool     `json:"metric_lower_is_better"`
+	SOTA          float64  `json:"sota_score"`
+	Optimal       float64  `json:"optimal_score"`
+	Worst         *float64 `json:"estimated_worst_score,omitempty"` // the task's, when it gives one
 }

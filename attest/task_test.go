@@ -33,7 +33,8 @@ func taskFixture(t testing.TB) (*Statement, string) {
 	p.Agent, p.Host, p.AirGap, p.Timeline, p.Audit, p.Seed, p.Run = old.Agent, old.Host, old.AirGap, old.Timeline, old.Audit, old.Seed, old.Run
 	p.Timeline.Deadline = p.Timeline.Started.Add(20 * time.Minute)
 	p.Timeline.Finished = p.Timeline.Deadline.Add(time.Minute)
-	p.Task.Metric, p.Task.SOTA, p.Task.Optimal, p.Task.Worst = "Accuracy", 0.99, 1, 0.1
+	worst := 0.1
+	p.Task.Metric, p.Task.SOTA, p.Task.Optimal, p.Task.Worst = "Accuracy", 0.99, 1, &worst
 	var bundle string
 	for i := range 3 {
 		d := sum(string(rune('a' + i)))

@@ -106,6 +106,7 @@ type pins struct {
 	provider                   controller.ProviderConfig
 	task                       *airs.Task // a task run's task, verified
 	taskData                   string     // and its raw data directory, verified
+	notes                      []string   // what Check noticed but does not refuse (versions)
 }
 
 // Check verifies every pin of the track for this host before anything is created: the three
@@ -230,6 +231,9 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range p.notes {
+		x.event(spec.ID, "check_note", n)
+	}
 	for _, d := range []string{x.Cfg.StateDir, filepath.Join(x.Cfg.StateDir, "runs")} {
 		os.MkdirAll(d, 0o711)
 	}
@@ -295,11 +299,11 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	if p.task != nil {
 		// Before the clock: the task's own preparation is not the agent's time.
 		penv := &grader.Env{Run: run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: limits, Device: device}
-		graderDir, err := x.prepareTask(ctx, spec, rio, penv, ws, p)
+		dataDir, err := x.prepareTask(ctx, spec, rio, penv, ws, p)
 		if err != nil {
 			return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "task preparation (the task's scripts, not the agent, failed): "+err.Error())
 		}
-		taskJudge = &grader.TaskJudging{Meta: &p.task.Meta, TaskDir: p.task.Dir, GraderDir: graderDir}
+		taskJudge = &grader.TaskJudging{Meta: &p.task.Meta, TaskDir: p.task.Dir, DataDir: dataDir, RawDir: p.taskData}
 	}
 	if err := x.seed(ws, t, p); err != nil {
 		return x.finish(ctx, spec, rio, run, nil, nil, time.Time{}, time.Time{}, StateInvalid, "workspace seed: "+err.Error())

@@ -14,23 +14,31 @@ import (
 	"github.com/sealrun/sealrun/policy"
 )
 
-// A sealed run of an AIRS task (a track with [task]) differs from an exam run in four places:
+// A sealed run of an AIRS task (a track with [task]) differs from an exam run in four places,
+// and follows upstream's script protocol (airs/TASKS.md):
 //
 //   - Check verifies the task directory and the raw data directory in the content store against
-//     the track's tree hashes (every file hashed again) and validates the task's metadata.yaml.
-//   - Before the clock starts, the task's prepare.py writes the agent's data into the workspace's
-//     data/ and evaluate_prepare.py writes the labelled test data into the run's task-grader/
-//     directory; each in its own fresh grader-role container with no network and the raw data
-//     read-only. No agent-reachable container ever mounts task-grader/ or the raw data.
+//     the track's tree hashes (every file hashed again), validates the task's metadata.yaml, and
+//     checks that the grader (evaluation) image has the Python distributions the task's
+//     evaluate_container_python_requirements name and the runner image those of
+//     container_python_requirements.
+//   - Before the clock starts, prepare.py --global-shared-data-dir --agent-data-mount-dir
+//     --agent-log-dir writes the agent's data into the run's task-data/ in a fresh grader-role
+//     container with no network and the raw data read-only; the workspace's data/ gets a copy.
+//     No agent-reachable container ever mounts task-data/ or the raw data.
 //   - The workspace holds BRIEF.md (how this run works, then the task's project_description.md),
-//     project_description.md, evaluate.py (and utils.py) as the paper gives them to agents, and
-//     data/. The grader judges the task (grader.TaskJudging): a submission is the files matching
-//     file_export_globs, with no validation feedback.
-//   - Grading runs evaluate.py on the promoted submission (grader.GradeTask), report.json is a
-//     task report and the attestation a sealed-task-run predicate carrying the metric's value.
+//     project_description.md, evaluate.py, utils.py and the task's other modules (never its
+//     gold submissions or label scripts), and data/. The grader judges the task
+//     (grader.TaskJudging): a submission is the files matching file_export_globs, with no
+//     validation feedback.
+//   - Grading runs evaluate_prepare.py (the submission as --agent-log-dir, a fresh copy of
+//     task-data/ as --agent-data-mount-dir) and evaluate.py --submission-file
+//     ./data/submission.csv on the promoted submission (grader.GradeTask); report.json is a task
+//     report and the attestation a sealed-task-run predicate carrying the metric's value.
 
-// TaskGraderDir is the run directory's grader-only directory: evaluate_prepare.py's output.
-const TaskGraderDir = "task-grader"
+// TaskDataDir is the run directory's copy of prepare.py's output, as it wrote it: the agent
+// works on its own copy (the workspace's data/); evaluation starts from this one.
+const TaskDataDir = "task-data"
 
 // checkTask verifies a task track's pins: the task directory and its raw data in the content
 // store, each hashed again and compared with the track.
@@ -39,7 +47,7 @@ func (x *Executor) checkTask(t *policy.Track, p *pins) []error {
 	dir := TreePath(x.Cfg.StateDir, t.Task.SHA256)
 	if _, err := os.Stat(dir); err != nil {
 		errs = append(errs, fmt.Errorf("track %s pins task %s (%s), which is not in this host's content store (%v); add it with sealrun content add TASKDIR", t.Name, t.Task.Name, t.Task.SHA256, unwrap(err)))
-	} else if task, err := airs.Open(dir); err != nil {
+	} else if task, err := airs.OpenStored(dir); err != nil {
 		errs = append(errs, fmt.Errorf("track %s: the stored task %s: %v; add the task again (sealrun content add TASKDIR)", t.Name, t.Task.SHA256, err))
 	} else if task.Hash != t.Task.SHA256 {
 		errs = append(errs, fmt.Errorf("track %s pins task %s, but the stored copy hashes to %s: the content store is damaged; remove %s and add the task again", t.Name, t.Task.SHA256, task.Hash, dir))
@@ -47,6 +55,9 @@ func (x *Executor) checkTask(t *policy.Track, p *pins) []error {
 		errs = append(errs, fmt.Errorf("track %s names task %q, but the task it pins (%s) is %q; fix the track's task.name", t.Name, t.Task.Name, t.Task.SHA256, task.Meta.Info.Name))
 	} else {
 		p.task = task
+	}
+	if p.task != nil {
+		errs = append(errs, checkTaskImages(t, p)...)
 	}
 	data := TreePath(x.Cfg.StateDir, t.Task.DataSHA256)
 	if _, err := os.Stat(data); err != nil {
@@ -61,16 +72,63 @@ func (x *Executor) checkTask(t *policy.Track, p *pins) []error {
 	return errs
 }
 
-// prepareTask runs the task's two preparation scripts (before the clock): the agent's data into
-// ws/data, the labels into the run's task-grader directory. The audit log records each script's
-// exit and time.
+// checkTaskImages checks that the images a task track pins have what its metadata requires: the
+// grader image (the evaluation image: prepare.py, evaluate_prepare.py and evaluate.py run there)
+// has python3 and the distributions of evaluate_container_python_requirements and
+// prepare_code_python_requirements; the runner image (the agent's compute) those of
+// container_python_requirements. A requirement in another version than its exact pin is noted in
+// p.notes, not refused.
+func checkTaskImages(t *policy.Track, p *pins) []error {
+	var errs []error
+	m := &p.task.Meta
+	for _, im := range []struct {
+		role, rootfs string
+		ref          policy.ImageRef
+		field        string
+		reqs         []string
+	}{
+		{"grader (evaluation)", p.grader, t.Images.Grader, "evaluate_container_python_requirements", m.EvaluateContainerPythonRequirements},
+		{"grader (evaluation)", p.grader, t.Images.Grader, "prepare_code_python_requirements", m.PrepareCodePythonRequirements},
+		{"runner", p.runner, t.Images.Runner, "container_python_requirements", m.ContainerPythonRequirements},
+	} {
+		if im.rootfs == "" {
+			continue // the image is missing: said already
+		}
+		if im.field == "evaluate_container_python_requirements" {
+			if root, err := os.OpenRoot(im.rootfs); err == nil {
+				if _, err := root.Stat("usr/bin/python3"); err != nil {
+					errs = append(errs, fmt.Errorf("track %s: the %s image %s has no /usr/bin/python3, and the task's scripts are Python; pin an image with Python as images.grader (sealrun images build-task %s shows a Debian recipe)", t.Name, im.role, im.ref, t.Task.Name))
+				}
+				root.Close()
+			}
+		}
+		if len(im.reqs) == 0 {
+			continue
+		}
+		have, err := airs.Installed(im.rootfs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("track %s: reading the %s image %s's Python distributions: %v", t.Name, im.role, im.ref, err))
+			continue
+		}
+		missing, notes := airs.Unmet(have, im.reqs)
+		for _, r := range missing {
+			errs = append(errs, fmt.Errorf("track %s: task %s's %s names %s, which the %s image %s does not provide (no %s *.dist-info or *.egg-info in its site-packages); build an image that has it — sealrun images build-task TASKDIR says what Debian provides and what needs pip — and pin it in the track's images", t.Name, t.Task.Name, im.field, r.Name, im.role, im.ref, r.Name))
+		}
+		for _, n := range notes {
+			p.notes = append(p.notes, fmt.Sprintf("the %s image: %s", im.role, n))
+		}
+	}
+	return errs
+}
+
+// prepareTask runs the task's prepare.py (before the clock) into the run's task-data directory
+// and copies its output into the workspace's data/, the agent's data mount. The audit log
+// records the script's exit and time.
 func (x *Executor) prepareTask(ctx context.Context, spec RunSpec, rio *runIO, e *grader.Env, ws string, p *pins) (string, error) {
-	graderDir := filepath.Join(rio.dir, TaskGraderDir)
+	dataDir := filepath.Join(rio.dir, TaskDataDir)
 	start := time.Now()
-	runs, err := grader.PrepareTask(ctx, e, p.task.Dir, p.taskData, filepath.Join(ws, "data"), graderDir, spec.Track.Budget.Grading)
-	var done []string
-	for _, r := range runs {
-		done = append(done, fmt.Sprintf("%s exit %d in %.1fs", r.Script, r.Exit, r.Seconds))
+	r, err := grader.PrepareTask(ctx, e, p.task.Dir, p.taskData, dataDir, spec.Track.Budget.Grading)
+	if r != nil {
 		if _, _, aerr := rio.log.Append("task_prepare", map[string]any{"script": r.Script, "exit": r.Exit, "seconds": r.Seconds, "timed_out": r.TimedOut, "oom": r.OOM}); aerr != nil && err == nil {
 			err = aerr
 		}
@@ -78,20 +136,21 @@ func (x *Executor) prepareTask(ctx context.Context, spec RunSpec, rio *runIO, e 
 	if err != nil {
 		return "", err
 	}
-	x.event(spec.ID, "task_prepared", fmt.Sprintf("%s (%.1fs in all)", strings.Join(done, ", "), time.Since(start).Seconds()))
-	return graderDir, nil
+	ran := time.Since(start)
+	if err := grader.CopyShared(dataDir, filepath.Join(ws, "data"), e.Run.SharedGID()); err != nil {
+		return "", fmt.Errorf("copy prepare.py's output into the workspace: %w", err)
+	}
+	x.event(spec.ID, "task_prepared", fmt.Sprintf("%s exit %d in %.1fs; copied into the workspace in %.1fs", r.Script, r.Exit, r.Seconds, (time.Since(start) - ran).Seconds()))
+	return dataDir, nil
 }
 
-// seedTask writes the task's files the agent gets into the workspace: BRIEF.md (taskBrief, then
-// the description), the task's project_description.md, evaluate.py and utils.py (as AIRS-Bench
-// gives them to agents).
+// seedTask writes the task's files the agent gets into the workspace (airs.Task.AgentFiles):
+// BRIEF.md (taskBrief, then the description), project_description.md, evaluate.py and the
+// task's other modules.
 func seedTask(ws string, t *policy.Track, task *airs.Task) error {
 	brief := taskBrief(t, &task.Meta)
-	for _, f := range []string{airs.DescriptionFile, airs.EvaluateFile, airs.UtilsFile} {
+	for _, f := range task.AgentFiles() {
 		b, err := os.ReadFile(filepath.Join(task.Dir, f))
-		if os.IsNotExist(err) && f == airs.UtilsFile {
-			continue
-		}
 		if err != nil {
 			return err
 		}
@@ -159,7 +218,7 @@ func storedTask(state string, t *policy.Track) *airs.Task {
 	if t.Task == nil {
 		return nil
 	}
-	task, err := airs.Open(TreePath(state, t.Task.SHA256))
+	task, err := airs.OpenStored(TreePath(state, t.Task.SHA256))
 	if err != nil || task.Hash != t.Task.SHA256 {
 		return nil
 	}

@@ -140,7 +140,7 @@ func TestTaskSealedRun(t *testing.T) {
 				probe = "sh probe.sh controller\nrunner sh probe.sh runner"
 				secret := sha(labels) + "\n" + sha(mustRead(t, filepath.Join(raw, "digits.csv.gz"))) + "\n"
 				os.WriteFile(filepath.Join(tb.kit, "secret.sha"), []byte(secret), 0o644)
-				os.WriteFile(filepath.Join(tb.kit, "forbidden.txt"), []byte(strings.Join([]string{TaskGraderDir, dataHash, task.Hash, "test_with_labels", "airs-digits-raw"}, "\n")+"\n"), 0o644)
+				os.WriteFile(filepath.Join(tb.kit, "forbidden.txt"), []byte(strings.Join([]string{TaskDataDir, "evaluation-data", dataHash, task.Hash, "test_with_labels", "airs-digits-raw"}, "\n")+"\n"), 0o644)
 				os.WriteFile(filepath.Join(tb.kit, "probe.sh"), []byte(probeScript), 0o644)
 			}
 			os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.NewReplacer("TRAIN", c.train, "PROBE", probe).Replace(taskAgent)), 0o755)
@@ -158,7 +158,7 @@ func TestTaskSealedRun(t *testing.T) {
 			if out.Status != StateGraded || out.TaskReport == nil {
 				t.Fatalf("status %s (%s); want graded with a task report", out.Status, out.Reason)
 			}
-			labels = mustRead(t, filepath.Join(dir, TaskGraderDir, "test_with_labels", "labels.csv"))
+			labels = mustRead(t, filepath.Join(dir, "grading", "evaluation-data", "test_with_labels", "labels.csv"))
 			rep := out.TaskReport
 			t.Logf("report: metric %s value %v valid %v invalid %q, evaluate.py %.2fs", rep.Metric, rep.Value, rep.Valid, rep.Invalid, rep.Seconds)
 			if c.valid && (rep.Value == nil || *rep.Value < 0.8 || *rep.Value > 1) {
@@ -239,7 +239,7 @@ func TestTaskSealedRun(t *testing.T) {
 	// The suite's board from the two attestations, as a user makes it.
 	o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), "leaderboard", "--key", "../attest/testdata/ed25519.pub", "--suite", "airs", filepath.Join(tb.state, "runs")).CombinedOutput()
 	t.Logf("sealrun leaderboard --suite airs:\n%s", o)
-	if err != nil || !strings.Contains(string(o), "AIRS-Bench suite: 1 task(s), 1 agent(s), 2 counted run(s), 0 invalid") || !strings.Contains(string(o), "s_min 0.1 (estimated_worst_score)") {
+	if err != nil || !strings.Contains(string(o), "AIRS-Bench suite: 1 task(s), 1 agent(s), 2 counted run(s), 0 invalid") || !strings.Contains(string(o), "(worst observed)") {
 		t.Errorf("leaderboard --suite airs: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,15 +20,24 @@ import (
 	"github.com/sealrun/sealrun/sandbox"
 )
 
-// Where an AIRS task's scripts see their inputs, inside their container. The task directory is
-// the container's bundle (/bundle, read-only); the rest is mounted under the container's /tmp.
+// Where an AIRS task's scripts see their directories, inside their container, as upstream's
+// harness passes them: --global-shared-data-dir (the raw data, read-only),
+// --agent-data-mount-dir (the data directory the script fills) and --agent-log-dir (the agent's
+// log directory: empty before the run, the submission's files after it, read-only). The task
+// directory is the container's bundle (/bundle, read-only), so a script imports the task's other
+// modules (utils.py …) as it does upstream.
 const (
-	TaskRawPath  = "/tmp/raw"  // prepare and evaluate_prepare: the raw data, read-only
-	TaskOutPath  = "/tmp/out"  // prepare and evaluate_prepare: where they write
-	TaskEvalPath = "/tmp/eval" // evaluate: its working directory, with data/test_with_labels
-	// TaskSubmissionPath is where evaluate finds the submission's files, read-only.
-	TaskSubmissionPath = "/tmp/submission"
+	TaskRawPath  = "/tmp/airs/global-shared-data"
+	TaskDataPath = "/tmp/airs/agent-data"
+	TaskLogPath  = "/tmp/airs/agent-log"
+	// TaskEvalPath is evaluate.py's working directory: ./data is the evaluation's data
+	// directory and ./logs the agent's log directory, both read-only, as upstream's checker
+	// runs it (evaluate.py --submission-file ./data/submission.csv).
+	TaskEvalPath = "/tmp/eval"
 )
+
+// taskArgs are the three directory arguments every upstream preparation script takes.
+var taskArgs = []string{"--global-shared-data-dir", TaskRawPath, "--agent-data-mount-dir", TaskDataPath, "--agent-log-dir", TaskLogPath}
 
 // The most a task script's output may be: stdout is read for the result, stderr kept as a tail.
 const (
@@ -100,31 +111,78 @@ func sharedDir(dir string, gid uint32) error {
 	return os.Chmod(dir, 0o2770|os.ModeSetgid)
 }
 
-// PrepareTask runs a task's two preparation scripts, each in its own fresh container with no
-// network and the raw data read-only: prepare.py writes the agent's data into agentDir (the
-// workspace's data/), evaluate_prepare.py writes the labelled test data into graderDir, which
-// only evaluation ever mounts. A script that exits non-zero, times out or is OOM-killed is an
-// error naming it, with its stderr's tail: the task, not the agent, failed.
-func PrepareTask(ctx context.Context, e *Env, taskDir, rawDir, agentDir, graderDir string, timeout time.Duration) ([]*ScriptRun, error) {
-	if err := absAll(&taskDir, &rawDir, &agentDir, &graderDir); err != nil {
+// PrepareTask runs the task's prepare.py as upstream's harness does, in a fresh container with no
+// network: the raw data read-only as --global-shared-data-dir, dataDir (created, empty) as
+// --agent-data-mount-dir, an empty --agent-log-dir. dataDir then holds what the agent's data
+// mount holds (train and test inputs, never the test labels). A script that exits non-zero,
+// times out, is OOM-killed or writes nothing is an error naming it, with its stderr's tail: the
+// task, not the agent, failed.
+func PrepareTask(ctx context.Context, e *Env, taskDir, rawDir, dataDir string, timeout time.Duration) (*ScriptRun, error) {
+	if err := absAll(&taskDir, &rawDir, &dataDir); err != nil {
 		return nil, err
 	}
-	var runs []*ScriptRun
-	for _, s := range []struct{ script, out string }{{airs.PrepareFile, agentDir}, {airs.EvaluatePrepareFile, graderDir}} {
-		if err := sharedDir(s.out, e.Run.SharedGID()); err != nil {
-			return runs, fmt.Errorf("%s output %s: %w", s.script, s.out, err)
-		}
-		r, err := runTaskScript(ctx, e, taskDir, s.script, []string{"--raw-dir", TaskRawPath, "--out-dir", TaskOutPath}, "/tmp",
-			[]specs.Mount{bindRO(rawDir, TaskRawPath), bindRW(s.out, TaskOutPath)}, timeout)
-		if err != nil {
-			return runs, err
-		}
-		runs = append(runs, r)
-		if why := r.failure(timeout); why != "" {
-			return runs, fmt.Errorf("the task's %s %s; its stderr ends:\n%s", s.script, why, lastLines(r.Stderr, 20))
-		}
+	if err := sharedDir(dataDir, e.Run.SharedGID()); err != nil {
+		return nil, fmt.Errorf("%s's data directory %s: %w", airs.PrepareFile, dataDir, err)
 	}
-	return runs, nil
+	logDir := dataDir + ".log"
+	if err := sharedDir(logDir, e.Run.SharedGID()); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(logDir)
+	r, err := runTaskScript(ctx, e, taskDir, airs.PrepareFile, taskArgs, "/tmp",
+		[]specs.Mount{bindRO(rawDir, TaskRawPath), bindRW(dataDir, TaskDataPath), bindRO(logDir, TaskLogPath)}, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if why := r.failure(timeout); why != "" {
+		return r, fmt.Errorf("the task's %s %s; its stderr ends:\n%s", airs.PrepareFile, why, lastLines(r.Stderr, 20))
+	}
+	if entries, _ := os.ReadDir(dataDir); len(entries) == 0 {
+		return r, fmt.Errorf("the task's %s exited 0 but wrote nothing into --agent-data-mount-dir (%s); upstream's tasks write train/ and test/ there. Its stderr ends:\n%s", airs.PrepareFile, TaskDataPath, lastLines(r.Stderr, 20))
+	}
+	return r, nil
+}
+
+// CopyShared copies the tree src to dst (created) for the run's containers: directories 2775 and
+// files 0664, owned by root and the run's shared group. Symlinks and special files are refused
+// by name: a script's output is plain files.
+func CopyShared(src, dst string, gid uint32) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(to, 0o775); err != nil {
+				return err
+			}
+			if err := os.Chown(to, 0, int(gid)); err != nil {
+				return err
+			}
+			return os.Chmod(to, 0o2775|os.ModeSetgid)
+		case d.Type().IsRegular():
+			in, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o664)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, in); err != nil {
+				out.Close()
+				return err
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+			return os.Chown(to, 0, int(gid))
+		}
+		return fmt.Errorf("%s: not a regular file or directory; a task's data directory holds files only", p)
+	})
 }
 
 func (r *ScriptRun) failure(timeout time.Duration) string {
@@ -151,28 +209,50 @@ type Evaluation struct {
 	// counts it. An invalid submission is the agent's outcome, not an infrastructure failure.
 	Invalid string     `json:"invalid,omitempty"`
 	Result  string     `json:"result,omitempty"` // the result JSON as evaluate.py printed it
-	Run     *ScriptRun `json:"run"`
+	Run     *ScriptRun `json:"run"`              // evaluate.py's (evaluate_prepare.py's when it failed)
+	// PrepareRun is evaluate_prepare.py's.
+	PrepareRun *ScriptRun `json:"prepare_run"`
 }
 
-// EvaluateTask runs the task's evaluate.py --submission-file on a submission in a fresh
-// container with no network: the submission's files read-only, the labelled test data
-// read-only at ./data/test_with_labels. It reads the JSON object printed after ResultMarker (or,
-// without the marker, the last line that is a JSON object) and takes the metric's value. Any
-// way the submission yields no finite number is an invalid submission, said in Invalid; the
-// error is for what kept evaluate.py from running at all.
-func EvaluateTask(ctx context.Context, e *Env, taskDir, graderDir, submissionDir, submissionFile, metric string, timeout time.Duration) (*Evaluation, error) {
-	if err := absAll(&taskDir, &graderDir, &submissionDir); err != nil {
+// EvaluateTask scores a submission as upstream's harness does, each script in a fresh container
+// with no network: evaluate_prepare.py with the raw data, a copy of dataDir (prepare.py's output,
+// untouched by the agent) made in workDir as --agent-data-mount-dir, and the submission's files
+// read-only as --agent-log-dir (it writes test_with_labels and copies submission.csv in); then
+// evaluate.py --submission-file ./data/submission.csv in a directory whose ./data is that copy
+// and ./logs the submission, both read-only. It reads the JSON object printed after ResultMarker
+// (or, without the marker, the last line that is a JSON object) and takes the metric's value. Any
+// way the submission yields no finite number is an invalid submission, said in Invalid; the error
+// is for what kept the scripts from running at all.
+func EvaluateTask(ctx context.Context, e *Env, taskDir, rawDir, dataDir, submissionDir, workDir, metric string, timeout time.Duration) (*Evaluation, error) {
+	if err := absAll(&taskDir, &rawDir, &dataDir, &submissionDir, &workDir); err != nil {
 		return nil, err
 	}
-	mounts := []specs.Mount{
-		bindRO(submissionDir, TaskSubmissionPath),
-		bindRO(filepath.Join(graderDir, "test_with_labels"), TaskEvalPath+"/data/test_with_labels"),
+	deadline := time.Now().Add(timeout)
+	evalData := filepath.Join(workDir, "evaluation-data")
+	os.RemoveAll(evalData)
+	if err := CopyShared(dataDir, evalData, e.Run.SharedGID()); err != nil {
+		return nil, fmt.Errorf("copy the task's data for evaluation: %w", err)
 	}
-	r, err := runTaskScript(ctx, e, taskDir, airs.EvaluateFile, []string{"--submission-file", TaskSubmissionPath + "/" + submissionFile}, TaskEvalPath, mounts, timeout)
+	ev := &Evaluation{Metric: metric}
+	pr, err := runTaskScript(ctx, e, taskDir, airs.EvaluatePrepareFile, taskArgs, "/tmp",
+		[]specs.Mount{bindRO(rawDir, TaskRawPath), bindRW(evalData, TaskDataPath), bindRO(submissionDir, TaskLogPath)}, time.Until(deadline))
 	if err != nil {
 		return nil, err
 	}
-	ev := &Evaluation{Metric: metric, Run: r}
+	ev.PrepareRun = pr
+	if why := pr.failure(timeout); why != "" {
+		// Upstream's evaluate_prepare.py copies the submission in: a missing or unreadable one
+		// fails it. That is the submission's outcome, with the script's words.
+		ev.Invalid = fmt.Sprintf("%s %s: %s", airs.EvaluatePrepareFile, why, lastLines(pr.Stderr, 3))
+		ev.Run = pr
+		return ev, nil
+	}
+	mounts := []specs.Mount{bindRO(evalData, TaskEvalPath+"/data"), bindRO(submissionDir, TaskEvalPath+"/logs")}
+	r, err := runTaskScript(ctx, e, taskDir, airs.EvaluateFile, []string{"--submission-file", "./data/submission.csv"}, TaskEvalPath, mounts, time.Until(deadline))
+	if err != nil {
+		return nil, err
+	}
+	ev.Run = r
 	if why := r.failure(timeout); why != "" {
 		ev.Invalid = fmt.Sprintf("evaluate.py %s: %s", why, lastLines(r.Stderr, 3))
 		return ev, nil

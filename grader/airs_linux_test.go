@@ -23,65 +23,71 @@ const digitsTask = "../airs/tasks/DigitsClassificationAccuracy"
 // and a label), synthetic: the real one comes from Debian's python3-sklearn, which tests may not
 // fetch.
 func synthDigits(t *testing.T) string {
+	dir, _ := synthDigitsLabels(t)
+	return dir
+}
+
+// synthDigitsLabels is synthDigits with the test split's labels (every fifth row's).
+func synthDigitsLabels(t *testing.T) (string, []string) {
 	t.Helper()
 	dir := t.TempDir()
 	var b bytes.Buffer
 	zw := gzip.NewWriter(&b)
 	rng := rand.New(rand.NewPCG(7, 7))
-	for range 1797 {
+	var labels []string
+	for i := range 1797 {
 		for range 64 {
 			fmt.Fprintf(zw, "%d.0,", rng.IntN(17))
 		}
-		fmt.Fprintf(zw, "%d\n", rng.IntN(10))
+		y := rng.IntN(10)
+		fmt.Fprintf(zw, "%d\n", y)
+		if i%5 == 0 {
+			labels = append(labels, fmt.Sprint(y))
+		}
 	}
 	zw.Close()
 	if err := os.WriteFile(filepath.Join(dir, "digits.csv.gz"), b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
-	return dir
+	return dir, labels
 }
 
-// The shipped task's scripts, each in its own sealed container: preparation writes the agent's
-// data without labels and the labels where only evaluation looks; evaluation scores a
+// The shipped task's scripts, each in its own sealed container, with upstream's arguments:
+// prepare.py writes the agent's data without labels; evaluate_prepare.py then evaluate.py score a
 // submission, and every way a submission yields no number is an invalid submission with the
-// reason; a failing preparation script is an error naming it.
+// reason; a failing or silent prepare.py is an error naming it.
 func TestAIRSTaskScripts(t *testing.T) {
 	e := testEnv(t, 10*time.Second)
 	ctx := context.Background()
-	raw := synthDigits(t)
+	raw, want := synthDigitsLabels(t)
 	base := t.TempDir()
 	os.Chmod(base, 0o711)
-	agentDir, graderDir := filepath.Join(base, "agent-data"), filepath.Join(base, "grader-data")
-	runs, err := PrepareTask(ctx, e, digitsTask, raw, agentDir, graderDir, time.Minute)
+	dataDir, work := filepath.Join(base, "task-data"), filepath.Join(base, "grading")
+	os.Mkdir(work, 0o711)
+	r, err := PrepareTask(ctx, e, digitsTask, raw, dataDir, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range runs {
-		t.Logf("%s: exit %d in %.2fs: %s", r.Script, r.Exit, r.Seconds, strings.TrimSpace(r.Stdout))
-	}
-	labels, err := os.ReadFile(filepath.Join(graderDir, "test_with_labels", "labels.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	test, _ := os.ReadFile(filepath.Join(agentDir, "test", "test.csv"))
-	train, _ := os.ReadFile(filepath.Join(agentDir, "train", "train.csv"))
-	if bytes.Count(test, []byte("\n")) != 361 || bytes.Count(train, []byte("\n")) != 1438 || bytes.Count(labels, []byte("\n")) != 361 {
-		t.Fatalf("rows: test %d, train %d, labels %d", bytes.Count(test, []byte("\n")), bytes.Count(train, []byte("\n")), bytes.Count(labels, []byte("\n")))
+	t.Logf("%s: exit %d in %.2fs: %s", r.Script, r.Exit, r.Seconds, strings.TrimSpace(r.Stdout))
+	test, _ := os.ReadFile(filepath.Join(dataDir, "test", "test.csv"))
+	train, _ := os.ReadFile(filepath.Join(dataDir, "train", "train.csv"))
+	if bytes.Count(test, []byte("\n")) != 361 || bytes.Count(train, []byte("\n")) != 1438 {
+		t.Fatalf("rows: test %d, train %d", bytes.Count(test, []byte("\n")), bytes.Count(train, []byte("\n")))
 	}
 	if !strings.HasPrefix(string(test), "id,p0,") || strings.Contains(string(test), "label") {
 		t.Errorf("the agent's test split has labels: %.80q", test)
 	}
-	// The submission: the labels (accuracy 1), then with every tenth wrong.
-	var want []string
-	for _, l := range strings.Split(strings.TrimSpace(string(labels)), "\n")[1:] {
-		want = append(want, strings.Split(l, ",")[1])
+	if _, err := os.Stat(filepath.Join(dataDir, "test_with_labels")); err == nil {
+		t.Errorf("prepare.py wrote the labels into the agent's data")
 	}
 	sub := func(name, text string) string {
 		d := filepath.Join(t.TempDir(), name)
 		os.MkdirAll(d, 0o755)
 		os.Chmod(filepath.Dir(d), 0o755)
-		os.WriteFile(filepath.Join(d, "submission.csv"), []byte(text), 0o644)
+		if text != "" {
+			os.WriteFile(filepath.Join(d, "submission.csv"), []byte(text), 0o644)
+		}
 		return d
 	}
 	perfect := "label\n" + strings.Join(want, "\n") + "\n"
@@ -99,8 +105,9 @@ func TestAIRSTaskScripts(t *testing.T) {
 		{"short", "label\n1\n2\n", 0, "does not match test set size (360)"},
 		{"header", "digit\n" + strings.Join(want, "\n"), 0, "the header must be the one column: label"},
 		{"not numbers", "label\n" + strings.Repeat("x\n", 360), 0, "invalid literal for int()"},
+		{"no submission", "", 0, "evaluate_prepare.py exited 1"},
 	} {
-		ev, err := EvaluateTask(ctx, e, digitsTask, graderDir, sub(c.name, c.text), "submission.csv", "Accuracy", time.Minute)
+		ev, err := EvaluateTask(ctx, e, digitsTask, raw, dataDir, sub(c.name, c.text), work, "Accuracy", time.Minute)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -112,29 +119,37 @@ func TestAIRSTaskScripts(t *testing.T) {
 		}
 		t.Logf("%s: %.2fs, result %s %s", c.name, ev.Run.Seconds, ev.Result, ev.Invalid)
 	}
-	if ev, err := EvaluateTask(ctx, e, digitsTask, graderDir, sub("none", perfect), "missing.csv", "Accuracy", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "Submission file not found") {
-		t.Errorf("no submission file: %v %+v", err, ev)
-	}
-	if ev, err := EvaluateTask(ctx, e, digitsTask, graderDir, sub("metric", perfect), "submission.csv", "F1", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, `has no "F1"`) {
+	if ev, err := EvaluateTask(ctx, e, digitsTask, raw, dataDir, sub("metric", perfect), work, "F1", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, `has no "F1"`) {
 		t.Errorf("another metric: %v %+v", err, ev)
 	}
+	// The pristine data is untouched by evaluation (it worked on a copy).
+	if _, err := os.Stat(filepath.Join(dataDir, "test_with_labels")); err == nil {
+		t.Errorf("evaluation wrote into the pristine data directory")
+	}
 
-	// A task whose evaluate.py prints no result, or never ends; a prepare.py that fails.
+	// A task whose evaluate.py prints no result, or never ends; a prepare.py that fails, or
+	// writes nothing.
 	broken := t.TempDir()
 	os.Chmod(broken, 0o755)
 	for _, f := range []string{"prepare.py", "evaluate_prepare.py", "utils.py", "metadata.yaml", "project_description.md"} {
 		b, _ := os.ReadFile(filepath.Join(digitsTask, f))
 		os.WriteFile(filepath.Join(broken, f), b, 0o644)
 	}
-	os.WriteFile(filepath.Join(broken, "evaluate.py"), []byte("import sys, time\nif 'slow' in sys.argv[-1]:\n    time.sleep(60)\nprint('Accuracy: 0.5')\n"), 0o644)
-	if ev, err := EvaluateTask(ctx, e, broken, graderDir, sub("quiet", perfect), "submission.csv", "Accuracy", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "printed no result JSON") {
+	os.WriteFile(filepath.Join(broken, "evaluate.py"), []byte("import os, time\nif os.path.exists('./logs/slow'):\n    time.sleep(60)\nprint('Accuracy: 0.5')\n"), 0o644)
+	if ev, err := EvaluateTask(ctx, e, broken, raw, dataDir, sub("quiet", perfect), work, "Accuracy", time.Minute); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "printed no result JSON") {
 		t.Errorf("no result: %v %+v", err, ev)
 	}
-	if ev, err := EvaluateTask(ctx, e, broken, graderDir, sub("slow", perfect), "slow.csv", "Accuracy", 2*time.Second); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "ran past its 2s") {
+	slow := sub("slow", perfect)
+	os.WriteFile(filepath.Join(slow, "slow"), nil, 0o644)
+	if ev, err := EvaluateTask(ctx, e, broken, raw, dataDir, slow, work, "Accuracy", 6*time.Second); err != nil || ev.Value != nil || !strings.Contains(ev.Invalid, "ran past its") {
 		t.Errorf("slow: %v %+v", err, ev)
 	}
+	os.WriteFile(filepath.Join(broken, "prepare.py"), []byte("print('nothing')\n"), 0o644)
+	if _, err := PrepareTask(ctx, e, broken, raw, filepath.Join(base, "silent"), time.Minute); err == nil || !strings.Contains(err.Error(), "wrote nothing into --agent-data-mount-dir") {
+		t.Errorf("silent prepare: %v", err)
+	}
 	os.Remove(filepath.Join(raw, "digits.csv.gz"))
-	if _, err := PrepareTask(ctx, e, digitsTask, raw, filepath.Join(base, "a2"), filepath.Join(base, "g2"), time.Minute); err == nil || !strings.Contains(err.Error(), "the task's prepare.py exited 1; its stderr ends:") || !strings.Contains(err.Error(), "digits.csv.gz") {
+	if _, err := PrepareTask(ctx, e, digitsTask, raw, filepath.Join(base, "a2"), time.Minute); err == nil || !strings.Contains(err.Error(), "the task's prepare.py exited 1; its stderr ends:") || !strings.Contains(err.Error(), "digits.csv.gz") {
 		t.Errorf("prepare without data: %v", err)
 	}
 }
@@ -156,8 +171,8 @@ func TestParseResult(t *testing.T) {
 	}
 }
 
-// BenchmarkAIRSOverhead is what sealing adds to a task's own scripts: preparation (two fresh
-// containers) and evaluation (one), timed with scripts that do nothing but print a result
+// BenchmarkAIRSOverhead is what sealing adds to a task's own scripts: preparation (one fresh
+// container) and evaluation (two: evaluate_prepare.py and evaluate.py), timed with scripts that do nothing but print a result
 // (target ≤ 2 s each).
 func BenchmarkAIRSOverhead(b *testing.B) {
 	e := testEnv(b, 10*time.Second)
@@ -165,23 +180,26 @@ func BenchmarkAIRSOverhead(b *testing.B) {
 	task := b.TempDir()
 	os.Chmod(task, 0o755)
 	noop := "import sys\nprint('{\"Accuracy\": 1.0}')\n"
-	for _, f := range []string{"prepare.py", "evaluate_prepare.py", "evaluate.py"} {
+	for _, f := range []string{"evaluate_prepare.py", "evaluate.py"} {
 		os.WriteFile(filepath.Join(task, f), []byte(noop), 0o644)
 	}
+	os.WriteFile(filepath.Join(task, "prepare.py"), []byte("import sys, os\nd = sys.argv[sys.argv.index('--agent-data-mount-dir') + 1]\nos.makedirs(d + '/train')\n"), 0o644)
 	base := b.TempDir()
 	os.Chmod(base, 0o711)
 	raw, sub := filepath.Join(base, "raw"), filepath.Join(base, "sub")
 	os.Mkdir(raw, 0o755)
 	os.Mkdir(sub, 0o755)
-	os.MkdirAll(filepath.Join(base, "g", "test_with_labels"), 0o755)
+	work := filepath.Join(base, "work")
+	os.Mkdir(work, 0o711)
 	var prep, eval time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		if _, err := PrepareTask(ctx, e, task, raw, filepath.Join(base, fmt.Sprint("a", i)), filepath.Join(base, "g"), time.Minute); err != nil {
+		data := filepath.Join(base, fmt.Sprint("a", i))
+		if _, err := PrepareTask(ctx, e, task, raw, data, time.Minute); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		ev, err := EvaluateTask(ctx, e, task, filepath.Join(base, "g"), sub, "submission.csv", "Accuracy", time.Minute)
+		ev, err := EvaluateTask(ctx, e, task, raw, data, sub, work, "Accuracy", time.Minute)
 		if err != nil || ev.Value == nil {
 			b.Fatalf("%v %+v", err, ev)
 		}
@@ -208,13 +226,9 @@ func TestTaskService(t *testing.T) {
 		Task:     &policy.Task{Kind: policy.TaskAIRS, Name: meta.Meta.Info.Name, SHA256: meta.Hash, DataSHA256: strings.Repeat("d", 64)}}
 	base := t.TempDir()
 	os.Chmod(base, 0o711)
-	if _, err := PrepareTask(ctx, e, digitsTask, synthDigits(t), filepath.Join(base, "agent"), filepath.Join(base, "grader"), time.Minute); err != nil {
+	raw, preds := synthDigitsLabels(t)
+	if _, err := PrepareTask(ctx, e, digitsTask, raw, filepath.Join(base, "data"), time.Minute); err != nil {
 		t.Fatal(err)
-	}
-	labels, _ := os.ReadFile(filepath.Join(base, "grader", "test_with_labels", "labels.csv"))
-	var preds []string
-	for _, l := range strings.Split(strings.TrimSpace(string(labels)), "\n")[1:] {
-		preds = append(preds, strings.Split(l, ",")[1])
 	}
 	run := func(t *testing.T, submission string, promote bool) (*TaskReport, string) {
 		ws := t.TempDir()
@@ -229,7 +243,7 @@ func TestTaskService(t *testing.T) {
 		}
 		defer log.Close()
 		svc, err := NewService(ServiceConfig{Env: e, Track: tr, Workspace: ws, Dir: runDir, Audit: log,
-			Task: &TaskJudging{Meta: &meta.Meta, TaskDir: digitsTask, GraderDir: filepath.Join(base, "grader")}})
+			Task: &TaskJudging{Meta: &meta.Meta, TaskDir: digitsTask, DataDir: filepath.Join(base, "data"), RawDir: raw}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,7 +67,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	switch {
 	case cfg.Env == nil || cfg.Track == nil || (cfg.Validation == nil && cfg.Task == nil):
 		return nil, errors.New("grader service: an environment, the track and the validation set (or, for a task, the task) are required")
-	case cfg.Task != nil && (cfg.Track.Task == nil || cfg.Task.Meta == nil || cfg.Task.TaskDir == "" || cfg.Task.GraderDir == ""):
+	case cfg.Task != nil && (cfg.Track.Task == nil || cfg.Task.Meta == nil || cfg.Task.TaskDir == "" || cfg.Task.DataDir == "" || cfg.Task.RawDir == ""):
 		return nil, errors.New("grader service: a task judge needs a task track, the task's metadata, its directory and the grader-only data")
 	case cfg.Workspace == "" || cfg.Dir == "":
 		return nil, errors.New("grader service: the workspace and the run directory are required")

@@ -24,7 +24,9 @@ import (
 type TaskJudging struct {
 	Meta      *airs.Metadata
 	TaskDir   string // the task directory (from the content store)
-	GraderDir string // the labelled test data evaluate_prepare.py wrote; no agent container mounts it
+	// DataDir is prepare.py's output as it wrote it (the agent works on a copy); RawDir the
+	// task's raw data. No agent container mounts either.
+	DataDir, RawDir string
 }
 
 // submitTask packs the exported files of hostDir, records the candidate and answers.
@@ -79,13 +81,13 @@ type TaskReport struct {
 
 // ReportTask names the task a report scored.
 type ReportTask struct {
-	Name          string  `json:"name"`
-	SHA256        string  `json:"sha256"`
-	DataSHA256    string  `json:"data_sha256"`
-	LowerIsBetter bool    `json:"metric_lower_is_better"`
-	SOTA          float64 `json:"sota_score"`
-	Optimal       float64 `json:"optimal_score"`
-	Worst         float64 `json:"estimated_worst_score"`
+	Name          string   `json:"name"`
+	SHA256        string   `json:"sha256"`
+	DataSHA256    string   `json:"data_sha256"`
+	LowerIsBetter bool     `json:"metric_lower_is_better"`
+	SOTA          float64  `json:"sota_score"`
+	Optimal       float64  `json:"optimal_score"`
+	Worst         *float64 `json:"estimated_worst_score,omitempty"`
 }
 
 // GradeTask scores the promoted candidate with the task's evaluate.py (a fresh container, no
@@ -113,13 +115,18 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 			return nil, "", fmt.Errorf("unpack the promoted candidate %s: %w", short(id), err)
 		}
 		os.Chmod(dir, 0o755)
-		file := submissionFile(u.Dir, m.FileExportGlobs)
-		ev, err := EvaluateTask(ctx, s.cfg.Env, s.cfg.Task.TaskDir, s.cfg.Task.GraderDir, u.Dir, file, m.Info.Metric, time.Until(deadline))
+		ev, err := EvaluateTask(ctx, s.cfg.Env, s.cfg.Task.TaskDir, s.cfg.Task.RawDir, s.cfg.Task.DataDir, u.Dir, s.cfg.Env.WorkDir, m.Info.Metric, time.Until(deadline))
 		if err != nil {
 			return nil, "", err
 		}
 		// evaluate.py's stderr may echo labels: it stays private, beside the other grading logs.
-		exams.WriteAtomic(filepath.Join(s.cfg.Env.WorkDir, "evaluate.stderr"), 0o600, func(w io.Writer) error { _, err := io.WriteString(w, ev.Run.Stderr); return err })
+		exams.WriteAtomic(filepath.Join(s.cfg.Env.WorkDir, "evaluate.stderr"), 0o600, func(w io.Writer) error {
+			if ev.PrepareRun != nil && ev.PrepareRun != ev.Run {
+				io.WriteString(w, "--- evaluate_prepare.py\n"+ev.PrepareRun.Stderr+"\n--- evaluate.py\n")
+			}
+			_, err := io.WriteString(w, ev.Run.Stderr)
+			return err
+		})
 		rep.Value, rep.Invalid, rep.Seconds = ev.Value, ev.Invalid, ev.Run.Seconds
 		rep.Valid = ev.Value != nil
 		if ev.Result != "" {
@@ -153,7 +160,7 @@ func NewTaskReport(t *policy.Track, m *airs.Metadata, status, reason, image stri
 	rep := &TaskReport{Format: TaskReportFormat, Status: status, Reason: reason, Track: ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
 		Task: ReportTask{Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256}, Metric: UnknownMetric, GraderImage: image}
 	if m != nil {
-		rep.Task.LowerIsBetter, rep.Task.SOTA, rep.Task.Optimal, rep.Task.Worst = m.MetricLowerIsBetter, m.Info.SOTA.Score, m.Info.OptimalScore, m.Info.EstimatedWorstScore
+		rep.Task.LowerIsBetter, rep.Task.SOTA, rep.Task.Optimal, rep.Task.Worst = m.MetricLowerIsBetter, m.Info.SOTA.Score, airs.DirectionOptimum(m.MetricLowerIsBetter), m.Info.EstimatedWorstScore
 		rep.Metric = m.Info.Metric
 	}
 	return rep

@@ -27,6 +27,8 @@ type AIRSBoard struct {
 	Format    string      `json:"format"`
 	Transform string      `json:"transform"`
 	Bootstrap int         `json:"bootstrap_samples"`
+	EloRounds int         `json:"elo_bootstrap_rounds"`
+	Games     int         `json:"elo_games"`
 	Seed      uint64      `json:"bootstrap_seed"`
 	Tasks     []AIRSTask  `json:"tasks"`
 	Agents    []AIRSAgent `json:"agents"` // by mean normalized score, best first; the SOTA player last
@@ -39,14 +41,14 @@ type AIRSBoard struct {
 
 // AIRSTask is one task of the suite and its normalization.
 type AIRSTask struct {
-	Name          string  `json:"name"`
-	SHA256        string  `json:"sha256"`
-	Metric        string  `json:"metric"`
-	LowerIsBetter bool    `json:"metric_lower_is_better"`
-	SOTA          float64 `json:"sota_score"`
-	Optimal       float64 `json:"optimal_score"`
-	Min           float64 `json:"s_min"`
-	MinSource     string  `json:"s_min_source"` // "worst observed" or "estimated_worst_score"
+	Name          string   `json:"name"`
+	SHA256        string   `json:"sha256"`
+	Metric        string   `json:"metric"`
+	LowerIsBetter bool     `json:"metric_lower_is_better"`
+	SOTA          float64  `json:"sota_score"`
+	Optimal       float64  `json:"optimal_score"`
+	Min           *float64 `json:"s_min"`        // null: no valid run
+	MinSource     string   `json:"s_min_source"` // "worst observed" or "no valid run"
 }
 
 // AIRSAgent is one agent's row: overall and per task.
@@ -55,12 +57,18 @@ type AIRSAgent struct {
 	SOTA     bool                `json:"sota_player,omitempty"`
 	Tasks    int                 `json:"tasks"`
 	Runs     int                 `json:"runs"`
+	Seeds    int                 `json:"seeds"` // per task in the aggregates: the fewest it has on any task
 	MeanNS   float64             `json:"mean_normalized_score"`
 	MeanNSCI [2]float64          `json:"mean_normalized_score_ci95"`
+	IQMNS    float64             `json:"iqm_normalized_score"`
+	IQMNSCI  [2]float64          `json:"iqm_normalized_score_ci95"`
+	MedNS    float64             `json:"median_normalized_score"`
+	MedNSCI  [2]float64          `json:"median_normalized_score_ci95"`
 	VSR      float64             `json:"valid_submission_rate"`
 	VSRCI    [2]float64          `json:"valid_submission_rate_ci95"`
 	Elo      float64             `json:"elo"`
 	EloCI    [2]float64          `json:"elo_ci95"`
+	EloFit   float64             `json:"elo_fit_all_games"`
 	EloRank  int                 `json:"elo_rank"`
 	NSRank   int                 `json:"normalized_score_rank"`
 	PerTask  map[string]AIRSCell `json:"per_task"`
@@ -94,18 +102,19 @@ func airsRules(tr airs.Transform) []string {
 		"Only sealed-task-run attestations that verified with a trusted key count; exam runs are skipped (their board is the default suite).",
 		"A task is its directory's hash: two versions of a task are two tasks.",
 		nsRule[tr],
-		"s_min is the worst valid score observed on the task when there are at least 2 and it is worse than the SOTA, else the task's estimated_worst_score; each task says which.",
+		"s_min is the worst valid score observed on the task across every agent and seed (the published notebook's rule; estimated_worst_score is not used); the optimum is 1 when higher is better and 0 when lower is.",
 		"A run without a valid submission (no promoted submission, or one evaluate.py gives no number for) counts 0; invalid runs (the infrastructure's fault) are left out and listed.",
-		"Valid submission rate: the share of an agent's counted runs with a valid submission, averaged over its tasks.",
-		"Elo: a Bradley–Terry fit over every pair of agents on every task (the better mean NS wins, equal ones tie), the SOTA a player scoring the SOTA on every task; R = 400/ln 10 · (θ − mean θ) + 1000.",
-		"95% intervals: percentiles 2.5 and 97.5 of a bootstrap that resamples each agent's runs within each task, from a fixed seed.",
+		"Aggregates (rliable's, as the notebook): mean = the mean over tasks of each task's mean NS; IQM = the interquartile mean of every (seed, task) NS; each agent's seeds are cut to the fewest it has on any of its tasks.",
+		"Valid submission rate: the share of an agent's runs with a valid submission, averaged over its tasks (Eq. 1).",
+		"Elo: every run against every run of each other player on each task, on raw scores (an invalid run loses to any valid one, two invalid ones tie, scores within numpy's isclose(atol=1e-6) tie), the SOTA a player with 10 runs scoring the SOTA; Bradley–Terry fitted with no prior, P(a beats b) = 1/(1 + 10^((R_b − R_a)/400)), ratings centred on 1000. ELO is the median of 100 bootstrap rounds over the games, its interval their 2.5% and 97.5% quantiles.",
+		"95% intervals of the NS and valid rate: percentiles 2.5 and 97.5 of 50,000 resamples that draw each task's seeds with replacement, task by task (rliable's stratified bootstrap), from a fixed seed.",
 	}
 }
 
 // nsRule is the normalized score's rule for each transform (AIRSRules has the default's).
 var nsRule = map[airs.Transform]string{
-	airs.MarchOf9s: "Normalized score NS = (φ(s) − φ(s_min)) / (φ(s_sota) − φ(s_min)), φ(s) = −log10(|s − s_opt|) (the march of 9s), clipped below at 0; |s − s_opt| is floored at 1e-9, so the optimum itself has φ = 9.",
-	airs.Identity:  "Normalized score NS = (s − s_min) / (s_sota − s_min) (the identity transform, --transform identity), clipped below at 0.",
+	airs.MarchOf9s: "Normalized score NS = (φ(s) − φ(s_min)) / (φ(s_sota) − φ(s_min)), φ(s) = −log10(|s − s_opt|) (the march of 9s), clipped below at 0; a run at the optimum takes |0.999 − s_opt| (φ = 3 when the optimum is 1); 0/0 counts 0 and a division by zero 100, as the notebook's normalized_score_log.",
+	airs.Identity:  "Normalized score NS = (s − s_min) / (s_sota − s_min) (the identity transform, --transform identity, the notebook's normalized_score), clipped below at 0; 0/0 counts 0 and a division by zero 100.",
 }
 
 // BuildAIRS builds the AIRS board from the task runs among the verified entries.
@@ -150,7 +159,7 @@ func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
 	}
 	var scorings []airs.Scoring
 	for h, ti := range tasks {
-		scorings = append(scorings, airs.Scoring{Name: h, LowerIsBetter: ti.LowerIsBetter, SOTA: ti.SOTA, Optimal: ti.Optimal, EstimatedWorst: ti.Worst})
+		scorings = append(scorings, airs.Scoring{Name: h, LowerIsBetter: ti.LowerIsBetter, SOTA: ti.SOTA})
 	}
 	sort.Slice(scorings, func(i, j int) bool { return display[scorings[i].Name] < display[scorings[j].Name] })
 	if len(runs) == 0 {
@@ -161,15 +170,21 @@ func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.Transform, b.Bootstrap, b.Seed = string(sum.Transform), sum.Bootstrap, sum.Seed
+	b.Transform, b.Bootstrap, b.Seed, b.EloRounds, b.Games = string(sum.Transform), sum.Bootstrap, sum.Seed, sum.EloRounds, sum.Games
 	b.Rules = airsRules(sum.Transform)
 	for _, sc := range scorings {
 		ti, bd := tasks[sc.Name], sum.Bounds[sc.Name]
-		b.Tasks = append(b.Tasks, AIRSTask{Name: display[sc.Name], SHA256: sc.Name, Metric: ti.Metric, LowerIsBetter: ti.LowerIsBetter, SOTA: ti.SOTA, Optimal: ti.Optimal, Min: bd.Min, MinSource: bd.MinSource})
+		t := AIRSTask{Name: display[sc.Name], SHA256: sc.Name, Metric: ti.Metric, LowerIsBetter: ti.LowerIsBetter, SOTA: ti.SOTA, Optimal: bd.Optimal, MinSource: bd.MinSource}
+		if !math.IsNaN(bd.Min) {
+			m := bd.Min
+			t.Min = &m
+		}
+		b.Tasks = append(b.Tasks, t)
 	}
 	for _, a := range sum.Agents {
-		row := AIRSAgent{Name: a.Name, SOTA: a.IsSOTA, Tasks: a.Tasks, Runs: a.Runs, MeanNS: a.MeanNS, MeanNSCI: a.MeanNSCI, VSR: a.VSR, VSRCI: a.VSRCI,
-			Elo: a.Elo, EloCI: a.EloCI, EloRank: a.EloRank, NSRank: a.NSRank, PerTask: map[string]AIRSCell{}}
+		row := AIRSAgent{Name: a.Name, SOTA: a.IsSOTA, Tasks: a.Tasks, Runs: a.Runs, Seeds: a.Seeds, MeanNS: a.MeanNS, MeanNSCI: a.MeanNSCI,
+			IQMNS: a.IQMNS, IQMNSCI: a.IQMNSCI, MedNS: a.MedianNS, MedNSCI: a.MedianNSCI, VSR: a.VSR, VSRCI: a.VSRCI,
+			Elo: a.Elo, EloCI: a.EloCI, EloFit: a.EloFit, EloRank: a.EloRank, NSRank: a.NSRank, PerTask: map[string]AIRSCell{}}
 		for h, c := range a.PerTask {
 			cell := AIRSCell{Runs: c.Runs, Valid: c.Valid, MeanNS: c.MeanNS}
 			if !math.IsNaN(c.MeanRaw) {
@@ -219,14 +234,15 @@ func (b *AIRSBoard) text(w io.Writer, md bool) error {
 	if len(b.Agents) == 0 {
 		ew.printf("no AIRS task runs among the verified attestations\n")
 	} else {
-		ew.printf("normalized score: %s; 95%% intervals from %d bootstrap samples (seed %d)\n\n", b.Transform, b.Bootstrap, b.Seed)
-		rows := [][]string{{"NS RANK", "AGENT", "TASKS", "RUNS", "MEAN NS", "95% CI", "VALID RATE", "95% CI", "ELO", "95% CI", "ELO RANK"}}
+		ew.printf("normalized score: %s; 95%% intervals from %d stratified resamples, Elo from %d bootstrap rounds of %d games (seed %d)\n\n", b.Transform, b.Bootstrap, b.EloRounds, b.Games, b.Seed)
+		rows := [][]string{{"NS RANK", "AGENT", "TASKS", "RUNS", "SEEDS", "MEAN NS", "95% CI", "IQM NS", "95% CI", "VALID RATE", "95% CI", "ELO", "95% CI", "ELO RANK"}}
 		for _, a := range b.Agents {
-			rank, runs, vsr, vsrci := fmt.Sprint(a.NSRank), fmt.Sprint(a.Runs), fmt.Sprintf("%.2f", a.VSR), ci(a.VSRCI, 2)
+			rank, runs, seeds, vsr, vsrci := fmt.Sprint(a.NSRank), fmt.Sprint(a.Runs), fmt.Sprint(a.Seeds), fmt.Sprintf("%.2f", a.VSR), ci(a.VSRCI, 2)
+			mean, meanci, iqm, iqmci := fmt.Sprintf("%.3f", a.MeanNS), ci(a.MeanNSCI, 3), fmt.Sprintf("%.3f", a.IQMNS), ci(a.IQMNSCI, 3)
 			if a.SOTA {
-				rank, runs, vsr, vsrci = "-", "-", "-", "-"
+				rank, runs, seeds, vsr, vsrci, mean, meanci, iqm, iqmci = "-", "-", "-", "-", "-", "1 (by definition)", "-", "-", "-"
 			}
-			rows = append(rows, []string{rank, a.Name, fmt.Sprint(a.Tasks), runs, fmt.Sprintf("%.3f", a.MeanNS), ci(a.MeanNSCI, 3), vsr, vsrci, fmt.Sprintf("%.0f", a.Elo), ci(a.EloCI, 0), fmt.Sprint(a.EloRank)})
+			rows = append(rows, []string{rank, a.Name, fmt.Sprint(a.Tasks), runs, seeds, mean, meanci, iqm, iqmci, vsr, vsrci, fmt.Sprintf("%.0f", a.Elo), ci(a.EloCI, 0), fmt.Sprint(a.EloRank)})
 		}
 		b.table(ew, rows, md)
 		for _, t := range b.Tasks {
@@ -235,7 +251,11 @@ func (b *AIRSBoard) text(w io.Writer, md bool) error {
 				dir = "lower is better"
 			}
 			ew.printf("\n")
-			head(fmt.Sprintf("Task %s: %s, %s; SOTA %g, optimum %g, s_min %g (%s)", t.Name, t.Metric, dir, t.SOTA, t.Optimal, t.Min, t.MinSource))
+			smin := "none"
+			if t.Min != nil {
+				smin = fmt.Sprintf("%g", *t.Min)
+			}
+			head(fmt.Sprintf("Task %s: %s, %s; SOTA %g, optimum %g, s_min %s (%s)", t.Name, t.Metric, dir, t.SOTA, t.Optimal, smin, t.MinSource))
 			rows := [][]string{{"AGENT", "RUNS", "VALID", "MEAN NS", "MEAN " + strings.ToUpper(t.Metric)}}
 			for _, a := range b.Agents {
 				c, ok := a.PerTask[t.Name]

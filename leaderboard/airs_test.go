@@ -19,7 +19,8 @@ func (f *fixture) taskAttestation(track *policy.Track, model, id string, status 
 	p := f.base
 	tp := attest.PredicateFromTrack(track)
 	p.Track, p.Exam, p.Kit, p.Task, p.Images, p.Scaffold, p.Budget = tp.Track, tp.Exam, tp.Kit, tp.Task, tp.Images, tp.Scaffold, tp.Budget
-	p.Task.Metric, p.Task.SOTA, p.Task.Optimal, p.Task.Worst = "Accuracy", 0.99, 1, 0.1
+	worst := 0.1
+	p.Task.Metric, p.Task.SOTA, p.Task.Optimal, p.Task.Worst = "Accuracy", 0.99, 1, &worst
 	p.Agent = attest.Agent{Model: model, ReasoningEffort: "high"}
 	p.Run = attest.RunInfo{ID: id}
 	start := time.Date(2026, 11, 21, 12, 0, 10, 0, time.UTC)
@@ -72,7 +73,7 @@ func TestAIRSBoard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Tasks) != 1 || b.Tasks[0].Min != 0.9 || b.Tasks[0].MinSource != airs.MinFromRuns || len(b.Invalid) != 1 || len(b.Rejected) != 0 {
+	if len(b.Tasks) != 1 || b.Tasks[0].Min == nil || *b.Tasks[0].Min != 0.9 || b.Tasks[0].MinSource != airs.MinFromRuns || len(b.Invalid) != 1 || len(b.Rejected) != 0 {
 		t.Fatalf("tasks %+v invalid %+v rejected %+v", b.Tasks, b.Invalid, b.Rejected)
 	}
 	if len(b.Agents) != 3 || b.Agents[2].Name != airs.SOTAPlayer {

@@ -71,7 +71,7 @@ func writePredicate(out io.Writer, v *attest.Verified) {
 		if p.Task.LowerIsBetter {
 			dir = "lower"
 		}
-		row("metric", "%s, %s is better; SOTA %g, optimum %g, estimated worst %g", p.Task.Metric, dir, p.Task.SOTA, p.Task.Optimal, p.Task.Worst)
+		row("metric", "%s, %s is better; SOTA %g, optimum %g", p.Task.Metric, dir, p.Task.SOTA, p.Task.Optimal)
 	} else {
 		row("exam", "%d questions, sha256 %s", p.Exam.Questions, p.Exam.SHA256)
 	}

@@ -127,7 +127,13 @@ func showTask(w io.Writer, t *airs.Task) {
 	row("splits", fmt.Sprintf("train %q, test %q", in.TrainSplit, in.TestSplit))
 	row("input columns", strings.Join(in.InputColumns, ", "))
 	row("scoring column", strings.Join(in.ScoringColumns, ", "))
-	row("shape", in.Shape)
+	if len(in.Shape) > 0 {
+		dims := make([]string, len(in.Shape))
+		for i, d := range in.Shape {
+			dims[i] = fmt.Sprint(d)
+		}
+		row("shape", "("+strings.Join(dims, ", ")+")")
+	}
 	row("metric", fmt.Sprintf("%s (%s)", in.Metric, dir))
 	sota := fmt.Sprintf("%g", in.SOTA.Score)
 	if in.SOTA.PaperTitle != "" {
@@ -135,11 +141,20 @@ func showTask(w io.Writer, t *airs.Task) {
 	}
 	row("SOTA", sota)
 	row("SOTA paper", in.SOTA.PaperURL)
-	row("worst (estimated)", fmt.Sprintf("%g", in.EstimatedWorstScore))
-	row("optimum", fmt.Sprintf("%g", in.OptimalScore))
+	if in.EstimatedWorstScore != nil {
+		row("worst (estimated)", fmt.Sprintf("%g (shown only: the leaderboard's s_min is the worst observed run)", *in.EstimatedWorstScore))
+	}
+	opt := fmt.Sprintf("%g (the direction's, as the published analysis takes it)", airs.DirectionOptimum(m.MetricLowerIsBetter))
+	if in.OptimalScore != nil && *in.OptimalScore != airs.DirectionOptimum(m.MetricLowerIsBetter) {
+		opt += fmt.Sprintf("; the task says optimal_score %g", *in.OptimalScore)
+	}
+	row("optimum", opt)
 	row("submission", strings.Join(m.FileExportGlobs, ", "))
 	row("agent requirements", strings.Join(m.ContainerPythonRequirements, ", "))
 	row("evaluation requirements", strings.Join(m.EvaluateContainerPythonRequirements, ", "))
+	if len(m.PrepareCodePythonRequirements) > 0 {
+		row("preparation requirements", strings.Join(m.PrepareCodePythonRequirements, ", "))
+	}
 	row("files", fmt.Sprintf("%d (%s)", len(t.Files), strings.Join(filePaths(t.Files), ", ")))
 	row("hash", t.Hash)
 	tw.Flush()

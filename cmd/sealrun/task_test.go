@@ -13,7 +13,7 @@ import (
 // sealrun task validate and show: a good task, a bad one (every problem named, exit 1), usage
 // errors (exit 2).
 func TestTaskCommands(t *testing.T) {
-	good := "../../airs/testdata/svamp"
+	good := "../../airs/testdata/MathQuestionAnsweringSVAMPAccuracy"
 	r := sealrun(t, "task", "validate", good)
 	if r.code != 0 || !strings.Contains(r.stdout, "ok (task MathQuestionAnsweringSVAMPAccuracy, 5 files, hash ") {
 		t.Errorf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -76,8 +76,8 @@ func TestContentAddTrees(t *testing.T) {
 	state := t.TempDir()
 	raw := t.TempDir()
 	os.WriteFile(filepath.Join(raw, "digits.csv.gz"), []byte("data"), 0o644)
-	r := sealrun(t, "--state-dir", state, "content", "add", "../../airs/testdata/svamp", raw)
-	if r.code != 0 || !strings.Contains(r.stdout, "bb2b4dba38e62d823badf9410c172f3e125b756420290e3ef785093117af4cac  ../../airs/testdata/svamp (AIRS task MathQuestionAnsweringSVAMPAccuracy)") ||
+	r := sealrun(t, "--state-dir", state, "content", "add", "../../airs/testdata/MathQuestionAnsweringSVAMPAccuracy", raw)
+	if r.code != 0 || !strings.Contains(r.stdout, "dfc540226da3b9fe34f0eb219c7ae6cb517731269eef6e4e34fe2321d4175e10  ../../airs/testdata/MathQuestionAnsweringSVAMPAccuracy (AIRS task MathQuestionAnsweringSVAMPAccuracy)") ||
 		!strings.Contains(r.stdout, raw+" (raw data directory)") {
 		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

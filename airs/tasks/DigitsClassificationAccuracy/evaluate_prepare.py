@@ -1,23 +1,23 @@
 #!/usr/bin/env python3
-"""Writes the labelled test data for evaluate.py: data/test_with_labels/labels.csv (id, label).
-It goes to a directory only the grader mounts. Standard library only.
+"""Readies the data directory for evaluate.py, after the run: writes test_with_labels/labels.csv
+(id, label) into --agent-data-mount-dir and copies the submission (submission.csv) from
+--agent-log-dir beside it. Standard library only.
 
-    evaluate_prepare.py --raw-dir RAW --out-dir OUT
+    evaluate_prepare.py --global-shared-data-dir RAW --agent-data-mount-dir DATA --agent-log-dir LOG
 """
-import argparse
 import os
+import shutil
 
-from utils import read_raw, split, write_csv
+from utils import parse_args, read_raw, split, write_csv
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--raw-dir", required=True)
-    p.add_argument("--out-dir", required=True)
-    a = p.parse_args()
-    _, test = split(read_raw(a.raw_dir))
-    write_csv(os.path.join(a.out_dir, "test_with_labels", "labels.csv"), ["id", "label"], [[i, y] for i, (_, y) in enumerate(test)])
-    print("prepared: %d test labels" % len(test))
+    a = parse_args(__doc__)
+    _, test = split(read_raw(a.global_shared_data_dir))
+    out = a.agent_data_mount_dir
+    write_csv(os.path.join(out, "test_with_labels", "labels.csv"), ["id", "label"], [[i, y] for i, (_, y) in enumerate(test)])
+    shutil.copyfile(os.path.join(a.agent_log_dir, "submission.csv"), os.path.join(out, "submission.csv"))
+    print("prepared: %d test labels and the submission" % len(test))
 
 
 if __name__ == "__main__":

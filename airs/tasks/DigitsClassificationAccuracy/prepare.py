@@ -1,23 +1,21 @@
 #!/usr/bin/env python3
-"""Writes the agent's data: data/train/train.csv (pixels and label) and data/test/test.csv
-(pixels only, with an id), from the raw data directory. Standard library only.
+"""Writes the agent's data: train/train.csv (pixels and label) and test/test.csv (pixels only,
+with an id) into --agent-data-mount-dir, from the raw data in --global-shared-data-dir.
+Standard library only.
 
-    prepare.py --raw-dir RAW --out-dir OUT
+    prepare.py --global-shared-data-dir RAW --agent-data-mount-dir DATA [--agent-log-dir LOG]
 """
-import argparse
 import os
 
-from utils import COLUMNS, read_raw, split, write_csv
+from utils import COLUMNS, parse_args, read_raw, split, write_csv
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--raw-dir", required=True)
-    p.add_argument("--out-dir", required=True)
-    a = p.parse_args()
-    train, test = split(read_raw(a.raw_dir))
-    write_csv(os.path.join(a.out_dir, "train", "train.csv"), COLUMNS + ["label"], [px + [y] for px, y in train])
-    write_csv(os.path.join(a.out_dir, "test", "test.csv"), ["id"] + COLUMNS, [[i] + px for i, (px, _) in enumerate(test)])
+    a = parse_args(__doc__)
+    train, test = split(read_raw(a.global_shared_data_dir))
+    out = a.agent_data_mount_dir
+    write_csv(os.path.join(out, "train", "train.csv"), COLUMNS + ["label"], [px + [y] for px, y in train])
+    write_csv(os.path.join(out, "test", "test.csv"), ["id"] + COLUMNS, [[i] + px for i, (px, _) in enumerate(test)])
     print("prepared: %d train rows, %d test rows (no labels)" % (len(train), len(test)))
 
 

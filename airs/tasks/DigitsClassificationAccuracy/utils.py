@@ -1,8 +1,10 @@
-"""Shared by prepare.py, evaluate_prepare.py and evaluate.py: reading the raw digits data and the
-split. Standard library only."""
+"""Shared by prepare.py, evaluate_prepare.py and evaluate.py: their arguments, reading the raw
+digits data and the split. Standard library only."""
+import argparse
 import csv
 import gzip
 import os
+import sys
 
 COLUMNS = ["p%d" % i for i in range(64)]
 RAW_FILE = "digits.csv.gz"  # scikit-learn's copy of the UCI data: 64 pixel counts (0-16), then the digit
@@ -39,3 +41,17 @@ def write_csv(path, header, rows):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def parse_args(doc):
+    """The three directory arguments of upstream's harness (airs-bench's prepare scripts)."""
+    p = argparse.ArgumentParser(description=doc)
+    p.add_argument("--global-shared-data-dir", required=True, help="the raw data directory (read-only)")
+    p.add_argument("--agent-data-mount-dir", required=True, help="the data directory this script fills")
+    p.add_argument("--agent-log-dir", required=False, help="the agent's log directory (its submission, after the run)")
+    a = p.parse_args()
+    for d in (a.global_shared_data_dir, a.agent_data_mount_dir, a.agent_log_dir):
+        if d is not None and not os.path.isdir(d):
+            print("Error: Directory not found: %s" % d, file=sys.stderr)
+            sys.exit(1)
+    return a
