@@ -140,7 +140,7 @@ func (x *Executor) prepareTask(ctx context.Context, spec RunSpec, rio *runIO, e 
 	if err := grader.CopyShared(dataDir, filepath.Join(ws, "data"), e.Run.SharedGID()); err != nil {
 		return "", fmt.Errorf("copy prepare.py's output into the workspace: %w", err)
 	}
-	x.event(spec.ID, "task_prepared", fmt.Sprintf("%s exit %d in %.1fs; copied into the workspace in %.1fs", r.Script, r.Exit, r.Seconds, (time.Since(start) - ran).Seconds()))
+	x.event(spec.ID, "task_prepared", fmt.Sprintf("%s exit %d in %.1fs; copied into the workspace in %.1fs", r.Script, r.Exit, r.Seconds, (time.Since(start)-ran).Seconds()))
 	return dataDir, nil
 }
 

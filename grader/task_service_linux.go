@@ -22,8 +22,8 @@ import (
 // the files matching the task's file_export_globs, there is no validation feedback (the task
 // defines none), and the promoted submission is scored by the task's evaluate.py (GradeTask).
 type TaskJudging struct {
-	Meta      *airs.Metadata
-	TaskDir   string // the task directory (from the content store)
+	Meta    *airs.Metadata
+	TaskDir string // the task directory (from the content store)
 	// DataDir is prepare.py's output as it wrote it (the agent works on a copy); RawDir the
 	// task's raw data. No agent container mounts either.
 	DataDir, RawDir string
