@@ -97,7 +97,7 @@ func checkTaskImages(t *policy.Track, p *pins) []error {
 		if im.field == "evaluate_container_python_requirements" {
 			if root, err := os.OpenRoot(im.rootfs); err == nil {
 				if _, err := root.Stat("usr/bin/python3"); err != nil {
-					errs = append(errs, fmt.Errorf("track %s: the %s image %s has no /usr/bin/python3, and the task's scripts are Python; pin an image with Python as images.grader (sealrun images build-task %s shows a Debian recipe)", t.Name, im.role, im.ref, t.Task.Name))
+					errs = append(errs, fmt.Errorf("track %s: the %s image %s has no /usr/bin/python3, and the task's scripts are Python; pin an image with Python as images.grader (sealrun task requirements TASKDIR prints a Debian recipe)", t.Name, im.role, im.ref, t.Task.Name))
 				}
 				root.Close()
 			}
@@ -112,7 +112,7 @@ func checkTaskImages(t *policy.Track, p *pins) []error {
 		}
 		missing, notes := airs.Unmet(have, im.reqs)
 		for _, r := range missing {
-			errs = append(errs, fmt.Errorf("track %s: task %s's %s names %s, which the %s image %s does not provide (no %s *.dist-info or *.egg-info in its site-packages); build an image that has it — sealrun images build-task TASKDIR says what Debian provides and what needs pip — and pin it in the track's images", t.Name, t.Task.Name, im.field, r.Name, im.role, im.ref, r.Name))
+			errs = append(errs, fmt.Errorf("track %s: task %s's %s names %s, which the %s image %s does not provide (no %s *.dist-info or *.egg-info in its site-packages); build an image that has it — sealrun task requirements TASKDIR says what Debian provides and what needs pip — and pin it in the track's images", t.Name, t.Task.Name, im.field, r.Name, im.role, im.ref, r.Name))
 		}
 		for _, n := range notes {
 			p.notes = append(p.notes, fmt.Sprintf("the %s image: %s", im.role, n))

@@ -18,14 +18,15 @@ func newTaskCmd() *cobra.Command {
 		Use:   "task",
 		Short: "Validate and summarise AIRS-Bench task directories",
 		Long: `An AIRS-Bench task is a directory: metadata.yaml, project_description.md, prepare.py,
-evaluate_prepare.py, evaluate.py and optionally utils.py (the AIRS-Bench paper, section 4.3 and
-appendix B). sealrun runs such tasks sealed: see README.md, "AIRS-Bench tasks".`,
-		Args: exactArgs(0, "a subcommand: validate or show"),
+evaluate_prepare.py, evaluate.py and optionally utils.py and other modules (the AIRS-Bench paper,
+section 4.3; github.com/facebookresearch/airs-bench, airsbench/tasks/rad/). Upstream's task
+directories are taken unchanged. sealrun runs such tasks sealed: see airs/TASKS.md.`,
+		Args: exactArgs(0, "a subcommand: validate, show or requirements"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usage(errors.New("missing subcommand: validate or show"))
+			return usage(errors.New("missing subcommand: validate, show or requirements"))
 		},
 	}
-	cmd.AddCommand(newTaskValidateCmd(), newTaskShowCmd())
+	cmd.AddCommand(newTaskValidateCmd(), newTaskShowCmd(), newTaskRequirementsCmd())
 	return cmd
 }
 
@@ -45,6 +46,79 @@ func openTask(w io.Writer, dir string) (*airs.Task, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+func newTaskRequirementsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "requirements DIR",
+		Short: "Say how to make the images a task needs: the Debian packages that meet its requirements, and what needs pip",
+		Long: `Requirements reads the task's requirement lists and prints, for the evaluation image (the
+track's images.grader: prepare.py, evaluate_prepare.py and evaluate.py run there) and the runner
+image (the agent's compute), the Debian bookworm packages that provide each requirement and every
+requirement Debian has no package for (datasets, torchmetrics, rouge-score …): those need pip, in
+an image built where an index is reachable, then brought here with sealrun images import or
+sealrun images pull. It ends with a Containerfile recipe for each image. A requirement pinned to
+an exact version (datasets==4.0.0) is met by Debian's version, which may differ: said per line.`,
+		Example: `  sealrun task requirements airs-bench/airsbench/tasks/rad/MathQuestionAnsweringSVAMPAccuracy`,
+		Args:    exactArgs(1, "one task directory"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			t, err := openTask(cmd.ErrOrStderr(), args[0])
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err, quiet: true}
+			}
+			m := &t.Meta
+			for _, img := range []struct {
+				name  string
+				lists [][]string
+			}{{"evaluation image (images.grader)", [][]string{m.EvaluateContainerPythonRequirements, m.PrepareCodePythonRequirements}},
+				{"runner image (images.runner)", [][]string{m.ContainerPythonRequirements}}} {
+				plan, err := airs.PlanDebian(img.lists...)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "%s:\n", img.name)
+				var reqs []string
+				for _, l := range img.lists {
+					reqs = append(reqs, l...)
+				}
+				if len(reqs) == 0 {
+					fmt.Fprintf(out, "  no requirements: python3 alone\n")
+				}
+				unmet := map[string]bool{}
+				for _, r := range plan.Unmet {
+					unmet[r.Key] = true
+				}
+				printed := map[string]bool{}
+				for _, s := range reqs {
+					r, _ := airs.ParseRequirement(s)
+					if printed[s] {
+						continue
+					}
+					printed[s] = true
+					switch {
+					case unmet[r.Key]:
+						fmt.Fprintf(out, "  %-28s not in Debian: pip install %q in an image built elsewhere\n", s, s)
+					case r.Spec != "":
+						fmt.Fprintf(out, "  %-28s Debian %s (bookworm's version, not necessarily %s)\n", s, airs.DebianPackages[r.Key], r.Spec)
+					default:
+						fmt.Fprintf(out, "  %-28s Debian %s\n", s, airs.DebianPackages[r.Key])
+					}
+				}
+				fmt.Fprintf(out, "  recipe:\n    FROM debian:bookworm-slim\n    RUN apt-get update && apt-get install -y --no-install-recommends %s && rm -rf /var/lib/apt/lists/*\n", strings.Join(plan.Packages, " "))
+				if len(plan.Unmet) > 0 {
+					var pip []string
+					for _, r := range plan.Unmet {
+						pip = append(pip, fmt.Sprintf("%q", r.Name+r.Spec))
+					}
+					fmt.Fprintf(out, "    RUN apt-get update && apt-get install -y --no-install-recommends python3-pip && pip install --break-system-packages %s\n", strings.Join(pip, " "))
+				}
+				fmt.Fprintln(out)
+			}
+			fmt.Fprintf(out, "Build each with buildah or docker where the package indexes are reachable, push it to your registry, then\n  sealrun images pull REF    (or: sealrun images import OCI-DIR)\nand pin its digest in the task track's [images]. A run refuses to start while a pinned image lacks a requirement.\n")
+			return nil
+		},
+	}
 }
 
 func newTaskValidateCmd() *cobra.Command {
