@@ -97,7 +97,7 @@ func checkTaskImages(t *policy.Track, p *pins) []error {
 		if im.field == "evaluate_container_python_requirements" {
 			if root, err := os.OpenRoot(im.rootfs); err == nil {
 				if _, err := root.Stat("usr/bin/python3"); err != nil {
-					errs = append(errs, fmt.Errorf("track %s: the %s image %s has no /usr/bin/python3, and the task's scripts are Python; pin an image with Python as images.grader (sealrun task requirements TASKDIR prints a Debian recipe)", t.Name, im.role, im.ref, t.Task.Name))
+					errs = append(errs, fmt.Errorf("track %s: the %s image %s has no /usr/bin/python3, and the task's scripts are Python; pin an image with Python as images.grader (sealrun task requirements TASKDIR prints a Debian recipe)", t.Name, im.role, im.ref))
 				}
 				root.Close()
 			}

@@ -19,15 +19,10 @@ import (
 
 const digitsTask = "../airs/tasks/DigitsClassificationAccuracy"
 
-// synthDigits writes a raw data directory in the digits format (1797 rows of 64 pixel counts
+// synthDigitsLabels writes a raw data directory in the digits format (1797 rows of 64 pixel counts
 // and a label), synthetic: the real one comes from Debian's python3-sklearn, which tests may not
 // fetch.
-func synthDigits(t *testing.T) string {
-	dir, _ := synthDigitsLabels(t)
-	return dir
-}
-
-// synthDigitsLabels is synthDigits with the test split's labels (every fifth row's).
+// It returns the test split's labels too (every fifth row's).
 func synthDigitsLabels(t *testing.T) (string, []string) {
 	t.Helper()
 	dir := t.TempDir()

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/sealrun/sealrun/airs"
@@ -181,24 +179,3 @@ func WriteTaskReport(path string, rep *TaskReport) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// submissionFile is the file evaluate.py is given: the first file (in name order) matching the
-// first glob that matches any, relative to the submission's directory.
-func submissionFile(dir string, globs []string) string {
-	var files []string
-	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			r, _ := filepath.Rel(dir, p)
-			files = append(files, filepath.ToSlash(r))
-		}
-		return nil
-	})
-	sort.Strings(files)
-	for _, g := range globs {
-		for _, f := range files {
-			if ok, _ := path.Match(g, f); ok {
-				return f
-			}
-		}
-	}
-	return globs[0]
-}

@@ -547,3 +547,47 @@ func (s *Store) importRootfs(ctx context.Context, root, name string, cfg v1.Conf
 	}
 	return name + "@" + rec.Digest, nil
 }
+
+// Extend adds the tree dir as one more reproducible layer on top of the stored image base and
+// stores the result as name: an image plus files (a package an image lacks, a test stand-in).
+// The base's config is kept; the same base and tree always give the same digest.
+func (s *Store) Extend(ctx context.Context, base, dir, name string) (string, error) {
+	img, err := s.image(base)
+	if err != nil {
+		return "", fmt.Errorf("extend %s: %w", base, err)
+	}
+	work, err := os.MkdirTemp("", "sealrun-extend-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	gzPath := filepath.Join(work, "layer.tar.gz")
+	f, err := os.Create(gzPath)
+	if err != nil {
+		return "", err
+	}
+	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	if err := WriteLayerTar(zw, dir, nil); err != nil {
+		f.Close()
+		return "", fmt.Errorf("pack %s: %w", dir, err)
+	}
+	if err := zw.Close(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	layer, err := tarball.LayerFromFile(gzPath, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return "", err
+	}
+	if img, err = mutate.AppendLayers(img, layer); err != nil {
+		return "", err
+	}
+	rec, err := s.add(ctx, img, name, SourceLocalBuild, "sealrun images extend "+base, "")
+	if err != nil {
+		return "", err
+	}
+	return name + "@" + rec.Digest, nil
+}

@@ -178,17 +178,14 @@ func (s *Store) fetchBlob(ctx context.Context, c *http.Client, repo name.Reposit
 	}
 	resumed = have
 	if have < b.Size {
-		n, err := s.download(ctx, c, repo, b, f, h, have, report)
-		fetched = n
+		n, from, err := s.download(ctx, c, repo, b, f, h, have, report)
+		fetched, resumed = n, from
 		if err != nil {
 			f.Sync()
-			if have+n > 0 {
-				err = fmt.Errorf("%w; %s of %s kept: run the same pull again to fetch only the rest", err, human(have+n), human(b.Size))
+			if from+n > 0 {
+				err = fmt.Errorf("%w; %s of %s kept: run the same pull again to fetch only the rest", err, human(from+n), human(b.Size))
 			}
 			return false, fetched, resumed, err
-		}
-		if n < have && resumed > 0 { // the registry ignored the range and sent it whole
-			resumed = 0
 		}
 	}
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != b.Digest.String() {
@@ -205,8 +202,16 @@ func (s *Store) fetchBlob(ctx context.Context, c *http.Client, repo name.Reposit
 	return false, fetched, resumed, syncDir(filepath.Dir(final))
 }
 
-// download appends blob b from offset have to f (and h), asking for the rest with a range.
-func (s *Store) download(ctx context.Context, c *http.Client, repo name.Repository, b v1.Descriptor, f *os.File, h hash.Hash, have int64, report func(int64)) (int64, error) {
+// download appends blob b from offset have to f (and h), asking for the rest with a range. It
+// returns the bytes received and the offset they started at: have, or 0 when the registry
+// ignored the range and sent the blob whole.
+func (s *Store) download(ctx context.Context, c *http.Client, repo name.Repository, b v1.Descriptor, f *os.File, h hash.Hash, have int64, report func(int64)) (int64, int64, error) {
+	n, err := s.downloadFrom(ctx, c, repo, b, f, h, &have, report)
+	return n, have, err
+}
+
+func (s *Store) downloadFrom(ctx context.Context, c *http.Client, repo name.Repository, b v1.Descriptor, f *os.File, h hash.Hash, at *int64, report func(int64)) (int64, error) {
+	have := *at
 	u := fmt.Sprintf("%s://%s/v2/%s/blobs/%s", repo.Registry.Scheme(), repo.RegistryStr(), repo.RepositoryStr(), b.Digest)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -228,7 +233,7 @@ func (s *Store) download(ctx context.Context, c *http.Client, repo name.Reposito
 				return 0, err
 			}
 			h.Reset()
-			have = 0
+			have, *at = 0, 0
 		}
 	default:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))

@@ -1,0 +1,29 @@
+# A sealrun test task written in AIRS-Bench's format: the arguments, files and layout of
+# upstream's tasks, on a small synthetic dataset.
+import argparse
+import os
+import sys
+
+from datasets import load_from_disk
+
+
+def main(global_shared_data_dir, agent_data_mount_dir, agent_log_dir):
+    dataset = load_from_disk(os.path.join(global_shared_data_dir, "sealrun/toy-sentiment/default"))
+    train = dataset["train"]
+    test = dataset["test"]
+    train.save_to_disk(os.path.join(agent_data_mount_dir, "train"))
+    test = test.remove_columns(["label"])
+    test.save_to_disk(os.path.join(agent_data_mount_dir, "test"))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Prepare the agent's data.")
+    parser.add_argument("--global-shared-data-dir", required=True)
+    parser.add_argument("--agent-data-mount-dir", required=True)
+    parser.add_argument("--agent-log-dir", required=False)
+    args = parser.parse_args()
+    for path in [args.global_shared_data_dir, args.agent_data_mount_dir, args.agent_log_dir]:
+        if path is not None and not os.path.isdir(path):
+            print(f"Error: Directory not found: {path}", file=sys.stderr)
+            sys.exit(1)
+    main(args.global_shared_data_dir, args.agent_data_mount_dir, args.agent_log_dir)
