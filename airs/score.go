@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sort"
+	"sync"
 )
 
 // The scores follow the published analysis: the paper's section 5.2 and, where the paper is
@@ -217,11 +219,6 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 		taskIx[t.Name] = i
 		s.Bounds[t.Name] = TaskBounds(t, runs)
 	}
-	type cellRuns struct {
-		ns    []float64
-		valid []bool
-		raw   []float64
-	}
 	agentIx := map[string]int{}
 	var names []string
 	var cells []map[int]*cellRuns
@@ -251,52 +248,22 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 		}
 		c.ns, c.valid, c.raw = append(c.ns, ns), append(c.valid, r.Valid), append(c.raw, r.Score)
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x5ea1))
+	s.Agents = make([]Agent, len(names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.NumCPU())
 	for a, name := range names {
-		ag := Agent{Name: name, PerTask: map[string]Cell{}}
-		// The (seed × task) matrices of normalized scores and validity, seeds cut to the fewest.
-		var taskList []int
-		for t := range cells[a] {
-			taskList = append(taskList, t)
-		}
-		sort.Ints(taskList)
-		seeds := math.MaxInt
-		for _, t := range taskList {
-			seeds = min(seeds, len(cells[a][t].ns))
-		}
-		ns, vs := make([][]float64, len(taskList)), make([][]float64, len(taskList))
-		for j, t := range taskList {
-			c := cells[a][t]
-			for i := range seeds {
-				ns[j] = append(ns[j], c.ns[i])
-				vs[j] = append(vs[j], b2f(c.valid[i]))
-			}
-			cell := Cell{Runs: len(c.ns), MeanRaw: math.NaN()}
-			rawSum := 0.0
-			for i := range c.ns {
-				cell.MeanNS += c.ns[i]
-				if c.valid[i] {
-					cell.Valid++
-					rawSum += c.raw[i]
-				}
-			}
-			cell.MeanNS /= float64(cell.Runs)
-			if cell.Valid > 0 {
-				cell.MeanRaw = rawSum / float64(cell.Valid)
-			}
-			ag.PerTask[tasks[t].Name] = cell
-			ag.Tasks++
-			ag.Runs += cell.Runs
-		}
-		ag.Seeds = seeds
-		nsAgg := Aggregates(ns)
-		ag.MeanNS, ag.IQMNS, ag.MedianNS = nsAgg[0], nsAgg[1], nsAgg[2]
-		ag.VSR = Aggregates(vs)[0]
-		nsCI := StratifiedBootstrap(ns, o.Bootstrap, rng)
-		ag.MedianNSCI, ag.IQMNSCI, ag.MeanNSCI = nsCI[2], nsCI[1], nsCI[0]
-		ag.VSRCI = StratifiedBootstrap(vs, o.Bootstrap, rng)[0]
-		s.Agents = append(s.Agents, ag)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			// Each agent's resamples have their own stream, so the table does not depend on
+			// how the agents are scheduled.
+			rng := rand.New(rand.NewPCG(o.Seed, uint64(a)+1))
+			s.Agents[a] = summarizeAgent(name, tasks, cells[a], o, rng)
+		}()
 	}
+	// The agents' resamples run while the games are played and the Elo rounds fitted.
+	defer wg.Wait()
 	// Elo: every seed against every seed on each task, on raw scores, the SOTA a player.
 	var players []string
 	players = append(players, names...)
@@ -343,7 +310,8 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 	}
 	s.Games = len(games)
 	fit := EloFit(games, len(players))
-	rounds := EloBootstrap(games, len(players), o.EloRounds, rng)
+	rounds := EloBootstrap(games, len(players), o.EloRounds, o.Seed)
+	wg.Wait()
 	one := [2]float64{1, 1}
 	sotaAgent := Agent{Name: SOTAPlayer, IsSOTA: true, Tasks: len(tasks), PerTask: map[string]Cell{}, Seeds: SOTASeeds,
 		MeanNS: 1, IQMNS: 1, MedianNS: 1, VSR: 1, MeanNSCI: one, IQMNSCI: one, MedianNSCI: one, VSRCI: one} // the SOTA scores 1 by definition
@@ -382,6 +350,60 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 	return s, nil
 }
 
+// cellRuns are one agent's runs on one task, in order.
+type cellRuns struct {
+	ns    []float64
+	valid []bool
+	raw   []float64
+}
+
+// summarizeAgent is one agent's row: its cells and its aggregates with their intervals.
+func summarizeAgent(name string, tasks []Scoring, cells map[int]*cellRuns, o Options, rng *rand.Rand) Agent {
+	ag := Agent{Name: name, PerTask: map[string]Cell{}}
+	// The (seed × task) matrices of normalized scores and validity, seeds cut to the fewest.
+	var taskList []int
+	for t := range cells {
+		taskList = append(taskList, t)
+	}
+	sort.Ints(taskList)
+	seeds := math.MaxInt
+	for _, t := range taskList {
+		seeds = min(seeds, len(cells[t].ns))
+	}
+	ns, vs := make([][]float64, len(taskList)), make([][]float64, len(taskList))
+	for j, t := range taskList {
+		c := cells[t]
+		for i := range seeds {
+			ns[j] = append(ns[j], c.ns[i])
+			vs[j] = append(vs[j], b2f(c.valid[i]))
+		}
+		cell := Cell{Runs: len(c.ns), MeanRaw: math.NaN()}
+		rawSum := 0.0
+		for i := range c.ns {
+			cell.MeanNS += c.ns[i]
+			if c.valid[i] {
+				cell.Valid++
+				rawSum += c.raw[i]
+			}
+		}
+		cell.MeanNS /= float64(cell.Runs)
+		if cell.Valid > 0 {
+			cell.MeanRaw = rawSum / float64(cell.Valid)
+		}
+		ag.PerTask[tasks[t].Name] = cell
+		ag.Tasks++
+		ag.Runs += cell.Runs
+	}
+	ag.Seeds = seeds
+	nsAgg := Aggregates(ns)
+	ag.MeanNS, ag.IQMNS, ag.MedianNS = nsAgg[0], nsAgg[1], nsAgg[2]
+	ag.VSR = Aggregates(vs)[0]
+	nsCI := StratifiedBootstrap(ns, o.Bootstrap, rng)
+	ag.MedianNSCI, ag.IQMNSCI, ag.MeanNSCI = nsCI[2], nsCI[1], nsCI[0]
+	ag.VSRCI = StratifiedBootstrap(vs, o.Bootstrap, rng)[0]
+	return ag
+}
+
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -393,63 +415,127 @@ func b2f(b bool) float64 {
 // columns (one per task, each the same number of seeds): the mean over tasks of each task's
 // mean; scipy's trim_mean(·, 0.25) of every score; the median over tasks of each task's mean.
 func Aggregates(cols [][]float64) [3]float64 {
+	var b aggBuf
+	return b.agg(cols, false)
+}
+
+// aggBuf holds Aggregates' scratch space, reused across bootstrap resamples.
+type aggBuf struct{ means, all []float64 }
+
+// agg computes the aggregates; with meanOnly, only the mean (the others NaN).
+func (b *aggBuf) agg(cols [][]float64, meanOnly bool) [3]float64 {
 	if len(cols) == 0 || len(cols[0]) == 0 {
 		return [3]float64{math.NaN(), math.NaN(), math.NaN()}
 	}
-	means := make([]float64, len(cols))
-	var all []float64
-	for j, c := range cols {
+	b.means, b.all = b.means[:0], b.all[:0]
+	mean := 0.0
+	for _, c := range cols {
 		sum := 0.0
 		for _, v := range c {
 			sum += v
 		}
-		means[j] = sum / float64(len(c))
-		all = append(all, c...)
-	}
-	mean := 0.0
-	for _, m := range means {
+		m := sum / float64(len(c))
+		b.means = append(b.means, m)
 		mean += m
+		if !meanOnly {
+			b.all = append(b.all, c...)
+		}
 	}
-	mean /= float64(len(means))
-	sort.Float64s(all)
-	cut := len(all) / 4 // int(0.25·n), as trim_mean cuts
+	mean /= float64(len(cols))
+	if meanOnly {
+		return [3]float64{mean, math.NaN(), math.NaN()}
+	}
+	sort.Float64s(b.all)
+	cut := len(b.all) / 4 // int(0.25·n), as trim_mean cuts
 	iqm := 0.0
-	for _, v := range all[cut : len(all)-cut] {
+	for _, v := range b.all[cut : len(b.all)-cut] {
 		iqm += v
 	}
-	iqm /= float64(len(all) - 2*cut)
-	sort.Float64s(means)
-	return [3]float64{mean, iqm, Quantile(means, 0.5)}
+	iqm /= float64(len(b.all) - 2*cut)
+	sort.Float64s(b.means)
+	return [3]float64{mean, iqm, sortedQuantile(b.means, 0.5)}
 }
 
 // StratifiedBootstrap is rliable's interval for each aggregate: n resamples, each drawing every
 // task's seeds with replacement independently of the other tasks; the 2.5th and 97.5th
 // percentiles (linear interpolation, numpy's default) of each aggregate over the resamples.
 func StratifiedBootstrap(cols [][]float64, n int, rng *rand.Rand) [3][2]float64 {
+	return stratifiedBootstrap(cols, n, rng, false)
+}
+
+func stratifiedBootstrap(cols [][]float64, n int, rng *rand.Rand, meanOnly bool) [3][2]float64 {
+	nan := [2]float64{math.NaN(), math.NaN()}
 	if len(cols) == 0 || len(cols[0]) == 0 {
-		nan := [2]float64{math.NaN(), math.NaN()}
 		return [3][2]float64{nan, nan, nan}
 	}
+	// A resample draws each task's values from that task's own seeds: it is a count per
+	// original value. With the original values ranked once, the interquartile mean of a
+	// resample is a walk over the ranks with their counts, no sort.
+	type pos struct{ j, i int }
+	var order []pos
+	for j, c := range cols {
+		for i := range c {
+			order = append(order, pos{j, i})
+		}
+	}
+	sort.SliceStable(order, func(x, y int) bool { return cols[order[x].j][order[x].i] < cols[order[y].j][order[y].i] })
+	rank := make([][]int, len(cols))
+	for j, c := range cols {
+		rank[j] = make([]int, len(c))
+	}
+	sorted := make([]float64, len(order))
+	for r, p := range order {
+		rank[p.j][p.i] = r
+		sorted[r] = cols[p.j][p.i]
+	}
+	total := len(order)
+	cut := total / 4 // int(0.25·n), as trim_mean cuts
+	counts := make([]int, total)
+	means := make([]float64, len(cols))
 	samples := [3][]float64{make([]float64, n), make([]float64, n), make([]float64, n)}
-	re := make([][]float64, len(cols))
-	for j := range cols {
-		re[j] = make([]float64, len(cols[j]))
-	}
 	for k := range n {
+		if !meanOnly {
+			clear(counts)
+		}
+		mean := 0.0
 		for j, c := range cols {
-			for i := range c {
-				re[j][i] = c[rng.IntN(len(c))]
+			sum := 0.0
+			for range c {
+				i := rng.IntN(len(c))
+				sum += c[i]
+				if !meanOnly {
+					counts[rank[j][i]]++
+				}
 			}
+			means[j] = sum / float64(len(c))
+			mean += means[j]
 		}
-		a := Aggregates(re)
-		for m := range 3 {
-			samples[m][k] = a[m]
+		samples[0][k] = mean / float64(len(cols))
+		if meanOnly {
+			continue
 		}
+		iqm, at := 0.0, 0
+		for r, m := range counts {
+			if m == 0 {
+				continue
+			}
+			lo, hi := max(at, cut), min(at+m, total-cut)
+			if hi > lo {
+				iqm += float64(hi-lo) * sorted[r]
+			}
+			at += m
+		}
+		samples[1][k] = iqm / float64(total-2*cut)
+		sort.Float64s(means)
+		samples[2][k] = sortedQuantile(means, 0.5)
 	}
-	var out [3][2]float64
+	out := [3][2]float64{nan, nan, nan}
 	for m := range 3 {
+		if meanOnly && m > 0 {
+			break
+		}
 		sort.Float64s(samples[m])
-		out[m] = [2]float64{Quantile(samples[m], 0.025), Quantile(samples[m], 0.975)}
+		out[m] = [2]float64{sortedQuantile(samples[m], 0.025), sortedQuantile(samples[m], 0.975)}
 	}
 	return out
 }
@@ -462,6 +548,14 @@ func Quantile(xs []float64, q float64) float64 {
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
+	return sortedQuantile(s, q)
+}
+
+// sortedQuantile is Quantile of sorted s.
+func sortedQuantile(s []float64, q float64) float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
 	pos := q * float64(len(s)-1)
 	lo := int(math.Floor(pos))
 	hi := min(lo+1, len(s)-1)
@@ -532,27 +626,40 @@ func EloFit(games []Game, players int) []float64 {
 
 // EloBootstrap is the notebook's get_bootstrap_result: rounds resamples of the games (counted
 // in both orders, as the notebook's battle table is) with replacement, each fitted by EloFit.
-func EloBootstrap(games []Game, players, rounds int, rng *rand.Rand) [][]float64 {
+// Round r draws from its own stream of seed, so rounds run in parallel and give the same result.
+func EloBootstrap(games []Game, players, rounds int, seed uint64) [][]float64 {
 	n := 2 * len(games)
 	if n == 0 {
 		return nil
 	}
 	out := make([][]float64, rounds)
-	sample := make([]Game, 0, n)
-	for r := range rounds {
-		sample = sample[:0]
-		for range n {
-			i := rng.IntN(n)
-			g := games[i/2]
-			if i%2 == 1 { // the swapped copy
-				g = Game{A: g.B, B: g.A, Outcome: -g.Outcome}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sample := make([]Game, 0, n)
+			for r := range next {
+				rng := rand.New(rand.NewPCG(seed, 0x5ea1_0000+uint64(r)))
+				sample = sample[:0]
+				for range n {
+					i := rng.IntN(n)
+					g := games[i/2]
+					if i%2 == 1 { // the swapped copy
+						g = Game{A: g.B, B: g.A, Outcome: -g.Outcome}
+					}
+					sample = append(sample, g)
+				}
+				out[r] = EloFit(sample, players)
 			}
-			sample = append(sample, g)
-		}
-		// Each sampled row is one game in one order; EloFit counts a game once, so halve by
-		// fitting the rows as they are (the fit is the same for weights scaled alike).
-		out[r] = EloFit(sample, players)
+		}()
 	}
+	for r := range rounds {
+		next <- r
+	}
+	close(next)
+	wg.Wait()
 	return out
 }
 

@@ -9,7 +9,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Limits on a raw data directory: data, unlike a task, may be large.
@@ -19,19 +23,32 @@ const (
 )
 
 // InstallTree copies the directory src into store/<hash>, where hash is its TreeHash, and
-// returns the hash. The copy is checked file by file against the hash taken first (a file
-// changed meanwhile is an error naming it), fsynced, and renamed into place whole: a crash
-// leaves no half-copied tree under its hash. An existing store/<hash> is kept as it is.
-// Directories become 0755 and files 0644 so that a container's unprivileged user can read a
-// tree mounted read-only.
+// returns the hash (InstallTreeWith, without progress).
 func InstallTree(src, store string, maxFiles int, maxBytes int64) (string, error) {
-	files, hash, err := TreeHash(src, maxFiles, maxBytes)
+	return InstallTreeWith(src, store, InstallOptions{MaxFiles: maxFiles, MaxBytes: maxBytes})
+}
+
+// InstallOptions configure InstallTreeWith.
+type InstallOptions struct {
+	MaxFiles int
+	MaxBytes int64
+	// Progress, when set, is called every ProgressEvery (default 2 s) while files are copied,
+	// with the bytes copied so far and the total.
+	Progress      func(copied, total int64)
+	ProgressEvery time.Duration
+}
+
+// InstallTreeWith copies the directory src into store/<hash>, where hash is its TreeHash, and
+// returns the hash. Each file is read once: copied and hashed together, by as many workers as
+// there are CPUs; one whose size or modification time changed while it was copied is an error
+// naming it. The copy is flushed to disk (syncfs) and renamed into place whole: a crash leaves
+// no half-copied tree under its hash. An existing store/<hash> is kept as it is. Directories
+// become 0755 and files 0644 so that a container's unprivileged user can read a tree mounted
+// read-only.
+func InstallTreeWith(src, store string, o InstallOptions) (string, error) {
+	files, total, err := listTree(src, o.MaxFiles, o.MaxBytes)
 	if err != nil {
 		return "", err
-	}
-	dst := filepath.Join(store, hash)
-	if _, err := os.Stat(dst); err == nil {
-		return hash, nil
 	}
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return "", err
@@ -48,23 +65,67 @@ func InstallTree(src, store string, maxFiles int, maxBytes int64) (string, error
 			os.RemoveAll(tmp)
 		}
 	}()
-	dirs := map[string]bool{tmp: true}
 	for _, f := range files {
-		to := filepath.Join(tmp, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			return "", err
-		}
-		for d := filepath.Dir(to); !dirs[d]; d = filepath.Dir(d) {
-			dirs[d] = true
-		}
-		if err := copyChecked(filepath.Join(src, filepath.FromSlash(f.Path)), to, f.SHA256); err != nil {
+		if err := os.MkdirAll(filepath.Join(tmp, filepath.Dir(filepath.FromSlash(f.Path))), 0o755); err != nil {
 			return "", err
 		}
 	}
-	for d := range dirs {
-		if err := syncPath(d); err != nil {
-			return "", err
+	var copied atomic.Int64
+	if o.Progress != nil {
+		every := o.ProgressEvery
+		if every <= 0 {
+			every = 2 * time.Second
 		}
+		done, exited := make(chan struct{}), make(chan struct{})
+		defer func() { close(done); <-exited }() // no call after InstallTreeWith returns
+		go func() {
+			defer close(exited)
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					o.Progress(copied.Load(), total)
+				}
+			}
+		}()
+	}
+	jobs := make(chan int)
+	errs := make(chan error, len(files)+1)
+	var wg sync.WaitGroup
+	for range max(2, min(2*runtime.NumCPU(), 8)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				f := &files[i]
+				sum, err := copyHashed(filepath.Join(src, filepath.FromSlash(f.Path)), filepath.Join(tmp, filepath.FromSlash(f.Path)), f.Size, &copied)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				f.SHA256 = sum
+			}
+		}()
+	}
+	for i := range files {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return "", err
+	}
+	hash := hashList(files)
+	dst := filepath.Join(store, hash)
+	if _, err := os.Stat(dst); err == nil {
+		return hash, nil // already stored (the deferred cleanup drops the copy)
+	}
+	if err := syncFS(tmp); err != nil {
+		return "", err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		if _, serr := os.Stat(dst); serr == nil {
@@ -76,35 +137,52 @@ func InstallTree(src, store string, maxFiles int, maxBytes int64) (string, error
 	return hash, syncPath(store)
 }
 
-// copyChecked copies one regular file (never following a symlink), checking its SHA-256.
-func copyChecked(from, to, want string) error {
+// copyHashed copies one regular file (never following a symlink) and returns its SHA-256: the
+// copy is the kernel's (copy_file_range, as cp does), the hash a read of the source from the
+// page cache. A file whose size or modification time changed meanwhile is an error naming it.
+func copyHashed(from, to string, size int64, copied *atomic.Int64) (string, error) {
 	in, err := os.OpenFile(from, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer in.Close()
-	if st, err := in.Stat(); err != nil || !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: no longer a regular file", from)
+	before, err := in.Stat()
+	if err != nil || !before.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: no longer a regular file", from)
 	}
 	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return "", err
 	}
+	// The hash reads the source beside the copy (both from the page cache).
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
+	var m int64
+	var herr error
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		m, herr = io.CopyBuffer(h, io.NewSectionReader(in, 0, size+1), make([]byte, 1<<20))
+	}()
+	n, err := io.Copy(out, io.LimitReader(in, size+1)) // *os.File to *os.File: copy_file_range
 	if err == nil {
-		err = out.Sync()
+		startWriteback(out)
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	<-hashed
+	if err == nil {
+		err = herr
+	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("%s changed while it was copied (sha256 %s, then %s); copy it again once nothing writes it", from, want, got)
+	copied.Add(n)
+	after, err := in.Stat()
+	if err != nil || n != size || m != size || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+		return "", fmt.Errorf("%s changed while it was copied (%d bytes listed, %d copied, %d hashed); copy it again once nothing writes it", from, size, n, m)
 	}
-	return nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func syncPath(p string) error {

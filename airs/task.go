@@ -695,12 +695,41 @@ func DirectionOptimum(lowerIsBetter bool) float64 {
 // it), names must be printable without escapes (sha256sum would escape them), and the counts are
 // capped.
 func TreeHash(dir string, maxFiles int, maxBytes int64) ([]File, string, error) {
-	st, err := os.Lstat(dir)
+	files, _, err := listTree(dir, maxFiles, maxBytes)
 	if err != nil {
 		return nil, "", err
 	}
+	for i := range files {
+		sum, n, err := hashFile(filepath.Join(dir, filepath.FromSlash(files[i].Path)))
+		if err != nil {
+			return nil, "", err
+		}
+		if n != files[i].Size {
+			return nil, "", fmt.Errorf("%s changed while it was hashed; hash it again once nothing writes it", filepath.Join(dir, files[i].Path))
+		}
+		files[i].SHA256 = sum
+	}
+	return files, hashList(files), nil
+}
+
+// hashList is the tree hash of files sorted by path with their sums.
+func hashList(files []File) string {
+	h := sha256.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "%s  %s\n", f.SHA256, f.Path)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// listTree lists dir's regular files (sorted by path, with sizes; not hashed) under the rules
+// and caps of TreeHash, and their total size.
+func listTree(dir string, maxFiles int, maxBytes int64) ([]File, int64, error) {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return nil, 0, err
+	}
 	if !st.IsDir() {
-		return nil, "", fmt.Errorf("%s is not a directory", dir)
+		return nil, 0, fmt.Errorf("%s is not a directory", dir)
 	}
 	var files []File
 	var total int64
@@ -725,25 +754,21 @@ func TreeHash(dir string, maxFiles int, maxBytes int64) ([]File, string, error) 
 		if len(files) >= maxFiles {
 			return fmt.Errorf("%s: over %d files", dir, maxFiles)
 		}
-		sum, n, err := hashFile(p)
+		info, err := e.Info()
 		if err != nil {
 			return err
 		}
-		if total += n; total > maxBytes {
+		if total += info.Size(); total > maxBytes {
 			return fmt.Errorf("%s: over %d bytes of files", dir, maxBytes)
 		}
-		files = append(files, File{Path: rel, Size: n, SHA256: sum})
+		files = append(files, File{Path: rel, Size: info.Size()})
 		return nil
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, 0, err
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	h := sha256.New()
-	for _, f := range files {
-		fmt.Fprintf(h, "%s  %s\n", f.SHA256, f.Path)
-	}
-	return files, hex.EncodeToString(h.Sum(nil)), nil
+	return files, total, nil
 }
 
 func isPrintable(s string) bool {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The paper's own example (appendix B.1.3) parses to what it says.
@@ -296,5 +297,41 @@ func TestUpstreamTasks(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatalf("no task directories in %s", root)
+	}
+}
+
+// A large tree's install says how far it is; the stored copy hashes to what was printed.
+func TestInstallTreeProgress(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "raw")
+	os.MkdirAll(filepath.Join(src, "ChilleD", "SVAMP", "default"), 0o755)
+	big := make([]byte, 48<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	os.WriteFile(filepath.Join(src, "ChilleD", "SVAMP", "default", "data-00000-of-00001.arrow"), big, 0o644)
+	os.WriteFile(filepath.Join(src, "ChilleD", "SVAMP", "dataset_dict.json"), []byte(`{"splits": ["train", "test"]}`), 0o644)
+	var calls []int64
+	store := filepath.Join(t.TempDir(), "tree")
+	h, err := InstallTreeWith(src, store, InstallOptions{MaxFiles: 10, MaxBytes: 1 << 30, ProgressEvery: time.Millisecond,
+		Progress: func(copied, total int64) {
+			if total != int64(len(big))+29 {
+				t.Errorf("total %d", total)
+			}
+			calls = append(calls, copied)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, again, _ := TreeHash(src, 10, 1<<30); again != h {
+		t.Errorf("installed as %s; the tree hashes to %s", h, again)
+	}
+	if _, again, _ := TreeHash(filepath.Join(store, h), 10, 1<<30); again != h {
+		t.Errorf("the stored copy hashes to %s", again)
+	}
+	if len(calls) == 0 {
+		t.Error("no progress reported")
+	}
+	if _, err := InstallTreeWith(src, store, InstallOptions{MaxFiles: 1, MaxBytes: 1 << 30}); err == nil || !strings.Contains(err.Error(), "over 1 files") {
+		t.Errorf("file cap: %v", err)
 	}
 }

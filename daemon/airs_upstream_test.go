@@ -98,6 +98,9 @@ func TestUpstreamFormatTaskSealedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(tb.state, "runs", id)
+		if out.Status != StateGraded {
+			t.Fatalf("%s: %s: %s", id, out.Status, out.Reason)
+		}
 		transcript := string(mustRead(t, filepath.Join(dir, "transcript.log")))
 		t.Logf("%s: %s %q\n%s", id, out.Status, out.Reason, transcript)
 		if out.Status != StateGraded || out.TaskReport == nil || out.TaskReport.Value == nil || *out.TaskReport.Value != 1 {

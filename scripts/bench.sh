@@ -119,9 +119,11 @@ echo "== leaderboard: 10,000 attestations (100 agents x 100 seeds) verified, agg
 echo "total $(gobench_metric BenchmarkLeaderboard10k total-s) s   (target: <= 5 s); verification (signature and strict parsing of each statement, on every CPU) $(gobench_metric BenchmarkLeaderboard10k verify-s) s = $(gobench_metric BenchmarkLeaderboard10k verify-%)% of it"
 
 echo
-echo "== airs: AIRS-Bench suite scores: 20 tasks x 14 agents x 10 seeds, normalized scores, VSR, Bradley-Terry Elo with 1,000 bootstrap samples"
+echo "== airs: AIRS-Bench suite scores as the published notebook: 20 tasks x 14 agents x 10 seeds, rliable aggregates with 50,000 stratified resamples, seed-vs-seed Elo with 100 bootstrap rounds"
 echo "summary: $(gobench_ms BenchmarkSummarize) ms/op   (target: <= 5000 ms)"
-echo "sealing overhead beyond the task's own scripts (no-op scripts): preparation $(gobench_metric BenchmarkAIRSOverhead prepare-s) s (two containers), evaluation $(gobench_metric BenchmarkAIRSOverhead evaluate-s) s   (target: <= 2 s each)"
+echo "validate a 20-task suite ($( [ -n "${SEALRUN_AIRS_BENCH:-}" ] && echo "upstream's, SEALRUN_AIRS_BENCH" || echo "20 copies of the test tasks; set SEALRUN_AIRS_BENCH=airs-bench/airsbench/tasks/rad for upstream's")): $(gobench_ms BenchmarkValidateSuite) ms   (target: < 1000 ms)"
+echo "stage a 1 GiB raw data directory into the content store: $(gobench_metric BenchmarkStageData stage-s) s vs cp -r + sync $(gobench_metric BenchmarkStageData cp-s) s: ratio $(gobench_metric BenchmarkStageData ratio)x   (target: >= 0.8x; sealrun also hashes every byte)"
+echo "sealing overhead beyond the task's own scripts (no-op scripts): preparation $(gobench_metric BenchmarkAIRSOverhead prepare-s) s (one container), evaluation $(gobench_metric BenchmarkAIRSOverhead evaluate-s) s (evaluate_prepare.py and evaluate.py: two)   (target: <= 2 s each)"
 
 echo
 echo "== daemon: whole sealed runs and the run list"

@@ -23,7 +23,7 @@ import (
 	"github.com/sealrun/sealrun/images"
 )
 
-//go:embed standin
+//go:embed all:standin
 var standin embed.FS
 
 // SitePackages is where Image puts the stand-in: Debian's python3 has it on sys.path.
@@ -51,7 +51,8 @@ func Install(root string) error {
 	})
 }
 
-// Image stores the image base (a name@digest in store) plus the stand-in and returns its ref.
+// Image stores the image base (a name@digest in store) plus the stand-in and returns its ref;
+// the image is removed when the test ends.
 func Image(t testing.TB, store *images.Store, base string) string {
 	t.Helper()
 	_, digest, ok := cut(base)
@@ -70,6 +71,8 @@ func Image(t testing.TB, store *images.Store, base string) string {
 	if err != nil {
 		t.Fatalf("datasetstest: extend %s: %v", base, err)
 	}
+	_, made, _ := cut(ref)
+	t.Cleanup(func() { store.Remove(made) })
 	return ref
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/daemon"
@@ -31,7 +32,7 @@ container).`,
 			for _, p := range args {
 				if st, err := os.Stat(p); err == nil && st.IsDir() {
 					if _, err := os.Lstat(filepath.Join(p, "SHA256SUMS")); err != nil {
-						if err := addTree(cmd.OutOrStdout(), g.stateDir, p); err != nil {
+						if err := addTree(cmd.OutOrStdout(), cmd.ErrOrStderr(), g.stateDir, p); err != nil {
 							return err
 						}
 						continue
@@ -72,7 +73,7 @@ container).`,
 
 // addTree stores a directory by its tree hash: an AIRS task directory (it has metadata.yaml and
 // must validate) or a raw data directory (anything else).
-func addTree(w io.Writer, state, dir string) error {
+func addTree(w, progress io.Writer, state, dir string) error {
 	what := "raw data directory"
 	maxFiles, maxBytes := airs.MaxDataFiles, int64(airs.MaxDataBytes)
 	if _, err := os.Lstat(filepath.Join(dir, airs.MetadataFile)); err == nil {
@@ -83,7 +84,12 @@ func addTree(w io.Writer, state, dir string) error {
 		what = "AIRS task " + t.Meta.Info.Name
 		maxFiles, maxBytes = airs.MaxTaskFiles, airs.MaxTaskBytes
 	}
-	hash, err := airs.InstallTree(dir, filepath.Dir(daemon.TreePath(state, "x")), maxFiles, maxBytes)
+	start := time.Now()
+	hash, err := airs.InstallTreeWith(dir, filepath.Dir(daemon.TreePath(state, "x")), airs.InstallOptions{MaxFiles: maxFiles, MaxBytes: maxBytes,
+		Progress: func(copied, total int64) {
+			fmt.Fprintf(progress, "content add %s: copied and hashed %.1f of %.1f MiB (%.0f%%, %s)\n", dir, float64(copied)/(1<<20), float64(total)/(1<<20),
+				100*float64(copied)/float64(max(total, 1)), time.Since(start).Round(time.Second))
+		}})
 	if err != nil {
 		return invalid(fmt.Errorf("%s: %w", dir, err))
 	}
