@@ -72,7 +72,7 @@ func TestUpstreamFormatTaskSealedRun(t *testing.T) {
 		}
 	}
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
-	track, trackText := tb.taskTrack(t, task.Hash, dataHash)
+	_, trackText := tb.taskTrack(t, task.Hash, dataHash)
 	trackText = strings.Replace(trackText, `name = "DigitsClassificationAccuracy"`, `name = "SentimentClassificationToyAccuracy"`, 1)
 
 	// The plain python image has no datasets: refused before anything is created.
@@ -86,7 +86,7 @@ func TestUpstreamFormatTaskSealedRun(t *testing.T) {
 
 	withDatasets := datasetstest.Image(t, tb.store, refs["python"])
 	trackText = strings.ReplaceAll(trackText, refs["python"], withDatasets)
-	track = tb.parseTrack(t, trackText)
+	track := tb.parseTrack(t, trackText)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(toyAgent), 0o755)
 	os.WriteFile(filepath.Join(tb.kit, "solve.py"), []byte(toySolve), 0o644)
 	for seed := 1; seed <= 2; seed++ {

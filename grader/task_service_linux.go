@@ -178,4 +178,3 @@ func WriteTaskReport(path string, rep *TaskReport) (string, error) {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
 }
-
