@@ -301,6 +301,11 @@ func TestTaskTrack(t *testing.T) {
 	if tr.Task == nil || tr.Task.Kind != TaskAIRS || tr.Task.Name != "DigitsClassificationAccuracy" || tr.Task.SHA256[0] != '7' || tr.Task.DataSHA256[0] != '8' || tr.Exam.SHA256 != "" {
 		t.Errorf("task %+v exam %+v", tr.Task, tr.Exam)
 	}
+	// The paper's budget: 24 hours on one GPU, long calls, a long grading.
+	long := strings.NewReplacer(`wall = "1h"`, `wall = "24h"`, `call_limit = "20m"`, `call_limit = "12h"`, `reserve = "5m"`, `reserve = "30m"`, `grading = "30m"`, `grading = "4h"`).Replace(taskTrack(t))
+	if lt, err := Parse("task-24h.toml", []byte(long)); err != nil || lt.Budget.Wall != 24*time.Hour || lt.Budget.CallLimit != 12*time.Hour {
+		t.Errorf("a 24-hour task track: %v", err)
+	}
 	if ex, err := Parse("exam.toml", []byte(base)); err != nil || ex.Task != nil {
 		t.Errorf("an exam track has a task: %v %+v", err, ex)
 	}
