@@ -40,7 +40,7 @@ func TestTaskCommands(t *testing.T) {
 			"file_export_globs: missing", "logging_info.metric: missing", "evaluate.py: missing", bad + ": "}},
 		{"not a task", []string{"task", "show", t.TempDir()}, 1, []string{"no metadata.yaml; a task directory holds"}},
 		{"no such dir", []string{"task", "validate", filepath.Join(bad, "nope")}, 1, []string{"no such file or directory"}},
-		{"bare task", []string{"task"}, 2, []string{"missing subcommand: validate or show"}},
+		{"bare task", []string{"task"}, 2, []string{"missing subcommand: validate, show or requirements"}},
 		{"show two", []string{"task", "show", good, good}, 2, []string{"one task directory"}},
 		{"validate none", []string{"task", "validate"}, 2, []string{"one or more task directories"}},
 	} {
