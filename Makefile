@@ -13,6 +13,10 @@ FUZZTIME ?= 30s
 TEST_STATE  ?= /var/lib/sealrun-test
 BUILD_CACHE ?= /var/cache/sealrun/build
 
+# Tests build with the test seams (daemon.TestSeams: scripted entrypoints, overlays, failpoints);
+# make build and make install never do. GOFLAGS reaches the binaries the tests build too.
+TEST_GOFLAGS := -tags=sealrun_testseams
+
 # Where make demo keeps its images, runs and reports (never the production state dir).
 DEMO_STATE  ?= /var/lib/sealrun-demo
 DEMO_FLAGS  ?=
@@ -67,7 +71,7 @@ test: deps build cross
 	  bin/sealrun --state-dir $(TEST_STATE) images build-local --cache-dir $(BUILD_CACHE) --lock $(TEST_STATE)/images.lock; \
 	  [ -d $(TEST_STATE)/airs-digits-raw ] || scripts/airs-digits-data.sh $(TEST_STATE)/airs-digits-raw; \
 	fi
-	SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) $(GO) test -count=1 -timeout 30m ./...
+	SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) GOFLAGS=$(TEST_GOFLAGS) $(GO) test -count=1 -timeout 30m ./...
 
 # make demo: installs what it needs, builds everything (images from Debian packages: minutes the
 # first time, seconds after), runs the demo as root and prints the leaderboard and the reports.
@@ -76,7 +80,7 @@ demo: deps build
 	bin/sealrun --state-dir $(DEMO_STATE) demo --cache-dir $(BUILD_CACHE) $(DEMO_FLAGS)
 
 test-unit:
-	SEALRUN_NO_ROOT_TESTS=1 $(GO) test -count=1 ./...
+	SEALRUN_NO_ROOT_TESTS=1 GOFLAGS=$(TEST_GOFLAGS) $(GO) test -count=1 ./...
 
 # make test-cgroup2: the hosts users own boot cgroup v2 with systemd as the cgroup owner; this
 # machine is cgroup v1 (hybrid). It boots a cgroup-v2-only Debian guest under qemu (KVM where it
@@ -91,7 +95,7 @@ test-cgroup2: deps
 	scripts/cgroup2-guest.sh --cache $(BUILD_CACHE)/cgroup2-guest --state $(TEST_STATE) $(CGROUP2_FLAGS)
 
 bench: build
-	@SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && [ -f $(TEST_STATE)/images.lock ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) scripts/bench.sh
+	@SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && [ -f $(TEST_STATE)/images.lock ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) GOFLAGS=$(TEST_GOFLAGS) scripts/bench.sh
 
 lint:
 	@out=$$($(GO) list -f '{{.Dir}}' ./... | xargs gofmt -l); if [ -n "$$out" ]; then echo "gofmt: run gofmt -w on:"; echo "$$out"; exit 1; fi
@@ -99,7 +103,7 @@ lint:
 	$(GO) tool staticcheck ./...
 
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; export GOFLAGS=$(TEST_GOFLAGS); for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg; \

@@ -5,6 +5,7 @@ import (
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -194,6 +195,22 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 			if err := netnshook.CheckAirGap(c.Role, ev); err != nil {
 				return bad(fmt.Sprintf("air_gap.containers[%d]", i), "%v; such a run is invalid, not %s", err, r.Status)
 			}
+		}
+	}
+	if b := p.Build; b != nil {
+		if strings.TrimSpace(b.Version) == "" || strings.TrimSpace(b.GoVersion) == "" {
+			return bad("build", "version and go_version are required")
+		}
+		if !isHex64(b.DaemonSHA256) {
+			return bad("build.sealrund_sha256", "%q is not 64 lowercase hex", b.DaemonSHA256)
+		}
+		for i, s := range b.SeamsUsed {
+			if !slices.Contains(Seams, s) {
+				return bad(fmt.Sprintf("build.seams_used[%d]", i), "%q is not one of %s", s, strings.Join(Seams, ", "))
+			}
+		}
+		if len(b.SeamsUsed) > 0 && !b.TestSeams {
+			return bad("build.seams_used", "a build without test seams used %s", strings.Join(b.SeamsUsed, ", "))
 		}
 	}
 	if p.Audit.Entries < 0 {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
+
+	"github.com/sealrun/sealrun/ledger"
 )
 
 // The fixed identifiers of a sealrun attestation.
@@ -127,7 +129,40 @@ type Predicate struct {
 	Result      Result      `json:"result"`
 	Seed        int64       `json:"seed"`
 	Run         RunInfo     `json:"run"`
+	// Build is the sealrun that made the run (absent in attestations from before it existed).
+	Build *Build `json:"build,omitempty"`
+	// Ledger is the run's queued entry in the host's run ledger, the signed head it is included
+	// under and the inclusion proof (absent in attestations from before the ledger).
+	Ledger *ledger.Ref `json:"ledger,omitempty"`
 }
+
+// Build says exactly which sealrun built a run: the daemon's version and commit, whether its
+// tree had uncommitted changes, the Go that compiled it, the SHA-256 of the sealrund binary,
+// whether test seams were compiled in (a test build: never a release) and the seams this run
+// used (its scaffold's command or files were not the pinned image's).
+type Build struct {
+	Version      string   `json:"version"`
+	Commit       string   `json:"commit"`
+	Modified     bool     `json:"modified"`
+	GoVersion    string   `json:"go_version"`
+	DaemonSHA256 string   `json:"sealrund_sha256"`
+	TestSeams    bool     `json:"test_seams"`
+	SeamsUsed    []string `json:"seams_used,omitempty"`
+}
+
+// Seams are the test seams a test build may use (Build.SeamsUsed).
+var Seams = []string{"entrypoint", "overlay", "hold", "kill_after"}
+
+// LedgerAgent is the agent as a ledger entry names it: provider/model[@effort].
+func (p *Predicate) LedgerAgent() string {
+	if p.Agent.ReasoningEffort == "" {
+		return p.Agent.Model
+	}
+	return p.Agent.Model + "@" + p.Agent.ReasoningEffort
+}
+
+// LedgerScaffold is the scaffold as a ledger entry names it: "name version".
+func (p *Predicate) LedgerScaffold() string { return p.Scaffold.Name + " " + p.Scaffold.Version }
 
 // RunInfo names the run, so that two attestations of one run count once, and links a rerun to
 // the invalid run it replaces.

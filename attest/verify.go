@@ -14,6 +14,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/options"
 
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -36,6 +37,7 @@ const (
 	ReasonAudit          Reason = "audit"           // the given audit log's head or count differs
 	ReasonPredicate      Reason = "predicate"       // the predicate is malformed or inconsistent
 	ReasonTrack          Reason = "track"           // the given track's id or pins differ
+	ReasonLedger         Reason = "ledger"          // the run's ledger entry, head or inclusion proof is wrong
 )
 
 // VerificationFailure is a verdict: the attestation is not valid, for Reason. Any other error
@@ -60,6 +62,9 @@ type Verified struct {
 	KeyID     string   // SHA-256 of the verifying public key's DER
 	Checks    []string // what was checked, in order
 	Warnings  []string // valid, but worth saying (for example a withdrawn track)
+	// Ledger is the signed ledger head the run's entry is included under (nil when the
+	// attestation has no ledger reference).
+	Ledger *ledger.Checkpoint
 }
 
 // VerifyOption adds an optional check.
@@ -225,6 +230,30 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 		return nil, err
 	}
 	check("predicate consistency")
+	if p := st.Predicate; p.Ledger != nil {
+		c, e, err := ledger.VerifyRef(p.Ledger, []signature.Verifier{v})
+		if err != nil {
+			return nil, failf(ReasonLedger, "%v", err)
+		}
+		for _, f := range []struct{ field, got, want string }{
+			{"run", e.Run, p.Run.ID}, {"rerun_of", e.RerunOf, p.Run.RerunOf}, {"track", e.Track, p.Track.ID},
+			{"agent", e.Agent, p.LedgerAgent()}, {"scaffold", e.Scaffold, p.LedgerScaffold()},
+			{"seed", fmt.Sprint(e.Seed), fmt.Sprint(p.Seed)},
+		} {
+			if f.got != f.want {
+				return nil, failf(ReasonLedger, "ledger.entry.%s is %q but the run's is %q: the entry is another run's", f.field, f.got, f.want)
+			}
+		}
+		out.Ledger = &c
+		check("ledger inclusion")
+	}
+	if b := st.Predicate.Build; b != nil && (b.TestSeams || len(b.SeamsUsed) > 0) {
+		w := "built by a test build of sealrund (test seams compiled in): not a release"
+		if len(b.SeamsUsed) > 0 {
+			w = "this run used test seams (" + strings.Join(b.SeamsUsed, ", ") + "): its scaffold is not the pinned image's as it stands"
+		}
+		out.Warnings = append(out.Warnings, w)
+	}
 	if cfg.track != nil {
 		warn, err := checkTrack(st.Predicate, cfg.track)
 		if err != nil {

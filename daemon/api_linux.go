@@ -113,7 +113,10 @@ func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
 	rec, err := d.SubmitRequest(req, who)
 	if err != nil {
 		code := http.StatusInternalServerError
-		if errors.Is(err, ErrRefused) {
+		switch {
+		case errors.Is(err, ErrBroken):
+			code = http.StatusServiceUnavailable
+		case errors.Is(err, ErrRefused):
 			code = http.StatusUnprocessableEntity
 		}
 		writeErr(w, code, "%s", strings.TrimPrefix(err.Error(), "refused: "))

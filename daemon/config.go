@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 
@@ -38,6 +39,7 @@ type Config struct {
 	Providers map[string]controller.ProviderConfig `toml:"providers"`
 	Resources ResourcesConfig                      `toml:"resources"`
 	Metrics   MetricsConfig                        `toml:"metrics"`
+	Ledger    LedgerConfig                         `toml:"ledger"`
 
 	path string
 }
@@ -71,6 +73,13 @@ type ResourcesConfig struct {
 }
 
 // MetricsConfig is the opt-in Prometheus listener.
+// LedgerConfig names the host's run ledger (state_dir/ledger.jsonl).
+type LedgerConfig struct {
+	// Origin is the ledger's name in its signed heads; "" for sealrun.ledger/<hostname>. It is
+	// fixed when the ledger is made: a later change does not rename it.
+	Origin string `toml:"origin"`
+}
+
 type MetricsConfig struct {
 	Listen string `toml:"listen"` // loopback host:port, "" for none
 }
@@ -240,6 +249,9 @@ func (c *Config) Validate() error {
 	}
 	if l := c.Metrics.Listen; l != "" && !strings.HasPrefix(l, "127.0.0.1:") && !strings.HasPrefix(l, "[::1]:") && !strings.HasPrefix(l, "localhost:") {
 		bad("metrics.listen", "%q is not a loopback address; metrics are served on loopback only (127.0.0.1:9464)", l)
+	}
+	if o := c.Ledger.Origin; o != "" && (len(o) > 200 || strings.ContainsAny(o, " +\t\r\n") || strings.ContainsFunc(o, unicode.IsControl)) {
+		bad("ledger.origin", "%q is not a log name (1 to 200 printable characters, no spaces, no '+'); for example sealrun.ledger/gpu-node-07", o)
 	}
 	if len(out) == 0 {
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -276,7 +277,8 @@ func readOr(p string) []byte {
 // right after the event is fsynced: SEALRUND_TEST_KILL_AFTER), then a restart. Each time: every
 // line journaled before the kill is still there (no acknowledged record lost); a run killed
 // once started is invalid (daemon restart) with a rerun linked both ways and graded; a run
-// killed while queued keeps its place and runs; a run killed after its end keeps its result;
+// killed while queued keeps its place and runs; a run killed after its end (or after its end
+// is in the run ledger) keeps its result;
 // every attestation verifies; nothing is left behind.
 func TestKill9AtEveryJournalEvent(t *testing.T) {
 	tb := newTestbed(t)
@@ -344,8 +346,10 @@ func TestKill9AtEveryJournalEvent(t *testing.T) {
 		})
 		r := rd.show(id)
 		switch {
-		case p.point == "state:graded", p.point == "submitted":
-			// Killed after its end, or while queued (it keeps its place): graded, never rerun.
+		case p.point == "state:graded", p.point == "submitted", p.point == "result":
+			// Killed after its end, or after it was attested and its end in the ledger (only
+			// the final state's journal line was lost: the ledger completes it), or while queued
+			// (it keeps its place): graded, never rerun.
 			if r.State != StateGraded || r.RerunBy != "" {
 				t.Errorf("%s: %+v", name, r)
 			}
@@ -381,7 +385,39 @@ func TestKill9AtEveryJournalEvent(t *testing.T) {
 	if kills != 10 {
 		t.Errorf("%d kills; the catalogue has 10", kills)
 	}
-	t.Logf("%d kills at journal events, %d runs, 0 acknowledged records lost", kills, len(listRuns(rd)))
+	// The run ledger, through every kill: each run queued and ended once, in the state the
+	// daemon reports, naming the attestation the run directory holds.
+	var pub bytes.Buffer
+	lf, err := os.Open(filepath.Join(tb.state, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if _, err := ledger.Export(lf, &pub); err != nil {
+		t.Fatalf("ledger export after the kills: %v", err)
+	}
+	led, err := ledger.Read(&pub, "ledger", []signature.Verifier{rd.verifier})
+	if err != nil {
+		t.Fatalf("the ledger after the kills: %v", err)
+	}
+	runs := listRuns(rd)
+	for _, r := range runs {
+		_, queued := led.Queued[r.ID]
+		ei, ended := led.Ended[r.ID]
+		if !queued || !ended {
+			t.Errorf("run %s (%s): queued in the ledger %v, ended %v", r.ID, r.State, queued, ended)
+			continue
+		}
+		e := led.Entries[ei]
+		digest, _ := StatementDigest(readOr(filepath.Join(r.Dir, "result.att.json")))
+		if e.State != r.State || (e.Attestation != "" && e.Attestation != digest) {
+			t.Errorf("run %s: ledger says %s %s, the daemon %s with attestation %s", r.ID, e.State, e.Attestation, r.State, digest)
+		}
+	}
+	if len(led.Queued) != len(runs) {
+		t.Errorf("the ledger has %d runs, the daemon %d", len(led.Queued), len(runs))
+	}
+	t.Logf("%d kills at journal events, %d runs, 0 acknowledged records lost; the ledger (%d entries) accounts for every run", kills, len(runs), led.Head.Size)
 }
 
 func listRuns(rd *realDaemon) []Record {

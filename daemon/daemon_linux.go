@@ -26,6 +26,7 @@ import (
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -62,6 +63,46 @@ type Daemon struct {
 	// freeGPUs and freeCPUs are what no run holds (for ps).
 	freeGPUs []string
 	freeCPUs int64
+	// ledger is the host's run ledger; broken is the first failure to write the journal or the
+	// ledger: from then on the daemon takes no run (ErrBroken) until restarted.
+	ledger *ledger.Log
+	broken error
+}
+
+// ErrBroken: the daemon could not write its journal or ledger and takes no new runs.
+var ErrBroken = errors.New("the daemon takes no new runs")
+
+// fail records the first journal or ledger write that failed: the daemon stops taking runs and
+// cancels the running ones (they end invalid, the reason in their attestations); the log and
+// the metrics (sealrun_daemon_broken) say why.
+func (d *Daemon) fail(what string, err error) {
+	d.mu.Lock()
+	first := d.broken == nil
+	if first {
+		d.broken = fmt.Errorf("%s: %w", what, err)
+	}
+	cancels := make([]context.CancelFunc, 0, len(d.cancel))
+	for _, c := range d.cancel {
+		cancels = append(cancels, c)
+	}
+	d.mu.Unlock()
+	if !first {
+		return
+	}
+	d.log.Error("the daemon takes no new runs and ends the running ones invalid: fix the disk and restart sealrund", "failed", what, "err", err)
+	d.x.failure.Store(&brokenErr{fmt.Errorf("%s: %w", what, err)})
+	for _, c := range cancels {
+		c()
+	}
+}
+
+type brokenErr struct{ error }
+
+// Broken is the write failure that stopped the daemon taking runs, or nil.
+func (d *Daemon) Broken() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.broken
 }
 
 // hostCPUs is how many CPUs runs may take: [resources] cpus, or every CPU of the host.
@@ -111,6 +152,18 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 	}
 	d.j = j
 	x.Journal = j
+	x.onFail = d.fail
+	if x.Signer != nil {
+		if d.ledger, err = ledger.Open(filepath.Join(cfg.StateDir, "ledger.jsonl"), ledgerOrigin(cfg), x.Signer); err != nil {
+			j.Close()
+			return nil, err
+		}
+		x.Ledger = d.ledger
+		if err := d.reconcileLedger(); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
 	if x.KillAfter != "" { // a test failpoint: see Journal.KillAfter
 		point, nth, _ := strings.Cut(x.KillAfter, "#")
 		n, _ := strconv.Atoi(nth)
@@ -135,6 +188,9 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 			continue // still waiting: it keeps its place
 		}
 		reason := "daemon restart"
+		if d.finishedInLedger(r) {
+			continue // it had ended and been attested; only its last journal event was lost
+		}
 		if !ok {
 			if err := d.setState(r.ID, StateInvalid, reason); err != nil {
 				return nil, err
@@ -236,6 +292,7 @@ func (d *Daemon) record(e Event) error {
 		e.Time = time.Now().UTC()
 	}
 	if err := d.j.Append(e); err != nil {
+		d.fail("journal", err)
 		return err
 	}
 	d.publish(e)
@@ -375,6 +432,9 @@ func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req Ru
 }
 
 func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed int64, user, rerunOf string, gpus []string, dispatcher string) (*Record, error) {
+	if err := d.Broken(); err != nil {
+		return nil, fmt.Errorf("%w: %w after %v; see the daemon's log, fix the disk and restart sealrund", ErrRefused, ErrBroken, err)
+	}
 	id := NewRunID(time.Now())
 	dir := filepath.Join(d.cfg.StateDir, "runs", id)
 	if err := os.Mkdir(dir, 0o711); err != nil {
@@ -385,6 +445,11 @@ func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed in
 	}
 	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf, GPUs: gpus, Dispatcher: dispatcher})
 	if err := d.record(Event{Run: id, Kind: "submitted", Data: data}); err != nil {
+		return nil, err
+	}
+	if err := d.ledgerQueued(id); err != nil {
+		// Journaled but not in the ledger: not acknowledged, and the daemon takes no more runs
+		// (a restart that can write appends the entry, or the run is reconciled invalid).
 		return nil, err
 	}
 	d.kick()
@@ -644,13 +709,21 @@ func (d *Daemon) rerun(spec RunSpec, reason string) {
 func (d *Daemon) invalidate(ctx context.Context, spec RunSpec, reason string, started time.Time) error {
 	if _, err := d.x.Invalidate(ctx, spec, reason, started); err != nil {
 		d.log.Warn("attest an invalid run", "run", spec.ID, "err", err)
-		return d.setState(spec.ID, StateInvalid, reason+" (not attested: "+err.Error()+")")
+		if err := d.setState(spec.ID, StateInvalid, reason+" (not attested: "+err.Error()+")"); err != nil {
+			return err
+		}
+		return d.x.ledgerEnded(spec.ID, StateInvalid, reason+" (not attested)", "")
 	}
 	return nil
 }
 
-// Close closes the journal.
-func (d *Daemon) Close() error { return d.j.Close() }
+// Close closes the journal and the ledger.
+func (d *Daemon) Close() error {
+	if d.ledger != nil {
+		d.ledger.Close()
+	}
+	return d.j.Close()
+}
 
 // hostOf builds the sandbox host and image store of a configuration.
 func hostOf(cfg *Config) (*sandbox.Host, *images.Store, error) {

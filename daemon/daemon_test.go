@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
 
@@ -193,6 +195,43 @@ func TestDaemonThroughCLI(t *testing.T) {
 	_, out, _ = sealrun("ps", "-a", "--json")
 	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 3 {
 		t.Errorf("ps --json: %v %s", err, out)
+	}
+	if seen["sealrun_ledger_entries"] < 6 || seen["sealrun_daemon_broken"] != 0 {
+		t.Errorf("ledger metrics: %v entries, broken %v", seen["sealrun_ledger_entries"], seen["sealrun_daemon_broken"])
+	}
+
+	// The run ledger: exported, verified, and the board accounts for all three runs (one graded,
+	// two cancelled). Then a run withheld from the published set is named.
+	cliNoSocket := func(args ...string) (int, string) {
+		out, err := exec.Command(cli, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		}
+		return 0, string(out)
+	}
+	led := filepath.Join(tb.base, "ledger-export.jsonl")
+	pub := "../attest/testdata/ed25519.pub"
+	if code, out := cliNoSocket("ledger", "export", "--state-dir", tb.state, "--out", led); code != 0 || !strings.Contains(out, "6 entries of sealrun.ledger/") {
+		t.Errorf("ledger export: %d %s", code, out)
+	}
+	if code, out := cliNoSocket("ledger", "verify", led, "--key", pub); code != 0 || !strings.Contains(out, "3 queued (0 reruns); ended: 1 graded, 0 failed, 2 invalid; not ended: 0") {
+		t.Errorf("ledger verify: %d %s", code, out)
+	}
+	if code, out := cliNoSocket("verify", filepath.Join(results, id, "result.att.json"), "--key", pub); code != 0 || !strings.Contains(out, "ledger     entry 0 of sealrun.ledger/") {
+		t.Errorf("verify shows the ledger entry: %d %s", code, out)
+	}
+	// The cancelled queued run was never gathered, the slow one's attestation was overwritten
+	// above: gather both, then the board is whole.
+	os.RemoveAll(filepath.Join(results, slow))
+	sealrun("results", "gather", slow, results)
+	sealrun("results", "gather", queued, results)
+	if code, out := cliNoSocket("leaderboard", "--key", pub, results, "--ledger", led); code != 0 || !strings.Contains(out, "every run accounted for (3 in sealrun.ledger/") {
+		t.Errorf("leaderboard --ledger: %d %s", code, out)
+	}
+	os.RemoveAll(filepath.Join(results, slow))
+	if code, out := cliNoSocket("leaderboard", "--key", pub, results, "--ledger", led); code != 1 || !strings.Contains(out, "MISSING "+slow+" (seed 2, invalid") {
+		t.Errorf("leaderboard --ledger with a run withheld: %d %s", code, out)
 	}
 }
 
@@ -669,4 +708,73 @@ func TestDispatchedRunRequests(t *testing.T) {
 	if rb := waitState(t, d, b.ID, StateGraded); rb.RerunOf != "r-20261122-101500-a1b2c3" {
 		t.Errorf("the rerun's record: %+v", rb)
 	}
+}
+
+// A journal that cannot be written (the disk fails under the daemon): the daemon takes no new
+// run, the running one ends invalid with the reason in its attestation, the log and the
+// metrics say why; nothing is acknowledged that was not written.
+func TestJournalFailureStopsTheDaemon(t *testing.T) {
+	tb := newTestbed(t)
+	tb.cfg.Resources.Concurrency = 1
+	script := strings.Replace(agentScript, "PROMOTE", `sleep 600`, 1)
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
+	x := tb.executor()
+	var logs bytes.Buffer
+	ctx, stop := context.WithCancel(context.Background())
+	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { d.Serve(ctx); close(served) }()
+	defer func() { stop(); <-served; d.Close() }()
+	rec, err := d.Submit([]byte(tb.trackTOML), "track.toml", "openai/gpt-x@high", 1, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, rec.ID, StateRunning)
+	// The journal's file goes away under the daemon.
+	d.j.mu.Lock()
+	d.j.f.Close()
+	d.j.mu.Unlock()
+	if _, err := d.Submit([]byte(tb.trackTOML), "track.toml", "openai/gpt-x@high", 2, false, "test"); err == nil {
+		t.Fatal("a run was acknowledged that the journal could not record")
+	}
+	got := waitState(t, d, rec.ID, StateInvalid)
+	if !strings.Contains(got.Reason, "could not write its journal") {
+		t.Errorf("the running run ended with reason %q", got.Reason)
+	}
+	v, err := attest.Verify(mustRead(t, filepath.Join(got.Dir, "result.att.json")), tb.verifier)
+	if err != nil || v.Statement.Predicate.Result.Status != StateInvalid || !strings.Contains(v.Statement.Predicate.Result.Reason, "journal") {
+		t.Errorf("its attestation: %v %+v", err, v)
+	}
+	_, err = d.Submit([]byte(tb.trackTOML), "track.toml", "openai/gpt-x@high", 3, false, "test")
+	if err == nil || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "takes no new runs") || !strings.Contains(err.Error(), "restart sealrund") {
+		t.Errorf("a new run after the failure: %v", err)
+	}
+	fams, _ := d.metrics.reg.Gather()
+	broken := -1.0
+	for _, f := range fams {
+		if f.GetName() == "sealrun_daemon_broken" {
+			broken = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if broken != 1 {
+		t.Errorf("sealrun_daemon_broken = %v; want 1", broken)
+	}
+	if !strings.Contains(logs.String(), "the daemon takes no new runs") {
+		t.Errorf("the log does not say why:\n%s", logs.String())
+	}
+}
+
+// syncWriter serializes writes to w (the daemon logs from several goroutines).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -16,12 +16,16 @@
 //   - a run whose scaffold exits before the deadline ends then (the agent is gone);
 //   - tests replace the scaffold's command and add files to the workspace after the kit
 //     (Executor.Entrypoint and TestOverlay; sealrund's SEALRUND_TEST_ENTRYPOINT and
-//     SEALRUND_TEST_OVERLAY, logged as a warning): the tests' scripted agents change between runs
-//     of one track, which a pinned kit cannot. Production never sets them;
-//   - two failpoints serve the fault tests, each logged as a warning when set and never set in
-//     production: SEALRUND_TEST_HOLD (a run stops at "preparing" or "sign") and
-//     SEALRUND_TEST_KILL_AFTER ("KIND[:STATE][#N]": the daemon sends itself SIGKILL right after
-//     the N-th matching journal event is fsynced, recovery events at start included);
+//     SEALRUND_TEST_OVERLAY): the tests' scripted agents change between runs of one track, which
+//     a pinned kit cannot. Two failpoints serve the fault tests: SEALRUND_TEST_HOLD (a run stops
+//     at "preparing" or "sign") and SEALRUND_TEST_KILL_AFTER ("KIND[:STATE][#N]": the daemon
+//     sends itself SIGKILL right after the N-th matching journal event is fsynced, recovery
+//     events at start included). All four exist only in a test build (-tags sealrun_testseams,
+//     TestSeams, set by make test): a release build refuses them, and every attestation records
+//     the build and the seams its run used (predicate.build);
+//   - not in DESIGN.md: the run ledger (ledger_linux.go, package ledger): each run is appended
+//     when queued and when it ended, and its attestation carries its entry, head and inclusion
+//     proof; a failed write to the journal or the ledger stops the daemon taking runs (Broken);
 //   - DESIGN.md's "later" AIRS-Bench support is built (task_linux.go): a track with [task] runs
 //     the task's preparation scripts before the clock starts, seeds the workspace with the
 //     task's description, evaluate.py and the prepared data, and is attested under a second

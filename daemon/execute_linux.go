@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -23,6 +26,7 @@ import (
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/kits"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/runner"
 	"github.com/sealrun/sealrun/sandbox"
@@ -53,9 +57,14 @@ type Executor struct {
 	Journal *Journal
 	Version string // sealrun's version and commit, for the attestation
 	Commit  string
-	Now     func() time.Time
-	// Entrypoint and TestOverlay are for tests only (sealrund reads SEALRUND_TEST_ENTRYPOINT and
-	// SEALRUND_TEST_OVERLAY and warns): Entrypoint replaces the controller image's command (the
+	// Build is the running sealrund's (CurrentBuild), set by Main; nil: computed on first use.
+	Build *attest.Build
+	// Ledger is the host's run ledger: each run's attestation carries its queued entry.
+	Ledger *ledger.Log
+	Now    func() time.Time
+	// The test seams, Entrypoint, TestOverlay, Hold and KillAfter, exist only in a test build
+	// (TestSeams; -tags sealrun_testseams): a release build refuses to run with any set, and every
+	// attestation lists those a run used (build.seams_used). Entrypoint replaces the controller image's command (the
 	// image's scaffold labels are still checked against the track) and TestOverlay is a
 	// directory copied into every workspace after the kit, so that tests change their scripted
 	// agent and bundle between runs of one track. A run made with either is not the pinned
@@ -66,6 +75,10 @@ type Executor struct {
 	Limits sandbox.Limits
 
 	onEvent func(Event) // the daemon's live subscribers
+	// onFail is told when the journal or the ledger cannot be written (Daemon.fail); failure
+	// holds that error, and a run that sees it ends invalid.
+	onFail  func(what string, err error)
+	failure atomic.Pointer[brokenErr]
 
 	// Hold is a failpoint for tests ("preparing" or "sign"): the run stops there until it is
 	// cancelled (preparing) or the daemon is killed (sign). sealrund reads it from
@@ -219,6 +232,9 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 	now := x.Now
 	if now == nil {
 		now = time.Now
+	}
+	if err := x.checkSeams(); err != nil {
+		return nil, err
 	}
 	t := spec.Track
 	dir := filepath.Join(x.Cfg.StateDir, "runs", spec.ID)
@@ -547,6 +563,12 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 		}
 		out.Report = rep
 	}
+	if f := x.failure.Load(); f != nil && (status != StateInvalid || reason == "cancelled") {
+		// The journal or the ledger could not be written: nothing this run did can be recorded
+		// as it should, so it does not count.
+		status, reason = StateInvalid, "the daemon could not write its "+f.Error()
+		out.Status, out.Reason = status, reason
+	}
 	finished := now()
 	pred := attest.PredicateFromTrack(t)
 	if t.Task != nil {
@@ -557,6 +579,17 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	pred.Seed = spec.Seed
 	pred.Run = attest.RunInfo{ID: spec.ID, RerunOf: spec.RerunOf}
 	pred.Host = x.hostFacts(ctx)
+	b := x.Build
+	if b == nil { // an executor made in-process (tests): the running binary
+		cb, err := CurrentBuild(x.Version, x.Commit)
+		if err != nil {
+			return nil, err
+		}
+		b = &cb
+	}
+	build := *b
+	build.SeamsUsed = x.seamsUsed()
+	pred.Build = &build
 	pred.Host.GPUModel, pred.Host.GPUDriver = gpuFacts(x.Cfg, spec.GPUs)
 	pred.Timeline = attest.Timeline{Queued: spec.Queued.UTC(), Started: started.UTC(), Deadline: deadline.UTC(), Finished: finished.UTC()}
 	if pred.Timeline.Queued.After(pred.Timeline.Started) {
@@ -596,15 +629,23 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 	if graded != "" {
 		subjects = append(subjects, attest.NewSubject(attest.SubjectBundle, strings.TrimPrefix(graded, "sha256:")))
 	}
+	if x.Ledger != nil {
+		ref, err := x.Ledger.Ref(spec.ID)
+		if err != nil {
+			return nil, fmt.Errorf("the ledger reference of run %s: %w", spec.ID, err)
+		}
+		pred.Ledger = ref
+	}
 	st := attest.NewStatement(pred, subjects...)
 	x.hold(ctx, spec.ID, "sign")
 	env, err := attest.Sign(ctx, st, x.Signer)
 	if err != nil && out.Status != StateInvalid {
+		st = attest.NewStatement(pred, subjects...)
 		// A result that cannot be attested as it is becomes invalid, with the reason, and is
 		// attested as such: every finished run gets an attestation.
 		out.Status, out.Reason = StateInvalid, "attestation: "+err.Error()
 		pred.Result.Status, pred.Result.Reason = out.Status, out.Reason
-		env, err = attest.Sign(ctx, attest.NewStatement(pred, subjects...), x.Signer)
+		env, err = attest.Sign(ctx, st, x.Signer)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sign the attestation of run %s: %w", spec.ID, err)
@@ -614,6 +655,14 @@ func (x *Executor) finish(ctx context.Context, spec RunSpec, rio *runIO, run *sa
 		return nil, fmt.Errorf("write the attestation: %w", err)
 	}
 	out.Attestation = attPath
+	payload, err := st.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(payload)
+	if err := x.ledgerEnded(spec.ID, out.Status, out.Reason, hex.EncodeToString(sum[:])); err != nil {
+		return nil, fmt.Errorf("the ledger's end of run %s: %w", spec.ID, err)
+	}
 	x.writeSummary(rio.dir, spec, out, pred)
 	if err := WriteRunReport(rio.dir, RunReport{ID: spec.ID, Track: t.Name + " " + t.Version, Agent: spec.Agent.String(), Seed: spec.Seed,
 		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions, Metric: pred.MetricText(),
@@ -673,7 +722,9 @@ func (x *Executor) event(run, kind, reason string) {
 func (x *Executor) emit(e Event) {
 	e.Time = time.Now().UTC()
 	if x.Journal != nil {
-		x.Journal.Append(e)
+		if err := x.Journal.Append(e); err != nil && x.onFail != nil {
+			x.onFail("journal", err)
+		}
 	}
 	if x.onEvent != nil {
 		x.onEvent(e)

@@ -244,8 +244,13 @@ func TestExecuteSealedRun(t *testing.T) {
 			if out.Report.Candidate.ID != "" {
 				args = append(args, "--bundle", filepath.Join(dir, "candidates", strings.TrimPrefix(out.Report.Candidate.ID, "sha256:")+".tar.gz"))
 			}
-			if o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), args...).CombinedOutput(); err != nil || !strings.Contains(string(o), "VALID") {
-				t.Errorf("sealrun verify with every file: %v\n%s", err, o)
+			if o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), args...).CombinedOutput(); err != nil || !strings.Contains(string(o), "VALID") ||
+				!strings.Contains(string(o), "TEST BUILD (test seams compiled in)") || !strings.Contains(string(o), "this run used test seams (entrypoint, overlay)") {
+				t.Errorf("sealrun verify with every file (the build and the seams it used shown): %v\n%s", err, o)
+			}
+			// The build that made it: a test build (these tests set the tag), and which seams.
+			if b := v.Statement.Predicate.Build; b == nil || !b.TestSeams || strings.Join(b.SeamsUsed, ",") != "entrypoint,overlay" || len(b.DaemonSHA256) != 64 || b.GoVersion == "" {
+				t.Errorf("build: %+v", b)
 			}
 			var env struct {
 				PayloadType string `json:"payloadType"`

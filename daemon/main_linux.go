@@ -40,17 +40,16 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 	if err := checkKeyPair(signer, cfg.Keys.Public); err != nil {
 		return fmt.Errorf("%s:keys.public: %w", cfg.path, err)
 	}
-	x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Version: version, Commit: commit,
-		Hold: os.Getenv("SEALRUND_TEST_HOLD"), TestOverlay: os.Getenv("SEALRUND_TEST_OVERLAY"), Entrypoint: strings.Fields(os.Getenv("SEALRUND_TEST_ENTRYPOINT"))}
-	if x.Hold != "" {
-		log.Warn("test failpoint set: runs stop at it", "SEALRUND_TEST_HOLD", x.Hold)
+	x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Version: version, Commit: commit}
+	if err := x.readSeamEnv(log); err != nil {
+		return err
 	}
-	if x.TestOverlay != "" || len(x.Entrypoint) > 0 {
-		log.Warn("test seams set: runs are not the pinned scaffold's (tests only)", "SEALRUND_TEST_OVERLAY", x.TestOverlay, "SEALRUND_TEST_ENTRYPOINT", x.Entrypoint)
+	b, err := CurrentBuild(version, commit)
+	if err != nil {
+		return err
 	}
-	if x.KillAfter = os.Getenv("SEALRUND_TEST_KILL_AFTER"); x.KillAfter != "" {
-		log.Warn("test failpoint set: the daemon kills itself with SIGKILL after journaling it", "SEALRUND_TEST_KILL_AFTER", x.KillAfter)
-	}
+	x.Build = &b
+	log.Info("sealrund build", "version", b.Version, "commit", b.Commit, "modified", b.Modified, "go", b.GoVersion, "sha256", b.DaemonSHA256, "test_seams", b.TestSeams)
 	d, err := New(ctx, cfg, x, log)
 	if err != nil {
 		return err
@@ -100,6 +99,24 @@ func checkKeyPair(signer signature.Signer, pubPath string) error {
 	}
 	if got != want {
 		return fmt.Errorf("%s (key id %s) is not the public half of keys.signing (key id %s); give the matching public key (sealrun keys generate writes both)", pubPath, got, want)
+	}
+	return nil
+}
+
+// readSeamEnv arms the test seams from SEALRUND_TEST_* in a test build, each with a warning; a
+// release build refuses to start while any is set (a seam set at run time is never silently
+// ignored, nor honoured).
+func (x *Executor) readSeamEnv(log *slog.Logger) error {
+	if err := CheckSeamEnv(); err != nil {
+		return err
+	}
+	if !TestSeams {
+		return nil
+	}
+	x.Hold, x.TestOverlay, x.Entrypoint = os.Getenv("SEALRUND_TEST_HOLD"), os.Getenv("SEALRUND_TEST_OVERLAY"), strings.Fields(os.Getenv("SEALRUND_TEST_ENTRYPOINT"))
+	x.KillAfter = os.Getenv("SEALRUND_TEST_KILL_AFTER")
+	if s := x.seamsUsed(); len(s) > 0 {
+		log.Warn("test build: test seams set; runs record them in their attestations (build.seams_used)", "seams", strings.Join(s, ","))
 	}
 	return nil
 }

@@ -43,8 +43,20 @@ func newMetrics(d *Daemon) *metrics {
 		}
 		return float64(n)
 	})
+	broken := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sealrun_daemon_broken", Help: "1 when the daemon could not write its journal or ledger and takes no new runs (the log says why)."}, func() float64 {
+		if d.Broken() != nil {
+			return 1
+		}
+		return 0
+	})
+	ledgerSize := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sealrun_ledger_entries", Help: "Entries in the host's run ledger."}, func() float64 {
+		if d.ledger == nil {
+			return 0
+		}
+		return float64(d.ledger.Size())
+	})
 	states := prometheus.NewDesc("sealrun_runs", "Runs known to the daemon, by state.", []string{"state"}, nil)
-	m.reg.MustRegister(m.calls, m.callSeconds, m.gatewayRequests, m.gatewayRetries, m.gradingSeconds, m.runsEnded, byState,
+	m.reg.MustRegister(m.calls, m.callSeconds, m.gatewayRequests, m.gatewayRetries, m.gradingSeconds, m.runsEnded, byState, broken, ledgerSize,
 		collectorFunc{desc: states, collect: func(ch chan<- prometheus.Metric) {
 			count := map[string]int{}
 			for _, s := range []string{StateQueued, StatePreparing, StateRunning, StateGrading, StateGraded, StateFailed, StateInvalid} {

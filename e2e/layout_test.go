@@ -23,9 +23,10 @@ var allowed = map[string][]string{
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},
 	"grader":                 {"policy", "sandbox", "exams", "audit", "airs"},
-	"attest":                 {"policy", "sandbox", "audit"}, // sandbox/netnshook only: the air-gap rule (portable)
-	"leaderboard":            {"policy", "attest", "airs"},   // airs: the AIRS suite's scores
-	"airs":                   {},                             // AIRS-Bench task format and scores: no sibling
+	"attest":                 {"policy", "sandbox", "audit", "ledger"}, // sandbox/netnshook only: the air-gap rule (portable)
+	"leaderboard":            {"policy", "attest", "airs", "ledger"},   // airs: the AIRS suite's scores
+	"airs":                   {},                                       // AIRS-Bench task format and scores: no sibling
+	"ledger":                 {},                                       // the run ledger: no sibling (portable, like attest)
 	"cmd/runner":             {},
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "policy"},

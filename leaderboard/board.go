@@ -82,6 +82,10 @@ type Row struct {
 	// SignedBy are the trusted keys (their file names) that signed the row's runs, valid and
 	// invalid: on a cluster where each node signs with its own key, which nodes it came from.
 	SignedBy []string `json:"signed_by"`
+	// TestBuild: a run of the row came from a test build of sealrund (test seams compiled in).
+	TestBuild bool `json:"test_build"`
+	// Ledger is what the given run ledgers say of the row (--ledger); nil without ledgers.
+	Ledger *RowLedger `json:"ledger,omitempty"`
 
 	// Exact values: the mean fraction of questions and the squared standard error.
 	mean, se2 *big.Rat
@@ -105,6 +109,8 @@ type Board struct {
 	Skipped  []Rejection `json:"skipped"`
 	Keys     []KeyInfo   `json:"keys"`
 	Rules    []string    `json:"rules"`
+	// Ledgers are the run ledgers the rows were accounted against (those not rejected).
+	Ledgers []LedgerInfo `json:"ledgers,omitempty"`
 }
 
 // KeyInfo names a trusted key.
@@ -129,6 +135,9 @@ var Rules = []string{
 	"Bits per byte and the best validation score are diagnostics, never the score: a validation score far above the hidden score is the overfitting signal.",
 }
 
+// LedgerRule is the rule added when the board is checked against run ledgers.
+const LedgerRule = "With --ledger: each host's run ledger (a signed Merkle log of every run it accepted and how each ended) must agree with every head the attestations carry; a row is accounted for when every run of its track and agent in the ledgers ended and was published, and every published run is in a ledger. A forked, truncated or edited ledger is rejected."
+
 // Build aggregates verified entries into one table per track.
 func Build(in *Inputs, keys []Key) *Board {
 	b := &Board{Format: Format, Rejected: orEmpty(in.Rejected), Skipped: orEmpty(in.Skipped), Rules: Rules}
@@ -150,6 +159,12 @@ func Build(in *Inputs, keys []Key) *Board {
 	}
 	for _, id := range ids {
 		b.Tables = append(b.Tables, buildTable(byTrack[id]))
+	}
+	if len(in.Ledgers) > 0 {
+		n := len(b.Rejected)
+		good := b.checkLedgers(in)
+		b.accountRows(in, good, len(b.Rejected) > n)
+		b.Rules = append(slices.Clone(b.Rules), LedgerRule)
 	}
 	statusOrder := map[string]int{"active": 0, "legacy": 1, "withdrawn": 2}
 	sort.SliceStable(b.Tables, func(i, j int) bool {
@@ -200,6 +215,9 @@ func buildTable(entries []Entry) Table {
 			row = &Row{Agent: a, Required: t.SeedsRequired, Runs: []Run{}, Invalid: []InvalidRun{}}
 			rows[a] = row
 			order = append(order, a)
+		}
+		if p.Build != nil && p.Build.TestSeams {
+			row.TestBuild = true
 		}
 		run := Run{ID: p.Run.ID, RerunOf: p.Run.RerunOf, Seed: p.Seed, Status: p.Result.Status, Reason: p.Result.Reason,
 			Passed: p.Result.Passed, Questions: p.Result.Questions, BitsPerByte: p.Result.BitsPerByte, Key: e.Key, KeyID: e.KeyID, Path: e.Path}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -60,6 +61,7 @@ type fixture struct {
 	dir  string
 	base attest.Predicate
 	key  string
+	led  *ledger.Log // when set, each run is appended (queued, ended) and its attestation carries its entry
 }
 
 type edSigner struct {
@@ -128,7 +130,30 @@ func (f *fixture) attestation(r runSpec) []byte {
 	if key == "" {
 		key = f.key
 	}
-	return edSigner{f.t, key}.sign(attest.NewStatement(&p, subjects...))
+	if f.led != nil {
+		q := &ledger.Entry{Kind: ledger.KindQueued, Run: r.id, Time: p.Timeline.Queued, Track: p.Track.ID, TrackName: p.Track.Name + " " + p.Track.Version,
+			Scaffold: p.LedgerScaffold(), Agent: p.LedgerAgent(), Seed: r.seed, RerunOf: r.rerunOf}
+		if !f.led.Has(r.id, ledger.KindQueued) {
+			if _, err := f.led.Append(q); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+		ref, err := f.led.Ref(r.id)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		p.Ledger = ref
+	}
+	st := attest.NewStatement(&p, subjects...)
+	env := edSigner{f.t, key}.sign(st)
+	if f.led != nil && !f.led.Has(r.id, ledger.KindEnded) {
+		payload, _ := st.Canonical()
+		sum := sha256.Sum256(payload)
+		if _, err := f.led.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: r.id, Time: p.Timeline.Finished, State: r.status, Attestation: hex.EncodeToString(sum[:])}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return env
 }
 
 func (f *fixture) write(name string, data []byte) string {

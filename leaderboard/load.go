@@ -17,6 +17,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -93,6 +94,8 @@ type Inputs struct {
 	Entries  []Entry
 	Rejected []Rejection
 	Skipped  []Rejection // files in a directory that are not attestations (report.json, ...)
+	// Ledgers are published run ledgers (LoadLedgers) to account for every run against.
+	Ledgers []*ledger.Ledger
 }
 
 // Load reads every path (an attestation file, or a directory searched recursively for *.json

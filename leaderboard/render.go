@@ -140,6 +140,14 @@ func (b *Board) text(w io.Writer, md bool) error {
 				repeat++
 			}
 		}
+		for _, r := range t.Rows {
+			if r.TestBuild {
+				bw.printf("TEST BUILD: %s came from a test build of sealrund (test seams compiled in), not a release.\n", r.Agent.Name())
+			}
+			if r.Ledger != nil {
+				bw.printf("Ledger: %s: %s\n", r.Agent.Name(), r.Ledger.Text())
+			}
+		}
 		bw.printf("Repeatability tested (2 or more valid seeds) for %d of %d rows.\n\n", repeat, len(t.Rows))
 	}
 	if len(b.Rejected) > 0 {
@@ -170,6 +178,9 @@ func (b *Board) text(w io.Writer, md bool) error {
 		keys = append(keys, fmt.Sprintf("%s (%s)", k.Name, shortID(k.KeyID)))
 	}
 	bw.printf("\nTrusted keys: %s\n", strings.Join(keys, ", "))
+	for _, l := range b.Ledgers {
+		bw.printf("Run ledger: %s (%s, %d entries)\n", l.Origin, l.Name, l.Size)
+	}
 	return bw.err
 }
 

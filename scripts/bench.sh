@@ -41,6 +41,7 @@ echo "== Go benchmarks"
 } | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
 # gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
 gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
+gobench_us() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.1f", $3/1e3}' "$work/gobench.txt"; }
 # gobench_metric NAME UNIT: a custom metric (b.ReportMetric) of a benchmark from the run above.
 gobench_metric() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/gobench.txt"; }
 
@@ -117,6 +118,13 @@ echo "pack a 16 MiB bundle (float32 weights): $(gobench_metric BenchmarkPackVsTa
 echo
 echo "== leaderboard: 10,000 attestations (100 agents x 100 seeds) verified, aggregated, rendered as text"
 echo "total $(gobench_metric BenchmarkLeaderboard10k total-s) s   (target: <= 5 s); verification (signature and strict parsing of each statement, on every CPU) $(gobench_metric BenchmarkLeaderboard10k verify-s) s = $(gobench_metric BenchmarkLeaderboard10k verify-%)% of it"
+
+echo "with each run's host ledger (20,000 entries, --ledger): total $(gobench_metric BenchmarkLeaderboardLedger10k total-s) s, of it the ledger (read, verify, check every attestation's head, account per row) $(gobench_metric BenchmarkLeaderboardLedger10k ledger-s) s   (target: the ledger adds <= 1 s)"
+
+echo
+echo "== ledger: the run ledger (a signed Merkle log, RFC 6962 hashing)"
+echo "append one entry and its signed head, written and fsynced: $(gobench_ms BenchmarkAppend) ms   (target: <= 1 ms)"
+echo "in a ledger of 1,000,000 entries: inclusion proof made $(gobench_us 'BenchmarkProofs/inclusion-make') µs, verified $(gobench_us 'BenchmarkProofs/inclusion-verify') µs; consistency proof made $(gobench_us 'BenchmarkProofs/consistency-make') µs, verified $(gobench_us 'BenchmarkProofs/consistency-verify') µs   (target: <= 10 ms each)"
 
 echo
 echo "== airs: AIRS-Bench suite scores as the published notebook: 20 tasks x 14 agents x 10 seeds, rliable aggregates with 50,000 stratified resamples, seed-vs-seed Elo with 100 bootstrap rounds"

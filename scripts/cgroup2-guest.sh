@@ -156,10 +156,14 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-
 export CGO_ENABLED=0 GOTOOLCHAIN=local
 pkgs="sandbox runner grader controller daemon cmd/sealrun"
 for p in $pkgs; do
-	go test -c -o "$data/tests/$(echo "$p" | tr / _).test" "./$p"
+	go test -tags sealrun_testseams -c -o "$data/tests/$(echo "$p" | tr / _).test" "./$p"
 done
+# bin: release builds (sealrund.service runs these); testbin: what the tests start, with the test
+# seams compiled in as make test builds them (a release sealrund refuses SEALRUND_TEST_*).
+mkdir -p "$data/testbin"
 for p in cmd/sealrun cmd/sealrund cmd/runner cmd/sealrun-netns-hook e2e/hostile grader/internal/fastbundle; do
 	go build -trimpath -o "$data/bin/$(basename "$p")" "./$p"
+	go build -tags sealrun_testseams -trimpath -o "$data/testbin/$(basename "$p")" "./$p"
 done
 say "verifying the local images and linking them into the data disk"
 cp "$state/images.lock" "$data/state/"

@@ -16,7 +16,7 @@ import (
 )
 
 func newLeaderboardCmd() *cobra.Command {
-	var keys, tracks []string
+	var keys, tracks, ledgers []string
 	var format, out, suite, transform string
 	var allowRejected bool
 	cmd := &cobra.Command{
@@ -37,14 +37,21 @@ runs are skipped): per agent over every task, the mean normalized score (the mar
 and each agent's runs, valid submissions, mean normalized score and mean raw metric. Formats:
 text, markdown, json.
 
+--ledger L (repeatable: one per host, for a cluster's nodes) checks each published run ledger with
+the keys and against the heads the attestations carry (a forked, truncated or edited ledger is
+rejected with the reason), then says per row whether every run of that track and agent is
+accounted for: each run the ledgers hold ended and its attestation is published, and each
+published run is in a ledger; otherwise it names each run missing, not ended, or rerun.
+
 Files in a directory that are not attestations (report.json, ...) are skipped and counted; an
 attestation that does not verify is listed with its reason and contributes nothing.
 
-Exit status: 0 every attestation verified, 1 some input was rejected (the board is still written;
---allow-rejected exits 0), 2 usage or I/O error. Runs on Linux, macOS and Windows.`,
+Exit status: 0 every attestation verified, 1 some input was rejected or, with --ledger, a row is
+not accounted for (the board is still written; --allow-rejected exits 0), 2 usage or I/O error. Runs on Linux, macOS and Windows.`,
 		Example: `  sealrun leaderboard --key sealrun.pub /shared/results/
   sealrun leaderboard --key keys/ --track tracks/ari-v1.toml results/ --format html --out board.html
-  sealrun leaderboard --key sealrun.pub --suite airs /shared/airs-results/`,
+  sealrun leaderboard --key sealrun.pub --suite airs /shared/airs-results/
+  sealrun leaderboard --key keys/ results/ --ledger ledger-node01.jsonl --ledger ledger-node02.jsonl`,
 		Args: minArgs(1, "attestation files or directories"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if suite != "exam" && suite != leaderboard.SuiteAIRS {
@@ -81,8 +88,16 @@ Exit status: 0 every attestation verified, 1 some input was rejected (the board 
 			if err != nil {
 				return ioError(err)
 			}
+			if len(ledgers) > 0 {
+				if suite == leaderboard.SuiteAIRS {
+					return usage(errors.New("--ledger is for the exam suite's board for now"))
+				}
+				if in.Ledgers, err = leaderboard.LoadLedgers(ledgers, ks); err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
+			}
 			var buf bytes.Buffer
-			var tables, rejected int
+			var tables, rejected, unaccounted int
 			if suite == leaderboard.SuiteAIRS {
 				board, err := leaderboard.BuildAIRS(in, ks, airs.Options{Transform: airs.Transform(transform)})
 				if err != nil {
@@ -98,6 +113,13 @@ Exit status: 0 every attestation verified, 1 some input was rejected (the board 
 					return ioError(err)
 				}
 				tables, rejected = len(board.Tables), len(board.Rejected)
+				for _, t := range board.Tables {
+					for _, r := range t.Rows {
+						if r.Ledger != nil && !r.Ledger.Accounted {
+							unaccounted++
+						}
+					}
+				}
 			}
 			if out == "" {
 				if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
@@ -109,6 +131,9 @@ Exit status: 0 every attestation verified, 1 some input was rejected (the board 
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "sealrun leaderboard: wrote %s (%d tables, %d rejected)\n", out, tables, rejected)
 			}
+			if unaccounted > 0 && !allowRejected {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%d row(s) not accounted for by the run ledgers (each names its missing runs); --allow-rejected publishes anyway", unaccounted)}
+			}
 			if rejected > 0 && !allowRejected {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("%d input(s) rejected (listed with reasons); --allow-rejected publishes anyway", rejected)}
 			}
@@ -116,6 +141,7 @@ Exit status: 0 every attestation verified, 1 some input was rejected (the board 
 		},
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "trusted public key (PEM), or a directory of *.pub/*.pem; repeat for several")
+	cmd.Flags().StringArrayVar(&ledgers, "ledger", nil, "a host's published run ledger (sealrun ledger export; repeatable, one per host): account for every run of each row")
 	cmd.Flags().StringArrayVar(&tracks, "track", nil, "verify against this track file (repeatable); attestations under other tracks are rejected")
 	cmd.Flags().StringVar(&format, "format", "text", "text, markdown, html, json or csv (--suite airs: text, markdown or json)")
 	cmd.Flags().StringVar(&suite, "suite", "exam", "exam: one table per exam track; airs: the AIRS-Bench task suite (normalized scores, Elo)")

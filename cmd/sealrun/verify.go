@@ -44,7 +44,17 @@ type verdict struct {
 	Seed      *int64            `json:"seed,omitempty"`
 	Run       *attest.RunInfo   `json:"run,omitempty"`
 	Statement string            `json:"statement_sha256,omitempty"`
+	Build     *attest.Build     `json:"build,omitempty"`
+	Ledger    *ledgerVerdict    `json:"ledger,omitempty"`
 	pred      *attest.Predicate // the verified predicate, for the text
+}
+
+// ledgerVerdict is where the run stands in its host's run ledger.
+type ledgerVerdict struct {
+	Origin   string `json:"origin"`
+	Index    uint64 `json:"index"`
+	HeadSize uint64 `json:"head_size"`
+	HeadRoot string `json:"head_root"`
 }
 
 // verifyAttestation runs attest.Verify with the flag group's optional files. Errors that are not
@@ -159,6 +169,10 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 				out.Task, out.pred = p.Task, p
 				out.Statement = hex.EncodeToString(sum[:])
 				out.Warnings = append(out.Warnings, got.Warnings...)
+				out.Build = p.Build
+				if got.Ledger != nil {
+					out.Ledger = &ledgerVerdict{Origin: got.Ledger.Origin, Index: p.Ledger.Index, HeadSize: got.Ledger.Size, HeadRoot: hex.EncodeToString(got.Ledger.Root[:])}
+				}
 			}
 			w := cmd.OutOrStdout()
 			if f.json {
@@ -211,6 +225,24 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 		fmt.Fprintf(w, " (%s)", r.Reason)
 	}
 	fmt.Fprintln(w)
+	if b := v.Build; b != nil {
+		kind := "release build"
+		if b.TestSeams {
+			kind = "TEST BUILD (test seams compiled in)"
+		}
+		tree := "clean tree"
+		if b.Modified {
+			tree = "modified tree"
+		}
+		fmt.Fprintf(w, "  build      sealrund %s, commit %s (%s), %s, sha256 %s, %s\n", b.Version, b.Commit, tree, b.GoVersion, b.DaemonSHA256, kind)
+	} else {
+		fmt.Fprintf(w, "  build      not recorded (an attestation from before sealrun recorded its build)\n")
+	}
+	if l := v.Ledger; l != nil {
+		fmt.Fprintf(w, "  ledger     entry %d of %s, included under the signed head of size %d (root %s)\n", l.Index, l.Origin, l.HeadSize, l.HeadRoot)
+	} else {
+		fmt.Fprintf(w, "  ledger     none (an attestation from before the run ledger)\n")
+	}
 	fmt.Fprintf(w, "  checked    %s\n", strings.Join(v.Checks, ", "))
 	for _, warn := range v.Warnings {
 		fmt.Fprintf(w, "  warning    %s\n", warn)

@@ -44,6 +44,10 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sealrund: unexpected argument %q; sealrund takes only flags\n", fs.Arg(0))
 		return 2
 	}
+	if err := daemon.CheckSeamEnv(); err != nil {
+		fmt.Fprintf(stderr, "sealrund: %v; nothing was started\n", err)
+		return 1
+	}
 	cfg, err := daemon.LoadConfig(*config)
 	if err != nil {
 		fmt.Fprintf(stderr, "sealrund: the configuration is not valid; nothing was started:\n%v\n", err)

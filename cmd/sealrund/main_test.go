@@ -52,3 +52,25 @@ func TestUnitFileVerifies(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// A release build (make build: no -tags sealrun_testseams) has no test seams: set at run time,
+// each is refused before anything starts, never honoured nor silently ignored. The test build
+// these tests run as has them.
+func TestReleaseBuildRefusesSeams(t *testing.T) {
+	goBin := testenv.RequireTool(t, "go", "Go")
+	bin := filepath.Join(t.TempDir(), "sealrund")
+	build := exec.Command(goBin, "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "GOFLAGS=") // no tags: as make build makes it
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, env := range []string{"SEALRUND_TEST_ENTRYPOINT=sh /evil.sh", "SEALRUND_TEST_OVERLAY=/tmp/x", "SEALRUND_TEST_HOLD=sign", "SEALRUND_TEST_KILL_AFTER=sealed"} {
+		cmd := exec.Command(bin, "--config", "../../deploy/sealrun.toml")
+		cmd.Env = append(os.Environ(), env)
+		out, err := cmd.CombinedOutput()
+		name, _, _ := strings.Cut(env, "=")
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), name+" set, but this sealrund is a release build") {
+			t.Errorf("%s on a release build: %v\n%s", env, err, out)
+		}
+	}
+}

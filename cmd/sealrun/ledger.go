@@ -1,0 +1,205 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/spf13/cobra"
+
+	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger"
+)
+
+func newLedgerCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ledger export|verify",
+		Short: "Publish and check a host's run ledger: every run it accepted and how each ended",
+		Long: `Every run sealrund accepts is appended to the host's run ledger when it is queued and again when it
+ends (graded, failed or invalid, with the SHA-256 of its signed attestation). The ledger is a
+transparency log as RFC 9162 and Sigstore's Rekor keep theirs: a Merkle tree whose heads are signed
+checkpoints (C2SP tlog-checkpoint, as a signed note) with the host's attestation key. Each
+attestation carries its run's entry, the head it was included under and the inclusion proof.
+
+  export   write the ledger for publication (entries and the latest signed head)
+  verify   check a published ledger with the host's key, and heads seen before against it
+
+sealrun leaderboard --ledger L accounts for every run of each row against the ledgers.
+ledger/FORMAT.md documents the file.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usage(errors.New("missing subcommand: export or verify"))
+			}
+			return usage(fmt.Errorf("unknown subcommand %q: export or verify", args[0]))
+		},
+		RunE: func(*cobra.Command, []string) error { return nil },
+	}
+	cmd.AddCommand(newLedgerExportCmd(g), newLedgerVerifyCmd())
+	return cmd
+}
+
+func newLedgerExportCmd(g *globals) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export --out FILE",
+		Short: "Write this host's run ledger for publication",
+		Long: `Export reads the ledger sealrund keeps in its state directory (--state-dir, ledger.jsonl), checks
+that every signed head agrees with the entries before it, and writes every entry under the latest
+head and that head to --out, atomically. Publish it beside the attestations.
+
+Exit status: 0 written, 1 the ledger does not check, 2 usage or I/O error.`,
+		Example: `  sealrun ledger export --out /shared/results/ledger-$(hostname).jsonl`,
+		Args:    exactArgs(0, "no arguments (the ledger is the state directory's)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usage(errors.New("give the file to write with --out"))
+			}
+			src := filepath.Join(g.stateDir, "ledger.jsonl")
+			f, err := os.Open(src)
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					return ioError(fmt.Errorf("no run ledger at %s: sealrund makes it at its first start (is --state-dir the daemon's state_dir?)", src))
+				}
+				return ioError(err)
+			}
+			defer f.Close()
+			var c ledger.Checkpoint
+			err = exams.WriteAtomic(out, 0o644, func(w io.Writer) error {
+				var err error
+				c, err = ledger.Export(f, w)
+				return err
+			})
+			if err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("ledger %s: %w", src, err)}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d entries of %s, head root %s\n", out, c.Size, c.Origin, hex.EncodeToString(c.Root[:]))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "file to write (atomically)")
+	return cmd
+}
+
+type ledgerReport struct {
+	Valid  bool           `json:"valid"`
+	Error  string         `json:"error,omitempty"`
+	Origin string         `json:"origin,omitempty"`
+	Size   uint64         `json:"size"`
+	Root   string         `json:"root,omitempty"`
+	Runs   int            `json:"runs"`
+	Ended  map[string]int `json:"ended"`
+	Open   []string       `json:"not_ended"`
+	Reruns int            `json:"reruns"`
+	Heads  []string       `json:"heads_checked"`
+}
+
+func newLedgerVerifyCmd() *cobra.Command {
+	var keys, heads []string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify LEDGER --key PUB.pem [--head FILE ...] [--json]",
+		Short: "Check a published run ledger: signatures, the Merkle tree, heads seen before",
+		Long: `Verify reads a published ledger (sealrun ledger export): every line well formed, every entry valid,
+each run queued once before it ends once, every head's root that of the entries before it, and the
+last head, over all entries, signed by a trusted key. Each --head (a signed checkpoint saved
+earlier, from an attestation's ledger.checkpoint or an earlier export's last line) must be
+consistent with it: a ledger that was truncated, forked or had an entry edited since fails.
+
+Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.`,
+		Example: `  sealrun ledger verify ledger-node07.jsonl --key sealrun.pub
+  sealrun ledger verify ledger-node07.jsonl --key sealrun.pub --head yesterday.checkpoint`,
+		Args: exactArgs(1, "one ledger file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(keys) == 0 {
+				return usage(errors.New("give the host's public key with --key (a PEM file or a directory of *.pub files)"))
+			}
+			ks, err := leaderboard.LoadKeys(keys)
+			if err != nil {
+				return ioError(err)
+			}
+			vs := make([]signature.Verifier, len(ks))
+			for i, k := range ks {
+				vs[i] = k.Verifier
+			}
+			rep := ledgerReport{Ended: map[string]int{}, Open: []string{}, Heads: []string{}}
+			fail := func(err error) error {
+				rep.Valid, rep.Error = false, err.Error()
+				if asJSON {
+					enc := json.NewEncoder(cmd.OutOrStdout())
+					enc.SetIndent("", "  ")
+					enc.Encode(rep)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: NOT VALID\n  %v\n", args[0], err)
+				}
+				return &exitError{code: exitInvalid, err: err, quiet: true}
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return ioError(err)
+			}
+			l, err := ledger.Read(io.LimitReader(f, leaderboard.MaxLedgerBytes), args[0], vs)
+			f.Close()
+			if err != nil {
+				return fail(err)
+			}
+			for _, h := range heads {
+				b, err := readLimited(h, "head", ledger.MaxCheckpointBytes)
+				if err != nil {
+					return ioError(err)
+				}
+				c, err := ledger.OpenCheckpoint(string(b), l.Origin, vs)
+				if err != nil {
+					return fail(fmt.Errorf("--head %s: %w", h, err))
+				}
+				if err := l.CheckHead(c, "the head in "+h); err != nil {
+					return fail(err)
+				}
+				rep.Heads = append(rep.Heads, fmt.Sprintf("%s (size %d)", h, c.Size))
+			}
+			rep.Valid, rep.Origin, rep.Size, rep.Root = true, l.Origin, l.Head.Size, hex.EncodeToString(l.Head.Root[:])
+			for _, e := range l.Entries {
+				switch e.Kind {
+				case ledger.KindQueued:
+					rep.Runs++
+					if e.RerunOf != "" {
+						rep.Reruns++
+					}
+					if _, ok := l.Ended[e.Run]; !ok {
+						rep.Open = append(rep.Open, e.Run)
+					}
+				case ledger.KindEnded:
+					rep.Ended[e.State]++
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			fmt.Fprintf(w, "%s: VALID\n", args[0])
+			fmt.Fprintf(w, "  origin     %s\n", rep.Origin)
+			fmt.Fprintf(w, "  head       %d entries, root %s (signed)\n", rep.Size, rep.Root)
+			var ended []string
+			for _, s := range []string{"graded", "failed", "invalid"} {
+				ended = append(ended, fmt.Sprintf("%d %s", rep.Ended[s], s))
+			}
+			fmt.Fprintf(w, "  runs       %d queued (%d reruns); ended: %s; not ended: %d\n", rep.Runs, rep.Reruns, strings.Join(ended, ", "), len(rep.Open))
+			for _, h := range rep.Heads {
+				fmt.Fprintf(w, "  consistent with %s\n", h)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "the host's public key (PEM), or a directory of *.pub/*.pem")
+	cmd.Flags().StringArrayVar(&heads, "head", nil, "a signed head seen before, to check the ledger against (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

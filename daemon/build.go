@@ -1,0 +1,110 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+
+	"github.com/sealrun/sealrun/attest"
+)
+
+// SeamEnv are sealrund's test-seam variables: honoured only by a test build (TestSeams), and a
+// release build refuses to start while any is set.
+var SeamEnv = []string{"SEALRUND_TEST_ENTRYPOINT", "SEALRUND_TEST_OVERLAY", "SEALRUND_TEST_HOLD", "SEALRUND_TEST_KILL_AFTER"}
+
+var (
+	buildOnce sync.Once
+	buildInfo attest.Build
+	buildErr  error
+)
+
+// CurrentBuild describes the running binary for attestations: version and commit (from the
+// linker flags, or the Go build's VCS stamp), whether the tree had uncommitted changes, the Go
+// version, the SHA-256 of the executable and whether test seams are compiled in.
+func CurrentBuild(version, commit string) (attest.Build, error) {
+	buildOnce.Do(func() {
+		b := attest.Build{Version: version, Commit: commit, GoVersion: runtime.Version(), TestSeams: TestSeams}
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					if b.Commit == "" || b.Commit == "unknown" || strings.HasPrefix(s.Value, b.Commit) {
+						b.Commit = s.Value
+					}
+				case "vcs.modified":
+					b.Modified = s.Value == "true"
+				}
+			}
+			if b.Version == "" || b.Version == "dev" {
+				if v := bi.Main.Version; v != "" && v != "(devel)" {
+					b.Version = v
+				}
+			}
+		}
+		if b.Version == "" {
+			b.Version = "dev"
+		}
+		exe, err := os.Executable()
+		if err == nil {
+			var f *os.File
+			if f, err = os.Open(exe); err == nil {
+				h := sha256.New()
+				_, err = io.Copy(h, f)
+				f.Close()
+				b.DaemonSHA256 = hex.EncodeToString(h.Sum(nil))
+			}
+		}
+		if err != nil {
+			buildErr = fmt.Errorf("hash the sealrund binary for the attestations: %w", err)
+		}
+		buildInfo = b
+	})
+	return buildInfo, buildErr
+}
+
+// seamsUsed lists the test seams an executor has set.
+func (x *Executor) seamsUsed() []string {
+	var s []string
+	if len(x.Entrypoint) > 0 {
+		s = append(s, "entrypoint")
+	}
+	if x.TestOverlay != "" {
+		s = append(s, "overlay")
+	}
+	if x.Hold != "" {
+		s = append(s, "hold")
+	}
+	if x.KillAfter != "" {
+		s = append(s, "kill_after")
+	}
+	return s
+}
+
+// checkSeams refuses seams in a release build.
+func (x *Executor) checkSeams() error {
+	if s := x.seamsUsed(); len(s) > 0 && !TestSeams {
+		return fmt.Errorf("test seams %s are set but this is a release build: they exist only in builds made with -tags sealrun_testseams (make test sets it)", strings.Join(s, ", "))
+	}
+	return nil
+}
+
+// CheckSeamEnv refuses SEALRUND_TEST_* in a release build (sealrund checks it before anything
+// else): a seam set at run time is never silently ignored, nor honoured.
+func CheckSeamEnv() error {
+	var set []string
+	for _, k := range SeamEnv {
+		if _, ok := os.LookupEnv(k); ok {
+			set = append(set, k)
+		}
+	}
+	if len(set) == 0 || TestSeams {
+		return nil
+	}
+	return fmt.Errorf("%s set, but this sealrund is a release build: test seams are not compiled in (only builds made with -tags sealrun_testseams, which the tests make, have them); unset %s", strings.Join(set, ", "), strings.Join(set, " and "))
+}

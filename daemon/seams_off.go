@@ -1,0 +1,8 @@
+//go:build !sealrun_testseams
+
+package daemon
+
+// TestSeams says whether this build has the test seams (Executor.Entrypoint, TestOverlay, Hold,
+// KillAfter; sealrund's SEALRUND_TEST_* variables). Release builds (make build, make install)
+// do not: only builds with -tags sealrun_testseams, which make test sets, have them.
+const TestSeams = false

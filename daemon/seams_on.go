@@ -1,0 +1,6 @@
+//go:build sealrun_testseams
+
+package daemon
+
+// TestSeams: this is a test build (-tags sealrun_testseams); see seams_off.go.
+const TestSeams = true

@@ -1,0 +1,223 @@
+package leaderboard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/sealrun/sealrun/ledger"
+)
+
+// MaxLedgerBytes bounds one ledger file (about 2 KB per run: a million runs).
+const MaxLedgerBytes = 2 << 30
+
+// LoadLedgers reads and verifies published run ledgers (sealrun ledger export) with the trusted
+// keys: each must end with a head signed by one of them.
+func LoadLedgers(paths []string, keys []Key) ([]*ledger.Ledger, error) {
+	vs := make([]signature.Verifier, len(keys))
+	for i, k := range keys {
+		vs[i] = k.Verifier
+	}
+	var out []*ledger.Ledger
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("--ledger: %w", err)
+		}
+		l, err := ledger.Read(io.LimitReader(f, MaxLedgerBytes), p, vs)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// RowLedger is what the ledgers say of a row: every run of its track and agent that a ledger
+// holds, and whether each is accounted for by a published attestation.
+type RowLedger struct {
+	// Accounted: every run of the row in the given ledgers ended and its attestation (graded,
+	// failed or invalid) is in the published set, and every attestation of the row is in a
+	// ledger.
+	Accounted bool `json:"accounted"`
+	Runs      int  `json:"runs"` // runs of the row in the ledgers
+	// Missing names each run whose attestation was withheld, Pending each run not ended at the
+	// ledger's head, NotInLedger each published run no given ledger holds, Reruns each invalid
+	// run with the run that reran it.
+	Missing     []string `json:"missing"`
+	Pending     []string `json:"pending"`
+	NotInLedger []string `json:"not_in_ledger"`
+	Reruns      []string `json:"reruns"`
+	Ledgers     []string `json:"ledgers"` // origins
+}
+
+// LedgerInfo names a ledger the board was checked against.
+type LedgerInfo struct {
+	Name   string `json:"name"`
+	Origin string `json:"origin"`
+	Size   uint64 `json:"size"`
+}
+
+// checkLedgers checks the ledgers against each other and against the heads the attestations
+// carry; a ledger that fails (a fork, a truncation, an edited entry) is rejected with the
+// reason and accounts for nothing. It returns the good ledgers by origin.
+func (b *Board) checkLedgers(in *Inputs) map[string]*ledger.Ledger {
+	good := map[string]*ledger.Ledger{}
+	bad := map[*ledger.Ledger]bool{}
+	reject := func(l *ledger.Ledger, err error) {
+		if !bad[l] {
+			bad[l] = true
+			b.Rejected = append(b.Rejected, Rejection{Path: l.Name, Reason: "ledger: " + err.Error()})
+		}
+	}
+	for i, a := range in.Ledgers {
+		for _, c := range in.Ledgers[i+1:] {
+			if err := ledger.Same(a, c); err != nil {
+				reject(a, err)
+				reject(c, err)
+			}
+		}
+	}
+	for _, e := range in.Entries {
+		r := e.Predicate.Ledger
+		if r == nil {
+			continue
+		}
+		body, _, _ := strings.Cut(r.Checkpoint, "\n\n")
+		cp, err := ledger.ParseCheckpoint(body + "\n")
+		if err != nil {
+			continue // attest.Verify checked it
+		}
+		for _, l := range in.Ledgers {
+			if l.Origin == r.Origin {
+				if err := l.CheckRef(r, cp, "the attestation "+e.Path); err != nil {
+					reject(l, err)
+				}
+			}
+		}
+	}
+	for _, l := range in.Ledgers {
+		if bad[l] {
+			continue
+		}
+		if o := good[l.Origin]; o == nil || o.Head.Size < l.Head.Size {
+			good[l.Origin] = l
+		}
+		b.Ledgers = append(b.Ledgers, LedgerInfo{Name: l.Name, Origin: l.Origin, Size: l.Head.Size})
+	}
+	return good
+}
+
+// accountRows sets each row's RowLedger.
+func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad bool) {
+	published := map[string]string{} // run -> sha256 of its signed statement
+	for _, e := range in.Entries {
+		sum := sha256.Sum256(e.Payload)
+		published[e.Predicate.Run.ID] = hex.EncodeToString(sum[:])
+	}
+	inLedger := map[string]bool{}
+	origins := make([]string, 0, len(ledgers))
+	for o := range ledgers {
+		origins = append(origins, o)
+	}
+	sort.Strings(origins)
+	for ti := range b.Tables {
+		t := &b.Tables[ti]
+		for ri := range t.Rows {
+			row := &t.Rows[ri]
+			agent := row.Agent.Model
+			if row.Agent.Effort != "" {
+				agent += "@" + row.Agent.Effort
+			}
+			scaffold := row.Agent.Scaffold + " " + row.Agent.ScaffoldVersion
+			rl := &RowLedger{Missing: []string{}, Pending: []string{}, NotInLedger: []string{}, Reruns: []string{}, Ledgers: []string{}}
+			for _, o := range origins {
+				l := ledgers[o]
+				used := false
+				rerunBy := map[string]string{}
+				for _, e := range l.Entries {
+					if e.Kind == ledger.KindQueued && e.RerunOf != "" {
+						rerunBy[e.RerunOf] = e.Run
+					}
+				}
+				for _, e := range l.Entries {
+					if e.Kind != ledger.KindQueued || e.Track != t.Track.ID || e.Agent != agent || e.Scaffold != scaffold {
+						continue
+					}
+					used = true
+					rl.Runs++
+					inLedger[e.Run] = true
+					ei, ended := l.Ended[e.Run]
+					if !ended {
+						rl.Pending = append(rl.Pending, fmt.Sprintf("%s (seed %d, %s): not ended at the ledger's head", e.Run, e.Seed, o))
+						continue
+					}
+					end := l.Entries[ei]
+					if by := rerunBy[e.Run]; by != "" {
+						rl.Reruns = append(rl.Reruns, e.Run+" → "+by)
+					}
+					got, ok := published[e.Run]
+					switch {
+					case end.Attestation == "":
+						// Ended invalid without an attestation (the host could not sign): nothing
+						// to publish; the ledger itself is the record.
+					case !ok:
+						rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d, %s on %s): its attestation is not in the published set", e.Run, e.Seed, end.State, o))
+					case got != end.Attestation:
+						rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d): the published attestation is not the one the ledger names", e.Run, e.Seed))
+					}
+				}
+				if used {
+					rl.Ledgers = append(rl.Ledgers, o)
+				}
+			}
+			for _, r := range row.Runs {
+				if !inLedger[r.ID] {
+					rl.NotInLedger = append(rl.NotInLedger, r.ID)
+				}
+			}
+			for _, r := range row.Invalid {
+				if !inLedger[r.ID] {
+					rl.NotInLedger = append(rl.NotInLedger, r.ID)
+				}
+			}
+			rl.Accounted = !bad && len(rl.Missing)+len(rl.Pending)+len(rl.NotInLedger) == 0
+			row.Ledger = rl
+		}
+	}
+}
+
+// Text is the row's ledger line.
+func (rl *RowLedger) Text() string {
+	if rl.Accounted {
+		s := fmt.Sprintf("every run accounted for (%d in %s)", rl.Runs, strings.Join(rl.Ledgers, ", "))
+		if len(rl.Reruns) > 0 {
+			s += "; rerun: " + strings.Join(rl.Reruns, ", ")
+		}
+		return s
+	}
+	var parts []string
+	if len(rl.Missing) > 0 {
+		parts = append(parts, "MISSING "+strings.Join(rl.Missing, "; "))
+	}
+	if len(rl.Pending) > 0 {
+		parts = append(parts, "pending "+strings.Join(rl.Pending, "; "))
+	}
+	if len(rl.NotInLedger) > 0 {
+		parts = append(parts, "not in any given ledger: "+strings.Join(rl.NotInLedger, ", "))
+	}
+	if len(rl.Reruns) > 0 {
+		parts = append(parts, "rerun: "+strings.Join(rl.Reruns, ", "))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "a given ledger was rejected (see Rejected)")
+	}
+	return "NOT accounted for: " + strings.Join(parts, "; ")
+}

@@ -1,0 +1,221 @@
+package leaderboard
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/ledger"
+)
+
+// ledgerScenario: five runs of ari-v1 on one host (alpha 1 2, gamma 1, gamma 3 invalid and its
+// rerun), each in the host's ledger and published.
+func ledgerScenario(t *testing.T, origin string) (*fixture, []runSpec, string) {
+	t.Helper()
+	f := &fixture{t: t, dir: t.TempDir(), base: basePredicate(t), key: "../attest/testdata/ed25519.key"}
+	signer, err := attest.LoadSigner(context.Background(), f.key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(f.dir, "host-ledger.jsonl")
+	if f.led, err = ledger.Open(path, origin, signer); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.led.Close() })
+	ari := loadTrack(t, "../tracks/ari-v1.toml", nil)
+	runs := []runSpec{
+		{ari, "alpha", "high", 1, "a-1", "", "graded", 40, 55, nil, ""},
+		{ari, "alpha", "high", 2, "a-2", "", "graded", 50, 65, nil, ""},
+		{ari, "gamma", "", 1, "c-1", "", "graded", 10, 20, nil, ""},
+		{ari, "gamma", "", 3, "c-3", "", "invalid", 0, 0, nil, ""},
+		{ari, "gamma", "", 3, "c-3r", "c-3", "graded", 14, 30, nil, ""},
+	}
+	for _, r := range runs {
+		f.write(filepath.Join("results", r.id, "result.att.json"), f.attestation(r))
+	}
+	return f, runs, filepath.Join(f.dir, "results")
+}
+
+func exportLedger(t *testing.T, l *ledger.Log, path string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := l.Export(&b); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, b.Bytes(), 0o644)
+	return path
+}
+
+func boardWith(t *testing.T, results string, ledgers ...string) (*Board, error) {
+	t.Helper()
+	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Load([]string{results}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Ledgers, err = LoadLedgers(ledgers, keys); err != nil {
+		return nil, err
+	}
+	return Build(in, keys), nil
+}
+
+func rowLedger(t *testing.T, b *Board, model string) *RowLedger {
+	t.Helper()
+	for _, tb := range b.Tables {
+		for _, r := range tb.Rows {
+			if r.Agent.Model == model {
+				if r.Ledger == nil {
+					t.Fatalf("row %s has no ledger accounting", model)
+				}
+				return r.Ledger
+			}
+		}
+	}
+	t.Fatalf("no row %s", model)
+	return nil
+}
+
+// Every cheat an operator could try on a published board, each caught by the ledger.
+func TestLedgerAccounting(t *testing.T) {
+	f, runs, results := ledgerScenario(t, "sealrun.ledger/node-a")
+	pub := exportLedger(t, f.led, filepath.Join(f.dir, "ledger.jsonl"))
+
+	// Everything published: every row accounted for, the rerun named.
+	b, err := boardWith(t, results, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rejected) != 0 {
+		t.Fatalf("rejected: %v", b.Rejected)
+	}
+	for _, m := range []string{"alpha", "gamma"} {
+		if rl := rowLedger(t, b, m); !rl.Accounted {
+			t.Errorf("%s: %s", m, rl.Text())
+		}
+	}
+	if rl := rowLedger(t, b, "gamma"); rl.Runs != 3 || len(rl.Reruns) != 1 || rl.Reruns[0] != "c-3 → c-3r" || !strings.Contains(rl.Text(), "rerun: c-3 → c-3r") {
+		t.Errorf("gamma: %+v", rl)
+	}
+	var text bytes.Buffer
+	b.Render(&text, "text")
+	if !strings.Contains(text.String(), "every run accounted for (2 in sealrun.ledger/node-a)") || !strings.Contains(text.String(), "Run ledger: sealrun.ledger/node-a") {
+		t.Errorf("text board:\n%s", text.String())
+	}
+
+	// A run's files deleted (its attestation withheld): the row names it.
+	os.RemoveAll(filepath.Join(results, "a-2"))
+	b, _ = boardWith(t, results, pub)
+	if rl := rowLedger(t, b, "alpha"); rl.Accounted || len(rl.Missing) != 1 || !strings.Contains(rl.Missing[0], "a-2 (seed 2, graded") {
+		t.Errorf("withheld a-2: %+v", rl)
+	}
+	// The invalid run withheld, only its rerun published: named too.
+	os.RemoveAll(filepath.Join(results, "c-3"))
+	b, _ = boardWith(t, results, pub)
+	if rl := rowLedger(t, b, "gamma"); rl.Accounted || len(rl.Missing) != 1 || !strings.Contains(rl.Missing[0], "c-3 (seed 3, invalid") {
+		t.Errorf("withheld c-3: %+v", rl)
+	}
+	f.write(filepath.Join("results", "a-2", "result.att.json"), f.attestation(runs[1]))
+	f.write(filepath.Join("results", "c-3", "result.att.json"), f.attestation(runs[3]))
+
+	// A run not in any given ledger: a run made on a host whose ledger is not published.
+	other := &fixture{t: t, dir: f.dir, base: f.base, key: f.key}
+	other.write(filepath.Join("results", "a-9", "result.att.json"), other.attestation(runSpec{runs[0].track, "alpha", "high", 9, "a-9", "", "graded", 70, 70, nil, ""}))
+	b, _ = boardWith(t, results, pub)
+	if rl := rowLedger(t, b, "alpha"); rl.Accounted || len(rl.NotInLedger) != 1 || rl.NotInLedger[0] != "a-9" {
+		t.Errorf("a run outside the ledger: %+v", rl)
+	}
+	os.RemoveAll(filepath.Join(results, "a-9"))
+
+	// A rerun presented as a first run: re-signed without rerun_of, the entry it carries says
+	// otherwise.
+	p := f.base
+	env, _ := os.ReadFile(filepath.Join(results, "c-3r", "result.att.json"))
+	keys, _ := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	v, err := attest.Verify(env, keys[0].Verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = *v.Statement.Predicate
+	p.Run.RerunOf = ""
+	f.write("results/c-3r-as-first.att.json", edSigner{t, f.key}.sign(attest.NewStatement(&p, v.Statement.Subject...)))
+	b, _ = boardWith(t, results, pub)
+	found := false
+	for _, r := range b.Rejected {
+		found = found || (strings.Contains(r.Path, "c-3r-as-first") && strings.Contains(r.Reason, "ledger.entry.rerun_of"))
+	}
+	if !found {
+		t.Errorf("a rerun presented as a first run was not rejected: %v", b.Rejected)
+	}
+	os.Remove(filepath.Join(results, "c-3r-as-first.att.json"))
+
+	// An entry edited in the published ledger: the ledger does not read.
+	data, _ := os.ReadFile(pub)
+	edited := filepath.Join(f.dir, "edited.jsonl")
+	os.WriteFile(edited, bytes.Replace(data, []byte(`"state":"invalid"`), []byte(`"state":"failed"`), 1), 0o644)
+	if _, err := boardWith(t, results, edited); err == nil || !strings.Contains(err.Error(), "an entry was edited") {
+		t.Errorf("edited ledger: %v", err)
+	}
+
+	// The host signs other histories with its key: a prefix (truncated) and one that differs
+	// from the third entry on (a fork). The heads the attestations carry catch both.
+	signer, _ := attest.LoadSigner(context.Background(), f.key, nil)
+	var entries []string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if strings.HasPrefix(l, `{"entry":`) {
+			entries = append(entries, l)
+		}
+	}
+	signedFrom := func(name string, lines ...string) string {
+		src := filepath.Join(f.dir, name+"-src.jsonl")
+		os.WriteFile(src, []byte(strings.Join(lines, "")), 0o644)
+		l, err := ledger.Open(src, "sealrun.ledger/node-a", signer) // signs a head over them
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return exportLedger(t, l, filepath.Join(f.dir, name+".jsonl"))
+	}
+	truncated := signedFrom("short", entries[:3]...)
+	b, _ = boardWith(t, results, truncated)
+	if len(b.Rejected) == 0 || !strings.Contains(b.Rejected[0].Reason, "truncated") {
+		t.Errorf("truncated ledger: %v", b.Rejected)
+	}
+	if rl := rowLedger(t, b, "alpha"); rl.Accounted {
+		t.Errorf("accounted against a rejected ledger: %+v", rl)
+	}
+	forked := signedFrom("fork", append(append(append([]string{}, entries[:2]...), strings.Replace(entries[2], `"seed":2`, `"seed":5`, 1)), entries[3:]...)...)
+	b, _ = boardWith(t, results, forked)
+	if len(b.Rejected) == 0 || !strings.Contains(b.Rejected[0].Reason, "rewritten") {
+		t.Errorf("forked ledger vs the attestations: %v", b.Rejected)
+	}
+	b, _ = boardWith(t, results, pub, forked)
+	fk := 0
+	for _, r := range b.Rejected {
+		if strings.Contains(r.Reason, "fork") {
+			fk++
+		}
+	}
+	if fk != 2 {
+		t.Errorf("two ledgers that fork: %v", b.Rejected)
+	}
+
+	// Several hosts: a second node's ledger beside the first.
+	g, _, results2 := ledgerScenario(t, "sealrun.ledger/node-b")
+	pub2 := exportLedger(t, g.led, filepath.Join(g.dir, "ledger.jsonl"))
+	keys2, _ := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	in, _ := Load([]string{results, results2}, keys2, nil)
+	in.Ledgers, _ = LoadLedgers([]string{pub, pub2}, keys2)
+	b = Build(in, keys2)
+	// Run ids repeat across the two fixtures (a-1 on both): the loader rejects the conflict;
+	// what remains is accounted per host.
+	if len(b.Ledgers) != 2 {
+		t.Errorf("ledgers: %+v", b.Ledgers)
+	}
+}

@@ -1,0 +1,127 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Entry kinds: a run is appended when the daemon accepts it and again when it ends.
+const (
+	KindQueued = "queued"
+	KindEnded  = "ended"
+)
+
+// Entry is one leaf of the ledger. A queued entry names the run and its row (track, scaffold,
+// agent, seed) and, for a rerun, the run it replaces; an ended entry names the run, how it
+// ended and the SHA-256 of its signed attestation statement (the DSSE payload).
+type Entry struct {
+	Kind  string    `json:"kind"`
+	Run   string    `json:"run"`
+	Time  time.Time `json:"time"`
+	Track string    `json:"track,omitempty"` // track id
+	// TrackName is "name version", for a reader.
+	TrackName string `json:"track_name,omitempty"`
+	Scaffold  string `json:"scaffold,omitempty"` // "name version"
+	Agent     string `json:"agent,omitempty"`    // provider/model[@effort]
+	Seed      int64  `json:"seed"`
+	RerunOf   string `json:"rerun_of,omitempty"`
+	// Ended only.
+	State       string `json:"state,omitempty"` // graded, failed or invalid
+	Reason      string `json:"reason,omitempty"`
+	Attestation string `json:"attestation,omitempty"` // sha256 hex of the signed statement
+}
+
+// MaxEntryBytes bounds one entry.
+const MaxEntryBytes = 16 << 10
+
+var (
+	runRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+	hex64RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Check says what is wrong with an entry, naming the field.
+func (e *Entry) Check() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%s: %s", field, fmt.Sprintf(format, a...))
+	}
+	if !runRE.MatchString(e.Run) {
+		return bad("run", "%q is not a run id", e.Run)
+	}
+	if e.Time.IsZero() {
+		return bad("time", "is missing")
+	}
+	for _, s := range []struct{ f, v string }{{"track_name", e.TrackName}, {"scaffold", e.Scaffold}, {"agent", e.Agent}, {"reason", e.Reason}} {
+		if len(s.v) > 1024 || strings.ContainsFunc(s.v, unicode.IsControl) {
+			return bad(s.f, "is longer than 1024 bytes or holds control characters")
+		}
+	}
+	switch e.Kind {
+	case KindQueued:
+		if !hex64RE.MatchString(e.Track) {
+			return bad("track", "%q is not a track id (64 lowercase hex)", e.Track)
+		}
+		if e.Agent == "" || e.Scaffold == "" {
+			return bad("agent", "a queued entry names its agent and scaffold")
+		}
+		if e.Seed < 0 {
+			return bad("seed", "is %d; seeds are 0 or more", e.Seed)
+		}
+		if e.RerunOf != "" && (!runRE.MatchString(e.RerunOf) || e.RerunOf == e.Run) {
+			return bad("rerun_of", "%q is not another run's id", e.RerunOf)
+		}
+		if e.State != "" || e.Attestation != "" {
+			return bad("state", "a queued entry has no state and no attestation")
+		}
+	case KindEnded:
+		switch e.State {
+		case "graded", "failed", "invalid":
+		default:
+			return bad("state", "%q is not graded, failed or invalid", e.State)
+		}
+		if e.Attestation != "" && !hex64RE.MatchString(e.Attestation) {
+			return bad("attestation", "%q is not 64 lowercase hex", e.Attestation)
+		}
+		if e.Attestation == "" && e.State != "invalid" {
+			return bad("attestation", "a %s run has an attestation", e.State)
+		}
+	default:
+		return bad("kind", "%q is not %s or %s", e.Kind, KindQueued, KindEnded)
+	}
+	return nil
+}
+
+// Encode is the entry's leaf bytes: its JSON, as the ledger file holds it.
+func (e *Entry) Encode() ([]byte, error) {
+	if err := e.Check(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxEntryBytes {
+		return nil, fmt.Errorf("entry of %d bytes; at most %d", len(b), MaxEntryBytes)
+	}
+	return b, nil
+}
+
+// DecodeEntry reads leaf bytes strictly: unknown fields are refused.
+func DecodeEntry(b []byte) (*Entry, error) {
+	if len(b) > MaxEntryBytes {
+		return nil, fmt.Errorf("entry of %d bytes; at most %d", len(b), MaxEntryBytes)
+	}
+	var e Entry
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return nil, err
+	}
+	if err := e.Check(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}

@@ -1,0 +1,236 @@
+package ledger
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+)
+
+// Ledger is a published ledger that verified: its entries rebuild the tree whose root the last
+// checkpoint signs.
+type Ledger struct {
+	Name    string // where it was read from, for messages
+	Origin  string
+	Head    Checkpoint
+	Signed  string // the signed head
+	Entries []*Entry
+	Tree    *Tree
+	Queued  map[string]int // run -> index of its queued entry
+	Ended   map[string]int
+}
+
+// Read reads and verifies a ledger file: each line well formed, each entry valid, each run
+// queued once before it ends once, every checkpoint's root that of the entries before it, and
+// the last line a checkpoint over all of them signed by one of keys. name labels errors.
+func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) {
+	l := &Ledger{Name: name, Tree: NewTree(), Queued: map[string]int{}, Ended: map[string]int{}}
+	var last string
+	_, torn, err := scanLines(r, func(n int, ln line) error {
+		last = ""
+		if len(ln.Entry) > 0 {
+			e, err := DecodeEntry(ln.Entry)
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", len(l.Entries), err)
+			}
+			i := len(l.Entries)
+			switch e.Kind {
+			case KindQueued:
+				if _, dup := l.Queued[e.Run]; dup {
+					return fmt.Errorf("entry %d: run %s is queued a second time", i, e.Run)
+				}
+				l.Queued[e.Run] = i
+			case KindEnded:
+				if _, ok := l.Queued[e.Run]; !ok {
+					return fmt.Errorf("entry %d: run %s ends but was never queued", i, e.Run)
+				}
+				if _, dup := l.Ended[e.Run]; dup {
+					return fmt.Errorf("entry %d: run %s ends a second time", i, e.Run)
+				}
+				l.Ended[e.Run] = i
+			}
+			l.Entries = append(l.Entries, e)
+			l.Tree.Append(LeafHash(ln.Entry))
+			return nil
+		}
+		body, _, _ := strings.Cut(ln.Checkpoint, "\n\n")
+		c, err := ParseCheckpoint(body + "\n")
+		if err != nil {
+			return err
+		}
+		if l.Origin == "" {
+			l.Origin = c.Origin
+		} else if c.Origin != l.Origin {
+			return fmt.Errorf("checkpoint of log %q in the ledger of %q", c.Origin, l.Origin)
+		}
+		if c.Size > l.Tree.Size() {
+			return fmt.Errorf("checkpoint of size %d after only %d entries", c.Size, l.Tree.Size())
+		}
+		if root, _ := l.Tree.Root(c.Size); root != c.Root {
+			return fmt.Errorf("checkpoint of size %d signs a root the entries before it do not hash to: an entry was edited", c.Size)
+		}
+		last = ln.Checkpoint
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", name, err)
+	}
+	if torn {
+		return nil, fmt.Errorf("ledger %s: the last line is cut (no newline): the file is incomplete; export it again", name)
+	}
+	if last == "" {
+		return nil, fmt.Errorf("ledger %s: does not end with a signed checkpoint over all its entries (truncated, or entries appended after the last head)", name)
+	}
+	c, err := OpenCheckpoint(last, l.Origin, keys)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: last checkpoint: %w", name, err)
+	}
+	if c.Size != l.Tree.Size() {
+		return nil, fmt.Errorf("ledger %s: the last checkpoint covers %d entries of %d", name, c.Size, l.Tree.Size())
+	}
+	l.Head, l.Signed = c, last
+	return l, nil
+}
+
+// VerifyRef checks what an attestation carries of a ledger on its own: the head signed by one
+// of keys, the entry valid, and the inclusion proof of the entry under the head.
+func VerifyRef(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
+	c, err := OpenCheckpoint(r.Checkpoint, r.Origin, keys)
+	if err != nil {
+		return Checkpoint{}, nil, fmt.Errorf("ledger.checkpoint: %w", err)
+	}
+	e, err := DecodeEntry([]byte(r.Entry))
+	if err != nil {
+		return Checkpoint{}, nil, fmt.Errorf("ledger.entry: %w", err)
+	}
+	if e.Kind != KindQueued {
+		return Checkpoint{}, nil, fmt.Errorf("ledger.entry: is %s; an attestation carries its run's queued entry", e.Kind)
+	}
+	if len(r.Inclusion) > 64 {
+		return Checkpoint{}, nil, fmt.Errorf("ledger.inclusion: %d hashes; at most 64", len(r.Inclusion))
+	}
+	p := make([][]byte, len(r.Inclusion))
+	for i, h := range r.Inclusion {
+		if p[i], err = hex.DecodeString(h); err != nil || len(p[i]) != 32 {
+			return Checkpoint{}, nil, fmt.Errorf("ledger.inclusion[%d]: not a hex SHA-256 hash", i)
+		}
+	}
+	if r.Index >= c.Size {
+		return Checkpoint{}, nil, fmt.Errorf("ledger.index: %d is not below the head's size %d", r.Index, c.Size)
+	}
+	if err := VerifyInclusion(r.Index, c.Size, LeafHash([]byte(r.Entry)), p, c.Root); err != nil {
+		return Checkpoint{}, nil, fmt.Errorf("ledger.inclusion: the entry is not at index %d under the head: %v", r.Index, err)
+	}
+	return c, e, nil
+}
+
+// CheckHead says whether a head seen elsewhere (in an attestation, an earlier export) agrees
+// with this ledger: same origin, not beyond its end, and the root of its first c.Size entries.
+// what names where the head came from.
+func (l *Ledger) CheckHead(c Checkpoint, what string) error {
+	switch {
+	case c.Origin != l.Origin:
+		return fmt.Errorf("%s is a head of log %q, not of %q", what, c.Origin, l.Origin)
+	case c.Size > l.Head.Size:
+		return fmt.Errorf("ledger %s was truncated: it ends at %d entries, but %s was signed at %d", l.Name, l.Head.Size, what, c.Size)
+	}
+	root, _ := l.Tree.Root(c.Size)
+	if root != c.Root {
+		return fmt.Errorf("ledger %s was rewritten: its first %d entries do not hash to the root signed in %s (an edited entry, or a fork)", l.Name, c.Size, what)
+	}
+	// The proof a reader holding only the two heads would check.
+	p, err := l.Tree.ConsistencyProof(c.Size, l.Head.Size)
+	if err != nil {
+		return err
+	}
+	if c.Size > 0 {
+		if err := VerifyConsistency(c.Size, l.Head.Size, p, c.Root, l.Head.Root); err != nil {
+			return fmt.Errorf("ledger %s: %s is not consistent with its head: %v", l.Name, what, err)
+		}
+	}
+	return nil
+}
+
+// CheckRef checks an attestation's ledger reference against this ledger: its head agrees and
+// the entry at its index is the one it carries.
+func (l *Ledger) CheckRef(r *Ref, c Checkpoint, what string) error {
+	if err := l.CheckHead(c, "the head in "+what); err != nil {
+		return err
+	}
+	if r.Index >= uint64(len(l.Entries)) || l.Tree.Leaf(r.Index) != LeafHash([]byte(r.Entry)) {
+		return fmt.Errorf("ledger %s: entry %d is not the one %s carries", l.Name, r.Index, what)
+	}
+	return nil
+}
+
+// Same says whether two ledgers of one origin agree: one is a prefix of the other. Two that do
+// not are a fork: the host signed two histories.
+func Same(a, b *Ledger) error {
+	if a.Origin != b.Origin {
+		return nil
+	}
+	short, long := a, b
+	if b.Head.Size < a.Head.Size {
+		short, long = b, a
+	}
+	if err := long.CheckHead(short.Head, "the head of "+short.Name); err != nil {
+		return fmt.Errorf("fork: ledgers %s and %s of %q disagree: %v", a.Name, b.Name, a.Origin, err)
+	}
+	return nil
+}
+
+// Export copies a ledger file as sealrund keeps it (an entry and a head per append, and maybe a
+// line cut by a crash) to w for publication: every entry under the last head, then that head.
+// Each head's root is checked against the entries before it; signatures are the reader's to
+// check (Read). It returns the head written.
+func Export(r io.Reader, w io.Writer) (Checkpoint, error) {
+	tree := NewTree()
+	var leaves [][]byte
+	var last string
+	var lastCP Checkpoint
+	bw := bufio.NewWriterSize(w, 1<<20)
+	_, _, err := scanLines(r, func(n int, ln line) error {
+		if len(ln.Entry) > 0 {
+			if _, err := DecodeEntry(ln.Entry); err != nil {
+				return fmt.Errorf("entry %d: %w", tree.Size(), err)
+			}
+			tree.Append(LeafHash(ln.Entry))
+			leaves = append(leaves, ln.Entry)
+			return nil
+		}
+		body, _, _ := strings.Cut(ln.Checkpoint, "\n\n")
+		c, err := ParseCheckpoint(body + "\n")
+		if err != nil {
+			return err
+		}
+		if root, err := tree.Root(c.Size); err != nil || root != c.Root {
+			return fmt.Errorf("checkpoint of size %d does not match the entries before it", c.Size)
+		}
+		// Entries up to this head are final: write them out.
+		written := tree.Size() - uint64(len(leaves))
+		if c.Size < written {
+			return fmt.Errorf("checkpoint of size %d after one of size %d: heads never go back", c.Size, written)
+		}
+		for _, leaf := range leaves[:c.Size-written] {
+			if _, err := bw.Write(entryLine(leaf)); err != nil {
+				return err
+			}
+		}
+		leaves = leaves[c.Size-written:]
+		last, lastCP = ln.Checkpoint, c
+		return nil
+	})
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if last == "" {
+		return Checkpoint{}, errNoHead
+	}
+	if _, err := bw.Write(checkpointLine(last)); err != nil {
+		return Checkpoint{}, err
+	}
+	return lastCP, bw.Flush()
+}
