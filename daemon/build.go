@@ -68,32 +68,6 @@ func CurrentBuild(version, commit string) (attest.Build, error) {
 	return buildInfo, buildErr
 }
 
-// seamsUsed lists the test seams an executor has set.
-func (x *Executor) seamsUsed() []string {
-	var s []string
-	if len(x.Entrypoint) > 0 {
-		s = append(s, "entrypoint")
-	}
-	if x.TestOverlay != "" {
-		s = append(s, "overlay")
-	}
-	if x.Hold != "" {
-		s = append(s, "hold")
-	}
-	if x.KillAfter != "" {
-		s = append(s, "kill_after")
-	}
-	return s
-}
-
-// checkSeams refuses seams in a release build.
-func (x *Executor) checkSeams() error {
-	if s := x.seamsUsed(); len(s) > 0 && !TestSeams {
-		return fmt.Errorf("test seams %s are set but this is a release build: they exist only in builds made with -tags sealrun_testseams (make test sets it)", strings.Join(s, ", "))
-	}
-	return nil
-}
-
 // CheckSeamEnv refuses SEALRUND_TEST_* in a release build (sealrund checks it before anything
 // else): a seam set at run time is never silently ignored, nor honoured.
 func CheckSeamEnv() error {

@@ -111,6 +111,9 @@ type Board struct {
 	Rules    []string    `json:"rules"`
 	// Ledgers are the run ledgers the rows were accounted against (those not rejected).
 	Ledgers []LedgerInfo `json:"ledgers,omitempty"`
+	// Unpublished are runs the ledgers hold of a track on the board whose agent has no row (every
+	// attestation of it withheld).
+	Unpublished []string `json:"unpublished_runs,omitempty"`
 }
 
 // KeyInfo names a trusted key.

@@ -85,6 +85,16 @@ func (b *Board) checkLedgers(in *Inputs) map[string]*ledger.Ledger {
 			}
 		}
 	}
+	// Of several consistent exports of one host, the longest speaks for it (an older export is a
+	// prefix of it, not a truncation).
+	for _, l := range in.Ledgers {
+		if bad[l] {
+			continue
+		}
+		if o := good[l.Origin]; o == nil || o.Head.Size < l.Head.Size {
+			good[l.Origin] = l
+		}
+	}
 	for _, e := range in.Entries {
 		r := e.Predicate.Ledger
 		if r == nil {
@@ -95,20 +105,18 @@ func (b *Board) checkLedgers(in *Inputs) map[string]*ledger.Ledger {
 		if err != nil {
 			continue // attest.Verify checked it
 		}
-		for _, l := range in.Ledgers {
-			if l.Origin == r.Origin {
-				if err := l.CheckRef(r, cp, "the attestation "+e.Path); err != nil {
-					reject(l, err)
-				}
+		if l := good[r.Origin]; l != nil {
+			if err := l.CheckRef(r, cp, "the attestation "+e.Path); err != nil {
+				reject(l, err)
 			}
 		}
 	}
 	for _, l := range in.Ledgers {
 		if bad[l] {
+			if good[l.Origin] == l {
+				delete(good, l.Origin)
+			}
 			continue
-		}
-		if o := good[l.Origin]; o == nil || o.Head.Size < l.Head.Size {
-			good[l.Origin] = l
 		}
 		b.Ledgers = append(b.Ledgers, LedgerInfo{Name: l.Name, Origin: l.Origin, Size: l.Head.Size})
 	}
@@ -190,6 +198,26 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 			}
 			rl.Accounted = !bad && len(rl.Missing)+len(rl.Pending)+len(rl.NotInLedger) == 0
 			row.Ledger = rl
+		}
+	}
+	// Runs of a track on the board whose agent has no row: every attestation of that agent was
+	// withheld.
+	tracks := map[string]bool{}
+	for _, t := range b.Tables {
+		tracks[t.Track.ID] = true
+	}
+	b.Unpublished = []string{}
+	for _, o := range origins {
+		l := ledgers[o]
+		for _, e := range l.Entries {
+			if e.Kind != ledger.KindQueued || !tracks[e.Track] || inLedger[e.Run] {
+				continue
+			}
+			state := "not ended"
+			if ei, ok := l.Ended[e.Run]; ok {
+				state = l.Entries[ei].State
+			}
+			b.Unpublished = append(b.Unpublished, fmt.Sprintf("%s (%s · %s, seed %d, %s on %s)", e.Run, e.Scaffold, e.Agent, e.Seed, state, o))
 		}
 	}
 }

@@ -86,6 +86,15 @@ func rowLedger(t *testing.T, b *Board, model string) *RowLedger {
 func TestLedgerAccounting(t *testing.T) {
 	f, runs, results := ledgerScenario(t, "sealrun.ledger/node-a")
 	pub := exportLedger(t, f.led, filepath.Join(f.dir, "ledger.jsonl"))
+	orig := map[string][]byte{}
+	for _, r := range runs {
+		orig[r.id] = mustReadFile(t, filepath.Join(results, r.id, "result.att.json"))
+	}
+	restore := func(ids ...string) {
+		for _, id := range ids {
+			f.write(filepath.Join("results", id, "result.att.json"), orig[id])
+		}
+	}
 
 	// Everything published: every row accounted for, the rerun named.
 	b, err := boardWith(t, results, pub)
@@ -121,8 +130,23 @@ func TestLedgerAccounting(t *testing.T) {
 	if rl := rowLedger(t, b, "gamma"); rl.Accounted || len(rl.Missing) != 1 || !strings.Contains(rl.Missing[0], "c-3 (seed 3, invalid") {
 		t.Errorf("withheld c-3: %+v", rl)
 	}
-	f.write(filepath.Join("results", "a-2", "result.att.json"), f.attestation(runs[1]))
-	f.write(filepath.Join("results", "c-3", "result.att.json"), f.attestation(runs[3]))
+	// Every run of an agent withheld: no row, but the board names its runs.
+	os.RemoveAll(filepath.Join(results, "a-1"))
+	os.RemoveAll(filepath.Join(results, "a-2"))
+	b, _ = boardWith(t, results, pub)
+	if len(b.Unpublished) != 2 || !strings.Contains(b.Unpublished[0], "a-1 (") || !strings.Contains(b.Unpublished[0], "alpha@high, seed 1, graded on sealrun.ledger/node-a") {
+		t.Errorf("a withheld agent: %v", b.Unpublished)
+	}
+	restore("a-1", "a-2", "c-3")
+	if b, _ = boardWith(t, results, pub); !rowLedger(t, b, "alpha").Accounted || !rowLedger(t, b, "gamma").Accounted || len(b.Unpublished) != 0 {
+		t.Errorf("restored: %+v %+v %v", rowLedger(t, b, "alpha"), rowLedger(t, b, "gamma"), b.Unpublished)
+	}
+	// Re-signed: the same run, another statement than the one the ledger names.
+	f.write(filepath.Join("results", "a-1", "result.att.json"), f.attestation(runs[0]))
+	if b, _ = boardWith(t, results, pub); !strings.Contains(rowLedger(t, b, "alpha").Text(), "a-1 (seed 1): the published attestation is not the one the ledger names") {
+		t.Errorf("re-signed a-1: %s", rowLedger(t, b, "alpha").Text())
+	}
+	restore("a-1")
 
 	// A run not in any given ledger: a run made on a host whose ledger is not published.
 	other := &fixture{t: t, dir: f.dir, base: f.base, key: f.key}
@@ -206,6 +230,12 @@ func TestLedgerAccounting(t *testing.T) {
 		t.Errorf("two ledgers that fork: %v", b.Rejected)
 	}
 
+	// An older export of the same host beside the newer one: a prefix, not a truncation.
+	b, _ = boardWith(t, results, truncated, pub)
+	if len(b.Rejected) != 0 || !rowLedger(t, b, "alpha").Accounted {
+		t.Errorf("an older export beside the newer: %v %+v", b.Rejected, rowLedger(t, b, "alpha"))
+	}
+
 	// Several hosts: a second node's ledger beside the first.
 	g, _, results2 := ledgerScenario(t, "sealrun.ledger/node-b")
 	pub2 := exportLedger(t, g.led, filepath.Join(g.dir, "ledger.jsonl"))
@@ -218,4 +248,13 @@ func TestLedgerAccounting(t *testing.T) {
 	if len(b.Ledgers) != 2 {
 		t.Errorf("ledgers: %+v", b.Ledgers)
 	}
+}
+
+func mustReadFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

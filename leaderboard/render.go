@@ -162,6 +162,13 @@ func (b *Board) text(w io.Writer, md bool) error {
 		}
 		bw.printf("\n")
 	}
+	if len(b.Unpublished) > 0 {
+		bw.printf("In the run ledgers but on no row (every attestation of the agent withheld):\n")
+		for _, u := range b.Unpublished {
+			bw.printf("- %s\n", u)
+		}
+		bw.printf("\n")
+	}
 	if len(b.Skipped) > 0 {
 		bw.printf("Skipped: %d files that are not attestations or repeat one (--format json lists them).\n\n", len(b.Skipped))
 	}

@@ -120,6 +120,7 @@ not accounted for (the board is still written; --allow-rejected exits 0), 2 usag
 						}
 					}
 				}
+				unaccounted += len(board.Unpublished)
 			}
 			if out == "" {
 				if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
@@ -132,7 +133,7 @@ not accounted for (the board is still written; --allow-rejected exits 0), 2 usag
 				fmt.Fprintf(cmd.ErrOrStderr(), "sealrun leaderboard: wrote %s (%d tables, %d rejected)\n", out, tables, rejected)
 			}
 			if unaccounted > 0 && !allowRejected {
-				return &exitError{code: exitInvalid, err: fmt.Errorf("%d row(s) not accounted for by the run ledgers (each names its missing runs); --allow-rejected publishes anyway", unaccounted)}
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%d row(s) or run(s) not accounted for by the run ledgers (each is named); --allow-rejected publishes anyway", unaccounted)}
 			}
 			if rejected > 0 && !allowRejected {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("%d input(s) rejected (listed with reasons); --allow-rejected publishes anyway", rejected)}
