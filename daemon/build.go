@@ -50,6 +50,11 @@ func CurrentBuild(version, commit string) (attest.Build, error) {
 		if b.Version == "" {
 			b.Version = "dev"
 		}
+		// make build stamps `git describe --dirty`: a tree with uncommitted changes says so even
+		// where the Go build's own VCS stamp is off (-buildvcs=false).
+		if strings.HasSuffix(b.Version, "-dirty") {
+			b.Modified = true
+		}
 		exe, err := os.Executable()
 		if err == nil {
 			var f *os.File

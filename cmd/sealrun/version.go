@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sealrun/sealrun/daemon"
 )
 
 // Set by the Makefile with -ldflags "-X main.version=... -X main.commit=...".
@@ -28,7 +30,7 @@ var mandated = []string{
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print sealrun's version, commit, Go version and mandated library versions",
+		Short: "Print sealrun's version, commit, tree state, build kind, binary SHA-256, Go version and mandated library versions",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			deps := map[string]string{}
@@ -43,7 +45,21 @@ func newVersionCmd() *cobra.Command {
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "sealrun\t%s\n", version)
-			fmt.Fprintf(w, "commit\t%s\n", commit)
+			b, err := daemon.CurrentBuild(version, commit)
+			tree := "clean"
+			if b.Modified {
+				tree = "modified (uncommitted changes)"
+			}
+			kind := "release (no test seams)"
+			if b.TestSeams {
+				kind = "TEST BUILD (test seams compiled in)"
+			}
+			fmt.Fprintf(w, "commit\t%s\n", b.Commit)
+			fmt.Fprintf(w, "tree\t%s\n", tree)
+			fmt.Fprintf(w, "build\t%s\n", kind)
+			if err == nil {
+				fmt.Fprintf(w, "sha256\t%s (this binary)\n", b.DaemonSHA256)
+			}
 			fmt.Fprintf(w, "go\t%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			for _, m := range mandated {
 				v := deps[m]
