@@ -522,6 +522,8 @@ func (d *Daemon) Runs() []Record {
 			need = int(s.Track.Resources.GPUs)
 		}
 		switch {
+		case d.broken != nil:
+			r.Waiting = fmt.Sprintf("not started: the daemon takes no new runs (%v); restart sealrund", d.broken)
 		case pos > 1:
 			r.Waiting = fmt.Sprintf("#%d in the queue, behind %d older runs", pos, pos-1)
 		case d.active >= max(1, d.cfg.Resources.Concurrency):
@@ -589,7 +591,8 @@ func (d *Daemon) Serve(ctx context.Context) {
 					next = r
 				}
 			}
-			if next == nil || d.active >= max(1, d.cfg.Resources.Concurrency) {
+			if next == nil || d.active >= max(1, d.cfg.Resources.Concurrency) || d.broken != nil {
+				// (A broken daemon starts nothing: what it cannot record must not run.)
 				d.mu.Unlock()
 				break
 			}
