@@ -153,7 +153,7 @@ func TestHostileScaffold(t *testing.T) {
 		"udp":         udp,
 		"unix":        []string{adminSock, "/run/sealrun/sealrun.sock"},
 		"host_prefixes": []string{filepath.Join(tb.state, "content"), filepath.Join(tb.state, "journal.jsonl"), abs(t, "../attest/testdata"),
-			tb.cfg.Providers["openai"].KeyFile, filepath.Join(tb.state, "kits")},
+			tb.cfg.Providers["openai"].KeyFile, filepath.Join(tb.state, "kits"), tb.state, imagesDir, filepath.Dir(tb.cfg.Runner)},
 		"workspace_bytes": track.Resources.Workspace,
 		"memory_bytes":    track.Resources.Memory,
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -364,8 +365,14 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "runner: "+err.Error())
 	}
 	defer rsvc.Close()
-	sock := filepath.Join(dir, "agent.sock")
-	sl, err := runner.Listen(sock, int(run.SharedGID()))
+	// The socket lives on the run's own small tmpfs: its bind mount in the controller then
+	// shows "/agent.sock", not the state directory's path.
+	sdir, err := run.SocketDir()
+	sock := filepath.Join(sdir, "agent.sock")
+	var sl net.Listener
+	if err == nil {
+		sl, err = runner.Listen(sock, int(run.SharedGID()))
+	}
 	if err != nil {
 		return x.finish(ctx, spec, rio, run, gsvc, nil, started, clock.Deadline, StateInvalid, "agent socket: "+err.Error())
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -251,7 +252,26 @@ func (t cgroupTree) KillAll(timeout time.Duration) error {
 	if frozen {
 		t.Thaw()
 	}
+	t.thawDescendants()
 	return t.waitEmpty(timeout)
+}
+
+// thawDescendants thaws every cgroup below t that is frozen of its own (a process
+// killed between its Freeze and Thaw leaves one so): a frozen task never dies of SIGKILL, and
+// thawing the parent does not thaw a child frozen of its own.
+func (t cgroupTree) thawDescendants() {
+	root, file, thawed := filepath.Join("/sys/fs/cgroup/freezer", t.path), "freezer.state", "THAWED"
+	if t.unified() {
+		root, file, thawed = t.dirV2(), "cgroup.freeze", "0"
+	}
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == file {
+			if b, err := os.ReadFile(p); err == nil && !bytes.HasPrefix(b, []byte(thawed)) {
+				os.WriteFile(p, []byte(thawed), 0)
+			}
+		}
+		return nil
+	})
 }
 
 // waitEmpty waits (up to timeout) until no task is left in the subtree, killing again what is.

@@ -37,7 +37,7 @@ var (
 func buildBinaries(t testing.TB) (runner, hook string) {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sealrun-test-bin-")
+		dir, err := os.MkdirTemp("", "sealrun-sandbox-bin-") // not sealrun-test-bin-N: sandboxtest removes those whose N is no live pid
 		if err != nil {
 			buildErr = err
 			return

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -11,7 +12,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(placementChildEnv) != "" {
 		placementChild() // TestPlacementDelegated's child: resolve its placement and say so
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if runnerBin != "" {
+		os.RemoveAll(filepath.Dir(runnerBin)) // buildBinaries' directory
+	}
+	os.Exit(code)
 }
 
 const placementChildEnv = "SEALRUN_TEST_PLACEMENT_CHILD"

@@ -7,14 +7,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 )
 
 // Mount targets. Every bind mount of a container needs its target in the rootfs, and the rootfs
@@ -24,8 +22,9 @@ import (
 // file where a target's directory should be. For such an image the container's rootfs is a
 // read-only overlay of two layers: on top, a layer sealrun makes for the container holding only
 // the missing targets (and the directories down to them, with the image's own modes and owners
-// where the image has them); below, the image's idmapped rootfs. Nothing of the image changes,
-// and an image that has every target keeps the plain idmapped rootfs.
+// where the image has them); below, the image's idmapped rootfs. Nothing of the image changes.
+// An image that has every target gets an empty layer: the overlay is made all the same, so that
+// the rootfs's mount names no host path (hostpaths_linux.go).
 
 // mountTarget is a mount's target as resolved inside the image (symlinks followed, clamped to
 // the rootfs as the runtime resolves them), and what it must be.
@@ -196,6 +195,18 @@ func idShift(id uint32, maps []specs.LinuxIDMapping) int {
 // it: a directory the image has gets the image's mode and owner (shifted like the idmapped
 // rootfs), a new one mode 0755 owned by the container's root, a target an empty file or directory.
 func makeTargetLayer(layer, rootfs string, ts []mountTarget, uids, gids []specs.LinuxIDMapping) error {
+	// The layer's root is the overlay's root directory: the image's, shifted.
+	fi, err := os.Stat(rootfs)
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if err := os.Chmod(layer, fi.Mode().Perm()); err != nil {
+		return err
+	}
+	if err := os.Lchown(layer, idShift(st.Uid, uids), idShift(st.Gid, gids)); err != nil {
+		return err
+	}
 	made := map[string]bool{}
 	var mkdirs func(p string) error
 	mkdirs = func(p string) error {
@@ -261,21 +272,7 @@ func makeTargetLayer(layer, rootfs string, ts []mountTarget, uids, gids []specs.
 // dir alone: the mount's options in /proc/self/mountinfo then read "lowerdir=targets:image",
 // naming no host path.
 func mountTargetOverlay(dir, layer, image, target string) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread, with its own working directory, dies with the goroutine
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			errc <- fmt.Errorf("unshare the working directory: %w", err)
-			return
-		}
-		if err := unix.Chdir(dir); err != nil {
-			errc <- err
-			return
-		}
-		opts := fmt.Sprintf("lowerdir=%s:%s", filepath.Base(layer), filepath.Base(image))
-		errc <- unix.Mount("overlay", filepath.Base(target), "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts)
-	}()
-	if err := <-errc; err != nil {
+	if err := mountOverlayIn(dir, fmt.Sprintf("%s:%s", filepath.Base(layer), filepath.Base(image)), filepath.Base(target)); err != nil {
 		return fmt.Errorf("overlay the mount targets on the image (overlayfs over an idmapped mount needs Linux 5.19): %w", err)
 	}
 	return nil

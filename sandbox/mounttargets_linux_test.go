@@ -81,7 +81,7 @@ stat -c '%a %u' /opt; grep ' / / ' /proc/self/mountinfo`}})
 	if after := treeOf(t, root); after != before {
 		t.Errorf("the image's rootfs changed: %s -> %s", before, after)
 	}
-	// An image that has every target keeps the plain idmapped rootfs.
+	// An image that has every target needs nothing in the layer.
 	ts, err := resolveMountTargets(localImages(t).controller, []specs.Mount{{Destination: WorkspacePath, Type: "bind", Source: t.TempDir()}})
 	if err != nil || layerNeeded(ts) {
 		t.Errorf("sealrun's own image needs a layer: %+v %v", ts, err)

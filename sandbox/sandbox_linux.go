@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -174,6 +175,7 @@ type runRecord struct {
 	Cgroup     string   `json:"cgroup,omitempty"`
 	Shared     IDRange  `json:"shared"`
 	Workspaces []string `json:"workspaces,omitempty"` // quota'd workspace mounts
+	Mounts     []string `json:"mounts,omitempty"`     // other filesystems of the run's own (its socket directory)
 }
 
 func (h *Host) runRecordDir(id string) string { return filepath.Join(h.cfg.RunDir, "runs", id) }
@@ -335,7 +337,7 @@ type Container struct {
 	started  bool // the runtime was started: done will be closed
 	// ShiftedRootfs: the rootfs is an idmapped mount, so image files keep their owners inside.
 	ShiftedRootfs bool
-	rootfsMounts  []string // unmounted in order: the target overlay, then the idmapped image
+	rootfsMounts  []string // unmounted in order: the overlays of mount sources, the rootfs overlay, the idmapped image
 }
 
 // Start creates and starts a container. It returns once the container's namespace was
@@ -391,13 +393,11 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	if err = os.Mkdir(c.bundle, 0o711); err != nil {
 		return nil, infra(id, "create bundle", err)
 	}
-	// The rootfs: an idmapped read-only view of the store's; for an image that lacks some mount
-	// targets, that view under a layer holding them (mounttargets_linux.go).
+	// The rootfs: an idmapped read-only view of the store's, under a layer holding the mount
+	// targets the image lacks (mounttargets_linux.go). The overlay is made for every image, the
+	// layer empty where nothing is missing: its mount shows no host path (hostpaths_linux.go).
 	mnt := filepath.Join(c.bundle, "rootfs")
-	imageMnt := mnt
-	if layerNeeded(targets) {
-		imageMnt = filepath.Join(c.bundle, "image")
-	}
+	imageMnt := filepath.Join(c.bundle, "image")
 	serr := shiftRootfs(cfg.Rootfs, imageMnt, spec.Linux.UIDMappings, spec.Linux.GIDMappings)
 	switch {
 	case serr == nil:
@@ -408,7 +408,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	case !r.h.cfg.AllowUnshiftedRootfs:
 		return nil, infra(id, "idmapped rootfs", fmt.Errorf("%w; image files would appear owned by nobody inside. Use a kernel (5.12+) and filesystem that can idmap mounts (sealrun doctor checks), or allow unshifted rootfs in the configuration", serr))
 	}
-	if layerNeeded(targets) {
+	if c.ShiftedRootfs {
 		layer := filepath.Join(c.bundle, "targets")
 		if err = os.Mkdir(layer, 0o755); err == nil {
 			err = makeTargetLayer(layer, cfg.Rootfs, targets, spec.Linux.UIDMappings, spec.Linux.GIDMappings)
@@ -419,12 +419,23 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 		if err = os.Mkdir(mnt, 0o755); err != nil {
 			return nil, infra(id, "mount targets", err)
 		}
-		if err = mountTargetOverlay(c.bundle, layer, imageMnt, mnt); err != nil {
+		switch err = mountTargetOverlay(c.bundle, layer, imageMnt, mnt); {
+		case err == nil:
+			c.rootfsMounts = []string{mnt, imageMnt}
+			spec.Root.Path = mnt
+		case layerNeeded(targets):
 			os.Remove(mnt)
 			return nil, infra(id, "mount targets", fmt.Errorf("the image lacks %s: %w", describeTargets(targets), err))
+		default:
+			// A kernel before 5.19 cannot overlay an idmapped mount: the plain idmapped rootfs,
+			// whose mount names the store's path.
+			os.Remove(mnt)
 		}
-		c.rootfsMounts = []string{mnt, imageMnt}
-		spec.Root.Path = mnt
+	}
+	hidden, err := hideSources(c.bundle, spec.Mounts)
+	c.rootfsMounts = append(hidden, c.rootfsMounts...)
+	if err != nil {
+		return nil, infra(id, "mounts", err)
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
 	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.leaf.path)
@@ -697,6 +708,9 @@ func (c *Container) Destroy(ctx context.Context) error {
 			}
 		}
 		if c.bundle != "" && bundleFree {
+			if err := removeWork(c.bundle); err != nil {
+				errs = append(errs, err)
+			}
 			if err := os.RemoveAll(c.bundle); err != nil {
 				errs = append(errs, err)
 			}
@@ -767,7 +781,7 @@ func (h *Host) removeRecorded(rec runRecord) []error {
 		}
 		removeRootIfEmpty(h.placement.Root)
 	}
-	for _, ws := range rec.Workspaces {
+	for _, ws := range slices.Concat(rec.Workspaces, rec.Mounts) {
 		if err := unmountWorkspace(ws); err != nil {
 			errs = append(errs, err)
 		}
@@ -806,6 +820,16 @@ func (r Reaped) Empty() bool {
 func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	var out Reaped
 	var errs []error
+	// A process killed between freezing a cgroup and thawing it left it frozen: its tasks would
+	// never die, and the runtime's delete would wait for them.
+	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
+		for _, e := range entries {
+			var rec runRecord
+			if b, err := os.ReadFile(filepath.Join(h.runRecordDir(e.Name()), "record.json")); err == nil && json.Unmarshal(b, &rec) == nil && rec.Cgroup != "" {
+				cgroupTree{path: rec.Cgroup}.thawDescendants()
+			}
+		}
+	}
 	cs, err := h.Runtime.List(ctx)
 	if err != nil {
 		errs = append(errs, err)
@@ -845,6 +869,10 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	bundles := filepath.Join(h.cfg.RunDir, "bundles")
 	if entries, err := os.ReadDir(bundles); err == nil {
 		for _, e := range entries {
+			if err := unmountHidden(filepath.Join(bundles, e.Name())); err != nil {
+				errs = append(errs, err)
+				continue // never recurse into a mounted source
+			}
 			if err := unmountRootfs(filepath.Join(bundles, e.Name(), "rootfs")); err != nil {
 				errs = append(errs, err)
 				continue // never recurse into a mounted image

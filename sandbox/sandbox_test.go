@@ -330,6 +330,29 @@ func TestReapAfterCrash(t *testing.T) {
 	}
 }
 
+// A daemon killed between freezing a container's cgroup and thawing it leaves the container
+// frozen of its own; a later Reap still kills it and removes its cgroup.
+func TestReapKillsFrozenContainer(t *testing.T) {
+	h := testHost(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "frozen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleController, Rootfs: localImages(t).controller, Workspace: workspace(t, r), Args: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cg.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon dies here; a new one reaps.
+	if _, err := h.Reap(ctx); err != nil {
+		t.Fatalf("reap a run with a frozen container: %v", err)
+	}
+	assertNoLeaks(t, h)
+}
+
 // A test process killed mid-run (a timeout, a cancelled CI job) never runs its cleanups. The
 // next test process's testenv.RunDir reaps what it left — here a live container, its run's
 // cgroups and gateway netns — so the same run id is free again (a CI run once failed on

@@ -374,21 +374,28 @@ func filesystem() {
 	found, files, bytesRead := scanMounts(ms)
 	emit(fmt.Sprintf("search every mount for %d secrets (%d files, %d MiB read)", len(ms), files, bytesRead>>20), "not found",
 		orNone(found), "the exam, keys and provider keys are never mounted: the daemon hands over bytes it chose", len(found) > 0)
-	// What mountinfo says of the host: a bind mount's root is its path in the source filesystem.
+	// What the mount table says of the host: a bind mount's root is its path in the source
+	// filesystem, an overlay's options name its layers. sealrun shows none: every root is "/" or
+	// a name of the container's own (a device node, the socket's file).
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	var named, secret []string
 	for _, l := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && f[3] != "/" {
+		f := strings.Fields(l)
+		if len(f) < 10 {
+			continue
+		}
+		if fstype := f[len(f)-3]; f[3] != "/" && strings.Count(f[3], "/") > 1 && fstype != "proc" && fstype != "sysfs" {
 			named = append(named, f[4]+" <- "+f[3])
 		}
 	}
+	mounts, _ := os.ReadFile("/proc/self/mounts")
 	for _, pre := range cfg.HostPrefixes {
-		if bytes.Contains(mi, []byte(pre)) {
+		if bytes.Contains(mi, []byte(pre)) || bytes.Contains(mounts, []byte(pre)) {
 			secret = append(secret, pre)
 		}
 	}
-	emit("host paths in /proc/self/mountinfo (bind-mount roots)", "no secret's path; the layout only", "secret paths: "+orNone(secret)+"; layout: "+strings.Join(named, ", "),
-		"a bind mount shows its source path (the run's own socket dir, the image); keys, the content store and other runs are never mounted", len(secret) > 0)
+	emit("host paths in /proc/self/mountinfo and /proc/self/mounts", "none", "host paths: "+orNone(secret)+"; mount roots: "+orNone(named),
+		"mount sources are overlays with relative layer names or filesystems of their own", len(secret)+len(named) > 0)
 }
 
 // scanMounts reads every regular file of every mount point except / and the kernel's, up to
