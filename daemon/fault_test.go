@@ -167,7 +167,17 @@ func TestFaultStateDiskFull(t *testing.T) {
 		t.Fatalf("mount -o loop: %v\n%s", err, out)
 	}
 	defer func() {
-		if out, err := exec.Command("umount", "-d", small).CombinedOutput(); err != nil {
+		// The run's workspace was a loop device backed by a file on this disk; the kernel lets an
+		// autoclear loop device go asynchronously, so the disk may be busy for a moment after.
+		var out []byte
+		var err error
+		for try := 0; try < 100; try++ {
+			if out, err = exec.Command("umount", "-d", small).CombinedOutput(); err == nil || !strings.Contains(string(out), "busy") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
 			t.Errorf("umount %s: %v\n%s", small, err, out)
 		}
 	}()

@@ -111,7 +111,9 @@ func TestOpencodeSealedRun(t *testing.T) {
 		t.Errorf("attestation: %v", err)
 	}
 	for _, want := range []string{"$ head -5 BRIEF.md", "$ runner time_left", "long call done", "403", "no python3", "no python", "OPENAI_API_KEY=sealrun-gateway-injects-the-key",
-		"runner submit b", "$ runner promote", "$ runner finalize", "Done: 9 steps run."} {
+		// (Not the model's closing "Done: 9 steps run.": finalize ends the run at once, and on a
+		// loaded host opencode is stopped before it asks for that last turn — one CI saw it.)
+		"runner submit b", "$ runner promote", "$ runner finalize"} {
 		if !strings.Contains(transcript, want) {
 			t.Errorf("the transcript lacks %q", want)
 		}
@@ -127,8 +129,9 @@ func TestOpencodeSealedRun(t *testing.T) {
 	// Every request opencode made reached the provider through the gateway, with the run's model
 	// and effort; nothing else was asked for.
 	reqs := tb.prov.Requests()
-	if len(reqs) < 10 {
-		t.Errorf("the provider saw %d requests; want one per step and the last", len(reqs))
+	// One per step at least; the closing turn after finalize may not come (see above).
+	if len(reqs) < 9 {
+		t.Errorf("the provider saw %d requests; want one per step (9)", len(reqs))
 	}
 	for i, r := range reqs {
 		var body struct {
