@@ -2,7 +2,8 @@
 // structural tests (which package may import which).
 //
 // Here: the shortened demo (demo_test.go: the real sealrun demo, one seed, checked as a reader
-// of its output would) and the hostile scaffold (hostile/: a static binary that attacks every
+// of its output would), the operator's walkthrough (operator_test.go: docs/OPERATOR.md's
+// commands run as written, with the CPU track's choices, in a private mount namespace) and the hostile scaffold (hostile/: a static binary that attacks every
 // wall from the controller, from a compute call and from submitted bundles, and reports each
 // attempt as a row of attack, role, expected, observed, reason).
 //

@@ -3,14 +3,17 @@ package e2e
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/sealrun/sealrun"
 
-// allowed pins which sibling packages each package may import (DESIGN.md "Layout"). A package's
+// allowed pins which sibling packages each package may import (ARCHITECTURE.md, "Packages, by floor"). A package's
 // own internal/ packages are always allowed; daemon, cmd/sealrun and e2e compose everything.
 var allowed = map[string][]string{
 	"policy":                 {},
@@ -88,7 +91,7 @@ func TestImportRules(t *testing.T) {
 		o := owner(p.ImportPath)
 		rules, ok := allowed[o]
 		if !ok {
-			t.Errorf("%s: folder %q is not in the layout; add it to DESIGN.md and this test", p.ImportPath, o)
+			t.Errorf("%s: folder %q is not in the layout; add it to ARCHITECTURE.md and this test", p.ImportPath, o)
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -127,6 +130,56 @@ func TestEveryFolderHasPackageDoc(t *testing.T) {
 	for o := range allowed {
 		if !seen[o] {
 			t.Errorf("layout folder %s has no Go package", o)
+		}
+	}
+}
+
+// ARCHITECTURE.md's package table lists every package of the module and nothing else, and its
+// floors hold: no package imports one on a higher floor (rows with "—" are tests and helpers).
+func TestArchitectureListsEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("../ARCHITECTURE.md")
+	if err != nil {
+		t.Fatalf("the repository's map: %v", err)
+	}
+	floors := map[string]int{} // package (relative to the module) -> floor, -1 for "—"
+	row := regexp.MustCompile("^\\| *([0-9]+|—) *\\| *`([a-z0-9/-]+)` *\\|")
+	for i, line := range strings.Split(string(doc), "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		floor := -1
+		if m[1] != "—" {
+			floor, _ = strconv.Atoi(m[1])
+		}
+		if _, dup := floors[m[2]]; dup {
+			t.Errorf("ARCHITECTURE.md:%d: %s is listed twice", i+1, m[2])
+		}
+		floors[m[2]] = floor
+	}
+	pkgs := listPackages(t)
+	listed := map[string]bool{}
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		listed[rel] = true
+		floor, ok := floors[rel]
+		if !ok {
+			t.Errorf("package %s is not in ARCHITECTURE.md's table: add a row (its floor and what it owns)", rel)
+			continue
+		}
+		for _, imp := range p.Imports {
+			dep, ok := floors[strings.TrimPrefix(imp, module+"/")]
+			if !strings.HasPrefix(imp, module+"/") || !ok || floor < 0 || dep < 0 {
+				continue
+			}
+			if dep > floor {
+				t.Errorf("%s (floor %d) imports %s (floor %d): an import runs upward", rel, floor, imp, dep)
+			}
+		}
+	}
+	for p := range floors {
+		if !listed[p] {
+			t.Errorf("ARCHITECTURE.md lists %s, which `go list ./...` does not: remove or rename its row", p)
 		}
 	}
 }
