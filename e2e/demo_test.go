@@ -62,6 +62,12 @@ func TestDemo(t *testing.T) {
 		t.Errorf("sealrun verify with every file: %v\n%s", err, v)
 	}
 
+	// The demo's publication checks in one step, as a reader runs it.
+	pv, err := exec.Command(sealrun, "verify-publication", filepath.Join(state, "demo", "publication"), "--key", filepath.Join(state, "demo", "keys", "sealrun.pub")).CombinedOutput()
+	if err != nil || !strings.Contains(string(pv), "publication: VALID") || !strings.Contains(string(pv), "every run they hold of these tracks ended and is published here") {
+		t.Errorf("sealrun verify-publication of the demo's publication: %v\n%s", err, pv)
+	}
+
 	// The kit hash recomputes with the shell recipe of kits/KIT.md, and equals the track's pin.
 	kitDir := filepath.Join(state, "demo", "kit")
 	h, err := exec.Command("sh", "-c", `cd "$1" && sha256sum --quiet --strict -c SHA256SUMS && find . -type f ! -path ./SHA256SUMS -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum`, "sh", kitDir).CombinedOutput()
@@ -120,7 +126,7 @@ func runDemo(t *testing.T, args ...string) (sealrun, state string, out *bytes.Bu
 	sandboxtest.Static(t, "cmd/sealrun-netns-hook")
 	state = imgs.State
 	t.Cleanup(func() {
-		for _, p := range []string{"runs", "journal.jsonl", "demo", "kits", "content"} {
+		for _, p := range []string{"runs", "journal.jsonl", "ledger.jsonl", "demo", "kits", "content"} {
 			os.RemoveAll(filepath.Join(state, p))
 		}
 	})

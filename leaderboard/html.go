@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"path"
+	"path/filepath"
 )
 
 // chart is the SVG drawing of one table: a dot at each row's mean with its ± SE bar, on a 0–100%
@@ -71,6 +73,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"add":     func(a, b float64) float64 { return a + b },
 	"sub":     func(a, b float64) float64 { return a - b },
 	"columns": func() []string { return columns },
+	// runlink is a run's report.html beside its attestation (runs/<id>/ of a publication).
+	"runlink": func(p string) string { return path.Dir(filepath.ToSlash(p)) + "/report.html" },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -116,6 +120,9 @@ svg text { font: 12px system-ui, sans-serif; fill: #1b1b1b; }
 {{range $t.Rows}}<tr data-sort="{{sortkey .}}">{{range $i, $c := cells .}}<td{{if or (eq $i 0) (eq $i 2) (eq $i 3) (eq $i 5) (eq $i 7) (eq $i 8)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</tbody>
 </table>
+<details class="runs"><summary>Each row's runs (their report.html: the calls, submissions and validation scores over the hour)</summary>
+<ul>{{range $t.Rows}}<li>{{.Agent.Name}}: {{range $i, $r := .Runs}}{{if $i}}, {{end}}<a href="{{runlink $r.Path}}">seed {{$r.Seed}}</a> ({{$r.ID}}, {{$r.Status}}){{end}}{{range .Invalid}}; <a href="{{runlink .Path}}">seed {{.Seed}}</a> ({{.ID}}, invalid: {{.Reason}}){{end}}</li>
+{{end}}</ul></details>
 </section>
 {{end}}
 {{if .Rejected}}<h2>Rejected (not counted)</h2>

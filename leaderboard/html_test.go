@@ -32,9 +32,13 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	if err := Build(in, keys).Render(&page, "html"); err != nil {
 		t.Fatal(err)
 	}
-	// Self-contained: nothing is fetched from anywhere.
-	if m := regexp.MustCompile(`(src|href)=|https?://[^"]*[^g"]"|@import|url\(`).FindString(page.String()); m != "" && !strings.Contains(m, "www.w3.org/2000/svg") {
+	// Self-contained: nothing is fetched from anywhere; the only links are to each run's
+	// report.html beside its attestation (no scheme, no host).
+	if m := regexp.MustCompile(`src=|href="[^"]*:|href="//|https?://[^"]*[^g"]"|@import|url\(`).FindString(page.String()); m != "" && !strings.Contains(m, "www.w3.org/2000/svg") {
 		t.Errorf("the page refers to an outside resource: %q", m)
+	}
+	if n := strings.Count(page.String(), `/report.html">seed `); n != 12 {
+		t.Errorf("%d links to the runs' report.html, want one per run, valid and invalid, of every table (12)", n)
 	}
 	work := t.TempDir()
 	html := filepath.Join(work, "board.html")

@@ -43,7 +43,14 @@ type result struct {
 // sealrun runs the built binary with no stdin and returns its output and exit code.
 func sealrun(t *testing.T, args ...string) result {
 	t.Helper()
+	return sealrunIn(t, "", args...)
+}
+
+// sealrunIn is sealrun with dir as its working directory ("" for the test's own).
+func sealrunIn(t *testing.T, dir string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

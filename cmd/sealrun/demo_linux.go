@@ -28,6 +28,7 @@ import (
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/tracks"
 )
@@ -157,7 +158,7 @@ func runDemo(ctx context.Context, state string, o demoOptions, out io.Writer) er
 			return fmt.Errorf("%s holds runs that are not the demo's (a journal and no demo/); the demo replaces its runs each time: give it its own --state-dir, for example /var/lib/sealrun-demo", state)
 		}
 	}
-	for _, p := range []string{demoDir, filepath.Join(state, "runs"), filepath.Join(state, "journal.jsonl")} {
+	for _, p := range []string{demoDir, filepath.Join(state, "runs"), filepath.Join(state, "journal.jsonl"), filepath.Join(state, "ledger.jsonl")} {
 		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("remove the earlier demo's %s: %w", p, err)
 		}
@@ -292,11 +293,6 @@ concurrency = %d
 	}
 	lg.printf("5/7 runs: %d seed(s) of %s, %d CPU(s) each, %d CPU(s) here", o.seeds, who, track.Resources.CPUs, runtime.NumCPU())
 	c := newAPIClient(cfg.Socket)
-	type demoRun struct {
-		seed int64
-		rec  daemon.Record
-		t    map[string]time.Time
-	}
 	runs := make([]*demoRun, o.seeds)
 	for i := range runs {
 		r := &demoRun{seed: int64(i + 1)}
@@ -377,6 +373,13 @@ concurrency = %d
 	if err := leaderboard.Build(in, ks).Render(&board, "text"); err != nil {
 		return err
 	}
+	pubDir := filepath.Join(demoDir, "publication")
+	if failed == 0 {
+		lg.printf("    publication: the runs gathered, the run ledger, the track, the key and the boards into %s", pubDir)
+		if err := demoPublish(ctx, c, state, demoDir, pubDir, filepath.Join(keys, "sealrun.pub"), trackFile, runs); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "\n%s\n", board.String())
 	fmt.Fprintln(out, "Time per seed (queued: waiting for CPUs; setup: preparing to running; agent: running to grading; grading; attesting):")
 	for _, s := range timings {
@@ -389,6 +392,9 @@ concurrency = %d
 	}
 	fmt.Fprintf(out, "\nVerify one yourself:\n  sealrun verify %s --key %s --track %s\nThe track: %s (sealrun track show %s)\n",
 		filepath.Join(runs[0].rec.Dir, "result.att.json"), filepath.Join(keys, "sealrun.pub"), trackFile, trackFile, trackFile)
+	if failed == 0 {
+		fmt.Fprintf(out, "What a reader gets (VERIFY.md says how to check it by hand):\n  sealrun verify-publication %s --key %s\n", pubDir, filepath.Join(keys, "sealrun.pub"))
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d demo runs did not end graded with a valid attestation; see the runs above and %s", failed, len(runs), logf.Name())
 	}
@@ -546,4 +552,42 @@ func opencodeDemoSteps() []providertest.Step {
 		},
 		func(string) string { return "runner finalize" },
 	}
+}
+
+// demoRun is one seed of the demo: its record and when it entered each state.
+type demoRun struct {
+	seed int64
+	rec  daemon.Record
+	t    map[string]time.Time
+}
+
+// demoPublish gathers the demo's runs as an operator would (sealrun results gather), exports the
+// run ledger, and publishes them with the track and the key (sealrun publish).
+func demoPublish(ctx context.Context, c *apiClient, state, demoDir, pubDir, pub, trackFile string, runs []*demoRun) error {
+	cmd := &cobra.Command{}
+	cmd.SetContext(ctx)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	results := filepath.Join(demoDir, "results")
+	if err := os.MkdirAll(results, 0o755); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if _, err := gather(c, cmd, r.rec, results); err != nil {
+			return fmt.Errorf("gather run %s: %w", r.rec.ID, err)
+		}
+	}
+	lf, err := os.Open(filepath.Join(state, "ledger.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	ledgerOut := filepath.Join(demoDir, "ledger-demo.jsonl")
+	if err := exams.WriteAtomic(ledgerOut, 0o644, func(w io.Writer) error { _, err := ledger.Export(lf, w); return err }); err != nil {
+		return fmt.Errorf("export the run ledger: %w", err)
+	}
+	if err := publish(cmd, pubDir, "exam", []string{pub}, []string{trackFile}, []string{ledgerOut}, []string{results}); err != nil {
+		return fmt.Errorf("publish the demo's runs: %w", err)
+	}
+	return nil
 }

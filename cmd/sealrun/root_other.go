@@ -47,3 +47,7 @@ func newRegradeCmd(*globals) *cobra.Command {
 func newDemoCmd(*globals) *cobra.Command {
 	return linuxOnly("demo", "A whole sealed benchmark on this machine")
 }
+
+func newTrackPinCmd(*globals) *cobra.Command {
+	return linuxOnly("pin", "Fill a track's pins from what this host holds")
+}

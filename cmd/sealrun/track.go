@@ -12,19 +12,19 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newTrackCmd() *cobra.Command {
+func newTrackCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "track",
 		Short: "Validate, identify and summarise track files (frozen rule sets)",
 		Long: `A track is the frozen rule set a sealed run is judged under: budgets, limits, the exam hash,
 image digests, the kit hash, the scaffold pin and the seeds an official row needs. Any change
 that could move a score is a new track. See README.md, "Tracks", for the file format.`,
-		Args: exactArgs(0, "a subcommand: validate, id or show"),
+		Args: exactArgs(0, "a subcommand: validate, id, show or pin"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usage(errors.New("missing subcommand: validate, id or show"))
+			return usage(errors.New("missing subcommand: validate, id, show or pin"))
 		},
 	}
-	cmd.AddCommand(newTrackValidateCmd(), newTrackIDCmd(), newTrackShowCmd())
+	cmd.AddCommand(newTrackValidateCmd(), newTrackIDCmd(), newTrackShowCmd(), newTrackPinCmd(g))
 	return cmd
 }
 

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/ledger"
+)
+
+// pubFixture gathers three signed runs (seeds 1 to 3) of the flagship track into results/, as
+// sealrun results gather lays them out, and a host ledger that holds them all.
+type pubFixture struct {
+	dir, results, ledger, key string
+	runs                      []string
+}
+
+func newPubFixture(t *testing.T) *pubFixture {
+	t.Helper()
+	f := &pubFixture{dir: t.TempDir(), key: "../../attest/testdata/ed25519.pub"}
+	f.results = filepath.Join(f.dir, "results")
+	pred, _ := goldenPredicate(t)
+	var p map[string]any
+	if err := json.Unmarshal(pred, &p); err != nil {
+		t.Fatal(err)
+	}
+	track := p["track"].(map[string]any)["id"].(string)
+	state := filepath.Join(f.dir, "state")
+	os.MkdirAll(state, 0o755)
+	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(filepath.Join(state, "ledger.jsonl"), "sealrun.ledger/pub-host", signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for seed := 1; seed <= 3; seed++ {
+		id := fmt.Sprintf("r-20261124-09000%d-abc%d", seed, seed)
+		f.runs = append(f.runs, id)
+		rd := filepath.Join(f.results, id)
+		os.MkdirAll(rd, 0o755)
+		report := fmt.Sprintf(`{"run":%q,"seed":%d}`+"\n", id, seed)
+		os.WriteFile(filepath.Join(rd, "report.json"), []byte(report), 0o644)
+		os.WriteFile(filepath.Join(rd, "summary.txt"), []byte("run "+id+"\n"), 0o644)
+		b, _ := os.ReadFile("../../tracks/ari-v1.toml")
+		os.WriteFile(filepath.Join(rd, "track.toml"), b, 0o644)
+		p["run"] = map[string]any{"id": id, "rerun_of": ""}
+		p["seed"] = seed
+		res := p["result"].(map[string]any)
+		res["passed"], res["score"] = 70+5*seed, 70+5*seed
+		pj, _ := json.Marshal(p)
+		os.WriteFile(filepath.Join(f.dir, "pred.json"), pj, 0o600)
+		r := sealrun(t, "attest", "sign", "--predicate", filepath.Join(f.dir, "pred.json"), "--key", "../../attest/testdata/ed25519.key", "--out", filepath.Join(rd, "result.att.json"),
+			"--subject", "bundle.tar.gz=sha256:8694ff758e31db8ecef363d4bfd657ea3a361da85c37d5ba32c7edec188e664d", // the golden's promoted candidate (its file is not gathered here)
+			"--subject", "report.json=sha256:"+sumOf(report))
+		if r.code != 0 {
+			t.Fatalf("sign: %+v", r)
+		}
+		env, _ := os.ReadFile(filepath.Join(rd, "result.att.json"))
+		var e struct{ Payload string }
+		json.Unmarshal(env, &e)
+		payload, _ := base64.StdEncoding.DecodeString(e.Payload)
+		sc := p["scaffold"].(map[string]any)
+		l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: id, Time: time.Now(), Track: track, Scaffold: fmt.Sprint(sc["name"], " ", sc["version"]), Agent: "example-model-2026-10@high", Seed: int64(seed)})
+		l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: id, Time: time.Now(), State: "graded", Attestation: sumOf(string(payload))})
+	}
+	f.ledger = filepath.Join(f.dir, "ledger-pub-host.jsonl")
+	if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {
+		t.Fatalf("ledger export: %+v", r)
+	}
+	return f
+}
+
+func sumOf(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// An operator publishes three gathered runs with their ledger; a reader checks the directory in
+// one step. Every way of changing it afterwards (a file removed, added or edited, a run withheld
+// with the lists redone) is rejected with the reason.
+func TestPublishAndVerify(t *testing.T) {
+	f := newPubFixture(t)
+	pub := filepath.Join(f.dir, "pub")
+	r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results)
+	if r.code != 0 || !strings.Contains(r.stdout, "3 runs, 1 tracks, 1 keys, 1 ledgers") {
+		t.Fatalf("publish: %+v", r)
+	}
+	for _, n := range []string{"VERIFY.md", "SHA256SUMS", "publication.json", "leaderboard.json", "leaderboard.md", "leaderboard.html", "keys/ed25519.pub", "ledgers/ledger-pub-host.jsonl", "runs/" + f.runs[0] + "/report.json"} {
+		if _, err := os.Stat(filepath.Join(pub, n)); err != nil {
+			t.Errorf("publication lacks %s", n)
+		}
+	}
+	verify := mustRead(t, filepath.Join(pub, "VERIFY.md"))
+	for _, want := range []string{"sealrun verify-publication . --key", "sha256sum -c SHA256SUMS", "sealrun verify runs/" + f.runs[0] + "/result.att.json --key keys/ed25519.pub --report runs/" + f.runs[0] + "/report.json --track", "cosign verify-blob-attestation --key keys/ed25519.pub --signature runs/" + f.runs[2]} {
+		if !strings.Contains(verify, want) {
+			t.Errorf("VERIFY.md lacks %q:\n%s", want, verify)
+		}
+	}
+	r = sealrun(t, "verify-publication", pub, "--key", f.key)
+	if r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") || !strings.Contains(r.stdout, "80.0 ± 2.9  (3 valid seeds, 0 failed, 0 invalid; official)") || !strings.Contains(r.stdout, "every run they hold of these tracks ended and is published here") {
+		t.Fatalf("verify-publication: %+v", r)
+	}
+	if r := sealrun(t, "verify-publication", pub); r.code != 0 || !strings.Contains(r.stdout, "the publication's own keys/ are trusted") {
+		t.Errorf("verify-publication without --key: %+v", r)
+	}
+	// The command in VERIFY.md that rebuilds the board gives leaderboard.json's bytes.
+	r = sealrunIn(t, pub, "leaderboard", "--key", "keys/", "--suite", "exam", "--ledger", "ledgers/ledger-pub-host.jsonl", "runs/", "--format", "json")
+	if r.code != 0 || r.stdout != mustRead(t, filepath.Join(pub, "leaderboard.json")) {
+		t.Errorf("VERIFY.md's leaderboard command does not reproduce leaderboard.json: %+v", r)
+	}
+
+	tamper := func(name string, change func(dir string)) string {
+		dir := filepath.Join(f.dir, "t-"+name)
+		if out, err := execCommand("cp", "-a", pub, dir); err != nil {
+			t.Fatalf("cp: %v %s", err, out)
+		}
+		change(dir)
+		return dir
+	}
+	relist := func(dir string) {
+		sums, _, err := sumTree(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "SHA256SUMS"), sums, 0o644)
+	}
+	run0 := filepath.Join("runs", f.runs[0])
+	cases := []struct {
+		name   string
+		change func(dir string)
+		want   []string
+	}{
+		{"removed", func(d string) { os.Remove(filepath.Join(d, run0, "summary.txt")) }, []string{run0 + "/summary.txt: removed: SHA256SUMS lists it"}},
+		{"added", func(d string) { os.WriteFile(filepath.Join(d, "runs", "extra.txt"), []byte("x"), 0o644) }, []string{"runs/extra.txt: added: not in SHA256SUMS"}},
+		{"edited", func(d string) { os.WriteFile(filepath.Join(d, run0, "report.json"), []byte("{}\n"), 0o644) }, []string{run0 + "/report.json: edited: sha256"}},
+		// The same edit with SHA256SUMS redone: the attestation's subject still catches it.
+		{"edited and relisted", func(d string) { os.WriteFile(filepath.Join(d, run0, "report.json"), []byte("{}\n"), 0o644); relist(d) }, []string{run0 + ": the attestation or a file it binds does not verify"}},
+		{"board edited and relisted", func(d string) {
+			b, _ := os.ReadFile(filepath.Join(d, "leaderboard.md"))
+			os.WriteFile(filepath.Join(d, "leaderboard.md"), []byte(strings.Replace(string(b), "80.0", "90.0", 1)), 0o644)
+			relist(d)
+		}, []string{"leaderboard.md: not what the attestations give"}},
+		// A run withheld, every list redone: the ledger names it.
+		{"withheld", func(d string) {
+			os.RemoveAll(filepath.Join(d, "runs", f.runs[1]))
+			var m publication
+			json.Unmarshal([]byte(mustRead(t, filepath.Join(d, "publication.json"))), &m)
+			m.Runs = []string{f.runs[0], f.runs[2]}
+			mj, _ := json.MarshalIndent(m, "", "  ")
+			os.WriteFile(filepath.Join(d, "publication.json"), append(mj, '\n'), 0o644)
+			relist(d)
+		}, []string{f.runs[1] + " (seed 2, graded on sealrun.ledger/pub-host): its attestation is not in the published set"}},
+		{"untrusted key added", func(d string) {
+			b, _ := os.ReadFile("../../attest/testdata/ecdsa.pub")
+			os.WriteFile(filepath.Join(d, "keys", "other.pub"), b, 0o644)
+			relist(d)
+		}, []string{"keys/other.pub (key id"}},
+		{"no sums", func(d string) { os.Remove(filepath.Join(d, "SHA256SUMS")) }, []string{"SHA256SUMS"}},
+		{"hostile sums", func(d string) {
+			os.WriteFile(filepath.Join(d, "SHA256SUMS"), []byte(strings.Repeat("ab", 32)+"  ../../etc/passwd\n"), 0o644)
+		}, []string{`SHA256SUMS:1: not "<sha256>  <relative path>"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := tamper(strings.ReplaceAll(c.name, " ", "-"), c.change)
+			r := sealrun(t, "verify-publication", d, "--key", f.key)
+			if r.code != 1 {
+				t.Errorf("exit %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.stdout+r.stderr, w) {
+					t.Errorf("output lacks %q:\n%s%s", w, r.stdout, r.stderr)
+				}
+			}
+		})
+	}
+
+	// publish itself refuses what a reader would reject.
+	os.RemoveAll(filepath.Join(f.dir, "partial"))
+	os.MkdirAll(filepath.Join(f.dir, "partial"), 0o755)
+	execCommand("cp", "-a", filepath.Join(f.results, f.runs[0]), filepath.Join(f.dir, "partial"))
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"exists", []string{"publish", "--out", pub, "--key", f.key, f.results}, 2, "exists; a publication is written once"},
+		{"no key", []string{"publish", "--out", filepath.Join(f.dir, "p2"), f.results}, 2, "--key"},
+		{"no out", []string{"publish", "--key", f.key, f.results}, 2, "--out is required"},
+		{"withheld at publish", []string{"publish", "--out", filepath.Join(f.dir, "p3"), "--key", f.key, "--ledger", f.ledger, filepath.Join(f.dir, "partial")}, 1, "its attestation is not in the published set"},
+		{"wrong key", []string{"publish", "--out", filepath.Join(f.dir, "p4"), "--key", "../../attest/testdata/ecdsa.pub", f.results}, 1, "did not verify"},
+		{"nothing", []string{"publish", "--out", filepath.Join(f.dir, "p5"), "--key", f.key, filepath.Join(f.dir, "state")}, 1, "no attestation found"},
+		{"airs with ledger", []string{"publish", "--out", filepath.Join(f.dir, "p7"), "--key", f.key, "--suite", "airs", "--ledger", f.ledger, f.results}, 2, "--ledger is for the exam suite"},
+		{"verify not a dir", []string{"verify-publication", f.ledger}, 2, "not a directory"},
+		{"verify not a publication", []string{"verify-publication", f.results}, 1, "SHA256SUMS"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := sealrun(t, c.args...)
+			if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
+				t.Errorf("exit %d (want %d)\nstdout: %s\nstderr: %s\nwant ~ %q", r.code, c.code, r.stdout, r.stderr, c.want)
+			}
+		})
+	}
+	// A refused publish leaves nothing behind.
+	if left, _ := filepath.Glob(filepath.Join(f.dir, ".p*")); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	// Without a ledger the board is published, and a row short of seeds is named with them.
+	r = sealrun(t, "publish", "--out", filepath.Join(f.dir, "p6"), "--key", f.key, filepath.Join(f.dir, "partial"))
+	if r.code != 0 {
+		t.Fatalf("publish one run: %+v", r)
+	}
+	if r := sealrun(t, "verify-publication", filepath.Join(f.dir, "p6"), "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "provisional: 1 of 3 seeds; seeds missing: 2, 3") || !strings.Contains(r.stdout, "a run the operator withheld cannot be detected") {
+		t.Errorf("verify one run: %+v", r)
+	}
+}
+
+func execCommand(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
