@@ -231,6 +231,9 @@ type Host struct {
 	Kernel         string `json:"kernel"`
 	SealrunVersion string `json:"sealrun_version"`
 	SealrunCommit  string `json:"sealrun_commit"`
+	// Runtimes names the runtime that ran each role ("crun version 1.8.1"), where the host
+	// gives roles runtimes of their own or the run recorded it (absent in older attestations).
+	Runtimes map[string]string `json:"runtimes,omitempty"`
 }
 
 // AirGap is the evidence, read with netlink from the host, that each container's network

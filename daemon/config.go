@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/sandbox"
 )
 
 // DefaultConfigPath is where make install puts the daemon's configuration.
@@ -24,7 +25,7 @@ const DefaultConfigPath = "/etc/sealrun/sealrun.toml"
 type Config struct {
 	StateDir string `toml:"state_dir"` // runs, images, content, journal (default /var/lib/sealrun)
 	RunDir   string `toml:"run_dir"`   // volatile sandbox state (default /run/sealrun)
-	Runtime  string `toml:"runtime"`   // OCI runtime binary (default runc)
+	Runtime  string `toml:"runtime"`   // OCI runtime binary: runc (default), crun or runsc
 	Socket   string `toml:"socket"`    // admin socket (default /run/sealrun/sealrun.sock)
 	Group    string `toml:"group"`     // group allowed on the admin socket (default sealrun)
 	// Runner is the static runner client mounted into controllers (default: beside sealrund).
@@ -34,6 +35,10 @@ type Config struct {
 	// CgroupParent is the cgroup runs are created under; "" (the default) decides at start: below
 	// the daemon's own cgroup where systemd delegated it (cgroup v2: <cgroup>/runs), else /sealrun.
 	CgroupParent string `toml:"cgroup_parent"`
+
+	// Runtimes overrides runtime for some roles: [runtimes] runner = "runsc", grader = "runsc"
+	// (gVisor as a second wall where the agent's code runs), controller = "crun".
+	Runtimes map[string]string `toml:"runtimes"`
 
 	Keys      KeysConfig                           `toml:"keys"`
 	Providers map[string]controller.ProviderConfig `toml:"providers"`
@@ -230,6 +235,19 @@ func (c *Config) Validate() error {
 		}
 		seen[g] = true
 	}
+	rtKeys := make([]string, 0, len(c.Runtimes))
+	for k := range c.Runtimes {
+		rtKeys = append(rtKeys, k)
+	}
+	sort.Strings(rtKeys)
+	for _, k := range rtKeys {
+		switch v := c.Runtimes[k]; {
+		case k != "controller" && k != "runner" && k != "grader":
+			bad("runtimes."+k, "not a role; give controller, runner or grader")
+		case v == "" || strings.ContainsAny(v, " \t\n"):
+			bad("runtimes."+k, "%q: give a runtime binary (runc, crun or runsc) or its path", v)
+		}
+	}
 	if p := c.CgroupParent; p != "" && (!strings.HasPrefix(p, "/") || filepath.Clean(p) != p || p == "/") {
 		bad("cgroup_parent", "%q: give an absolute, clean cgroup path below the root (like /sealrun), or leave it out to let sealrund place runs below its delegated cgroup", p)
 	}
@@ -273,4 +291,13 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// RoleRuntimes is [runtimes] as the sandbox takes it.
+func (c *Config) RoleRuntimes() map[sandbox.Role]string {
+	out := map[sandbox.Role]string{}
+	for k, v := range c.Runtimes {
+		out[sandbox.Role(k)] = v
+	}
+	return out
 }

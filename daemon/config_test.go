@@ -31,6 +31,10 @@ workspace_read_bps = -1
 workspace_write_bps = 512
 [metrics]
 listen = "0.0.0.0:9464"
+[runtimes]
+runer = "crun"
+grader = ""
+controller = "crun --debug"
 [providers.none]
 kind = "none"
 [providers.scripted]
@@ -63,6 +67,9 @@ key_file = "` + key + `"
 		"sealrun.toml:resources.workspace_read_bps: -1; give 0 (no cap) or at least 1048576",
 		"sealrun.toml:resources.workspace_write_bps: 512; give 0 (no cap) or at least 1048576",
 		`sealrun.toml:metrics.listen: "0.0.0.0:9464" is not a loopback address`,
+		"sealrun.toml:runtimes.runer: not a role; give controller, runner or grader",
+		`sealrun.toml:runtimes.grader: "": give a runtime binary (runc, crun or runsc) or its path`,
+		`sealrun.toml:runtimes.controller: "crun --debug": give a runtime binary`,
 		"sealrun.toml:providers.OpenAI: the provider name must be lowercase",
 		`sealrun.toml:providers.OpenAI.kind: "opanai" is not a provider kind`,
 		`sealrun.toml:providers.OpenAI.base_url: "ftp://x" is not an http(s) URL`,

@@ -730,7 +730,7 @@ func (d *Daemon) Close() error {
 
 // hostOf builds the sandbox host and image store of a configuration.
 func hostOf(cfg *Config) (*sandbox.Host, *images.Store, error) {
-	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: cfg.StateDir, RunDir: cfg.RunDir, Runtime: cfg.Runtime, Hook: cfg.Hook, CgroupParent: cfg.CgroupParent})
+	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: cfg.StateDir, RunDir: cfg.RunDir, Runtime: cfg.Runtime, RoleRuntimes: cfg.RoleRuntimes(), Hook: cfg.Hook, CgroupParent: cfg.CgroupParent})
 	if err != nil {
 		return nil, nil, err
 	}

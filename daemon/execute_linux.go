@@ -708,9 +708,12 @@ func (x *Executor) writeSummary(dir string, spec RunSpec, out *Outcome, p *attes
 }
 
 func (x *Executor) hostFacts(ctx context.Context) attest.Host {
-	h := attest.Host{Runtime: filepath.Base(x.Cfg.Runtime), SealrunVersion: x.Version, SealrunCommit: x.Commit}
+	h := attest.Host{Runtime: x.Host.Runtime.Kind, SealrunVersion: x.Version, SealrunCommit: x.Commit, Runtimes: map[string]string{}}
 	if v, err := x.Host.Runtime.Version(ctx); err == nil {
 		h.RuntimeVersion = v
+	}
+	for _, role := range sandbox.Roles {
+		h.Runtimes[string(role)] = x.Host.RuntimeFor(role).VersionLine
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h.Kernel = strings.TrimSpace(string(b))

@@ -272,6 +272,15 @@ func TestExecuteSealedRun(t *testing.T) {
 			if p.Run.ID != c.id || len(p.Submissions.History) != 2 || p.Result.Status != c.want || len(p.AirGap.Containers) != 3 {
 				t.Errorf("predicate: run %+v, %d candidates, result %+v, %d air-gap containers", p.Run, len(p.Submissions.History), p.Result, len(p.AirGap.Containers))
 			}
+			// The runtime that ran each role is attested (SEALRUN_TEST_RUNTIME=crun: crun's).
+			for _, role := range sandbox.Roles {
+				if got, want := p.Host.Runtimes[string(role)], tb.h.RuntimeFor(role).VersionLine; got != want || !strings.Contains(got, " version ") {
+					t.Errorf("host.runtimes[%s] = %q; want %q", role, got, want)
+				}
+			}
+			if p.Host.Runtime != tb.h.Runtime.Kind {
+				t.Errorf("host.runtime = %q; want %q", p.Host.Runtime, tb.h.Runtime.Kind)
+			}
 			html := string(mustRead(t, filepath.Join(dir, "report.html")))
 			if d := os.Getenv("SEALRUN_KEEP_REPORT"); d != "" {
 				os.WriteFile(filepath.Join(d, c.id+".html"), []byte(html), 0o644)

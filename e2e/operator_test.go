@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -134,6 +135,7 @@ CONTROLLER=demo-controller
 AGENT=none/none
 GPUS='[]'
 CONCURRENCY=1
+RUNTIME=crun
 WORK=$ROOT/work
 EXAM_INPUT="--documents $ROOT/docs.jsonl"
 OPENAI_KEY_FILE=$ROOT/openai.key
@@ -193,6 +195,19 @@ sealrun doctor
 	}
 	if _, err := os.Stat(filepath.Join(root, "publication", "VERIFY.md")); err != nil {
 		t.Errorf("no publication: %v", err)
+	}
+	// The configuration's runtime ran every role, and each attestation says so.
+	atts, _ := filepath.Glob(filepath.Join(root, "publication", "runs", "*", "result.att.json"))
+	if len(atts) != 3 {
+		t.Errorf("%d attestations in the publication, want 3", len(atts))
+	}
+	for _, a := range atts {
+		var env struct{ Payload []byte }
+		b, _ := os.ReadFile(a)
+		json.Unmarshal(b, &env)
+		if n := strings.Count(string(env.Payload), `"crun version `); n != 3 {
+			t.Errorf("%s: %d roles attested as run by crun, want 3 (runtime = \"crun\")", a, n)
+		}
 	}
 	// Nothing of the walkthrough outlives it: its mounts were in its namespace only.
 	mi, _ := os.ReadFile("/proc/self/mountinfo")

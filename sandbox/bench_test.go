@@ -10,6 +10,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 func median(d []time.Duration) time.Duration {
@@ -21,14 +23,17 @@ func median(d []time.Duration) time.Duration {
 // BenchmarkContainerVsBareRunc: create+start+wait+delete of a runner-profile container running
 // `true` (user namespace with its own UID range, netns configured and checked by the hook,
 // cgroup, seccomp, bundle, teardown) against bare `runc run` of a minimal bundle of the same
-// image, alternating in one run. Reports both medians and their ratio.
+// image, alternating in one run. Reports both medians and their ratio, and where the sealed
+// container's time went (Phases, and the teardown). The sealed container runs under
+// SEALRUN_TEST_RUNTIME (make bench runs it under runc and crun); under another runtime than
+// runc, a bare run of that runtime is timed too.
 func BenchmarkContainerVsBareRunc(b *testing.B) {
 	requireRoot(b)
 	imgs := localImages(b)
 	runDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
 	defer os.RemoveAll(runDir)
 	_, hook := buildBinaries(b)
-	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Hook: hook})
+	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +65,8 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 	os.WriteFile(filepath.Join(bare, "config.json"), data, 0o644)
 	bareRoot := filepath.Join(runDir, "bare")
 
-	var ours, theirs []time.Duration
+	var ours, theirs, same []time.Duration
+	phases := map[string][]time.Duration{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -71,10 +77,24 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 		if code, err := c.Wait(ctx); code != 0 || err != nil {
 			b.Fatal(code, err)
 		}
+		t1 := time.Now()
 		if err := c.Destroy(ctx); err != nil {
 			b.Fatal(err)
 		}
 		ours = append(ours, time.Since(t0))
+		p := c.Phases
+		for k, d := range map[string]time.Duration{"prepare": p.Prepare, "runtime": p.Runtime, "hook": p.Hook, "ready": p.Ready,
+			"run": t1.Sub(t0) - p.Prepare - p.Runtime - p.Hook - p.Ready, "teardown": time.Since(t1)} {
+			phases[k] = append(phases[k], d)
+		}
+		if rt := h.Runtime; rt.Kind != KindRunc {
+			t0 = time.Now()
+			cmd := exec.Command(rt.Path, "--root", bareRoot+"-"+rt.Kind, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("bare %s run: %v %s", rt.Kind, err, out)
+			}
+			same = append(same, time.Since(t0))
+		}
 		t0 = time.Now()
 		cmd := exec.Command("runc", "--root", bareRoot, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i))
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -87,6 +107,12 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 	b.ReportMetric(float64(mo.Microseconds())/1000, "sealrun-ms")
 	b.ReportMetric(float64(mt.Microseconds())/1000, "bare-runc-ms")
 	b.ReportMetric(float64(mo)/float64(mt), "ratio")
+	if len(same) > 0 {
+		b.ReportMetric(float64(median(same).Microseconds())/1000, "bare-same-ms")
+	}
+	for k, d := range phases {
+		b.ReportMetric(float64(median(d).Microseconds())/1000, k+"-ms")
+	}
 }
 
 // BenchmarkRunLayout: set up and tear down a run's layout (UID range for the shared GID, cgroup

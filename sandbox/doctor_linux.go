@@ -33,24 +33,7 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 	} else {
 		add("root", "fail", fmt.Sprintf("running as uid %d", os.Geteuid()), "run sealrun doctor and the daemon as root")
 	}
-	rtName := cfg.Runtime
-	if rtName == "" {
-		rtName = "runc"
-	}
-	if path, err := exec.LookPath(rtName); err != nil {
-		add("runtime", "fail", fmt.Sprintf("%s not found", rtName), "apt-get install runc (or make deps)")
-	} else {
-		out2, err := exec.CommandContext(ctx, path, "--version").Output()
-		line, _, _ := strings.Cut(string(out2), "\n")
-		switch {
-		case err != nil:
-			add("runtime", "fail", fmt.Sprintf("%s --version failed: %v", path, err), "reinstall the runtime")
-		case strings.HasPrefix(line, "runc version 1.0") || strings.HasPrefix(line, "runc version 0."):
-			add("runtime", "fail", fmt.Sprintf("%s: %s is too old (createRuntime hooks and umask need runc 1.1)", path, line), "install runc 1.1 or later")
-		default:
-			add("runtime", "ok", fmt.Sprintf("%s: %s", path, line), "")
-		}
-	}
+	runtimeChecks(cfg, add)
 	cgroupChecks(ctx, add)
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil || strings.TrimSpace(string(b)) == "0" {
 		add("user namespaces", "fail", "user namespaces are disabled", "sysctl user.max_user_namespaces=15000")
@@ -252,4 +235,45 @@ func gpuChecks(dirs []string, procRoot string) []Check {
 		out = append(out, Check{"GPU driver", "ok", "NVIDIA " + driver + "; the CDI specs match it", ""})
 	}
 	return out
+}
+
+// runtimeChecks checks the default runtime and each role's: found, a kind sealrun drives, new
+// enough, and able to run containers on this host's cgroups.
+func runtimeChecks(cfg HostConfig, add func(name, status, detail, fix string)) {
+	def := cfg.Runtime
+	if def == "" {
+		def = "runc"
+	}
+	roles := map[string][]string{} // binary -> roles it runs
+	var order []string
+	for _, role := range Roles {
+		b := def
+		if r := cfg.RoleRuntimes[role]; r != "" {
+			b = r
+		}
+		if _, ok := roles[b]; !ok {
+			order = append(order, b)
+		}
+		roles[b] = append(roles[b], string(role))
+	}
+	for _, b := range order {
+		name := "runtime"
+		if len(order) > 1 {
+			name = "runtime (" + strings.Join(roles[b], ", ") + ")"
+		}
+		rt, err := NewRuntime(b, filepath.Join(os.TempDir(), "sealrun-doctor-runtime"))
+		os.RemoveAll(filepath.Join(os.TempDir(), "sealrun-doctor-runtime"))
+		switch {
+		case err != nil:
+			add(name, "fail", err.Error(), "apt-get install runc (or crun; make deps installs both), or set runtime in sealrun.toml to one that is installed")
+		case rt.Kind == KindRunc && !rt.atLeast(1, 1, 0):
+			add(name, "fail", fmt.Sprintf("%s: %s is too old (createRuntime hooks and umask need runc 1.1)", rt.Path, rt.VersionLine), "install runc 1.1 or later")
+		case rt.UsableHere() != nil:
+			add(name, "fail", fmt.Sprintf("%s: %s", rt.Path, rt.UsableHere()), "as it says; or choose runc: runtime = \"runc\" in sealrun.toml ([runtimes] sets it per role)")
+		case rt.Kind == KindRunsc:
+			add(name, "warn", fmt.Sprintf("%s: %s (gVisor, platform ptrace): GPU containers are refused under it (sealrun does not wire runsc's nvproxy)", rt.Path, rt.VersionLine), "run GPU tracks with runc or crun for the runner and grader")
+		default:
+			add(name, "ok", fmt.Sprintf("%s: %s", rt.Path, rt.VersionLine), "")
+		}
+	}
 }

@@ -80,7 +80,7 @@ func testHost(t *testing.T) *Host {
 func newTestHost(t *testing.T, hook string) *Host {
 	t.Helper()
 	runDir := testenv.RunDir(t, ReapRunDir)
-	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook})
+	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func newTestHost(t *testing.T, hook string) *Host {
 // namespace. It looks only at this host's things, so tests of other packages may run beside it.
 func assertNoLeaks(t *testing.T, h *Host) {
 	t.Helper()
-	if cs, err := h.Runtime.List(context.Background()); err != nil {
+	if cs, err := h.ListContainers(context.Background()); err != nil {
 		t.Errorf("runtime list: %v", err)
 	} else {
 		for _, c := range cs {

@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	runc "github.com/containerd/go-runc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -17,40 +19,174 @@ import (
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
-// Runtime drives an OCI runtime binary (runc; crun where the cgroup mode allows) through
-// go-runc, with its state under its own root so that sealrun's containers never mix with others.
+// Runtime drives an OCI runtime binary (runc, crun or gVisor's runsc) through go-runc, with its
+// state under its own root so that sealrun's containers never mix with others. The three speak
+// the same command line for what sealrun asks (run, kill --all, delete --force, state, list);
+// where they disagree (the spec version crun accepts, where each keeps its state), Kind says
+// which one this is.
 type Runtime struct {
 	rc   *runc.Runc
 	Path string
 	root string
+	// Kind is "runc", "crun" or "runsc", read from the binary's --version.
+	Kind string
+	// VersionLine is the first line of --version ("crun version 1.8.1").
+	VersionLine string
+	version     [3]int
 }
 
-// NewRuntime finds the runtime binary (a name is looked up in PATH) and keeps its state in root.
+// Runtime kinds sealrun knows.
+const (
+	KindRunc  = "runc"
+	KindCrun  = "crun"
+	KindRunsc = "runsc"
+)
+
+// NewRuntime finds the runtime binary (a name is looked up in PATH), asks it what it is, and
+// keeps its state in root.
 func NewRuntime(binary, root string) (*Runtime, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
-		return nil, fmt.Errorf("OCI runtime %q not found: %w; install it (apt-get install runc, or make deps) or set the runtime path", binary, err)
+		return nil, fmt.Errorf("OCI runtime %q not found: %w; install it (apt-get install runc, crun or runsc; make deps installs runc and crun) or set the runtime path", binary, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("OCI runtime %s: --version: %w; reinstall it", path, err)
+	}
+	kind, line, version, err := parseRuntimeVersion(string(out))
+	if err != nil {
+		return nil, fmt.Errorf("OCI runtime %s: %w", path, err)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("runtime state %s: %w", root, err)
 	}
-	return &Runtime{rc: &runc.Runc{Command: path, Root: root, PdeathSignal: syscall.SIGKILL}, Path: path, root: root}, nil
+	rc := &runc.Runc{Command: path, Root: root, PdeathSignal: syscall.SIGKILL}
+	if kind == KindRunsc {
+		// The platforms every build has; a KVM host may prefer --platform=kvm (set the
+		// runtime to a wrapper script to pass other flags).
+		rc.ExtraArgs = []string{"--platform=ptrace"}
+	}
+	return &Runtime{rc: rc, Path: path, root: root, Kind: kind, VersionLine: line, version: version}, nil
 }
 
-// registered reports whether the runtime has saved the state of container id (runc writes it
-// once the container's hooks have run; until then list and state do not know it).
+// parseRuntimeVersion reads a runtime's --version output: its kind, first line and version.
+// runc prints "runc version 1.1.5", crun "crun version 1.8.1", runsc "runsc version
+// release-20221219.0" (a date, kept as the version's first number).
+func parseRuntimeVersion(out string) (kind, line string, version [3]int, err error) {
+	line, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
+	line = strings.TrimSpace(line)
+	if len(line) > 100 {
+		line = line[:100] + "..."
+	}
+	name, rest, ok := strings.Cut(line, " version ")
+	switch {
+	case !ok:
+		return "", line, version, fmt.Errorf("--version printed %q, not \"NAME version X\"; sealrun drives runc, crun or runsc", line)
+	case name != KindRunc && name != KindCrun && name != KindRunsc:
+		return "", line, version, fmt.Errorf("%q is not a runtime sealrun knows (runc, crun or runsc)", line)
+	}
+	rest = strings.TrimPrefix(rest, "release-")
+	for i, f := range strings.FieldsFunc(rest, func(r rune) bool { return r == '.' || r == '-' || r == '~' || r == '+' || r == ' ' }) {
+		if i == len(version) {
+			break
+		}
+		n, cerr := strconv.Atoi(f)
+		if cerr != nil {
+			break
+		}
+		version[i] = n
+	}
+	return name, line, version, nil
+}
+
+// setRoot moves where the runtime keeps its state (before any container).
+func (r *Runtime) setRoot(root string) error {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return fmt.Errorf("runtime state %s: %w", root, err)
+	}
+	r.root, r.rc.Root = root, root
+	return nil
+}
+
+// cgroupUnified is where a hybrid host mounts its cgroup v2 hierarchy (a variable for tests).
+var cgroupUnified = "/sys/fs/cgroup/unified"
+
+// UsableHere says why the runtime cannot run sealrun's containers on this host, or nil. crun
+// (every version) refuses a hybrid host whose cgroup v2 hierarchy holds any controller: "cgroups
+// in hybrid mode not supported, drop all controllers from cgroupv2". systemd's hybrid layout
+// mounts every controller on v1, but a host that leaves one (often hugetlb) on v2 hits it.
+//
+// gVisor releases before 2023 (Debian 12's runsc is 20221219) cannot start sealrun's containers:
+// their gofer makes the spec's bind mounts from inside the container's user namespace, where the
+// sources sealrun hides (bundle/h, 0700) cannot be reached and a target under a tmpfs must be
+// created in the read-only rootfs ("read-only file system"). That is refused here, by name.
+func (r *Runtime) UsableHere() error {
+	switch {
+	case r.Kind == KindRunsc && r.releaseDate() < 20230101:
+		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Use runc or crun for every role, or a gVisor release from 2023 on (untested)", r.VersionLine, r.releaseDate())
+	case r.Kind == KindCrun && CgroupMode() == "hybrid":
+		return crunHybridCheck(cgroupUnified)
+	}
+	return nil
+}
+
+// releaseDate is a runsc version's date (20221219 of "0.0~20221219.0" or "release-20221219.0").
+func (r *Runtime) releaseDate() int {
+	return max(r.version[0], r.version[1], r.version[2])
+}
+
+func crunHybridCheck(unified string) error {
+	b, err := os.ReadFile(filepath.Join(unified, "cgroup.controllers"))
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	ctrls := strings.Fields(string(b))
+	var mounts []string
+	for _, c := range ctrls {
+		mounts = append(mounts, fmt.Sprintf("mkdir -p /sys/fs/cgroup/%s && mount -t cgroup -o %s cgroup /sys/fs/cgroup/%s", c, c, c))
+	}
+	return fmt.Errorf("crun cannot run containers on this host: its cgroups are hybrid and the cgroup v2 hierarchy (%s) holds the %s controller(s), which crun refuses (\"cgroups in hybrid mode not supported\"). Fix: mount them on cgroup v1 as systemd's hybrid layout does (%s; make deps does this), boot with cgroup v2 unified (systemd.unified_cgroup_hierarchy=1), or use runc",
+		unified, strings.Join(ctrls, ", "), strings.Join(mounts, "; "))
+}
+
+// atLeast reports whether the runtime's version is at least a.b.c.
+func (r *Runtime) atLeast(a, b, c int) bool {
+	v := r.version
+	return v[0] > a || v[0] == a && (v[1] > b || v[1] == b && v[2] >= c)
+}
+
+// registered reports whether the runtime has saved the state of container id: runc writes
+// state.json, crun a status file, once the container's hooks have run; until then list and
+// state do not know it. runsc keeps its state in files named after the container.
 func (r *Runtime) registered(id string) bool {
+	switch r.Kind {
+	case KindCrun:
+		_, err := os.Stat(filepath.Join(r.root, id, "status"))
+		return err == nil
+	case KindRunsc:
+		m, _ := filepath.Glob(filepath.Join(r.root, "*"+id+"*.state"))
+		return len(m) > 0
+	}
 	_, err := os.Stat(filepath.Join(r.root, id, "state.json"))
 	return err == nil
 }
 
-// Version returns the runtime's version line ("runc 1.1.5").
-func (r *Runtime) Version(ctx context.Context) (string, error) {
-	v, err := r.rc.Version(ctx)
-	if err != nil {
-		return "", fmt.Errorf("%s --version: %w", r.Path, err)
+// adjustSpec makes a spec this runtime accepts. crun before 1.14.2 refuses any ociVersion
+// that does not contain "1.0" ("unknown version specified"): the spec sealrun writes uses
+// nothing of the later versions that such a crun would need to know, since sealrun makes its
+// idmapped mounts itself, so it is labelled 1.0.2 for it.
+func (r *Runtime) adjustSpec(s *specs.Spec) {
+	if r.Kind == KindCrun && !r.atLeast(1, 14, 2) {
+		s.Version = "1.0.2"
 	}
-	return v.Runc, nil
+}
+
+// Version returns the runtime's version as it prints it ("1.1.5" of "runc version 1.1.5").
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	_, v, _ := strings.Cut(r.VersionLine, " version ")
+	return v, nil
 }
 
 // wrap names the container and keeps the runtime's own message.
@@ -90,6 +226,15 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 func (r *Runtime) State(ctx context.Context, id string) (*runc.Container, error) {
 	c, err := r.rc.State(ctx, id)
 	return c, wrap("state", id, err)
+}
+
+// exists reports whether the runtime still knows container id (its state directory is there).
+func (r *Runtime) exists(id string) bool {
+	if r.Kind == KindRunsc {
+		return r.registered(id)
+	}
+	_, err := os.Stat(filepath.Join(r.root, id))
+	return err == nil
 }
 
 // List lists the containers in this runtime root.

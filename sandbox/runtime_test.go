@@ -34,6 +34,7 @@ func TestRuntimeDriverVerbs(t *testing.T) {
 	}
 	bundle := filepath.Join(h.cfg.RunDir, "bundles", "sealrun-driver-1")
 	os.MkdirAll(bundle, 0o711)
+	h.Runtime.adjustSpec(spec)
 	data, _ := json.Marshal(spec)
 	os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o600)
 	id := "sealrun-driver-1"

@@ -36,6 +36,9 @@ type HostConfig struct {
 	// /run/sealrun). It identifies this host: Reap removes only what is recorded under it.
 	RunDir  string
 	Runtime string // runtime binary (default "runc")
+	// RoleRuntimes overrides Runtime for some roles (for example runsc for the runner and
+	// grader, runc for the controller).
+	RoleRuntimes map[Role]string
 	// Hook is the network hook binary (default: sealrun-netns-hook next to this binary, else this
 	// binary re-executed).
 	Hook string
@@ -56,7 +59,9 @@ type HostConfig struct {
 type Host struct {
 	cfg       HostConfig
 	placement Placement
+	// Runtime is the default runtime; runtimes holds it and each role's own.
 	Runtime   *Runtime
+	runtimes  map[Role]*Runtime
 	ranges    *Ranges
 	hookPath  string
 	hookArgv0 string
@@ -106,7 +111,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err := checkTraversable(cfg.RunDir); err != nil {
 		return nil, err
 	}
-	rt, err := NewRuntime(cfg.Runtime, filepath.Join(cfg.RunDir, "runtime"))
+	rt, runtimes, err := openRuntimes(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +127,84 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, placement: placement, Runtime: rt, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
+	return &Host{cfg: cfg, placement: placement, Runtime: rt, runtimes: runtimes, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
+}
+
+// openRuntimes opens the default runtime and each role's. Every kind keeps its state under
+// its own root (runc's under "runtime", as before; crun's under "runtime-crun", ...), and a
+// runtime that cannot run containers on this host is refused here, with the reason.
+func openRuntimes(cfg HostConfig) (*Runtime, map[Role]*Runtime, error) {
+	byBinary := map[string]*Runtime{}
+	open := func(binary string) (*Runtime, error) {
+		if rt, ok := byBinary[binary]; ok {
+			return rt, nil
+		}
+		rt, err := NewRuntime(binary, filepath.Join(cfg.RunDir, "runtime"))
+		if err != nil {
+			return nil, err
+		}
+		if rt.Kind != KindRunc {
+			if err := rt.setRoot(filepath.Join(cfg.RunDir, "runtime-"+rt.Kind)); err != nil {
+				return nil, err
+			}
+		}
+		if err := rt.UsableHere(); err != nil {
+			return nil, err
+		}
+		byBinary[binary] = rt
+		return rt, nil
+	}
+	def, err := open(cfg.Runtime)
+	if err != nil {
+		return nil, nil, err
+	}
+	runtimes := map[Role]*Runtime{}
+	for _, role := range Roles {
+		runtimes[role] = def
+		if b := cfg.RoleRuntimes[role]; b != "" {
+			if runtimes[role], err = open(b); err != nil {
+				return nil, nil, fmt.Errorf("the %s's runtime: %w", role, err)
+			}
+		}
+	}
+	for role := range cfg.RoleRuntimes {
+		if _, err := ParseRole(string(role)); err != nil {
+			return nil, nil, fmt.Errorf("runtime by role: %w", err)
+		}
+	}
+	return def, runtimes, nil
+}
+
+// RuntimeFor returns the runtime that runs the role's containers.
+func (h *Host) RuntimeFor(role Role) *Runtime {
+	if rt := h.runtimes[role]; rt != nil {
+		return rt
+	}
+	return h.Runtime
+}
+
+// ListContainers lists the containers of every runtime this host drives.
+func (h *Host) ListContainers(ctx context.Context) ([]*runc.Container, error) {
+	var out []*runc.Container
+	for _, rt := range h.Runtimes() {
+		cs, err := rt.List(ctx)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
+}
+
+// Runtimes lists each distinct runtime this host drives once, the default first.
+func (h *Host) Runtimes() []*Runtime {
+	out := []*Runtime{h.Runtime}
+	for _, role := range Roles {
+		if rt := h.RuntimeFor(role); !slices.Contains(out, rt) {
+			out = append(out, rt)
+		}
+	}
+	return out
 }
 
 // Placement says where this host creates its runs' cgroups, and why.
@@ -311,16 +393,27 @@ type ContainerConfig struct {
 	Stdout, Stderr io.Writer
 }
 
+// Phases splits a container's start: sealrun's preparation (cgroup and device filter, idmapped
+// rootfs and mount-target overlay, spec and bundle), the runtime's own work until the network
+// hook began (its process, namespaces, mounts, seccomp, cgroup placement), the hook
+// (configure and check the netns), and the time until sealrun saw the container registered.
+type Phases struct {
+	Prepare, Runtime, Hook, Ready time.Duration
+}
+
 // Container is a started container. Its cgroup is a wrapper sealrun makes (<run>/<container>)
 // with the runtime's own below it (<run>/<container>/ctr), which the runtime sets the limits on
 // and removes the moment the container exits: the wrapper outlives it, so the container's CPU
 // time, memory peak and OOM kills stay readable, and on cgroup v2 sealrun's device filter sits on
 // it, out of the runtime's reach.
 type Container struct {
-	run      *Run
-	ID       string
-	Role     Role
-	UIDs     IDRange
+	run  *Run
+	ID   string
+	Role Role
+	UIDs IDRange
+	rt   *Runtime // the role's
+	// Phases is where the container's start went (make bench prints it).
+	Phases   Phases
 	bundle   string
 	cg       cgroupTree // the wrapper
 	leaf     cgroupTree // the runtime's
@@ -346,11 +439,12 @@ type Container struct {
 // own message: ErrBadConfig for a configuration that can never start, an InfraError for a
 // failure of the runtime, cgroups, netns or mounts.
 func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err error) {
+	began := time.Now()
 	r.mu.Lock()
 	r.seq++
 	id := fmt.Sprintf("%s%s-%s-%d", Prefix, r.ID, cfg.Role, r.seq)
 	r.mu.Unlock()
-	c := &Container{run: r, ID: id, Role: cfg.Role, cg: cgroupTree{path: r.cg.path + "/" + id}, done: make(chan struct{}), stderr: &limitedBuffer{max: 8 << 10}}
+	c := &Container{run: r, ID: id, Role: cfg.Role, rt: r.h.RuntimeFor(cfg.Role), cg: cgroupTree{path: r.cg.path + "/" + id}, done: make(chan struct{}), stderr: &limitedBuffer{max: 8 << 10}}
 	c.leaf = cgroupTree{path: c.cg.path + "/" + runtimeLeaf}
 	defer func() {
 		if err != nil {
@@ -364,6 +458,11 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
+	}
+	if c.rt.Kind == KindRunsc && len(cfg.Devices) > 0 {
+		// Refused, never weakened: a GPU under gVisor needs its nvproxy, which sealrun does not
+		// wire (and Debian's runsc predates).
+		return nil, fmt.Errorf("container %s: %w", id, badConfig(fmt.Errorf("the %s gets devices (%s ...) but runs under gVisor (%s), which sealrun does not give devices to; run this role with runc or crun (runtimes.%s in sealrun.toml)", cfg.Role, cfg.Devices[0].Path, c.rt.VersionLine, cfg.Role)))
 	}
 	if err = c.cg.Create(r.h.placement.Base); err != nil {
 		return nil, infra(id, "create cgroup", err)
@@ -440,6 +539,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	evidencePath := filepath.Join(c.bundle, "netns.json")
 	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.leaf.path)
 	spec.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{hook}}
+	c.rt.adjustSpec(spec)
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return nil, err
@@ -471,8 +571,10 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	r.live[id] = c
 	r.mu.Unlock()
 	c.started = true
+	launched := time.Now()
+	c.Phases.Prepare = launched.Sub(began)
 	go func() {
-		status, err := r.h.Runtime.Run(id, c.bundle, pio)
+		status, err := c.rt.Run(id, c.bundle, pio)
 		// Only our copies of the write ends close here: the readers drain what the container
 		// wrote up to its last byte and see EOF once every process holding a write end (the
 		// container's, all gone with its pid namespace's init) has exited. Closing the read ends
@@ -500,10 +602,14 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 			return false
 		}
 		c.pid, c.Evidence = rec.Pid, rec.Evidence
+		if !rec.Began.IsZero() && !rec.Ended.IsZero() {
+			c.Phases.Runtime, c.Phases.Hook = rec.Began.Sub(launched), rec.Ended.Sub(rec.Began)
+			c.Phases.Ready = time.Since(rec.Ended)
+		}
 		return true
 	}
 	for {
-		if r.h.Runtime.registered(id) && readRecord() {
+		if c.rt.registered(id) && readRecord() {
 			if aerr := checkAirGap(cfg.Role, c.Evidence); aerr != nil {
 				return nil, infra(id, "air gap", aerr)
 			}
@@ -586,6 +692,8 @@ func (c *Container) Wait(ctx context.Context) (int, error) {
 	if c.exit != 0 {
 		if msg := c.stderr.String(); strings.Contains(msg, "runc run failed") || strings.Contains(msg, "unable to start container process") {
 			return c.exit, &CommandError{Container: c.ID, Message: runtimeMessage(msg)}
+		} else if line := crunExecFailure(msg); c.rt.Kind == KindCrun && line != "" {
+			return c.exit, &CommandError{Container: c.ID, Message: line}
 		}
 	}
 	return c.exit, nil
@@ -601,6 +709,19 @@ func runtimeMessage(stderr string) string {
 	return stderr
 }
 
+// crunExecFailure finds crun's line saying it could not execute the command ("executable file
+// `x` not found in $PATH: ...", "open executable: ...", "exec container process `x`: ..."), or "".
+func crunExecFailure(stderr string) string {
+	for _, line := range strings.Split(stderr, "\n") {
+		for _, p := range []string{"executable file `", "open executable: ", "exec container process "} {
+			if strings.HasPrefix(line, p) {
+				return line
+			}
+		}
+	}
+	return ""
+}
+
 // Kill sends sig to every process of the container through the runtime. For SIGKILL it also
 // kills through the cgroup (freeze, kill, thaw), so that nothing that escaped the runtime's view
 // survives, and waits (bounded by KillTimeout) until the cgroup is empty. The runtime call is
@@ -608,7 +729,7 @@ func runtimeMessage(stderr string) string {
 func (c *Container) Kill(ctx context.Context, sig syscall.Signal) error {
 	kctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
 	defer cancel()
-	err := c.run.h.Runtime.Kill(kctx, c.ID, sig)
+	err := c.rt.Kill(kctx, c.ID, sig)
 	if sig == syscall.SIGKILL {
 		if kerr := c.cg.KillAll(c.run.h.cfg.KillTimeout); kerr != nil {
 			return infra(c.ID, "kill", kerr)
@@ -683,8 +804,8 @@ func (c *Container) Destroy(ctx context.Context) error {
 		}
 		if !exitedCleanly && c.started {
 			dctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
-			if st, err := c.run.h.Runtime.State(dctx, c.ID); err == nil && st != nil {
-				if err := c.run.h.Runtime.Delete(dctx, c.ID); err != nil {
+			if st, err := c.rt.State(dctx, c.ID); err == nil && st != nil {
+				if err := c.rt.Delete(dctx, c.ID); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -830,18 +951,22 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 			}
 		}
 	}
-	cs, err := h.Runtime.List(ctx)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, c := range cs {
-		kctx, cancel := context.WithTimeout(ctx, h.cfg.KillTimeout)
-		h.Runtime.Kill(kctx, c.ID, syscall.SIGKILL)
-		if err := h.Runtime.Delete(kctx, c.ID); err != nil {
+	for _, rt := range h.Runtimes() {
+		cs, err := rt.List(ctx)
+		if err != nil {
 			errs = append(errs, err)
 		}
-		cancel()
-		out.Containers = append(out.Containers, c.ID)
+		for _, c := range cs {
+			kctx, cancel := context.WithTimeout(ctx, h.cfg.KillTimeout)
+			rt.Kill(kctx, c.ID, syscall.SIGKILL)
+			// The runtime process that ran it in the foreground may delete it first, once it
+			// died (crun does it sooner than runc): gone is what was asked.
+			if err := rt.Delete(kctx, c.ID); err != nil && rt.exists(c.ID) {
+				errs = append(errs, err)
+			}
+			cancel()
+			out.Containers = append(out.Containers, c.ID)
+		}
 	}
 	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
 		for _, e := range entries {

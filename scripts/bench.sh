@@ -99,6 +99,37 @@ else
 fi
 
 echo
+echo "== runtimes: the same sealed container, runner call and grading under crun, against bare runc run (same run)"
+# phases FILE: where a sealed container's time went (sandbox.Phases and the teardown), medians.
+phases() {
+  local f=$1 m
+  m() { awk -v u="$1" '$1 ~ "^BenchmarkContainerVsBareRunc(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$f"; }
+  echo "  where it went: sealrun's preparation (cgroup, device filter, idmapped rootfs, overlay, spec) $(m prepare-ms) ms, the runtime until the hook (process, namespaces, mounts, seccomp, cgroup) $(m runtime-ms) ms, the network hook $(m hook-ms) ms, until seen registered $(m ready-ms) ms, the process and its wait $(m run-ms) ms, teardown (runtime delete, cgroups, bundle, mounts) $(m teardown-ms) ms"
+}
+if [ "$(gobench_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
+  echo "(skipped: needs root and the local images; run make bench as root after make test)"
+elif ! command -v crun >/dev/null; then
+  echo "runc: container $(gobench_metric BenchmarkContainerVsBareRunc sealrun-ms) ms"; phases "$work/gobench.txt"
+  echo "(crun skipped: not installed; make deps installs it)"
+else
+  {
+    SEALRUN_TEST_RUNTIME=crun go test -run '^$' -bench 'ContainerVsBareRunc' -benchtime 20x ./sandbox
+    SEALRUN_TEST_RUNTIME=crun go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
+    SEALRUN_TEST_RUNTIME=crun go test -run '^$' -bench 'HarnessPerQuestion' -benchtime 5x ./grader
+  } >"$work/crun.txt" 2>&1 || true
+  crun_metric() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/crun.txt"; }
+  if [ "$(crun_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
+    echo "(crun could not run here; what it said:)"; grep -vE '^(goos|goarch|pkg|cpu):' "$work/crun.txt" | tail -n 8
+  else
+    echo "sealed container (true), runc: $(gobench_metric BenchmarkContainerVsBareRunc sealrun-ms) ms = $(gobench_metric BenchmarkContainerVsBareRunc ratio)x bare runc"; phases "$work/gobench.txt"
+    echo "sealed container (true), crun: $(crun_metric BenchmarkContainerVsBareRunc sealrun-ms) ms vs bare runc run $(crun_metric BenchmarkContainerVsBareRunc bare-runc-ms) ms: ratio $(crun_metric BenchmarkContainerVsBareRunc ratio)x   (target: <= 1.0x); bare crun run $(crun_metric BenchmarkContainerVsBareRunc bare-same-ms) ms"; phases "$work/crun.txt"
+    echo "runner true end to end, crun: $(crun_metric BenchmarkRunnerTrueVsBareRunc runner-ms) ms vs bare runc run $(crun_metric BenchmarkRunnerTrueVsBareRunc bare-runc-ms) ms: ratio $(crun_metric BenchmarkRunnerTrueVsBareRunc ratio)x   (target: <= 1.2x; runc above: $(gobench_metric BenchmarkRunnerTrueVsBareRunc ratio)x)"
+    echo "grading 100 questions with a fresh grader container: runc $(gobench_metric BenchmarkHarnessPerQuestion phase-ms) ms, crun $(crun_metric BenchmarkHarnessPerQuestion phase-ms) ms"
+  fi
+fi
+echo "gVisor (runsc): not measured; Debian's runsc 0.0~20221219 does not start sealrun's containers here (see README, Runtimes)"
+
+echo
 echo "== controller: the model gateway on loopback vs the fake provider directly (same run)"
 echo "added latency per request (p50, pinning + headers + audit entry): $(gobench_metric BenchmarkGatewayAddedLatency added-ms) ms (direct $(gobench_metric BenchmarkGatewayAddedLatency direct-ms) ms, through the gateway $(gobench_metric BenchmarkGatewayAddedLatency gateway-ms) ms)   (target: <= 2 ms)"
 echo "server-sent event streaming through the gateway: $(gobench_metric BenchmarkGatewayStreaming MiB/s) MiB/s   (target: >= 100 MiB/s)"

@@ -54,7 +54,7 @@ done
 # Bump recipe when what the root holds changes: the cache key is its hash.
 suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr,openssl
+packages=systemd,systemd-sysv,dbus,udev,kmod,linux-image-cloud-amd64,initramfs-tools,runc,crun,busybox-static,iproute2,e2fsprogs,procps,util-linux,attr,openssl
 # Installed afterwards by apt inside the root: debootstrap's own ordering cannot configure
 # packages with deep dependency chains (buildah's containers-common fails there).
 extras="docker-registry apache2-utils buildah"
@@ -62,7 +62,7 @@ recipe="cgroup2-guest/v2 $suite $mirror $packages $extras"
 key=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
 root_dir=$cache/$key
 if [ ! -f "$root_dir/root.img" ]; then
-	say "building the guest root (debootstrap $suite with systemd, linux-image-cloud-amd64, runc) into $root_dir — a few minutes, once"
+	say "building the guest root (debootstrap $suite with systemd, linux-image-cloud-amd64, runc, crun) into $root_dir — a few minutes, once"
 	mkdir -p "$cache"
 	tmp=$(mktemp -d "$cache/.build-XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(
-  runc            # the OCI runtime that runs every container
+  runc            # the OCI runtime that runs every container (the default)
+  crun            # the faster OCI runtime a host may choose (runtime = "crun"); tests and bench run it too
   busybox-static  # the controller test image: a shell and coreutils-level tools, no Python
   debootstrap     # builds the python (runner/grader) test image from Debian packages
   e2fsprogs       # mkfs.ext4: each run's /workspace is a loop-mounted ext4 image (the disk quota)
@@ -26,11 +27,36 @@ packages=(
   skopeo          # the baseline make bench pulls an image with, against images pull
 )
 
+# crun refuses a hybrid cgroup host whose cgroup v2 hierarchy holds any controller ("cgroups in
+# hybrid mode not supported, drop all controllers from cgroupv2"). systemd's hybrid layout mounts
+# every controller on v1; a host that left one on v2 (this project's CI VMs leave hugetlb) gets
+# it mounted on v1 as systemd would, when no v2 cgroup uses it. sealrun doctor names the same fix.
+hybrid_controllers_to_v1() {
+  local unified=/sys/fs/cgroup/unified c
+  [ -f "$unified/cgroup.controllers" ] && [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ] || return 0
+  for c in $(cat "$unified/cgroup.controllers"); do
+    if grep -qw "$c" "$unified/cgroup.subtree_control"; then
+      echo "make deps: $c is in use on this host's cgroup v2 hierarchy; crun will refuse this host (sealrun doctor says why); runc is unaffected" >&2
+      continue
+    fi
+    if [ "$(id -u)" != 0 ]; then
+      echo "make deps: crun needs $c mounted on cgroup v1 here; run as root: mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c" >&2
+      continue
+    fi
+    echo "make deps: mounting the $c cgroup controller on v1 (/sys/fs/cgroup/$c), as systemd's hybrid layout does, so that crun can run here"
+    mkdir -p "/sys/fs/cgroup/$c" && mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" ||
+      echo "make deps: could not mount $c on cgroup v1; crun will refuse this host (sealrun doctor says why)" >&2
+  done
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  hybrid_controllers_to_v1
+  exit 0
+fi
 
 if [ "$(id -u)" != 0 ]; then
   echo "make deps: missing Debian packages: ${missing[*]}" >&2
@@ -65,3 +91,4 @@ if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1
   tail -n 20 "$log" >&2
   exit 1
 fi
+hybrid_controllers_to_v1

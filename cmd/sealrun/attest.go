@@ -85,6 +85,15 @@ func writePredicate(out io.Writer, v *attest.Verified) {
 	row("agent", "%s, reasoning effort %q, seed %d", p.Agent.Model, p.Agent.ReasoningEffort, p.Seed)
 	row("budget", "wall %s, call limit %s, reserve %s, grading %s, artifact %d bytes", p.Budget.Wall, p.Budget.CallLimit, p.Budget.Reserve, p.Budget.Grading, p.Budget.MaxGzipBytes)
 	row("host", "GPU %q driver %q, %s %s, kernel %s, sealrun %s (%s)", p.Host.GPUModel, p.Host.GPUDriver, p.Host.Runtime, p.Host.RuntimeVersion, p.Host.Kernel, p.Host.SealrunVersion, p.Host.SealrunCommit)
+	if len(p.Host.Runtimes) > 0 {
+		var rs []string
+		for _, role := range []string{"controller", "runner", "grader"} {
+			if v := p.Host.Runtimes[role]; v != "" {
+				rs = append(rs, role+": "+v)
+			}
+		}
+		row("runtimes", "%s", strings.Join(rs, "; "))
+	}
 	for _, c := range p.AirGap.Containers {
 		row("air gap "+c.Role, "links [%s] addresses [%s] routes [%s] egress blocked %v", strings.Join(c.Links, " "), strings.Join(c.Addresses, " "), strings.Join(c.Routes, "; "), c.EgressBlocked)
 	}

@@ -25,7 +25,7 @@ type sandboxFlags struct {
 }
 
 func (f *sandboxFlags) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.runtime, "runtime", "runc", "OCI runtime binary")
+	cmd.Flags().StringVar(&f.runtime, "runtime", "runc", "OCI runtime binary: runc, crun or runsc (doctor: default from sealrun.toml)")
 	cmd.Flags().StringVar(&f.runDir, "run-dir", "/run/sealrun", "volatile sandbox state: bundles and runtime state")
 }
 
@@ -370,7 +370,12 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Short: "Check that this host can run sealed runs: root, runtime, cgroups, namespaces, GPUs, disk",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			checks := sandbox.Doctor(cmd.Context(), sandbox.HostConfig{StateDir: g.stateDir, RunDir: f.runDir, Runtime: f.runtime}, g.stateDir)
+			hc := sandbox.HostConfig{StateDir: g.stateDir, RunDir: f.runDir, Runtime: f.runtime}
+			if cfg, err := daemon.LoadConfig(configPath); err == nil && !cmd.Flags().Changed("runtime") {
+				// The runtimes the daemon will use: its default and each role's.
+				hc.Runtime, hc.RoleRuntimes = cfg.Runtime, cfg.RoleRuntimes()
+			}
+			checks := sandbox.Doctor(cmd.Context(), hc, g.stateDir)
 			checks = append(checks, configCheck(configPath))
 			failed := 0
 			w := cmd.OutOrStdout()

@@ -189,3 +189,8 @@ func Slow() int {
 	}
 	return 1
 }
+
+// Runtime is the OCI runtime the root tests' sandbox hosts drive: SEALRUN_TEST_RUNTIME ("runc",
+// "crun" or "runsc"; "" is runc). make test-cgroup2 runs the sandbox and a sealed run again
+// under crun with it.
+func Runtime() string { return os.Getenv("SEALRUN_TEST_RUNTIME") }

@@ -15,6 +15,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Role names, as the sandbox's roles.
@@ -52,6 +53,10 @@ type Evidence struct {
 type Record struct {
 	Pid      int      `json:"pid"`
 	Evidence Evidence `json:"evidence"`
+	// Began and Ended bracket the hook's work (wall clock, the host's): the sandbox's start-up
+	// breakdown (make bench) reads them.
+	Began time.Time `json:"began"`
+	Ended time.Time `json:"ended"`
 }
 
 // LinkNames returns the names of evidence links ("eth0 (veth, up)" -> "eth0"), sorted.

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netlink"
@@ -202,6 +203,7 @@ func ReadHandle(ns netns.NsHandle) (Evidence, error) {
 // reads it back with netlink, refuses to let the container start if it is not as the role
 // requires, and records the evidence.
 func Main(args []string, stdin io.Reader) error {
+	began := time.Now()
 	if len(args) != 4 {
 		return errors.New("usage: sealrun-netns-hook ROLE GATEWAY-NETNS EVIDENCE-FILE CGROUP-PATH")
 	}
@@ -230,7 +232,7 @@ func Main(args []string, stdin io.Reader) error {
 		return err
 	}
 	// Written last and atomically: the sandbox takes a complete record as "configured, checked".
-	b, _ := json.Marshal(Record{Pid: st.Pid, Evidence: ev})
+	b, _ := json.Marshal(Record{Pid: st.Pid, Evidence: ev, Began: began, Ended: time.Now()})
 	tmp := args[2] + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
@@ -238,12 +240,13 @@ func Main(args []string, stdin io.Reader) error {
 	return os.Rename(tmp, args[2])
 }
 
-// runtimeDefaultDevices are device rules runc 1.1 appends to every container's device cgroup
-// after the spec's own: mknod of any device and /dev/net/tun. sealrun containers have no
-// capabilities, so these grant nothing usable, but the device cgroup is meant to be exactly
-// the standard nodes plus GPUs: the hook removes them (cgroup v1; on v2 runc's eBPF program
-// cannot be edited from outside).
-var runtimeDefaultDevices = []string{"c *:* m", "b *:* m", "c 10:200 rwm"}
+// runtimeDefaultDevices are device rules the runtimes add to every container's device cgroup
+// beside the spec's own: mknod of any device (runc 1.1 and crun), /dev/net/tun (runc) and
+// /dev/console (crun). sealrun containers have no capabilities, so these grant nothing
+// usable, but the device cgroup is meant to be exactly the standard nodes plus GPUs: the hook
+// removes them (cgroup v1; on v2 the runtime's eBPF program cannot be edited from outside, and
+// sealrun's own program on the wrapper cgroup is the one that decides).
+var runtimeDefaultDevices = []string{"c *:* m", "b *:* m", "c 10:200 rwm", "c 5:1 rwm"}
 
 func TightenDevices(cgroupPath string) error {
 	deny := filepath.Join("/sys/fs/cgroup/devices", cgroupPath, "devices.deny")

@@ -71,12 +71,15 @@ func HostWithRuntime(t testing.TB, runtime string) *sandbox.Host {
 	t.Helper()
 	testenv.RequireRoot(t)
 	runDir := testenv.RunDir(t, sandbox.ReapRunDir)
+	if runtime == "" {
+		runtime = testenv.Runtime()
+	}
 	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Runtime: runtime, Hook: Static(t, "cmd/sealrun-netns-hook")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if cs, err := h.Runtime.List(context.Background()); err != nil || len(cs) > 0 {
+		if cs, err := h.ListContainers(context.Background()); err != nil || len(cs) > 0 {
 			t.Errorf("leaked runtime containers: %d (%v)", len(cs), err)
 		}
 		for _, sub := range []string{"runs", "bundles"} {

@@ -30,6 +30,7 @@ trap finish EXIT
 	echo "cgroup $(stat -fc %T /sys/fs/cgroup) controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 	echo "pid 1 $(readlink /proc/1/exe)"
 	echo "runc $(runc --version | head -n 1)"
+	echo "crun $(crun --version | head -n 1)"
 	echo "this unit's cgroup $(sed -n 's/^0:://p' /proc/self/cgroup), delegated: $(getfattr -n trusted.delegate --only-values "/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)" 2>/dev/null || echo unknown)"
 } >"$out/host.txt"
 say "$(tr '\n' ';' <"$out/host.txt")"
@@ -78,6 +79,18 @@ for name in sandbox runner grader controller daemon cmd_sealrun; do
 		grep -E '^(--- FAIL|    .*_test.go:[0-9]+:)' "$out/$name.log" | head -n 30
 	fi
 done
+
+# The sandbox's root tests again under crun, which on cgroup v2 manages the cgroup and its
+# device filter its own way: every role's posture, the limits, OOM, output drained whole.
+if [ "${bench:-0}" != only ] && { [ -z "${run:-}" ] || [[ sandbox-crun =~ $run ]]; }; then
+	say "go test sandbox under crun"
+	t0=$(date +%s)
+	(cd "$G/repo/sandbox" && SEALRUN_TEST_RUNTIME=crun timeout 1200 "$G/tests/sandbox.test" -test.v -test.count=1 -test.timeout 18m -test.skip "$hostOnly") 2>&1 |
+		tee "$out/sandbox-crun.log" | grep --line-buffered -E '^(--- |ok|FAIL|panic)' | sed -u 's/^/    /'
+	rc=${PIPESTATUS[0]}
+	echo "  sandbox under crun: exit $rc, $(grep -c '^--- PASS' "$out/sandbox-crun.log") passed, $(grep -c '^--- FAIL' "$out/sandbox-crun.log") failed, $(( $(date +%s) - t0 ))s" >>"$out/summary.txt"
+	[ $rc = 0 ] || { fail "go test sandbox under crun"; grep -E '^(--- FAIL|    .*_test.go:[0-9]+:)' "$out/sandbox-crun.log" | head -n 30; }
+fi
 
 # sealrund under systemd, from the project's own unit, and a whole sealed run through it.
 if [ "${bench:-0}" != only ] && { [ -z "${run:-}" ] || [[ daemon-unit =~ $run ]]; }; then
