@@ -177,9 +177,19 @@ func (r *Runtime) registered(id string) bool {
 // that does not contain "1.0" ("unknown version specified"): the spec sealrun writes uses
 // nothing of the later versions that such a crun would need to know, since sealrun makes its
 // idmapped mounts itself, so it is labelled 1.0.2 for it.
+//
+// crun also refuses, on cgroup v2, the memory swappiness the spec sets for v1 ("cannot set
+// memory swappiness with cgroupv2"; runc leaves it out there): v2 has no such knob, and the
+// container's swap is off by memory.swap.max either way.
 func (r *Runtime) adjustSpec(s *specs.Spec) {
-	if r.Kind == KindCrun && !r.atLeast(1, 14, 2) {
+	if r.Kind != KindCrun {
+		return
+	}
+	if !r.atLeast(1, 14, 2) {
 		s.Version = "1.0.2"
+	}
+	if s.Linux != nil && s.Linux.Resources != nil && s.Linux.Resources.Memory != nil && CgroupMode() == "v2" {
+		s.Linux.Resources.Memory.Swappiness = nil
 	}
 }
 
