@@ -1,0 +1,77 @@
+package daemon
+
+// Phase 5 of a run, grade: a run that ended as a run should is graded (an exam run on the
+// hidden exam in two sealed phases, a task run by the task's own evaluation); a run that did
+// not still gets its report.json, saying why.
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/sealrun/sealrun/grader"
+)
+
+// grade grades the run's final submission: the outcome and report.json's digest are set.
+func (rs *runState) grade(ctx context.Context) {
+	x, spec, t, out := rs.x, rs.spec, rs.t, rs.out
+	x.state(spec.ID, StateGrading, "")
+	var err error
+	var graded func() // records the report and its outcome, once grading has not failed
+	if t.Task != nil {
+		var rep *grader.TaskReport
+		rep, rs.reportSum, err = rs.gsvc.GradeTask(ctx, rs.now().Add(t.Budget.Grading))
+		graded = func() { out.TaskReport, out.Status, out.Reason = rep, rep.Status, rep.Reason }
+	} else {
+		var rep *grader.Report
+		rep, rs.reportSum, err = rs.gsvc.GradeFinal(ctx, rs.io.exam, rs.now().Add(t.Budget.Grading), rs.sealed, nil)
+		graded = func() { out.Report, out.Status, out.Reason = rep, rep.Status, rep.Reason }
+	}
+	switch {
+	case ctx.Err() != nil:
+		out.Status, out.Reason = StateInvalid, "cancelled"
+	case err != nil:
+		out.Status, out.Reason = StateInvalid, "grading: "+err.Error()
+	default:
+		graded()
+	}
+}
+
+// sealed journals the pass vector of an exam's first phase before its second may start.
+func (rs *runState) sealed(v grader.PassVector) error {
+	e := Event{Time: time.Now().UTC(), Run: rs.spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
+	if rs.x.Journal != nil {
+		if err := rs.x.Journal.Append(e); err != nil {
+			return err // not sealed: phase 2 must not start
+		}
+	}
+	if rs.x.onEvent != nil {
+		rs.x.onEvent(e)
+	}
+	return nil
+}
+
+// reportUngraded writes report.json for a run that was not graded (or whose grading failed):
+// its status and reason, no score.
+func (rs *runState) reportUngraded() error {
+	t, out := rs.t, rs.out
+	head := ""
+	if rs.hist != nil {
+		head, _ = rs.hist.Head()
+	}
+	var err error
+	switch {
+	case t.Task != nil && out.TaskReport == nil:
+		out.TaskReport, rs.reportSum, err = endTaskReport(rs.io.dir, t, rs.io.task, out.Status, out.Reason, head)
+	case t.Task == nil && out.Report == nil:
+		rep := &grader.Report{Format: grader.ReportFormat, Status: out.Status, Reason: out.Reason,
+			Track:       grader.ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
+			Exam:        grader.ReportExam{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions), ContextBytes: int(t.Exam.ContextBytes)},
+			Score:       grader.NewScore(0, int(t.Exam.Questions)),
+			HistoryHead: head}
+		if rs.reportSum, err = grader.WriteReport(filepath.Join(rs.io.dir, "report.json"), rep); err == nil {
+			out.Report = rep
+		}
+	}
+	return err
+}

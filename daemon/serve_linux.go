@@ -1,0 +1,156 @@
+package daemon
+
+// Phase 3 of a run, serve: the clock starts, the model gateway, the grader's and the runner's
+// services and the agent socket come up, the scaffold's controller starts, and the run waits
+// for its end: the deadline, finalize, the scaffold exiting, an infrastructure failure or a
+// cancel. The compute-call limits and the clock are enforced in the runner (runner.Service),
+// submissions and validations in the grader (grader.Service).
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/runner"
+	"github.com/sealrun/sealrun/sandbox"
+)
+
+// serve runs the agent until the run ends and returns how: StateGrading when it ended as a run
+// should (deadline, finalize, the scaffold done), else StateInvalid and the reason.
+func (rs *runState) serve(ctx context.Context) (status, reason string) {
+	x, spec, t := rs.x, rs.spec, rs.t
+	rs.clock = t.Budget.Start(policy.Clock(rs.now))
+	rs.started, rs.deadline = rs.clock.Start, rs.clock.Deadline
+	x.state(spec.ID, StateRunning, "")
+	gw, err := controller.NewGateway(rs.pins.provider, spec.Agent, controller.WithGatewayAudit(rs.io.log), controller.WithBodiesDir(filepath.Join(rs.io.dir, "gateway")), controller.WithGatewayInfraHandler(rs.io.onInfra))
+	if err != nil {
+		return StateInvalid, "gateway: " + err.Error()
+	}
+	gl, err := sandbox.ListenGateway(ctx, rs.run.GatewayNetns(), controller.DefaultPort)
+	if err != nil {
+		return StateInvalid, "gateway: " + err.Error()
+	}
+	gsrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go gsrv.Serve(gl)
+	rs.onClose(func() { gsrv.Close() })
+	if reason := rs.startGrader(); reason != "" {
+		return StateInvalid, reason
+	}
+	finalized := make(chan struct{})
+	rsvc, sock, stopServing, reason := rs.startRunner(finalized)
+	if reason != "" {
+		return StateInvalid, reason
+	}
+	ctl, err := controller.Start(ctx, rs.run, controller.Config{Rootfs: rs.pins.controller, Entrypoint: rs.pins.entrypoint, ImageEnv: rs.pins.imageEnv, Workspace: rs.ws, Runner: x.Cfg.Runner,
+		Socket: sock, Agent: spec.Agent, Kind: providerKind(rs.pins.provider), Transcript: filepath.Join(rs.io.dir, "transcript.log"), Limits: rs.limits,
+		Env: append([]string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}, rs.pins.scaffoldEnv...)})
+	if err != nil {
+		return StateInvalid, "controller: " + err.Error()
+	}
+	status, reason = rs.await(ctx, ctl, rsvc, finalized)
+	rsvc.End()
+	if err := ctl.Stop(context.Background()); err != nil && status == "" {
+		status, reason = StateInvalid, "stop controller: "+err.Error()
+	}
+	stopServing()
+	gsrv.Close()
+	if st := gw.Stats(); status == "" && (st.Exhausted > 0 || st.ProviderLost > t.Budget.Wall/10) {
+		status, reason = StateInvalid, fmt.Sprintf("provider outage: %d requests exhausted their retries, %s of provider time lost (controller/GATEWAY.md)", st.Exhausted, st.ProviderLost.Round(time.Second))
+	}
+	if status == "" {
+		return StateGrading, ""
+	}
+	return status, reason
+}
+
+// startGrader starts the grader's service: submissions, validations and, at the end, the
+// final grading, each in a grader container of the run.
+func (rs *runState) startGrader() (reason string) {
+	t, p := rs.t, rs.pins
+	genv := &grader.Env{Run: rs.run, Rootfs: p.grader, Image: t.Images.Grader.String(), Limits: rs.limits, Device: rs.device,
+		Devices: rs.gpus.Devices, Mounts: rs.gpus.Mounts, GPUEnv: rs.gpus.Env, Symlinks: rs.gpus.Symlinks,
+		Question: t.Budget.QuestionLimit, WorkDir: filepath.Join(rs.io.dir, "grading"), Bundle: grader.DefaultLimits(t.Artifact.MaxGzipBytes)}
+	gsvc, err := grader.NewService(grader.ServiceConfig{Env: genv, Track: t, Validation: p.validation, Task: rs.taskJudge, Workspace: rs.ws, Dir: rs.io.dir, Audit: rs.io.log,
+		Start: rs.started, Now: rs.now, OnInfra: rs.io.onInfra})
+	if err != nil {
+		return "grader: " + err.Error()
+	}
+	rs.gsvc = gsvc
+	rs.onClose(func() { gsvc.Close() })
+	return ""
+}
+
+// startRunner starts the runner's service on the agent socket. finalized is closed once the
+// agent has been sent the confirmation of its finalize. stopServing stops taking calls.
+func (rs *runState) startRunner(finalized chan struct{}) (rsvc *runner.Service, sock string, stopServing func(), reason string) {
+	x := rs.x
+	var finOnce sync.Once
+	rsvc, err := runner.NewService(rs.run, runner.WithClock(rs.clock), runner.WithImage(rs.pins.runner), runner.WithWorkspace(rs.ws), runner.WithShim(x.Cfg.Runner),
+		runner.WithAudit(rs.io.log), runner.WithCallsDir(filepath.Join(rs.io.dir, "calls")), runner.WithJudge(grader.Judge{Service: rs.gsvc}),
+		runner.WithLimits(rs.limits), runner.WithInfraHandler(rs.io.onInfra), runner.WithGPUs(rs.gpus),
+		// The run ends on finalize once the agent has been sent its confirmation.
+		runner.WithAnswered(func(verb string) {
+			if verb == "finalize" {
+				finOnce.Do(func() { close(finalized) })
+			}
+		}))
+	if err != nil {
+		return nil, "", nil, "runner: " + err.Error()
+	}
+	rs.onClose(func() { rsvc.Close() })
+	// The socket lives on the run's own small tmpfs: its bind mount in the controller then
+	// shows "/agent.sock", not the state directory's path.
+	sdir, err := rs.run.SocketDir()
+	sock = filepath.Join(sdir, "agent.sock")
+	var sl net.Listener
+	if err == nil {
+		sl, err = runner.Listen(sock, int(rs.run.SharedGID()))
+	}
+	if err != nil {
+		return nil, "", nil, "agent socket: " + err.Error()
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { rsvc.Serve(sctx, sl); close(served) }()
+	rs.onClose(func() { stop(); <-served; os.Remove(sock) })
+	return rsvc, sock, stop, ""
+}
+
+// await waits for the run's end. The status is "" when the run ended as a run should.
+func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc *runner.Service, finalized chan struct{}) (status, reason string) {
+	x, id := rs.x, rs.spec.ID
+	timer := time.NewTimer(time.Until(rs.deadline))
+	defer timer.Stop()
+	// After finalize or a failure nothing new may start; the scaffold gets a moment to read
+	// the confirmation or why (its runner client prints it) before it is frozen.
+	wind := func() {
+		rsvc.End()
+		select {
+		case <-ctl.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	select {
+	case <-timer.C:
+		x.event(id, "deadline", "")
+	case <-finalized:
+		x.event(id, "finalized", "")
+		wind()
+	case <-ctl.Done():
+		x.event(id, "agent_exited", "the scaffold exited before the deadline; the run ends now")
+	case <-rs.io.infraCh:
+		status, reason = StateInvalid, "infrastructure: "+rs.io.infra.Error()
+		wind()
+	case <-ctx.Done():
+		status, reason = StateInvalid, "cancelled"
+	}
+	return status, reason
+}

@@ -1,0 +1,571 @@
+package sandbox
+
+// A container's life: its spec (profile.go), bundle and rootfs, the runtime's start with the
+// network hook (netnshook), readiness, wait, kill, stats and teardown.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	runc "github.com/containerd/go-runc"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/sandbox/netnshook"
+)
+
+// ContainerConfig is one container to start in a run.
+type ContainerConfig struct {
+	Role      Role
+	Rootfs    string
+	Args      []string
+	Env       []string
+	Cwd       string
+	Workspace string
+	Bundle    string
+	Runner    string
+	Limits    Limits // zero fields take DefaultLimits, field by field
+	Devices   []specs.LinuxDevice
+	Extra     []specs.Mount
+	// Symlinks (container path -> target) are made in the container's mount-target layer, never
+	// in the image: what GPUEdits.Symlinks stands in for the CDI hooks.
+	Symlinks map[string]string
+	// Stdin: when true the container's stdin is a pipe the caller writes through
+	// Container.Stdin (and closes); otherwise the container reads EOF at once.
+	Stdin bool
+	// Stdout and Stderr receive the container's output as it comes (nil: discarded). The
+	// runtime's own error messages arrive on Stderr too.
+	Stdout, Stderr io.Writer
+}
+
+// Phases splits a container's start: sealrun's preparation (cgroup and device filter, idmapped
+// rootfs and mount-target overlay, spec and bundle), the runtime's own work until the network
+// hook began (its process, namespaces, mounts, seccomp, cgroup placement), the hook
+// (configure and check the netns), and the time until sealrun saw the container registered.
+type Phases struct {
+	Prepare, Runtime, Hook, Ready time.Duration
+}
+
+// Container is a started container. Its cgroup is a wrapper sealrun makes (<run>/<container>)
+// with the runtime's own below it (<run>/<container>/ctr), which the runtime sets the limits on
+// and removes the moment the container exits: the wrapper outlives it, so the container's CPU
+// time, memory peak and OOM kills stay readable, and on cgroup v2 sealrun's device filter sits on
+// it, out of the runtime's reach.
+type Container struct {
+	run  *Run
+	ID   string
+	Role Role
+	UIDs IDRange
+	rt   *Runtime // the role's
+	// Phases is where the container's start went (make bench prints it).
+	Phases   Phases
+	bundle   string
+	cg       cgroupTree // the wrapper
+	leaf     cgroupTree // the runtime's
+	Evidence NetnsEvidence
+	pid      int
+	stdin    io.WriteCloser
+	oom      *oomWatch // v1
+
+	done     chan struct{}
+	exit     int
+	err      error
+	stderr   *limitedBuffer
+	stopOnce sync.Once
+	started  bool // the runtime was started: done will be closed
+	// ShiftedRootfs: the rootfs is an idmapped mount, so image files keep their owners inside.
+	ShiftedRootfs bool
+	rootfsMounts  []string // unmounted in order: the overlays of mount sources, the rootfs overlay, the idmapped image
+}
+
+// Start creates and starts a container. It returns once the container's namespace was
+// configured and checked (the evidence is in Container.Evidence, its init pid in Pid) and the
+// runtime has registered it, or with an error naming the container and carrying the runtime's
+// own message: ErrBadConfig for a configuration that can never start, an InfraError for a
+// failure of the runtime, cgroups, netns or mounts.
+func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err error) {
+	began := time.Now()
+	r.mu.Lock()
+	r.seq++
+	id := fmt.Sprintf("%s%s-%s-%d", Prefix, r.ID, cfg.Role, r.seq)
+	r.mu.Unlock()
+	c := &Container{run: r, ID: id, Role: cfg.Role, rt: r.h.RuntimeFor(cfg.Role), cg: cgroupTree{path: r.cg.path + "/" + id}, done: make(chan struct{}), stderr: &limitedBuffer{max: 8 << 10}}
+	c.leaf = cgroupTree{path: c.cg.path + "/" + runtimeLeaf}
+	defer func() {
+		if err != nil {
+			c.Destroy(context.Background())
+		}
+	}()
+	spec, err := c.makeSpec(cfg)
+	if err != nil {
+		return nil, err
+	}
+	evidencePath, err := c.makeBundle(cfg, spec)
+	if err != nil {
+		return nil, err
+	}
+	launched, err := c.launch(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Phases.Prepare = launched.Sub(began)
+	if err = c.awaitReady(ctx, evidencePath, launched); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// makeSpec builds the container's OCI spec from its role's profile and creates its wrapper
+// cgroup (with, on cgroup v2, sealrun's device filter on it).
+func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
+	r, id := c.run, c.ID
+	spec, err := Spec(Profile{
+		Role: cfg.Role, Rootfs: cfg.Rootfs, Args: cfg.Args, Env: cfg.Env, Cwd: cfg.Cwd, Hostname: string(cfg.Role),
+		UIDs: IDRange{Base: RangeBase, Size: RangeSize}, SharedGID: r.shared.Base, Workspace: cfg.Workspace, Bundle: cfg.Bundle, Runner: cfg.Runner,
+		Extra: cfg.Extra, Limits: cfg.Limits, CgroupsPath: c.leaf.path, Devices: cfg.Devices,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
+	}
+	if c.rt.Kind == KindRunsc && len(cfg.Devices) > 0 {
+		// Refused, never weakened: a GPU under gVisor needs its nvproxy, which sealrun does not
+		// wire (and Debian's runsc predates).
+		return nil, fmt.Errorf("container %s: %w", id, badConfig(fmt.Errorf("the %s gets devices (%s ...) but runs under gVisor (%s), which sealrun does not give devices to; run this role with runc or crun (runtimes.%s in sealrun.toml)", cfg.Role, cfg.Devices[0].Path, c.rt.VersionLine, cfg.Role)))
+	}
+	if err := c.cg.Create(r.h.placement.Base); err != nil {
+		return nil, infra(id, "create cgroup", err)
+	}
+	if c.cg.unified() {
+		rules, rerr := allowRules(spec.Linux.Resources.Devices)
+		if rerr == nil {
+			rerr = attachDeviceFilter(c.cg.dirV2(), rules)
+		}
+		if rerr != nil {
+			return nil, infra(id, "device filter", rerr)
+		}
+	}
+	return spec, nil
+}
+
+// makeBundle makes the container's bundle: its UID range, the idmapped rootfs under the layer of
+// mount targets the image lacks, read-only overlays of its mount sources, the network hook and
+// config.json. It returns the path the hook records the namespace's evidence at.
+func (c *Container) makeBundle(cfg ContainerConfig, spec *specs.Spec) (string, error) {
+	r, id := c.run, c.ID
+	targets, err := resolveMountTargets(cfg.Rootfs, spec.Mounts)
+	if err == nil {
+		targets, err = addSymlinks(targets, cfg.Rootfs, cfg.Symlinks)
+	}
+	if err != nil {
+		return "", fmt.Errorf("container %s: %w", id, badConfig(err))
+	}
+	// Validated with a placeholder range; the container's own is allocated only now.
+	if c.UIDs, err = r.h.ranges.Allocate(id); err != nil {
+		return "", infra(id, "allocate UID range", err)
+	}
+	spec.Linux.UIDMappings, spec.Linux.GIDMappings = idMappings(c.UIDs, r.shared.Base)
+	c.bundle = filepath.Join(r.h.cfg.RunDir, "bundles", id)
+	if err = os.Mkdir(c.bundle, 0o711); err != nil {
+		return "", infra(id, "create bundle", err)
+	}
+	if err := c.mountRootfs(cfg, spec, targets); err != nil {
+		return "", err
+	}
+	hidden, err := hideSources(c.bundle, spec.Mounts)
+	c.rootfsMounts = append(hidden, c.rootfsMounts...)
+	if err != nil {
+		return "", infra(id, "mounts", err)
+	}
+	evidencePath := filepath.Join(c.bundle, "netns.json")
+	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.leaf.path)
+	spec.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{hook}}
+	c.rt.adjustSpec(spec)
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err = os.WriteFile(filepath.Join(c.bundle, "config.json"), data, 0o600); err != nil {
+		return "", infra(id, "write bundle", err)
+	}
+	return evidencePath, nil
+}
+
+// mountRootfs mounts the container's rootfs in its bundle: an idmapped read-only view of the
+// store's, under a layer holding the mount targets the image lacks (mounttargets_linux.go). The
+// overlay is made for every image, the layer empty where nothing is missing: its mount shows no
+// host path (hostpaths_linux.go).
+func (c *Container) mountRootfs(cfg ContainerConfig, spec *specs.Spec, targets []mountTarget) error {
+	r, id := c.run, c.ID
+	var err error
+	mnt := filepath.Join(c.bundle, "rootfs")
+	imageMnt := filepath.Join(c.bundle, "image")
+	serr := shiftRootfs(cfg.Rootfs, imageMnt, spec.Linux.UIDMappings, spec.Linux.GIDMappings)
+	switch {
+	case serr == nil:
+		c.rootfsMounts, c.ShiftedRootfs = []string{imageMnt}, true
+		spec.Root.Path = imageMnt
+	case layerNeeded(targets):
+		return infra(id, "idmapped rootfs", fmt.Errorf("%w; the image lacks mount targets (%s), which sealrun layers over an idmapped rootfs only", serr, describeTargets(targets)))
+	case !r.h.cfg.AllowUnshiftedRootfs:
+		return infra(id, "idmapped rootfs", fmt.Errorf("%w; image files would appear owned by nobody inside. Use a kernel (5.12+) and filesystem that can idmap mounts (sealrun doctor checks), or allow unshifted rootfs in the configuration", serr))
+	}
+	if c.ShiftedRootfs {
+		layer := filepath.Join(c.bundle, "targets")
+		if err = os.Mkdir(layer, 0o755); err == nil {
+			err = makeTargetLayer(layer, cfg.Rootfs, targets, spec.Linux.UIDMappings, spec.Linux.GIDMappings)
+		}
+		if err != nil {
+			return infra(id, "mount targets", err)
+		}
+		if err = os.Mkdir(mnt, 0o755); err != nil {
+			return infra(id, "mount targets", err)
+		}
+		switch err = mountTargetOverlay(c.bundle, layer, imageMnt, mnt); {
+		case err == nil:
+			c.rootfsMounts = []string{mnt, imageMnt}
+			spec.Root.Path = mnt
+		case layerNeeded(targets):
+			os.Remove(mnt)
+			return infra(id, "mount targets", fmt.Errorf("the image lacks %s: %w", describeTargets(targets), err))
+		default:
+			// A kernel before 5.19 cannot overlay an idmapped mount: the plain idmapped rootfs,
+			// whose mount names the store's path.
+			os.Remove(mnt)
+		}
+	}
+	return nil
+}
+
+// launch starts the runtime on the bundle, with the container's output copied to the caller's
+// writers, and returns when it was launched. c.done is closed once the container has exited and
+// its output has been drained.
+func (c *Container) launch(cfg ContainerConfig) (time.Time, error) {
+	r, id := c.run, c.ID
+	pio, err := runc.NewPipeIO(int(c.UIDs.Base+AgentUID), int(r.shared.Base))
+	if err != nil {
+		return time.Time{}, infra(id, "stdio pipes", err)
+	}
+	if cfg.Stdin {
+		c.stdin = pio.Stdin()
+	} else {
+		pio.Stdin().Close() // the container reads EOF: nothing from the host is passed in
+	}
+	var copies sync.WaitGroup
+	copyOut := func(dst io.Writer, src io.Reader) {
+		defer copies.Done()
+		if dst == nil {
+			dst = io.Discard
+		}
+		io.Copy(dst, src) // bounded: a 32 KiB buffer, streamed, never accumulated
+	}
+	copies.Add(2)
+	go copyOut(cfg.Stdout, pio.Stdout())
+	go copyOut(io.MultiWriter(c.stderr, orDiscard(cfg.Stderr)), pio.Stderr())
+	r.mu.Lock()
+	r.live[id] = c
+	r.mu.Unlock()
+	c.started = true
+	launched := time.Now()
+	go func() {
+		status, err := c.rt.Run(id, c.bundle, pio)
+		// Only our copies of the write ends close here: the readers drain what the container
+		// wrote up to its last byte and see EOF once every process holding a write end (the
+		// container's, all gone with its pid namespace's init) has exited. Closing the read ends
+		// before the copies finish loses the output's tail, or all of it (issue 28).
+		pio.(runc.StartCloser).CloseAfterStart()
+		if !waitTimeout(&copies, r.h.cfg.KillTimeout) && err == nil {
+			err = fmt.Errorf("its output was still open %s after it exited (a process outside the container holds the pipe); output may be incomplete", r.h.cfg.KillTimeout)
+		}
+		pio.Close()
+		copies.Wait()
+		c.exit, c.err = status, err
+		close(c.done)
+	}()
+	return launched, nil
+}
+
+// awaitReady waits until the container is ready, or the runtime gave up.
+func (c *Container) awaitReady(ctx context.Context, evidencePath string, launched time.Time) error {
+	r, id := c.run, c.ID
+	// Wait until the hook has recorded the namespace and the init pid (written atomically, last)
+	// and the runtime has registered the container (then every runtime verb knows it), or the
+	// runtime gave up. The pid comes from the runtime's own state given to the hook: nothing
+	// here reads a file the runtime writes later.
+	readRecord := func() bool {
+		b, rerr := os.ReadFile(evidencePath)
+		if rerr != nil {
+			return false
+		}
+		var rec netnshook.Record
+		if json.Unmarshal(b, &rec) != nil || rec.Pid <= 0 {
+			return false
+		}
+		c.pid, c.Evidence = rec.Pid, rec.Evidence
+		if !rec.Began.IsZero() && !rec.Ended.IsZero() {
+			c.Phases.Runtime, c.Phases.Hook = rec.Began.Sub(launched), rec.Ended.Sub(rec.Began)
+			c.Phases.Ready = time.Since(rec.Ended)
+		}
+		return true
+	}
+	for {
+		if c.rt.registered(id) && readRecord() {
+			if aerr := checkAirGap(c.Role, c.Evidence); aerr != nil {
+				return infra(id, "air gap", aerr)
+			}
+			r.mu.Lock()
+			if r.evidence == nil {
+				r.evidence = map[Role]NetnsEvidence{}
+			}
+			if _, ok := r.evidence[c.Role]; !ok {
+				r.evidence[c.Role] = c.Evidence
+			}
+			r.mu.Unlock()
+			c.oom = c.leaf.watchOOM()
+			return nil
+		}
+		select {
+		case <-c.done:
+			if c.err == nil && readRecord() {
+				return nil // a command that finished before we looked (its exit is kept)
+			}
+			msg := c.stderr.String()
+			if c.err != nil {
+				return infra(id, "start", fmt.Errorf("%v: %s", c.err, msg))
+			}
+			return infra(id, "start", fmt.Errorf("runtime exit %d: %s", c.exit, msg))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// badConfig marks a configuration error as ErrBadConfig (keeping its message).
+func badConfig(err error) error {
+	if errors.Is(err, ErrBadConfig) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBadConfig, err)
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// Pid is the container's init process on the host, as the runtime reported it to the network
+// hook before the process started. It is known as soon as Start returns.
+func (c *Container) Pid() int { return c.pid }
+
+// Stdin is the write end of the container's stdin (nil unless ContainerConfig.Stdin). The
+// caller closes it.
+func (c *Container) Stdin() io.WriteCloser { return c.stdin }
+
+// Done is closed when the container has exited.
+func (c *Container) Done() <-chan struct{} { return c.done }
+
+// Wait returns the exit status (128+n for a signal, as a shell reports it). If ctx ends first
+// the container is killed and Wait returns ctx's error once it is gone. The wait after a kill is
+// bounded by the host's KillTimeout: a container that will not die, or a runtime that does not
+// return, is an InfraError. A command the runtime could not execute (not found, not
+// executable) is a CommandError; a failure of the runtime itself an InfraError.
+func (c *Container) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		kerr := c.Kill(context.Background(), syscall.SIGKILL)
+		select {
+		case <-c.done:
+		case <-time.After(c.run.h.cfg.KillTimeout):
+			return -1, infra(c.ID, "wait", fmt.Errorf("still running %s after SIGKILL (%v); the runtime or the kernel is stuck: run sealrun doctor", c.run.h.cfg.KillTimeout, kerr))
+		}
+		if c.err == nil {
+			return c.exit, fmt.Errorf("container %s killed: %w", c.ID, ctx.Err())
+		}
+	}
+	if c.err != nil {
+		return c.exit, infra(c.ID, "run", c.err)
+	}
+	if c.exit != 0 {
+		if msg := c.stderr.String(); strings.Contains(msg, "runc run failed") || strings.Contains(msg, "unable to start container process") {
+			return c.exit, &CommandError{Container: c.ID, Message: runtimeMessage(msg)}
+		} else if line := crunExecFailure(msg); c.rt.Kind == KindCrun && line != "" {
+			return c.exit, &CommandError{Container: c.ID, Message: line}
+		}
+	}
+	return c.exit, nil
+}
+
+// runtimeMessage keeps the runtime's own error line from its log output.
+func runtimeMessage(stderr string) string {
+	for _, line := range strings.Split(stderr, "\n") {
+		if i := strings.Index(line, `msg="`); i >= 0 {
+			return strings.TrimSuffix(line[i+5:], `"`)
+		}
+	}
+	return stderr
+}
+
+// crunExecFailure finds crun's line saying it could not execute the command ("executable file
+// `x` not found in $PATH: ...", "open executable: ...", "exec container process `x`: ..."), or "".
+func crunExecFailure(stderr string) string {
+	for _, line := range strings.Split(stderr, "\n") {
+		for _, p := range []string{"executable file `", "open executable: ", "exec container process "} {
+			if strings.HasPrefix(line, p) {
+				return line
+			}
+		}
+	}
+	return ""
+}
+
+// Kill sends sig to every process of the container through the runtime. For SIGKILL it also
+// kills through the cgroup (freeze, kill, thaw), so that nothing that escaped the runtime's view
+// survives, and waits (bounded by KillTimeout) until the cgroup is empty. The runtime call is
+// bounded by ctx and KillTimeout. A container that has already exited is not an error.
+func (c *Container) Kill(ctx context.Context, sig syscall.Signal) error {
+	kctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
+	defer cancel()
+	err := c.rt.Kill(kctx, c.ID, sig)
+	if sig == syscall.SIGKILL {
+		if kerr := c.cg.KillAll(c.run.h.cfg.KillTimeout); kerr != nil {
+			return infra(c.ID, "kill", kerr)
+		}
+	}
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	if err != nil && sig == syscall.SIGKILL && c.cg.empty() {
+		return nil // every process is gone; the runtime only had not noticed
+	}
+	return infra(c.ID, "kill", err)
+}
+
+// Freeze stops every process of the container where it is (cgroup freezer); Thaw resumes them.
+// The deadline freezes the controller before killing it, so that nothing it does between the
+// two counts.
+func (c *Container) Freeze() error { return infra(c.ID, "freeze", c.cg.Freeze()) }
+
+// Thaw resumes a frozen container.
+func (c *Container) Thaw() error { return infra(c.ID, "thaw", c.cg.Thaw()) }
+
+// Stats returns the container's cgroup counters, read from its wrapper cgroup: exact while it runs
+// and after it exited, until Destroy.
+func (c *Container) Stats() (CgroupStats, error) {
+	st, err := c.cg.Stats()
+	if err != nil {
+		return st, infra(c.ID, "stats", err)
+	}
+	if c.oom.seen() && st.OOMKills == 0 {
+		st.OOMKills = 1
+	}
+	return st, nil
+}
+
+// OOMKilled reports whether the kernel's OOM killer killed a process of the container (the
+// agent's fault: its memory limit, not the host's).
+func (c *Container) OOMKilled() bool {
+	st, err := c.Stats()
+	return err == nil && st.OOMKills > 0
+}
+
+// Destroy kills the container if it runs and removes everything it had: runtime state, cgroup,
+// its end of the gateway veth, bundle directory and UID range. It is safe to call twice.
+func (c *Container) Destroy(ctx context.Context) error {
+	var errs []error
+	select {
+	case <-c.done:
+	default:
+		if c.started {
+			c.Kill(ctx, syscall.SIGKILL)
+			select {
+			case <-c.done:
+			case <-time.After(c.run.h.cfg.KillTimeout):
+				errs = append(errs, infra(c.ID, "destroy", fmt.Errorf("did not exit %s after SIGKILL", c.run.h.cfg.KillTimeout)))
+			}
+		}
+	}
+	c.stopOnce.Do(func() {
+		if c.stdin != nil {
+			c.stdin.Close()
+		}
+		// A foreground run deletes its own runtime state when the container exits; ask the
+		// runtime only when that did not happen (the start failed, or the wait timed out).
+		exitedCleanly := false
+		select {
+		case <-c.done:
+			exitedCleanly = c.err == nil
+		default:
+		}
+		if !exitedCleanly && c.started {
+			dctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
+			if st, err := c.rt.State(dctx, c.ID); err == nil && st != nil {
+				if err := c.rt.Delete(dctx, c.ID); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			cancel()
+		}
+		if err := c.cg.KillAll(c.run.h.cfg.KillTimeout); err != nil {
+			errs = append(errs, err)
+		}
+		if err := c.cg.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Role == RoleController {
+			deleteGatewayLink(c.run.gateway)
+		}
+		bundleFree := true
+		for _, m := range c.rootfsMounts {
+			if err := unmountRootfs(m); err != nil {
+				errs = append(errs, err)
+				bundleFree = false // never recurse into a mounted image
+				break
+			}
+		}
+		if c.bundle != "" && bundleFree {
+			if err := removeWork(c.bundle); err != nil {
+				errs = append(errs, err)
+			}
+			if err := os.RemoveAll(c.bundle); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if c.UIDs.Base != 0 {
+			if err := c.run.h.ranges.Release(c.UIDs); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		c.run.mu.Lock()
+		delete(c.run.live, c.ID)
+		c.run.mu.Unlock()
+	})
+	if len(errs) > 0 {
+		return infra(c.ID, "destroy", errors.Join(errs...))
+	}
+	return nil
+}
+
+// waitTimeout waits for wg up to d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}

@@ -1,0 +1,160 @@
+package sandbox
+
+// Reap: removing what recorded runs of this host left after a crash, and nothing else.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"github.com/vishvananda/netns"
+)
+
+// removeRecorded removes what a run record lists, and then the record (kept if anything failed,
+// so that a later Reap tries again).
+func (h *Host) removeRecorded(rec runRecord) []error {
+	var errs []error
+	if rec.Cgroup != "" {
+		t := cgroupTree{path: rec.Cgroup}
+		if err := t.KillAll(h.cfg.KillTimeout); err != nil {
+			errs = append(errs, err)
+		}
+		if err := t.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+		removeRootIfEmpty(h.placement.Root)
+	}
+	for _, ws := range slices.Concat(rec.Workspaces, rec.Mounts) {
+		if err := unmountWorkspace(ws); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if rec.Netns != "" {
+		if err := netns.DeleteNamed(rec.Netns); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EINVAL) {
+			errs = append(errs, fmt.Errorf("delete network namespace %s: %w", rec.Netns, err))
+		}
+	}
+	if rec.Shared.Base != 0 {
+		if err := h.ranges.Release(rec.Shared); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(h.runRecordDir(rec.ID)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// Reaped lists what Reap removed.
+type Reaped struct {
+	Containers, Runs, Ranges, Bundles []string
+}
+
+func (r Reaped) Empty() bool {
+	return len(r.Containers)+len(r.Runs)+len(r.Ranges)+len(r.Bundles) == 0
+}
+
+// Reap removes what an earlier sealrun with this host's run directory left behind (a crash, a
+// killed daemon): the containers in its runtime root, the runs it recorded (their cgroups,
+// workspace mounts, gateway netns), its UID ranges and bundles. It touches nothing another
+// sealrun on the machine made. The daemon calls it at start, when nothing of its own is live.
+func (h *Host) Reap(ctx context.Context) (Reaped, error) {
+	var out Reaped
+	var errs []error
+	// A process killed between freezing a cgroup and thawing it left it frozen: its tasks would
+	// never die, and the runtime's delete would wait for them.
+	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
+		for _, e := range entries {
+			var rec runRecord
+			if b, err := os.ReadFile(filepath.Join(h.runRecordDir(e.Name()), "record.json")); err == nil && json.Unmarshal(b, &rec) == nil && rec.Cgroup != "" {
+				cgroupTree{path: rec.Cgroup}.thawDescendants()
+			}
+		}
+	}
+	for _, rt := range h.Runtimes() {
+		cs, err := rt.List(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, c := range cs {
+			kctx, cancel := context.WithTimeout(ctx, h.cfg.KillTimeout)
+			rt.Kill(kctx, c.ID, syscall.SIGKILL)
+			// The runtime process that ran it in the foreground may delete it first, once it
+			// died (crun does it sooner than runc): gone is what was asked.
+			if err := rt.Delete(kctx, c.ID); err != nil && rt.exists(c.ID) {
+				errs = append(errs, err)
+			}
+			cancel()
+			out.Containers = append(out.Containers, c.ID)
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
+		for _, e := range entries {
+			var rec runRecord
+			b, err := os.ReadFile(filepath.Join(h.runRecordDir(e.Name()), "record.json"))
+			if err == nil {
+				err = json.Unmarshal(b, &rec)
+			}
+			if err != nil || rec.ID != e.Name() {
+				// Claimed but nothing created yet (a crash inside NewRun): only the claim goes.
+				rec = runRecord{ID: e.Name()}
+			}
+			errs = append(errs, h.removeRecorded(rec)...)
+			out.Runs = append(out.Runs, e.Name())
+		}
+	}
+	if owners, err := h.ranges.Owners(); err == nil {
+		for rg, owner := range owners {
+			if err := h.ranges.Release(rg); err != nil {
+				errs = append(errs, err)
+			}
+			out.Ranges = append(out.Ranges, owner)
+		}
+	}
+	bundles := filepath.Join(h.cfg.RunDir, "bundles")
+	if entries, err := os.ReadDir(bundles); err == nil {
+		for _, e := range entries {
+			if err := unmountHidden(filepath.Join(bundles, e.Name())); err != nil {
+				errs = append(errs, err)
+				continue // never recurse into a mounted source
+			}
+			if err := unmountRootfs(filepath.Join(bundles, e.Name(), "rootfs")); err != nil {
+				errs = append(errs, err)
+				continue // never recurse into a mounted image
+			}
+			if err := unmountRootfs(filepath.Join(bundles, e.Name(), "image")); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			os.RemoveAll(filepath.Join(bundles, e.Name()))
+			out.Bundles = append(out.Bundles, e.Name())
+		}
+	}
+	if len(errs) > 0 {
+		return out, infra(h.cfg.RunDir, "reap", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// ReapRunDir removes what a host with run directory runDir left — its containers, recorded
+// runs (cgroups, mounts, gateway netns), UID ranges and bundles — and then the directory. The
+// caller must know that host's process is gone: the tests use it for the run directories of
+// test processes that were killed before their cleanups ran.
+func ReapRunDir(ctx context.Context, runDir string) error {
+	h, err := NewHost(HostConfig{StateDir: filepath.Join(runDir, "reap-state"), RunDir: runDir})
+	if err != nil {
+		return err
+	}
+	if _, err := h.Reap(ctx); err != nil {
+		return err
+	}
+	return os.RemoveAll(runDir)
+}
