@@ -171,7 +171,8 @@ func (c *Config) defaults() {
 	}
 }
 
-// Validate reports every problem at once, one per line, as file:key: problem; fix.
+// Validate reports every problem at once, one per line, as file:key: problem; fix. It is long on
+// purpose: one rule per key, in the order of the file's documentation, read top to bottom.
 func (c *Config) Validate() error {
 	var out []string
 	bad := func(key, format string, args ...any) {

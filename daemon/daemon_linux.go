@@ -175,6 +175,17 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 	} else if len(reaped.Containers)+len(reaped.Runs) > 0 {
 		log.Info("removed what a previous daemon left", "containers", len(reaped.Containers), "runs", len(reaped.Runs))
 	}
+	if err := d.recover(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// recover ends what a previous daemon left unfinished: a queued run keeps its place, a run that
+// had ended and been attested keeps its result (only its last journal event was lost), any other
+// becomes invalid (daemon restart) and is attested so; then every invalid run but a cancelled or
+// dispatched one gets its rerun.
+func (d *Daemon) recover(ctx context.Context) error {
 	var unfinished []*Record
 	for _, r := range d.runs {
 		if !r.Final() {
@@ -193,7 +204,7 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 		}
 		if !ok {
 			if err := d.setState(r.ID, StateInvalid, reason); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
@@ -213,7 +224,7 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 	for _, r := range norerun {
 		d.rerun(d.spec[r.ID], r.Reason)
 	}
-	return d, nil
+	return nil
 }
 
 func mustTrackBytes(dir string) []byte {
@@ -565,6 +576,29 @@ func (d *Daemon) Subscribe(run string) (chan Event, func()) {
 	}
 }
 
+// execute runs one run (its context rctx, cancelled by cancel) and queues its rerun when it ended
+// invalid for any reason but a cancel, unless the daemon is stopping (ctx) or an outside
+// scheduler dispatched it.
+func (d *Daemon) execute(ctx, rctx context.Context, cancel context.CancelFunc, spec RunSpec) {
+	out, err := d.x.Execute(rctx, spec)
+	cancelled := rctx.Err() != nil
+	cancel()
+	reason := ""
+	switch {
+	case err != nil && cancelled:
+		d.invalidate(context.Background(), spec, "cancelled", time.Time{})
+	case err != nil:
+		d.log.Error("run refused at start", "run", spec.ID, "err", err)
+		d.invalidate(context.Background(), spec, err.Error(), time.Time{})
+		reason = err.Error()
+	case err == nil && out.Status == StateInvalid:
+		reason = out.Reason
+	}
+	if reason != "" && reason != "cancelled" && ctx.Err() == nil && spec.Dispatcher == "" {
+		d.rerun(spec, reason)
+	}
+}
+
 // Serve runs the queue until ctx ends: queued runs start in order while the concurrency and
 // the GPUs allow. At the end, running runs are cancelled (they end invalid) and waited for.
 func (d *Daemon) Serve(ctx context.Context) {
@@ -618,23 +652,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				out, err := d.x.Execute(rctx, spec)
-				cancelled := rctx.Err() != nil
-				cancel()
-				reason := ""
-				switch {
-				case err != nil && cancelled:
-					d.invalidate(context.Background(), spec, "cancelled", time.Time{})
-				case err != nil:
-					d.log.Error("run refused at start", "run", id, "err", err)
-					d.invalidate(context.Background(), spec, err.Error(), time.Time{})
-					reason = err.Error()
-				case err == nil && out.Status == StateInvalid:
-					reason = out.Reason
-				}
-				if reason != "" && reason != "cancelled" && ctx.Err() == nil && spec.Dispatcher == "" {
-					d.rerun(spec, reason)
-				}
+				d.execute(ctx, rctx, cancel, spec)
 				finished <- done{id, gpus, cpus}
 			}()
 		}
