@@ -3,24 +3,12 @@
 package airs
 
 import (
-	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // syncFS fsyncs every file and directory under path (no syncfs(2) here).
-func syncFS(path string) error {
-	return filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return f.Sync()
-	})
-}
+func syncFS(path string) error { return fileio.SyncTree(path) }
 
 func startWriteback(*os.File) {}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealrun/sealrun/demo"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
@@ -141,13 +143,40 @@ func runDemo(t *testing.T, args ...string) (sealrun, state string, out *bytes.Bu
 	return sealrun, state, out
 }
 
-// TestDemoOpencode runs the demo with the real scaffold: opencode in the sealed controller, driven
-// through the gateway by the scripted model. The run is graded and its attestation verifies (the
-// demo checks both), the leaderboard labels the row scripted, never as a model, the transcript
-// shows each of opencode's tool calls, and every model request is in the audit log as a gateway
-// entry of the scripted provider.
+// runDemoPackage runs the demo as package demo, without the CLI (one seed, the quick budget), in
+// the test images' state dir, and returns its output.
+func runDemoPackage(t *testing.T, scaffold string) *bytes.Buffer {
+	t.Helper()
+	testenv.RequireRoot(t)
+	imgs := testenv.LocalImages(t)
+	cache := os.Getenv("SEALRUN_TEST_BUILD_CACHE")
+	if cache == "" {
+		testenv.Missing(t, "SEALRUN_TEST_BUILD_CACHE is not set: make test sets it to the build cache the images were built with")
+	}
+	bin := filepath.Dir(sandboxtest.Static(t, "cmd/runner"))
+	sandboxtest.Static(t, "cmd/sealrun-netns-hook")
+	t.Cleanup(func() {
+		for _, p := range []string{"runs", "journal.jsonl", "ledger.jsonl", "demo", "kits", "content"} {
+			os.RemoveAll(filepath.Join(imgs.State, p))
+		}
+	})
+	out := &bytes.Buffer{}
+	err := demo.Run(context.Background(), demo.Options{StateDir: imgs.State, BinDir: bin, Seeds: 1, Quick: true, Scaffold: scaffold, CacheDir: cache,
+		Version: "0.0.0-test", Commit: "test"}, out)
+	t.Logf("demo.Run with %s:\n%s", scaffold, out.String())
+	if err != nil {
+		t.Fatalf("demo.Run with %s: %v", scaffold, err)
+	}
+	return out
+}
+
+// TestDemoOpencode runs the demo with the real scaffold, as package demo (no CLI): opencode in the
+// sealed controller, driven through the gateway by the scripted model. The run is graded and its
+// attestation verifies (the demo checks both), the leaderboard labels the row scripted, never as a
+// model, the transcript shows each of opencode's tool calls, and every model request is in the
+// audit log as a gateway entry of the scripted provider.
 func TestDemoOpencode(t *testing.T) {
-	_, _, out := runDemo(t, "--scaffold", "opencode")
+	out := runDemoPackage(t, "opencode")
 	for _, want := range []string{"seed 1: VALID", "opencode " + images.OpencodeVersion + " · scripted (not a model)", "scripted/scripted: a script on loopback behind the gateway"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo's output lacks %q", want)

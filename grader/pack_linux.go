@@ -19,6 +19,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // Limits bound a bundle while it is packed and unpacked.
@@ -167,7 +169,7 @@ func pack(ctx context.Context, workspace, rel, dir string, lim Limits, globs []s
 	if err := os.Rename(tmp.Name(), final); err != nil {
 		return nil, fmt.Errorf("store candidate: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fileio.SyncDir(dir); err != nil {
 		return nil, err
 	}
 	return &Candidate{ID: id, Size: out.n, RawBytes: w.raw, Files: w.files, Path: final}, nil
@@ -409,15 +411,6 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 	}
 	c.n += int64(len(p))
 	return len(p), nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // iec formats a byte count for messages: "4.2 MiB".

@@ -28,6 +28,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/renameio/v2"
 
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 )
 
@@ -187,21 +188,8 @@ func hashStrings(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, error) {
-	bb, err := fileSHA256(o.Busybox)
+	bb, err := fileio.SHA256(o.Busybox)
 	if err != nil {
 		return Built{}, fmt.Errorf("controller image needs a static busybox at %s (apt-get install busybox-static, or make deps): %w", o.Busybox, err)
 	}
@@ -232,7 +220,7 @@ func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, err
 // buildDemoController builds the controller image with the scripted demo scaffold
 // (kits/demo-agent) as its command, labelled with the scaffold pin a track checks.
 func (s *Store) buildDemoController(ctx context.Context, o BuildOptions) (Built, error) {
-	bb, err := fileSHA256(o.Busybox)
+	bb, err := fileio.SHA256(o.Busybox)
 	if err != nil {
 		return Built{}, fmt.Errorf("demo controller image needs a static busybox at %s (apt-get install busybox-static, or make deps): %w", o.Busybox, err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 )
 
@@ -150,7 +151,7 @@ func (s *Store) buildOpencodeController(ctx context.Context, o BuildOptions) (Bu
 func fetchOpencode(ctx context.Context, o BuildOptions) (string, error) {
 	name := fmt.Sprintf("%s-%s.tgz", OpencodePackage, OpencodeVersion)
 	path := filepath.Join(o.CacheDir, "npm", name)
-	if sum, err := fileSHA256(path); err == nil && sum == OpencodeTarballSHA256 {
+	if sum, err := fileio.SHA256(path); err == nil && sum == OpencodeTarballSHA256 {
 		return path, nil
 	}
 	reg := o.NPMRegistry

@@ -24,6 +24,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // The store's blobs: images/blobs/sha256/<hex> holds every blob of every stored image once (an
@@ -199,7 +201,7 @@ func (s *Store) fetchBlob(ctx context.Context, c *http.Client, repo name.Reposit
 	if err := os.Rename(part, final); err != nil {
 		return false, fetched, resumed, err
 	}
-	return false, fetched, resumed, syncDir(filepath.Dir(final))
+	return false, fetched, resumed, fileio.SyncDir(filepath.Dir(final))
 }
 
 // download appends blob b from offset have to f (and h), asking for the rest with a range. It
@@ -277,15 +279,6 @@ var (
 	testHookFetched   func(n int64)
 	testHookFetchDone func(time.Duration)
 )
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
 
 // addFromBlobs builds an image's layout from the store's blobs (linked, not copied) and adds it.
 func (s *Store) addFromBlobs(ctx context.Context, raw []byte, mt types.MediaType, nm, source, ref string) (*Record, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // Sources are the kits' sources as this sealrun was built with them: ari/ (the ARI kit's recipe
@@ -249,7 +250,7 @@ func Build(src fs.FS, srcName, out string, o BuildOptions) (*Kit, error) {
 	if err := os.WriteFile(filepath.Join(tmp, ManifestName), manifestBytes(files), 0o644); err != nil {
 		return nil, err
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := fileio.SyncTree(tmp); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, out); err != nil {

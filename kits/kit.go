@@ -21,6 +21,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // ManifestName is the manifest of a built kit: `sha256sum` lines of every other file.
@@ -156,7 +158,7 @@ func Open(dir string) (*Kit, error) {
 			return nil, &Error{Dir: dir, File: f.Path, Problem: "listed in SHA256SUMS but missing", Fix: "restore it or " + rebuild}
 		}
 		delete(found, f.Path)
-		sum, err := fileSHA256(filepath.Join(dir, f.Path))
+		sum, err := fileio.SHA256(filepath.Join(dir, f.Path))
 		if err != nil {
 			return nil, &Error{Dir: dir, File: f.Path, Problem: err.Error()}
 		}
@@ -232,19 +234,6 @@ func manifestBytes(files []File) []byte {
 	return b.Bytes()
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // Seed copies the kit into a run's workspace: every listed file (SHA256SUMS too), hashed again
 // while it is copied (a kit damaged since Open is refused), with modes 0664 and directories
 // 0775, whatever the kit's own modes: the hash binds contents, not modes. Existing files are
@@ -310,7 +299,7 @@ func Install(src, kitsDir string) (*Kit, error) {
 	if err := k.Seed(tmp); err != nil {
 		return nil, err
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := fileio.SyncTree(tmp); err != nil {
 		return nil, err
 	}
 	os.RemoveAll(final) // a damaged earlier copy
@@ -322,19 +311,4 @@ func Install(src, kitsDir string) (*Kit, error) {
 		d.Close()
 	}
 	return Open(final)
-}
-
-// syncTree fsyncs every file and directory below dir.
-func syncTree(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return f.Sync()
-	})
 }

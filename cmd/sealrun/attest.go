@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/renameio/v2/maybe"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/spf13/cobra"
 )
 
@@ -166,7 +167,7 @@ key file or a KMS key URI (scheme://...) resolved through sigstore's KMS interfa
 				}
 				subs = append(subs, attest.NewSubject(name, hexd))
 			}
-			data, err := readLimited(predPath, "predicate", maxPredicateBytes)
+			data, err := fileio.ReadLimited(predPath, "predicate", maxPredicateBytes)
 			if err != nil {
 				return err
 			}

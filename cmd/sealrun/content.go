@@ -10,6 +10,7 @@ import (
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/spf13/cobra"
 )
@@ -44,7 +45,7 @@ container).`,
 					fmt.Fprintf(cmd.OutOrStdout(), "%s  %s (kit)\n", k.Hash, p)
 					continue
 				}
-				sum, err := sha256File(p)
+				sum, err := fileio.SHA256(p)
 				if err != nil {
 					return err
 				}
@@ -53,7 +54,7 @@ container).`,
 					return ioError(err)
 				}
 				if _, err := os.Stat(dst); err != nil {
-					src, err := openRegular(p, "file")
+					src, err := fileio.OpenRegular(p, "file")
 					if err != nil {
 						return err
 					}

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/spf13/cobra"
 )
 
@@ -82,7 +82,7 @@ func (o *examInput) read(stdin io.Reader) ([]exams.Question, error) {
 	var in io.Reader = stdin
 	name := "stdin"
 	if path != "-" {
-		f, err := openRegular(path, "input file")
+		f, err := fileio.OpenRegular(path, "input file")
 		if err != nil {
 			return nil, err
 		}
@@ -90,30 +90,6 @@ func (o *examInput) read(stdin io.Reader) ([]exams.Question, error) {
 		in, name = f, path
 	}
 	return read(name, in, exams.WithContextBytes(o.contextBytes), exams.WithMaxAnswerBytes(o.maxAnswerBytes), exams.WithMaxQuestions(o.maxQuestions))
-}
-
-// openRegular opens a file for reading and refuses directories and devices with a clear message.
-func openRegular(path, what string) (*os.File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s %s does not exist", what, path)
-		}
-		return nil, fmt.Errorf("open %s %s: %w", what, path, errors.Unwrap(err))
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("stat %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() && st.Mode()&os.ModeNamedPipe == 0 {
-		f.Close()
-		if st.IsDir() {
-			return nil, fmt.Errorf("%s %s is a directory; give a file", what, path)
-		}
-		return nil, fmt.Errorf("%s %s is not a regular file", what, path)
-	}
-	return f, nil
 }
 
 // inputError prints every problem of a bad input file and returns the exit error.
@@ -173,7 +149,7 @@ func newExamHashCmd() *cobra.Command {
 		Short: "Print the exam hash: the SHA-256 of the file (same as sha256sum)",
 		Args:  exactArgs(1, "one exam file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := openRegular(args[0], "exam")
+			f, err := fileio.OpenRegular(args[0], "exam")
 			if err != nil {
 				return err
 			}
@@ -213,7 +189,7 @@ func newExamVerifyCmd() *cobra.Command {
 }
 
 func openExam(path, want string) (*exams.Exam, error) {
-	f, err := openRegular(path, "exam")
+	f, err := fileio.OpenRegular(path, "exam")
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/spf13/cobra"
@@ -174,7 +175,7 @@ printed), 1 bad input, 2 usage or a failure of this host. Needs root.`,
 
 // gradeFile grades one bundle file and builds its report.
 func gradeFile(ctx context.Context, e *grader.Env, bundle string, ex *exams.Exam, t *policy.Track, families map[string]string) (*grader.Report, error) {
-	sum, err := sha256File(bundle)
+	sum, err := fileio.SHA256(bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +275,7 @@ a failure of this host. Needs root.`,
 			question := 30 * time.Second
 			var attested *grader.Report
 			if vf.report != "" {
-				data, err := readLimited(vf.report, "report", 16<<20)
+				data, err := fileio.ReadLimited(vf.report, "report", 16<<20)
 				if err != nil {
 					return ioError(err)
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -77,7 +78,7 @@ func TestGradeAndRegrade(t *testing.T) {
 		os.WriteFile(p(name+".pred.json"), b, 0o600)
 		data, _ := json.MarshalIndent(rep, "", "  ")
 		os.WriteFile(p(name+".report.json"), data, 0o644)
-		rsum, _ := sha256File(p(name + ".report.json"))
+		rsum, _ := fileio.SHA256(p(name + ".report.json"))
 		if r := sr("attest", "sign", "--predicate", p(name+".pred.json"), "--key", p("keys/sealrun.key"), "--out", p(name+".att.json"),
 			"--subject", "bundle.tar.gz="+cand.Digest(), "--subject", "report.json=sha256:"+rsum); r.code != 0 {
 			t.Fatalf("sign: %+v", r)

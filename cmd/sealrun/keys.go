@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/spf13/cobra"
 )
 
@@ -32,7 +33,7 @@ func readPassphrase(path string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := openRegular(path, "passphrase file")
+	f, err := fileio.OpenRegular(path, "passphrase file")
 	if err != nil {
 		return nil, err
 	}

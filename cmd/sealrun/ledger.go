@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 )
@@ -150,7 +151,7 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 				return fail(err)
 			}
 			for _, h := range heads {
-				b, err := readLimited(h, "head", ledger.MaxCheckpointBytes)
+				b, err := fileio.ReadLimited(h, "head", ledger.MaxCheckpointBytes)
 				if err != nil {
 					return ioError(err)
 				}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/publish"
 )
 
 // pubFixture gathers three signed runs (seeds 1 to 3) of the flagship track into results/, as
@@ -131,7 +132,7 @@ func TestPublishAndVerify(t *testing.T) {
 		return dir
 	}
 	relist := func(dir string) {
-		sums, _, err := sumTree(dir)
+		sums, _, err := publish.SumTree(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +157,7 @@ func TestPublishAndVerify(t *testing.T) {
 		// A run withheld, every list redone: the ledger names it.
 		{"withheld", func(d string) {
 			os.RemoveAll(filepath.Join(d, "runs", f.runs[1]))
-			var m publication
+			var m publish.Publication
 			json.Unmarshal([]byte(mustRead(t, filepath.Join(d, "publication.json"))), &m)
 			m.Runs = []string{f.runs[0], f.runs[2]}
 			mj, _ := json.MarshalIndent(m, "", "  ")

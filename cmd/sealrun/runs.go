@@ -1,15 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
 )
@@ -29,70 +24,6 @@ const (
 )
 
 const defaultSocket = "/run/sealrun/sealrun.sock"
-
-// apiClient talks to sealrund's admin socket.
-type apiClient struct {
-	socket string
-	http   *http.Client
-}
-
-func newAPIClient(socket string) *apiClient {
-	return &apiClient{socket: socket, http: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		}}}}
-}
-
-func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://sealrund/v1"+path, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return c.dialError(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		var e daemon.APIError
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("sealrund answered %s", resp.Status)
-	}
-	if out == nil {
-		return nil
-	}
-	if b, ok := out.(*[]byte); ok {
-		*b = data
-		return nil
-	}
-	return json.Unmarshal(data, out)
-}
-
-func (c *apiClient) dialError(err error) error {
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		switch {
-		case errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "no such file"):
-			return fmt.Errorf("sealrund is not running (no socket at %s); start it: systemctl start sealrund, or sealrund --config FILE", c.socket)
-		case errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied"):
-			return fmt.Errorf("permission denied on %s; join the sealrun group (usermod -aG sealrun $USER, then log in again) or use sudo", c.socket)
-		case strings.Contains(err.Error(), "connection refused"):
-			return fmt.Errorf("sealrund is not answering on %s (a stale socket?); check systemctl status sealrund", c.socket)
-		}
-	}
-	return err
-}
 
 func addSocketFlag(cmd *cobra.Command, socket *string) {
 	cmd.Flags().StringVar(socket, "socket", defaultSocket, "sealrund's admin socket")
@@ -143,11 +74,11 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 			if detach && wait {
 				return usage(errors.New("--detach and --wait exclude each other"))
 			}
-			data, err := readLimited(track, "track file", 1<<20)
+			data, err := fileio.ReadLimited(track, "track file", 1<<20)
 			if err != nil {
 				return err
 			}
-			c := newAPIClient(socket)
+			c := daemon.NewClient(socket)
 			var rec daemon.Record
 			req := daemon.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher, CPUs: cpus}
 			if memory != "" {
@@ -155,7 +86,7 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 					return usage(fmt.Errorf("--memory %q: %v (for example 16GiB or 16384MiB)", memory, err))
 				}
 			}
-			if err := c.do(cmd.Context(), "POST", "/runs", req, &rec); err != nil {
+			if err := c.Do(cmd.Context(), "POST", "/runs", req, &rec); err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -182,33 +113,20 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 }
 
 // follow streams a run's events until it ends (or Ctrl-C, which detaches).
-func follow(cmd *cobra.Command, c *apiClient, id string, show bool) error {
+func follow(cmd *cobra.Command, c *daemon.Client, id string, show bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://sealrund/v1/runs/"+id+"/events", nil)
-	resp, err := c.http.Do(req)
+	w := cmd.OutOrStdout()
+	last, err := c.Events(ctx, id, func(e daemon.Event, last daemon.Record) {
+		if line := daemon.EventLine(e, last); show && line != "" {
+			fmt.Fprintln(w, line)
+		}
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return c.dialError(err)
-	}
-	defer resp.Body.Close()
-	w := cmd.OutOrStdout()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), daemon.MaxEventBytes+1)
-	var last daemon.Record
-	for sc.Scan() {
-		var e daemon.Event
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue
-		}
-		if len(e.Data) > 0 && (e.Kind == "record" || e.Kind == "state" || e.Kind == "result" || e.Kind == "heartbeat") {
-			json.Unmarshal(e.Data, &last)
-		}
-		if line := eventLine(e, last); show && line != "" {
-			fmt.Fprintln(w, line)
-		}
+		return err
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "sealrun: stopped following; run %s goes on (sealrun logs %s -f, sealrun cancel %s)\n", id, id, id)
@@ -218,47 +136,10 @@ func follow(cmd *cobra.Command, c *apiClient, id string, show bool) error {
 		return fmt.Errorf("the event stream of run %s ended before the run did (sealrund stopped?); sealrun show %s", id, id)
 	}
 	if !show {
-		fmt.Fprintln(w, eventLine(daemon.Event{Time: last.Finished, Kind: "state", State: last.State, Reason: last.Reason}, last))
+		fmt.Fprintln(w, daemon.EventLine(daemon.Event{Time: last.Finished, Kind: "state", State: last.State, Reason: last.Reason}, last))
 	}
 	fmt.Fprintf(w, "files: %s\n", last.Dir)
 	return stateExit(last.State, last.Reason)
-}
-
-func eventLine(e daemon.Event, r daemon.Record) string {
-	t := e.Time.Local().Format("15:04:05")
-	switch e.Kind {
-	case "record":
-		return fmt.Sprintf("%s  run %s: %s, %s, seed %d — %s", t, r.ID, r.Track, r.Agent, r.Seed, r.State)
-	case "state":
-		s := fmt.Sprintf("%s  %s", t, e.State)
-		if e.State == daemon.StateRunning && !r.Deadline.IsZero() {
-			s += fmt.Sprintf(" (deadline %s)", r.Deadline.Local().Format("15:04:05"))
-		}
-		if (e.State == daemon.StateGraded || e.State == daemon.StateFailed) && r.Passed != nil {
-			s += fmt.Sprintf(": %d/%d passed (%.1f%%)", *r.Passed, r.Questions, 100*float64(*r.Passed)/float64(max(1, r.Questions)))
-		} else if (e.State == daemon.StateGraded || e.State == daemon.StateFailed) && r.Metric != "" {
-			s += ": " + r.Score()
-		}
-		if e.Reason != "" {
-			s += " — " + e.Reason
-		}
-		return s
-	case "heartbeat", "result", "finalized": // the state line and the activity line say it
-		return ""
-	case "sealed":
-		return fmt.Sprintf("%s  pass vector sealed %s", t, string(e.Data))
-	case "activity":
-		left := ""
-		if !r.Deadline.IsZero() {
-			left = fmt.Sprintf(" [%s left]", max(0, r.Deadline.Sub(e.Time)).Round(time.Second))
-		}
-		return fmt.Sprintf("%s  %s%s", t, e.Reason, left)
-	}
-	s := fmt.Sprintf("%s  %s", t, e.Kind)
-	if e.Reason != "" {
-		s += ": " + e.Reason
-	}
-	return s
 }
 
 func newPsCmd() *cobra.Command {
@@ -274,7 +155,7 @@ func newPsCmd() *cobra.Command {
 			if all {
 				path = "/runs"
 			}
-			if err := newAPIClient(socket).do(cmd.Context(), "GET", path, nil, &recs); err != nil {
+			if err := daemon.NewClient(socket).Do(cmd.Context(), "GET", path, nil, &recs); err != nil {
 				return err
 			}
 			if !all {
@@ -332,7 +213,7 @@ func newShowCmd() *cobra.Command {
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r daemon.Record
-			if err := newAPIClient(socket).do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
+			if err := daemon.NewClient(socket).Do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -397,7 +278,7 @@ func newCancelCmd() *cobra.Command {
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r daemon.Record
-			if err := newAPIClient(socket).do(cmd.Context(), "POST", "/runs/"+args[0]+"/cancel", nil, &r); err != nil {
+			if err := daemon.NewClient(socket).Do(cmd.Context(), "POST", "/runs/"+args[0]+"/cancel", nil, &r); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: cancel requested (state %s); it ends invalid, reason cancelled\n", r.ID, r.State)
@@ -420,7 +301,7 @@ files: --agent the scaffold's transcript, --audit the audit log (every call, gat
 submission), --history the submission history, --call N one compute call's output.`,
 		Args: exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newAPIClient(socket)
+			c := daemon.NewClient(socket)
 			name := file
 			if call > 0 {
 				name = fmt.Sprintf("call-%d", call)
@@ -432,7 +313,7 @@ submission), --history the submission history, --call N one compute call's outpu
 				name = "journal"
 			}
 			var data []byte
-			if err := c.do(cmd.Context(), "GET", "/runs/"+args[0]+"/files/"+name, nil, &data); err != nil {
+			if err := c.Do(cmd.Context(), "GET", "/runs/"+args[0]+"/files/"+name, nil, &data); err != nil {
 				return err
 			}
 			_, err := cmd.OutOrStdout().Write(data)
@@ -458,8 +339,8 @@ func newReportCmd() *cobra.Command {
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r daemon.Record
-			c := newAPIClient(socket)
-			if err := c.do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
+			c := daemon.NewClient(socket)
+			if err := c.Do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
 				return err
 			}
 			if !r.Final() {
@@ -469,7 +350,7 @@ func newReportCmd() *cobra.Command {
 			if _, err := os.Stat(path); err != nil {
 				// Not readable from here (another user's state directory): fetch it.
 				var data []byte
-				if err := c.do(cmd.Context(), "GET", "/runs/"+r.ID+"/files/report-html", nil, &data); err != nil {
+				if err := c.Do(cmd.Context(), "GET", "/runs/"+r.ID+"/files/report-html", nil, &data); err != nil {
 					return err
 				}
 				tmp, err := os.CreateTemp("", "sealrun-report-*.html")

@@ -13,6 +13,7 @@ import (
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
@@ -227,7 +228,7 @@ func pinExam(state, v string) (string, exams.Header, error) {
 	sha := v
 	if !hexSHA256.MatchString(v) {
 		var err error
-		if sha, err = sha256File(v); err != nil {
+		if sha, err = fileio.SHA256(v); err != nil {
 			return "", exams.Header{}, fmt.Errorf("--exam: %w", err)
 		}
 	}

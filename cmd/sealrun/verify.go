@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -57,81 +56,23 @@ type ledgerVerdict struct {
 	HeadRoot string `json:"head_root"`
 }
 
-// verifyAttestation runs attest.Verify with the flag group's optional files. Errors that are not
+// verifyAttestation runs attest.VerifyFile with the flag group's files. Errors that are not
 // verdicts come back as exit-2 errors.
 func verifyAttestation(path string, f *verifyFlags) (*attest.Verified, error) {
 	if f.key == "" {
 		return nil, usage(errors.New("give the signer's public key with --key (for example sealrun.pub)"))
 	}
-	v, _, err := attest.LoadVerifier(f.key)
-	if err != nil {
+	v, err := attest.VerifyFile(path, f.files())
+	var vf *attest.VerificationFailure
+	if err != nil && !errors.As(err, &vf) {
 		return nil, ioError(err)
 	}
-	env, err := readLimited(path, "attestation", attest.MaxEnvelopeBytes+64<<10) // a bundle wraps the envelope
-	if err != nil {
-		return nil, ioError(err)
-	}
-	if env, err = attest.EnvelopeOf(env); err != nil { // result.att.json or result.sigstore.json
-		return nil, err
-	}
-	var opts []attest.VerifyOption
-	for _, c := range []struct {
-		path string
-		opt  func(string) attest.VerifyOption
-	}{{f.bundle, attest.WithBundleDigest}, {f.report, attest.WithReportDigest}} {
-		if c.path == "" {
-			continue
-		}
-		sum, err := sha256File(c.path)
-		if err != nil {
-			return nil, ioError(err)
-		}
-		opts = append(opts, c.opt(sum))
-	}
-	if f.audit != "" {
-		af, err := openRegular(f.audit, "audit log")
-		if err != nil {
-			return nil, ioError(err)
-		}
-		defer af.Close()
-		opts = append(opts, attest.WithAuditLog(af))
-	}
-	if f.track != "" {
-		t, err := policy.Load(f.track)
-		if err != nil {
-			return nil, ioError(fmt.Errorf("--track: %w", err))
-		}
-		opts = append(opts, attest.WithTrack(t))
-	}
-	return attest.Verify(env, v, opts...)
+	return v, err
 }
 
-// readLimited reads a file of at most limit bytes; a longer file is returned cut at limit+1
-// bytes, so that the caller's own size check reports it.
-func readLimited(path, what string, limit int64) ([]byte, error) {
-	f, err := openRegular(path, what)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
-	}
-	return b, nil
-}
-
-func sha256File(path string) (string, error) {
-	f, err := openRegular(path, "file")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+// files are the flag group's files.
+func (f *verifyFlags) files() attest.Files {
+	return attest.Files{Key: f.key, Bundle: f.bundle, Report: f.report, Audit: f.audit, Track: f.track}
 }
 
 func newVerifyCmd() *cobra.Command {

@@ -1,0 +1,286 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
+)
+
+// Client talks to sealrund's admin API on its unix socket (API.md). Its errors say what to do
+// when the daemon is not running or the socket is not the caller's to use.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient is a client of the daemon listening on socket.
+func NewClient(socket string) *Client {
+	return &Client{socket: socket, http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}}
+}
+
+// Do sends a request (body as JSON, if any) to path under /v1 and decodes the answer into out
+// (a *[]byte takes it raw). An error answer comes back as its message.
+func (c *Client) Do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://sealrund/v1"+path, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.dialError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e APIError
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("sealrund answered %s", resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	if b, ok := out.(*[]byte); ok {
+		*b = data
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+func (c *Client) dialError(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		switch {
+		case errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "no such file"):
+			return fmt.Errorf("sealrund is not running (no socket at %s); start it: systemctl start sealrund, or sealrund --config FILE", c.socket)
+		case errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied"):
+			return fmt.Errorf("permission denied on %s; join the sealrun group (usermod -aG sealrun $USER, then log in again) or use sudo", c.socket)
+		case strings.Contains(err.Error(), "connection refused"):
+			return fmt.Errorf("sealrund is not answering on %s (a stale socket?); check systemctl status sealrund", c.socket)
+		}
+	}
+	return err
+}
+
+// EventLine is one line for a person following a run: its record, each state (with the score
+// at the end), each activity of the agent with the time left, and other events by kind; "" for
+// what another line already says. r is the run's latest record.
+func EventLine(e Event, r Record) string {
+	t := e.Time.Local().Format("15:04:05")
+	switch e.Kind {
+	case "record":
+		return fmt.Sprintf("%s  run %s: %s, %s, seed %d — %s", t, r.ID, r.Track, r.Agent, r.Seed, r.State)
+	case "state":
+		s := fmt.Sprintf("%s  %s", t, e.State)
+		if e.State == StateRunning && !r.Deadline.IsZero() {
+			s += fmt.Sprintf(" (deadline %s)", r.Deadline.Local().Format("15:04:05"))
+		}
+		if (e.State == StateGraded || e.State == StateFailed) && r.Passed != nil {
+			s += fmt.Sprintf(": %d/%d passed (%.1f%%)", *r.Passed, r.Questions, 100*float64(*r.Passed)/float64(max(1, r.Questions)))
+		} else if (e.State == StateGraded || e.State == StateFailed) && r.Metric != "" {
+			s += ": " + r.Score()
+		}
+		if e.Reason != "" {
+			s += " — " + e.Reason
+		}
+		return s
+	case "heartbeat", "result", "finalized": // the state line and the activity line say it
+		return ""
+	case "sealed":
+		return fmt.Sprintf("%s  pass vector sealed %s", t, string(e.Data))
+	case "activity":
+		left := ""
+		if !r.Deadline.IsZero() {
+			left = fmt.Sprintf(" [%s left]", max(0, r.Deadline.Sub(e.Time)).Round(time.Second))
+		}
+		return fmt.Sprintf("%s  %s%s", t, e.Reason, left)
+	}
+	s := fmt.Sprintf("%s  %s", t, e.Kind)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+// Gather copies a finished run's files into dir/<run id> (a results directory, deploy/slurm/README.md),
+// atomically: the attestation, report, audit log, track, summary, report.html, the graded
+// bundle and run.json, the daemon's record. already is true when they were there.
+func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bool, err error) {
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return false, fmt.Errorf("results directory %s: not a directory (%v); create it on the shared filesystem, writable by the jobs' user", dir, err)
+	}
+	dest := filepath.Join(dir, rec.ID)
+	var att []byte
+	if err := c.Do(ctx, "GET", "/runs/"+rec.ID+"/files/attestation", nil, &att); err != nil {
+		return false, fmt.Errorf("run %s: %w", rec.ID, err)
+	}
+	if same, err := sameAttestation(dest, att); err != nil || same {
+		return same, err
+	}
+	// What an earlier gather of this run left when it was killed.
+	old, _ := filepath.Glob(filepath.Join(dir, "."+rec.ID+".tmp-*"))
+	for _, o := range old {
+		os.RemoveAll(o)
+	}
+	tmp, err := os.MkdirTemp(dir, "."+rec.ID+".tmp-")
+	if err != nil {
+		return false, fmt.Errorf("results directory %s is not writable (%v); give the jobs' user write access to it", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	os.Chmod(tmp, 0o755)
+	var bundleSum string
+	// The attestation as fetched above (compared with what dest holds); the rest streamed.
+	if err := exams.WriteAtomic(filepath.Join(tmp, "result.att.json"), 0o644, func(w io.Writer) error { _, err := w.Write(att); return err }); err != nil {
+		return false, err
+	}
+	for _, f := range gatherFiles {
+		sum, ok, err := c.FetchFile(ctx, rec.ID, f.name, filepath.Join(tmp, f.file))
+		if err != nil {
+			return false, err
+		}
+		if !ok && f.required {
+			return false, fmt.Errorf("run %s has no %s; it cannot be gathered (sealrun show %s)", rec.ID, f.file, rec.ID)
+		}
+		if f.name == "bundle" {
+			bundleSum = sum
+		}
+	}
+	if bundleSum != "" {
+		var rep struct {
+			Candidate struct{ ID string } `json:"candidate"`
+		}
+		b, _ := os.ReadFile(filepath.Join(tmp, "report.json"))
+		if json.Unmarshal(b, &rep) != nil || rep.Candidate.ID != "sha256:"+bundleSum {
+			return false, fmt.Errorf("run %s: the bundle copied has sha256 %s, not the graded candidate %q of its report; gather again", rec.ID, bundleSum, rep.Candidate.ID)
+		}
+	}
+	recJSON, _ := json.MarshalIndent(rec, "", "  ")
+	if err := exams.WriteAtomic(filepath.Join(tmp, "run.json"), 0o644, func(w io.Writer) error { _, err := w.Write(append(recJSON, '\n')); return err }); err != nil {
+		return false, err
+	}
+	if err := fileio.SyncDir(tmp); err != nil {
+		return false, err
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		// Another gather of the same run won the race: fine if it holds the same attestation.
+		if same, serr := sameAttestation(dest, att); serr == nil && same {
+			os.RemoveAll(tmp)
+			return true, nil
+		}
+		return false, fmt.Errorf("move the gathered run into %s: %w", dest, err)
+	}
+	return false, fileio.SyncDir(dir)
+}
+
+// sameAttestation says whether dest already holds att; a different one is an error.
+func sameAttestation(dest string, att []byte) (bool, error) {
+	have, err := os.ReadFile(filepath.Join(dest, "result.att.json"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if _, serr := os.Stat(dest); serr == nil {
+			return false, fmt.Errorf("%s exists without result.att.json; it is not a gathered run: move it aside", dest)
+		}
+		return false, nil
+	case err != nil:
+		return false, err
+	case string(have) != string(att):
+		return false, fmt.Errorf("%s holds another attestation of this run id; two daemons gave one id, or the file was changed: move it aside and gather again", dest)
+	}
+	return true, nil
+}
+
+// FetchFile streams a run file into path, synced, and returns its sha256; ok is false when the
+// daemon has no such file (404).
+func (c *Client) FetchFile(ctx context.Context, id, name, path string) (sum string, ok bool, err error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://sealrund/v1/runs/"+id+"/files/"+name, nil)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", false, c.dialError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return "", false, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return "", false, fmt.Errorf("run %s, file %s: sealrund answered %s: %s", id, name, resp.Status, strings.TrimSpace(string(b)))
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, maxGatherFile+1))
+	if err != nil {
+		return "", false, fmt.Errorf("run %s, file %s: %w", id, name, err)
+	}
+	if n > maxGatherFile {
+		return "", false, fmt.Errorf("run %s, file %s: over %d bytes", id, name, int64(maxGatherFile))
+	}
+	if err := f.Sync(); err != nil {
+		return "", false, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), true, f.Close()
+}
+
+// Events streams a run's events (GET /v1/runs/ID/events) to fn, each with the run's latest
+// record as the events so far describe it, until the stream ends; it returns that record (its
+// Final says whether the run ended).
+func (c *Client) Events(ctx context.Context, id string, fn func(Event, Record)) (Record, error) {
+	var last Record
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://sealrund/v1/runs/"+id+"/events", nil)
+	if err != nil {
+		return last, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return last, c.dialError(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), MaxEventBytes+1)
+	for sc.Scan() {
+		var e Event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		if len(e.Data) > 0 && (e.Kind == "record" || e.Kind == "state" || e.Kind == "result" || e.Kind == "heartbeat") {
+			json.Unmarshal(e.Data, &last)
+		}
+		fn(e, last)
+	}
+	return last, nil
+}

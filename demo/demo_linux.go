@@ -1,0 +1,315 @@
+// Package demo is sealrun's demo: a whole sealed benchmark at small scale on this machine, as
+// root. It builds the local images, a hidden exam and the ARI kit, writes the demo track with
+// every pin filled, starts sealrund in this process, runs seeds of the scripted demo agent (or
+// opencode driven by a scripted model) through the daemon's admin API like any client, verifies
+// each attestation with its files, publishes the runs and prints the leaderboard.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/kits"
+	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/publish"
+)
+
+// The demo's hidden exam: synthetic, from a seed no kit uses (the ARI kit's training text and
+// validation set have their own seeds).
+const demoExamSeed = 424242
+
+// Options are a demo's.
+type Options struct {
+	// StateDir is the demo's own state directory (its images, runs, journal, ledger and demo/);
+	// everything from an earlier demo in it is replaced. Never the production state dir.
+	StateDir string
+	// BinDir holds sealrun's runner and sealrun-netns-hook (make build puts them beside sealrun).
+	BinDir   string
+	Seeds    int    // how many seeds of the demo agent, 1 to 16
+	Scaffold string // images.DemoScaffoldName (a shell script) or "opencode" (driven by a scripted model)
+	Keep     bool   // keep the runs' workspaces
+	Quick    bool   // a tighter budget and a smaller exam
+	CacheDir string // where the debootstrap result is kept between builds ("": <state>/build-cache)
+	// Version and Commit are sealrun's, recorded by the demo's daemon in each attestation.
+	Version, Commit string
+}
+
+func (o Options) check() error {
+	switch {
+	case o.Seeds < 1 || o.Seeds > 16:
+		return fmt.Errorf("%d seeds: give 1 to 16", o.Seeds)
+	case o.Scaffold != images.DemoScaffoldName && o.Scaffold != "opencode":
+		return fmt.Errorf("scaffold %q: choose %s (a shell script, no model) or opencode (the real scaffold, a scripted model)", o.Scaffold, images.DemoScaffoldName)
+	case o.StateDir == "" || o.BinDir == "":
+		return errors.New("the demo needs its state directory and the directory of sealrun's binaries")
+	}
+	return nil
+}
+
+// demoLog prints progress lines, from several goroutines.
+type demoLog struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+}
+
+func (l *demoLog) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "[%6.1fs] %s\n", time.Since(l.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Write lets the image build's progress lines through the same log.
+func (l *demoLog) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.printf("  %s", line)
+	}
+	return len(p), nil
+}
+
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	for _, b := range []string{"runner", "sealrun-netns-hook"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return fmt.Errorf("the demo needs %s beside sealrun (%s); make build (or make install) puts it there", b, filepath.Join(o.BinDir, b))
+		}
+	}
+	s := &session{o: o, out: out, lg: &demoLog{w: out, start: time.Now()}, state: o.StateDir, demoDir: filepath.Join(o.StateDir, "demo")}
+	defer s.close()
+	for _, step := range []func(context.Context) error{s.buildImages, s.makeContent, s.writeTrack, s.startDaemon, s.runSeeds, s.verifyRuns, s.rank} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// session is one demo on its way through its seven steps; each step fills in what the later
+// ones read, and close undoes what they started (the daemon, the scripted model), last first.
+type session struct {
+	o              Options
+	out            io.Writer
+	lg             *demoLog
+	state, demoDir string
+
+	controllerKey string            // 1: the controller image's key
+	refs          map[string]string // 1: image key -> pinned reference
+	questions     int               // 2
+	examSHA       string            // 2: the hidden exam's hash
+	kit           *kits.Kit         // 2
+	text          string            // 3: the track's text
+	trackFile     string            // 3
+	track         *policy.Track     // 3
+	keys          string            // 4: the keys directory
+	agent         string            // 4: the agent every seed runs
+	socket, log   string            // 4: the daemon's socket and log
+	c             *daemon.Client    // 5
+	runs          []*demoRun        // 5
+	atts          []string          // 6: the attestations that verified
+	failed        int               // 6: runs not graded with a valid attestation
+	timings       []string          // 6
+
+	closers []func()
+}
+
+func (s *session) onClose(f func()) { s.closers = append(s.closers, f) }
+
+func (s *session) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// demoExam synthesizes the demo's hidden exam into the content store and returns its hash.
+func demoExam(state string, questions int) (string, error) {
+	var docs bytes.Buffer
+	if err := exams.WriteDocuments(&docs, exams.Synthesize(demoExamSeed, questions)); err != nil {
+		return "", err
+	}
+	qs, err := exams.ReadDocuments("demo-exam", &docs)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	sum, err := exams.Encode(&buf, qs, exams.DefaultContextBytes)
+	if err != nil {
+		return "", err
+	}
+	dst := daemon.ContentPath(state, sum)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", err
+	}
+	return sum, exams.WriteAtomic(dst, 0o600, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err })
+}
+
+// contamination counts the exam's answers that occur, with the 32 bytes before them, in the
+// training text: the kit must never hold the exam's own documents.
+func contamination(trainPath, examPath string) (int, error) {
+	train, err := os.ReadFile(trainPath)
+	if err != nil {
+		return 0, err
+	}
+	ex, err := exams.Open(examPath, "")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, q := range ex.Questions {
+		p := q.Prefix
+		if len(p) > 32 {
+			p = p[len(p)-32:]
+		}
+		if bytes.Contains(train, append(append([]byte(nil), p...), q.Answer...)) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// demoFollow streams a run's events to fn until the run ends and returns its last record.
+func demoFollow(ctx context.Context, c *daemon.Client, id string, fn func(daemon.Event, daemon.Record)) daemon.Record {
+	var last daemon.Record
+	for ctx.Err() == nil {
+		r, err := c.Events(ctx, id, fn)
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		if r.ID != "" {
+			last = r
+		}
+		if last.Final() {
+			return last
+		}
+	}
+	return last
+}
+
+// demoTimings splits a run's wall time: waiting in the queue, setup (preparing to running: pins
+// checked, workspace seeded, gateway, services, controller), agent (running to grading),
+// grading (both phases, from report.json) and attesting (the rest: report, attestation, record).
+func demoTimings(seed int64, r daemon.Record, t map[string]time.Time) string {
+	d := func(a, b time.Time) string {
+		if a.IsZero() || b.IsZero() {
+			return "—"
+		}
+		return roundDuration(b.Sub(a))
+	}
+	grading, attesting := "—", d(t[daemon.StateGrading], r.Finished)
+	if rep, err := readReport(filepath.Join(r.Dir, "report.json")); err == nil && !t[daemon.StateGrading].IsZero() && !r.Finished.IsZero() {
+		gd := time.Duration(rep.Timings.AnswersMS+rep.Timings.BitsMS) * time.Millisecond
+		grading = roundDuration(gd)
+		attesting = roundDuration(max(0, r.Finished.Sub(t[daemon.StateGrading])-gd))
+	}
+	return fmt.Sprintf("seed %d: queued %s, setup %s, agent %s, grading %s, attesting %s (%s)", seed,
+		d(t["queued"], t[daemon.StatePreparing]), d(t[daemon.StatePreparing], t[daemon.StateRunning]), d(t[daemon.StateRunning], t[daemon.StateGrading]), grading, attesting, r.State)
+}
+
+// roundDuration prints milliseconds under a second, tenths of a second above.
+func roundDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func readReport(path string) (*grader.Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r grader.Report
+	return &r, json.Unmarshal(b, &r)
+}
+
+// opencodeDemoTrack pins the demo track's [scaffold] to opencode (the controller-opencode image's
+// labels: version and config template hash).
+func opencodeDemoTrack(text string) string {
+	head, rest, _ := strings.Cut(text, "[scaffold]\n")
+	_, tail, _ := strings.Cut(rest, "\n\n") // the demo track's [scaffold] lines
+	section := fmt.Sprintf("name = \"opencode\"         # the real scaffold, driven by a scripted model (provider scripted)\nversion = %q\nconfig_sha256 = %q # kits/opencode/opencode.json",
+		images.OpencodeVersion, images.OpencodeConfigSHA256())
+	return head + "[scaffold]\n" + section + "\n\n" + tail
+}
+
+// opencodeDemoSteps is the scripted model's conversation with opencode: each turn one call of
+// opencode's bash tool, chosen from the last tool output as the scripted demo scaffold chooses
+// (kits/demo-agent/agent.sh, its first half: one training call, one candidate).
+func opencodeDemoSteps() []providertest.Step {
+	reserve := regexp.MustCompile(`reserve window starts in ([0-9hms.]+)`)
+	candidate := regexp.MustCompile(`candidate ([0-9a-f]{6,})`)
+	return []providertest.Step{
+		func(string) string { return "head -n 12 BRIEF.md; ls -l starter data validation.sealrun" },
+		func(string) string { return "runner time_left" },
+		func(last string) string {
+			// A quarter of the time before the reserve window, 10 to 40 s: a demo, not an attempt.
+			budget := 40 * time.Second
+			if m := reserve.FindStringSubmatch(last); m != nil {
+				if d, err := time.ParseDuration(m[1]); err == nil && d/4 < budget {
+					budget = max(d/4, 10*time.Second)
+				}
+			}
+			return fmt.Sprintf(`runner python3 starter/train.py --size toy --steps 5000 --lr 0.004 --seed "$SEALRUN_SEED" --max-seconds %d --out ckpt1`, int(budget.Seconds()))
+		},
+		func(string) string { return "sh starter/make_bundle.sh ckpt1 bundle1 && runner submit bundle1" },
+		func(last string) string {
+			if m := candidate.FindStringSubmatch(last); m != nil {
+				return "runner promote " + m[1]
+			}
+			return "runner history"
+		},
+		func(string) string { return "runner finalize" },
+	}
+}
+
+// demoRun is one seed of the demo: its record and when it entered each state.
+type demoRun struct {
+	seed int64
+	rec  daemon.Record
+	t    map[string]time.Time
+}
+
+// demoPublish gathers the demo's runs as an operator would (sealrun results gather), exports the
+// run ledger, and publishes them with the track and the key (sealrun publish).
+func demoPublish(ctx context.Context, c *daemon.Client, state, demoDir, pubDir, pub, trackFile string, runs []*demoRun) error {
+	results := filepath.Join(demoDir, "results")
+	if err := os.MkdirAll(results, 0o755); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if _, err := c.Gather(ctx, r.rec, results); err != nil {
+			return fmt.Errorf("gather run %s: %w", r.rec.ID, err)
+		}
+	}
+	lf, err := os.Open(filepath.Join(state, "ledger.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	ledgerOut := filepath.Join(demoDir, "ledger-demo.jsonl")
+	if err := exams.WriteAtomic(ledgerOut, 0o644, func(w io.Writer) error { _, err := ledger.Export(lf, w); return err }); err != nil {
+		return fmt.Errorf("export the run ledger: %w", err)
+	}
+	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: "exam", Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}}); err != nil {
+		return fmt.Errorf("publish the demo's runs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+// Package fileio holds the file helpers every floor uses: opening only regular files with an
+// error that names the file, reading with a size limit, hashing, and making directory entries
+// durable.
+package fileio
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// OpenRegular opens a file for reading and refuses directories and devices with a clear message.
+func OpenRegular(path, what string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s %s does not exist", what, path)
+		}
+		return nil, fmt.Errorf("open %s %s: %w", what, path, errors.Unwrap(err))
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() && st.Mode()&os.ModeNamedPipe == 0 {
+		f.Close()
+		if st.IsDir() {
+			return nil, fmt.Errorf("%s %s is a directory; give a file", what, path)
+		}
+		return nil, fmt.Errorf("%s %s is not a regular file", what, path)
+	}
+	return f, nil
+}
+
+// ReadLimited reads a file of at most limit bytes; a longer file is returned cut at limit+1
+// bytes, so that the caller's own size check reports it.
+func ReadLimited(path, what string, limit int64) ([]byte, error) {
+	f, err := OpenRegular(path, what)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	return b, nil
+}
+
+// SHA256 is the lowercase hex SHA-256 of a regular file's content.
+func SHA256(path string) (string, error) {
+	f, err := OpenRegular(path, "file")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// SyncDir fsyncs a directory, so that the entries made, renamed or removed in it are durable.
+// Where the OS cannot sync a directory (Windows: the rename is what there is) it does nothing.
+func SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// SyncTree fsyncs every file and directory below dir (dir included).
+func SyncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.Sync()
+	})
+}

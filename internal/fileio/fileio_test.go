@@ -1,0 +1,49 @@
+package fileio
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestOpenRegular(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "a.txt")
+	os.WriteFile(f, []byte("abc"), 0o644)
+	if fh, err := OpenRegular(f, "report"); err != nil {
+		t.Fatal(err)
+	} else {
+		fh.Close()
+	}
+	for _, c := range []struct{ path, want string }{
+		{filepath.Join(dir, "missing"), "report " + filepath.Join(dir, "missing") + " does not exist"},
+		{dir, "is a directory; give a file"},
+		{os.DevNull, "is not a regular file"},
+	} {
+		if _, err := OpenRegular(c.path, "report"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("OpenRegular(%s): %v, want %q", c.path, err, c.want)
+		}
+	}
+}
+
+func TestReadLimitedAndSHA256(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "a.txt")
+	os.WriteFile(f, []byte("abc"), 0o644)
+	if b, err := ReadLimited(f, "file", 3); err != nil || string(b) != "abc" {
+		t.Errorf("ReadLimited at the limit: %q %v", b, err)
+	}
+	// Over the limit: cut at limit+1, so that the caller's own size check reports it.
+	if b, err := ReadLimited(f, "file", 1); err != nil || string(b) != "ab" {
+		t.Errorf("ReadLimited over the limit: %q %v", b, err)
+	}
+	if sum, err := SHA256(f); err != nil || sum != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Errorf("SHA256: %s %v", sum, err)
+	}
+	if err := SyncDir(filepath.Dir(f)); err != nil {
+		t.Errorf("SyncDir: %v", err)
+	}
+	if err := SyncDir(filepath.Join(filepath.Dir(f), "missing")); err == nil {
+		t.Error("SyncDir of a missing directory: no error")
+	}
+}

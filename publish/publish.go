@@ -1,0 +1,581 @@
+// Package publish writes a publication — one directory of sealed runs, their tracks, keys,
+// ledgers, boards, VERIFY.md and SHA256SUMS that a reader checks offline — and checks one
+// (Verify), as sealrun publish and sealrun verify-publication do.
+package publish
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/policy"
+)
+
+// A publication is a directory a reader checks offline (README.md, "Publishing results"):
+//
+//	runs/<run id>/     each run as gathered: result.att.json, report.json, track.toml, ...
+//	tracks/            the track files the runs were judged under
+//	keys/              the public keys that signed them
+//	ledgers/           the hosts' run ledgers (sealrun ledger export), when given
+//	leaderboard.{json,md,html}   the boards, built from the attestations above
+//	publication.json   what the directory holds
+//	VERIFY.md          the commands that check it
+//	SHA256SUMS         every other file's sha256, as sha256sum prints them
+const (
+	publicationFormat = "sealrun-publication/v1"
+	publicationSums   = "SHA256SUMS"
+	publicationMeta   = "publication.json"
+	// maxPublicationFile bounds one file a publication may hold (a bundle is at most a track's
+	// artifact cap; an audit log 64 MiB).
+	maxPublicationFile = 4 << 30
+)
+
+// Publication is publication.json: what a publication directory holds.
+type Publication struct {
+	Format  string   `json:"format"`
+	Suite   string   `json:"suite"`
+	Runs    []string `json:"runs"`
+	Tracks  []string `json:"tracks"`
+	Keys    []string `json:"keys"`
+	Ledgers []string `json:"ledgers"`
+}
+
+// Options are what Write publishes.
+type Options struct {
+	Out    string   // the directory to create (must not exist)
+	Suite  string   // "exam" (one board per exam track) or leaderboard.SuiteAIRS
+	Keys   []string // the public keys that signed the runs (PEM files or directories of *.pub)
+	Tracks []string // track files (default: each gathered run's own track.toml)
+	// Ledgers are the hosts' exported run ledgers; with them, every run they hold must be
+	// published and ended.
+	Ledgers []string
+	Inputs  []string  // results directories (sealrun results gather) or attestation files
+	Log     io.Writer // each rejected attestation or unaccounted run, one per line (nil: discarded)
+}
+
+// Summary is what a written publication holds.
+type Summary struct {
+	Runs, Tracks, Keys, Ledgers, Files int
+}
+
+// Write verifies every attestation of the inputs with the keys and writes the publication
+// directory: the runs' files as gathered, the tracks, the keys, the ledgers, the boards built
+// from those attestations alone, publication.json, VERIFY.md and SHA256SUMS. The directory
+// appears whole, by rename, or not at all. An error of the caller's input or of a file is an
+// *Error (its Kind says which); any other says why the inputs cannot be published.
+func Write(o Options) (*Summary, error) {
+	switch {
+	case o.Out == "":
+		return nil, usageErr(errors.New("give the publication directory to create"))
+	case len(o.Keys) == 0:
+		return nil, usageErr(errors.New("give the public key(s) that signed the runs (a PEM file or a directory of *.pub files)"))
+	case o.Suite != "exam" && o.Suite != leaderboard.SuiteAIRS:
+		return nil, usageErr(fmt.Errorf("suite %q: use exam or airs", o.Suite))
+	}
+	var s Summary
+	if err := write(o, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func write(o Options, s *Summary) error {
+	log := o.Log
+	if log == nil {
+		log = io.Discard
+	}
+	in, trackFile, err := load(o, log)
+	if err != nil {
+		return err
+	}
+	parent := filepath.Dir(filepath.Clean(o.Out))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(o.Out)+".tmp-")
+	if err != nil {
+		return ioErr(fmt.Errorf("create the publication beside %s: %w", o.Out, err))
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	os.Chmod(tmp, 0o755)
+	meta := Publication{Format: publicationFormat, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}}
+	if err := copyRuns(tmp, in, trackFile, &meta); err != nil {
+		return err
+	}
+	if err := copyTracks(tmp, in, trackFile, &meta); err != nil {
+		return err
+	}
+	if err := copyKeysAndLedgers(tmp, o.Keys, o.Ledgers, &meta); err != nil {
+		return err
+	}
+	n, err := seal(tmp, meta, in, log)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, o.Out); err != nil {
+		return ioErr(fmt.Errorf("move the publication into place at %s: %w", o.Out, err))
+	}
+	done = true
+	fileio.SyncDir(parent)
+	*s = Summary{Runs: len(meta.Runs), Tracks: len(meta.Tracks), Keys: len(meta.Keys), Ledgers: len(meta.Ledgers), Files: n + 1}
+	return nil
+}
+
+// load verifies every attestation of the inputs with the keys, and returns them with the track
+// files given (track id -> file).
+func load(o Options, log io.Writer) (*leaderboard.Inputs, map[string]string, error) {
+	out, keyPaths, trackPaths, inputs := o.Out, o.Keys, o.Tracks, o.Inputs
+	if _, err := os.Lstat(out); err == nil {
+		return nil, nil, usageErr(fmt.Errorf("--out %s exists; a publication is written once: choose a new directory", out))
+	}
+	ks, err := leaderboard.LoadKeys(keyPaths)
+	if err != nil {
+		return nil, nil, ioErr(err)
+	}
+	var ts []*policy.Track
+	trackFile := map[string]string{} // track id -> file
+	for _, p := range trackPaths {
+		t, err := policy.Load(p)
+		if err != nil {
+			return nil, nil, ioErr(fmt.Errorf("--track: %w", err))
+		}
+		ts = append(ts, t)
+		trackFile[t.ID] = p
+	}
+	in, err := leaderboard.Load(inputs, ks, ts)
+	if err != nil {
+		return nil, nil, ioErr(err)
+	}
+	if len(in.Rejected) > 0 {
+		for _, r := range in.Rejected {
+			fmt.Fprintf(log, "  %s: %s\n", r.Path, r.Reason)
+		}
+		return nil, nil, fmt.Errorf("%d attestation(s) did not verify (listed); a publication holds only what verifies: remove them from the inputs, or give the key that signed them", len(in.Rejected))
+	}
+	if len(in.Entries) == 0 {
+		return nil, nil, fmt.Errorf("no attestation found under %s; gather runs first (sealrun results gather RUN DIR)", strings.Join(inputs, ", "))
+	}
+	return in, trackFile, nil
+}
+
+// copyRuns copies each run: a gathered run's directory whole (its regular files), else the
+// attestation alone; a run's own track.toml is taken for its track when none was given.
+func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, meta *Publication) error {
+	for _, e := range in.Entries {
+		id := e.Predicate.Run.ID
+		if !attest.ValidRunID(id) {
+			return fmt.Errorf("%s: run id %q cannot name a directory", e.Path, id)
+		}
+		dst := filepath.Join(tmp, "runs", id)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return ioErr(err)
+		}
+		src := filepath.Dir(e.Path)
+		if filepath.Base(src) == id {
+			if err := copyRegularFiles(src, dst); err != nil {
+				return err
+			}
+		} else if err := copyFile(e.Path, filepath.Join(dst, "result.att.json")); err != nil {
+			return err
+		}
+		meta.Runs = append(meta.Runs, id)
+		tid := e.Predicate.Track.ID
+		if _, ok := trackFile[tid]; !ok {
+			own := filepath.Join(src, "track.toml")
+			if t, err := policy.Load(own); err == nil && t.ID == tid {
+				trackFile[tid] = own
+			}
+		}
+	}
+	sort.Strings(meta.Runs)
+	return nil
+}
+
+// copyTracks copies the track file of every run's track, once.
+func copyTracks(tmp string, in *leaderboard.Inputs, trackFile map[string]string, meta *Publication) error {
+	for _, e := range in.Entries {
+		tid := e.Predicate.Track.ID
+		p, ok := trackFile[tid]
+		if !ok {
+			return fmt.Errorf("run %s was judged under track %s (%s), and no track file with that id was found: give it with --track FILE", e.Predicate.Run.ID, e.Predicate.Track.Name, tid)
+		}
+		name := fmt.Sprintf("%s-%s.toml", e.Predicate.Track.Name, tid[:12])
+		dst := filepath.Join(tmp, "tracks", name)
+		if _, err := os.Stat(dst); err == nil {
+			continue
+		}
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err := copyFile(p, dst); err != nil {
+			return err
+		}
+		meta.Tracks = append(meta.Tracks, "tracks/"+name)
+	}
+	sort.Strings(meta.Tracks)
+	return nil
+}
+
+// copyKeysAndLedgers copies the keys (PEM files, under their own names) and the ledgers.
+func copyKeysAndLedgers(tmp string, keyPaths, ledgerPaths []string, meta *Publication) error {
+	for _, p := range keyPaths {
+		for _, f := range keyFiles([]string{p}) {
+			dst := filepath.Join(tmp, "keys", filepath.Base(f))
+			if _, err := os.Stat(dst); err == nil {
+				return usageErr(fmt.Errorf("two keys are named %s; give each key file its own name", filepath.Base(f)))
+			}
+			os.MkdirAll(filepath.Dir(dst), 0o755)
+			if err := copyFile(f, dst); err != nil {
+				return err
+			}
+			meta.Keys = append(meta.Keys, "keys/"+filepath.Base(f))
+		}
+	}
+	for _, p := range ledgerPaths {
+		dst := filepath.Join(tmp, "ledgers", filepath.Base(p))
+		if _, err := os.Stat(dst); err == nil {
+			return usageErr(fmt.Errorf("two ledgers are named %s; give each host's ledger its own name (ledger-<host>.jsonl)", filepath.Base(p)))
+		}
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err := copyFile(p, dst); err != nil {
+			return err
+		}
+		meta.Ledgers = append(meta.Ledgers, "ledgers/"+filepath.Base(p))
+	}
+	sort.Strings(meta.Keys)
+	sort.Strings(meta.Ledgers)
+	return nil
+}
+
+// seal writes the boards (from the copies, with paths relative to the publication),
+// publication.json, VERIFY.md and SHA256SUMS, and syncs the tree. It returns how many files
+// SHA256SUMS lists.
+func seal(tmp string, meta Publication, in *leaderboard.Inputs, log io.Writer) (int, error) {
+	boards, problems, err := publicationBoards(tmp, meta)
+	if err != nil {
+		return 0, err
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(log, "  %s\n", p)
+		}
+		return 0, fmt.Errorf("the published runs are not all accounted for (%d problem(s), listed); publish every run the ledgers hold, or wait for runs to end", len(problems))
+	}
+	for name, b := range boards {
+		if err := writeFileSync(filepath.Join(tmp, name), b); err != nil {
+			return 0, err
+		}
+	}
+	mj, _ := json.MarshalIndent(meta, "", "  ")
+	if err := writeFileSync(filepath.Join(tmp, publicationMeta), append(mj, '\n')); err != nil {
+		return 0, err
+	}
+	if err := writeFileSync(filepath.Join(tmp, "VERIFY.md"), verifyDoc(tmp, meta, in)); err != nil {
+		return 0, err
+	}
+	sums, n, err := SumTree(tmp)
+	if err != nil {
+		return 0, err
+	}
+	if err := writeFileSync(filepath.Join(tmp, publicationSums), sums); err != nil {
+		return 0, err
+	}
+	if err := syncTree(tmp); err != nil {
+		return 0, ioErr(err)
+	}
+	return n, nil
+}
+
+// publicationBoards builds the boards of a publication directory from its own files, with paths
+// relative to it, and what the ledgers (or, without them, the seed counts) say is missing.
+func publicationBoards(dir string, meta Publication) (map[string][]byte, []string, error) {
+	at := func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+	ks, err := leaderboard.LoadKeys([]string{at("keys")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, "keys"), err)
+	}
+	var ts []*policy.Track
+	for _, p := range meta.Tracks {
+		t, err := policy.Load(at(p))
+		if err != nil {
+			return nil, nil, err
+		}
+		ts = append(ts, t)
+	}
+	in, err := leaderboard.Load([]string{at("runs")}, ks, ts)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Paths as a reader in the directory names them (VERIFY.md's commands run there).
+	rel := func(p string) string {
+		if r, err := filepath.Rel(dir, p); err == nil && !strings.HasPrefix(r, "..") {
+			return filepath.ToSlash(r)
+		}
+		return p
+	}
+	for i := range in.Entries {
+		in.Entries[i].Path = rel(in.Entries[i].Path)
+	}
+	prefix := filepath.Clean(dir) + string(filepath.Separator)
+	for _, rs := range [][]leaderboard.Rejection{in.Rejected, in.Skipped} {
+		for i := range rs {
+			rs[i].Path = rel(rs[i].Path)
+			rs[i].Reason = filepath.ToSlash(strings.ReplaceAll(rs[i].Reason, prefix, ""))
+		}
+	}
+	for i := range in.Entries {
+		for j, w := range in.Entries[i].Warnings {
+			in.Entries[i].Warnings[j] = strings.ReplaceAll(w, prefix, "")
+		}
+	}
+	var problems []string
+	for _, r := range in.Rejected {
+		problems = append(problems, fmt.Sprintf("%s: %s", r.Path, r.Reason))
+	}
+	if len(meta.Ledgers) > 0 {
+		var paths []string
+		for _, l := range meta.Ledgers {
+			paths = append(paths, at(l))
+		}
+		if in.Ledgers, err = leaderboard.LoadLedgers(paths, ks); err != nil {
+			return nil, append(problems, err.Error()), nil
+		}
+		for _, l := range in.Ledgers {
+			l.Name = rel(l.Name)
+		}
+	}
+	boards := map[string][]byte{}
+	render := func(name, format string, r interface{ Render(io.Writer, string) error }) error {
+		var b bytes.Buffer
+		if err := r.Render(&b, format); err != nil {
+			return err
+		}
+		boards[name] = b.Bytes()
+		return nil
+	}
+	if meta.Suite == leaderboard.SuiteAIRS {
+		board, err := leaderboard.BuildAIRS(in, ks, airs.Options{Transform: airs.MarchOf9s})
+		if err != nil {
+			return nil, nil, err
+		}
+		for name, f := range map[string]string{"leaderboard.json": "json", "leaderboard.md": "markdown"} {
+			if err := render(name, f, board); err != nil {
+				return nil, nil, err
+			}
+		}
+		return boards, problems, nil
+	}
+	board := leaderboard.Build(in, ks)
+	for name, f := range map[string]string{"leaderboard.json": "json", "leaderboard.md": "markdown", "leaderboard.html": "html"} {
+		if err := render(name, f, board); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, t := range board.Tables {
+		for _, r := range t.Rows {
+			if r.Ledger != nil && !r.Ledger.Accounted {
+				problems = append(problems, fmt.Sprintf("%s, %s: %s", t.Track.Name, r.Agent.Name(), r.Ledger.Text()))
+			}
+		}
+	}
+	for _, u := range board.Unpublished {
+		problems = append(problems, "withheld: "+u)
+	}
+	return boards, problems, nil
+}
+
+// verifyDoc is VERIFY.md: what the publication holds and the commands that check it.
+func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Checking this publication\n\n")
+	fmt.Fprintf(&b, "This directory (%s) holds %d sealed runs, the %d track file(s) they were judged under, the public key(s) that signed them", publicationFormat, len(meta.Runs), len(meta.Tracks))
+	if len(meta.Ledgers) > 0 {
+		fmt.Fprintf(&b, ", %d host run ledger(s)", len(meta.Ledgers))
+	}
+	fmt.Fprintf(&b, ", and the leaderboard built from those attestations alone. Nothing here needs a network.\n\n")
+	fmt.Fprintf(&b, "## In one step\n\n```sh\nsealrun verify-publication . --key OPERATOR.pub\n```\n\n")
+	fmt.Fprintf(&b, "Give the operator's public key as you obtained it, not from this directory: without --key, the keys in keys/ are used and their key ids printed, to compare with what the operator publishes elsewhere. It checks every file against SHA256SUMS (nothing missing, added or edited), every attestation and the files it names, every track, the run ledgers (a withheld or unended run is named), and that the leaderboard files are exactly what the attestations give.\n\n")
+	fmt.Fprintf(&b, "## By hand\n\n```sh\nsha256sum -c SHA256SUMS    # and: find . -type f ! -name SHA256SUMS | sort  (no file beyond the list)\n")
+	byID := map[string]*attest.Predicate{}
+	for _, e := range in.Entries {
+		byID[e.Predicate.Run.ID] = e.Predicate
+	}
+	key := "keys/" + filepath.Base(firstOr(meta.Keys, "sealrun.pub"))
+	for _, id := range meta.Runs {
+		d := "runs/" + id
+		line := fmt.Sprintf("sealrun verify %s/result.att.json --key %s", d, key)
+		for _, f := range []struct{ flag, file string }{{"--report", "report.json"}, {"--bundle", "bundle.tar.gz"}, {"--audit", "audit.jsonl"}, {"--track", "track.toml"}} {
+			if _, err := os.Stat(filepath.Join(dir, d, f.file)); err == nil {
+				line += fmt.Sprintf(" %s %s/%s", f.flag, d, f.file)
+			}
+		}
+		fmt.Fprintln(&b, line)
+	}
+	args := "--key keys/ --suite " + meta.Suite
+	for _, l := range meta.Ledgers {
+		args += " --ledger " + l
+	}
+	fmt.Fprintf(&b, "sealrun leaderboard %s runs/ --format json | diff - leaderboard.json\n", args)
+	for _, l := range meta.Ledgers {
+		fmt.Fprintf(&b, "sealrun ledger verify %s --key %s\n", l, key)
+	}
+	fmt.Fprintf(&b, "```\n\n## With cosign (offline)\n\nEach attestation is a DSSE envelope signed with the key above; cosign checks it against one subject file (sealrun's attest/VERIFY.md):\n\n```sh\n")
+	for _, id := range meta.Runs {
+		p := byID[id]
+		typ := "https://sealrun.dev/attestation/sealed-run/v1"
+		if p != nil {
+			typ = p.Type()
+		}
+		fmt.Fprintf(&b, "cosign verify-blob-attestation --key %s --signature runs/%s/result.att.json --type %s --insecure-ignore-tlog=true runs/%s/report.json\n", key, id, typ, id)
+	}
+	fmt.Fprintf(&b, "```\n")
+	return b.Bytes()
+}
+
+func firstOr(xs []string, d string) string {
+	if len(xs) > 0 {
+		return xs[0]
+	}
+	return d
+}
+
+// copyRegularFiles copies src's regular files (not its subdirectories, links or devices) to dst.
+func copyRegularFiles(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return ioErr(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFile copies a regular file of at most maxPublicationFile bytes, synced.
+func copyFile(src, dst string) error {
+	in, err := fileio.OpenRegular(src, "file")
+	if err != nil {
+		return ioErr(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return ioErr(err)
+	}
+	n, err := io.Copy(out, io.LimitReader(in, maxPublicationFile+1))
+	if err == nil && n > maxPublicationFile {
+		err = fmt.Errorf("%s is over %d bytes; a publication holds runs' files, not data sets", src, int64(maxPublicationFile))
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return ioErr(fmt.Errorf("copy %s: %w", src, err))
+	}
+	return nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return ioErr(err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return ioErr(fmt.Errorf("write %s: %w", path, err))
+	}
+	return nil
+}
+
+// SumTree is SHA256SUMS of dir: every regular file but SHA256SUMS, by path (bytewise), in the
+// format sha256sum prints and checks.
+func SumTree(dir string) ([]byte, int, error) {
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.Type().IsRegular() && rel != publicationSums {
+			paths = append(paths, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, ioErr(err)
+	}
+	sort.Strings(paths)
+	var b bytes.Buffer
+	for _, p := range paths {
+		sum, err := fileio.SHA256(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil {
+			return nil, 0, ioErr(err)
+		}
+		fmt.Fprintf(&b, "%s  %s\n", sum, p)
+	}
+	return b.Bytes(), len(paths), nil
+}
+
+// syncTree fsyncs every directory under dir (the files were synced as written).
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return fileio.SyncDir(p)
+		}
+		return nil
+	})
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// readSums parses SHA256SUMS: "<64 hex>  <path>" lines, paths relative and clean.
+func readSums(path string) (map[string]string, error) {
+	f, err := fileio.OpenRegular(path, "checksum list")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sums := map[string]string{}
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
+	for n := 1; sc.Scan(); n++ {
+		sum, p, ok := strings.Cut(sc.Text(), "  ")
+		if !ok || !hexSHA256.MatchString(sum) || p == "" || filepath.IsAbs(p) || filepath.Clean(p) != filepath.FromSlash(p) || strings.HasPrefix(p, "..") {
+			return nil, fmt.Errorf("%s:%d: not \"<sha256>  <relative path>\"", path, n)
+		}
+		if _, dup := sums[p]; dup {
+			return nil, fmt.Errorf("%s:%d: %s is listed twice", path, n, p)
+		}
+		sums[p] = sum
+	}
+	return sums, sc.Err()
+}
