@@ -21,11 +21,49 @@ func ValidRunID(id string) bool { return runIDRE.MatchString(id) }
 // CheckPredicate checks that a predicate is internally consistent and agrees with its subjects:
 // the rules of attest/PREDICATE.md, "Consistency". It returns a *VerificationFailure with reason
 // "predicate" naming the first rule broken.
-
 func CheckPredicate(p *Predicate, subjects []Subject) error {
-	bad := func(field, format string, args ...any) error {
-		return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
+	if err := checkIdentity(p); err != nil {
+		return err
 	}
+	dur, err := checkBudget(p)
+	if err != nil {
+		return err
+	}
+	// The result agrees with its subjects.
+	r := p.Result
+	if p.Task != nil {
+		if err := checkTaskResult(r, subjects); err != nil {
+			return err
+		}
+	} else if err := checkExamResult(p, r, subjects); err != nil {
+		return err
+	}
+	if err := checkTimeline(p, dur); err != nil {
+		return err
+	}
+	if err := checkSubmissions(p, subjects); err != nil {
+		return err
+	}
+	if err := checkAirGap(p); err != nil {
+		return err
+	}
+	if err := checkBuild(p.Build); err != nil {
+		return err
+	}
+	if p.Audit.Entries < 0 {
+		return bad("audit.entries", "is negative")
+	}
+	return nil
+}
+
+// bad is the failure of one rule of CheckPredicate: the field and what is wrong with it.
+func bad(field, format string, args ...any) error {
+	return failf(ReasonPredicate, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// checkIdentity checks what names the run: the hashes and pins of its track, exam, kit or task,
+// images, scaffold and agent, its seed and its run id.
+func checkIdentity(p *Predicate) error {
 	hexes := []struct{ field, v string }{
 		{"track.id", p.Track.ID}, {"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
 	}
@@ -89,34 +127,31 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 	if p.Run.RerunOf != "" && (!runIDRE.MatchString(p.Run.RerunOf) || p.Run.RerunOf == p.Run.ID) {
 		return bad("run.rerun_of", "%q is not another run's id", p.Run.RerunOf)
 	}
+	return nil
+}
 
-	// Budget.
+// checkBudget checks the track's budget and returns its durations by field.
+func checkBudget(p *Predicate) (map[string]time.Duration, error) {
 	dur := map[string]time.Duration{}
 	for _, d := range []struct{ field, v string }{{"wall", p.Budget.Wall}, {"call_limit", p.Budget.CallLimit}, {"reserve", p.Budget.Reserve}, {"grading", p.Budget.Grading}} {
 		v, err := time.ParseDuration(d.v)
 		if err != nil || v <= 0 {
-			return bad("budget."+d.field, "%q is not a positive duration", d.v)
+			return nil, bad("budget."+d.field, "%q is not a positive duration", d.v)
 		}
 		dur[d.field] = v
 	}
 	if dur["reserve"] >= dur["wall"] || dur["call_limit"] > dur["wall"]-dur["reserve"] {
-		return bad("budget", "reserve must be shorter than wall and call_limit at most wall - reserve")
+		return nil, bad("budget", "reserve must be shorter than wall and call_limit at most wall - reserve")
 	}
 	if p.Budget.MaxGzipBytes < 1 {
-		return bad("budget.max_gzip_bytes", "is %d; at least 1", p.Budget.MaxGzipBytes)
+		return nil, bad("budget.max_gzip_bytes", "is %d; at least 1", p.Budget.MaxGzipBytes)
 	}
+	return dur, nil
+}
 
-	// Result.
+// checkTimeline checks that the run's times are all there, in order, and within its budget.
+func checkTimeline(p *Predicate, dur map[string]time.Duration) error {
 	r := p.Result
-	if p.Task != nil {
-		if err := checkTaskResult(r, subjects); err != nil {
-			return err
-		}
-	} else if err := checkExamResult(p, r, subjects); err != nil {
-		return err
-	}
-
-	// Timeline.
 	t := p.Timeline
 	for _, x := range []struct {
 		field string
@@ -136,8 +171,13 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 	case r.Status != StatusInvalid && t.Finished.After(t.Deadline.Add(dur["grading"])):
 		return bad("timeline.finished", "%s is after deadline + grading limit (%s)", t.Finished.Format(time.RFC3339Nano), t.Deadline.Add(dur["grading"]).Format(time.RFC3339Nano))
 	}
+	return nil
+}
 
-	// Submission history.
+// checkSubmissions checks the submission history (append-only, within the run, chained to its
+// head) and that a graded bundle was a promoted candidate.
+func checkSubmissions(p *Predicate, subjects []Subject) error {
+	r, t := p.Result, p.Timeline
 	var promoted []string
 	for i, s := range p.Submissions.History {
 		field := fmt.Sprintf("submissions.history[%d]", i)
@@ -175,8 +215,12 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 			return bad("subject", "the graded bundle %s is not a promoted candidate in the submission history", b)
 		}
 	}
+	return nil
+}
 
-	// Air gap: a run that counts (graded or failed) must have proven its air gap.
+// checkAirGap: a run that counts (graded or failed) must have proven its air gap.
+func checkAirGap(p *Predicate) error {
+	r := p.Result
 	if r.Status != StatusInvalid {
 		if len(p.AirGap.Containers) == 0 {
 			return bad("air_gap", "no evidence; a %s run must record each container's network namespace", r.Status)
@@ -197,24 +241,27 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 			}
 		}
 	}
-	if b := p.Build; b != nil {
-		if strings.TrimSpace(b.Version) == "" || strings.TrimSpace(b.GoVersion) == "" {
-			return bad("build", "version and go_version are required")
-		}
-		if !isHex64(b.DaemonSHA256) {
-			return bad("build.sealrund_sha256", "%q is not 64 lowercase hex", b.DaemonSHA256)
-		}
-		for i, s := range b.SeamsUsed {
-			if !slices.Contains(Seams, s) {
-				return bad(fmt.Sprintf("build.seams_used[%d]", i), "%q is not one of %s", s, strings.Join(Seams, ", "))
-			}
-		}
-		if len(b.SeamsUsed) > 0 && !b.TestSeams {
-			return bad("build.seams_used", "a build without test seams used %s", strings.Join(b.SeamsUsed, ", "))
+	return nil
+}
+
+// checkBuild checks the build record, when there is one.
+func checkBuild(b *Build) error {
+	if b == nil {
+		return nil
+	}
+	if strings.TrimSpace(b.Version) == "" || strings.TrimSpace(b.GoVersion) == "" {
+		return bad("build", "version and go_version are required")
+	}
+	if !isHex64(b.DaemonSHA256) {
+		return bad("build.sealrund_sha256", "%q is not 64 lowercase hex", b.DaemonSHA256)
+	}
+	for i, s := range b.SeamsUsed {
+		if !slices.Contains(Seams, s) {
+			return bad(fmt.Sprintf("build.seams_used[%d]", i), "%q is not one of %s", s, strings.Join(Seams, ", "))
 		}
 	}
-	if p.Audit.Entries < 0 {
-		return bad("audit.entries", "is negative")
+	if len(b.SeamsUsed) > 0 && !b.TestSeams {
+		return bad("build.seams_used", "a build without test seams used %s", strings.Join(b.SeamsUsed, ", "))
 	}
 	return nil
 }

@@ -113,8 +113,61 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 		o(&cfg)
 	}
 	out := &Verified{}
-	check := func(name string) { out.Checks = append(out.Checks, name) }
+	payload, err := verifyEnvelope(env, v, out)
+	if err != nil {
+		return nil, err
+	}
+	out.Payload = payload
+	// From here on, only the verified payload bytes.
+	st, err := readStatement(payload, cfg, out)
+	if err != nil {
+		return nil, err
+	}
+	out.Statement = st
+	if cfg.audit != nil {
+		h, n, err := AuditHead(cfg.audit)
+		if err != nil {
+			return nil, failf(ReasonAudit, "the given audit log cannot be the attested one: %v", err)
+		}
+		if h != st.Predicate.Audit.Head || n != st.Predicate.Audit.Entries {
+			return nil, failf(ReasonAudit, "the given audit log has %d entries with head %s; the attestation says %d entries with head %s", n, h, st.Predicate.Audit.Entries, st.Predicate.Audit.Head)
+		}
+		out.check("audit log")
+	}
+	if err := CheckPredicate(st.Predicate, st.Subject); err != nil {
+		return nil, err
+	}
+	out.check("predicate consistency")
+	if p := st.Predicate; p.Ledger != nil {
+		if out.Ledger, err = checkLedger(p, v); err != nil {
+			return nil, err
+		}
+		out.check("ledger inclusion")
+	}
+	if b := st.Predicate.Build; b != nil && (b.TestSeams || len(b.SeamsUsed) > 0) {
+		w := "built by a test build of sealrund (test seams compiled in): not a release"
+		if len(b.SeamsUsed) > 0 {
+			w = "this run used test seams (" + strings.Join(b.SeamsUsed, ", ") + "): its scaffold is not the pinned image's as it stands"
+		}
+		out.Warnings = append(out.Warnings, w)
+	}
+	if cfg.track != nil {
+		warn, err := checkTrack(st.Predicate, cfg.track)
+		if err != nil {
+			return nil, err
+		}
+		out.Warnings = append(out.Warnings, warn...)
+		out.check("track")
+	}
+	return out, nil
+}
 
+// check records a check passed.
+func (out *Verified) check(name string) { out.Checks = append(out.Checks, name) }
+
+// verifyEnvelope checks the DSSE envelope (size, syntax, exactly one signature, payloadType) and
+// its signature with v, and returns the verified payload.
+func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, error) {
 	if len(env) > MaxEnvelopeBytes {
 		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxEnvelopeBytes)
 	}
@@ -139,18 +192,18 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 			return nil, failf(ReasonEnvelopeSyntax, "signatures[%d].sig: %v", i, err)
 		}
 	}
-	check("envelope")
+	out.check("envelope")
 	if n := len(e.Signatures); n != 1 {
 		if n == 0 {
 			return nil, failf(ReasonSignatureCount, "the envelope has no signature")
 		}
 		return nil, failf(ReasonSignatureCount, "the envelope has %d signatures; a sealrun attestation has exactly one", n)
 	}
-	check("one signature")
+	out.check("one signature")
 	if *e.PayloadType != PayloadType {
 		return nil, failf(ReasonPayloadType, "payloadType is %q; expected %q", *e.PayloadType, PayloadType)
 	}
-	check("payload type")
+	out.check("payload type")
 	pub, err := v.PublicKey()
 	if err != nil {
 		return nil, fmt.Errorf("verification key: %w", err)
@@ -166,10 +219,13 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	if err := v.VerifySignature(bytes.NewReader(sigBytes), bytes.NewReader(PAE(PayloadType, payload)), options.WithContext(context.Background())); err != nil {
 		return nil, failf(ReasonSignature, "the signature does not verify with key %s (%v); the envelope was altered or signed by another key", out.KeyID, err)
 	}
-	check("signature")
-	out.Payload = payload
+	out.check("signature")
+	return payload, nil
+}
 
-	// From here on, only the verified payload bytes.
+// readStatement reads the in-toto statement from the verified payload: its type, the predicate
+// type, the subjects (against the given files' digests) and the predicate.
+func readStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement, error) {
 	var head struct {
 		Type          *string         `json:"_type"`
 		Subject       json.RawMessage `json:"subject"`
@@ -182,11 +238,11 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	if head.Type == nil || *head.Type != StatementType {
 		return nil, failf(ReasonStatementType, "_type is %s; expected %q", quoteOrMissing(head.Type), StatementType)
 	}
-	check("statement type")
+	out.check("statement type")
 	if head.PredicateType == nil || !slices.Contains(AllowedPredicateTypes, *head.PredicateType) {
 		return nil, failf(ReasonPredicateType, "predicateType is %s; this verifier accepts %s", quoteOrMissing(head.PredicateType), strings.Join(AllowedPredicateTypes, ", "))
 	}
-	check("predicate type")
+	out.check("predicate type")
 	st := &Statement{Type: *head.Type, PredicateType: *head.PredicateType}
 	if err := strictDecode(head.Subject, &st.Subject, true); err != nil {
 		return nil, failf(ReasonSubject, "subject is malformed: %v", err)
@@ -205,9 +261,9 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 		if got != c.want {
 			return nil, failf(ReasonSubject, "the given %s has sha256 %s but the attestation binds %s", c.name, c.want, got)
 		}
-		check(c.name + " digest")
+		out.check(c.name + " digest")
 	}
-	check("subjects")
+	out.check("subjects")
 	st.Predicate = new(Predicate)
 	if err := strictDecode(head.Predicate, st.Predicate, true); err != nil {
 		return nil, failf(ReasonPredicate, "predicate is malformed: %v", err)
@@ -215,54 +271,26 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	if want := st.Predicate.Type(); st.PredicateType != want {
 		return nil, failf(ReasonPredicateType, "predicateType is %q but the predicate is a %s run's (%s)", st.PredicateType, map[bool]string{true: "task", false: "exam"}[st.Predicate.Task != nil], want)
 	}
-	out.Statement = st
-	if cfg.audit != nil {
-		h, n, err := AuditHead(cfg.audit)
-		if err != nil {
-			return nil, failf(ReasonAudit, "the given audit log cannot be the attested one: %v", err)
-		}
-		if h != st.Predicate.Audit.Head || n != st.Predicate.Audit.Entries {
-			return nil, failf(ReasonAudit, "the given audit log has %d entries with head %s; the attestation says %d entries with head %s", n, h, st.Predicate.Audit.Entries, st.Predicate.Audit.Head)
-		}
-		check("audit log")
+	return st, nil
+}
+
+// checkLedger verifies the run's ledger reference (the entry's inclusion under a head signed by
+// the same key) and that the entry is this run's.
+func checkLedger(p *Predicate, v signature.Verifier) (*ledger.Checkpoint, error) {
+	c, e, err := ledger.VerifyRef(p.Ledger, []signature.Verifier{v})
+	if err != nil {
+		return nil, failf(ReasonLedger, "%v", err)
 	}
-	if err := CheckPredicate(st.Predicate, st.Subject); err != nil {
-		return nil, err
-	}
-	check("predicate consistency")
-	if p := st.Predicate; p.Ledger != nil {
-		c, e, err := ledger.VerifyRef(p.Ledger, []signature.Verifier{v})
-		if err != nil {
-			return nil, failf(ReasonLedger, "%v", err)
+	for _, f := range []struct{ field, got, want string }{
+		{"run", e.Run, p.Run.ID}, {"rerun_of", e.RerunOf, p.Run.RerunOf}, {"track", e.Track, p.Track.ID},
+		{"agent", e.Agent, p.LedgerAgent()}, {"scaffold", e.Scaffold, p.LedgerScaffold()},
+		{"seed", fmt.Sprint(e.Seed), fmt.Sprint(p.Seed)},
+	} {
+		if f.got != f.want {
+			return nil, failf(ReasonLedger, "ledger.entry.%s is %q but the run's is %q: the entry is another run's", f.field, f.got, f.want)
 		}
-		for _, f := range []struct{ field, got, want string }{
-			{"run", e.Run, p.Run.ID}, {"rerun_of", e.RerunOf, p.Run.RerunOf}, {"track", e.Track, p.Track.ID},
-			{"agent", e.Agent, p.LedgerAgent()}, {"scaffold", e.Scaffold, p.LedgerScaffold()},
-			{"seed", fmt.Sprint(e.Seed), fmt.Sprint(p.Seed)},
-		} {
-			if f.got != f.want {
-				return nil, failf(ReasonLedger, "ledger.entry.%s is %q but the run's is %q: the entry is another run's", f.field, f.got, f.want)
-			}
-		}
-		out.Ledger = &c
-		check("ledger inclusion")
 	}
-	if b := st.Predicate.Build; b != nil && (b.TestSeams || len(b.SeamsUsed) > 0) {
-		w := "built by a test build of sealrund (test seams compiled in): not a release"
-		if len(b.SeamsUsed) > 0 {
-			w = "this run used test seams (" + strings.Join(b.SeamsUsed, ", ") + "): its scaffold is not the pinned image's as it stands"
-		}
-		out.Warnings = append(out.Warnings, w)
-	}
-	if cfg.track != nil {
-		warn, err := checkTrack(st.Predicate, cfg.track)
-		if err != nil {
-			return nil, err
-		}
-		out.Warnings = append(out.Warnings, warn...)
-		check("track")
-	}
-	return out, nil
+	return &c, nil
 }
 
 func quoteOrMissing(s *string) string {
