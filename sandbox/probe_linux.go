@@ -136,49 +136,11 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	}
 	defer run.Destroy(context.Background())
 
-	// Listeners the container must not reach, and the gateway it may (controller only).
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	serve := func(l net.Listener) {
-		listeners = append(listeners, l)
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-	}
-	any, err := net.Listen("tcp4", "0.0.0.0:0")
+	attempts, stop, err := listenProbeTargets(ctx, run, cfg.Role)
 	if err != nil {
 		return nil, err
 	}
-	serve(any)
-	loop, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	serve(loop)
-	gw, err := ListenGateway(ctx, run.GatewayNetns(), 0)
-	if err != nil {
-		return nil, err
-	}
-	serve(gw)
-	anyPort := strconv.Itoa(any.Addr().(*net.TCPAddr).Port)
-	var attempts []EgressAttempt
-	attempts = append(attempts, EgressAttempt{Target: loop.Addr().String()})
-	if addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4); err == nil {
-		for _, a := range addrs {
-			attempts = append(attempts, EgressAttempt{Target: net.JoinHostPort(a.IP.String(), anyPort)})
-		}
-	}
-	attempts = append(attempts, EgressAttempt{Target: gw.Addr().String(), Allowed: cfg.Role == RoleController})
+	defer stop()
 	targets := make([]string, len(attempts))
 	for i, a := range attempts {
 		targets[i] = a.Target
@@ -190,25 +152,10 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	}
 	defer os.RemoveAll(scratch)
 	os.Chmod(scratch, 0o711)
-	cc := ContainerConfig{Role: cfg.Role, Rootfs: cfg.Rootfs, Limits: cfg.Limits, Devices: cfg.Devices}
-	probe := RunnerPath
-	switch cfg.Role {
-	case RoleController:
-		cc.Runner = cfg.Runner
-	default:
-		probe = "/tmp/.sealrun-probe"
-		cc.Extra = []specs.Mount{{Destination: probe, Type: "bind", Source: cfg.Runner, Options: []string{"rbind", "ro", "nosuid", "nodev"}}}
+	cc, err := probeConfig(cfg, run, scratch, targets)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Role == RoleGrader {
-		cc.Bundle = filepath.Join(scratch, "bundle")
-		os.Mkdir(cc.Bundle, 0o755)
-	} else {
-		cc.Workspace = filepath.Join(scratch, "workspace")
-		if err := run.PrepareWorkspace(cc.Workspace, 0); err != nil {
-			return nil, err
-		}
-	}
-	cc.Args = []string{probe, "posture", "--egress", strings.Join(targets, ","), "--wait"}
 	out := &lineSignal{got: make(chan struct{})}
 	var stderr limitedBuffer
 	stderr.max = 8 << 10
@@ -240,6 +187,90 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	if err := json.Unmarshal(line, &in); err != nil {
 		return nil, fmt.Errorf("probe %s: posture output is not JSON: %v: %q", c.ID, err, line)
 	}
+	res.fromInside(in, attempts)
+	res.judge(cfg)
+	return res, nil
+}
+
+// listenProbeTargets listens where a probed container must not connect (every host address, and
+// loopback) and on the run's gateway, which only the controller may reach; stop closes them.
+func listenProbeTargets(ctx context.Context, run *Run, role Role) (attempts []EgressAttempt, stop func(), err error) {
+	var listeners []net.Listener
+	stop = func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	serve := func(l net.Listener) {
+		listeners = append(listeners, l)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	any, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	serve(any)
+	loop, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	serve(loop)
+	gw, err := ListenGateway(ctx, run.GatewayNetns(), 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	serve(gw)
+	anyPort := strconv.Itoa(any.Addr().(*net.TCPAddr).Port)
+	attempts = append(attempts, EgressAttempt{Target: loop.Addr().String()})
+	if addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4); err == nil {
+		for _, a := range addrs {
+			attempts = append(attempts, EgressAttempt{Target: net.JoinHostPort(a.IP.String(), anyPort)})
+		}
+	}
+	attempts = append(attempts, EgressAttempt{Target: gw.Addr().String(), Allowed: role == RoleController})
+	return attempts, stop, nil
+}
+
+// probeConfig is the probed container: the role's mounts (a scratch workspace or bundle), with the
+// posture client run from where the role can reach it, trying each target.
+func probeConfig(cfg ProbeConfig, run *Run, scratch string, targets []string) (ContainerConfig, error) {
+	cc := ContainerConfig{Role: cfg.Role, Rootfs: cfg.Rootfs, Limits: cfg.Limits, Devices: cfg.Devices}
+	probe := RunnerPath
+	switch cfg.Role {
+	case RoleController:
+		cc.Runner = cfg.Runner
+	default:
+		probe = "/tmp/.sealrun-probe"
+		cc.Extra = []specs.Mount{{Destination: probe, Type: "bind", Source: cfg.Runner, Options: []string{"rbind", "ro", "nosuid", "nodev"}}}
+	}
+	if cfg.Role == RoleGrader {
+		cc.Bundle = filepath.Join(scratch, "bundle")
+		os.Mkdir(cc.Bundle, 0o755)
+	} else {
+		cc.Workspace = filepath.Join(scratch, "workspace")
+		if err := run.PrepareWorkspace(cc.Workspace, 0); err != nil {
+			return cc, err
+		}
+	}
+	cc.Args = []string{probe, "posture", "--egress", strings.Join(targets, ","), "--wait"}
+	return cc, nil
+}
+
+// fromInside takes what the posture client saw inside, and each egress attempt's outcome.
+func (res *ProbeResult) fromInside(in inside, attempts []EgressAttempt) {
 	res.UIDMap, res.GIDMap, res.CapEff, res.Seccomp, res.NoNewPrivs = in.UIDMap, in.GIDMap, in.CapEff, in.Seccomp, in.NoNewPrivs
 	res.ReadonlyRootfs, res.MaskedPathsOK, res.Masked, res.EnvKeys = in.ReadonlyRootfs, in.MaskedPathsOK, in.Masked, in.EnvKeys
 	res.RootfsOwner = in.RootfsOwner
@@ -252,8 +283,6 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 		}
 	}
 	res.Egress = attempts
-	res.judge(cfg)
-	return res, nil
 }
 
 // judge records every property that is not as the role requires.

@@ -209,35 +209,8 @@ var standardDevices = []struct {
 
 // Spec builds the OCI runtime spec of a profile. It is pure: the same profile gives the same spec.
 func Spec(p Profile) (*specs.Spec, error) {
-	if _, err := ParseRole(string(p.Role)); err != nil {
+	if err := p.check(); err != nil {
 		return nil, err
-	}
-	switch {
-	case p.Rootfs == "" || !filepath.IsAbs(p.Rootfs):
-		return nil, fmt.Errorf("%s spec: rootfs %q must be an absolute path (the image's rootfs in the store)", p.Role, p.Rootfs)
-	case len(p.Args) == 0:
-		return nil, fmt.Errorf("%s spec: no command", p.Role)
-	case p.UIDs.Size < 65536 || p.UIDs.Base == 0:
-		return nil, fmt.Errorf("%s spec: UID range %+v; container root must map to an unprivileged range of 65536 IDs", p.Role, p.UIDs)
-	case p.SharedGID == 0:
-		return nil, fmt.Errorf("%s spec: no shared run GID", p.Role)
-	case p.Role == RoleGrader && p.Workspace != "":
-		return nil, fmt.Errorf("grader spec: the grader never sees the workspace")
-	case p.Role != RoleGrader && p.Bundle != "":
-		return nil, fmt.Errorf("%s spec: only the grader mounts a bundle", p.Role)
-	case p.Role != RoleController && p.Runner != "":
-		return nil, fmt.Errorf("%s spec: only the controller gets the runner client", p.Role)
-	case p.Role == RoleController && len(p.Devices) > 0:
-		return nil, fmt.Errorf("controller spec: the controller never gets devices (no GPU)")
-	}
-	for _, e := range p.Env {
-		k, _, ok := strings.Cut(e, "=")
-		if !ok || k == "" || strings.HasPrefix(k, "LD_") {
-			return nil, fmt.Errorf("%s spec: environment entry %q refused (KEY=VALUE, and no LD_* variables)", p.Role, e)
-		}
-	}
-	if err := p.Limits.Validate(); err != nil {
-		return nil, fmt.Errorf("%s spec: %w", p.Role, err)
 	}
 	l := p.Limits.WithDefaults()
 	cwd := p.Cwd
@@ -297,6 +270,51 @@ func Spec(p Profile) (*specs.Spec, error) {
 		},
 	}
 	s.Linux.UIDMappings, s.Linux.GIDMappings = idMappings(p.UIDs, p.SharedGID)
+	if err := p.addMounts(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// check refuses a profile its role may not have (a workspace for the grader, devices for the
+// controller, LD_* variables, limits out of range, ...).
+func (p Profile) check() error {
+	if _, err := ParseRole(string(p.Role)); err != nil {
+		return err
+	}
+	switch {
+	case p.Rootfs == "" || !filepath.IsAbs(p.Rootfs):
+		return fmt.Errorf("%s spec: rootfs %q must be an absolute path (the image's rootfs in the store)", p.Role, p.Rootfs)
+	case len(p.Args) == 0:
+		return fmt.Errorf("%s spec: no command", p.Role)
+	case p.UIDs.Size < 65536 || p.UIDs.Base == 0:
+		return fmt.Errorf("%s spec: UID range %+v; container root must map to an unprivileged range of 65536 IDs", p.Role, p.UIDs)
+	case p.SharedGID == 0:
+		return fmt.Errorf("%s spec: no shared run GID", p.Role)
+	case p.Role == RoleGrader && p.Workspace != "":
+		return fmt.Errorf("grader spec: the grader never sees the workspace")
+	case p.Role != RoleGrader && p.Bundle != "":
+		return fmt.Errorf("%s spec: only the grader mounts a bundle", p.Role)
+	case p.Role != RoleController && p.Runner != "":
+		return fmt.Errorf("%s spec: only the controller gets the runner client", p.Role)
+	case p.Role == RoleController && len(p.Devices) > 0:
+		return fmt.Errorf("controller spec: the controller never gets devices (no GPU)")
+	}
+	for _, e := range p.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.HasPrefix(k, "LD_") {
+			return fmt.Errorf("%s spec: environment entry %q refused (KEY=VALUE, and no LD_* variables)", p.Role, e)
+		}
+	}
+	if err := p.Limits.Validate(); err != nil {
+		return fmt.Errorf("%s spec: %w", p.Role, err)
+	}
+	return nil
+}
+
+// addMounts adds the role's own mounts (the workspace and runner client, or the bundle), the
+// extra mounts and a bind mount of each device's node.
+func (p Profile) addMounts(s *specs.Spec) error {
 	bind := func(src, dst string, ro bool) specs.Mount {
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if ro {
@@ -307,7 +325,7 @@ func Spec(p Profile) (*specs.Spec, error) {
 	switch p.Role {
 	case RoleController, RoleRunner:
 		if p.Workspace == "" {
-			return nil, fmt.Errorf("%s spec: no workspace directory", p.Role)
+			return fmt.Errorf("%s spec: no workspace directory", p.Role)
 		}
 		s.Mounts = append(s.Mounts, bind(p.Workspace, WorkspacePath, false))
 		if p.Runner != "" {
@@ -315,7 +333,7 @@ func Spec(p Profile) (*specs.Spec, error) {
 		}
 	case RoleGrader:
 		if p.Bundle == "" {
-			return nil, fmt.Errorf("grader spec: no bundle directory")
+			return fmt.Errorf("grader spec: no bundle directory")
 		}
 		s.Mounts = append(s.Mounts, bind(p.Bundle, BundlePath, true))
 	}
@@ -327,7 +345,7 @@ func Spec(p Profile) (*specs.Spec, error) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: d.Path, Type: "bind", Source: d.Path, Options: []string{"bind", "nosuid"}})
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // lastWins keeps one entry per variable, the last given, where the first stood: a variable an
