@@ -21,6 +21,7 @@ import (
 // bundle).
 func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.Subject, error) {
 	x, spec, t := rs.x, rs.spec, rs.t
+	finished := rs.now() // before the host's facts are gathered (the runtime's version is a process)
 	pred := attest.PredicateFromTrack(t)
 	if t.Task != nil {
 		pred.Task = taskInfo(t, rs.out.TaskReport)
@@ -41,7 +42,7 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 	build.SeamsUsed = x.seamsUsed()
 	pred.Build = &build
 	pred.Host.GPUModel, pred.Host.GPUDriver = gpuFacts(x.Cfg, spec.GPUs)
-	pred.Timeline = attest.Timeline{Queued: spec.Queued.UTC(), Started: rs.started.UTC(), Deadline: rs.deadline.UTC(), Finished: rs.now().UTC()}
+	pred.Timeline = attest.Timeline{Queued: spec.Queued.UTC(), Started: rs.started.UTC(), Deadline: rs.deadline.UTC(), Finished: finished.UTC()}
 	if pred.Timeline.Queued.After(pred.Timeline.Started) {
 		pred.Timeline.Queued = pred.Timeline.Started
 	}
