@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/trackpin"
 	"github.com/sealrun/sealrun/tracks"
 )
 
@@ -90,18 +90,11 @@ func (s *session) makeContent(context.Context) error {
 	return nil
 }
 
-// writeTrack (3/7) writes the demo track with every pin filled (and the quick budget).
+// writeTrack (3/7) writes the demo track pinned to what the demo built, as an operator pins
+// theirs (package trackpin, sealrun track pin), with the quick budget if asked.
 func (s *session) writeTrack(context.Context) error {
-	s.lg.printf("3/7 track: the demo track with every pin filled")
-	val, _ := s.kit.File(kits.ValidationPath)
+	s.lg.printf("3/7 track: the demo track, pinned to what the demo built (sealrun track pin)")
 	text := tracks.Demo
-	for old, repl := range map[string]string{
-		tracks.PlaceholderExam: s.examSHA, tracks.PlaceholderValidation: val.SHA256, tracks.PlaceholderKit: s.kit.Hash,
-		tracks.PlaceholderController: s.refs[s.controllerKey], tracks.PlaceholderPython: s.refs["python"], tracks.PlaceholderScaffold: images.DemoScaffoldConfigSHA256(),
-	} {
-		text = strings.ReplaceAll(text, old, repl)
-	}
-	text = strings.ReplaceAll(text, "questions = 40", fmt.Sprintf("questions = %d", s.questions))
 	if s.o.Scaffold == "opencode" {
 		text = opencodeDemoTrack(text)
 	}
@@ -111,15 +104,17 @@ func (s *session) writeTrack(context.Context) error {
 		}
 	}
 	text = strings.Replace(text, "# PLACEHOLDERS:", "# Written by sealrun demo: every pin below is real (this comment replaces the placeholder note).\n# WAS PLACEHOLDERS:", 1)
-	text = regexp.MustCompile(`[ \t]+# placeholder\n`).ReplaceAllString(text, "\n") // filled now
-	s.text, s.trackFile = text, filepath.Join(s.demoDir, "track.toml")
-	if err := os.WriteFile(s.trackFile, []byte(text), 0o644); err != nil {
+	s.trackFile = filepath.Join(s.demoDir, "track.toml")
+	python := s.refs["python"]
+	pinned, err := trackpin.Pin(s.state, "tracks/demo.toml", []byte(text), s.trackFile,
+		trackpin.Pins{Exam: s.examSHA, Kit: s.kit.Hash, Controller: s.refs[s.controllerKey], Runner: python, Grader: python})
+	if err != nil {
+		return fmt.Errorf("pin the demo track: %w", err)
+	}
+	if err := pinned.WriteFile(s.trackFile); err != nil {
 		return err
 	}
-	var err error
-	if s.track, err = policy.Load(s.trackFile); err != nil {
-		return fmt.Errorf("the demo track: %w", err)
-	}
+	s.text, s.track = pinned.Text, pinned.Track
 	s.lg.printf("    %s: track id %s", s.trackFile, s.track.ID)
 	return nil
 }

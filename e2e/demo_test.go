@@ -112,26 +112,34 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// runDemo runs sealrun demo --seeds 1 --quick with the extra arguments in the test images' state
-// dir (the images are there; the demo's runs are removed at the end) and returns the binary, the
-// state dir and the demo's output.
-func runDemo(t *testing.T, args ...string) (sealrun, state string, out *bytes.Buffer) {
+// demoSetup is what both ways of running the demo need: root, the test images' state dir, their
+// build cache, and the static binaries the demo finds beside sealrun (their directory). The
+// demo's state is removed when the test ends.
+func demoSetup(t *testing.T) (state, cache, bin string) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	imgs := testenv.LocalImages(t)
-	cache := os.Getenv("SEALRUN_TEST_BUILD_CACHE")
+	cache = os.Getenv("SEALRUN_TEST_BUILD_CACHE")
 	if cache == "" {
 		testenv.Missing(t, "SEALRUN_TEST_BUILD_CACHE is not set: make test sets it to the build cache the images were built with")
 	}
-	sealrun = sandboxtest.Static(t, "cmd/sealrun")
-	sandboxtest.Static(t, "cmd/runner") // the demo finds both beside sealrun
+	bin = filepath.Dir(sandboxtest.Static(t, "cmd/sealrun"))
+	sandboxtest.Static(t, "cmd/runner")
 	sandboxtest.Static(t, "cmd/sealrun-netns-hook")
-	state = imgs.State
 	t.Cleanup(func() {
 		for _, p := range []string{"runs", "journal.jsonl", "ledger.jsonl", "demo", "kits", "content"} {
-			os.RemoveAll(filepath.Join(state, p))
+			os.RemoveAll(filepath.Join(imgs.State, p))
 		}
 	})
+	return imgs.State, cache, bin
+}
+
+// runDemo runs `sealrun demo` as make demo does (one seed, the quick budget) in the test images'
+// state dir, and returns the binary, the state dir and the demo's output.
+func runDemo(t *testing.T, args ...string) (sealrun, state string, out *bytes.Buffer) {
+	t.Helper()
+	state, cache, bin := demoSetup(t)
+	sealrun = filepath.Join(bin, "sealrun")
 	cmd := exec.Command(sealrun, append([]string{"--state-dir", state, "demo", "--seeds", "1", "--quick", "--cache-dir", cache}, args...)...)
 	out = &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -147,21 +155,9 @@ func runDemo(t *testing.T, args ...string) (sealrun, state string, out *bytes.Bu
 // the test images' state dir, and returns its output.
 func runDemoPackage(t *testing.T, scaffold string) *bytes.Buffer {
 	t.Helper()
-	testenv.RequireRoot(t)
-	imgs := testenv.LocalImages(t)
-	cache := os.Getenv("SEALRUN_TEST_BUILD_CACHE")
-	if cache == "" {
-		testenv.Missing(t, "SEALRUN_TEST_BUILD_CACHE is not set: make test sets it to the build cache the images were built with")
-	}
-	bin := filepath.Dir(sandboxtest.Static(t, "cmd/runner"))
-	sandboxtest.Static(t, "cmd/sealrun-netns-hook")
-	t.Cleanup(func() {
-		for _, p := range []string{"runs", "journal.jsonl", "ledger.jsonl", "demo", "kits", "content"} {
-			os.RemoveAll(filepath.Join(imgs.State, p))
-		}
-	})
+	state, cache, bin := demoSetup(t)
 	out := &bytes.Buffer{}
-	err := demo.Run(context.Background(), demo.Options{StateDir: imgs.State, BinDir: bin, Seeds: 1, Quick: true, Scaffold: scaffold, CacheDir: cache,
+	err := demo.Run(context.Background(), demo.Options{StateDir: state, BinDir: bin, Seeds: 1, Quick: true, Scaffold: scaffold, CacheDir: cache,
 		Version: "0.0.0-test", Commit: "test"}, out)
 	t.Logf("demo.Run with %s:\n%s", scaffold, out.String())
 	if err != nil {

@@ -35,7 +35,8 @@ var allowed = map[string][]string{
 	"cmd/sealrund":           {"daemon", "policy"},
 	"publish":                {"policy", "attest", "leaderboard", "airs"}, // a publication: written and checked from attestations alone
 	"daemon":                 {"*"},
-	"demo":                   {"*"}, // a client of the daemon, composing the rest as an operator would
+	"demo":                   {"*"},                                                   // a client of the daemon, composing the rest as an operator would
+	"trackpin":               {"policy", "exams", "kits", "airs", "images", "daemon"}, // daemon: the state dir's layout only
 	"cmd/sealrun":            {"*"},
 	"e2e":                    {"*"},
 	// internal/testenv gates tests on the machine (root, tools, the local images), as Go's own

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/trackpin"
 )
 
 // An operator pins the shipped flagship track (tracks/ari-v1.toml, placeholders and all) from what
@@ -89,7 +90,7 @@ func TestTrackPin(t *testing.T) {
 	if strings.Contains(text, "# placeholder") || !strings.Contains(text, "# start to deadline") || !strings.Contains(text, "# A track is a frozen rule set.") {
 		t.Errorf("comments: placeholder notes must go, the author's stay:\n%s", text)
 	}
-	if left := unpinned(pinned); len(left) != 0 {
+	if left := trackpin.Unpinned(pinned); len(left) != 0 {
 		t.Errorf("unpinned after pin: %v", left)
 	}
 	// Pinning the pinned track again with the same values changes nothing.
@@ -138,23 +139,5 @@ func TestTrackPin(t *testing.T) {
 	at, err := policy.Load(p("airs.toml"))
 	if err != nil || at.Task.Name != "DigitsClassificationAccuracy" || at.Images.Runner.String() != runnerRef {
 		t.Fatalf("airs track: %v %+v", err, at)
-	}
-}
-
-// trackText edits values and keeps everything else byte for byte.
-func TestTrackTextSet(t *testing.T) {
-	in := "# head\n[exam]\nsha256 = \"aa\"   # placeholder\nquestions = 3 # the count\n\n[kit]\n# only a comment\n"
-	tt := newTrackText(in)
-	for _, s := range [][4]string{{"exam", "sha256", `"bb"`, "# from x"}, {"exam", "questions", "9", "# n"}, {"exam", "context_bytes", "64", "# new"}, {"kit", "sha256", `"cc"`, ""}} {
-		if err := tt.set(s[0], s[1], s[2], s[3]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := "# head\n[exam]\nsha256 = \"bb\"  # from x\nquestions = 9  # the count\ncontext_bytes = 64  # new\n\n[kit]\nsha256 = \"cc\"\n# only a comment\n"
-	if got := tt.String(); got != want {
-		t.Errorf("got:\n%s\nwant:\n%s", got, want)
-	}
-	if err := tt.set("images", "runner", `"x"`, ""); err == nil || !strings.Contains(err.Error(), "no [images] table") {
-		t.Errorf("missing table: %v", err)
 	}
 }

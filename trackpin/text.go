@@ -1,4 +1,4 @@
-package main
+package trackpin
 
 import (
 	"fmt"
@@ -88,9 +88,9 @@ func placeholderPin(v string) bool {
 	return len(v) == 64 && strings.Count(v, v[:1]) == 64
 }
 
-// unpinned lists the pins of t that are still placeholders, each as table.key and the flag of
+// Unpinned lists the pins of t that are still placeholders, each as table.key and the flag of
 // `sealrun track pin` that fills it.
-func unpinned(t *policy.Track) []string {
+func Unpinned(t *policy.Track) []string {
 	var out []string
 	add := func(v, key, flag string) {
 		if placeholderPin(v) {
