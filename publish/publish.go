@@ -357,43 +357,27 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 			l.Name = rel(l.Name)
 		}
 	}
+	name := leaderboard.SuiteExam
+	if meta.Suite == leaderboard.SuiteAIRS {
+		name = leaderboard.SuiteAIRS
+	}
+	suite, err := leaderboard.BuildSuite(name, in, ks, airs.Options{Transform: airs.MarchOf9s})
+	if err != nil {
+		return nil, nil, err
+	}
+	formats := map[string]string{"leaderboard.json": "json", "leaderboard.md": "markdown", "leaderboard.html": "html"}
+	if name == leaderboard.SuiteAIRS {
+		delete(formats, "leaderboard.html") // the AIRS board has no HTML form
+	}
 	boards := map[string][]byte{}
-	render := func(name, format string, r interface{ Render(io.Writer, string) error }) error {
+	for name, f := range formats {
 		var b bytes.Buffer
-		if err := r.Render(&b, format); err != nil {
-			return err
+		if err := suite.Board.Render(&b, f); err != nil {
+			return nil, nil, err
 		}
 		boards[name] = b.Bytes()
-		return nil
 	}
-	if meta.Suite == leaderboard.SuiteAIRS {
-		board, err := leaderboard.BuildAIRS(in, ks, airs.Options{Transform: airs.MarchOf9s})
-		if err != nil {
-			return nil, nil, err
-		}
-		for name, f := range map[string]string{"leaderboard.json": "json", "leaderboard.md": "markdown"} {
-			if err := render(name, f, board); err != nil {
-				return nil, nil, err
-			}
-		}
-		return boards, problems, nil
-	}
-	board := leaderboard.Build(in, ks)
-	for name, f := range map[string]string{"leaderboard.json": "json", "leaderboard.md": "markdown", "leaderboard.html": "html"} {
-		if err := render(name, f, board); err != nil {
-			return nil, nil, err
-		}
-	}
-	for _, t := range board.Tables {
-		for _, r := range t.Rows {
-			if r.Ledger != nil && !r.Ledger.Accounted {
-				problems = append(problems, fmt.Sprintf("%s, %s: %s", t.Track.Name, r.Agent.Name(), r.Ledger.Text()))
-			}
-		}
-	}
-	for _, u := range board.Unpublished {
-		problems = append(problems, "withheld: "+u)
-	}
+	problems = append(problems, suite.Unaccounted...)
 	return boards, problems, nil
 }
 

@@ -15,10 +15,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// leaderboardFlags are the flags of sealrun leaderboard.
+type leaderboardFlags struct {
+	keys, tracks, ledgers         []string
+	format, out, suite, transform string
+	allowRejected                 bool
+}
+
+// newLeaderboardCmd is long for its help text: the flag checks and the work are functions of
+// their own.
 func newLeaderboardCmd() *cobra.Command {
-	var keys, tracks, ledgers []string
-	var format, out, suite, transform string
-	var allowRejected bool
+	var f leaderboardFlags
 	cmd := &cobra.Command{
 		Use:   "leaderboard --key PUB.pem [--key ...] [--track T.toml ...] [--suite exam|airs] DIR|ATT... [--format text|markdown|html|json|csv] [--out FILE]",
 		Short: "Rank agents from verified attestations only: seeds, mean ± SE, ties, provisional rows, reruns",
@@ -54,100 +61,97 @@ not accounted for (the board is still written; --allow-rejected exits 0), 2 usag
   sealrun leaderboard --key keys/ results/ --ledger ledger-node01.jsonl --ledger ledger-node02.jsonl`,
 		Args: minArgs(1, "attestation files or directories"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if suite != "exam" && suite != leaderboard.SuiteAIRS {
-				return usage(fmt.Errorf("--suite %q: use exam (the default) or airs", suite))
+			if err := f.check(cmd); err != nil {
+				return usage(err)
 			}
-			if suite == leaderboard.SuiteAIRS && !slices.Contains(leaderboard.AIRSFormats, format) {
-				return usage(fmt.Errorf("--format %q with --suite airs: use one of %s", format, strings.Join(leaderboard.AIRSFormats, ", ")))
-			}
-			if transform != string(airs.MarchOf9s) && transform != string(airs.Identity) {
-				return usage(fmt.Errorf("--transform %q: use %s or %s", transform, airs.MarchOf9s, airs.Identity))
-			}
-			if suite == "exam" && cmd.Flags().Changed("transform") {
-				return usage(errors.New("--transform is for --suite airs (the exam suite scores passed/questions)"))
-			}
-			if !slices.Contains(leaderboard.Formats, format) {
-				return usage(fmt.Errorf("--format %q: use one of %s", format, strings.Join(leaderboard.Formats, ", ")))
-			}
-			if len(keys) == 0 {
-				return usage(errors.New("give the trusted public key(s) with --key (a PEM file or a directory of *.pub files)"))
-			}
-			ks, err := leaderboard.LoadKeys(keys)
-			if err != nil {
-				return ioError(err)
-			}
-			var ts []*policy.Track
-			for _, p := range tracks {
-				t, err := policy.Load(p)
-				if err != nil {
-					return ioError(fmt.Errorf("--track: %w", err))
-				}
-				ts = append(ts, t)
-			}
-			in, err := leaderboard.Load(args, ks, ts)
-			if err != nil {
-				return ioError(err)
-			}
-			if len(ledgers) > 0 {
-				if suite == leaderboard.SuiteAIRS {
-					return usage(errors.New("--ledger is for the exam suite's board for now"))
-				}
-				if in.Ledgers, err = leaderboard.LoadLedgers(ledgers, ks); err != nil {
-					return &exitError{code: exitInvalid, err: err}
-				}
-			}
-			var buf bytes.Buffer
-			var tables, rejected, unaccounted int
-			if suite == leaderboard.SuiteAIRS {
-				board, err := leaderboard.BuildAIRS(in, ks, airs.Options{Transform: airs.Transform(transform)})
-				if err != nil {
-					return ioError(err)
-				}
-				if err := board.Render(&buf, format); err != nil {
-					return ioError(err)
-				}
-				tables, rejected = len(board.Tasks), len(board.Rejected)
-			} else {
-				board := leaderboard.Build(in, ks)
-				if err := board.Render(&buf, format); err != nil {
-					return ioError(err)
-				}
-				tables, rejected = len(board.Tables), len(board.Rejected)
-				for _, t := range board.Tables {
-					for _, r := range t.Rows {
-						if r.Ledger != nil && !r.Ledger.Accounted {
-							unaccounted++
-						}
-					}
-				}
-				unaccounted += len(board.Unpublished)
-			}
-			if out == "" {
-				if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
-					return ioError(err)
-				}
-			} else {
-				if err := exams.WriteAtomic(out, 0o644, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
-					return ioError(err)
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "sealrun leaderboard: wrote %s (%d tables, %d rejected)\n", out, tables, rejected)
-			}
-			if unaccounted > 0 && !allowRejected {
-				return &exitError{code: exitInvalid, err: fmt.Errorf("%d row(s) or run(s) not accounted for by the run ledgers (each is named); --allow-rejected publishes anyway", unaccounted)}
-			}
-			if rejected > 0 && !allowRejected {
-				return &exitError{code: exitInvalid, err: fmt.Errorf("%d input(s) rejected (listed with reasons); --allow-rejected publishes anyway", rejected)}
-			}
-			return nil
+			return leaderboardRun(cmd, &f, args)
 		},
 	}
-	cmd.Flags().StringArrayVar(&keys, "key", nil, "trusted public key (PEM), or a directory of *.pub/*.pem; repeat for several")
-	cmd.Flags().StringArrayVar(&ledgers, "ledger", nil, "a host's published run ledger (sealrun ledger export; repeatable, one per host): account for every run of each row")
-	cmd.Flags().StringArrayVar(&tracks, "track", nil, "verify against this track file (repeatable); attestations under other tracks are rejected")
-	cmd.Flags().StringVar(&format, "format", "text", "text, markdown, html, json or csv (--suite airs: text, markdown or json)")
-	cmd.Flags().StringVar(&suite, "suite", "exam", "exam: one table per exam track; airs: the AIRS-Bench task suite (normalized scores, Elo)")
-	cmd.Flags().StringVar(&transform, "transform", string(airs.MarchOf9s), "--suite airs: the normalized score's φ, march-of-9s or identity")
-	cmd.Flags().StringVar(&out, "out", "", "write to this file (atomically) instead of stdout")
-	cmd.Flags().BoolVar(&allowRejected, "allow-rejected", false, "exit 0 even if some input was rejected")
+	cmd.Flags().StringArrayVar(&f.keys, "key", nil, "trusted public key (PEM), or a directory of *.pub/*.pem; repeat for several")
+	cmd.Flags().StringArrayVar(&f.ledgers, "ledger", nil, "a host's published run ledger (sealrun ledger export; repeatable, one per host): account for every run of each row")
+	cmd.Flags().StringArrayVar(&f.tracks, "track", nil, "verify against this track file (repeatable); attestations under other tracks are rejected")
+	cmd.Flags().StringVar(&f.format, "format", "text", "text, markdown, html, json or csv (--suite airs: text, markdown or json)")
+	cmd.Flags().StringVar(&f.suite, "suite", "exam", "exam: one table per exam track; airs: the AIRS-Bench task suite (normalized scores, Elo)")
+	cmd.Flags().StringVar(&f.transform, "transform", string(airs.MarchOf9s), "--suite airs: the normalized score's φ, march-of-9s or identity")
+	cmd.Flags().StringVar(&f.out, "out", "", "write to this file (atomically) instead of stdout")
+	cmd.Flags().BoolVar(&f.allowRejected, "allow-rejected", false, "exit 0 even if some input was rejected")
 	return cmd
+}
+
+// check refuses flags that do not go together.
+func (f *leaderboardFlags) check(cmd *cobra.Command) error {
+	if f.suite != leaderboard.SuiteExam && f.suite != leaderboard.SuiteAIRS {
+		return fmt.Errorf("--suite %q: use exam (the default) or airs", f.suite)
+	}
+	if f.suite == leaderboard.SuiteAIRS && !slices.Contains(leaderboard.AIRSFormats, f.format) {
+		return fmt.Errorf("--format %q with --suite airs: use one of %s", f.format, strings.Join(leaderboard.AIRSFormats, ", "))
+	}
+	if f.transform != string(airs.MarchOf9s) && f.transform != string(airs.Identity) {
+		return fmt.Errorf("--transform %q: use %s or %s", f.transform, airs.MarchOf9s, airs.Identity)
+	}
+	if f.suite == leaderboard.SuiteExam && cmd.Flags().Changed("transform") {
+		return errors.New("--transform is for --suite airs (the exam suite scores passed/questions)")
+	}
+	if !slices.Contains(leaderboard.Formats, f.format) {
+		return fmt.Errorf("--format %q: use one of %s", f.format, strings.Join(leaderboard.Formats, ", "))
+	}
+	if len(f.keys) == 0 {
+		return errors.New("give the trusted public key(s) with --key (a PEM file or a directory of *.pub files)")
+	}
+	return nil
+}
+
+// leaderboardRun verifies the inputs, builds the suite's board, writes it and chooses the exit
+// status.
+func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) error {
+	ks, err := leaderboard.LoadKeys(f.keys)
+	if err != nil {
+		return ioError(err)
+	}
+	var ts []*policy.Track
+	for _, p := range f.tracks {
+		t, err := policy.Load(p)
+		if err != nil {
+			return ioError(fmt.Errorf("--track: %w", err))
+		}
+		ts = append(ts, t)
+	}
+	in, err := leaderboard.Load(args, ks, ts)
+	if err != nil {
+		return ioError(err)
+	}
+	if len(f.ledgers) > 0 {
+		if f.suite == leaderboard.SuiteAIRS {
+			return usage(errors.New("--ledger is for the exam suite's board for now"))
+		}
+		if in.Ledgers, err = leaderboard.LoadLedgers(f.ledgers, ks); err != nil {
+			return &exitError{code: exitInvalid, err: err}
+		}
+	}
+	board, err := leaderboard.BuildSuite(f.suite, in, ks, airs.Options{Transform: airs.Transform(f.transform)})
+	if err != nil {
+		return ioError(err)
+	}
+	var buf bytes.Buffer
+	if err := board.Board.Render(&buf, f.format); err != nil {
+		return ioError(err)
+	}
+	tables, rejected, unaccounted := board.Tables, board.Rejected, len(board.Unaccounted)
+	if f.out == "" {
+		if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
+			return ioError(err)
+		}
+	} else {
+		if err := exams.WriteAtomic(f.out, 0o644, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
+			return ioError(err)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "sealrun leaderboard: wrote %s (%d tables, %d rejected)\n", f.out, tables, rejected)
+	}
+	if unaccounted > 0 && !f.allowRejected {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%d row(s) or run(s) not accounted for by the run ledgers (each is named); --allow-rejected publishes anyway", unaccounted)}
+	}
+	if rejected > 0 && !f.allowRejected {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%d input(s) rejected (listed with reasons); --allow-rejected publishes anyway", rejected)}
+	}
+	return nil
 }
