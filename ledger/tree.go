@@ -92,26 +92,20 @@ func (t *Tree) Root(size uint64) (Hash, error) {
 
 // InclusionProof proves leaf index in the tree of size leaves.
 func (t *Tree) InclusionProof(index, size uint64) ([][]byte, error) {
-	if size > t.Size() {
-		return nil, fmt.Errorf("size %d is beyond the tree's %d leaves", size, t.Size())
-	}
-	n, err := proof.Inclusion(index, size)
-	if err != nil {
-		return nil, err
-	}
-	hs, err := t.hashes(n.IDs)
-	if err != nil {
-		return nil, err
-	}
-	return n.Rehash(hs, hasher.HashChildren)
+	return t.prove(size, func() (proof.Nodes, error) { return proof.Inclusion(index, size) })
 }
 
 // ConsistencyProof proves that the tree of size1 leaves is a prefix of the tree of size2.
 func (t *Tree) ConsistencyProof(size1, size2 uint64) ([][]byte, error) {
-	if size2 > t.Size() {
-		return nil, fmt.Errorf("size %d is beyond the tree's %d leaves", size2, t.Size())
+	return t.prove(size2, func() (proof.Nodes, error) { return proof.Consistency(size1, size2) })
+}
+
+// prove hashes the nodes a proof over the first size leaves needs.
+func (t *Tree) prove(size uint64, nodes func() (proof.Nodes, error)) ([][]byte, error) {
+	if size > t.Size() {
+		return nil, fmt.Errorf("size %d is beyond the tree's %d leaves", size, t.Size())
 	}
-	n, err := proof.Consistency(size1, size2)
+	n, err := nodes()
 	if err != nil {
 		return nil, err
 	}

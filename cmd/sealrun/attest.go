@@ -56,6 +56,8 @@ prints every field of the predicate for people. The optional file checks of veri
 	return cmd
 }
 
+// writePredicate prints a verified attestation for a reader. It is long because it is one row per
+// field of the predicate, in attest/PREDICATE.md's order.
 func writePredicate(out io.Writer, v *attest.Verified) {
 	p := v.Statement.Predicate
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -158,64 +160,19 @@ key file or a KMS key URI (scheme://...) resolved through sigstore's KMS interfa
 			case len(subjects) == 0:
 				return usage(errors.New("give at least the report subject: --subject report.json=sha256:<hex>"))
 			}
-			var subs []attest.Subject
-			for _, s := range subjects {
-				name, digest, ok := strings.Cut(s, "=")
-				hexd, isSHA := strings.CutPrefix(digest, "sha256:")
-				if !ok || name == "" || !isSHA || !sha256Hex.MatchString(hexd) {
-					return usage(fmt.Errorf("--subject %q: expected NAME=sha256:<64 lowercase hex>", s))
-				}
-				subs = append(subs, attest.NewSubject(name, hexd))
+			subs, err := parseSubjects(subjects)
+			if err != nil {
+				return usage(err)
 			}
-			data, err := fileio.ReadLimited(predPath, "predicate", maxPredicateBytes)
+			pred, err := readPredicate(predPath)
 			if err != nil {
 				return err
-			}
-			if len(data) > maxPredicateBytes {
-				return fmt.Errorf("predicate %s is over %d bytes", predPath, maxPredicateBytes)
-			}
-			var pred attest.Predicate
-			dec := json.NewDecoder(bytes.NewReader(data))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&pred); err != nil {
-				return fmt.Errorf("predicate %s is not a sealed-run predicate: %v (fields: attest/PREDICATE.md)", predPath, err)
-			}
-			if dec.More() {
-				return fmt.Errorf("predicate %s has data after the JSON object", predPath)
 			}
 			pass, err := readPassphrase(passFile)
 			if err != nil {
 				return ioError(err)
 			}
-			signer, err := attest.LoadSigner(cmd.Context(), keyRef, pass)
-			if err != nil {
-				return ioError(err)
-			}
-			env, err := attest.Sign(cmd.Context(), attest.NewStatement(&pred, subs...), signer)
-			if err != nil {
-				return err
-			}
-			if err := maybe.WriteFile(out, env, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", out, err)
-			}
-			pub, err := signer.PublicKey()
-			if err != nil {
-				return err
-			}
-			hint, err := attest.KeyID(pub)
-			if err != nil {
-				return err
-			}
-			bundle, err := attest.SigstoreBundle(env, hint)
-			if err != nil {
-				return err
-			}
-			bundlePath := attest.BundlePath(out)
-			if err := maybe.WriteFile(bundlePath, bundle, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", bundlePath, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: signed (%d bytes); %s: the same as a Sigstore bundle (v0.3, for cosign)\ncheck it with: sealrun verify %s --key <public key>\n", out, len(env), bundlePath, out)
-			return nil
+			return signPredicate(cmd, keyRef, pass, attest.NewStatement(pred, subs...), out)
 		},
 	}
 	cmd.Flags().StringVar(&predPath, "predicate", "", "the predicate JSON (attest/PREDICATE.md)")
@@ -224,4 +181,73 @@ key file or a KMS key URI (scheme://...) resolved through sigstore's KMS interfa
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "passphrase of an encrypted private key")
 	cmd.Flags().StringVar(&out, "out", "", "the attestation file to write (atomically); a Sigstore bundle NAME.sigstore.json is written beside it")
 	return cmd
+}
+
+// parseSubjects reads --subject NAME=sha256:HEX flags.
+func parseSubjects(subjects []string) ([]attest.Subject, error) {
+	var subs []attest.Subject
+	for _, s := range subjects {
+		name, digest, ok := strings.Cut(s, "=")
+		hexd, isSHA := strings.CutPrefix(digest, "sha256:")
+		if !ok || name == "" || !isSHA || !sha256Hex.MatchString(hexd) {
+			return nil, fmt.Errorf("--subject %q: expected NAME=sha256:<64 lowercase hex>", s)
+		}
+		subs = append(subs, attest.NewSubject(name, hexd))
+	}
+	return subs, nil
+}
+
+// readPredicate reads a sealed-run predicate file, refusing unknown fields and trailing data.
+func readPredicate(path string) (*attest.Predicate, error) {
+	data, err := fileio.ReadLimited(path, "predicate", maxPredicateBytes)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPredicateBytes {
+		return nil, fmt.Errorf("predicate %s is over %d bytes", path, maxPredicateBytes)
+	}
+	var pred attest.Predicate
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pred); err != nil {
+		return nil, fmt.Errorf("predicate %s is not a sealed-run predicate: %v (fields: attest/PREDICATE.md)", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("predicate %s has data after the JSON object", path)
+	}
+	return &pred, nil
+}
+
+// signPredicate signs the statement with the key (a PEM file or a KMS URI) and writes the
+// envelope to out and the same as a Sigstore bundle beside it.
+func signPredicate(cmd *cobra.Command, keyRef string, pass []byte, st *attest.Statement, out string) error {
+	signer, err := attest.LoadSigner(cmd.Context(), keyRef, pass)
+	if err != nil {
+		return ioError(err)
+	}
+	env, err := attest.Sign(cmd.Context(), st, signer)
+	if err != nil {
+		return err
+	}
+	if err := maybe.WriteFile(out, env, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	pub, err := signer.PublicKey()
+	if err != nil {
+		return err
+	}
+	hint, err := attest.KeyID(pub)
+	if err != nil {
+		return err
+	}
+	bundle, err := attest.SigstoreBundle(env, hint)
+	if err != nil {
+		return err
+	}
+	bundlePath := attest.BundlePath(out)
+	if err := maybe.WriteFile(bundlePath, bundle, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", bundlePath, err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: signed (%d bytes); %s: the same as a Sigstore bundle (v0.3, for cosign)\ncheck it with: sealrun verify %s --key <public key>\n", out, len(env), bundlePath, out)
+	return nil
 }

@@ -260,79 +260,7 @@ a failure of this host. Needs root.`,
 				return usage(errors.New("give the graded bundle with --bundle and the exam with --exam"))
 			}
 			vf.bundle, vf.track = f.bundle, f.track
-			got, err := verifyAttestation(attPath, &vf)
-			if err != nil {
-				return err
-			}
-			p := got.Statement.Predicate
-			if p.Result.Status != attest.StatusGraded {
-				return fmt.Errorf("the attestation's result is %s (%s): there is no graded pass vector to regrade", p.Result.Status, p.Result.Reason)
-			}
-			ex, err := openExam(f.exam, p.Exam.SHA256)
-			if err != nil {
-				return err
-			}
-			question := 30 * time.Second
-			var attested *grader.Report
-			if vf.report != "" {
-				data, err := fileio.ReadLimited(vf.report, "report", 16<<20)
-				if err != nil {
-					return ioError(err)
-				}
-				attested = &grader.Report{}
-				if err := json.Unmarshal(data, attested); err != nil {
-					return fmt.Errorf("report %s: %v", vf.report, err)
-				}
-				if question, err = time.ParseDuration(attested.Limits.Question); err != nil {
-					return fmt.Errorf("report %s: limits.question %q: %v", vf.report, attested.Limits.Question, err)
-				}
-			}
-			grading, _ := time.ParseDuration(p.Budget.Grading)
-			t := &policy.Track{ID: p.Track.ID, Name: p.Track.Name, Version: p.Track.Version, Budget: policy.Budget{Grading: grading, QuestionLimit: question}, Artifact: policy.Artifact{MaxGzipBytes: p.Budget.MaxGzipBytes}}
-			if f.track != "" {
-				lt, err := policy.Load(f.track)
-				if err != nil {
-					return err
-				}
-				if vf.report == "" {
-					t.Budget.QuestionLimit = lt.Budget.QuestionLimit
-				}
-			}
-			ctx := cmd.Context()
-			e, done, err := f.env(ctx, g, cmd, p.Images.Grader, t.Budget.QuestionLimit, t.Artifact.MaxGzipBytes)
-			if err != nil {
-				return err
-			}
-			defer done()
-			rep, err := gradeFile(ctx, e, f.bundle, ex, t, nil)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if f.json {
-				printReport(w, rep, true)
-			}
-			if rep.PassVectorSHA256 == p.Result.PassVectorSHA256 {
-				if !f.json {
-					fmt.Fprintf(w, "regrade matches: pass vector sha256 %s, %d/%d passed (attested %d/%d)\n", rep.PassVectorSHA256, rep.Score.Passed, rep.Score.Questions, p.Result.Passed, p.Result.Questions)
-				}
-				return nil
-			}
-			fmt.Fprintf(w, "regrade DIFFERS: pass vector sha256 %s, attested %s\n", rep.PassVectorSHA256, p.Result.PassVectorSHA256)
-			fmt.Fprintf(w, "  regraded %d/%d passed on %s; attested %d/%d\n", rep.Score.Passed, rep.Score.Questions, rep.Device, p.Result.Passed, p.Result.Questions)
-			if attested != nil {
-				fmt.Fprintf(w, "  the run graded on %s (grader image %s)\n", attested.Device, attested.GraderImage)
-				ids := make([]string, len(ex.Questions))
-				for i, q := range ex.Questions {
-					ids[i] = q.ID
-				}
-				for _, d := range grader.DiffVectors(ids, grader.PassVector(attested.PassVector), grader.PassVector(rep.PassVector)) {
-					fmt.Fprintf(w, "  %s\n", d)
-				}
-			} else {
-				fmt.Fprintln(w, "  give --report report.json to see which questions differ")
-			}
-			return &exitError{code: exitInvalid, err: errors.New("regrade differs"), quiet: true}
+			return regrade(cmd, g, &f, &vf, attPath)
 		},
 	}
 	f.addFlags(cmd)
@@ -341,4 +269,110 @@ a failure of this host. Needs root.`,
 	cmd.Flags().StringVar(&vf.report, "report", "", "the run's report.json (checked against the attestation)")
 	cmd.Flags().StringVar(&f.track, "track", "", "the track file (checked against the attestation)")
 	return cmd
+}
+
+// regrade verifies the attestation, grades its bundle as the run did and compares the pass
+// vectors (sealrun regrade).
+func regrade(cmd *cobra.Command, g *globals, f *gradeFlags, vf *verifyFlags, attPath string) error {
+	got, err := verifyAttestation(attPath, vf)
+	if err != nil {
+		return err
+	}
+	p := got.Statement.Predicate
+	if p.Result.Status != attest.StatusGraded {
+		return fmt.Errorf("the attestation's result is %s (%s): there is no graded pass vector to regrade", p.Result.Status, p.Result.Reason)
+	}
+	ex, err := openExam(f.exam, p.Exam.SHA256)
+	if err != nil {
+		return err
+	}
+	attested, err := readReport(vf.report)
+	if err != nil {
+		return err
+	}
+	t, err := regradeTrack(p, attested, vf.report, f.track)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	e, done, err := f.env(ctx, g, cmd, p.Images.Grader, t.Budget.QuestionLimit, t.Artifact.MaxGzipBytes)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rep, err := gradeFile(ctx, e, f.bundle, ex, t, nil)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if f.json {
+		printReport(w, rep, true)
+	}
+	if rep.PassVectorSHA256 == p.Result.PassVectorSHA256 {
+		if !f.json {
+			fmt.Fprintf(w, "regrade matches: pass vector sha256 %s, %d/%d passed (attested %d/%d)\n", rep.PassVectorSHA256, rep.Score.Passed, rep.Score.Questions, p.Result.Passed, p.Result.Questions)
+		}
+		return nil
+	}
+	printDifference(w, p, rep, attested, ex)
+	return &exitError{code: exitInvalid, err: errors.New("regrade differs"), quiet: true}
+}
+
+// readReport reads the run's report.json given with --report (nil without one).
+func readReport(path string) (*grader.Report, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := fileio.ReadLimited(path, "report", 16<<20)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	r := &grader.Report{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("report %s: %v", path, err)
+	}
+	return r, nil
+}
+
+// regradeTrack is the track a regrade grades under: the attested one's identity, grading budget
+// and artifact limit, with the question limit of the run's report, else of --track, else 30s.
+func regradeTrack(p *attest.Predicate, attested *grader.Report, reportPath, trackFile string) (*policy.Track, error) {
+	question := 30 * time.Second
+	if attested != nil {
+		var err error
+		if question, err = time.ParseDuration(attested.Limits.Question); err != nil {
+			return nil, fmt.Errorf("report %s: limits.question %q: %v", reportPath, attested.Limits.Question, err)
+		}
+	}
+	grading, _ := time.ParseDuration(p.Budget.Grading)
+	t := &policy.Track{ID: p.Track.ID, Name: p.Track.Name, Version: p.Track.Version, Budget: policy.Budget{Grading: grading, QuestionLimit: question}, Artifact: policy.Artifact{MaxGzipBytes: p.Budget.MaxGzipBytes}}
+	if trackFile != "" {
+		lt, err := policy.Load(trackFile)
+		if err != nil {
+			return nil, err
+		}
+		if attested == nil {
+			t.Budget.QuestionLimit = lt.Budget.QuestionLimit
+		}
+	}
+	return t, nil
+}
+
+// printDifference says how a regrade's pass vector differs from the attested one, question by
+// question when the run's report is at hand.
+func printDifference(w io.Writer, p *attest.Predicate, rep, attested *grader.Report, ex *exams.Exam) {
+	fmt.Fprintf(w, "regrade DIFFERS: pass vector sha256 %s, attested %s\n", rep.PassVectorSHA256, p.Result.PassVectorSHA256)
+	fmt.Fprintf(w, "  regraded %d/%d passed on %s; attested %d/%d\n", rep.Score.Passed, rep.Score.Questions, rep.Device, p.Result.Passed, p.Result.Questions)
+	if attested == nil {
+		fmt.Fprintln(w, "  give --report report.json to see which questions differ")
+		return
+	}
+	fmt.Fprintf(w, "  the run graded on %s (grader image %s)\n", attested.Device, attested.GraderImage)
+	ids := make([]string, len(ex.Questions))
+	for i, q := range ex.Questions {
+		ids[i] = q.ID
+	}
+	for _, d := range grader.DiffVectors(ids, grader.PassVector(attested.PassVector), grader.PassVector(rep.PassVector)) {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
 }

@@ -121,80 +121,15 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 			if len(keys) == 0 {
 				return usage(errors.New("give the host's public key with --key (a PEM file or a directory of *.pub files)"))
 			}
-			ks, err := leaderboard.LoadKeys(keys)
+			rep, err := verifyLedger(args[0], keys, heads)
 			if err != nil {
+				return err
+			}
+			if err := printLedgerReport(cmd.OutOrStdout(), args[0], rep, asJSON); err != nil {
 				return ioError(err)
 			}
-			vs := make([]signature.Verifier, len(ks))
-			for i, k := range ks {
-				vs[i] = k.Verifier
-			}
-			rep := ledgerReport{Ended: map[string]int{}, Open: []string{}, Heads: []string{}}
-			fail := func(err error) error {
-				rep.Valid, rep.Error = false, err.Error()
-				if asJSON {
-					enc := json.NewEncoder(cmd.OutOrStdout())
-					enc.SetIndent("", "  ")
-					enc.Encode(rep)
-				} else {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: NOT VALID\n  %v\n", args[0], err)
-				}
-				return &exitError{code: exitInvalid, err: err, quiet: true}
-			}
-			f, err := os.Open(args[0])
-			if err != nil {
-				return ioError(err)
-			}
-			l, err := ledger.Read(io.LimitReader(f, leaderboard.MaxLedgerBytes), args[0], vs)
-			f.Close()
-			if err != nil {
-				return fail(err)
-			}
-			for _, h := range heads {
-				b, err := fileio.ReadLimited(h, "head", ledger.MaxCheckpointBytes)
-				if err != nil {
-					return ioError(err)
-				}
-				c, err := ledger.OpenCheckpoint(string(b), l.Origin, vs)
-				if err != nil {
-					return fail(fmt.Errorf("--head %s: %w", h, err))
-				}
-				if err := l.CheckHead(c, "the head in "+h); err != nil {
-					return fail(err)
-				}
-				rep.Heads = append(rep.Heads, fmt.Sprintf("%s (size %d)", h, c.Size))
-			}
-			rep.Valid, rep.Origin, rep.Size, rep.Root = true, l.Origin, l.Head.Size, hex.EncodeToString(l.Head.Root[:])
-			for _, e := range l.Entries {
-				switch e.Kind {
-				case ledger.KindQueued:
-					rep.Runs++
-					if e.RerunOf != "" {
-						rep.Reruns++
-					}
-					if _, ok := l.Ended[e.Run]; !ok {
-						rep.Open = append(rep.Open, e.Run)
-					}
-				case ledger.KindEnded:
-					rep.Ended[e.State]++
-				}
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			fmt.Fprintf(w, "%s: VALID\n", args[0])
-			fmt.Fprintf(w, "  origin     %s\n", rep.Origin)
-			fmt.Fprintf(w, "  head       %d entries, root %s (signed)\n", rep.Size, rep.Root)
-			var ended []string
-			for _, s := range []string{"graded", "failed", "invalid"} {
-				ended = append(ended, fmt.Sprintf("%d %s", rep.Ended[s], s))
-			}
-			fmt.Fprintf(w, "  runs       %d queued (%d reruns); ended: %s; not ended: %d\n", rep.Runs, rep.Reruns, strings.Join(ended, ", "), len(rep.Open))
-			for _, h := range rep.Heads {
-				fmt.Fprintf(w, "  consistent with %s\n", h)
+			if !rep.Valid {
+				return &exitError{code: exitInvalid, err: errors.New(rep.Error), quiet: true}
 			}
 			return nil
 		},
@@ -203,4 +138,86 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 	cmd.Flags().StringArrayVar(&heads, "head", nil, "a signed head seen before, to check the ledger against (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// verifyLedger checks the ledger file path with the keys and against each head file. A ledger
+// that is not valid is a report saying why; an error is one that prevented a verdict.
+func verifyLedger(path string, keys, heads []string) (*ledgerReport, error) {
+	ks, err := leaderboard.LoadKeys(keys)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	vs := make([]signature.Verifier, len(ks))
+	for i, k := range ks {
+		vs[i] = k.Verifier
+	}
+	rep := &ledgerReport{Ended: map[string]int{}, Open: []string{}, Heads: []string{}}
+	notValid := func(err error) (*ledgerReport, error) {
+		rep.Valid, rep.Error = false, err.Error()
+		return rep, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	l, err := ledger.Read(io.LimitReader(f, leaderboard.MaxLedgerBytes), path, vs)
+	f.Close()
+	if err != nil {
+		return notValid(err)
+	}
+	for _, h := range heads {
+		b, err := fileio.ReadLimited(h, "head", ledger.MaxCheckpointBytes)
+		if err != nil {
+			return nil, ioError(err)
+		}
+		c, err := ledger.OpenCheckpoint(string(b), l.Origin, vs)
+		if err != nil {
+			return notValid(fmt.Errorf("--head %s: %w", h, err))
+		}
+		if err := l.CheckHead(c, "the head in "+h); err != nil {
+			return notValid(err)
+		}
+		rep.Heads = append(rep.Heads, fmt.Sprintf("%s (size %d)", h, c.Size))
+	}
+	rep.Valid, rep.Origin, rep.Size, rep.Root = true, l.Origin, l.Head.Size, hex.EncodeToString(l.Head.Root[:])
+	for _, e := range l.Entries {
+		switch e.Kind {
+		case ledger.KindQueued:
+			rep.Runs++
+			if e.RerunOf != "" {
+				rep.Reruns++
+			}
+			if _, ok := l.Ended[e.Run]; !ok {
+				rep.Open = append(rep.Open, e.Run)
+			}
+		case ledger.KindEnded:
+			rep.Ended[e.State]++
+		}
+	}
+	return rep, nil
+}
+
+// printLedgerReport prints a ledger's verdict, as JSON or for a reader.
+func printLedgerReport(w io.Writer, path string, rep *ledgerReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	if !rep.Valid {
+		_, err := fmt.Fprintf(w, "%s: NOT VALID\n  %s\n", path, rep.Error)
+		return err
+	}
+	fmt.Fprintf(w, "%s: VALID\n", path)
+	fmt.Fprintf(w, "  origin     %s\n", rep.Origin)
+	fmt.Fprintf(w, "  head       %d entries, root %s (signed)\n", rep.Size, rep.Root)
+	var ended []string
+	for _, s := range []string{"graded", "failed", "invalid"} {
+		ended = append(ended, fmt.Sprintf("%d %s", rep.Ended[s], s))
+	}
+	fmt.Fprintf(w, "  runs       %d queued (%d reruns); ended: %s; not ended: %d\n", rep.Runs, rep.Reruns, strings.Join(ended, ", "), len(rep.Open))
+	for _, h := range rep.Heads {
+		fmt.Fprintf(w, "  consistent with %s\n", h)
+	}
+	return nil
 }
