@@ -211,42 +211,9 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("transform %q: use %s or %s", o.Transform, MarchOf9s, Identity)
 	}
 	s := &Summary{Transform: o.Transform, Bootstrap: o.Bootstrap, EloRounds: o.EloRounds, Seed: o.Seed, Tasks: tasks, Bounds: map[string]Bounds{}}
-	taskIx := map[string]int{}
-	for i, t := range tasks {
-		if _, dup := taskIx[t.Name]; dup {
-			return nil, fmt.Errorf("task %s is given twice", t.Name)
-		}
-		taskIx[t.Name] = i
-		s.Bounds[t.Name] = TaskBounds(t, runs)
-	}
-	agentIx := map[string]int{}
-	var names []string
-	var cells []map[int]*cellRuns
-	for _, r := range runs {
-		ti, ok := taskIx[r.Task]
-		if !ok {
-			return nil, fmt.Errorf("run %s of %s is on task %q, which is not in the suite", r.ID, r.Agent, r.Task)
-		}
-		if r.Agent == SOTAPlayer {
-			return nil, fmt.Errorf("run %s: the agent name %q is the SOTA player's", r.ID, SOTAPlayer)
-		}
-		ai, ok := agentIx[r.Agent]
-		if !ok {
-			ai = len(names)
-			agentIx[r.Agent] = ai
-			names = append(names, r.Agent)
-			cells = append(cells, map[int]*cellRuns{})
-		}
-		c := cells[ai][ti]
-		if c == nil {
-			c = &cellRuns{}
-			cells[ai][ti] = c
-		}
-		ns := 0.0
-		if r.Valid {
-			ns = Normalized(o.Transform, r.Score, s.Bounds[r.Task])
-		}
-		c.ns, c.valid, c.raw = append(c.ns, ns), append(c.valid, r.Valid), append(c.raw, r.Score)
+	names, cells, err := s.group(runs)
+	if err != nil {
+		return nil, err
 	}
 	s.Agents = make([]Agent, len(names))
 	var wg sync.WaitGroup
@@ -264,18 +231,68 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 	}
 	// The agents' resamples run while the games are played and the Elo rounds fitted.
 	defer wg.Wait()
-	// Elo: every seed against every seed on each task, on raw scores, the SOTA a player.
-	var players []string
-	players = append(players, names...)
-	players = append(players, SOTAPlayer)
+	games := eloGames(tasks, len(names), cells)
+	s.Games = len(games)
+	players := len(names) + 1 // the SOTA player last
+	fit := EloFit(games, players)
+	rounds := EloBootstrap(games, players, o.EloRounds, o.Seed)
+	wg.Wait()
+	s.rank(fit, rounds)
+	return s, nil
+}
+
+// group computes each task's bounds and sorts the runs into cells by agent (in the order agents
+// first appear) and task, each run's normalized score beside its raw one.
+func (s *Summary) group(runs []Run) (names []string, cells []map[int]*cellRuns, err error) {
+	taskIx := map[string]int{}
+	for i, t := range s.Tasks {
+		if _, dup := taskIx[t.Name]; dup {
+			return nil, nil, fmt.Errorf("task %s is given twice", t.Name)
+		}
+		taskIx[t.Name] = i
+		s.Bounds[t.Name] = TaskBounds(t, runs)
+	}
+	agentIx := map[string]int{}
+	for _, r := range runs {
+		ti, ok := taskIx[r.Task]
+		if !ok {
+			return nil, nil, fmt.Errorf("run %s of %s is on task %q, which is not in the suite", r.ID, r.Agent, r.Task)
+		}
+		if r.Agent == SOTAPlayer {
+			return nil, nil, fmt.Errorf("run %s: the agent name %q is the SOTA player's", r.ID, SOTAPlayer)
+		}
+		ai, ok := agentIx[r.Agent]
+		if !ok {
+			ai = len(names)
+			agentIx[r.Agent] = ai
+			names = append(names, r.Agent)
+			cells = append(cells, map[int]*cellRuns{})
+		}
+		c := cells[ai][ti]
+		if c == nil {
+			c = &cellRuns{}
+			cells[ai][ti] = c
+		}
+		ns := 0.0
+		if r.Valid {
+			ns = Normalized(s.Transform, r.Score, s.Bounds[r.Task])
+		}
+		c.ns, c.valid, c.raw = append(c.ns, ns), append(c.valid, r.Valid), append(c.raw, r.Score)
+	}
+	return names, cells, nil
+}
+
+// eloGames plays every seed against every seed on each task, on raw scores (an invalid run is
+// NaN), the SOTA a player (numbered agents, after the agents) with SOTASeeds runs at the SOTA.
+func eloGames(tasks []Scoring, agents int, cells []map[int]*cellRuns) []Game {
+	type entry struct {
+		player int
+		runs   []float64 // NaN: invalid
+	}
 	var games []Game
 	for t, task := range tasks {
-		type entry struct {
-			player int
-			runs   []float64 // NaN: invalid
-		}
 		var es []entry
-		for a := range names {
+		for a := range agents {
 			c := cells[a][t]
 			if c == nil {
 				continue
@@ -293,7 +310,7 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 		if len(es) == 0 {
 			continue
 		}
-		sota := entry{player: len(names)}
+		sota := entry{player: agents}
 		for range SOTASeeds {
 			sota.runs = append(sota.runs, task.SOTA)
 		}
@@ -308,16 +325,18 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 			}
 		}
 	}
-	s.Games = len(games)
-	fit := EloFit(games, len(players))
-	rounds := EloBootstrap(games, len(players), o.EloRounds, o.Seed)
-	wg.Wait()
+	return games
+}
+
+// rank gives each player (the agents, then the SOTA) its Elo fit and bootstrap interval, orders
+// the agents by mean normalized score and numbers both rankings; the SOTA row goes last.
+func (s *Summary) rank(fit []float64, rounds [][]float64) {
 	one := [2]float64{1, 1}
-	sotaAgent := Agent{Name: SOTAPlayer, IsSOTA: true, Tasks: len(tasks), PerTask: map[string]Cell{}, Seeds: SOTASeeds,
+	sotaAgent := Agent{Name: SOTAPlayer, IsSOTA: true, Tasks: len(s.Tasks), PerTask: map[string]Cell{}, Seeds: SOTASeeds,
 		MeanNS: 1, IQMNS: 1, MedianNS: 1, VSR: 1, MeanNSCI: one, IQMNSCI: one, MedianNSCI: one, VSRCI: one} // the SOTA scores 1 by definition
-	for p := range players {
+	for p := range len(s.Agents) + 1 {
 		ag := &sotaAgent
-		if p < len(names) {
+		if p < len(s.Agents) {
 			ag = &s.Agents[p]
 		}
 		ag.EloFit = fit[p]
@@ -347,7 +366,6 @@ func Summarize(tasks []Scoring, runs []Run, o Options) (*Summary, error) {
 	for r, i := range byElo {
 		s.Agents[i].EloRank = r + 1
 	}
-	return s, nil
 }
 
 // cellRuns are one agent's runs on one task, in order.
@@ -463,6 +481,9 @@ func StratifiedBootstrap(cols [][]float64, n int, rng *rand.Rand) [3][2]float64 
 	return stratifiedBootstrap(cols, n, rng, false)
 }
 
+// stratifiedBootstrap is StratifiedBootstrap; with meanOnly it computes only the mean's interval
+// (the others NaN). It is long because it is one algorithm (resample within each task, then
+// aggregate), kept whole so it reads against the notebook's.
 func stratifiedBootstrap(cols [][]float64, n int, rng *rand.Rand, meanOnly bool) [3][2]float64 {
 	nan := [2]float64{math.NaN(), math.NaN()}
 	if len(cols) == 0 || len(cols[0]) == 0 {
@@ -663,9 +684,10 @@ func EloBootstrap(games []Game, players, rounds int, seed uint64) [][]float64 {
 	return out
 }
 
-// bradleyTerry maximizes Σ w[a][b]·log σ(ln10·(θa − θb)) over θ with Σθ = 0 by Newton's
-// method, stopping when the mean log-loss's gradient is under 1e-6 (at most 100 steps), and
-// returns 400·θ + 1000. Players with no game are NaN.
+// bradleyTerry maximizes Σ w[a][b]·log σ(ln10·(θa − θb)) over θ with Σθ = 0 by Newton's method,
+// stopping when the mean log-loss's gradient is under 1e-6 (at most 100 steps), and returns 400·θ +
+// 1000. Players with no game are NaN. It is long because it is one algorithm, kept whole so it
+// reads against the notebook's.
 func bradleyTerry(w [][]float64) []float64 {
 	n := len(w)
 	active := make([]bool, n)

@@ -62,7 +62,8 @@ func bad(field, format string, args ...any) error {
 }
 
 // checkIdentity checks what names the run: the hashes and pins of its track, exam, kit or task,
-// images, scaffold and agent, its seed and its run id.
+// images, scaffold and agent, its seed and its run id. It is long because it is one rule per field,
+// in attest/PREDICATE.md's order.
 func checkIdentity(p *Predicate) error {
 	hexes := []struct{ field, v string }{
 		{"track.id", p.Track.ID}, {"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},

@@ -380,7 +380,8 @@ func ReadDocuments(file string, in io.Reader, opts ...Option) ([]Question, error
 }
 
 // spans reads and checks "answers": sorted, non-overlapping, non-empty [start, end) byte ranges
-// inside text. textOK false means the text is unknown, so ranges are checked only for shape.
+// inside text. textOK false means the text is unknown, so ranges are checked only for shape. It is
+// long because it is one rule per property of a span, each with its message.
 func (r *reader) spans(n int, m map[string]json.RawMessage, textLen int, textOK bool) ([][2]int, bool) {
 	raw, present := m["answers"]
 	if !present {

@@ -62,7 +62,8 @@ func Open(path, wantSHA256 string) (*Exam, error) {
 	return Decode(path, f, wantSHA256)
 }
 
-// Decode is Open for an already opened reader; name is used in errors.
+// Decode is Open for an already opened reader; name is used in errors. It is long because it checks
+// the header and every question line in one pass, as the format (exams/FORMAT.md) lists them.
 func Decode(name string, in io.Reader, wantSHA256 string) (*Exam, error) {
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(in, h), 256<<10)

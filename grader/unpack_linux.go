@@ -145,6 +145,8 @@ type unpacker struct {
 	count int
 }
 
+// entry applies one tar entry of a bundle under the bundle rules. It is long because it is one
+// case per entry type, each with its refusal, kept together so the rules read as one table.
 func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	if err := checkName(hdr.Name); err != nil {
 		return err

@@ -16,9 +16,10 @@ import (
 var Epoch = time.Unix(0, 0).UTC()
 
 // WriteLayerTar writes dir as a reproducible tar layer: entries in lexical order, fixed
-// modification times, numeric owners only, hard links as links, no device nodes, FIFOs or
-// sockets. Paths for which skip returns true (relative, slash-separated) are left out, with
-// everything under them.
+// modification times, numeric owners only, hard links as links, no device nodes, FIFOs or sockets.
+// Paths for which skip returns true (relative, slash-separated) are left out, with everything under
+// them. It is long because it is one case per file type, kept together so the layer's rules read as
+// one table.
 func WriteLayerTar(w io.Writer, dir string, skip func(rel string) bool) error {
 	tw := tar.NewWriter(w)
 	seen := map[[2]uint64]string{} // (dev, inode) of multiply linked files -> first path

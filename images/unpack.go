@@ -196,6 +196,9 @@ func symlinkEscapes(linkPath, target string) bool {
 	return p == ".." || strings.HasPrefix(p, "../")
 }
 
+// entry applies one tar entry of a layer to the rootfs under the layer rules. It is long because
+// it is one case per entry type (whiteouts, directories, files, links, devices), kept together so
+// the rules read as one table.
 func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	name, rule := cleanName(hdr.Name)
 	if rule != "" {

@@ -69,7 +69,8 @@ const (
 	ValidationPath = "validation.sealrun"
 )
 
-// ParseRecipe reads and checks a kit.toml; every problem is reported, each as file: key: what.
+// ParseRecipe reads and checks a kit.toml; every problem is reported, each as file: key: what. It
+// is long because it is one rule per key of kit.toml, in KIT.md's order.
 func ParseRecipe(name string, data []byte) (*Recipe, error) {
 	var r Recipe
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&r)

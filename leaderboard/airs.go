@@ -215,6 +215,9 @@ func ci(v [2]float64, prec int) string {
 	return fmt.Sprintf("[%.*f, %.*f]", prec, v[0], prec, v[1])
 }
 
+// text writes the AIRS board as plain text or Markdown (md): the agents, then each task, the
+// rejected inputs and the rules. It is long because it is the board's sections in the order
+// printed.
 func (b *AIRSBoard) text(w io.Writer, md bool) error {
 	ew := &errWriter{w: w}
 	head := func(s string) {

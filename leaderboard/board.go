@@ -193,6 +193,9 @@ func orEmpty(r []Rejection) []Rejection {
 	return r
 }
 
+// buildTable builds one track's table from its verified entries: a row per agent with its valid
+// seeds, failed runs and invalid runs (each with the runs that rerun it), then the rows' statistics
+// and ranks. It is long because it sorts each kind of run into its row in one pass.
 func buildTable(entries []Entry) Table {
 	p0 := entries[0].Predicate
 	t := Table{Track: p0.Track, Questions: p0.Exam.Questions, SeedsRequired: p0.Track.SeedsRequired, Ranked: p0.Track.Status != "withdrawn", Warnings: []string{}}

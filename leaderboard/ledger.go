@@ -123,7 +123,9 @@ func (b *Board) checkLedgers(in *Inputs) map[string]*ledger.Ledger {
 	return good
 }
 
-// accountRows sets each row's RowLedger.
+// accountRows sets each row's RowLedger. It is long because it is the accounting rule (LedgerRule)
+// in order: for each row, each run the ledgers hold of its track and agent, then each of its
+// published runs; last, the runs of agents with no row (every attestation withheld).
 func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad bool) {
 	published := map[string]string{} // run -> sha256 of its signed statement
 	for _, e := range in.Entries {

@@ -94,6 +94,9 @@ func (r *Row) cells() []string {
 		strings.Join(r.SignedBy, ", ")}
 }
 
+// text writes the board as plain text or Markdown (md): the tables, the rejected inputs, the
+// ledgers, the rules. It is long because it is the board's sections in the order FORMAT.md gives
+// them.
 func (b *Board) text(w io.Writer, md bool) error {
 	bw := &errWriter{w: w}
 	if len(b.Tables) == 0 {

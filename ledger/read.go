@@ -23,9 +23,10 @@ type Ledger struct {
 	Ended   map[string]int
 }
 
-// Read reads and verifies a ledger file: each line well formed, each entry valid, each run
-// queued once before it ends once, every checkpoint's root that of the entries before it, and
-// the last line a checkpoint over all of them signed by one of keys. name labels errors.
+// Read reads and verifies a ledger file: each line well formed, each entry valid, each run queued
+// once before it ends once, every checkpoint's root that of the entries before it, and the last
+// line a checkpoint over all of them signed by one of keys. name labels errors. It is long because
+// it is one pass over the lines with a rule per kind of line.
 func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) {
 	l := &Ledger{Name: name, Tree: NewTree(), Queued: map[string]int{}, Ended: map[string]int{}}
 	var last string

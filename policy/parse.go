@@ -204,6 +204,9 @@ func (v *validator) add(key, format string, args ...any) {
 // values holds every converted value by "table.key"; a key with a problem is absent.
 type values map[string]any
 
+// track converts every table and key of the schema into a Track, each problem recorded with
+// its file:table.key. It is long because it is the schema's rules in order, one block per table,
+// so the order of the problems it reports is the order of the documented tables.
 func (v *validator) track(md toml.MetaData) *Track {
 	got := values{}
 	known := map[string]tableSpec{}
@@ -378,6 +381,8 @@ func ParseBytes(s string) (int64, error) {
 	return n * unit, nil
 }
 
+// convert checks one value against the kind its key takes and converts it. It is long because
+// it is one case per kind (strings, hashes, pins, durations, sizes, ...), each with its message.
 func (v *validator) convert(key string, k kind, val any) (any, bool) {
 	fail := func(format string, args ...any) (any, bool) {
 		v.add(key, format+"; expected "+expectation(k), args...)

@@ -68,7 +68,8 @@ var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 // callEnv is the fixed allowlist every call gets, before the caller's --env.
 var callEnv = []string{"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1"}
 
-// validateCall checks a call request; the message says what is wrong and how to fix it.
+// validateCall checks a call request; the message says what is wrong and how to fix it. It is long
+// because it is one rule per field of the request, in the protocol's order (runner/PROTOCOL.md).
 func (s *Service) validateCall(req *CallRequest) (cwd string, err error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return "", errors.New("no command: runner CMD [ARGS...]")

@@ -66,9 +66,10 @@ func kernelRelease() (string, int, int) {
 	return rel, major, minor
 }
 
-// cgroupChecks are the doctor's lines about cgroups: the hierarchy and its controllers, the
-// kernel features sealrun uses on it (freeze, kill, memory peak, the eBPF device filter), and on
-// a cgroup v2 host under systemd whether the daemon's unit delegates its cgroup.
+// cgroupChecks are the doctor's lines about cgroups: the hierarchy and its controllers, the kernel
+// features sealrun uses on it (freeze, kill, memory peak, the eBPF device filter), and on a cgroup
+// v2 host under systemd whether the daemon's unit delegates its cgroup. It is long because it is
+// the list of those checks, in the order printed.
 func cgroupChecks(ctx context.Context, add func(name, status, detail, fix string)) {
 	mode := CgroupMode()
 	rel, major, minor := kernelRelease()

@@ -23,8 +23,9 @@ type Check struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-// Doctor checks that this host can run sealed runs. It changes nothing except a netns it
-// creates and deletes to prove it can.
+// Doctor checks that this host can run sealed runs. It changes nothing except a netns it creates
+// and deletes to prove it can. It is long because it is the list of checks, in the order the doctor
+// prints them.
 func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 	var out []Check
 	add := func(name, status, detail, fix string) { out = append(out, Check{name, status, detail, fix}) }

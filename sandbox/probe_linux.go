@@ -285,7 +285,8 @@ func (res *ProbeResult) fromInside(in inside, attempts []EgressAttempt) {
 	res.Egress = attempts
 }
 
-// judge records every property that is not as the role requires.
+// judge records every property that is not as the role requires. It is long because it is one rule
+// per field of the probe's record, in the record's order.
 func (r *ProbeResult) judge(cfg ProbeConfig) {
 	bad := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	want := []string{"cgroup", "ipc", "mnt", "net", "pid", "user", "uts"}

@@ -51,6 +51,9 @@ type egress struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// runPosture is the posture verb: it reads what the container sees of its own confinement
+// (privileges, masked paths, egress, namespaces, sockets, syscalls, limits) and prints it as JSON.
+// It is long because it is one probe after another, each writing its field of the record.
 func runPosture(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner posture", flag.ContinueOnError)
 	fs.SetOutput(stderr)

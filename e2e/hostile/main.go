@@ -145,6 +145,9 @@ func common() {
 
 // ---- network ----
 
+// network tries every way out of the controller's network namespace: the TCP and UDP targets it
+// is given, DNS, raw and packet sockets, IPv6, vsock, the Unix sockets it is given and any other
+// socket file inside. It is long because it is the attack suite's list of attempts, each recorded.
 func network() {
 	for _, t := range cfg.TCP {
 		c, err := net.DialTimeout("tcp", t, 700*time.Millisecond)
@@ -330,6 +333,10 @@ func markers() map[string][]byte {
 	return m
 }
 
+// filesystem tries to reach the host's files (directly and through every visible process's root
+// and cwd), to write outside the workspace, to find the secrets on any mount, and reads what the
+// mount table says of the host. It is long because it is the attack suite's list of attempts, each
+// recorded.
 func filesystem() {
 	for _, p := range cfg.HostPaths {
 		tries := []string{p, "/proc/1/root" + p, "/proc/self/root/../../.." + p, "/proc/1/cwd/../../.." + p}
@@ -440,8 +447,9 @@ func scanMounts(ms map[string][]byte) (found []string, files int, total int64) {
 
 // ---- kernel ----
 
-// kernel runs the runner client's posture verb (nested namespaces, socket families, the
-// filtered syscalls, masked paths) and adds device nodes, /proc/sys, /sys and cgroup writes.
+// kernel runs the runner client's posture verb (nested namespaces, socket families, the filtered
+// syscalls, masked paths) and adds device nodes, /proc/sys, /sys and cgroup writes. It is long
+// because it is the attack suite's list of attempts, each recorded.
 func kernel() {
 	var p struct {
 		NoNewPrivs    bool              `json:"no_new_privs"`
