@@ -404,6 +404,40 @@ type phaseResult struct {
 	note     string
 }
 
+// ask sends question i to the session and judges the reply, recording its time and value in res
+// and its outcome; it returns the outcome, why, and the question's log entry.
+func (p *phase) ask(ctx context.Context, s *session, i int, deadline time.Time, res *phaseResult) (Outcome, string, questionLog) {
+	q := p.qs[i]
+	req := request{Op: p.op, Seq: i + 1, PrefixB64: base64.StdEncoding.EncodeToString(q.Prefix)}
+	if p.op == "generate" {
+		req.N = len(q.Answer)
+	} else {
+		req.TargetB64 = base64.StdEncoding.EncodeToString(q.Answer)
+	}
+	wait := min(p.env.Question, time.Until(deadline))
+	qt := time.Now()
+	r, outcome, why := s.ask(ctx, req, wait)
+	res.times[i] = time.Since(qt)
+	entry := questionLog{Index: i + 1, ID: q.ID, MS: float64(res.times[i].Microseconds()) / 1000, Want: len(q.Answer)}
+	if r != nil {
+		outcome, why, res.values[i] = p.judge(q, r)
+		if r.OutputB64 != nil {
+			if b, err := base64.StdEncoding.DecodeString(*r.OutputB64); err == nil {
+				entry.Got = len(b)
+			}
+		}
+		entry.Bits = res.values[i]
+	}
+	if outcome == NotRun && ctx.Err() == nil && !time.Now().Before(deadline) {
+		outcome, why = Timeout, "timeout: grading time ran out during the question"
+	}
+	res.outcomes[i], entry.Outcome, entry.Note = outcome, outcome, why
+	return outcome, why, entry
+}
+
+// run asks every question of the phase in order, starting the entrypoint's session again after a
+// timeout, crash or malformed reply, until the questions, the restarts or the time run out; each
+// question's outcome goes to the phase's private log.
 func (p *phase) run(ctx context.Context, deadline time.Time) (*phaseResult, error) {
 	t0 := time.Now()
 	res := &phaseResult{outcomes: make([]Outcome, len(p.qs)), values: make([]float64, len(p.qs)), times: make([]time.Duration, len(p.qs))}
@@ -454,31 +488,7 @@ func (p *phase) run(ctx context.Context, deadline time.Time) (*phaseResult, erro
 				continue
 			}
 		}
-		q := p.qs[i]
-		req := request{Op: p.op, Seq: i + 1, PrefixB64: base64.StdEncoding.EncodeToString(q.Prefix)}
-		if p.op == "generate" {
-			req.N = len(q.Answer)
-		} else {
-			req.TargetB64 = base64.StdEncoding.EncodeToString(q.Answer)
-		}
-		wait := min(p.env.Question, time.Until(deadline))
-		qt := time.Now()
-		r, outcome, why := s.ask(ctx, req, wait)
-		res.times[i] = time.Since(qt)
-		entry := questionLog{Index: i + 1, ID: q.ID, MS: float64(res.times[i].Microseconds()) / 1000, Want: len(q.Answer)}
-		if r != nil {
-			outcome, why, res.values[i] = p.judge(q, r)
-			if r.OutputB64 != nil {
-				if b, err := base64.StdEncoding.DecodeString(*r.OutputB64); err == nil {
-					entry.Got = len(b)
-				}
-			}
-			entry.Bits = res.values[i]
-		}
-		if outcome == NotRun && ctx.Err() == nil && !time.Now().Before(deadline) {
-			outcome, why = Timeout, "timeout: grading time ran out during the question"
-		}
-		res.outcomes[i], entry.Outcome, entry.Note = outcome, outcome, why
+		outcome, why, entry := p.ask(ctx, s, i, deadline, res)
 		enc.Encode(entry)
 		switch outcome {
 		case Timeout, Crash, Malformed:

@@ -77,12 +77,27 @@ func unpack(ctx context.Context, file, dst string, lim Limits, export bool) (_ *
 	defer unix.Close(root)
 
 	u := &unpacker{lim: lim, root: root, seen: map[string]bool{}}
+	if err := u.stream(ctx, zr); err != nil {
+		return nil, err
+	}
+	if export {
+		return &Unpacked{Dir: dst, Files: u.files, RawBytes: u.raw}, nil
+	}
+	m, err := u.manifest(dst)
+	if err != nil {
+		return nil, err
+	}
+	return &Unpacked{Dir: dst, Manifest: m, Files: u.files, RawBytes: u.raw}, nil
+}
+
+// stream applies the tar stream inside the gzip stream zr, its decompressed size capped.
+func (u *unpacker) stream(ctx context.Context, zr io.Reader) error {
 	// The decompressed stream is capped: file bytes plus tar headers and padding.
-	capped := &io.LimitedReader{R: zr, N: lim.MaxRawBytes + int64(lim.MaxFiles+2)*2048 + 1}
+	capped := &io.LimitedReader{R: zr, N: u.lim.MaxRawBytes + int64(u.lim.MaxFiles+2)*2048 + 1}
 	tr := tar.NewReader(capped)
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -90,26 +105,29 @@ func unpack(ctx context.Context, file, dst string, lim Limits, export bool) (_ *
 		}
 		if err != nil {
 			if capped.N <= 0 {
-				return nil, bundleErr("", "decompresses to more than %d bytes; a bundle holds at most %s before compression", lim.MaxRawBytes, iec(lim.MaxRawBytes))
+				return bundleErr("", "decompresses to more than %d bytes; a bundle holds at most %s before compression", u.lim.MaxRawBytes, iec(u.lim.MaxRawBytes))
 			}
-			return nil, bundleErr("", "is not a valid tar stream: %v", err)
+			return bundleErr("", "is not a valid tar stream: %v", err)
 		}
 		if err := u.entry(hdr, tr); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Whatever follows the tar's end marker is bounded by the same cap and must not exist.
 	if n, _ := io.Copy(io.Discard, capped); n > 0 {
 		if capped.N <= 0 {
-			return nil, bundleErr("", "decompresses to more than %d bytes; a bundle holds at most %s before compression", lim.MaxRawBytes, iec(lim.MaxRawBytes))
+			return bundleErr("", "decompresses to more than %d bytes; a bundle holds at most %s before compression", u.lim.MaxRawBytes, iec(u.lim.MaxRawBytes))
 		}
 		if n > 10240 {
-			return nil, bundleErr("", "has %d bytes after the tar's end; a bundle is one tar stream", n)
+			return bundleErr("", "has %d bytes after the tar's end; a bundle is one tar stream", n)
 		}
 	}
-	if export {
-		return &Unpacked{Dir: dst, Files: u.files, RawBytes: u.raw}, nil
-	}
+	return nil
+}
+
+// manifest reads the bundle's manifest and checks that the entrypoint's bundle files exist (and
+// argv[0], when a bundle file, is executable).
+func (u *unpacker) manifest(dst string) (*Manifest, error) {
 	if !u.seen[ManifestName] {
 		return nil, bundleErr("", "has no %s at its top; add one naming the entrypoint (grader/PROTOCOL.md)", ManifestName)
 	}
@@ -133,7 +151,7 @@ func unpack(ctx context.Context, file, dst string, lim Limits, export bool) (_ *
 			return nil, bundleErr(bf, "is the entrypoint but not executable; chmod +x it before packing, or run it through an interpreter ([\"python3\", %q])", bf)
 		}
 	}
-	return &Unpacked{Dir: dst, Manifest: m, Files: u.files, RawBytes: u.raw}, nil
+	return m, nil
 }
 
 type unpacker struct {

@@ -176,61 +176,108 @@ func Build(src fs.FS, srcName, out string, o BuildOptions) (*Kit, error) {
 	defer os.RemoveAll(tmp)
 	os.Chmod(tmp, 0o755)
 
-	var files []File
-	put := func(rel string, data []byte) error {
-		if int64(len(data)) > MaxFileBytes {
-			return &Error{Dir: out, File: rel, Problem: fmt.Sprintf("would be %d bytes, over the kit's limit of %d bytes per file", len(data), MaxFileBytes), Fix: "make the recipe smaller"}
-		}
-		p := filepath.Join(tmp, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		files = append(files, File{Path: rel, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))})
-		return nil
-	}
+	kw := &kitWriter{dir: tmp, out: out}
 	for _, f := range r.Files {
 		data, err := readSource(src, srcName, f)
 		if err != nil {
 			return nil, err
 		}
-		if err := put(f, data); err != nil {
+		if err := kw.put(f, data); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(o.Log, "kit %s: training text from %d Debian texts and %d synthetic questions (seed %d)\n", r.Name, len(r.Text), r.Synthetic.Questions, r.Synthetic.Seed)
+	train, sources, err := trainingText(r, path.Join(srcName, RecipeName), o.TextRoot)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Log, "kit %s: validation set of %d questions (seed %d)\n", r.Name, r.Validation.Questions, r.Validation.Seed)
+	val, err := validationSet(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		rel  string
+		data []byte
+	}{{TrainPath, train}, {SourcesPath, sources}, {ValidationPath, val}} {
+		if err := kw.put(f.rel, f.data); err != nil {
 			return nil, err
 		}
 	}
 
-	fmt.Fprintf(o.Log, "kit %s: training text from %d Debian texts and %d synthetic questions (seed %d)\n", r.Name, len(r.Text), r.Synthetic.Questions, r.Synthetic.Seed)
-	var train bytes.Buffer
-	var sources strings.Builder
-	fmt.Fprintf(&sources, "# Where %s comes from\n\nBuilt by `sealrun kit build` from the recipe `kit.toml` of kit %s version %s.\n\n", TrainPath, r.Name, r.Version)
-	fmt.Fprintf(&sources, "## Public text from Debian packages (whole files, unmodified, in this order)\n\n| package | file | sha256 | licence |\n|---|---|---|---|\n")
+	if err := kw.finish(); err != nil {
+		return nil, err
+	}
+	return Open(out)
+}
+
+// kitWriter writes a kit's files into its directory under construction and lists them.
+type kitWriter struct {
+	dir, out string // out: the kit's final directory, for messages
+	files    []File
+}
+
+func (kw *kitWriter) put(rel string, data []byte) error {
+	if int64(len(data)) > MaxFileBytes {
+		return &Error{Dir: kw.out, File: rel, Problem: fmt.Sprintf("would be %d bytes, over the kit's limit of %d bytes per file", len(data), MaxFileBytes), Fix: "make the recipe smaller"}
+	}
+	p := filepath.Join(kw.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	kw.files = append(kw.files, File{Path: rel, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))})
+	return nil
+}
+
+// finish writes SHA256SUMS, makes the kit durable and renames it to its final name.
+func (kw *kitWriter) finish() error {
+	sort.Slice(kw.files, func(i, j int) bool { return kw.files[i].Path < kw.files[j].Path })
+	if err := os.WriteFile(filepath.Join(kw.dir, ManifestName), manifestBytes(kw.files), 0o644); err != nil {
+		return err
+	}
+	if err := fileio.SyncTree(kw.dir); err != nil {
+		return err
+	}
+	if err := os.Rename(kw.dir, kw.out); err != nil {
+		return fmt.Errorf("kit build: %w", err)
+	}
+	return nil
+}
+
+// trainingText is the kit's training text (the recipe's Debian texts, whole and in order, then
+// its synthetic documents) and data/SOURCES.md, which says where each part came from. recipe
+// names the recipe in errors.
+func trainingText(r *Recipe, recipe, textRoot string) (train, sources []byte, err error) {
+	var tb bytes.Buffer
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# Where %s comes from\n\nBuilt by `sealrun kit build` from the recipe `kit.toml` of kit %s version %s.\n\n", TrainPath, r.Name, r.Version)
+	fmt.Fprintf(&sb, "## Public text from Debian packages (whole files, unmodified, in this order)\n\n| package | file | sha256 | licence |\n|---|---|---|---|\n")
 	for i, t := range r.Text {
-		data, err := readText(o.TextRoot, t)
+		data, err := readText(textRoot, t)
 		if err != nil {
-			return nil, fmt.Errorf("%s: text[%d]: %w", path.Join(srcName, RecipeName), i, err)
+			return nil, nil, fmt.Errorf("%s: text[%d]: %w", recipe, i, err)
 		}
-		train.Write(data)
-		train.WriteString("\n\n")
-		fmt.Fprintf(&sources, "| %s | %s | %s | %s |\n", t.Package, t.Path, t.SHA256, t.Licence)
+		tb.Write(data)
+		tb.WriteString("\n\n")
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", t.Package, t.Path, t.SHA256, t.Licence)
 	}
 	docs := exams.Synthesize(r.Synthetic.Seed, r.Synthetic.Questions)
 	for _, d := range docs {
-		train.WriteString(d.Text)
-		train.WriteString("\n\n")
+		tb.WriteString(d.Text)
+		tb.WriteString("\n\n")
 	}
-	fmt.Fprintf(&sources, "\n## Synthetic documents\n\n%d documents (%d questions' worth) of the exam families (%s) from `exams.Synthesize` with seed %d — the generator `sealrun exam synth` uses, with a seed no exam or validation set of this project uses. Synthetic text is generated, not copied: no licence applies.\n",
+	fmt.Fprintf(&sb, "\n## Synthetic documents\n\n%d documents (%d questions' worth) of the exam families (%s) from `exams.Synthesize` with seed %d — the generator `sealrun exam synth` uses, with a seed no exam or validation set of this project uses. Synthetic text is generated, not copied: no licence applies.\n",
 		len(docs), r.Synthetic.Questions, strings.Join(exams.Families, ", "), r.Synthetic.Seed)
-	if err := put(TrainPath, train.Bytes()); err != nil {
-		return nil, err
-	}
-	if err := put(SourcesPath, []byte(sources.String())); err != nil {
-		return nil, err
-	}
+	return tb.Bytes(), []byte(sb.String()), nil
+}
 
-	fmt.Fprintf(o.Log, "kit %s: validation set of %d questions (seed %d)\n", r.Name, r.Validation.Questions, r.Validation.Seed)
+// validationSet is the kit's public validation set, an exam file synthesized from the recipe's
+// seed.
+func validationSet(r *Recipe) ([]byte, error) {
 	var vdocs bytes.Buffer
 	if err := exams.WriteDocuments(&vdocs, exams.Synthesize(r.Validation.Seed, r.Validation.Questions)); err != nil {
 		return nil, err
@@ -243,21 +290,7 @@ func Build(src fs.FS, srcName, out string, o BuildOptions) (*Kit, error) {
 	if _, err := exams.Encode(&vbuf, qs, r.Validation.ContextBytes); err != nil {
 		return nil, err
 	}
-	if err := put(ValidationPath, vbuf.Bytes()); err != nil {
-		return nil, err
-	}
-
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	if err := os.WriteFile(filepath.Join(tmp, ManifestName), manifestBytes(files), 0o644); err != nil {
-		return nil, err
-	}
-	if err := fileio.SyncTree(tmp); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		return nil, fmt.Errorf("kit build: %w", err)
-	}
-	return Open(out)
+	return vbuf.Bytes(), nil
 }
 
 // readSource reads one file of a kit's source, refusing anything but a regular file: a symlink

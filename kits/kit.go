@@ -90,7 +90,60 @@ const rebuild = "rebuild it with sealrun kit build"
 // portable, within the limits, and exactly the files SHA256SUMS lists with those hashes. The
 // error names the file and the fix.
 func Open(dir string) (*Kit, error) {
+	found, err := scanKit(dir)
+	if err != nil {
+		return nil, err
+	}
 	k := &Kit{Dir: dir}
+	if _, ok := found[ManifestName]; !ok {
+		return nil, &Error{Dir: dir, File: ManifestName, Problem: "missing: this is not a built kit", Fix: "build one with sealrun kit build SRC --out DIR"}
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		return nil, &Error{Dir: dir, File: ManifestName, Problem: err.Error()}
+	}
+	listed, err := parseManifest(manifest)
+	if err != nil {
+		return nil, &Error{Dir: dir, File: ManifestName, Problem: err.Error(), Fix: rebuild}
+	}
+	delete(found, ManifestName)
+	for _, f := range listed {
+		size, ok := found[f.Path]
+		if !ok {
+			return nil, &Error{Dir: dir, File: f.Path, Problem: "listed in SHA256SUMS but missing", Fix: "restore it or " + rebuild}
+		}
+		delete(found, f.Path)
+		sum, err := fileio.SHA256(filepath.Join(dir, f.Path))
+		if err != nil {
+			return nil, &Error{Dir: dir, File: f.Path, Problem: err.Error()}
+		}
+		if sum != f.SHA256 {
+			return nil, &Error{Dir: dir, File: f.Path, Problem: fmt.Sprintf("has sha256 %s, SHA256SUMS says %s: it was changed after the kit was built", sum, f.SHA256), Fix: rebuild}
+		}
+		k.Files = append(k.Files, File{Path: f.Path, SHA256: sum, Size: size})
+		k.Bytes += size
+	}
+	if len(found) > 0 {
+		extra := make([]string, 0, len(found))
+		for p := range found {
+			extra = append(extra, p)
+		}
+		sort.Strings(extra)
+		return nil, &Error{Dir: dir, File: extra[0], Problem: fmt.Sprintf("is not listed in SHA256SUMS (%d unlisted file(s): %s)", len(extra), strings.Join(extra, ", ")), Fix: "remove it or " + rebuild}
+	}
+	for _, r := range Required {
+		if _, ok := k.File(r); !ok {
+			return nil, &Error{Dir: dir, File: r, Problem: "missing: every kit has one", Fix: "add it to the kit's recipe and " + rebuild}
+		}
+	}
+	sum := sha256.Sum256(manifest)
+	k.Hash = hex.EncodeToString(sum[:])
+	return k, nil
+}
+
+// scanKit lists a kit directory's regular files with their sizes, refusing what a kit may not
+// hold (links, special files, unportable names) and what is over its limits.
+func scanKit(dir string) (map[string]int64, error) {
 	found := map[string]int64{}
 	var total int64
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -140,50 +193,7 @@ func Open(dir string) (*Kit, error) {
 		}
 		return nil, &Error{Dir: dir, Problem: err.Error()}
 	}
-	if _, ok := found[ManifestName]; !ok {
-		return nil, &Error{Dir: dir, File: ManifestName, Problem: "missing: this is not a built kit", Fix: "build one with sealrun kit build SRC --out DIR"}
-	}
-	manifest, err := os.ReadFile(filepath.Join(dir, ManifestName))
-	if err != nil {
-		return nil, &Error{Dir: dir, File: ManifestName, Problem: err.Error()}
-	}
-	listed, err := parseManifest(manifest)
-	if err != nil {
-		return nil, &Error{Dir: dir, File: ManifestName, Problem: err.Error(), Fix: rebuild}
-	}
-	delete(found, ManifestName)
-	for _, f := range listed {
-		size, ok := found[f.Path]
-		if !ok {
-			return nil, &Error{Dir: dir, File: f.Path, Problem: "listed in SHA256SUMS but missing", Fix: "restore it or " + rebuild}
-		}
-		delete(found, f.Path)
-		sum, err := fileio.SHA256(filepath.Join(dir, f.Path))
-		if err != nil {
-			return nil, &Error{Dir: dir, File: f.Path, Problem: err.Error()}
-		}
-		if sum != f.SHA256 {
-			return nil, &Error{Dir: dir, File: f.Path, Problem: fmt.Sprintf("has sha256 %s, SHA256SUMS says %s: it was changed after the kit was built", sum, f.SHA256), Fix: rebuild}
-		}
-		k.Files = append(k.Files, File{Path: f.Path, SHA256: sum, Size: size})
-		k.Bytes += size
-	}
-	if len(found) > 0 {
-		extra := make([]string, 0, len(found))
-		for p := range found {
-			extra = append(extra, p)
-		}
-		sort.Strings(extra)
-		return nil, &Error{Dir: dir, File: extra[0], Problem: fmt.Sprintf("is not listed in SHA256SUMS (%d unlisted file(s): %s)", len(extra), strings.Join(extra, ", ")), Fix: "remove it or " + rebuild}
-	}
-	for _, r := range Required {
-		if _, ok := k.File(r); !ok {
-			return nil, &Error{Dir: dir, File: r, Problem: "missing: every kit has one", Fix: "add it to the kit's recipe and " + rebuild}
-		}
-	}
-	sum := sha256.Sum256(manifest)
-	k.Hash = hex.EncodeToString(sum[:])
-	return k, nil
+	return found, nil
 }
 
 // Check compares the kit's hash with the one a track pins.

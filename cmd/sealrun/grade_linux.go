@@ -118,25 +118,9 @@ printed), 1 bad input, 2 usage or a failure of this host. Needs root.`,
 			if f.bundle == "" || f.exam == "" {
 				return usage(errors.New("give the bundle with --bundle and the exam with --exam"))
 			}
-			t := &policy.Track{Budget: policy.Budget{Grading: f.grading, QuestionLimit: f.question}, Artifact: policy.Artifact{MaxGzipBytes: 16 << 20}}
-			image := f.image
-			if f.track != "" {
-				var err error
-				if t, err = policy.Load(f.track); err != nil {
-					return err
-				}
-				if image == "" {
-					image = t.Images.Grader.String()
-				}
-			} else if image == "" {
-				return usage(errors.New("give --track (its grader image and limits) or the grader image with --image"))
-			}
-			ex, err := openExam(f.exam, "")
+			t, image, ex, err := f.gradeInputs()
 			if err != nil {
 				return err
-			}
-			if f.track != "" && ex.SHA256 != t.Exam.SHA256 && ex.SHA256 != t.Exam.ValidationSHA256 {
-				return fmt.Errorf("exam %s has sha256 %s, but track %s pins the hidden exam %s and the validation set %s; give the exam the track pins (or grade without --track, with --image)", f.exam, ex.SHA256, f.track, t.Exam.SHA256, t.Exam.ValidationSHA256)
 			}
 			families, err := f.fam.families(cmd)
 			if err != nil {
@@ -192,9 +176,7 @@ func gradeFile(ctx context.Context, e *grader.Env, bundle string, ex *exams.Exam
 
 func printReport(w io.Writer, r *grader.Report, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return printJSON(w, r)
 	}
 	row := func(k, format string, args ...any) { fmt.Fprintf(w, "%-18s %s\n", k, fmt.Sprintf(format, args...)) }
 	row("bundle", "%s (%d bytes gzipped)", r.Candidate.ID, r.Candidate.Size)
@@ -375,4 +357,30 @@ func printDifference(w io.Writer, p *attest.Predicate, rep, attested *grader.Rep
 	for _, d := range grader.DiffVectors(ids, grader.PassVector(attested.PassVector), grader.PassVector(rep.PassVector)) {
 		fmt.Fprintf(w, "  %s\n", d)
 	}
+}
+
+// gradeInputs are what grade grades under: the track (--track, else one made of the limit flags),
+// the grader image (--image, else the track's) and the exam (the track's, when a track is given).
+func (f *gradeFlags) gradeInputs() (*policy.Track, string, *exams.Exam, error) {
+	t := &policy.Track{Budget: policy.Budget{Grading: f.grading, QuestionLimit: f.question}, Artifact: policy.Artifact{MaxGzipBytes: 16 << 20}}
+	image := f.image
+	if f.track != "" {
+		var err error
+		if t, err = policy.Load(f.track); err != nil {
+			return nil, "", nil, err
+		}
+		if image == "" {
+			image = t.Images.Grader.String()
+		}
+	} else if image == "" {
+		return nil, "", nil, usage(errors.New("give --track (its grader image and limits) or the grader image with --image"))
+	}
+	ex, err := openExam(f.exam, "")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if f.track != "" && ex.SHA256 != t.Exam.SHA256 && ex.SHA256 != t.Exam.ValidationSHA256 {
+		return nil, "", nil, fmt.Errorf("exam %s has sha256 %s, but track %s pins the hidden exam %s and the validation set %s; give the exam the track pins (or grade without --track, with --image)", f.exam, ex.SHA256, f.track, t.Exam.SHA256, t.Exam.ValidationSHA256)
+	}
+	return t, image, ex, nil
 }

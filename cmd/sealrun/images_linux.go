@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -213,12 +212,10 @@ func newImagesLsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
 				if recs == nil {
 					recs = []images.Record{}
 				}
-				return enc.Encode(recs)
+				return printJSON(cmd.OutOrStdout(), recs)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "DIGEST\tNAME\tSIZE\tSOURCE\tVERIFIED")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -200,9 +199,7 @@ func verifyLedger(path string, keys, heads []string) (*ledgerReport, error) {
 // printLedgerReport prints a ledger's verdict, as JSON or for a reader.
 func printLedgerReport(w io.Writer, path string, rep *ledgerReport, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(w, rep)
 	}
 	if !rep.Valid {
 		_, err := fmt.Fprintf(w, "%s: NOT VALID\n  %s\n", path, rep.Error)

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -169,33 +169,9 @@ func newPsCmd() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(recs)
+				return printJSON(w, recs)
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tTRACK\tAGENT\tSEED\tSTATE\tTIME LEFT\tSCORE")
-			for _, r := range recs {
-				left, score := "-", "-"
-				if r.State == daemon.StateRunning && !r.Deadline.IsZero() {
-					left = time.Until(r.Deadline).Round(time.Second).String()
-				}
-				if sc := r.Score(); sc != "" {
-					score = sc
-				}
-				state := r.State
-				if r.Reason != "" && r.State == daemon.StateInvalid {
-					state += " (" + r.Reason + ")"
-				}
-				if r.Waiting != "" {
-					state += " (" + r.Waiting + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Track, r.Agent, r.Seed, state, left, score)
-			}
-			if len(recs) == 0 && !all {
-				fmt.Fprintln(tw, "(no run in progress; sealrun ps -a lists finished runs too)")
-			}
-			return tw.Flush()
+			return printRuns(w, recs, all)
 		},
 	}
 	addSocketFlag(cmd, &socket)
@@ -218,50 +194,9 @@ func newShowCmd() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+				return printJSON(w, r)
 			}
-			row := func(k, f string, a ...any) { fmt.Fprintf(w, "%-12s %s\n", k, fmt.Sprintf(f, a...)) }
-			row("run", "%s", r.ID)
-			row("track", "%s (%s)", r.Track, r.TrackID)
-			row("agent", "%s, seed %d", r.Agent, r.Seed)
-			row("launched", "%s by %s", r.Queued.Local().Format(time.RFC3339), r.User)
-			state := r.State
-			if r.Reason != "" {
-				state += " — " + r.Reason
-			}
-			row("state", "%s", state)
-			if r.Waiting != "" {
-				row("waiting", "%s", r.Waiting)
-			}
-			if !r.Started.IsZero() {
-				row("started", "%s (deadline %s)", r.Started.Local().Format(time.RFC3339), r.Deadline.Local().Format(time.RFC3339))
-			}
-			if !r.Finished.IsZero() {
-				row("finished", "%s", r.Finished.Local().Format(time.RFC3339))
-			}
-			if r.Passed != nil {
-				row("score", "%d/%d passed", *r.Passed, r.Questions)
-			} else if r.Metric != "" {
-				row("score", "%s", r.Score())
-			}
-			if r.RerunOf != "" {
-				row("rerun of", "%s", r.RerunOf)
-			}
-			if r.RerunBy != "" {
-				row("rerun by", "%s", r.RerunBy)
-			}
-			if r.Dispatcher != "" {
-				row("dispatched by", "%s", r.Dispatcher)
-			}
-			if len(r.GPUs) > 0 {
-				row("GPUs asked", "%s", strings.Join(r.GPUs, ", "))
-			}
-			row("directory", "%s", r.Dir)
-			for _, f := range []string{"result.att.json", "report.json", "summary.txt", "audit.jsonl", "history.jsonl", "transcript.log", "candidates/", "calls/"} {
-				row("", "%s/%s", r.Dir, f)
-			}
+			printRun(w, &r)
 			return nil
 		},
 	}
@@ -371,4 +306,75 @@ func newReportCmd() *cobra.Command {
 	addSocketFlag(cmd, &socket)
 	cmd.Flags().BoolVar(&open, "open", false, "open it in the desktop's browser (xdg-open)")
 	return cmd
+}
+
+// printRuns prints the runs as ps's table; all says finished runs were asked for too.
+func printRuns(w io.Writer, recs []daemon.Record, all bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tTRACK\tAGENT\tSEED\tSTATE\tTIME LEFT\tSCORE")
+	for _, r := range recs {
+		left, score := "-", "-"
+		if r.State == daemon.StateRunning && !r.Deadline.IsZero() {
+			left = time.Until(r.Deadline).Round(time.Second).String()
+		}
+		if sc := r.Score(); sc != "" {
+			score = sc
+		}
+		state := r.State
+		if r.Reason != "" && r.State == daemon.StateInvalid {
+			state += " (" + r.Reason + ")"
+		}
+		if r.Waiting != "" {
+			state += " (" + r.Waiting + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Track, r.Agent, r.Seed, state, left, score)
+	}
+	if len(recs) == 0 && !all {
+		fmt.Fprintln(tw, "(no run in progress; sealrun ps -a lists finished runs too)")
+	}
+	return tw.Flush()
+}
+
+// printRun prints everything about one run, and the paths of its files (show).
+func printRun(w io.Writer, r *daemon.Record) {
+	row := func(k, f string, a ...any) { fmt.Fprintf(w, "%-12s %s\n", k, fmt.Sprintf(f, a...)) }
+	row("run", "%s", r.ID)
+	row("track", "%s (%s)", r.Track, r.TrackID)
+	row("agent", "%s, seed %d", r.Agent, r.Seed)
+	row("launched", "%s by %s", r.Queued.Local().Format(time.RFC3339), r.User)
+	state := r.State
+	if r.Reason != "" {
+		state += " — " + r.Reason
+	}
+	row("state", "%s", state)
+	if r.Waiting != "" {
+		row("waiting", "%s", r.Waiting)
+	}
+	if !r.Started.IsZero() {
+		row("started", "%s (deadline %s)", r.Started.Local().Format(time.RFC3339), r.Deadline.Local().Format(time.RFC3339))
+	}
+	if !r.Finished.IsZero() {
+		row("finished", "%s", r.Finished.Local().Format(time.RFC3339))
+	}
+	if r.Passed != nil {
+		row("score", "%d/%d passed", *r.Passed, r.Questions)
+	} else if r.Metric != "" {
+		row("score", "%s", r.Score())
+	}
+	if r.RerunOf != "" {
+		row("rerun of", "%s", r.RerunOf)
+	}
+	if r.RerunBy != "" {
+		row("rerun by", "%s", r.RerunBy)
+	}
+	if r.Dispatcher != "" {
+		row("dispatched by", "%s", r.Dispatcher)
+	}
+	if len(r.GPUs) > 0 {
+		row("GPUs asked", "%s", strings.Join(r.GPUs, ", "))
+	}
+	row("directory", "%s", r.Dir)
+	for _, f := range []string{"result.att.json", "report.json", "summary.txt", "audit.jsonl", "history.jsonl", "transcript.log", "candidates/", "calls/"} {
+		row("", "%s/%s", r.Dir, f)
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -126,9 +125,7 @@ first UID range (a real container gets its own range, cgroup path and the networ
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(spec)
+			return printJSON(cmd.OutOrStdout(), spec)
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "controller, runner or grader")
@@ -174,9 +171,7 @@ prints the result. Exit status 1 if any property is not as the role requires. Ne
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				enc.Encode(res)
+				printJSON(w, res)
 			} else {
 				writeProbe(w, res)
 			}
@@ -245,9 +240,14 @@ func writeProbe(out interface{ Write([]byte) (int, error) }, r *sandbox.ProbeRes
 	w.Flush()
 }
 
+// sandboxRunFlags are the flags of sealrun sandbox run.
+type sandboxRunFlags struct {
+	sandboxFlags
+	role, image, workspace, bundle string
+}
+
 func newSandboxRunCmd(g *globals) *cobra.Command {
-	var f sandboxFlags
-	var role, image, workspace, bundle string
+	var f sandboxRunFlags
 	cmd := &cobra.Command{
 		Use:   "run --role R --image DIGEST [--workspace DIR] [--bundle DIR] -- CMD [ARGS...]",
 		Short: "Run a one-off command in a container of a role (calibration, debugging)",
@@ -258,71 +258,85 @@ made group-owned by the run and group-writable. The grader takes --bundle (read-
 		Example: `  sealrun sandbox run --role runner --image sha256:<hex> -- python3 -c 'import torch; print(torch.__version__)'`,
 		Args:    minArgs(1, "a command after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, rootfs, err := roleAndRootfs(g, role, image)
-			if err != nil {
-				return err
-			}
-			h, err := f.host(g)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			run, err := h.NewRun(ctx, fmt.Sprintf("cli-%d", os.Getpid()))
-			if err != nil {
-				return err
-			}
-			defer run.Destroy(context.Background())
-			cc := sandbox.ContainerConfig{Role: r, Rootfs: rootfs, Args: args, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
-			if r == sandbox.RoleGrader {
-				if bundle == "" {
-					return usage(errors.New("the grader needs --bundle DIR"))
-				}
-				if cc.Bundle, err = filepath.Abs(bundle); err != nil {
-					return err
-				}
-			} else {
-				if workspace == "" {
-					tmp, err := os.MkdirTemp("", "sealrun-workspace-")
-					if err != nil {
-						return err
-					}
-					defer os.RemoveAll(tmp)
-					os.Chmod(tmp, 0o711)
-					workspace = filepath.Join(tmp, "workspace")
-				}
-				if cc.Workspace, err = filepath.Abs(workspace); err != nil {
-					return err
-				}
-				if err := run.PrepareWorkspace(cc.Workspace, 0); err != nil {
-					return err
-				}
-			}
-			edits, err := f.gpuEdits(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			cc.Devices, cc.Extra, cc.Env, cc.Symlinks = edits.Devices, edits.Mounts, edits.Env, edits.Symlinks
-			c, err := run.Start(ctx, cc)
-			if err != nil {
-				return err
-			}
-			code, err := c.Wait(ctx)
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return &exitError{code: code, err: fmt.Errorf("exit status %d", code), quiet: true}
-			}
-			return nil
+			return sandboxRun(cmd, g, &f, args)
 		},
 	}
 	f.addFlags(cmd)
-	cmd.Flags().StringVar(&role, "role", "", "controller, runner or grader")
-	cmd.Flags().StringVar(&image, "image", "", "the image (digest in the store)")
-	cmd.Flags().StringVar(&workspace, "workspace", "", "host directory mounted at /workspace (default: a temporary one)")
-	cmd.Flags().StringVar(&bundle, "bundle", "", "host directory mounted read-only at /bundle (grader)")
+	cmd.Flags().StringVar(&f.role, "role", "", "controller, runner or grader")
+	cmd.Flags().StringVar(&f.image, "image", "", "the image (digest in the store)")
+	cmd.Flags().StringVar(&f.workspace, "workspace", "", "host directory mounted at /workspace (default: a temporary one)")
+	cmd.Flags().StringVar(&f.bundle, "bundle", "", "host directory mounted read-only at /bundle (grader)")
 	cmd.Flags().StringSliceVar(&f.gpus, "gpu", nil, "CDI devices to give a runner or grader (vendor/class=name)")
 	return cmd
+}
+
+// sandboxRun runs one container of the role in a sandbox run of its own and returns its exit
+// status as the command's.
+func sandboxRun(cmd *cobra.Command, g *globals, f *sandboxRunFlags, args []string) error {
+	r, rootfs, err := roleAndRootfs(g, f.role, f.image)
+	if err != nil {
+		return err
+	}
+	h, err := f.host(g)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	run, err := h.NewRun(ctx, fmt.Sprintf("cli-%d", os.Getpid()))
+	if err != nil {
+		return err
+	}
+	defer run.Destroy(context.Background())
+	cc := sandbox.ContainerConfig{Role: r, Rootfs: rootfs, Args: args, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	cleanup, err := f.mounts(run, &cc)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	edits, err := f.gpuEdits(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	cc.Devices, cc.Extra, cc.Env, cc.Symlinks = edits.Devices, edits.Mounts, edits.Env, edits.Symlinks
+	c, err := run.Start(ctx, cc)
+	if err != nil {
+		return err
+	}
+	code, err := c.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &exitError{code: code, err: fmt.Errorf("exit status %d", code), quiet: true}
+	}
+	return nil
+}
+
+// mounts gives the container its bundle (grader) or workspace (the others: --workspace, else a
+// temporary one that cleanup removes).
+func (f *sandboxRunFlags) mounts(run *sandbox.Run, cc *sandbox.ContainerConfig) (cleanup func(), err error) {
+	cleanup = func() {}
+	if cc.Role == sandbox.RoleGrader {
+		if f.bundle == "" {
+			return cleanup, usage(errors.New("the grader needs --bundle DIR"))
+		}
+		cc.Bundle, err = filepath.Abs(f.bundle)
+		return cleanup, err
+	}
+	workspace := f.workspace
+	if workspace == "" {
+		tmp, err := os.MkdirTemp("", "sealrun-workspace-")
+		if err != nil {
+			return cleanup, err
+		}
+		cleanup = func() { os.RemoveAll(tmp) }
+		os.Chmod(tmp, 0o711)
+		workspace = filepath.Join(tmp, "workspace")
+	}
+	if cc.Workspace, err = filepath.Abs(workspace); err != nil {
+		return cleanup, err
+	}
+	return cleanup, run.PrepareWorkspace(cc.Workspace, 0)
 }
 
 func newSandboxReapCmd(g *globals) *cobra.Command {
@@ -380,9 +394,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 			failed := 0
 			w := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				enc.Encode(checks)
+				printJSON(w, checks)
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			for _, c := range checks {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,63 +61,72 @@ an exact version (datasets==4.0.0) is met by Debian's version, which may differ:
 		Example: `  sealrun task requirements airs-bench/airsbench/tasks/rad/MathQuestionAnsweringSVAMPAccuracy`,
 		Args:    exactArgs(1, "one task directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
 			t, err := openTask(cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err, quiet: true}
 			}
+			out := cmd.OutOrStdout()
 			m := &t.Meta
 			for _, img := range []struct {
 				name  string
 				lists [][]string
 			}{{"evaluation image (images.grader)", [][]string{m.EvaluateContainerPythonRequirements, m.PrepareCodePythonRequirements}},
 				{"runner image (images.runner)", [][]string{m.ContainerPythonRequirements}}} {
-				plan, err := airs.PlanDebian(img.lists...)
-				if err != nil {
+				if err := printImagePlan(out, img.name, img.lists...); err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "%s:\n", img.name)
-				var reqs []string
-				for _, l := range img.lists {
-					reqs = append(reqs, l...)
-				}
-				if len(reqs) == 0 {
-					fmt.Fprintf(out, "  no requirements: python3 alone\n")
-				}
-				unmet := map[string]bool{}
-				for _, r := range plan.Unmet {
-					unmet[r.Key] = true
-				}
-				printed := map[string]bool{}
-				for _, s := range reqs {
-					r, _ := airs.ParseRequirement(s)
-					if printed[s] {
-						continue
-					}
-					printed[s] = true
-					switch {
-					case unmet[r.Key]:
-						fmt.Fprintf(out, "  %-28s not in Debian: pip install %q in an image built elsewhere\n", s, s)
-					case r.Spec != "":
-						fmt.Fprintf(out, "  %-28s Debian %s (bookworm's version, not necessarily %s)\n", s, airs.DebianPackages[r.Key], r.Spec)
-					default:
-						fmt.Fprintf(out, "  %-28s Debian %s\n", s, airs.DebianPackages[r.Key])
-					}
-				}
-				fmt.Fprintf(out, "  recipe:\n    FROM debian:bookworm-slim\n    RUN apt-get update && apt-get install -y --no-install-recommends %s && rm -rf /var/lib/apt/lists/*\n", strings.Join(plan.Packages, " "))
-				if len(plan.Unmet) > 0 {
-					var pip []string
-					for _, r := range plan.Unmet {
-						pip = append(pip, fmt.Sprintf("%q", r.Name+r.Spec))
-					}
-					fmt.Fprintf(out, "    RUN apt-get update && apt-get install -y --no-install-recommends python3-pip && pip install --break-system-packages %s\n", strings.Join(pip, " "))
-				}
-				fmt.Fprintln(out)
 			}
 			fmt.Fprintf(out, "Build each with buildah or docker where the package indexes are reachable, push it to your registry, then\n  sealrun images pull REF    (or: sealrun images import OCI-DIR)\nand pin its digest in the task track's [images]. A run refuses to start while a pinned image lacks a requirement.\n")
 			return nil
 		},
 	}
+}
+
+// printImagePlan says how one image meets the requirement lists: the Debian package of each
+// requirement or that it needs pip, then a Containerfile recipe.
+func printImagePlan(out io.Writer, name string, lists ...[]string) error {
+	plan, err := airs.PlanDebian(lists...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s:\n", name)
+	var reqs []string
+	for _, l := range lists {
+		reqs = append(reqs, l...)
+	}
+	if len(reqs) == 0 {
+		fmt.Fprintf(out, "  no requirements: python3 alone\n")
+	}
+	unmet := map[string]bool{}
+	for _, r := range plan.Unmet {
+		unmet[r.Key] = true
+	}
+	printed := map[string]bool{}
+	for _, s := range reqs {
+		r, _ := airs.ParseRequirement(s)
+		if printed[s] {
+			continue
+		}
+		printed[s] = true
+		switch {
+		case unmet[r.Key]:
+			fmt.Fprintf(out, "  %-28s not in Debian: pip install %q in an image built elsewhere\n", s, s)
+		case r.Spec != "":
+			fmt.Fprintf(out, "  %-28s Debian %s (bookworm's version, not necessarily %s)\n", s, airs.DebianPackages[r.Key], r.Spec)
+		default:
+			fmt.Fprintf(out, "  %-28s Debian %s\n", s, airs.DebianPackages[r.Key])
+		}
+	}
+	fmt.Fprintf(out, "  recipe:\n    FROM debian:bookworm-slim\n    RUN apt-get update && apt-get install -y --no-install-recommends %s && rm -rf /var/lib/apt/lists/*\n", strings.Join(plan.Packages, " "))
+	if len(plan.Unmet) > 0 {
+		var pip []string
+		for _, r := range plan.Unmet {
+			pip = append(pip, fmt.Sprintf("%q", r.Name+r.Spec))
+		}
+		fmt.Fprintf(out, "    RUN apt-get update && apt-get install -y --no-install-recommends python3-pip && pip install --break-system-packages %s\n", strings.Join(pip, " "))
+	}
+	fmt.Fprintln(out)
+	return nil
 }
 
 func newTaskValidateCmd() *cobra.Command {
@@ -170,9 +178,7 @@ func newTaskShowCmd() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				e := json.NewEncoder(w)
-				e.SetIndent("", "  ")
-				return e.Encode(map[string]any{"dir": t.Dir, "hash": t.Hash, "metadata": t.Meta, "files": t.Files, "notes": t.Notes})
+				return printJSON(w, map[string]any{"dir": t.Dir, "hash": t.Hash, "metadata": t.Meta, "files": t.Files, "notes": t.Notes})
 			}
 			showTask(w, t)
 			return nil

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,9 +116,7 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 			}
 			w := cmd.OutOrStdout()
 			if f.json {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(out); err != nil {
+				if err := printJSON(w, out); err != nil {
 					return ioError(err)
 				}
 			} else {
