@@ -72,51 +72,9 @@ func InstallTreeWith(src, store string, o InstallOptions) (string, error) {
 	}
 	var copied atomic.Int64
 	if o.Progress != nil {
-		every := o.ProgressEvery
-		if every <= 0 {
-			every = 2 * time.Second
-		}
-		done, exited := make(chan struct{}), make(chan struct{})
-		defer func() { close(done); <-exited }() // no call after InstallTreeWith returns
-		go func() {
-			defer close(exited)
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-					o.Progress(copied.Load(), total)
-				}
-			}
-		}()
+		defer reportProgress(o, &copied, total)()
 	}
-	jobs := make(chan int)
-	errs := make(chan error, len(files)+1)
-	var wg sync.WaitGroup
-	for range max(2, min(2*runtime.NumCPU(), 8)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				f := &files[i]
-				sum, err := copyHashed(filepath.Join(src, filepath.FromSlash(f.Path)), filepath.Join(tmp, filepath.FromSlash(f.Path)), f.Size, &copied)
-				if err != nil {
-					errs <- err
-					continue
-				}
-				f.SHA256 = sum
-			}
-		}()
-	}
-	for i := range files {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := copyFiles(src, tmp, files, &copied); err != nil {
 		return "", err
 	}
 	hash := hashList(files)
@@ -135,6 +93,60 @@ func InstallTreeWith(src, store string, o InstallOptions) (string, error) {
 	}
 	ok = true
 	return hash, syncPath(store)
+}
+
+// reportProgress calls o.Progress with the bytes copied so far every o.ProgressEvery (default
+// 2 s) until the returned stop is called; no call comes after stop returns.
+func reportProgress(o InstallOptions, copied *atomic.Int64, total int64) (stop func()) {
+	every := o.ProgressEvery
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				o.Progress(copied.Load(), total)
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// copyFiles copies the listed files of src into dst (their directories made), hashing each as
+// it is copied, by a few workers; the first error is returned.
+func copyFiles(src, dst string, files []File, copied *atomic.Int64) error {
+	jobs := make(chan int)
+	errs := make(chan error, len(files)+1)
+	var wg sync.WaitGroup
+	for range max(2, min(2*runtime.NumCPU(), 8)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				f := &files[i]
+				sum, err := copyHashed(filepath.Join(src, filepath.FromSlash(f.Path)), filepath.Join(dst, filepath.FromSlash(f.Path)), f.Size, copied)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				f.SHA256 = sum
+			}
+		}()
+	}
+	for i := range files {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // copyHashed copies one regular file (never following a symlink) and returns its SHA-256: the

@@ -123,6 +123,12 @@ func pack(ctx context.Context, workspace, rel, dir string, lim Limits, globs []s
 		return nil, bundleErr("", "has no %s at its top; add one naming the entrypoint (grader/PROTOCOL.md)", ManifestName)
 	}
 
+	return w.write(root, dir)
+}
+
+// write packs the walked entries (beneath root) into a deterministic .tar.gz in dir, named by its
+// SHA-256 and made durable there, refusing it over the artifact limit.
+func (w *walker) write(root int, dir string) (*Candidate, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("candidates directory: %w", err)
 	}
@@ -135,11 +141,11 @@ func pack(ctx context.Context, workspace, rel, dir string, lim Limits, globs []s
 		os.Remove(tmp.Name())
 	}()
 	h := sha256.New()
-	out := &cappedWriter{w: io.MultiWriter(tmp, h), max: lim.MaxGzipBytes}
+	out := &cappedWriter{w: io.MultiWriter(tmp, h), max: w.lim.MaxGzipBytes}
 	zw, _ := gzip.NewWriterLevel(out, gzip.DefaultCompression)
 	tw := tar.NewWriter(zw)
 	for _, e := range w.entries {
-		if err := ctx.Err(); err != nil {
+		if err := w.ctx.Err(); err != nil {
 			return nil, err
 		}
 		if err := w.writeEntry(tw, root, e); err != nil {
@@ -155,8 +161,8 @@ func pack(ctx context.Context, workspace, rel, dir string, lim Limits, globs []s
 	if out.err != nil {
 		return nil, fmt.Errorf("write candidate: %w", out.err)
 	}
-	if out.n > lim.MaxGzipBytes {
-		return nil, bundleErr("", "is %d bytes gzipped (%s), over the track's limit of %d bytes (%s); make it smaller (fewer or smaller weights)", out.n, iec(out.n), lim.MaxGzipBytes, iec(lim.MaxGzipBytes))
+	if out.n > w.lim.MaxGzipBytes {
+		return nil, bundleErr("", "is %d bytes gzipped (%s), over the track's limit of %d bytes (%s); make it smaller (fewer or smaller weights)", out.n, iec(out.n), w.lim.MaxGzipBytes, iec(w.lim.MaxGzipBytes))
 	}
 	id := hex.EncodeToString(h.Sum(nil))
 	final := filepath.Join(dir, id+".tar.gz")
@@ -235,7 +241,8 @@ func (w *walker) skip(name string) bool {
 	return true
 }
 
-// walk lists the directory fd (the bundle's prefix dir) and recurses into subdirectories.
+// walk lists the directory fd (the bundle's prefix dir) and recurses into subdirectories. It is
+// long because it is one case per file type, the bundle rules as one table.
 func (w *walker) walk(fd int, prefix string, depth int) error {
 	if depth > w.lim.MaxDepth {
 		return bundleErr(prefix, "is nested %d directories deep; at most %d", depth, w.lim.MaxDepth)

@@ -159,6 +159,13 @@ func (s *Service) Submit(ctx context.Context, hostDir string) (string, error) {
 		}
 		return fmt.Sprintf("candidate %s (%s gz) is the same as the one submitted at %s; validation %s\n", short(id), iec(cand.Size), offset(prev.Time.Sub(s.cfg.Start)), validationText(prev)), nil
 	}
+	return s.validate(ctx, cand, fail)
+}
+
+// validate records a new candidate and scores it on the validation set; the answer says how it
+// did. fail records a refusal of the bundle.
+func (s *Service) validate(ctx context.Context, cand *Candidate, fail func(error) (string, error)) (string, error) {
+	id := cand.Digest()
 	s.mu.Lock()
 	s.seq++
 	n := s.seq

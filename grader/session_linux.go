@@ -437,7 +437,8 @@ func (p *phase) ask(ctx context.Context, s *session, i int, deadline time.Time, 
 
 // run asks every question of the phase in order, starting the entrypoint's session again after a
 // timeout, crash or malformed reply, until the questions, the restarts or the time run out; each
-// question's outcome goes to the phase's private log.
+// question's outcome goes to the phase's private log. It is long because the restart rules (when to
+// start again, when to give up) are one loop.
 func (p *phase) run(ctx context.Context, deadline time.Time) (*phaseResult, error) {
 	t0 := time.Now()
 	res := &phaseResult{outcomes: make([]Outcome, len(p.qs)), values: make([]float64, len(p.qs)), times: make([]time.Duration, len(p.qs))}

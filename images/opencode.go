@@ -75,21 +75,8 @@ func (s *Store) buildOpencodeController(ctx context.Context, o BuildOptions) (Bu
 	if err != nil {
 		return Built{}, err
 	}
-	base := filepath.Join(o.CacheDir, "opencode-"+debootKey[:16], "rootfs")
-	if _, err := os.Stat(filepath.Join(base, ".sealrun-complete")); err != nil {
-		fmt.Fprintf(o.Log, "controller-opencode: debootstrap %s (%s) with %s — a few minutes the first time\n", o.Suite, o.Mirror, strings.Join(opencodePackages, ", "))
-		do := o
-		do.Packages = opencodePackages
-		if err := debootstrapInto(ctx, debootstrap, base, do); err != nil {
-			return Built{}, err
-		}
-	} else {
-		fmt.Fprintf(o.Log, "controller-opencode: reusing the debootstrap in %s\n", filepath.Dir(base))
-	}
-	if py := findPython(base); py != "" {
-		return Built{}, fmt.Errorf("the opencode controller must hold no Python, but its Debian packages brought %s; check opencodePackages", py)
-	}
-	if err := sandboxMountpoints(base); err != nil {
+	base, err := opencodeBase(ctx, debootstrap, debootKey, o)
+	if err != nil {
 		return Built{}, err
 	}
 	// The scaffold's files go into a separate tree packed after the base, so the cached base stays
@@ -99,46 +86,15 @@ func (s *Store) buildOpencodeController(ctx context.Context, o BuildOptions) (Bu
 		return Built{}, err
 	}
 	defer os.RemoveAll(tmp)
-	extra := filepath.Join(tmp, "extra")
-	if err := extractOpencode(tgz, filepath.Join(extra, "usr/local/bin/opencode")); err != nil {
+	root, err := opencodeRootfs(ctx, base, tmp, tgz, script)
+	if err != nil {
 		return Built{}, err
-	}
-	dst := filepath.Join(extra, opencodeScaffoldPath)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return Built{}, err
-	}
-	if err := os.WriteFile(dst, script, 0o755); err != nil {
-		return Built{}, err
-	}
-	root := filepath.Join(tmp, "rootfs")
-	if out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", base, root).CombinedOutput(); err != nil {
-		return Built{}, fmt.Errorf("copy the opencode base rootfs: %v: %s", err, out)
-	}
-	if out, err := exec.CommandContext(ctx, "cp", "-a", extra+"/.", root).CombinedOutput(); err != nil {
-		return Built{}, fmt.Errorf("add opencode to the rootfs: %v: %s", err, out)
 	}
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp"}, WorkingDir: "/workspace",
 		Entrypoint: []string{"/bin/bash", opencodeScaffoldPath},
 		Labels:     map[string]string{LabelScaffoldName: OpencodeScaffoldName, LabelScaffoldVer: OpencodeVersion, LabelScaffoldConfig: OpencodeConfigSHA256()}}
-	skip := func(rel string) bool {
-		if rel == ".sealrun-complete" || slices.Contains(hostTraces, rel) {
-			return true
-		}
-		if rel == "run/sealrun" || rel == "run/sealrun/agent.sock" {
-			return false
-		}
-		for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var/tmp", "var/log", "var/cache/apt/archives", "var/lib/apt/lists",
-			// Documentation, and the Python pretty-printers gcc and gdb ship (inert without an
-			// interpreter, but the controller holds no Python at all).
-			"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/gcc", "usr/share/gdb"} {
-			if strings.HasPrefix(rel, d+"/") {
-				return true
-			}
-		}
-		return false
-	}
 	fmt.Fprintf(o.Log, "controller-opencode: packing the rootfs into a reproducible layer\n")
-	ref, err := s.importRootfs(ctx, root, LocalOpencodeControllerName, cfg, tmp, skip, o.Log)
+	ref, err := s.importRootfs(ctx, root, LocalOpencodeControllerName, cfg, tmp, opencodeSkip, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
@@ -244,4 +200,71 @@ func findPython(root string) string {
 		}
 	}
 	return ""
+}
+
+// opencodeBase is the opencode controller's Debian base in the build cache: debootstrapped once
+// (the package list in its key), holding no Python, with sealrun's mount points.
+func opencodeBase(ctx context.Context, debootstrap, debootKey string, o BuildOptions) (string, error) {
+	base := filepath.Join(o.CacheDir, "opencode-"+debootKey[:16], "rootfs")
+	if _, err := os.Stat(filepath.Join(base, ".sealrun-complete")); err != nil {
+		fmt.Fprintf(o.Log, "controller-opencode: debootstrap %s (%s) with %s — a few minutes the first time\n", o.Suite, o.Mirror, strings.Join(opencodePackages, ", "))
+		do := o
+		do.Packages = opencodePackages
+		if err := debootstrapInto(ctx, debootstrap, base, do); err != nil {
+			return "", err
+		}
+	} else {
+		fmt.Fprintf(o.Log, "controller-opencode: reusing the debootstrap in %s\n", filepath.Dir(base))
+	}
+	if py := findPython(base); py != "" {
+		return "", fmt.Errorf("the opencode controller must hold no Python, but its Debian packages brought %s; check opencodePackages", py)
+	}
+	if err := sandboxMountpoints(base); err != nil {
+		return "", err
+	}
+	return base, nil
+}
+
+// opencodeRootfs copies the base into tmp/rootfs and adds opencode's binary (from the tarball
+// tgz) and the scaffold's script, keeping the cached base as debootstrap left it.
+func opencodeRootfs(ctx context.Context, base, tmp, tgz string, script []byte) (string, error) {
+	extra := filepath.Join(tmp, "extra")
+	if err := extractOpencode(tgz, filepath.Join(extra, "usr/local/bin/opencode")); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(extra, opencodeScaffoldPath)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(dst, script, 0o755); err != nil {
+		return "", err
+	}
+	root := filepath.Join(tmp, "rootfs")
+	if out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", base, root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copy the opencode base rootfs: %v: %s", err, out)
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", extra+"/.", root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("add opencode to the rootfs: %v: %s", err, out)
+	}
+	return root, nil
+}
+
+// opencodeSkip leaves out of the opencode controller's layer what a rootfs built on this host
+// must not carry: host traces, runtime and cache directories, documentation.
+func opencodeSkip(rel string) bool {
+	if rel == ".sealrun-complete" || slices.Contains(hostTraces, rel) {
+		return true
+	}
+	if rel == "run/sealrun" || rel == "run/sealrun/agent.sock" {
+		return false
+	}
+	for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var/tmp", "var/log", "var/cache/apt/archives", "var/lib/apt/lists",
+		// Documentation, and the Python pretty-printers gcc and gdb ship (inert without an
+		// interpreter, but the controller holds no Python at all).
+		"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/gcc", "usr/share/gdb"} {
+		if strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return false
 }

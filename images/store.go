@@ -336,15 +336,9 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	return s.finishAdd(ctx, tmp, disk, digest, name, source, sourceRef, false)
 }
 
-// finishAdd verifies the image whose layout is in tmp/layout, unpacks it into tmp/rootfs, shares
-// its blobs with the store's (blobs another image has become links to the same file), writes
-// its record and renames tmp into the store. The caller removes tmp on error. blobsChecked says
-// that every blob was checked against its digest as it was written (a pull): then each layer's
-// uncompressed bytes are checked against the config's diff id while they are unpacked, in the
-// same pass, instead of a verification that reads every layer twice more first.
-func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest, name, source, sourceRef string, blobsChecked bool) (*Record, error) {
-	final, _ := s.Dir(digest)
-	rec := &Record{Digest: digest, Name: name, Source: source, SourceRef: sourceRef}
+// checkAdded checks an added image: with blobsChecked, that its config's diff ids match its
+// manifest's layers (returned, to check while unpacking); else every blob, by verifyImage.
+func (s *Store) checkAdded(ctx context.Context, disk v1.Image, digest, sourceRef string, blobsChecked bool, rec *Record) ([]v1.Hash, error) {
 	var diffIDs []v1.Hash
 	if blobsChecked {
 		cf, err := disk.ConfigFile()
@@ -363,13 +357,15 @@ func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest
 	} else if err := s.verifyImage(ctx, sourceRef, digest, disk, rec); err != nil {
 		return nil, err
 	}
-	rootfs := filepath.Join(tmp, "rootfs")
-	if err := os.Mkdir(rootfs, 0o755); err != nil {
-		return nil, err
-	}
+	return diffIDs, nil
+}
+
+// unpackAdded unpacks an added image's layers into rootfs, checking each layer's uncompressed
+// bytes against its diff id when diffIDs are given, and records what the unpacking neutralised.
+func (s *Store) unpackAdded(ctx context.Context, disk v1.Image, diffIDs []v1.Hash, sourceRef, rootfs string, rec *Record) error {
 	layers, err := disk.Layers()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var ul []Layer
 	var checks []*diffIDCheck
@@ -385,11 +381,11 @@ func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest
 	}
 	rep, err := Unpack(ctx, sourceRef, ul, rootfs, s.opts.unpack)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, c := range checks {
 		if c.err != nil {
-			return nil, fmt.Errorf("image %s: %w", sourceRef, c.err)
+			return fmt.Errorf("image %s: %w", sourceRef, c.err)
 		}
 	}
 	rec.UnpackedBytes, rec.Files = rep.Bytes, rep.Files
@@ -398,6 +394,29 @@ func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest
 	}
 	for _, d := range rep.StrippedSetuid {
 		rec.Neutralised = append(rec.Neutralised, "stripped setuid/setgid from "+d)
+	}
+	return nil
+}
+
+// finishAdd verifies the image whose layout is in tmp/layout, unpacks it into tmp/rootfs, shares
+// its blobs with the store's (blobs another image has become links to the same file), writes
+// its record and renames tmp into the store. The caller removes tmp on error. blobsChecked says
+// that every blob was checked against its digest as it was written (a pull): then each layer's
+// uncompressed bytes are checked against the config's diff id while they are unpacked, in the
+// same pass, instead of a verification that reads every layer twice more first.
+func (s *Store) finishAdd(ctx context.Context, tmp string, disk v1.Image, digest, name, source, sourceRef string, blobsChecked bool) (*Record, error) {
+	final, _ := s.Dir(digest)
+	rec := &Record{Digest: digest, Name: name, Source: source, SourceRef: sourceRef}
+	diffIDs, err := s.checkAdded(ctx, disk, digest, sourceRef, blobsChecked, rec)
+	if err != nil {
+		return nil, err
+	}
+	rootfs := filepath.Join(tmp, "rootfs")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.unpackAdded(ctx, disk, diffIDs, sourceRef, rootfs, rec); err != nil {
+		return nil, err
 	}
 	if rec.RootfsTree, _, err = TreeHash(rootfs); err != nil {
 		return nil, fmt.Errorf("image %s: hash rootfs: %w", sourceRef, err)

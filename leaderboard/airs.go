@@ -123,30 +123,7 @@ func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
 	for _, k := range keys {
 		b.Keys = append(b.Keys, KeyInfo{k.Name, k.KeyID})
 	}
-	tasks := map[string]*attest.TaskInfo{}
-	names := map[string][]string{} // task name -> hashes
-	var runs []airs.Run
-	for _, e := range in.Entries {
-		p := e.Predicate
-		if p.Task == nil {
-			b.Skipped = append(b.Skipped, Rejection{e.Path, "an exam run, not an AIRS task run: its board is the default suite"})
-			continue
-		}
-		if _, ok := tasks[p.Task.SHA256]; !ok {
-			tasks[p.Task.SHA256] = p.Task
-			names[p.Task.Name] = append(names[p.Task.Name], p.Task.SHA256)
-		}
-		agent := Agent{Scaffold: p.Scaffold.Name, ScaffoldVersion: p.Scaffold.Version, Model: p.Agent.Model, Effort: p.Agent.ReasoningEffort}.Name()
-		if p.Result.Status == attest.StatusInvalid {
-			b.Invalid = append(b.Invalid, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, Reason: p.Result.Reason, RerunOf: p.Run.RerunOf, Path: e.Path})
-			continue
-		}
-		r := airs.Run{Agent: agent, Task: p.Task.SHA256, ID: p.Run.ID, Valid: p.Result.ValidSubmission && p.Result.Value != nil}
-		if r.Valid {
-			r.Score = *p.Result.Value
-		}
-		runs = append(runs, r)
-	}
+	tasks, names, runs := b.collect(in)
 	// Tasks are keyed by hash; they are shown by name, with the hash where two share a name.
 	display := map[string]string{}
 	for name, hashes := range names {
@@ -170,6 +147,54 @@ func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.fill(sum, scorings, tasks, display)
+	return b, nil
+}
+
+// Render writes the AIRS board in format (AIRSFormats).
+func (b *AIRSBoard) Render(w io.Writer, format string) error {
+	switch format {
+	case "text", "markdown":
+		return b.text(w, format == "markdown")
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(b)
+	}
+	return fmt.Errorf("unknown format %q for --suite airs; use one of %s", format, strings.Join(AIRSFormats, ", "))
+}
+
+// collect sorts the verified entries: exam runs skipped, invalid task runs listed, the others
+// as runs to score; tasks by hash, and the hashes of each task name.
+func (b *AIRSBoard) collect(in *Inputs) (tasks map[string]*attest.TaskInfo, names map[string][]string, runs []airs.Run) {
+	tasks = map[string]*attest.TaskInfo{}
+	names = map[string][]string{} // task name -> hashes
+	for _, e := range in.Entries {
+		p := e.Predicate
+		if p.Task == nil {
+			b.Skipped = append(b.Skipped, Rejection{e.Path, "an exam run, not an AIRS task run: its board is the default suite"})
+			continue
+		}
+		if _, ok := tasks[p.Task.SHA256]; !ok {
+			tasks[p.Task.SHA256] = p.Task
+			names[p.Task.Name] = append(names[p.Task.Name], p.Task.SHA256)
+		}
+		agent := Agent{Scaffold: p.Scaffold.Name, ScaffoldVersion: p.Scaffold.Version, Model: p.Agent.Model, Effort: p.Agent.ReasoningEffort}.Name()
+		if p.Result.Status == attest.StatusInvalid {
+			b.Invalid = append(b.Invalid, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, Reason: p.Result.Reason, RerunOf: p.Run.RerunOf, Path: e.Path})
+			continue
+		}
+		r := airs.Run{Agent: agent, Task: p.Task.SHA256, ID: p.Run.ID, Valid: p.Result.ValidSubmission && p.Result.Value != nil}
+		if r.Valid {
+			r.Score = *p.Result.Value
+		}
+		runs = append(runs, r)
+	}
+	return tasks, names, runs
+}
+
+// fill writes the summary's tasks and agents into the board, tasks shown by their display names.
+func (b *AIRSBoard) fill(sum *airs.Summary, scorings []airs.Scoring, tasks map[string]*attest.TaskInfo, display map[string]string) {
 	b.Transform, b.Bootstrap, b.Seed, b.EloRounds, b.Games = string(sum.Transform), sum.Bootstrap, sum.Seed, sum.EloRounds, sum.Games
 	b.Rules = airsRules(sum.Transform)
 	for _, sc := range scorings {
@@ -195,20 +220,6 @@ func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
 		}
 		b.Agents = append(b.Agents, row)
 	}
-	return b, nil
-}
-
-// Render writes the AIRS board in format (AIRSFormats).
-func (b *AIRSBoard) Render(w io.Writer, format string) error {
-	switch format {
-	case "text", "markdown":
-		return b.text(w, format == "markdown")
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(b)
-	}
-	return fmt.Errorf("unknown format %q for --suite airs; use one of %s", format, strings.Join(AIRSFormats, ", "))
 }
 
 func ci(v [2]float64, prec int) string {

@@ -106,39 +106,9 @@ type Inputs struct {
 // listed, so that a results directory with reports and audit logs beside the attestations reads
 // cleanly. Verification runs on every CPU.
 func Load(paths []string, keys []Key, tracks []*policy.Track) (*Inputs, error) {
-	type job struct {
-		path     string
-		explicit bool
-	}
-	var jobs []job
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, unwrapPath(err))
-		}
-		if !st.IsDir() {
-			jobs = append(jobs, job{p, true})
-			continue
-		}
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if q != p && strings.HasPrefix(d.Name(), ".") {
-				// Hidden: a gather in progress or cut short (sealrun results gather), an editor's file.
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".json") {
-				jobs = append(jobs, job{q, false})
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("read directory %s: %w", p, err)
-		}
+	jobs, err := loadJobs(paths)
+	if err != nil {
+		return nil, err
 	}
 	byTrack := map[string]*policy.Track{}
 	for _, t := range tracks {
@@ -188,6 +158,48 @@ func Load(paths []string, keys []Key, tracks []*policy.Track) (*Inputs, error) {
 	in.dedupe()
 	sort.Slice(in.Rejected, func(i, j int) bool { return in.Rejected[i].Path < in.Rejected[j].Path })
 	return in, nil
+}
+
+// loadJob is a file Load reads; explicit: named on the command line, not found in a directory.
+type loadJob struct {
+	path     string
+	explicit bool
+}
+
+// loadJobs lists the files Load reads: each file given, and the *.json files in each directory
+// given (hidden ones left out: a gather in progress or cut short, an editor's file).
+func loadJobs(paths []string) ([]loadJob, error) {
+	var jobs []loadJob
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, unwrapPath(err))
+		}
+		if !st.IsDir() {
+			jobs = append(jobs, loadJob{p, true})
+			continue
+		}
+		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if q != p && strings.HasPrefix(d.Name(), ".") {
+				// Hidden: a gather in progress or cut short (sealrun results gather), an editor's file.
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".json") {
+				jobs = append(jobs, loadJob{q, false})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read directory %s: %w", p, err)
+		}
+	}
+	return jobs, nil
 }
 
 func unwrapPath(err error) error {

@@ -319,28 +319,7 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	// Paths as a reader in the directory names them (VERIFY.md's commands run there).
-	rel := func(p string) string {
-		if r, err := filepath.Rel(dir, p); err == nil && !strings.HasPrefix(r, "..") {
-			return filepath.ToSlash(r)
-		}
-		return p
-	}
-	for i := range in.Entries {
-		in.Entries[i].Path = rel(in.Entries[i].Path)
-	}
-	prefix := filepath.Clean(dir) + string(filepath.Separator)
-	for _, rs := range [][]leaderboard.Rejection{in.Rejected, in.Skipped} {
-		for i := range rs {
-			rs[i].Path = rel(rs[i].Path)
-			rs[i].Reason = filepath.ToSlash(strings.ReplaceAll(rs[i].Reason, prefix, ""))
-		}
-	}
-	for i := range in.Entries {
-		for j, w := range in.Entries[i].Warnings {
-			in.Entries[i].Warnings[j] = strings.ReplaceAll(w, prefix, "")
-		}
-	}
+	rel := relativize(dir, in)
 	var problems []string
 	for _, r := range in.Rejected {
 		problems = append(problems, fmt.Sprintf("%s: %s", r.Path, r.Reason))
@@ -379,6 +358,34 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 	}
 	problems = append(problems, suite.Unaccounted...)
 	return boards, problems, nil
+}
+
+// relativize rewrites the inputs' paths, and the directory's prefix in their reasons and
+// warnings, as a reader in the directory names them (VERIFY.md's commands run there); it returns
+// the function that does so for one path.
+func relativize(dir string, in *leaderboard.Inputs) func(string) string {
+	rel := func(p string) string {
+		if r, err := filepath.Rel(dir, p); err == nil && !strings.HasPrefix(r, "..") {
+			return filepath.ToSlash(r)
+		}
+		return p
+	}
+	for i := range in.Entries {
+		in.Entries[i].Path = rel(in.Entries[i].Path)
+	}
+	prefix := filepath.Clean(dir) + string(filepath.Separator)
+	for _, rs := range [][]leaderboard.Rejection{in.Rejected, in.Skipped} {
+		for i := range rs {
+			rs[i].Path = rel(rs[i].Path)
+			rs[i].Reason = filepath.ToSlash(strings.ReplaceAll(rs[i].Reason, prefix, ""))
+		}
+	}
+	for i := range in.Entries {
+		for j, w := range in.Entries[i].Warnings {
+			in.Entries[i].Warnings[j] = strings.ReplaceAll(w, prefix, "")
+		}
+	}
+	return rel
 }
 
 // verifyDoc is VERIFY.md: what the publication holds and the commands that check it.
