@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"leaderboard":            {"policy", "attest", "airs", "ledger"},   // airs: the AIRS suite's scores
 	"airs":                   {},                                       // AIRS-Bench task format and scores: no sibling
 	"ledger":                 {},                                       // the run ledger: no sibling (portable, like attest)
-	"cmd/runner":             {},
+	"cmd/runner":             {"sandbox"},                              // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "policy"},
 	"publish":                {"policy", "attest", "leaderboard", "airs"}, // a publication: written and checked from attestations alone
@@ -118,6 +118,9 @@ func TestImportRules(t *testing.T) {
 			}
 			if !ok {
 				t.Errorf("%s imports %s: %s may import only %v", p.ImportPath, imp, o, rules)
+			}
+			if o == "cmd/runner" && imp != module+"/sandbox/posture" {
+				t.Errorf("%s imports %s: the static runner client may take only the posture record's types (sandbox/posture)", p.ImportPath, imp)
 			}
 			if o == "attest" && impOwner == "sandbox" && imp != module+"/sandbox/netnshook" {
 				t.Errorf("%s imports %s: the verify path may take only the portable air-gap rule (sandbox/netnshook) from the sandbox", p.ImportPath, imp)

@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sealrun/sealrun/sandbox/netnshook"
+	"github.com/sealrun/sealrun/sandbox/posture"
 )
 
 // ProbeConfig is one probe: a container of Role from Rootfs running the static runner client's
@@ -79,29 +80,6 @@ type ProbeResult struct {
 	Syscalls map[string]string `json:"syscalls"`
 	Problems []string          `json:"problems"`
 	OK       bool              `json:"ok"`
-}
-
-// inside is what `runner posture` prints.
-type inside struct {
-	UIDMap         string            `json:"uid_map"`
-	GIDMap         string            `json:"gid_map"`
-	CapEff         string            `json:"cap_eff"`
-	Seccomp        int               `json:"seccomp"`
-	NoNewPrivs     bool              `json:"no_new_privs"`
-	ReadonlyRootfs bool              `json:"readonly_rootfs"`
-	RootfsOwner    int               `json:"rootfs_owner"`
-	MaskedPathsOK  bool              `json:"masked_paths_ok"`
-	Masked         map[string]string `json:"masked"`
-	Egress         []struct {
-		Target    string `json:"target"`
-		Connected bool   `json:"connected"`
-		Error     string `json:"error"`
-	} `json:"egress"`
-	EnvKeys  []string          `json:"env_keys"`
-	Nested   map[string]string `json:"nested"`
-	Sockets  map[string]string `json:"sockets"`
-	Syscalls map[string]string `json:"syscalls"`
-	Limits   map[string]string `json:"limits"`
 }
 
 // lineSignal is a writer that closes got when it has seen a newline.
@@ -182,7 +160,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	if werr != nil || code != 0 {
 		return nil, fmt.Errorf("probe %s: posture exited %d (%v): %s", c.ID, code, werr, stderr.String())
 	}
-	var in inside
+	var in posture.Record
 	line, _, _ := bytes.Cut(out.buf.Bytes(), []byte("\n"))
 	if err := json.Unmarshal(line, &in); err != nil {
 		return nil, fmt.Errorf("probe %s: posture output is not JSON: %v: %q", c.ID, err, line)
@@ -270,7 +248,7 @@ func probeConfig(cfg ProbeConfig, run *Run, scratch string, targets []string) (C
 }
 
 // fromInside takes what the posture client saw inside, and each egress attempt's outcome.
-func (res *ProbeResult) fromInside(in inside, attempts []EgressAttempt) {
+func (res *ProbeResult) fromInside(in posture.Record, attempts []EgressAttempt) {
 	res.UIDMap, res.GIDMap, res.CapEff, res.Seccomp, res.NoNewPrivs = in.UIDMap, in.GIDMap, in.CapEff, in.Seccomp, in.NoNewPrivs
 	res.ReadonlyRootfs, res.MaskedPathsOK, res.Masked, res.EnvKeys = in.ReadonlyRootfs, in.MaskedPathsOK, in.Masked, in.EnvKeys
 	res.RootfsOwner = in.RootfsOwner

@@ -7,19 +7,15 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/sandbox/posture"
 )
 
 // From inside a runner container (the role that runs agent code), every way to a nested
 // namespace, every socket family and every gated syscall, one by one.
 func TestKernelSurfaces(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "kernel")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "kernel")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	var out, errb bytes.Buffer
 	probe := "/tmp/.sealrun-probe"
 	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r), Stdout: &out, Stderr: &errb,
@@ -32,7 +28,7 @@ func TestKernelSurfaces(t *testing.T) {
 	if code, err := c.Wait(ctx); code != 0 || err != nil {
 		t.Fatalf("posture: exit %d %v: %s", code, err, errb.String())
 	}
-	var p inside
+	var p posture.Record
 	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
 		t.Fatal(err)
 	}

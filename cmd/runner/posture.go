@@ -15,41 +15,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sealrun/sealrun/sandbox/posture"
 )
-
-// posture is what a process sees of its sandbox from inside. The host side of
-// `sealrun sandbox probe` adds what only the host can see and decides whether it is right.
-type posture struct {
-	UIDMap         string            `json:"uid_map"`
-	GIDMap         string            `json:"gid_map"`
-	CapEff         string            `json:"cap_eff"`
-	Seccomp        int               `json:"seccomp"`
-	NoNewPrivs     bool              `json:"no_new_privs"`
-	ReadonlyRootfs bool              `json:"readonly_rootfs"`
-	RootfsOwner    int               `json:"rootfs_owner"` // uid owning / as seen inside
-	MaskedPathsOK  bool              `json:"masked_paths_ok"`
-	Masked         map[string]string `json:"masked"`
-	Egress         []egress          `json:"egress"`
-	Hostname       string            `json:"hostname"`
-	Cwd            string            `json:"cwd"`
-	EnvKeys        []string          `json:"env_keys"`
-	FDs            []string          `json:"fds"`
-	// Nested: creating user, network and mount namespaces (clone, unshare, clone3, setns).
-	Nested map[string]string `json:"nested"`
-	// Sockets: one socket per address family and netlink protocol.
-	Sockets map[string]string `json:"sockets"`
-	// Syscalls: kernel surfaces the filter refuses (pidfd_getfd, mbind, bpf, io_uring, ...).
-	Syscalls map[string]string `json:"syscalls"`
-	// Limits: the container's cgroup limits as read inside (its cgroup namespace makes its own
-	// cgroup the root of /sys/fs/cgroup): memory, swap, pids, cpu, cpuset; "absent" when the file is.
-	Limits map[string]string `json:"limits"`
-}
-
-type egress struct {
-	Target    string `json:"target"`
-	Connected bool   `json:"connected"`
-	Error     string `json:"error,omitempty"`
-}
 
 // runPosture is the posture verb: it reads what the container sees of its own confinement
 // (privileges, masked paths, egress, namespaces, sockets, syscalls, limits) and prints it as JSON.
@@ -67,7 +35,7 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 	if *wait {
 		signal.Notify(released, syscall.SIGUSR1)
 	}
-	p := posture{Masked: map[string]string{}}
+	p := posture.Record{Masked: map[string]string{}}
 	p.UIDMap = readTrim("/proc/self/uid_map")
 	p.GIDMap = readTrim("/proc/self/gid_map")
 	for _, line := range strings.Split(readTrim("/proc/self/status"), "\n") {
@@ -119,7 +87,7 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 	}
 	if *targets != "" {
 		for _, t := range strings.Split(*targets, ",") {
-			e := egress{Target: t}
+			e := posture.Egress{Target: t}
 			conn, err := net.DialTimeout("tcp", t, 700*time.Millisecond)
 			if err == nil {
 				e.Connected = true

@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sealrun/sealrun/sandbox/posture"
 )
 
 // Config is attack.json.
@@ -451,15 +453,7 @@ func scanMounts(ms map[string][]byte) (found []string, files int, total int64) {
 // syscalls, masked paths) and adds device nodes, /proc/sys, /sys and cgroup writes. It is long
 // because it is the attack suite's list of attempts, each recorded.
 func kernel() {
-	var p struct {
-		NoNewPrivs    bool              `json:"no_new_privs"`
-		CapEff        string            `json:"cap_eff"`
-		MaskedPathsOK bool              `json:"masked_paths_ok"`
-		Masked        map[string]string `json:"masked"`
-		Nested        map[string]string `json:"nested"`
-		Sockets       map[string]string `json:"sockets"`
-		Syscalls      map[string]string `json:"syscalls"`
-	}
+	var p posture.Record
 	client := ""
 	for _, c := range []string{"/usr/local/bin/runner", "/tmp/.sealrun/runner", "./runner"} {
 		if b, err := os.ReadFile(c); err == nil && bytes.HasPrefix(b, []byte("\x7fELF")) {
