@@ -129,6 +129,38 @@ func EventLine(e Event, r Record) string {
 	return s
 }
 
+// fetchRun writes the run's files into tmp: the attestation att as fetched (compared with what a
+// results directory holds), the rest streamed, the bundle checked against the report's candidate.
+func (c *Client) fetchRun(ctx context.Context, id string, att []byte, tmp string) error {
+	var bundleSum string
+	// The attestation as fetched by the caller; the rest streamed.
+	if err := exams.WriteAtomic(filepath.Join(tmp, "result.att.json"), 0o644, func(w io.Writer) error { _, err := w.Write(att); return err }); err != nil {
+		return err
+	}
+	for _, f := range gatherFiles {
+		sum, ok, err := c.FetchFile(ctx, id, f.name, filepath.Join(tmp, f.file))
+		if err != nil {
+			return err
+		}
+		if !ok && f.required {
+			return fmt.Errorf("run %s has no %s; it cannot be gathered (sealrun show %s)", id, f.file, id)
+		}
+		if f.name == "bundle" {
+			bundleSum = sum
+		}
+	}
+	if bundleSum != "" {
+		var rep struct {
+			Candidate struct{ ID string } `json:"candidate"`
+		}
+		b, _ := os.ReadFile(filepath.Join(tmp, "report.json"))
+		if json.Unmarshal(b, &rep) != nil || rep.Candidate.ID != "sha256:"+bundleSum {
+			return fmt.Errorf("run %s: the bundle copied has sha256 %s, not the graded candidate %q of its report; gather again", id, bundleSum, rep.Candidate.ID)
+		}
+	}
+	return nil
+}
+
 // Gather copies a finished run's files into dir/<run id> (a results directory, deploy/slurm/README.md),
 // atomically: the attestation, report, audit log, track, summary, report.html, the graded
 // bundle and run.json, the daemon's record. already is true when they were there.
@@ -160,31 +192,8 @@ func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bo
 		}
 	}()
 	os.Chmod(tmp, 0o755)
-	var bundleSum string
-	// The attestation as fetched above (compared with what dest holds); the rest streamed.
-	if err := exams.WriteAtomic(filepath.Join(tmp, "result.att.json"), 0o644, func(w io.Writer) error { _, err := w.Write(att); return err }); err != nil {
+	if err := c.fetchRun(ctx, rec.ID, att, tmp); err != nil {
 		return false, err
-	}
-	for _, f := range gatherFiles {
-		sum, ok, err := c.FetchFile(ctx, rec.ID, f.name, filepath.Join(tmp, f.file))
-		if err != nil {
-			return false, err
-		}
-		if !ok && f.required {
-			return false, fmt.Errorf("run %s has no %s; it cannot be gathered (sealrun show %s)", rec.ID, f.file, rec.ID)
-		}
-		if f.name == "bundle" {
-			bundleSum = sum
-		}
-	}
-	if bundleSum != "" {
-		var rep struct {
-			Candidate struct{ ID string } `json:"candidate"`
-		}
-		b, _ := os.ReadFile(filepath.Join(tmp, "report.json"))
-		if json.Unmarshal(b, &rep) != nil || rep.Candidate.ID != "sha256:"+bundleSum {
-			return false, fmt.Errorf("run %s: the bundle copied has sha256 %s, not the graded candidate %q of its report; gather again", rec.ID, bundleSum, rep.Candidate.ID)
-		}
 	}
 	recJSON, _ := json.MarshalIndent(rec, "", "  ")
 	if err := exams.WriteAtomic(filepath.Join(tmp, "run.json"), 0o644, func(w io.Writer) error { _, err := w.Write(append(recJSON, '\n')); return err }); err != nil {

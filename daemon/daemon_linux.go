@@ -599,6 +599,19 @@ func (d *Daemon) execute(ctx, rctx context.Context, cancel context.CancelFunc, s
 	}
 }
 
+// nextQueued is the oldest queued run not started yet, or nil; d.mu is held. A run started here
+// stays queued until its Execute records preparing: the cancel func marks it started, so it is
+// never started twice.
+func (d *Daemon) nextQueued() *Record {
+	var next *Record
+	for _, r := range d.runs {
+		if r.State == StateQueued && d.cancel[r.ID] == nil && (next == nil || r.Queued.Before(next.Queued)) {
+			next = r
+		}
+	}
+	return next
+}
+
 // Serve runs the queue until ctx ends: queued runs start in order while the concurrency and
 // the GPUs allow. At the end, running runs are cancelled (they end invalid) and waited for.
 func (d *Daemon) Serve(ctx context.Context) {
@@ -617,14 +630,7 @@ func (d *Daemon) Serve(ctx context.Context) {
 		// Start what fits, oldest first.
 		for {
 			d.mu.Lock()
-			var next *Record
-			for _, r := range d.runs {
-				// A run started here stays queued until its Execute records preparing: the
-				// cancel func marks it started, so it is never started twice.
-				if r.State == StateQueued && d.cancel[r.ID] == nil && (next == nil || r.Queued.Before(next.Queued)) {
-					next = r
-				}
-			}
+			next := d.nextQueued()
 			if next == nil || d.active >= max(1, d.cfg.Resources.Concurrency) || d.broken != nil {
 				// (A broken daemon starts nothing: what it cannot record must not run.)
 				d.mu.Unlock()

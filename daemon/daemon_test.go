@@ -235,6 +235,21 @@ func TestDaemonThroughCLI(t *testing.T) {
 	}
 }
 
+// cancelRun cancels run id and checks that it ends invalid, reason cancelled, with an attestation.
+func cancelRun(t *testing.T, d *Daemon, id string) {
+	t.Helper()
+	if _, err := d.Cancel(id); err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, id, StateInvalid)
+	if rec.Reason != "cancelled" {
+		t.Errorf("reason %q", rec.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(rec.Dir, "result.att.json")); err != nil {
+		t.Errorf("no attestation: %v", err)
+	}
+}
+
 func waitState(t testing.TB, d *Daemon, id, state string) Record {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -449,16 +464,7 @@ func TestCancelWhileGrading(t *testing.T) {
 	}
 	waitState(t, d, r.ID, StateGrading)
 	time.Sleep(time.Second) // the grader is answering (and hanging)
-	if _, err := d.Cancel(r.ID); err != nil {
-		t.Fatal(err)
-	}
-	rec := waitState(t, d, r.ID, StateInvalid)
-	if rec.Reason != "cancelled" {
-		t.Errorf("reason %q", rec.Reason)
-	}
-	if _, err := os.Stat(filepath.Join(rec.Dir, "result.att.json")); err != nil {
-		t.Errorf("no attestation: %v", err)
-	}
+	cancelRun(t, d, r.ID)
 }
 
 // The admin socket admits root and members of its group, and refuses everybody else with the fix.
@@ -516,16 +522,7 @@ func TestCancelWhilePreparing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, d, r.ID, StatePreparing)
-	if _, err := d.Cancel(r.ID); err != nil {
-		t.Fatal(err)
-	}
-	rec := waitState(t, d, r.ID, StateInvalid)
-	if rec.Reason != "cancelled" {
-		t.Errorf("reason %q", rec.Reason)
-	}
-	if _, err := os.Stat(filepath.Join(rec.Dir, "result.att.json")); err != nil {
-		t.Errorf("no attestation: %v", err)
-	}
+	cancelRun(t, d, r.ID)
 }
 
 // A run that the infrastructure fails is rerun automatically, linked both ways, and a chain of

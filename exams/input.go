@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // MaxProblems is how many problems an *InvalidInputError lists before it only counts them.
@@ -181,7 +183,7 @@ func readLine(br *bufio.Reader, buf *[]byte) (line []byte, tooLong bool, err err
 // object parses one line as a JSON object with only the allowed keys, each at most once.
 func (r *reader) object(n int, line []byte, allowed []string) (map[string]json.RawMessage, bool) {
 	if !utf8.Valid(line) {
-		r.add(n, "line is not valid UTF-8 at byte %d; JSON text must be UTF-8 (use prefix_b64/answer_b64 for arbitrary bytes)", invalidUTF8Offset(line))
+		r.add(n, "line is not valid UTF-8 at byte %d; JSON text must be UTF-8 (use prefix_b64/answer_b64 for arbitrary bytes)", fileio.InvalidUTF8(line))
 		return nil, false
 	}
 	var m map[string]json.RawMessage
@@ -531,17 +533,6 @@ func jsonKind(raw []byte) string {
 		return "null"
 	}
 	return "number"
-}
-
-func invalidUTF8Offset(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
 }
 
 // truncateForMsg shortens s for an error message, on a rune boundary.

@@ -72,18 +72,8 @@ func (s *Store) PullFrom(ctx context.Context, ref string, o Registry) (*Record, 
 		return nil, nil, fmt.Errorf("pull %s: %w", ref, explainRegistry(d.RegistryStr(), o, err))
 	}
 	raw := desc.Manifest
-	sum := sha256.Sum256(raw)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != d.DigestStr() {
-		return nil, nil, fmt.Errorf("pull %s: the registry served a manifest whose digest is %s: it is not the pinned image (tampered, or the wrong registry)", ref, got)
-	}
-	if desc.MediaType.IsIndex() {
-		return nil, nil, fmt.Errorf("pull %s: this digest is an index (several platforms); pin one platform's image: sealrun images pin %s", ref, d.Context().Name())
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	m, err := pulledManifest(ref, d, desc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pull %s: the manifest: %w", ref, err)
-	}
-	if err := checkManifestTypes(ref, m); err != nil {
 		return nil, nil, err
 	}
 	client, err := o.client(ctx, d.Context(), d.Scope(transport.PullScope))
@@ -126,6 +116,27 @@ func (s *Store) PullFrom(ctx context.Context, ref string, o Registry) (*Record, 
 		s.dropUnused(blobs) // the image is refused: its blobs are of no use (an interrupted fetch's are kept)
 	}
 	return rec, st, err
+}
+
+// pulledManifest checks the manifest a registry served for the pinned reference d: its digest is
+// the pin, it is one platform's image (not an index) and its media types are ones sealrun reads.
+func pulledManifest(ref string, d name.Digest, desc *remote.Descriptor) (*v1.Manifest, error) {
+	raw := desc.Manifest
+	sum := sha256.Sum256(raw)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != d.DigestStr() {
+		return nil, fmt.Errorf("pull %s: the registry served a manifest whose digest is %s: it is not the pinned image (tampered, or the wrong registry)", ref, got)
+	}
+	if desc.MediaType.IsIndex() {
+		return nil, fmt.Errorf("pull %s: this digest is an index (several platforms); pin one platform's image: sealrun images pin %s", ref, d.Context().Name())
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: the manifest: %w", ref, err)
+	}
+	if err := checkManifestTypes(ref, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 func short(h v1.Hash) string { return h.Algorithm + ":" + h.Hex[:12] }

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // MaxTrackBytes is the largest track file Load accepts. Real tracks are about 2 KiB.
@@ -114,7 +115,7 @@ func Parse(file string, data []byte) (*Track, error) {
 		return nil, bad("", "contains a NUL byte at offset %d; a track file is UTF-8 TOML text, not binary", i)
 	}
 	if !utf8.Valid(data) {
-		return nil, bad("", "is not valid UTF-8 (offset %d); a track file is UTF-8 TOML text", invalidUTF8Offset(data))
+		return nil, bad("", "is not valid UTF-8 (offset %d); a track file is UTF-8 TOML text", fileio.InvalidUTF8(data))
 	}
 	var raw map[string]any
 	md, err := toml.Decode(string(data), &raw)
@@ -137,17 +138,6 @@ func Parse(file string, data []byte) (*Track, error) {
 	sum := sha256.Sum256(canon)
 	t.ID, t.canonical = hex.EncodeToString(sum[:]), canon
 	return t, nil
-}
-
-func invalidUTF8Offset(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
 }
 
 // kind is how a key's value is checked and converted.

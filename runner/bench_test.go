@@ -2,12 +2,9 @@ package runner
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 func median(d []time.Duration) time.Duration {
@@ -37,19 +36,7 @@ func pct(d []time.Duration, p float64) time.Duration {
 func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
 	f := newFixture(b)
 	imgs := sandboxtest.LocalImages(b)
-	bare := filepath.Join(b.TempDir(), "bundle")
-	os.MkdirAll(bare, 0o755)
-	if out, err := exec.Command("runc", "spec", "--bundle", bare).CombinedOutput(); err != nil {
-		b.Fatalf("runc spec: %v %s", err, out)
-	}
-	var spec map[string]any
-	data, _ := os.ReadFile(filepath.Join(bare, "config.json"))
-	json.Unmarshal(data, &spec)
-	spec["root"] = map[string]any{"path": imgs.Python, "readonly": true}
-	proc := spec["process"].(map[string]any)
-	proc["terminal"], proc["args"] = false, []string{"true"}
-	data, _ = json.Marshal(spec)
-	os.WriteFile(filepath.Join(bare, "config.json"), data, 0o644)
+	bare := testenv.BareRuncBundle(b, imgs.Python, "true")
 	root := b.TempDir()
 	var ours, theirs []time.Duration
 	b.ResetTimer()

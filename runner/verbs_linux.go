@@ -4,6 +4,7 @@ package runner
 // validate, promote, finalize).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -75,6 +76,28 @@ func indent(s string) string {
 	return "  " + strings.Join(lines, "\n  ") + "\n"
 }
 
+// askJudge passes one judge verb to the Judge and returns its answer.
+func (s *Service) askJudge(ctx context.Context, verb string, req ArgRequest) (out string, err error) {
+	switch verb {
+	case "submit":
+		var dir string
+		if dir, err = s.resolveDir(req.Arg, req.Cwd); err == nil {
+			out, err = s.o.judge.Submit(ctx, dir)
+		}
+	case "promote":
+		if req.Arg == "" {
+			err = refusef("promote needs a candidate id (runner history lists them)")
+		} else {
+			out, err = s.o.judge.Promote(ctx, req.Arg)
+		}
+	case "finalize":
+		out, err = s.o.judge.Finalize(ctx, req.Arg)
+	case "history":
+		out, err = s.o.judge.History(ctx)
+	}
+	return out, err
+}
+
 // judgeVerb serves submit, promote, finalize and history through the Judge.
 func (s *Service) judgeVerb(verb string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -102,25 +125,7 @@ func (s *Service) judgeVerb(verb string) http.HandlerFunc {
 			st.exit(ExitRefused)
 			return
 		}
-		var out string
-		var err error
-		switch verb {
-		case "submit":
-			var dir string
-			if dir, err = s.resolveDir(req.Arg, req.Cwd); err == nil {
-				out, err = s.o.judge.Submit(r.Context(), dir)
-			}
-		case "promote":
-			if req.Arg == "" {
-				err = refusef("promote needs a candidate id (runner history lists them)")
-			} else {
-				out, err = s.o.judge.Promote(r.Context(), req.Arg)
-			}
-		case "finalize":
-			out, err = s.o.judge.Finalize(r.Context(), req.Arg)
-		case "history":
-			out, err = s.o.judge.History(r.Context())
-		}
+		out, err := s.askJudge(r.Context(), verb, req)
 		var ref *Refusal
 		var reasoned interface{ RefusalReason() string }
 		switch {

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,19 +49,7 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	bare := filepath.Join(b.TempDir(), "bundle")
-	os.MkdirAll(bare, 0o755)
-	if out, err := exec.Command("runc", "spec", "--bundle", bare).CombinedOutput(); err != nil {
-		b.Fatalf("runc spec: %v %s", err, out)
-	}
-	var spec map[string]any
-	data, _ := os.ReadFile(filepath.Join(bare, "config.json"))
-	json.Unmarshal(data, &spec)
-	spec["root"] = map[string]any{"path": imgs.controller, "readonly": true}
-	proc := spec["process"].(map[string]any)
-	proc["terminal"], proc["args"] = false, []string{"true"}
-	data, _ = json.Marshal(spec)
-	os.WriteFile(filepath.Join(bare, "config.json"), data, 0o644)
+	bare := testenv.BareRuncBundle(b, imgs.controller, "true")
 	bareRoot := filepath.Join(runDir, "bare")
 
 	var ours, theirs, same []time.Duration

@@ -497,61 +497,7 @@ func (c *Container) Destroy(ctx context.Context) error {
 			}
 		}
 	}
-	c.stopOnce.Do(func() {
-		if c.stdin != nil {
-			c.stdin.Close()
-		}
-		// A foreground run deletes its own runtime state when the container exits; ask the
-		// runtime only when that did not happen (the start failed, or the wait timed out).
-		exitedCleanly := false
-		select {
-		case <-c.done:
-			exitedCleanly = c.err == nil
-		default:
-		}
-		if !exitedCleanly && c.started {
-			dctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
-			if st, err := c.rt.State(dctx, c.ID); err == nil && st != nil {
-				if err := c.rt.Delete(dctx, c.ID); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			cancel()
-		}
-		if err := c.cg.KillAll(c.run.h.cfg.KillTimeout); err != nil {
-			errs = append(errs, err)
-		}
-		if err := c.cg.Remove(); err != nil {
-			errs = append(errs, err)
-		}
-		if c.Role == RoleController {
-			deleteGatewayLink(c.run.gateway)
-		}
-		bundleFree := true
-		for _, m := range c.rootfsMounts {
-			if err := unmountRootfs(m); err != nil {
-				errs = append(errs, err)
-				bundleFree = false // never recurse into a mounted image
-				break
-			}
-		}
-		if c.bundle != "" && bundleFree {
-			if err := removeWork(c.bundle); err != nil {
-				errs = append(errs, err)
-			}
-			if err := os.RemoveAll(c.bundle); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if c.UIDs.Base != 0 {
-			if err := c.run.h.ranges.Release(c.UIDs); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		c.run.mu.Lock()
-		delete(c.run.live, c.ID)
-		c.run.mu.Unlock()
-	})
+	c.stopOnce.Do(func() { errs = append(errs, c.teardown(ctx)...) })
 	if len(errs) > 0 {
 		return infra(c.ID, "destroy", errors.Join(errs...))
 	}
@@ -559,6 +505,66 @@ func (c *Container) Destroy(ctx context.Context) error {
 }
 
 // waitTimeout waits for wg up to d and reports whether it finished.
+// teardown removes, once, what the container had: its runtime state (when the runtime did not
+// delete it), its cgroup, its end of the gateway veth, its rootfs mounts and bundle, its UID range.
+func (c *Container) teardown(ctx context.Context) []error {
+	var errs []error
+	if c.stdin != nil {
+		c.stdin.Close()
+	}
+	// A foreground run deletes its own runtime state when the container exits; ask the
+	// runtime only when that did not happen (the start failed, or the wait timed out).
+	exitedCleanly := false
+	select {
+	case <-c.done:
+		exitedCleanly = c.err == nil
+	default:
+	}
+	if !exitedCleanly && c.started {
+		dctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
+		if st, err := c.rt.State(dctx, c.ID); err == nil && st != nil {
+			if err := c.rt.Delete(dctx, c.ID); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		cancel()
+	}
+	if err := c.cg.KillAll(c.run.h.cfg.KillTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.cg.Remove(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Role == RoleController {
+		deleteGatewayLink(c.run.gateway)
+	}
+	bundleFree := true
+	for _, m := range c.rootfsMounts {
+		if err := unmountRootfs(m); err != nil {
+			errs = append(errs, err)
+			bundleFree = false // never recurse into a mounted image
+			break
+		}
+	}
+	if c.bundle != "" && bundleFree {
+		if err := removeWork(c.bundle); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(c.bundle); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.UIDs.Base != 0 {
+		if err := c.run.h.ranges.Release(c.UIDs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.run.mu.Lock()
+	delete(c.run.live, c.ID)
+	c.run.mu.Unlock()
+	return errs
+}
+
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

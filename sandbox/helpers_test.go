@@ -69,6 +69,21 @@ func (e *buildError) Error() string { return e.out }
 
 // testHost makes a Host with its own state and run directories, using the dedicated hook binary,
 // and checks after the test that nothing sealrun made is left on the host.
+// testRun is a run of the test host named name, and the local images; the run is destroyed when
+// the test ends.
+func testRun(t *testing.T, name string) (*Run, testImages) {
+	t.Helper()
+	h := testHost(t)
+	imgs := localImages(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Destroy(ctx) })
+	return r, imgs
+}
+
 func testHost(t *testing.T) *Host {
 	t.Helper()
 	requireRoot(t)

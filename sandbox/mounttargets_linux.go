@@ -207,64 +207,76 @@ func makeTargetLayer(layer, rootfs string, ts []mountTarget, uids, gids []specs.
 	if err := os.Lchown(layer, idShift(st.Uid, uids), idShift(st.Gid, gids)); err != nil {
 		return err
 	}
-	made := map[string]bool{}
-	var mkdirs func(p string) error
-	mkdirs = func(p string) error {
-		if p == "/" || made[p] {
-			return nil
-		}
-		if err := mkdirs(path.Dir(p)); err != nil {
-			return err
-		}
-		mode, uid, gid := os.FileMode(0o755), idShift(0, uids), idShift(0, gids)
-		if fi, err := os.Lstat(filepath.Join(rootfs, p)); err == nil && fi.IsDir() {
-			st := fi.Sys().(*syscall.Stat_t)
-			mode, uid, gid = fi.Mode().Perm(), idShift(st.Uid, uids), idShift(st.Gid, gids)
-		}
-		host := filepath.Join(layer, p)
-		if err := os.Mkdir(host, mode); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		made[p] = true
-		if err := os.Chmod(host, mode); err != nil {
-			return err
-		}
-		return os.Lchown(host, uid, gid)
-	}
+	tl := &targetLayer{layer: layer, rootfs: rootfs, uids: uids, gids: gids, made: map[string]bool{}}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].resolved < ts[j].resolved })
 	for _, t := range ts {
 		if !t.missing {
 			continue
 		}
-		if err := mkdirs(path.Dir(t.resolved)); err != nil {
+		if err := tl.mkdirs(path.Dir(t.resolved)); err != nil {
 			return fmt.Errorf("mount target %s: %w", t.dest, err)
 		}
-		host := filepath.Join(layer, t.resolved)
-		if t.link != "" {
-			if err := os.Symlink(t.link, host); err != nil {
-				return fmt.Errorf("symlink %s: %w", t.dest, err)
-			}
-			if err := os.Lchown(host, idShift(0, uids), idShift(0, gids)); err != nil {
-				return err
-			}
-			continue
-		}
-		if t.dir {
-			if err := mkdirs(t.resolved); err != nil {
-				return fmt.Errorf("mount target %s: %w", t.dest, err)
-			}
-			continue
-		}
-		f, err := os.OpenFile(host, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			return fmt.Errorf("mount target %s: %w", t.dest, err)
-		}
-		f.Close()
-		if err := os.Lchown(host, idShift(0, uids), idShift(0, gids)); err != nil {
+		if err := tl.target(t); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// targetLayer is a mount-target layer being written.
+type targetLayer struct {
+	layer, rootfs string
+	uids, gids    []specs.LinuxIDMapping
+	made          map[string]bool
+}
+
+// mkdirs makes the directory p of the layer and those down to it, each with the image's mode and
+// owner where the image has it, else 0755 owned by the container's root.
+func (tl *targetLayer) mkdirs(p string) error {
+	if p == "/" || tl.made[p] {
+		return nil
+	}
+	if err := tl.mkdirs(path.Dir(p)); err != nil {
+		return err
+	}
+	mode, uid, gid := os.FileMode(0o755), idShift(0, tl.uids), idShift(0, tl.gids)
+	if fi, err := os.Lstat(filepath.Join(tl.rootfs, p)); err == nil && fi.IsDir() {
+		st := fi.Sys().(*syscall.Stat_t)
+		mode, uid, gid = fi.Mode().Perm(), idShift(st.Uid, tl.uids), idShift(st.Gid, tl.gids)
+	}
+	host := filepath.Join(tl.layer, p)
+	if err := os.Mkdir(host, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	tl.made[p] = true
+	if err := os.Chmod(host, mode); err != nil {
+		return err
+	}
+	return os.Lchown(host, uid, gid)
+}
+
+// target makes one missing target (its directory made): a symlink, a directory or an empty file,
+// owned by the container's root.
+func (tl *targetLayer) target(t mountTarget) error {
+	host := filepath.Join(tl.layer, t.resolved)
+	if t.link != "" {
+		if err := os.Symlink(t.link, host); err != nil {
+			return fmt.Errorf("symlink %s: %w", t.dest, err)
+		}
+		return os.Lchown(host, idShift(0, tl.uids), idShift(0, tl.gids))
+	}
+	if t.dir {
+		if err := tl.mkdirs(t.resolved); err != nil {
+			return fmt.Errorf("mount target %s: %w", t.dest, err)
+		}
+		return nil
+	}
+	f, err := os.OpenFile(host, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("mount target %s: %w", t.dest, err)
+	}
+	f.Close()
+	return os.Lchown(host, idShift(0, tl.uids), idShift(0, tl.gids))
 }
 
 // mountTargetOverlay mounts at target a read-only overlay of layer over image. The layers are

@@ -208,6 +208,8 @@ var standardDevices = []struct {
 }{{"/dev/null", 1, 3}, {"/dev/zero", 1, 5}, {"/dev/full", 1, 7}, {"/dev/random", 1, 8}, {"/dev/urandom", 1, 9}, {"/dev/tty", 5, 0}, {"/dev/ptmx", 5, 2}}
 
 // Spec builds the OCI runtime spec of a profile. It is pure: the same profile gives the same spec.
+// It is long because it is the spec as one literal, field by field, so that a reader sees the whole
+// of a container's confinement in one place.
 func Spec(p Profile) (*specs.Spec, error) {
 	if err := p.check(); err != nil {
 		return nil, err

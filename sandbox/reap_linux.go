@@ -69,33 +69,8 @@ func (r Reaped) Empty() bool {
 func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	var out Reaped
 	var errs []error
-	// A process killed between freezing a cgroup and thawing it left it frozen: its tasks would
-	// never die, and the runtime's delete would wait for them.
-	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
-		for _, e := range entries {
-			var rec runRecord
-			if b, err := os.ReadFile(filepath.Join(h.runRecordDir(e.Name()), "record.json")); err == nil && json.Unmarshal(b, &rec) == nil && rec.Cgroup != "" {
-				cgroupTree{path: rec.Cgroup}.thawDescendants()
-			}
-		}
-	}
-	for _, rt := range h.Runtimes() {
-		cs, err := rt.List(ctx)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, c := range cs {
-			kctx, cancel := context.WithTimeout(ctx, h.cfg.KillTimeout)
-			rt.Kill(kctx, c.ID, syscall.SIGKILL)
-			// The runtime process that ran it in the foreground may delete it first, once it
-			// died (crun does it sooner than runc): gone is what was asked.
-			if err := rt.Delete(kctx, c.ID); err != nil && rt.exists(c.ID) {
-				errs = append(errs, err)
-			}
-			cancel()
-			out.Containers = append(out.Containers, c.ID)
-		}
-	}
+	h.thawRecorded()
+	out.Containers, errs = h.reapContainers(ctx, errs)
 	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
 		for _, e := range entries {
 			var rec runRecord
@@ -119,29 +94,78 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 			out.Ranges = append(out.Ranges, owner)
 		}
 	}
-	bundles := filepath.Join(h.cfg.RunDir, "bundles")
-	if entries, err := os.ReadDir(bundles); err == nil {
-		for _, e := range entries {
-			if err := unmountHidden(filepath.Join(bundles, e.Name())); err != nil {
-				errs = append(errs, err)
-				continue // never recurse into a mounted source
-			}
-			if err := unmountRootfs(filepath.Join(bundles, e.Name(), "rootfs")); err != nil {
-				errs = append(errs, err)
-				continue // never recurse into a mounted image
-			}
-			if err := unmountRootfs(filepath.Join(bundles, e.Name(), "image")); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			os.RemoveAll(filepath.Join(bundles, e.Name()))
-			out.Bundles = append(out.Bundles, e.Name())
-		}
-	}
+	out.Bundles, errs = h.reapBundles(errs)
 	if len(errs) > 0 {
 		return out, infra(h.cfg.RunDir, "reap", errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// thawRecorded thaws the cgroups of the recorded runs: a process killed between freezing a
+// cgroup and thawing it left it frozen, its tasks would never die, and the runtime's delete
+// would wait for them.
+func (h *Host) thawRecorded() {
+	entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs"))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		var rec runRecord
+		if b, err := os.ReadFile(filepath.Join(h.runRecordDir(e.Name()), "record.json")); err == nil && json.Unmarshal(b, &rec) == nil && rec.Cgroup != "" {
+			cgroupTree{path: rec.Cgroup}.thawDescendants()
+		}
+	}
+}
+
+// reapContainers kills and deletes every container in the runtimes' roots and lists them.
+func (h *Host) reapContainers(ctx context.Context, errs []error) ([]string, []error) {
+	var ids []string
+	for _, rt := range h.Runtimes() {
+		cs, err := rt.List(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, c := range cs {
+			kctx, cancel := context.WithTimeout(ctx, h.cfg.KillTimeout)
+			rt.Kill(kctx, c.ID, syscall.SIGKILL)
+			// The runtime process that ran it in the foreground may delete it first, once it
+			// died (crun does it sooner than runc): gone is what was asked.
+			if err := rt.Delete(kctx, c.ID); err != nil && rt.exists(c.ID) {
+				errs = append(errs, err)
+			}
+			cancel()
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids, errs
+}
+
+// reapBundles removes the bundle directories left, once nothing is mounted in them (never
+// recursing into a mounted source or image), and lists them.
+func (h *Host) reapBundles(errs []error) ([]string, []error) {
+	var names []string
+	bundles := filepath.Join(h.cfg.RunDir, "bundles")
+	entries, err := os.ReadDir(bundles)
+	if err != nil {
+		return nil, errs
+	}
+	for _, e := range entries {
+		if err := unmountHidden(filepath.Join(bundles, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue // never recurse into a mounted source
+		}
+		if err := unmountRootfs(filepath.Join(bundles, e.Name(), "rootfs")); err != nil {
+			errs = append(errs, err)
+			continue // never recurse into a mounted image
+		}
+		if err := unmountRootfs(filepath.Join(bundles, e.Name(), "image")); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		os.RemoveAll(filepath.Join(bundles, e.Name()))
+		names = append(names, e.Name())
+	}
+	return names, errs
 }
 
 // ReapRunDir removes what a host with run directory runDir left — its containers, recorded

@@ -25,14 +25,8 @@ import (
 // init pid. Start returns with the pid known (the runtime's own state, given to the hook), so
 // the host sees the container's namespaces every time.
 func TestPidKnownWhenStartReturns(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "pidrace")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "pidrace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	ws := workspace(t, r)
 	myUserns, _ := os.Readlink("/proc/self/ns/user")
 	for i := 0; i < 20; i++ {
@@ -157,14 +151,8 @@ func TestNewRunRefusesLiveID(t *testing.T) {
 
 // The grader speaks JSON lines on the container's stdin and stdout.
 func TestStdinPipe(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "stdin")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "stdin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	bundle := t.TempDir()
 	os.Chmod(filepath.Dir(bundle), 0o711)
 	os.Chmod(bundle, 0o755)
@@ -207,14 +195,8 @@ func TestStdinPipe(t *testing.T) {
 
 // Kill with a signal the command handles; freeze and thaw stop and resume it.
 func TestKillSignalFreezeThaw(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "signals")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "signals")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	ws := workspace(t, r)
 	var out lineWaiter
 	out.init()
@@ -384,14 +366,8 @@ func TestPartialLimitsInContainer(t *testing.T) {
 // The workspace quota: writes past it fail with ENOSPC inside; the host is untouched; Destroy
 // unmounts it and the image keeps what was written.
 func TestWorkspaceQuota(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "quota")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "quota")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	parent := t.TempDir()
 	os.Chmod(parent, 0o711)
 	ws := filepath.Join(parent, "workspace")

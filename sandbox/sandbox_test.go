@@ -105,14 +105,8 @@ func TestRunCommandOutputAndExitCode(t *testing.T) {
 
 // The controller and a runner have different UID ranges but share /workspace through the run's GID.
 func TestWorkspaceShared(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "share")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "share")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	ws := workspace(t, r)
 	run := func(role Role, rootfs string, script ...string) string {
 		var out bytes.Buffer
@@ -135,14 +129,8 @@ func TestWorkspaceShared(t *testing.T) {
 }
 
 func TestForkBombStoppedByPidsLimit(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "forkbomb")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "forkbomb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	limits := DefaultLimits()
 	limits.Pids = 32
 	var out bytes.Buffer
@@ -177,14 +165,8 @@ except OSError as e:
 }
 
 func TestMemoryBombOOMKilled(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "membomb")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "membomb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	limits := DefaultLimits()
 	limits.MemoryBytes = 96 << 20
 	oomBefore := vmstatOOMKills(t)
@@ -224,14 +206,8 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 }
 
 func TestCancelKillsContainer(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "cancel")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "cancel")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"sh", "-c", "sleep 600 & sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
@@ -249,14 +225,8 @@ func TestCancelKillsContainer(t *testing.T) {
 // A failed start (no mount point in the image, a command that does not exist) names the cause
 // and leaves nothing behind.
 func TestStartFailures(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "fail")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "fail")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	bare := t.TempDir()
 	os.Chmod(filepath.Dir(bare), 0o711)
 	for _, d := range []string{"bin", "proc", "sys", "dev", "tmp"} {
@@ -405,14 +375,8 @@ func TestRunDirReapsKilledTestProcess(t *testing.T) {
 }
 
 func TestGatewayListenerReachableOnlyFromController(t *testing.T) {
-	h := testHost(t)
-	imgs := localImages(t)
+	r, imgs := testRun(t, "gw")
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "gw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Destroy(ctx)
 	l, err := ListenGateway(ctx, r.GatewayNetns(), 8080)
 	if err != nil {
 		t.Fatal(err)

@@ -126,13 +126,7 @@ printed), 1 bad input, 2 usage or a failure of this host. Needs root.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			e, done, err := f.env(ctx, g, cmd, image, t.Budget.QuestionLimit, t.Artifact.MaxGzipBytes)
-			if err != nil {
-				return err
-			}
-			defer done()
-			rep, err := gradeFile(ctx, e, f.bundle, ex, t, families)
+			rep, workDir, err := f.grade(cmd, g, image, ex, t, families)
 			if err != nil {
 				return err
 			}
@@ -140,7 +134,7 @@ printed), 1 bad input, 2 usage or a failure of this host. Needs root.`,
 				return ioError(err)
 			}
 			if f.logs != "" && !f.json {
-				fmt.Fprintf(cmd.OutOrStdout(), "logs               %s (private: per-question outcomes, the bundle's stderr)\n", e.WorkDir)
+				fmt.Fprintf(cmd.OutOrStdout(), "logs               %s (private: per-question outcomes, the bundle's stderr)\n", workDir)
 			}
 			if rep.Status == "failed" {
 				return &exitError{code: exitFailed, err: errors.New(rep.Reason), quiet: true}
@@ -155,6 +149,19 @@ printed), 1 bad input, 2 usage or a failure of this host. Needs root.`,
 	cmd.Flags().DurationVar(&f.grading, "grading", 30*time.Minute, "grading limit (both phases) without --track")
 	f.fam.addFlags(cmd, false)
 	return cmd
+}
+
+// grade grades --bundle in a grading environment of its own (torn down after) and returns the
+// report and the directory of the grading logs.
+func (f *gradeFlags) grade(cmd *cobra.Command, g *globals, image string, ex *exams.Exam, t *policy.Track, families map[string]string) (*grader.Report, string, error) {
+	ctx := cmd.Context()
+	e, done, err := f.env(ctx, g, cmd, image, t.Budget.QuestionLimit, t.Artifact.MaxGzipBytes)
+	if err != nil {
+		return nil, "", err
+	}
+	defer done()
+	rep, err := gradeFile(ctx, e, f.bundle, ex, t, families)
+	return rep, e.WorkDir, err
 }
 
 // gradeFile grades one bundle file and builds its report.
@@ -276,13 +283,7 @@ func regrade(cmd *cobra.Command, g *globals, f *gradeFlags, vf *verifyFlags, att
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
-	e, done, err := f.env(ctx, g, cmd, p.Images.Grader, t.Budget.QuestionLimit, t.Artifact.MaxGzipBytes)
-	if err != nil {
-		return err
-	}
-	defer done()
-	rep, err := gradeFile(ctx, e, f.bundle, ex, t, nil)
+	rep, _, err := f.grade(cmd, g, p.Images.Grader, ex, t, nil)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,8 @@ func stateExit(state, reason string) error {
 	return nil
 }
 
+// newRunCmd is sealrun run. It is long for its help text and flags; the work is the daemon's (POST
+// /runs) and follow's.
 func newRunCmd() *cobra.Command {
 	var socket, track, agent, rerunOf, dispatcher string
 	var gpus []string

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"unicode/utf8"
 )
 
 // OpenRegular opens a file for reading and refuses directories and devices with a clear message.
@@ -98,4 +99,17 @@ func SyncTree(dir string) error {
 		defer f.Close()
 		return f.Sync()
 	})
+}
+
+// InvalidUTF8 is the offset of the first byte of b that is not valid UTF-8, or -1: where a text
+// file an operator wrote (a track, an exam's input) stops being text, for the error to name.
+func InvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }

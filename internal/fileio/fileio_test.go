@@ -47,3 +47,14 @@ func TestReadLimitedAndSHA256(t *testing.T) {
 		t.Error("SyncDir of a missing directory: no error")
 	}
 }
+
+func TestInvalidUTF8(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{{"", -1}, {"plain", -1}, {"é ok", -1}, {"ab\xffcd", 2}, {"\xc3", 0}, {"ok\xe2\x82", 2}} {
+		if got := InvalidUTF8([]byte(c.in)); got != c.want {
+			t.Errorf("InvalidUTF8(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}

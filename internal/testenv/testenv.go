@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -194,3 +195,28 @@ func Slow() int {
 // "crun" or "runsc"; "" is runc). make test-cgroup2 runs the sandbox and a sealed run again
 // under crun with it.
 func Runtime() string { return os.Getenv("SEALRUN_TEST_RUNTIME") }
+
+// BareRuncBundle writes a bundle of `runc spec`'s default config running args from rootfs
+// (read-only, no terminal) into a new directory, and returns it: the baseline the benchmarks
+// measure a sealed container against.
+func BareRuncBundle(t testing.TB, rootfs string, args ...string) string {
+	t.Helper()
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	os.MkdirAll(bundle, 0o755)
+	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v %s", err, out)
+	}
+	var spec map[string]any
+	data, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatalf("runc spec's config.json: %v", err)
+	}
+	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"], proc["args"] = false, args
+	data, _ = json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bundle
+}
