@@ -119,8 +119,8 @@ func reportProgress(o InstallOptions, copied *atomic.Int64, total int64) (stop f
 	return func() { close(done); <-exited }
 }
 
-// copyFiles copies the listed files of src into dst (their directories made), hashing each as
-// it is copied, by a few workers; the first error is returned.
+// copyFiles copies the listed files of src into dst (whose directories the caller made), hashing
+// each as it is copied, by a few workers; the first error is returned.
 func copyFiles(src, dst string, files []File, copied *atomic.Int64) error {
 	jobs := make(chan int)
 	errs := make(chan error, len(files)+1)

@@ -133,7 +133,6 @@ func EventLine(e Event, r Record) string {
 // results directory holds), the rest streamed, the bundle checked against the report's candidate.
 func (c *Client) fetchRun(ctx context.Context, id string, att []byte, tmp string) error {
 	var bundleSum string
-	// The attestation as fetched by the caller; the rest streamed.
 	if err := exams.WriteAtomic(filepath.Join(tmp, "result.att.json"), 0o644, func(w io.Writer) error { _, err := w.Write(att); return err }); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/kits"
+	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
@@ -308,7 +309,7 @@ func demoPublish(ctx context.Context, c *daemon.Client, state, demoDir, pubDir, 
 	if err := exams.WriteAtomic(ledgerOut, 0o644, func(w io.Writer) error { _, err := ledger.Export(lf, w); return err }); err != nil {
 		return fmt.Errorf("export the run ledger: %w", err)
 	}
-	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: "exam", Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}}); err != nil {
+	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: leaderboard.SuiteExam, Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}}); err != nil {
 		return fmt.Errorf("publish the demo's runs: %w", err)
 	}
 	return nil

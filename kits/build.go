@@ -213,7 +213,7 @@ func Build(src fs.FS, srcName, out string, o BuildOptions) (*Kit, error) {
 
 // kitWriter writes a kit's files into its directory under construction and lists them.
 type kitWriter struct {
-	dir, out string // out: the kit's final directory, for messages
+	dir, out string // the directory being written, and the kit's final one it is renamed to
 	files    []File
 }
 

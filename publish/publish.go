@@ -56,7 +56,7 @@ type Publication struct {
 // Options are what Write publishes.
 type Options struct {
 	Out    string   // the directory to create (must not exist)
-	Suite  string   // "exam" (one board per exam track) or leaderboard.SuiteAIRS
+	Suite  string   // leaderboard.SuiteExam (one board per exam track) or leaderboard.SuiteAIRS
 	Keys   []string // the public keys that signed the runs (PEM files or directories of *.pub)
 	Tracks []string // track files (default: each gathered run's own track.toml)
 	// Ledgers are the hosts' exported run ledgers; with them, every run they hold must be
@@ -82,7 +82,7 @@ func Write(o Options) (*Summary, error) {
 		return nil, usageErr(errors.New("give the publication directory to create"))
 	case len(o.Keys) == 0:
 		return nil, usageErr(errors.New("give the public key(s) that signed the runs (a PEM file or a directory of *.pub files)"))
-	case o.Suite != "exam" && o.Suite != leaderboard.SuiteAIRS:
+	case o.Suite != leaderboard.SuiteExam && o.Suite != leaderboard.SuiteAIRS:
 		return nil, usageErr(fmt.Errorf("suite %q: use exam or airs", o.Suite))
 	}
 	var s Summary

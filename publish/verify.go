@@ -286,7 +286,7 @@ func absPaths(ps []string) []string {
 // summarisePublication prints the boards' rows and what they mean.
 func summarisePublication(w interface{ Write([]byte) (int, error) }, dir string, boardJSON []byte, meta Publication) {
 	fmt.Fprintf(w, "runs: %d, every attestation verified with a trusted key, with the files it binds\n", len(meta.Runs))
-	if meta.Suite == "exam" {
+	if meta.Suite == leaderboard.SuiteExam {
 		var b leaderboard.Board
 		if json.Unmarshal(boardJSON, &b) == nil {
 			for _, t := range b.Tables {

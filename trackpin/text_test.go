@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/policy"
 )
 
 // trackText edits values and keeps everything else byte for byte.
@@ -28,9 +30,11 @@ func TestTrackTextSet(t *testing.T) {
 // Pin refuses what the track's kind does not take as a usage error, and a result that still
 // holds a placeholder, before it looks at any store.
 func TestPinRefusals(t *testing.T) {
-	exam := "[track]\nname = \"t\"\n" // not a track: the parse error comes back as is
-	if _, err := Pin(t.TempDir(), "t.toml", []byte(exam), "out.toml", Pins{}); err == nil {
-		t.Fatal("a broken track pinned")
+	// A track that does not parse: its problems come back as policy's error, which the CLI prints
+	// as `track validate` does.
+	var it *policy.InvalidTrackError
+	if _, err := Pin(t.TempDir(), "t.toml", []byte("[track]\nname = \"t\"\n"), "out.toml", Pins{}); !errors.As(err, &it) {
+		t.Fatalf("a broken track: %v; want a *policy.InvalidTrackError", err)
 	}
 	ari, err := os.ReadFile("../tracks/ari-v1.toml")
 	if err != nil {

@@ -71,7 +71,7 @@ not accounted for (the board is still written; --allow-rejected exits 0), 2 usag
 	cmd.Flags().StringArrayVar(&f.ledgers, "ledger", nil, "a host's published run ledger (sealrun ledger export; repeatable, one per host): account for every run of each row")
 	cmd.Flags().StringArrayVar(&f.tracks, "track", nil, "verify against this track file (repeatable); attestations under other tracks are rejected")
 	cmd.Flags().StringVar(&f.format, "format", "text", "text, markdown, html, json or csv (--suite airs: text, markdown or json)")
-	cmd.Flags().StringVar(&f.suite, "suite", "exam", "exam: one table per exam track; airs: the AIRS-Bench task suite (normalized scores, Elo)")
+	cmd.Flags().StringVar(&f.suite, "suite", leaderboard.SuiteExam, "exam: one table per exam track; airs: the AIRS-Bench task suite (normalized scores, Elo)")
 	cmd.Flags().StringVar(&f.transform, "transform", string(airs.MarchOf9s), "--suite airs: the normalized score's φ, march-of-9s or identity")
 	cmd.Flags().StringVar(&f.out, "out", "", "write to this file (atomically) instead of stdout")
 	cmd.Flags().BoolVar(&f.allowRejected, "allow-rejected", false, "exit 0 even if some input was rejected")

@@ -38,7 +38,7 @@ or withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 			if len(keys) == 0 {
 				return usage(errors.New("give the public key(s) that signed the runs with --key (a PEM file or a directory of *.pub files)"))
 			}
-			if suite != "exam" && suite != leaderboard.SuiteAIRS {
+			if suite != leaderboard.SuiteExam && suite != leaderboard.SuiteAIRS {
 				return usage(fmt.Errorf("--suite %q: use exam (the default) or airs", suite))
 			}
 			if suite == leaderboard.SuiteAIRS && len(ledgers) > 0 {
@@ -57,7 +57,7 @@ or withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key that signed the runs (PEM), or a directory of *.pub; repeatable")
 	cmd.Flags().StringArrayVar(&tracks, "track", nil, "a track file the runs were judged under (repeatable; default: each run's own track.toml)")
 	cmd.Flags().StringArrayVar(&ledgers, "ledger", nil, "a host's run ledger (sealrun ledger export; repeatable, one per host)")
-	cmd.Flags().StringVar(&suite, "suite", "exam", "exam: one board per exam track; airs: the AIRS-Bench task suite")
+	cmd.Flags().StringVar(&suite, "suite", leaderboard.SuiteExam, "exam: one board per exam track; airs: the AIRS-Bench task suite")
 	return cmd
 }
 
