@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,5 +87,50 @@ func TestRunscRefusedWhereItCannotRun(t *testing.T) {
 	newer := &Runtime{Kind: KindRunsc, VersionLine: "runsc version release-20240513.0", version: [3]int{20240513, 0, 0}}
 	if err := newer.UsableHere(); err != nil {
 		t.Errorf("runsc 20240513: %v", err)
+	}
+}
+
+// The seccomp program crun compiled is kept only when it is whole instructions within the
+// kernel's limit, only for crun and a spec with a profile, and given back only to a spec with
+// the same profile under the same crun.
+func TestCrunSeccompProgramCache(t *testing.T) {
+	root := t.TempDir()
+	profile := func(syscall string) *specs.Spec {
+		return &specs.Spec{Linux: &specs.Linux{Seccomp: &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Syscalls: []specs.LinuxSyscall{{Names: []string{syscall}, Action: specs.ActAllow}}}}}
+	}
+	crun := &Runtime{Kind: KindCrun, Path: "/usr/bin/crun", VersionLine: "crun version 1.8.1 (test " + t.Name() + ")", root: root}
+	for i, prog := range [][]byte{nil, {}, {1, 2, 3}, make([]byte, 4097*8)} {
+		id := fmt.Sprintf("bad-%d", i)
+		os.MkdirAll(filepath.Join(root, id), 0o700)
+		if prog != nil {
+			os.WriteFile(filepath.Join(root, id, "seccomp.bpf"), prog, 0o600)
+		}
+		s := profile(id)
+		key := crun.useCompiledSeccomp(s)
+		crun.keepCompiledSeccomp(id, key)
+		if crun.useCompiledSeccomp(s); s.Annotations[crunSeccompAnnotation] != "" {
+			t.Errorf("a program of %d bytes (nil: none written) was kept", len(prog))
+		}
+	}
+	os.MkdirAll(filepath.Join(root, "good"), 0o700)
+	os.WriteFile(filepath.Join(root, "good", "seccomp.bpf"), []byte{6, 0, 0, 0, 0, 0, 0, 0}, 0o600)
+	crun.keepCompiledSeccomp("good", crun.useCompiledSeccomp(profile("read")))
+	if s := profile("read"); crun.useCompiledSeccomp(s) == "" || s.Annotations[crunSeccompAnnotation] != "BgAAAAAAAAA=" {
+		t.Errorf("the same profile under the same crun: annotations %v", s.Annotations)
+	}
+	if s := profile("write"); crun.useCompiledSeccomp(s) == "" || s.Annotations != nil {
+		t.Errorf("another profile got a program: %v", s.Annotations)
+	}
+	other := *crun
+	other.VersionLine += " (another)"
+	if s := profile("read"); other.useCompiledSeccomp(s) == "" || s.Annotations != nil {
+		t.Errorf("another crun got the program: %v", s.Annotations)
+	}
+	runc := &Runtime{Kind: KindRunc, Path: "/usr/sbin/runc", root: root}
+	if s := profile("read"); runc.useCompiledSeccomp(s) != "" || s.Annotations != nil {
+		t.Errorf("runc got a program: %v", s.Annotations)
+	}
+	if key := crun.useCompiledSeccomp(&specs.Spec{Linux: &specs.Linux{}}); key != "" {
+		t.Errorf("a spec without a profile has a key %q", key)
 	}
 }

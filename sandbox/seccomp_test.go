@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -12,9 +14,24 @@ import (
 )
 
 // From inside a runner container (the role that runs agent code), every way to a nested
-// namespace, every socket family and every gated syscall, one by one.
+// namespace, every socket family and every gated syscall, one by one. Twice: under crun the
+// second container loads the seccomp program crun compiled for the first (seccompcache_linux.go),
+// and must refuse exactly as much.
 func TestKernelSurfaces(t *testing.T) {
 	r, imgs := testRun(t, "kernel")
+	for i := range 2 {
+		p, annotated := postureOf(t, r, imgs)
+		if r.h.RuntimeFor(RoleRunner).Kind == KindCrun && i == 1 && !annotated {
+			t.Errorf("the second runner container under crun was not given the compiled seccomp program (%s)", crunSeccompAnnotation)
+		}
+		checkKernelSurfaces(t, p)
+	}
+}
+
+// postureOf runs `runner posture` in a runner container and returns what it printed, and
+// whether the container's spec carried crun's compiled seccomp program.
+func postureOf(t *testing.T, r *Run, imgs testImages) (p posture.Record, annotated bool) {
+	t.Helper()
 	ctx := context.Background()
 	var out, errb bytes.Buffer
 	probe := "/tmp/.sealrun-probe"
@@ -25,13 +42,21 @@ func TestKernelSurfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Destroy(ctx)
+	var spec specs.Spec
+	if b, err := os.ReadFile(filepath.Join(c.bundle, "config.json")); err != nil || json.Unmarshal(b, &spec) != nil {
+		t.Fatalf("read the container's spec: %v", err)
+	}
 	if code, err := c.Wait(ctx); code != 0 || err != nil {
 		t.Fatalf("posture: exit %d %v: %s", code, err, errb.String())
 	}
-	var p posture.Record
 	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
 		t.Fatal(err)
 	}
+	return p, spec.Annotations[crunSeccompAnnotation] != ""
+}
+
+func checkKernelSurfaces(t *testing.T, p posture.Record) {
+	t.Helper()
 	nested := map[string]string{
 		"clone(CLONE_NEWUSER)":              "refused: EPERM",
 		"clone(CLONE_NEWUSER|CLONE_NEWNET)": "refused: EPERM",
