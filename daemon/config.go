@@ -36,7 +36,7 @@ type Config struct {
 	// the daemon's own cgroup where systemd delegated it (cgroup v2: <cgroup>/runs), else /sealrun.
 	CgroupParent string `toml:"cgroup_parent"`
 
-	// Runtimes overrides runtime for some roles: [runtimes] runner = "runsc", grader = "runsc"
+	// Runtimes overrides runtime for some roles: [runtimes] runner = "crun", grader = "crun"
 	// (gVisor as a second wall where the agent's code runs), controller = "crun".
 	Runtimes map[string]string `toml:"runtimes"`
 

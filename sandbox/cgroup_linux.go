@@ -329,6 +329,11 @@ func (t cgroupTree) Remove() error {
 	var first error
 	for _, mnt := range cgroupMounts() {
 		base := filepath.Join(mnt, t.path)
+		// Nothing below it is the common case (the runtime removed its leaf as the container
+		// exited): one rmdir, no walk.
+		if err := syscall.Rmdir(base); err == nil || errors.Is(err, syscall.ENOENT) {
+			continue
+		}
 		var dirs []string
 		filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {

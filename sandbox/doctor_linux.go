@@ -271,8 +271,6 @@ func runtimeChecks(cfg HostConfig, add func(name, status, detail, fix string)) {
 			add(name, "fail", fmt.Sprintf("%s: %s is too old (createRuntime hooks and umask need runc 1.1)", rt.Path, rt.VersionLine), "install runc 1.1 or later")
 		case rt.UsableHere() != nil:
 			add(name, "fail", fmt.Sprintf("%s: %s", rt.Path, rt.UsableHere()), "as it says; or choose runc: runtime = \"runc\" in sealrun.toml ([runtimes] sets it per role)")
-		case rt.Kind == KindRunsc:
-			add(name, "warn", fmt.Sprintf("%s: %s (gVisor, platform ptrace): GPU containers are refused under it (sealrun does not wire runsc's nvproxy)", rt.Path, rt.VersionLine), "run GPU tracks with runc or crun for the runner and grader")
 		default:
 			add(name, "ok", fmt.Sprintf("%s: %s", rt.Path, rt.VersionLine), "")
 		}

@@ -77,16 +77,21 @@ func TestCrunHybridCheck(t *testing.T) {
 	}
 }
 
-// Debian 12's gVisor cannot start sealrun's containers: it is refused by name, with what to use
-// instead; a later release is let through (and its containers' own checks decide).
+// No gVisor release tried starts sealrun's containers with their wall whole: Debian 12's and a
+// later one are refused by name, with what to use instead.
 func TestRunscRefusedWhereItCannotRun(t *testing.T) {
 	old := &Runtime{Kind: KindRunsc, VersionLine: "runsc version 0.0~20221219.0", version: [3]int{0, 0, 20221219}}
 	if err := old.UsableHere(); err == nil || !strings.Contains(err.Error(), "gVisor") || !strings.Contains(err.Error(), "20221219") || !strings.Contains(err.Error(), "runc or crun") {
 		t.Errorf("runsc 20221219: %v; want a refusal naming it and the fix", err)
 	}
-	newer := &Runtime{Kind: KindRunsc, VersionLine: "runsc version release-20240513.0", version: [3]int{20240513, 0, 0}}
-	if err := newer.UsableHere(); err != nil {
-		t.Errorf("runsc 20240513: %v", err)
+	for _, v := range []struct {
+		line    string
+		version [3]int
+	}{{"runsc version release-20240513.0", [3]int{20240513, 0, 0}}, {"runsc version release-20260905.0", [3]int{20260905, 0, 0}}} {
+		newer := &Runtime{Kind: KindRunsc, VersionLine: v.line, version: v.version}
+		if err := newer.UsableHere(); err == nil || !strings.Contains(err.Error(), v.line) || !strings.Contains(err.Error(), "runc or crun") {
+			t.Errorf("%s: %v; want a refusal naming it, what the newest tried release did and the fix", v.line, err)
+		}
 	}
 }
 

@@ -118,14 +118,24 @@ var cgroupUnified = "/sys/fs/cgroup/unified"
 // in hybrid mode not supported, drop all controllers from cgroupv2". systemd's hybrid layout
 // mounts every controller on v1, but a host that leaves one (often hugetlb) on v2 hits it.
 //
-// gVisor releases before 2023 (Debian 12's runsc is 20221219) cannot start sealrun's containers:
-// their gofer makes the spec's bind mounts from inside the container's user namespace, where the
-// sources sealrun hides (bundle/h, 0700) cannot be reached and a target under a tmpfs must be
-// created in the read-only rootfs ("read-only file system"). That is refused here, by name.
+// No gVisor release tried here starts sealrun's containers with their wall whole, so runsc is
+// refused by name, with what each did:
+//   - before 2023 (Debian 12's runsc is 20221219): its gofer makes the spec's bind mounts from
+//     inside the container's user namespace, where the sources sealrun hides (bundle/h, 0700)
+//     cannot be reached and a target under a tmpfs must be created in the read-only rootfs
+//     ("read-only file system");
+//   - release-20260905 (built from gVisor's Go branch, gvisor.dev/gvisor/runsc, the newest the Go
+//     module proxy had): runner and grader containers fail to start ("cannot create sandbox:
+//     cannot read client sync file"); the controller starts, but its posture probe finds what the
+//     sandbox shows from inside, not the wall sealrun sets (seccomp mode 0, nested user and
+//     network namespaces allowed by the sentry, a uid_map of the whole range); and runsc leaves
+//     an nsfs mount (null-netns) in sealrun's runtime root that blocks its removal.
 func (r *Runtime) UsableHere() error {
 	switch {
 	case r.Kind == KindRunsc && r.releaseDate() < 20230101:
-		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Use runc or crun for every role, or a gVisor release from 2023 on (untested)", r.VersionLine, r.releaseDate())
+		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Use runc or crun for every role", r.VersionLine, r.releaseDate())
+	case r.Kind == KindRunsc:
+		return fmt.Errorf("gVisor %q (release %d) is not a runtime sealrun can seal containers with yet: the newest release tried (20260905) starts no runner or grader container (\"cannot read client sync file\"), and inside its controller the posture probe sees the sentry's view, not the wall sealrun sets and checks (seccomp mode 0, nested namespaces allowed). Use runc or crun for every role", r.VersionLine, r.releaseDate())
 	case r.Kind == KindCrun && CgroupMode() == "hybrid":
 		return crunHybridCheck(cgroupUnified)
 	}

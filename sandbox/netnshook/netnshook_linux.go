@@ -204,10 +204,10 @@ func read(h *netlink.Handle) (Evidence, error) {
 // Main reads the container state (runtime-spec State JSON) from stdin, configures the container's
 // netns for its role, reads it back with netlink, refuses to let the container start if it is not
 // as the role requires, and records the evidence. It does all of it from inside the namespace, on
-// its thread entered once (Enter) and one netlink socket, not a switch and a socket per step:
-// the hook runs at every container start, and its work went from 1.0 to 0.7 ms so (make bench's
-// hook-ms, this machine). That thread never comes back, so Main
-// is the last thing its process does (the hook binary's main, or sealrun re-executed as the hook).
+// its thread entered once (Enter) and one netlink socket, not a switch and a socket per step: the
+// hook runs at every container start, and its work went from 1.0 to 0.7 ms so (make bench's
+// hook-ms, this machine). That thread never comes back, so Main is the last thing its process
+// does (the hook binary's main, or sealrun re-executed as the hook).
 func Main(args []string, stdin io.Reader) error {
 	began := time.Now()
 	if len(args) != 4 {
