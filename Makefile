@@ -26,7 +26,7 @@ DEMO_FLAGS  ?=
 all: build
 
 help:
-	@echo "make build      bin/sealrun, bin/sealrund, bin/runner (static), bin/sealrun-netns-hook"
+	@echo "make build      bin/sealrun, bin/sealrund, bin/runner and bin/runner-exec (static), bin/sealrun-netns-hook and bin/sealrun-hook-relay"
 	@echo "make cross      build sealrun (the verifier) for macOS and Windows"
 	@echo "make demo       the main job: a whole sealed benchmark here (3 seeds of the scripted agent,"
 	@echo "                verified attestations, the leaderboard); DEMO_FLAGS=\"--seeds 1 --quick\" for less"
@@ -46,6 +46,8 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrund ./cmd/sealrund
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS) -extldflags=-static' -o bin/runner ./cmd/runner
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrun-netns-hook ./cmd/sealrun-netns-hook
+	$(CC) -static -O2 -Wall -Wextra -Werror -o bin/runner-exec cmd/runner-exec/main.c
+	$(CC) -static -O2 -Wall -Wextra -Werror -o bin/sealrun-hook-relay cmd/sealrun-hook-relay/main.c
 
 # The verify path (sealrun verify, attest, track, exam, leaderboard) builds for macOS and
 # Windows too; the verbs that run containers say "Linux only" there.
@@ -118,14 +120,14 @@ fuzz:
 install: build
 	install -d -m 0755 $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/sealrun $(DESTDIR)/etc/systemd/system
 	install -d -m 0711 $(DESTDIR)/var/lib/sealrun
-	install -m 0755 bin/sealrun bin/sealrund bin/runner bin/sealrun-netns-hook $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/sealrun bin/sealrund bin/runner bin/runner-exec bin/sealrun-netns-hook bin/sealrun-hook-relay $(DESTDIR)$(PREFIX)/bin/
 	[ -e $(DESTDIR)/etc/sealrun/sealrun.toml ] || install -m 0644 deploy/sealrun.toml $(DESTDIR)/etc/sealrun/sealrun.toml
 	install -m 0644 deploy/sealrund.service $(DESTDIR)/etc/systemd/system/sealrund.service
 	getent group sealrun >/dev/null || groupadd --system sealrun
 	@echo "installed; next: sealrun keys generate --out /etc/sealrun/keys, edit /etc/sealrun/sealrun.toml, systemctl enable --now sealrund"
 
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,sealrun sealrund runner sealrun-netns-hook) $(DESTDIR)/etc/systemd/system/sealrund.service
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,sealrun sealrund runner runner-exec sealrun-netns-hook sealrun-hook-relay) $(DESTDIR)/etc/systemd/system/sealrund.service
 	@echo "removed the binaries and the unit; /etc/sealrun and /var/lib/sealrun (keys, runs, attestations) are kept"
 
 clean:

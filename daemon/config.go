@@ -29,8 +29,11 @@ type Config struct {
 	Socket   string `toml:"socket"`    // admin socket (default /run/sealrun/sealrun.sock)
 	Group    string `toml:"group"`     // group allowed on the admin socket (default sealrun)
 	// Runner is the static runner client mounted into controllers (default: beside sealrund).
+	// Compute calls start through the shim runner-exec beside it (runner.ExecShim), else
+	// through it.
 	Runner string `toml:"runner"`
-	// Hook is the containers' network hook binary (default: beside sealrund).
+	// Hook is the containers' network hook binary (default: beside sealrund). Containers start
+	// with its relay sealrun-hook-relay beside it (sandbox.RelayBinary) where that is installed.
 	Hook string `toml:"hook"`
 	// CgroupParent is the cgroup runs are created under; "" (the default) decides at start: below
 	// the daemon's own cgroup where systemd delegated it (cgroup v2: <cgroup>/runs), else /sealrun.

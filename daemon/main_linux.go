@@ -10,6 +10,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/runner"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -70,7 +71,10 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 		}()
 	}
 	pl := h.Placement()
-	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()), "cgroups", pl.Root, "placement", pl.Reason)
+	if runner.ShimFor(cfg.Runner) == cfg.Runner {
+		log.Warn("no "+runner.ExecShim+" beside the runner binary: compute calls start through `runner _exec`, a millisecond or two slower each; make install puts it there", "runner", cfg.Runner)
+	}
+	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()), "cgroups", pl.Root, "placement", pl.Reason, "hook", h.HookCommand(), "call_shim", runner.ShimFor(cfg.Runner))
 	if ready != nil {
 		ready()
 	}

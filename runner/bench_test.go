@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,33 +33,55 @@ func pct(d []time.Duration, p float64) time.Duration {
 }
 
 // BenchmarkRunnerTrueVsBareRunc: `runner true` end to end — the real client, the socket, the
-// service, a fresh runner container from the python image, output and exit back, the audit entry
-// fsynced — against bare `runc run` of `true` from the same image, alternating in one run. The
-// socket's rate limit (10 requests a second by default) is lifted: calls back to back outrun it.
+// service, a fresh runner container from the python image started through the C shim
+// (runner-exec), output and exit back, the audit entry fsynced — against bare `runc run` of
+// `true` from the same image, alternating in one run with the same call started through the
+// Go fallback shim (`runner _exec`, where runner-exec is not installed; each shim first in every
+// other round): go-shim-ms. The socket's rate limit (10 requests a second by default) is
+// lifted: calls back to back outrun it.
 func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
 	f := newFixture(b, WithRate(1000, 1000))
+	alone := filepath.Join(b.TempDir(), "runner")
+	data, err := os.ReadFile(f.client)
+	if err == nil {
+		err = os.WriteFile(alone, data, 0o755)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	fgo := newFixture(b, WithRate(1000, 1000), WithShim(alone))
 	imgs := sandboxtest.LocalImages(b)
 	bare := testenv.BareRuncBundle(b, imgs.Python, "true")
 	root := b.TempDir()
-	var ours, theirs []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	call := func(f *fixture) time.Duration {
 		t0 := time.Now()
 		cmd := exec.Command(f.client, "true")
 		cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("runner true: %v %s", err, out)
+			b.Fatalf("runner true (shim %s): %v %s", f.svc.o.shim, err, out)
 		}
-		ours = append(ours, time.Since(t0))
-		t0 = time.Now()
+		return time.Since(t0)
+	}
+	var ours, goShim, theirs []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 { // each shim first in every other round: a call's teardown overlaps the next
+			ours = append(ours, call(f))
+			goShim = append(goShim, call(fgo))
+		} else {
+			goShim = append(goShim, call(fgo))
+			ours = append(ours, call(f))
+		}
+		t0 := time.Now()
 		if out, err := exec.Command("runc", "--root", root, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i)).CombinedOutput(); err != nil {
 			b.Fatalf("bare runc run: %v %s", err, out)
 		}
 		theirs = append(theirs, time.Since(t0))
 	}
 	b.StopTimer()
-	mo, mt := median(ours), median(theirs)
+	mo, mg, mt := median(ours), median(goShim), median(theirs)
 	b.ReportMetric(float64(mo.Microseconds())/1000, "runner-ms")
+	b.ReportMetric(float64(mg.Microseconds())/1000, "go-shim-ms")
 	b.ReportMetric(float64(mt.Microseconds())/1000, "bare-runc-ms")
 	b.ReportMetric(float64(mo)/float64(mt), "ratio")
 }

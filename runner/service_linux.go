@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -44,10 +45,26 @@ func refusef(format string, args ...any) *Refusal {
 	return &Refusal{Reason: fmt.Sprintf(format, args...)}
 }
 
-// ShimPath is where the static runner binary is mounted inside runner containers: every call
-// runs as `ShimPath _exec --cwd DIR -- ARGV...`, which changes to DIR, makes stderr the same pipe
-// as stdout (so the two keep their order) and execs the command.
+// ShimPath is where the call's shim is mounted inside runner containers: every call runs as
+// `ShimPath _exec --cwd DIR -- ARGV...`, which changes to DIR, makes stderr the same pipe as
+// stdout (so the two keep their order) and execs the command. The shim is ExecShim beside the
+// static runner binary where it is installed, else that binary itself (its `_exec` does the
+// same, slower to start).
 const ShimPath = "/tmp/.sealrun/runner"
+
+// ExecShim is the name of the call shim (cmd/runner-exec, a small static C program) looked for
+// beside the runner binary WithShim names.
+const ExecShim = "runner-exec"
+
+// ShimFor is the host path of the shim for the static runner binary at runner: ExecShim beside
+// it when that is an executable regular file, else the runner binary.
+func ShimFor(runner string) string {
+	p := filepath.Join(filepath.Dir(runner), ExecShim)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return runner
+}
 
 type options struct {
 	clock     *policy.RunClock
@@ -79,7 +96,8 @@ func WithImage(rootfs string) Option { return func(o *options) { o.rootfs = root
 // WithWorkspace is the run's workspace on the host, mounted rw at /workspace (required).
 func WithWorkspace(dir string) Option { return func(o *options) { o.workspace = dir } }
 
-// WithShim is the host path of the static runner binary (required).
+// WithShim is the host path of the static runner binary (required). Calls start through
+// ExecShim beside it where that is installed (make install puts both in one directory).
 func WithShim(path string) Option { return func(o *options) { o.shim = path } }
 
 // WithGPUs gives every call the run's GPUs as their CDI specs say: device nodes, the driver's
@@ -164,6 +182,7 @@ func NewService(run Sandbox, opts ...Option) (*Service, error) {
 	if err := os.MkdirAll(o.callsDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runner service: calls directory: %w", err)
 	}
+	o.shim = ShimFor(o.shim)
 	s := &Service{o: o, sb: run, ws: ws, mux: http.NewServeMux(), limiter: newBucket(o.rate, o.burst, time.Now)}
 	s.mux.HandleFunc("POST "+PathCall, s.handleCall)
 	s.mux.HandleFunc("POST "+PathTimeLeft, s.handleTimeLeft)

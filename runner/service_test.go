@@ -159,8 +159,34 @@ func (f *fixture) entries() []CallRecord {
 	return out
 }
 
+// Calls start through the C shim beside the runner binary, or through the runner binary itself
+// where the shim is not installed: the same statuses and output either way.
 func TestExitStatusesAndOutput(t *testing.T) {
-	f := newFixture(t)
+	t.Run(ExecShim, func(t *testing.T) {
+		f := newFixture(t)
+		if filepath.Base(f.svc.o.shim) != ExecShim {
+			t.Fatalf("calls start through %s, not the %s built beside the runner binary", f.svc.o.shim, ExecShim)
+		}
+		exitStatusesAndOutput(t, f)
+	})
+	t.Run("runner _exec", func(t *testing.T) {
+		alone := filepath.Join(t.TempDir(), "runner")
+		b, err := os.ReadFile(sandboxtest.Static(t, "cmd/runner"))
+		if err == nil {
+			err = os.WriteFile(alone, b, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFixture(t, WithShim(alone))
+		if f.svc.o.shim != alone {
+			t.Fatalf("calls start through %s, want the runner binary %s", f.svc.o.shim, alone)
+		}
+		exitStatusesAndOutput(t, f)
+	})
+}
+
+func exitStatusesAndOutput(t *testing.T, f *fixture) {
 	for _, tc := range []struct {
 		args   []string
 		code   int
@@ -487,7 +513,8 @@ func TestFromController(t *testing.T) {
 		Extra:  []specs.Mount{{Destination: SocketPath, Type: "bind", Source: f.sock, Options: []string{"bind", "nosuid", "nodev", "noexec"}}},
 		Stdout: &out, Stderr: &out,
 		Args: []string{"sh", "-c", `mkdir -p sub && cd sub && runner python3 -c 'import os; print(os.getcwd(), os.getuid())'; echo "exit=$?"; runner time_left; command -v python3 || echo no-python-here; ` +
-			// From inside a compute call the agent socket is out of reach: no call from a call.
+			// No call from a call: the shim a call starts through is no runner client (runner-exec
+			// knows only _exec; the Go fallback would find no agent socket, below).
 			`runner /tmp/.sealrun/runner time_left; echo "nested=$?"; ` +
 			`runner python3 -c "import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/sealrun/agent.sock'); print('agent socket reached')" 2>&1 | tail -1`}})
 	if err != nil {
@@ -499,7 +526,7 @@ func TestFromController(t *testing.T) {
 	}
 	// stdout and stderr are separate pipes here (the controller's own), so each is checked alone.
 	for _, want := range []string{"[time left 1h00m00s]\n", "/workspace/sub 1000\nexit=0\n", "1h00m00s left; reserve window starts in 55m00s\n", "no-python-here\n",
-		"runner: cannot reach sealrun at /run/sealrun/agent.sock", "nested=125\n"} {
+		"inside a call there is no runner client", "nested=2\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("controller output lacks %q:\n%s", want, out.String())
 		}

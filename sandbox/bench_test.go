@@ -25,7 +25,9 @@ func median(d []time.Duration) time.Duration {
 // image, alternating in one run. Reports both medians and their ratio, and where the sealed
 // container's time went (Phases, and the teardown). The sealed container runs under
 // SEALRUN_TEST_RUNTIME (make bench runs it under runc and crun); under another runtime than
-// runc, a bare run of that runtime is timed too.
+// runc, a bare run of that runtime is timed too. The same sealed container on a host whose runtime
+// runs the Go hook itself, not its relay, alternates with it
+// (each first in every other round): go-hook-ms.
 func BenchmarkContainerVsBareRunc(b *testing.B) {
 	requireRoot(b)
 	imgs := localImages(b)
@@ -49,13 +51,28 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	bare := testenv.BareRuncBundle(b, imgs.controller, "true")
-	bareRoot := filepath.Join(runDir, "bare")
-
-	var ours, theirs, same []time.Duration
-	phases := map[string][]time.Duration{}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	// The same container on a host whose runtime runs the Go hook itself (no relay beside it),
+	// alternating: go-hook-ms.
+	loneHook := filepath.Join(b.TempDir(), HookBinary)
+	if data, err := os.ReadFile(hook); err != nil || os.WriteFile(loneHook, data, 0o755) != nil {
+		b.Fatal("copy the hook", err)
+	}
+	goRunDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
+	defer os.RemoveAll(goRunDir)
+	hg, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: goRunDir, Hook: loneHook, Runtime: testenv.Runtime()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rg, err := hg.NewRun(ctx, "benchgo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rg.Destroy(ctx)
+	wsg := filepath.Join(wsParent, "wsg")
+	if err := rg.PrepareWorkspace(wsg, 256<<20); err != nil {
+		b.Fatal(err)
+	}
+	sealed := func(r *Run, ws string) (*Container, time.Duration, time.Duration) {
 		t0 := time.Now()
 		c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: ws, Args: []string{"true"}})
 		if err != nil {
@@ -68,21 +85,40 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 		if err := c.Destroy(ctx); err != nil {
 			b.Fatal(err)
 		}
-		ours = append(ours, time.Since(t0))
+		return c, t1.Sub(t0), time.Since(t0)
+	}
+
+	bare := testenv.BareRuncBundle(b, imgs.controller, "true")
+	bareRoot := filepath.Join(runDir, "bare")
+
+	var ours, goHook, theirs, same []time.Duration
+	phases := map[string][]time.Duration{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 { // each host first in every other round
+			_, _, dg := sealed(rg, wsg)
+			goHook = append(goHook, dg)
+		}
+		c, ran, d := sealed(r, ws)
+		ours = append(ours, d)
+		if i%2 == 1 {
+			_, _, dg := sealed(rg, wsg)
+			goHook = append(goHook, dg)
+		}
 		p := c.Phases
 		for k, d := range map[string]time.Duration{"prepare": p.Prepare, "runtime": p.Runtime, "hook": p.Hook, "ready": p.Ready,
-			"run": t1.Sub(t0) - p.Prepare - p.Runtime - p.Hook - p.Ready, "teardown": time.Since(t1)} {
+			"run": ran - p.Prepare - p.Runtime - p.Hook - p.Ready, "teardown": d - ran} {
 			phases[k] = append(phases[k], d)
 		}
 		if rt := h.Runtime; rt.Kind != KindRunc {
-			t0 = time.Now()
+			t0 := time.Now()
 			cmd := exec.Command(rt.Path, "--root", bareRoot+"-"+rt.Kind, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i))
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("bare %s run: %v %s", rt.Kind, err, out)
 			}
 			same = append(same, time.Since(t0))
 		}
-		t0 = time.Now()
+		t0 := time.Now()
 		cmd := exec.Command("runc", "--root", bareRoot, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("bare runc run: %v %s", err, out)
@@ -93,6 +129,7 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 	mo, mt := median(ours), median(theirs)
 	b.ReportMetric(float64(mo.Microseconds())/1000, "sealrun-ms")
 	b.ReportMetric(float64(mt.Microseconds())/1000, "bare-runc-ms")
+	b.ReportMetric(float64(median(goHook).Microseconds())/1000, "go-hook-ms")
 	b.ReportMetric(float64(mo)/float64(mt), "ratio")
 	if len(same) > 0 {
 		b.ReportMetric(float64(median(same).Microseconds())/1000, "bare-same-ms")

@@ -32,8 +32,8 @@ var (
 	buildErr           error
 )
 
-// buildBinaries builds the static runner client and the network hook once, in a directory
-// containers can reach.
+// buildBinaries builds the static runner client, the network hook and its relay once, in a
+// directory containers can reach.
 func buildBinaries(t testing.TB) (runner, hook string) {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -49,6 +49,10 @@ func buildBinaries(t testing.TB) (runner, hook string) {
 				buildErr = &buildError{string(b)}
 				return
 			}
+		}
+		// The hook's relay beside the hook, as make install places it: testHost's hosts use it.
+		if b, err := testenv.CBuild(filepath.Join(dir, RelayBinary), "cmd/sealrun-hook-relay"); err != nil {
+			buildErr = &buildError{"build cmd/sealrun-hook-relay (C: make deps installs gcc): " + err.Error() + "\n" + string(b)}
 		}
 	})
 	if buildErr != nil {

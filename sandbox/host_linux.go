@@ -55,6 +55,9 @@ type Host struct {
 	ranges    *Ranges
 	hookPath  string
 	hookArgv0 string
+	// relayPath is the hook's relay (hookrelay_linux.go), "" where it is not installed;
+	// relayName the abstract socket of this process's relay server.
+	relayPath, relayName string
 
 	// onRecord, when set (tests), sees every run record this host writes: the leak checks
 	// know what the host created. Nil in production: a daemon keeps nothing per run.
@@ -113,11 +116,19 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	var relayName string
+	relayPath := findRelay(hookPath)
+	if relayPath != "" {
+		if relayName, err = startRelay(); err != nil {
+			return nil, err
+		}
+	}
 	placement, err := ResolvePlacement(cfg.CgroupParent)
 	if err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg, placement: placement, Runtime: rt, runtimes: runtimes, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0}, nil
+	return &Host{cfg: cfg, placement: placement, Runtime: rt, runtimes: runtimes, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0,
+		relayPath: relayPath, relayName: relayName}, nil
 }
 
 // openRuntimes opens the default runtime and each role's. Every kind keeps its state under

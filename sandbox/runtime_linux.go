@@ -312,10 +312,19 @@ func findHook(configured string) (path string, argv0 string, err error) {
 	return self, HookArg, nil
 }
 
-// hookSpec is the createRuntime hook that configures and checks a container's netns.
+// hookSpec is the createRuntime hook that configures and checks a container's netns: the relay
+// (a small C program that hands the hook to this process, hookrelay_linux.go) where it is
+// installed beside the hook binary, else the Go hook itself.
+//
+// The Go hook gets GOMAXPROCS=1: it works on one locked thread, and a Go program allowed every
+// CPU starts more threads at once, which a busy host makes it wait for.
 func (h *Host) hookSpec(role Role, gatewayNetns, evidencePath, cgroupPath string) specs.Hook {
 	timeout := 30
-	return specs.Hook{Path: h.hookPath, Args: []string{h.hookArgv0, string(role), gatewayNetns, evidencePath, cgroupPath}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Timeout: &timeout}
+	args := []string{string(role), gatewayNetns, evidencePath, cgroupPath}
+	if h.relayPath != "" {
+		return specs.Hook{Path: h.relayPath, Args: append([]string{RelayBinary, h.relayName}, args...), Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Timeout: &timeout}
+	}
+	return specs.Hook{Path: h.hookPath, Args: append([]string{h.hookArgv0}, args...), Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GOMAXPROCS=1"}, Timeout: &timeout}
 }
 
 // RunHookIfRequested runs the network hook and exits when this process was started as one.

@@ -22,6 +22,9 @@ import (
 // 0.0.0.0 listeners through any of its addresses — the controller reaching only its gateway.
 func TestProbeEveryRole(t *testing.T) {
 	h := testHost(t)
+	if h.relayPath == "" || h.relayName == "" {
+		t.Fatalf("the host does not use the hook's relay built beside the hook (%s)", h.hookPath)
+	}
 	imgs := localImages(t)
 	for _, tc := range []struct {
 		role   Role

@@ -4,6 +4,9 @@
 set -euo pipefail
 
 packages=(
+  gcc             # cgo, and two small static C programs: the calls' shim (cmd/runner-exec) and the
+                  #   network hook's relay (cmd/sealrun-hook-relay)
+  libc6-dev       #   the C library it links statically
   runc            # the OCI runtime that runs every container (the default)
   crun            # the faster OCI runtime a host may choose (runtime = "crun"); tests and bench run it too
   busybox-static  # the controller test image: a shell and coreutils-level tools, no Python

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -189,7 +188,9 @@ func unwrap(err error) error {
 }
 
 // execCombined makes stderr the same file as stdout, so the two keep the order the command
-// wrote them in, and replaces this process with the command (looked up in PATH).
+// wrote them in, and replaces this process with the command (looked up in PATH). cmd/runner-exec
+// does the same in C, faster to start; the runner service prefers it where it is installed, and
+// TestExecShimsAgree holds the two to one behaviour.
 func execCombined(argv []string, stderr io.Writer) int {
 	if len(argv) >= 2 && argv[0] == "--cwd" {
 		if err := os.Chdir(argv[1]); err != nil {
@@ -213,9 +214,7 @@ func execCombined(argv []string, stderr io.Writer) int {
 			return 127
 		}
 		path = p
-	} else if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
+	} // a path with a slash goes to execve as given, relative to cwd, as a shell does
 	if err := syscall.Dup3(1, 2, 0); err != nil {
 		fmt.Fprintf(stderr, "runner: dup stdout: %v\n", err)
 		return exitRefused

@@ -106,6 +106,11 @@ func main() {
 			self, _ := os.Executable()
 			copyFile(self, "hostile", 0o755)
 		}
+		// The runner client too: its posture verb is the kernel attacks' probe, and a compute
+		// call's only sealrun binary is the call shim, which has none.
+		if _, err := os.Stat("runner"); err != nil {
+			copyFile("/usr/local/bin/runner", "runner", 0o755)
+		}
 	}
 	b, err := os.ReadFile("attack.json")
 	if err == nil {
@@ -454,16 +459,21 @@ func scanMounts(ms map[string][]byte) (found []string, files int, total int64) {
 // because it is the attack suite's list of attempts, each recorded.
 func kernel() {
 	var p posture.Record
-	client := ""
-	for _, c := range []string{"/usr/local/bin/runner", "/tmp/.sealrun/runner", "./runner"} {
-		if b, err := os.ReadFile(c); err == nil && bytes.HasPrefix(b, []byte("\x7fELF")) {
-			client = c
+	var tried []string
+	ok := false
+	for _, c := range []string{"/usr/local/bin/runner", "./runner", "/tmp/.sealrun/runner"} {
+		if b, err := os.ReadFile(c); err != nil || !bytes.HasPrefix(b, []byte("\x7fELF")) {
+			continue
+		}
+		b, err := exec.Command(c, "posture").Output()
+		if err == nil && json.Unmarshal(b, &p) == nil {
+			ok = true
 			break
 		}
+		tried = append(tried, fmt.Sprintf("%q: %v", c, err))
 	}
-	b, err := exec.Command(client, "posture").Output()
-	if client == "" || err != nil || json.Unmarshal(b, &p) != nil {
-		emit("runner posture", "runs", fmt.Sprintf("FAILED (%q: %v)", client, err), "", true)
+	if !ok {
+		emit("runner posture", "runs", fmt.Sprintf("FAILED (%s)", strings.Join(tried, "; ")), "", true)
 		return
 	}
 	emit("capabilities (CapEff)", "0000000000000000", p.CapEff, "every capability is dropped", p.CapEff != "0000000000000000")
@@ -534,7 +544,7 @@ func kernel() {
 	})
 	emit("write a cgroup release_agent", "none writable", orNone(agents), "the cgroup filesystem is read-only in the container", len(agents) > 0)
 	os.MkdirAll("/tmp/.hostile-cg", 0o700)
-	err = syscall.Mount("cgroup", "/tmp/.hostile-cg", "cgroup", 0, "rdma")
+	err := syscall.Mount("cgroup", "/tmp/.hostile-cg", "cgroup", 0, "rdma")
 	if err == nil {
 		syscall.Unmount("/tmp/.hostile-cg", 0)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -178,6 +179,25 @@ func GoBuild(out, pkg string) ([]byte, error) {
 	cmd := exec.Command("go", "build", "-o", out, "github.com/sealrun/sealrun/"+pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	return cmd.CombinedOutput()
+}
+
+// CBuild builds the module's C command pkg ("cmd/runner-exec", its one source file main.c) to
+// out, static, as make build does (CC, default cc). Where SEALRUN_TEST_BIN_DIR is set it copies
+// the prebuilt DIR/<base name of pkg> instead, as GoBuild does.
+func CBuild(out, pkg string) ([]byte, error) {
+	if dir := os.Getenv("SEALRUN_TEST_BIN_DIR"); dir != "" {
+		return GoBuild(out, pkg)
+	}
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return nil, fmt.Errorf("build %s: cannot find the module's source", pkg)
+	}
+	src := filepath.Join(filepath.Dir(self), "..", "..", pkg, "main.c")
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	return exec.Command(cc, "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out, src).CombinedOutput()
 }
 
 // Slow is how many times slower than this project's development machines the tests run here:

@@ -66,11 +66,11 @@ func DisableIPv6() error {
 	return nil
 }
 
-// Enter switches the calling goroutine's OS thread into the network namespace of pid for good:
-// the thread stays locked and never comes back (the hook's process exits when done), so every
-// later step runs inside the namespace with no switch of its own, and on one netlink socket.
+// Enter switches the calling goroutine's OS thread, which the caller has locked, into the
+// network namespace of pid, so every later step runs inside the namespace with no switch of its
+// own, and on one netlink socket. It does not switch back: the hook's process exits when done,
+// and the relay's server runs it inside OnThread, which does.
 func Enter(pid int) error {
-	runtime.LockOSThread()
 	ns, err := netns.GetFromPid(pid)
 	if err != nil {
 		return fmt.Errorf("open network namespace of pid %d: %w", pid, err)
@@ -201,15 +201,31 @@ func read(h *netlink.Handle) (Evidence, error) {
 	return ev, nil
 }
 
-// Main reads the container state (runtime-spec State JSON) from stdin, configures the container's
-// netns for its role, reads it back with netlink, refuses to let the container start if it is not
-// as the role requires, and records the evidence. It does all of it from inside the namespace, on
-// its thread entered once (Enter) and one netlink socket, not a switch and a socket per step: the
-// hook runs at every container start, and its work went from 1.0 to 0.7 ms so (make bench's
-// hook-ms, this machine). That thread never comes back, so Main is the last thing its process
-// does (the hook binary's main, or sealrun re-executed as the hook).
+// Main reads the container state (runtime-spec State JSON) from stdin and handles it (Handle):
+// the hook binary's main, or sealrun re-executed as the hook.
 func Main(args []string, stdin io.Reader) error {
 	began := time.Now()
+	runtime.LockOSThread() // never unlocked: Handle's thread stays in the container's netns
+	var st specs.State
+	if err := json.NewDecoder(io.LimitReader(stdin, MaxState)).Decode(&st); err != nil {
+		return fmt.Errorf("read container state: %w", err)
+	}
+	return Handle(args, st, began)
+}
+
+// MaxState bounds the container state a hook reads.
+const MaxState = 1 << 20
+
+// Handle configures a created container's netns for its role, reads it back with netlink,
+// refuses to let the container start if it is not as the role requires, and records the
+// evidence. args are the hook's (ROLE GATEWAY-NETNS EVIDENCE-FILE CGROUP-PATH); st is the state
+// the runtime gave the hook; began is when the hook began. It does all of it from inside the
+// namespace, on its thread entered once (Enter) and one netlink socket, not a switch and a
+// socket per step: the hook runs at every container start, and its work went from 1.0 to 0.7 ms
+// so (make bench's hook-ms, this machine). The caller must have locked its goroutine's thread,
+// which Handle leaves in the container's netns: the hook's process exits after it; the relay's
+// server (package sandbox) runs it inside OnThread, which switches the thread back.
+func Handle(args []string, st specs.State, began time.Time) error {
 	if len(args) != 4 {
 		return errors.New("usage: sealrun-netns-hook ROLE GATEWAY-NETNS EVIDENCE-FILE CGROUP-PATH")
 	}
@@ -219,10 +235,6 @@ func Main(args []string, stdin io.Reader) error {
 	role := args[0]
 	if role != RoleController && role != RoleRunner && role != RoleGrader {
 		return fmt.Errorf("unknown role %q", role)
-	}
-	var st specs.State
-	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&st); err != nil {
-		return fmt.Errorf("read container state: %w", err)
 	}
 	if st.Pid <= 0 {
 		return fmt.Errorf("container state has no pid")

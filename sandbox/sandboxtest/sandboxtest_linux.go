@@ -25,7 +25,9 @@ var (
 )
 
 // Static builds a command of the module (CGO off, static) once per test binary, into a
-// directory containers can reach, and returns its path.
+// directory containers can reach, and returns its path. With cmd/runner it builds the call shim
+// runner-exec beside it, where the runner service looks for it, and with cmd/sealrun-netns-hook
+// the hook's relay, where the sandbox looks for it.
 func Static(t testing.TB, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -53,6 +55,19 @@ func Static(t testing.TB, pkg string) string {
 	out := filepath.Join(binDir, filepath.Base(pkg))
 	if b, err := testenv.GoBuild(out, pkg); err != nil {
 		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	if pkg == "cmd/sealrun-netns-hook" {
+		// The hook's relay, which the sandbox looks for beside the hook.
+		if b, err := testenv.CBuild(filepath.Join(binDir, sandbox.RelayBinary), "cmd/sealrun-hook-relay"); err != nil {
+			t.Fatalf("build cmd/sealrun-hook-relay (C: make deps installs gcc): %v\n%s", err, b)
+		}
+	}
+	if pkg == "cmd/runner" {
+		// The call shim the runner service looks for beside the runner binary, as make build
+		// and make install place it.
+		if b, err := testenv.CBuild(filepath.Join(binDir, "runner-exec"), "cmd/runner-exec"); err != nil {
+			t.Fatalf("build cmd/runner-exec (the call shim, C: make deps installs gcc): %v\n%s", err, b)
+		}
 	}
 	built[pkg] = out
 	return out

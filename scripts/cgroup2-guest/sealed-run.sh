@@ -12,7 +12,7 @@ state=$G/daemon-state
 step() { echo "== $*"; }
 
 step "install: binaries, the unit, the config"
-install -m 0755 "$G/bin/sealrun" "$G/bin/sealrund" "$G/bin/runner" "$G/bin/sealrun-netns-hook" /usr/local/bin/
+install -m 0755 "$G/bin/sealrun" "$G/bin/sealrund" "$G/bin/runner" "$G/bin/runner-exec" "$G/bin/sealrun-netns-hook" "$G/bin/sealrun-hook-relay" /usr/local/bin/
 install -m 0644 "$G/repo/deploy/sealrund.service" /etc/systemd/system/sealrund.service
 grep -q '^Delegate=yes' /etc/systemd/system/sealrund.service
 getent group sealrun >/dev/null || groupadd --system sealrun

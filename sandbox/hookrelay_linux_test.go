@@ -1,0 +1,128 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The relay's server answers what is not a hook request with a reason and configures nothing.
+func TestParseRelayRequest(t *testing.T) {
+	good := "runner\x00gw\x00/x/netns.json\x00/sealrun/c/ctr\x00" + `{"ociVersion":"1.0.2","id":"c","status":"creating","pid":42,"bundle":"/b"}`
+	args, st, err := parseRelayRequest([]byte(good))
+	if err != nil || strings.Join(args, " ") != "runner gw /x/netns.json /sealrun/c/ctr" || st.Pid != 42 {
+		t.Fatalf("good request: %v %+v %v", args, st, err)
+	}
+	for name, req := range map[string]string{
+		"empty":              "",
+		"three arguments":    "runner\x00gw\x00/x\x00{}",
+		"no state":           "runner\x00gw\x00/x\x00/c\x00",
+		"state not JSON":     "runner\x00gw\x00/x\x00/c\x00pid=1",
+		"oversized":          "runner\x00gw\x00/x\x00/c\x00" + strings.Repeat(" ", relayRequestMax),
+		"state with a NUL":   "runner\x00gw\x00/x\x00/c\x00{\"pid\":1}\x00junk",
+		"state of the wrong": "runner\x00gw\x00/x\x00/c\x00[1,2]",
+	} {
+		if _, _, err := parseRelayRequest([]byte(req)); err == nil || !strings.HasPrefix(err.Error(), "relay: ") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// The relay binary against its server: a request that is not a container's is refused with the
+// reason on stderr and exit 1; a peer that is not root is refused; a server that is gone, a
+// wrong argument count and an oversized state are errors naming what happened.
+func TestRelayBinary(t *testing.T) {
+	requireRoot(t)
+	_, hook := buildBinaries(t)
+	relay := filepath.Join(filepath.Dir(hook), RelayBinary)
+	name, err := startRelay()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin string, cred *syscall.Credential, args ...string) (int, string) {
+		cmd := exec.Command(relay, args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	dir := t.TempDir()
+	evidence := filepath.Join(dir, "netns.json")
+	for _, c := range []struct {
+		name, stdin string
+		cred        *syscall.Credential
+		args        []string
+		code        int
+		want        string
+	}{
+		{"no pid", `{"ociVersion":"1.0.2","id":"c"}`, nil, []string{name, "runner", "gw", evidence, "/sealrun-no-such-cgroup"}, 1, "sealrun network hook: container state has no pid"},
+		{"unknown role", `{"pid":1}`, nil, []string{name, "agent", "gw", evidence, "/sealrun-no-such-cgroup"}, 1, `unknown role "agent"`},
+		{"not JSON", `pid=1`, nil, []string{name, "runner", "gw", evidence, "/sealrun-no-such-cgroup"}, 1, "relay: read container state"},
+		{"not root", `{"pid":1}`, &syscall.Credential{Uid: 65534, Gid: 65534}, []string{name, "runner", "gw", evidence, "/sealrun-no-such-cgroup"}, 1, "only root's runtime may run the hook"},
+		{"server gone", `{"pid":1}`, nil, []string{"sealrun-hook-no-such-server", "runner", "gw", evidence, "/c"}, 1, "connect to @sealrun-hook-no-such-server"},
+		{"oversized state", strings.Repeat(" ", 1<<20+1), nil, []string{name, "runner", "gw", evidence, "/c"}, 1, "container state over 1048576 bytes"},
+		{"usage", "", nil, []string{name, "runner"}, 2, "usage: sealrun-hook-relay SOCKET"},
+	} {
+		code, out := run(c.stdin, c.cred, c.args...)
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d %q; want %d ~%q", c.name, code, out, c.code, c.want)
+		}
+	}
+	if _, err := os.Stat(evidence); err == nil {
+		t.Error("a refused request left evidence")
+	}
+}
+
+// The relay's server does the hook's work on a thread that it switches back: after containers
+// were started through it, every thread of this process is still in the host's network
+// namespace (a thread left in a container's would make later readings of /proc/self/ns/net,
+// and threads cloned from it, the container's).
+func TestRelayLeavesNoThreadInAContainer(t *testing.T) {
+	r, imgs := testRun(t, "relaythreads")
+	if r.h.relayPath == "" {
+		t.Fatal("the test host does not use the relay")
+	}
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ws := workspace(t, r)
+	for i := 0; i < 12; i++ {
+		c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: ws, Args: []string{"true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, err := c.Wait(ctx); code != 0 || err != nil {
+			t.Fatalf("exit %d %v", code, err)
+		}
+		c.Destroy(ctx)
+	}
+	// The last hook's thread switches back just after it wrote the evidence Start waited for.
+	var away []string
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		away = away[:0]
+		tasks, _ := filepath.Glob("/proc/self/task/*/ns/net")
+		for _, p := range tasks {
+			if ns, err := os.Readlink(p); err == nil && ns != host {
+				away = append(away, p+" is "+ns)
+			}
+		}
+		if len(away) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(away) > 0 {
+		t.Errorf("threads outside the host's network namespace %s: %v", host, away)
+	}
+}
