@@ -94,13 +94,19 @@ func serveRelay(l *net.UnixListener) {
 			defer c.Close()
 			c.SetDeadline(time.Now().Add(relayTimeout))
 			reply := "ok"
-			if err := handleRelay(c); err != nil {
+			switch err := handleRelay(c); {
+			case errors.Is(err, errRefusedAnswered):
+				return
+			case err != nil:
 				reply = err.Error()
 			}
 			c.Write([]byte(reply))
 		}()
 	}
 }
+
+// errRefusedAnswered: a peer was refused and has its answer already.
+var errRefusedAnswered = errors.New("relay: refused, answered")
 
 // handleRelay serves one hook: the peer must be root (the runtime runs hooks as root; anyone
 // else on the host who finds the socket's name is refused), and its request is the hook's four
@@ -119,14 +125,17 @@ func handleRelay(c *net.UnixConn) error {
 	if cerr != nil {
 		return fmt.Errorf("relay: peer credentials: %w", cerr)
 	}
-	// Read (bounded, within the deadline) before any answer, so that a refused peer reads the
-	// reason rather than a reset connection.
+	if cred.Uid != 0 {
+		// Nothing of its request is kept: the reason goes back, what it sent is read away
+		// (bounded, within the deadline) so that it gets the reason rather than a reset.
+		c.Write([]byte(fmt.Sprintf("relay: refused: the peer is uid %d; only root's runtime may run the hook", cred.Uid)))
+		c.CloseWrite()
+		io.Copy(io.Discard, io.LimitReader(c, relayRequestMax))
+		return errRefusedAnswered
+	}
 	req, err := io.ReadAll(io.LimitReader(c, relayRequestMax+1))
 	if err != nil {
 		return fmt.Errorf("relay: read request: %w", err)
-	}
-	if cred.Uid != 0 {
-		return fmt.Errorf("relay: refused: the peer is uid %d; only root's runtime may run the hook", cred.Uid)
 	}
 	args, st, err := parseRelayRequest(req)
 	if err != nil {
