@@ -3,9 +3,10 @@ package sandbox
 // The network hook's relay: where the small C program sealrun-hook-relay is installed beside
 // the hook binary, the runtime runs it as the createRuntime hook instead of the Go hook, and it
 // hands the hook's arguments and the container's state to this process over an abstract unix
-// socket; the work (netnshook.Handle) is done here, on a thread of its own that ends with it.
-// A Go program takes about as long to start as all of the hook's work (make bench's runtime-ms
-// and hook-ms); a C program a fraction of that.
+// socket; the work (netnshook.Handle, the same code) is done here, on a locked thread switched
+// back afterwards. The runtime waits for the hook at every container start, and a Go program
+// takes longer to start than the hook's whole work, the more so on a busy host; the C relay a
+// fraction of that (make bench's go-hook-ms against sealrun-ms).
 
 import (
 	"bytes"
