@@ -46,8 +46,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrund ./cmd/sealrund
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS) -extldflags=-static' -o bin/runner ./cmd/runner
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrun-netns-hook ./cmd/sealrun-netns-hook
-	$(CC) -static -O2 -Wall -Wextra -Werror -o bin/runner-exec cmd/runner-exec/main.c
-	$(CC) -static -O2 -Wall -Wextra -Werror -o bin/sealrun-hook-relay cmd/sealrun-hook-relay/main.c
+	for c in runner-exec sealrun-hook-relay; do $(CC) -static -O2 -Wall -Wextra -Werror -o bin/$$c cmd/$$c/main.c || exit 1; done
 
 # The verify path (sealrun verify, attest, track, exam, leaderboard) builds for macOS and
 # Windows too; the verbs that run containers say "Linux only" there.

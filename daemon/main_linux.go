@@ -71,10 +71,11 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 		}()
 	}
 	pl := h.Placement()
-	if runner.ShimFor(cfg.Runner) == cfg.Runner {
+	shim := runner.ShimFor(cfg.Runner)
+	if shim == cfg.Runner {
 		log.Warn("no "+runner.ExecShim+" beside the runner binary: compute calls start through `runner _exec`, a millisecond or two slower each; make install puts it there", "runner", cfg.Runner)
 	}
-	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()), "cgroups", pl.Root, "placement", pl.Reason, "hook", h.HookCommand(), "call_shim", runner.ShimFor(cfg.Runner))
+	log.Info("sealrund ready", "socket", cfg.Socket, "state", cfg.StateDir, "runs", len(d.Runs()), "cgroups", pl.Root, "placement", pl.Reason, "hook", h.HookCommand(), "call_shim", shim)
 	if ready != nil {
 		ready()
 	}

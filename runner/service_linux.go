@@ -10,12 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -59,8 +59,7 @@ const ExecShim = "runner-exec"
 // ShimFor is the host path of the shim for the static runner binary at runner: ExecShim beside
 // it when that is an executable regular file, else the runner binary.
 func ShimFor(runner string) string {
-	p := filepath.Join(filepath.Dir(runner), ExecShim)
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+	if p := fileio.Beside(runner, ExecShim); p != "" {
 		return p
 	}
 	return runner

@@ -18,13 +18,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
@@ -47,13 +47,7 @@ func (h *Host) HookCommand() string {
 }
 
 // findRelay is the relay beside the hook binary at hookPath, or "" where there is none.
-func findRelay(hookPath string) string {
-	p := filepath.Join(filepath.Dir(hookPath), RelayBinary)
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		return p
-	}
-	return ""
-}
+func findRelay(hookPath string) string { return fileio.Beside(hookPath, RelayBinary) }
 
 // The relay's server: one per process, whichever hosts it has, listening until the process ends
 // on an abstract socket (no file to leave behind; unreachable from any other network namespace,

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,5 +126,48 @@ func TestRelayLeavesNoThreadInAContainer(t *testing.T) {
 	}
 	if len(away) > 0 {
 		t.Errorf("threads outside the host's network namespace %s: %v", host, away)
+	}
+}
+
+// The relay's socket from inside: a container of each role looks for it in /proc/net/unix and
+// connects to its name, and neither finds it (an abstract socket belongs to the host's network
+// namespace); this test process, on the host, reaches it with the same name.
+func TestRelaySocketUnreachableFromContainers(t *testing.T) {
+	r, imgs := testRun(t, "relaywall")
+	if r.h.relayName == "" {
+		t.Fatal("the test host does not use the relay")
+	}
+	host, err := net.Dial("unix", "@"+r.h.relayName)
+	if err != nil {
+		t.Fatalf("the host cannot reach its own relay (the attack below would prove nothing): %v", err)
+	}
+	host.Close()
+	const attack = `import socket, sys
+name = sys.argv[1]
+print("listed" if any(name in l for l in open("/proc/net/unix")) else "unlisted")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0" + name)
+    print("CONNECTED")
+except OSError as e:
+    print("refused", e.errno)
+`
+	ctx := context.Background()
+	for _, role := range []Role{RoleController, RoleRunner, RoleGrader} {
+		cfg := ContainerConfig{Role: role, Rootfs: imgs.python, Args: []string{"python3", "-c", attack, r.h.relayName}}
+		if role != RoleGrader {
+			cfg.Workspace = workspace(t, r)
+		}
+		var out bytes.Buffer
+		cfg.Stdout, cfg.Stderr = &out, &out
+		c, err := r.Start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+		code, err := c.Wait(ctx)
+		c.Destroy(ctx)
+		if code != 0 || err != nil || out.String() != "unlisted\nrefused 111\n" {
+			t.Errorf("%s: exit %d %v: %q; want the relay's socket unlisted and refused (ECONNREFUSED)", role, code, err, out.String())
+		}
 	}
 }

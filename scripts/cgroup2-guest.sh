@@ -165,9 +165,10 @@ for p in cmd/sealrun cmd/sealrund cmd/runner cmd/sealrun-netns-hook e2e/hostile 
 	go build -trimpath -o "$data/bin/$(basename "$p")" "./$p"
 	go build -tags sealrun_testseams -trimpath -o "$data/testbin/$(basename "$p")" "./$p"
 done
-${CC:-cc} -static -O2 -Wall -Wextra -Werror -o "$data/bin/runner-exec" cmd/runner-exec/main.c
-${CC:-cc} -static -O2 -Wall -Wextra -Werror -o "$data/bin/sealrun-hook-relay" cmd/sealrun-hook-relay/main.c
-cp "$data/bin/runner-exec" "$data/bin/sealrun-hook-relay" "$data/testbin/"
+for c in runner-exec sealrun-hook-relay; do # the C programs, as make build builds them
+	${CC:-cc} -static -O2 -Wall -Wextra -Werror -o "$data/bin/$c" "cmd/$c/main.c"
+	cp "$data/bin/$c" "$data/testbin/"
+done
 say "verifying the local images and linking them into the data disk"
 cp "$state/images.lock" "$data/state/"
 mkdir -p "$data/state/images/sha256"

@@ -113,3 +113,14 @@ func InvalidUTF8(b []byte) int {
 	}
 	return -1
 }
+
+// Beside is the file name in the directory of path when it is an executable regular file
+// there, else "": how sealrun finds a companion program installed beside another (the calls'
+// shim beside the runner binary, the hook's relay beside the hook).
+func Beside(path, name string) string {
+	p := filepath.Join(filepath.Dir(path), name)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return ""
+}

@@ -58,3 +58,25 @@ func TestInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// Beside finds only an executable regular file of that name in the same directory.
+func TestBeside(t *testing.T) {
+	dir := t.TempDir()
+	main, other := filepath.Join(dir, "main"), filepath.Join(dir, "other")
+	if got := Beside(main, "other"); got != "" {
+		t.Errorf("nothing there: %q", got)
+	}
+	os.WriteFile(other, []byte("x"), 0o644)
+	if got := Beside(main, "other"); got != "" {
+		t.Errorf("not executable: %q", got)
+	}
+	os.Chmod(other, 0o755)
+	if got := Beside(main, "other"); got != other {
+		t.Errorf("executable: %q", got)
+	}
+	os.Remove(other)
+	os.Mkdir(other, 0o755)
+	if got := Beside(main, "other"); got != "" {
+		t.Errorf("a directory: %q", got)
+	}
+}
