@@ -155,7 +155,11 @@ except OSError as e:
 	ctx := context.Background()
 	for _, role := range []Role{RoleController, RoleRunner, RoleGrader} {
 		cfg := ContainerConfig{Role: role, Rootfs: imgs.python, Args: []string{"python3", "-c", attack, r.h.relayName}}
-		if role != RoleGrader {
+		if role == RoleGrader {
+			cfg.Bundle = t.TempDir()
+			os.Chmod(filepath.Dir(cfg.Bundle), 0o711)
+			os.Chmod(cfg.Bundle, 0o755)
+		} else {
 			cfg.Workspace = workspace(t, r)
 		}
 		var out bytes.Buffer
