@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -112,7 +114,10 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 		}
 		if rt := h.Runtime; rt.Kind != KindRunc {
 			t0 := time.Now()
-			cmd := exec.Command(rt.Path, "--root", bareRoot+"-"+rt.Kind, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i))
+			// With the flags sealrun gives it (runsc's platform; its gofer's netns not pinned
+			// as a mount under the root, which would outlive the benchmark).
+			args := append(append([]string{}, rt.rc.ExtraArgs...), "--root", bareRoot+"-"+rt.Kind, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i))
+			cmd := exec.Command(rt.Path, args...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("bare %s run: %v %s", rt.Kind, err, out)
 			}
@@ -204,4 +209,79 @@ func BenchmarkWorkspaceQuota(b *testing.B) {
 	}
 	b.ReportMetric(float64(median(setup).Microseconds())/1000, "setup-ms")
 	b.ReportMetric(float64(median(teardown).Microseconds())/1000, "teardown-ms")
+}
+
+// BenchmarkCPUBoundCall: a CPU-bound compute call (numpy: fixed work, matrix products, run from
+// a sealed runner container of the python image) under SEALRUN_TEST_RUNTIME against the same
+// call under runc, alternating, each first in every other round: the overhead a runtime adds
+// where an agent's compute time goes. SEALRUN_BENCH_CPU_SECONDS sizes the work (about that
+// many seconds under runc; 30 in make bench's gVisor line, 5 by default). OpenBLAS gets one
+// thread under both: gVisor cannot start threads in a sealed container yet (runscGaps).
+func BenchmarkCPUBoundCall(b *testing.B) {
+	requireRoot(b)
+	imgs := localImages(b)
+	secs := 5.0
+	if s, err := strconv.ParseFloat(os.Getenv("SEALRUN_BENCH_CPU_SECONDS"), 64); err == nil && s > 0 {
+		secs = s
+	}
+	ctx := context.Background()
+	host := func(runtime, id string) (*Run, string) {
+		runDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
+		b.Cleanup(func() { os.RemoveAll(runDir) })
+		h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Runtime: runtime})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := h.NewRun(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Destroy(ctx) })
+		parent := b.TempDir()
+		os.Chmod(parent, 0o711)
+		ws := filepath.Join(parent, "ws")
+		if err := r.PrepareWorkspace(ws, 0); err != nil {
+			b.Fatal(err)
+		}
+		return r, ws
+	}
+	call := func(r *Run, ws string, n int) time.Duration {
+		var out bytes.Buffer
+		t0 := time.Now()
+		c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: ws, Stdout: &out, Stderr: &out,
+			Env:  []string{"OPENBLAS_NUM_THREADS=1"},
+			Args: []string{"python3", "-c", fmt.Sprintf("import numpy as np\nrng = np.random.default_rng(1)\na = rng.random((256, 256))\ns = 0.0\nfor _ in range(%d):\n    s += float((a @ a).sum())\nprint(s)", n)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		code, err := c.Wait(ctx)
+		d := time.Since(t0)
+		c.Destroy(ctx)
+		if code != 0 || err != nil {
+			b.Fatalf("numpy call under %s: exit %d %v: %s", c.rt.Kind, code, err, out.String())
+		}
+		return d
+	}
+	tested, tws := host(testenv.Runtime(), "cpu-tested")
+	base, bws := host("runc", "cpu-runc")
+	// Size the work under runc: a product's time is the difference of 1,000 and 3,000 of them
+	// over 2,000 (the container's start and numpy's import cancel out).
+	t1, t3 := call(base, bws, 1000), call(base, bws, 3000)
+	n := int(2000 * secs / max(t3-t1, time.Millisecond).Seconds())
+	var ours, theirs []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			theirs = append(theirs, call(base, bws, n))
+		}
+		ours = append(ours, call(tested, tws, n))
+		if i%2 == 1 {
+			theirs = append(theirs, call(base, bws, n))
+		}
+	}
+	b.StopTimer()
+	mo, mt := median(ours), median(theirs)
+	b.ReportMetric(mo.Seconds(), "call-s")
+	b.ReportMetric(mt.Seconds(), "runc-call-s")
+	b.ReportMetric(float64(mo)/float64(mt), "ratio")
 }

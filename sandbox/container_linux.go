@@ -153,6 +153,18 @@ func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
 		if rerr != nil {
 			return nil, infra(id, "device filter", rerr)
 		}
+	} else if c.rt.Kind == KindRunsc {
+		// runsc leaves a v1 device cgroup as it finds it (allow all): its sandbox gets the
+		// spec's rules from sealrun, on the container's own cgroup above the runtime's leaf,
+		// which inherits them and can gain nothing beyond them (as sealrun's eBPF program does
+		// on v2).
+		rules, rerr := allowRules(spec.Linux.Resources.Devices)
+		if rerr == nil {
+			rerr = limitDevicesV1(c.cg.path, rules)
+		}
+		if rerr != nil {
+			return nil, infra(id, "device cgroup", rerr)
+		}
 	}
 	return spec, nil
 }
@@ -162,7 +174,7 @@ func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
 // config.json. It returns the path the hook records the namespace's evidence at.
 func (c *Container) makeBundle(cfg ContainerConfig, spec *specs.Spec) (string, error) {
 	r, id := c.run, c.ID
-	targets, err := resolveMountTargets(cfg.Rootfs, spec.Mounts)
+	targets, err := resolveMountTargets(cfg.Rootfs, spec.Mounts, c.rt.Kind == KindRunsc)
 	if err == nil {
 		targets, err = addSymlinks(targets, cfg.Rootfs, cfg.Symlinks)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"unsafe"
@@ -41,6 +42,21 @@ func (d devRule) String() string {
 		return fmt.Sprint(n)
 	}
 	return fmt.Sprintf("%c %s:%s %s", d.typ, num(d.major), num(d.minor), d.access)
+}
+
+// limitDevicesV1 makes a cgroup v1 device cgroup allow exactly rules: deny all, then allow each.
+// Cgroups created below it afterwards inherit the list and cannot widen it.
+func limitDevicesV1(cgroupPath string, rules []devRule) error {
+	dir := filepath.Join("/sys/fs/cgroup/devices", cgroupPath)
+	if err := os.WriteFile(filepath.Join(dir, "devices.deny"), []byte("a"), 0); err != nil {
+		return fmt.Errorf("device cgroup %s: deny all: %w", cgroupPath, err)
+	}
+	for _, r := range rules {
+		if err := os.WriteFile(filepath.Join(dir, "devices.allow"), []byte(r.String()), 0); err != nil {
+			return fmt.Errorf("device cgroup %s: allow %q: %w", cgroupPath, r.String(), err)
+		}
+	}
+	return nil
 }
 
 // allowRules keeps the allow rules of a spec's device cgroup (which starts with deny-all), in order.

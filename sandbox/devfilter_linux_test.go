@@ -122,3 +122,39 @@ try %s r; try %s w; try %s r; try %s w; try %s r; try /dev/null w`, dir, zero, z
 		t.Errorf("attach to a missing cgroup: %v", err)
 	}
 }
+
+// On cgroup v1 (what runsc gets its device rules through): the container's cgroup allows exactly
+// the rules, and a cgroup made below it afterwards (the runtime's leaf) inherits them and cannot
+// widen them.
+func TestLimitDevicesV1(t *testing.T) {
+	requireRoot(t)
+	base := "/sys/fs/cgroup/devices"
+	if _, err := os.Stat(filepath.Join(base, "devices.list")); err != nil {
+		t.Logf("no cgroup v1 device hierarchy here (%s): the eBPF filter is the device cgroup (TestDeviceFilterEnforced)", CgroupMode())
+		return
+	}
+	rel := fmt.Sprintf("sealrun-devlimit-test-%d", os.Getpid())
+	dir := filepath.Join(base, rel)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join(dir, "leaf")); os.Remove(dir) })
+	if err := limitDevicesV1(rel, []devRule{{'c', 1, 3, "rwm"}, {'c', 136, -1, "rwm"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "leaf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "leaf")} {
+		b, _ := os.ReadFile(filepath.Join(d, "devices.list"))
+		if got := strings.Fields(strings.ReplaceAll(string(b), "\n", ",")); strings.Join(got, " ") != "c 1:3 rwm,c 136:* rwm," {
+			t.Errorf("%s: devices.list %q; want the two rules", d, b)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "leaf", "devices.allow"), []byte("a"), 0); err == nil {
+		t.Error("the leaf widened its device rules to all")
+	}
+	if err := limitDevicesV1("sealrun-no-such-cgroup", nil); err == nil || !strings.Contains(err.Error(), "sealrun-no-such-cgroup") {
+		t.Errorf("a missing cgroup: %v; want an error naming it", err)
+	}
+}

@@ -77,12 +77,18 @@ func layerNeeded(ts []mountTarget) bool {
 // resolveMountTargets resolves the targets of the spec's mounts inside rootfs: every mount needs
 // its mount point (a FROM-scratch image has no /proc, /sys, /dev or /tmp either). Targets below
 // /dev and /tmp are on the container's own tmpfs, and those below /proc and /sys in the kernel's
-// own filesystems: they need nothing from the image. A bind mount's target is a directory or a
+// own filesystems: they need nothing from the image — except, with hostSideBinds (gVisor, whose
+// gofer makes bind mounts in the rootfs on the host before its kernel mounts the tmpfs), a bind
+// mount's target below /dev or /tmp. A bind mount's target is a directory or a
 // file as its source is; any other mount's a directory.
-func resolveMountTargets(rootfs string, mounts []specs.Mount) ([]mountTarget, error) {
+func resolveMountTargets(rootfs string, mounts []specs.Mount, hostSideBinds bool) ([]mountTarget, error) {
 	var out []mountTarget
 	for _, m := range mounts {
-		if d := path.Clean(m.Destination); d == "/" || strings.HasPrefix(d, "/dev/") || strings.HasPrefix(d, "/tmp/") || strings.HasPrefix(d, "/proc/") || strings.HasPrefix(d, "/sys/") {
+		d := path.Clean(m.Destination)
+		if d == "/" || strings.HasPrefix(d, "/proc/") || strings.HasPrefix(d, "/sys/") {
+			continue
+		}
+		if (strings.HasPrefix(d, "/dev/") || strings.HasPrefix(d, "/tmp/")) && !(hostSideBinds && isBind(m)) {
 			continue
 		}
 		t := mountTarget{dest: m.Destination, dir: true}

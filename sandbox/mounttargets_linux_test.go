@@ -82,7 +82,7 @@ stat -c '%a %u' /opt; grep ' / / ' /proc/self/mountinfo`}})
 		t.Errorf("the image's rootfs changed: %s -> %s", before, after)
 	}
 	// An image that has every target needs nothing in the layer.
-	ts, err := resolveMountTargets(localImages(t).controller, []specs.Mount{{Destination: WorkspacePath, Type: "bind", Source: t.TempDir()}})
+	ts, err := resolveMountTargets(localImages(t).controller, []specs.Mount{{Destination: WorkspacePath, Type: "bind", Source: t.TempDir()}}, false)
 	if err != nil || layerNeeded(ts) {
 		t.Errorf("sealrun's own image needs a layer: %+v %v", ts, err)
 	}
@@ -109,15 +109,15 @@ func TestResolveMountTargets(t *testing.T) {
 		{"/opt/real", "/opt/real", false},
 		{"/file", "/file", true},
 	} {
-		ts, err := resolveMountTargets(root, []specs.Mount{{Destination: tc.dest, Type: "bind", Source: src}})
+		ts, err := resolveMountTargets(root, []specs.Mount{{Destination: tc.dest, Type: "bind", Source: src}}, false)
 		if err != nil || len(ts) != 1 || ts[0].resolved != tc.resolved || ts[0].missing != tc.missing {
 			t.Errorf("%s: %+v %v; want %s missing=%v", tc.dest, ts, err, tc.resolved, tc.missing)
 		}
 	}
-	if _, err := resolveMountTargets(root, []specs.Mount{{Destination: "/loop1/x", Type: "bind", Source: src}}); err == nil || !strings.Contains(err.Error(), "too many symlinks") {
+	if _, err := resolveMountTargets(root, []specs.Mount{{Destination: "/loop1/x", Type: "bind", Source: src}}, false); err == nil || !strings.Contains(err.Error(), "too many symlinks") {
 		t.Errorf("a symlink loop: %v", err)
 	}
-	if _, err := resolveMountTargets(root, []specs.Mount{{Destination: "/x", Type: "bind", Source: "/no/such/source"}}); err == nil {
+	if _, err := resolveMountTargets(root, []specs.Mount{{Destination: "/x", Type: "bind", Source: "/no/such/source"}}, false); err == nil {
 		t.Error("a missing mount source was accepted")
 	}
 }
@@ -143,4 +143,27 @@ func treeOf(t *testing.T, root string) string {
 		return nil
 	})
 	return b.String()
+}
+
+// gVisor's gofer makes bind mounts on the host before gVisor's kernel mounts /tmp and /dev: a
+// bind target below them needs its mount point in the rootfs (the layer) under runsc, and
+// nowhere else; their tmpfs and other non-bind mounts never do.
+func TestMountTargetsBelowTmpfsForHostSideBinds(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "tmp"), 0o1777)
+	src := filepath.Join(t.TempDir(), "runner")
+	os.WriteFile(src, nil, 0o755)
+	mounts := []specs.Mount{
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs"},
+		{Destination: "/tmp/.sealrun/runner-exec", Type: "bind", Source: src, Options: []string{"rbind", "ro"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm"},
+	}
+	ts, err := resolveMountTargets(root, mounts, false)
+	if err != nil || len(ts) != 1 || ts[0].dest != "/tmp" {
+		t.Errorf("runc, crun: %+v %v; want only /tmp", ts, err)
+	}
+	ts, err = resolveMountTargets(root, mounts, true)
+	if err != nil || len(ts) != 2 || ts[1].resolved != "/tmp/.sealrun/runner-exec" || !ts[1].missing || ts[1].dir {
+		t.Errorf("runsc: %+v %v; want /tmp and the missing file target below it", ts, err)
+	}
 }

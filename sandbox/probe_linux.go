@@ -78,8 +78,48 @@ type ProbeResult struct {
 	Nested   map[string]string `json:"nested"`
 	Sockets  map[string]string `json:"sockets"`
 	Syscalls map[string]string `json:"syscalls"`
-	Problems []string          `json:"problems"`
-	OK       bool              `json:"ok"`
+	// Runtime is the kind of OCI runtime that ran the container. Under gVisor (runsc) the
+	// container's processes run on gVisor's kernel, and the process the host sees as the
+	// container's is its sandbox (Sentry): what is read from inside is gVisor's view, and Sentry
+	// is that process as the host sees it.
+	Runtime  string      `json:"runtime"`
+	Sentry   *SentryView `json:"sentry,omitempty"`
+	Problems []string    `json:"problems"`
+	OK       bool        `json:"ok"`
+}
+
+// SentryView is gVisor's sandbox process read from the host: the wall that holds when code inside
+// reaches past gVisor's kernel.
+type SentryView struct {
+	UIDMap     string `json:"uid_map"`
+	Uid        string `json:"uid"` // real, effective, saved, filesystem as seen from the host
+	CapEff     string `json:"cap_eff"`
+	Seccomp    int    `json:"seccomp"`
+	NoNewPrivs bool   `json:"no_new_privs"`
+}
+
+// readSentry reads pid's mappings, ids and confinement from the host.
+func readSentry(pid int) *SentryView {
+	v := &SentryView{Seccomp: -1}
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	b, _ := os.ReadFile(filepath.Join(dir, "uid_map"))
+	v.UIDMap = strings.Join(strings.Fields(string(b)), " ")
+	b, _ = os.ReadFile(filepath.Join(dir, "status"))
+	for _, line := range strings.Split(string(b), "\n") {
+		k, val, _ := strings.Cut(line, ":")
+		val = strings.Join(strings.Fields(val), " ")
+		switch k {
+		case "Uid":
+			v.Uid = val
+		case "CapEff":
+			v.CapEff = val
+		case "Seccomp":
+			v.Seccomp, _ = strconv.Atoi(val)
+		case "NoNewPrivs":
+			v.NoNewPrivs = val == "1"
+		}
+	}
+	return v
 }
 
 // lineSignal is a writer that closes got when it has seen a newline.
@@ -143,7 +183,7 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 		return nil, err
 	}
 	defer c.Destroy(context.Background())
-	res := &ProbeResult{Role: cfg.Role, Container: c.ID, RootfsShifted: c.ShiftedRootfs, Links: c.Evidence.Links, Routes: c.Evidence.Routes, Addresses: c.Evidence.Addresses}
+	res := &ProbeResult{Role: cfg.Role, Container: c.ID, Runtime: c.rt.Kind, RootfsShifted: c.ShiftedRootfs, Links: c.Evidence.Links, Routes: c.Evidence.Routes, Addresses: c.Evidence.Addresses}
 	select {
 	case <-out.got:
 	case <-c.Done():
@@ -153,6 +193,9 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 	if pid := c.Pid(); pid > 0 {
 		res.Namespaces = ownNamespaces(pid)
 		res.FDs = fdList(pid)
+		if c.rt.Kind == KindRunsc {
+			res.Sentry = readSentry(pid)
+		}
 		res.Limits, res.Devices = cgroupLimits(c.leaf.path)
 		syscall.Kill(pid, syscall.SIGUSR1) // release the posture process: the host side is read
 	}
@@ -261,6 +304,9 @@ func (res *ProbeResult) fromInside(in posture.Record, attempts []EgressAttempt) 
 		}
 	}
 	res.Egress = attempts
+	if res.Runtime == KindRunsc {
+		res.FDs = in.FDs // the host sees gVisor's sandbox process, whose descriptors are its own
+	}
 }
 
 // judge records every property that is not as the role requires. It is long because it is one rule
@@ -268,13 +314,25 @@ func (res *ProbeResult) fromInside(in posture.Record, attempts []EgressAttempt) 
 func (r *ProbeResult) judge(cfg ProbeConfig) {
 	bad := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	want := []string{"cgroup", "ipc", "mnt", "net", "pid", "user", "uts"}
+	uidMap := r.UIDMap
+	if r.Runtime == KindRunsc {
+		// gVisor's sandbox process keeps the host's cgroup namespace (what runs inside sees
+		// gVisor's own cgroupfs), and inside, gVisor's kernel shows its root user namespace
+		// ("0 0 4294967295"): the mapping that holds on the host is the sandbox process's.
+		want = []string{"ipc", "mnt", "net", "pid", "user", "uts"}
+		uidMap = ""
+		if r.Sentry != nil {
+			uidMap = r.Sentry.UIDMap
+		}
+		r.judgeSentry(bad)
+	}
 	if strings.Join(r.Namespaces, ",") != strings.Join(want, ",") {
 		bad("namespaces %v; expected its own %v", r.Namespaces, want)
 	}
-	if f := strings.Fields(r.UIDMap); len(f) < 3 || f[0] != "0" || f[1] == "0" {
-		bad("uid_map %q maps container root to host root", r.UIDMap)
+	if f := strings.Fields(uidMap); len(f) < 3 || f[0] != "0" || f[1] == "0" {
+		bad("uid_map %q maps container root to host root", uidMap)
 	} else if base, _ := strconv.Atoi(f[1]); base < RangeBase {
-		bad("uid_map %q maps root below sealrun's unprivileged ranges", r.UIDMap)
+		bad("uid_map %q maps root below sealrun's unprivileged ranges", uidMap)
 	}
 	if r.CapEff != "0000000000000000" {
 		bad("effective capabilities %s; expected none", r.CapEff)
@@ -316,6 +374,9 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 		name string
 		got  map[string]string
 	}{{"on the host", r.Limits}, {"inside", r.LimitsInside}} {
+		if side.name == "inside" && r.Runtime == KindRunsc {
+			continue // gVisor's own cgroupfs: the host's limits hold on its sandbox
+		}
 		for _, k := range sortedKeys(wantLimits) {
 			if got := side.got[k]; got != wantLimits[k] {
 				bad("%s limit is %q %s; expected %q", k, got, side.name, wantLimits[k])
@@ -346,6 +407,9 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 		case (n == "0" || n == "1" || n == "2") && strings.HasPrefix(target, "pipe:"):
 		case strings.HasPrefix(target, "anon_inode:"), strings.HasPrefix(target, "socket:"):
 		case strings.HasPrefix(target, "/sys/fs/cgroup/"): // the Go runtime's own view of its CPU quota
+		case r.Runtime == KindRunsc && (n == "0" || n == "1" || n == "2") && strings.HasPrefix(target, "host:["):
+			// inside gVisor the list is read by the posture itself, whose stdio pipes gVisor
+			// names as the host descriptors the runtime gave it
 		default:
 			bad("unexpected file descriptor %s in the container's init", fd)
 		}
@@ -356,6 +420,22 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 		}
 	}
 	r.OK = len(r.Problems) == 0
+}
+
+// judgeSentry: gVisor's sandbox process, seen from the host, runs as no host user with no
+// capabilities and under its own seccomp filter.
+func (r *ProbeResult) judgeSentry(bad func(string, ...any)) {
+	s := r.Sentry
+	switch {
+	case s == nil:
+		bad("gVisor's sandbox process could not be read from the host")
+		return
+	case s.Seccomp != 2:
+		bad("gVisor's sandbox process has seccomp mode %d on the host; expected 2 (filter)", s.Seccomp)
+	}
+	if f := strings.Fields(s.Uid); len(f) == 0 || slices.Contains(f, "0") {
+		bad("gVisor's sandbox process has uids %q on the host; expected no root", s.Uid)
+	}
 }
 
 func linkNames(links []string) []string { return netnshook.LinkNames(links) }

@@ -63,12 +63,27 @@ func NewRuntime(binary, root string) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime state %s: %w", root, err)
 	}
 	rc := &runc.Runc{Command: path, Root: root, PdeathSignal: syscall.SIGKILL}
+	rt := &Runtime{rc: rc, Path: path, root: root, Kind: kind, VersionLine: line, version: version}
 	if kind == KindRunsc {
-		// The platforms every build has; a KVM host may prefer --platform=kvm (set the
-		// runtime to a wrapper script to pass other flags).
-		rc.ExtraArgs = []string{"--platform=ptrace"}
+		rc.ExtraArgs = rt.runscArgs()
 	}
-	return &Runtime{rc: rc, Path: path, root: root, Kind: kind, VersionLine: line, version: version}, nil
+	return rt, nil
+}
+
+// runscArgs are the flags sealrun gives gVisor: the systrap platform (ptrace before 2023, which
+// has no systrap), the spec's seccomp profile enforced by gVisor's kernel too (--oci-seccomp:
+// without it, code inside meets no filter at all, only gVisor), and each gofer in a new empty
+// network namespace rather than one pinned under the runtime root (a mount sealrun would have to
+// find and remove). A KVM host may prefer --platform=kvm (set the runtime to a wrapper script).
+func (r *Runtime) runscArgs() []string {
+	if r.releaseDate() < 20230101 {
+		return []string{"--platform=ptrace"}
+	}
+	args := []string{"--platform=systrap", "--oci-seccomp", "--gofer-network-namespace=new"}
+	if d := runscDebugDir(); d != "" {
+		args = append(args, "--debug", "--debug-log="+d+"/", "--strace")
+	}
+	return args
 }
 
 // parseRuntimeVersion reads a runtime's --version output: its kind, first line and version.
@@ -118,29 +133,31 @@ var cgroupUnified = "/sys/fs/cgroup/unified"
 // in hybrid mode not supported, drop all controllers from cgroupv2". systemd's hybrid layout
 // mounts every controller on v1, but a host that leaves one (often hugetlb) on v2 hits it.
 //
-// No gVisor release tried here starts sealrun's containers with their wall whole, so runsc is
-// refused by name, with what each did:
+// No gVisor release tried here runs sealrun's containers with their wall whole, so runsc is
+// refused by name, with what each did (what sealrun does for runsc so far: runscArgs, and where
+// the sandbox asks for KindRunsc):
 //   - before 2023 (Debian 12's runsc is 20221219): its gofer makes the spec's bind mounts from
 //     inside the container's user namespace, where the sources sealrun hides (bundle/h, 0700)
 //     cannot be reached and a target under a tmpfs must be created in the read-only rootfs
 //     ("read-only file system");
 //   - release-20260905 (built from gVisor's Go branch, gvisor.dev/gvisor/runsc, the newest the Go
-//     module proxy had): runner and grader containers fail to start ("cannot create sandbox:
-//     cannot read client sync file"); the controller starts, but its posture probe finds what the
-//     sandbox shows from inside, not the wall sealrun sets (seccomp mode 0, nested user and
-//     network namespaces allowed by the sentry, a uid_map of the whole range); and runsc leaves
-//     an nsfs mount (null-netns) in sealrun's runtime root that blocks its removal.
+//     module proxy had): runner and grader containers start and pass the posture probe, judged
+//     for gVisor, but what runs inside cannot work as a compute call must (see runscGaps).
 func (r *Runtime) UsableHere() error {
 	switch {
 	case r.Kind == KindRunsc && r.releaseDate() < 20230101:
 		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Use runc or crun for every role", r.VersionLine, r.releaseDate())
-	case r.Kind == KindRunsc:
-		return fmt.Errorf("gVisor %q (release %d) is not a runtime sealrun can seal containers with yet: the newest release tried (20260905) starts no runner or grader container (\"cannot read client sync file\"), and inside its controller the posture probe sees the sentry's view, not the wall sealrun sets and checks (seccomp mode 0, nested namespaces allowed). Use runc or crun for every role", r.VersionLine, r.releaseDate())
+	case r.Kind == KindRunsc && !runscUnsealedForTests():
+		return fmt.Errorf("gVisor %q (release %d) is not a runtime sealrun can seal containers with yet: under the newest release tried (20260905) runner and grader containers start and pass the posture probe, but %s. Use runc or crun for every role", r.VersionLine, r.releaseDate(), runscGaps)
 	case r.Kind == KindCrun && CgroupMode() == "hybrid":
 		return crunHybridCheck(cgroupUnified)
 	}
 	return nil
 }
+
+// runscGaps is what keeps gVisor 20260905 refused: found by running sealrun's tests under it
+// (runscUnsealedForTests), each a way a compute call fails that runc and crun run.
+const runscGaps = "what runs inside fails as compute calls must not: gVisor's seccomp answers EPERM where the profile says ENOSYS (clone3), so glibc does not fall back to clone and no thread starts (numpy's OpenBLAS: \"pthread_create failed\"); and gVisor's gofer opens /workspace with no supplementary groups, so the run's shared group does not reach it and the agent's files cannot be written (EACCES)"
 
 // releaseDate is a runsc version's date (20221219 of "0.0~20221219.0" or "release-20221219.0").
 func (r *Runtime) releaseDate() int {

@@ -108,11 +108,16 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 		k, _, _ := strings.Cut(kv, "=")
 		p.EnvKeys = append(p.EnvKeys, k)
 	}
-	if entries, err := os.ReadDir("/proc/self/fd"); err == nil {
-		for _, e := range entries {
-			target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-			p.FDs = append(p.FDs, e.Name()+" -> "+target)
+	if d, err := os.Open("/proc/self/fd"); err == nil {
+		names, _ := d.Readdirnames(-1)
+		own := strconv.Itoa(int(d.Fd())) // the listing's own descriptor is not one the posture was given
+		for _, n := range names {
+			if n != own {
+				target, _ := os.Readlink(filepath.Join("/proc/self/fd", n))
+				p.FDs = append(p.FDs, n+" -> "+target)
+			}
 		}
+		d.Close()
 	}
 	enc := json.NewEncoder(stdout)
 	if err := enc.Encode(p); err != nil {

@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"strings"
+	"testing"
+)
+
+// runscProbe is a probe result as gVisor gives it for a runner with its wall whole: the host
+// sees gVisor's sandbox process (no cgroup namespace of its own, a mapped range, seccomp on),
+// inside is gVisor's view (its root user namespace, its own cgroupfs).
+func runscProbe() *ProbeResult {
+	return &ProbeResult{Role: RoleRunner, Runtime: KindRunsc,
+		Namespaces: []string{"ipc", "mnt", "net", "pid", "user", "uts"},
+		UIDMap:     "0 0 4294967295", CapEff: "0000000000000000", Seccomp: 2, NoNewPrivs: true, ReadonlyRootfs: true,
+		RootfsShifted: true, MaskedPathsOK: true,
+		Sentry: &SentryView{UIDMap: "0 1000000000 65536", Uid: "1000000000 1000000000 1000000000 1000000000", Seccomp: 2},
+		Links:  []string{"lo"}, Addresses: []string{"127.0.0.1/8 lo"},
+		Nested:       map[string]string{"unshare(CLONE_NEWUSER)": "refused: EPERM"},
+		Sockets:      map[string]string{"AF_INET": "allowed", "AF_INET6": "allowed", "AF_NETLINK/NETLINK_ROUTE": "allowed", "AF_UNIX": "allowed", "socketpair(AF_UNIX)": "allowed"},
+		Limits:       expectedLimits(Limits{}),
+		LimitsInside: map[string]string{"pids": "max", "swap": "absent"},
+		FDs:          []string{"0 -> host:[1]", "1 -> host:[2]", "2 -> host:[3]"},
+	}
+}
+
+// Under gVisor the probe judges the wall where it is: gVisor's sandbox process on the host
+// (its mapping, ids, seccomp) and the host's limits; gVisor's own views inside (its root user
+// namespace, its cgroupfs, stdio named host:[N]) are not taken for the host's.
+func TestJudgeUnderGVisor(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*ProbeResult)
+		wants string // a problem that must be found; "" for none
+	}{
+		{"whole", func(*ProbeResult) {}, ""},
+		{"sandbox process without seccomp", func(r *ProbeResult) { r.Sentry.Seccomp = 0 }, "gVisor's sandbox process has seccomp mode 0"},
+		{"sandbox process as host root", func(r *ProbeResult) { r.Sentry.Uid = "0 0 0 0" }, "expected no root"},
+		{"sandbox process in the host's user namespace", func(r *ProbeResult) { r.Sentry.UIDMap = "0 0 4294967295" }, "maps container root to host root"},
+		{"sandbox process unread", func(r *ProbeResult) { r.Sentry = nil }, "could not be read"},
+		{"host limit missing", func(r *ProbeResult) { r.Limits = map[string]string{} }, "limit is \"\" on the host"},
+		{"another descriptor", func(r *ProbeResult) { r.FDs = append(r.FDs, "3 -> host:[4]") }, "unexpected file descriptor 3"},
+		{"nested namespace allowed", func(r *ProbeResult) { r.Nested["unshare(CLONE_NEWUSER)"] = "ALLOWED" }, "nested namespace"},
+		{"inside seccomp off", func(r *ProbeResult) { r.Seccomp = 0 }, "seccomp mode 0; expected 2"},
+	} {
+		r := runscProbe()
+		r.Devices = nil
+		tc.edit(r)
+		r.judge(ProbeConfig{Role: RoleRunner})
+		var rest []string
+		for _, p := range r.Problems {
+			if !strings.HasPrefix(p, "the device cgroup") { // the devices are judged as for runc
+				rest = append(rest, p)
+			}
+		}
+		got := strings.Join(rest, "\n")
+		switch {
+		case tc.wants == "" && got != "":
+			t.Errorf("%s: problems %s", tc.name, got)
+		case tc.wants != "" && !strings.Contains(got, tc.wants):
+			t.Errorf("%s: problems %q; want one saying %q", tc.name, got, tc.wants)
+		}
+	}
+	// The same result under runc is judged as runc's: gVisor's views are problems there.
+	r := runscProbe()
+	r.Runtime = KindRunc
+	r.judge(ProbeConfig{Role: RoleRunner})
+	got := strings.Join(r.Problems, "\n")
+	for _, want := range []string{"expected its own [cgroup", "maps container root to host root", "inside; expected", "unexpected file descriptor 0"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("gVisor's view judged as runc's: no %q in %s", want, got)
+		}
+	}
+}
