@@ -215,8 +215,8 @@ func BenchmarkWorkspaceQuota(b *testing.B) {
 // a sealed runner container of the python image) under SEALRUN_TEST_RUNTIME against the same
 // call under runc, alternating, each first in every other round: the overhead a runtime adds
 // where an agent's compute time goes. SEALRUN_BENCH_CPU_SECONDS sizes the work (about that
-// many seconds under runc; 30 in make bench's gVisor line, 5 by default). OpenBLAS gets one
-// thread under both: gVisor cannot start threads in a sealed container yet (runscGaps).
+// many seconds under runc; 30 in make bench's gVisor line, 5 by default);
+// SEALRUN_BENCH_BLAS_THREADS sets OpenBLAS's threads for both (its default: one per CPU).
 func BenchmarkCPUBoundCall(b *testing.B) {
 	requireRoot(b)
 	imgs := localImages(b)
@@ -245,11 +245,14 @@ func BenchmarkCPUBoundCall(b *testing.B) {
 		}
 		return r, ws
 	}
+	var env []string
+	if n := os.Getenv("SEALRUN_BENCH_BLAS_THREADS"); n != "" {
+		env = []string{"OPENBLAS_NUM_THREADS=" + n}
+	}
 	call := func(r *Run, ws string, n int) time.Duration {
 		var out bytes.Buffer
 		t0 := time.Now()
-		c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: ws, Stdout: &out, Stderr: &out,
-			Env:  []string{"OPENBLAS_NUM_THREADS=1"},
+		c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: ws, Stdout: &out, Stderr: &out, Env: env,
 			Args: []string{"python3", "-c", fmt.Sprintf("import numpy as np\nrng = np.random.default_rng(1)\na = rng.random((256, 256))\ns = 0.0\nfor _ in range(%d):\n    s += float((a @ a).sum())\nprint(s)", n)}})
 		if err != nil {
 			b.Fatal(err)

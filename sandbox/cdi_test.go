@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,6 +116,9 @@ func TestGPUInRunner(t *testing.T) {
 	var out, errb bytes.Buffer
 	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Devices: edits.Devices, Env: edits.Env, Extra: extra,
 		Stdout: &out, Stderr: &errb, Args: []string{"sh", "-c", "exec 2>&1; ls -l /dev/sealrun-test-gpu0; echo $FAKE_GPU_VISIBLE; for d in sealrun-test-gpu0 other-gpu tun; do cat /dev/$d; done; true"}})
+	if refusedUnderGVisor(t, h, err) {
+		return
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +260,9 @@ func TestNvidiaCDIRunnerSeesOnlyItsGPU(t *testing.T) {
 		Extra:  append(edits.Mounts, specs.Mount{Destination: "/dev/stolen-gpu0", Type: "bind", Source: other, Options: []string{"bind", "nosuid"}}),
 		Stdout: &out, Stderr: &errb, Args: []string{"sh", "-c", "exec 2>&1; ls /dev | grep nvidia | tr '\\n' ' '; echo; cat /dev/nvidia1; cat /dev/nvidiactl; cat /dev/stolen-gpu0; " +
 			"cat /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15 /usr/bin/nvidia-smi; readlink /usr/lib/x86_64-linux-gnu/libcuda.so; true"}})
+	if refusedUnderGVisor(t, h, err) {
+		return
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,4 +320,17 @@ func TestHookSymlinksSONAME(t *testing.T) {
 	if len(links) != 1 || links["/usr/lib/x86_64-linux-gnu/libc.so.6"] != "libfoo.so.550.54.15" {
 		t.Errorf("links %v", links)
 	}
+}
+
+// refusedUnderGVisor: a runner given devices under gVisor must be refused, naming gVisor and the
+// fix, before anything starts; it reports whether the runtime is gVisor.
+func refusedUnderGVisor(t *testing.T, h *Host, err error) bool {
+	t.Helper()
+	if h.RuntimeFor(RoleRunner).Kind != KindRunsc {
+		return false
+	}
+	if err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "gVisor") || !strings.Contains(err.Error(), "runc or crun") {
+		t.Errorf("a runner with devices under gVisor: %v; want a refusal naming gVisor and the fix", err)
+	}
+	return true
 }

@@ -186,6 +186,10 @@ func (c *Container) makeBundle(cfg ContainerConfig, spec *specs.Spec) (string, e
 		return "", infra(id, "allocate UID range", err)
 	}
 	spec.Linux.UIDMappings, spec.Linux.GIDMappings = idMappings(c.UIDs, r.shared.Base)
+	if c.rt.Kind == KindRunsc {
+		spec.Linux.GIDMappings = runscGIDMappings(c.UIDs, r.shared.Base)
+		spec.Process.User.GID = 0
+	}
 	c.bundle = filepath.Join(r.h.cfg.RunDir, "bundles", id)
 	if err = os.Mkdir(c.bundle, 0o711); err != nil {
 		return "", infra(id, "create bundle", err)
@@ -425,6 +429,8 @@ func (c *Container) Wait(ctx context.Context) (int, error) {
 			return c.exit, &CommandError{Container: c.ID, Message: runtimeMessage(msg)}
 		} else if line := crunExecFailure(msg); c.rt.Kind == KindCrun && line != "" {
 			return c.exit, &CommandError{Container: c.ID, Message: line}
+		} else if line := runscExecFailure(msg); c.rt.Kind == KindRunsc && line != "" {
+			return c.exit, &CommandError{Container: c.ID, Message: line}
 		}
 	}
 	return c.exit, nil
@@ -447,6 +453,20 @@ func crunExecFailure(stderr string) string {
 		for _, p := range []string{"executable file `", "open executable: ", "exec container process "} {
 			if strings.HasPrefix(line, p) {
 				return line
+			}
+		}
+	}
+	return ""
+}
+
+// runscExecFailure finds gVisor's line for a command it could not execute: `error finding
+// executable "x" in PATH [...]: no such file or directory`, or `failed to load /x: permission
+// denied` (after "creating process: "), without the runtime's call chain before it.
+func runscExecFailure(stderr string) string {
+	for _, line := range strings.Split(stderr, "\n") {
+		for _, p := range []string{"error finding executable ", "failed to load "} {
+			if i := strings.Index(line, p); i >= 0 {
+				return line[i:]
 			}
 		}
 	}

@@ -70,7 +70,11 @@ stat -c '%a %u' /opt; grep ' / / ' /proc/self/mountinfo`}})
 	}
 	c.Destroy(ctx)
 	got := out.String()
-	for _, want := range []string{"runner ok\n", "via the symlink\n", "workspace ok\n", "socket ok\n", "711 0\n", "lowerdir=targets:image"} {
+	wants := []string{"runner ok\n", "via the symlink\n", "workspace ok\n", "socket ok\n", "711 0\n", "lowerdir=targets:image"}
+	if h.RuntimeFor(RoleController).Kind == KindRunsc {
+		wants = wants[:5] // gVisor's mountinfo shows its own mounts, not the host's overlay
+	}
+	for _, want := range wants {
 		if !strings.Contains(got, want) {
 			t.Errorf("inside: no %q in\n%s", want, got)
 		}

@@ -382,6 +382,22 @@ func idMappings(uids IDRange, sharedGID uint32) (u, g []specs.LinuxIDMapping) {
 	return u, g
 }
 
+// runscGIDMappings are the group mappings of a container gVisor runs. gVisor's gofer (and its
+// sandbox, which opens files itself) does every file operation on the host as the container's
+// root, with group 0 and no supplementary groups: the run's shared group reaches /workspace only
+// if it is the container's group 0. So under runsc group 0 maps to the shared group, the agent's
+// processes run with group 0 (the files they create are the shared group's, as under runc), and
+// group 1000 takes group 0's place in the container's own range. Group 0 gives a process nothing
+// beyond group permissions, and inside gVisor those are checked by gVisor's kernel.
+func runscGIDMappings(uids IDRange, sharedGID uint32) []specs.LinuxIDMapping {
+	return []specs.LinuxIDMapping{
+		{ContainerID: 0, HostID: sharedGID, Size: 1},
+		{ContainerID: 1, HostID: uids.Base + 1, Size: AgentGID - 1},
+		{ContainerID: AgentGID, HostID: uids.Base, Size: 1},
+		{ContainerID: AgentGID + 1, HostID: uids.Base + AgentGID + 1, Size: uids.Size - AgentGID - 1},
+	}
+}
+
 // resources: cpu, memory (+swap = memory), pids, and a device cgroup that denies everything but
 // the standard nodes and the given devices.
 func resources(l Limits, devices []specs.LinuxDevice) *specs.LinuxResources {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,14 +142,14 @@ var cgroupUnified = "/sys/fs/cgroup/unified"
 //     cannot be reached and a target under a tmpfs must be created in the read-only rootfs
 //     ("read-only file system");
 //   - release-20260905 (built from gVisor's Go branch, gvisor.dev/gvisor/runsc, the newest the Go
-//     module proxy had): runner and grader containers start and pass the posture probe, judged
-//     for gVisor, but what runs inside cannot work as a compute call must (see runscGaps).
+//     module proxy had): runner and grader containers start, pass the posture probe (judged for
+//     gVisor) and run a whole sealed run, but what runscGaps names still fails.
 func (r *Runtime) UsableHere() error {
 	switch {
 	case r.Kind == KindRunsc && r.releaseDate() < 20230101:
 		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Use runc or crun for every role", r.VersionLine, r.releaseDate())
 	case r.Kind == KindRunsc && !runscUnsealedForTests():
-		return fmt.Errorf("gVisor %q (release %d) is not a runtime sealrun can seal containers with yet: under the newest release tried (20260905) runner and grader containers start and pass the posture probe, but %s. Use runc or crun for every role", r.VersionLine, r.releaseDate(), runscGaps)
+		return fmt.Errorf("gVisor %q (release %d) is not a runtime sealrun can seal containers with yet: under the newest release tried (20260905) runner and grader containers pass the posture probe and a sealed run, but %s. Use runc or crun for every role", r.VersionLine, r.releaseDate(), runscGaps)
 	case r.Kind == KindCrun && CgroupMode() == "hybrid":
 		return crunHybridCheck(cgroupUnified)
 	}
@@ -156,8 +157,8 @@ func (r *Runtime) UsableHere() error {
 }
 
 // runscGaps is what keeps gVisor 20260905 refused: found by running sealrun's tests under it
-// (runscUnsealedForTests), each a way a compute call fails that runc and crun run.
-const runscGaps = "what runs inside fails as compute calls must not: gVisor's seccomp answers EPERM where the profile says ENOSYS (clone3), so glibc does not fall back to clone and no thread starts (numpy's OpenBLAS: \"pthread_create failed\"); and gVisor's gofer opens /workspace with no supplementary groups, so the run's shared group does not reach it and the agent's files cannot be written (EACCES)"
+// (runscUnsealedForTests; README, Runtimes, has the whole list).
+const runscGaps = "a burst of processes that reaches the container's pids limit crashes gVisor's sandbox instead of failing the fork (each of its processes needs a host process, and gVisor does not enforce the limit itself), so a hostile grading bundle stops the grading; and the controller cannot reach its agent socket (gVisor refuses host unix sockets)"
 
 // releaseDate is a runsc version's date (20221219 of "0.0~20221219.0" or "release-20221219.0").
 func (r *Runtime) releaseDate() int {
@@ -208,7 +209,20 @@ func (r *Runtime) registered(id string) bool {
 // crun also refuses, on cgroup v2, the memory swappiness the spec sets for v1 ("cannot set
 // memory swappiness with cgroupv2"; runc leaves it out there): v2 has no such knob, and the
 // container's swap is off by memory.swap.max either way.
+//
+// gVisor enforces the spec's seccomp profile with every refusal answered EPERM: it ignores
+// errnoRet. A clone3 refused with EPERM stops glibc from falling back to clone, and so no thread
+// starts; under runsc clone3 is allowed, and reaches gVisor's kernel, which makes any namespace
+// it asks for itself (the host kernel never sees the call, and seccomp could not read clone3's
+// flags from memory anyway). clone and unshare stay filtered.
 func (r *Runtime) adjustSpec(s *specs.Spec) {
+	if r.Kind == KindRunsc && s.Linux != nil && s.Linux.Seccomp != nil {
+		for i, sc := range s.Linux.Seccomp.Syscalls {
+			if slices.Equal(sc.Names, seccompENOSYS) {
+				s.Linux.Seccomp.Syscalls[i] = specs.LinuxSyscall{Names: sc.Names, Action: specs.ActAllow}
+			}
+		}
+	}
 	if r.Kind != KindCrun {
 		return
 	}

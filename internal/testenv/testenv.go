@@ -216,6 +216,18 @@ func Slow() int {
 // under crun with it.
 func Runtime() string { return os.Getenv("SEALRUN_TEST_RUNTIME") }
 
+// RoleRuntimes are the roles that SEALRUN_TEST_ROLE_RUNTIMES ("runner=runsc,grader=runsc") gives
+// a runtime of their own on the sandbox hosts of sandboxtest, as [runtimes] does in sealrun.toml.
+func RoleRuntimes() map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv("SEALRUN_TEST_ROLE_RUNTIMES"), ",") {
+		if role, rt, ok := strings.Cut(strings.TrimSpace(kv), "="); ok {
+			out[role] = rt
+		}
+	}
+	return out
+}
+
 // BareRuncBundle writes a bundle of `runc spec`'s default config running args from rootfs
 // (read-only, no terminal) into a new directory, and returns it: the baseline the benchmarks
 // measure a sealed container against.

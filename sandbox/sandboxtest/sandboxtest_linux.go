@@ -89,7 +89,11 @@ func HostWithRuntime(t testing.TB, runtime string) *sandbox.Host {
 	if runtime == "" {
 		runtime = testenv.Runtime()
 	}
-	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Runtime: runtime, Hook: Static(t, "cmd/sealrun-netns-hook")})
+	roles := map[sandbox.Role]string{}
+	for role, rt := range testenv.RoleRuntimes() {
+		roles[sandbox.Role(role)] = rt
+	}
+	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Runtime: runtime, RoleRuntimes: roles, Hook: Static(t, "cmd/sealrun-netns-hook")})
 	if err != nil {
 		t.Fatal(err)
 	}

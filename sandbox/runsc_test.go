@@ -71,3 +71,20 @@ func TestJudgeUnderGVisor(t *testing.T) {
 		}
 	}
 }
+
+// gVisor's lines for a command it could not execute (as release 20260905 prints them) become the
+// command's error, without the runtime's call chain; other failures are not taken for one.
+func TestRunscExecFailure(t *testing.T) {
+	chain := "running container: starting container: starting root container: starting sandbox: "
+	for in, want := range map[string]string{
+		chain + `error finding executable "nosuchcmd" in PATH [/usr/local/bin /usr/bin /bin]: no such file or directory` + "\n": `error finding executable "nosuchcmd" in PATH [/usr/local/bin /usr/bin /bin]: no such file or directory`,
+		chain + "creating process: failed to load /etc/passwd: permission denied\n":                                             "failed to load /etc/passwd: permission denied",
+		chain + "creating process: failed to load /no/such/binary: no such file or directory":                                   "failed to load /no/such/binary: no such file or directory",
+		"creating container: cannot create sandbox: cannot read client sync file: waiting for sandbox to start: EOF\n":          "",
+		"": "",
+	} {
+		if got := runscExecFailure(in); got != want {
+			t.Errorf("runscExecFailure(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
