@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // runscProbe is a probe result as gVisor gives it for a runner with its wall whole: the host
@@ -86,5 +89,56 @@ func TestRunscExecFailure(t *testing.T) {
 		if got := runscExecFailure(in); got != want {
 			t.Errorf("runscExecFailure(%q) = %q; want %q", in, got, want)
 		}
+	}
+}
+
+// What sealrun gives gVisor: its flags by release; clone3 allowed (gVisor cannot answer ENOSYS)
+// and every other rule kept; group 0 on the run's shared group, every id mapped once.
+func TestRunscSpecAndFlags(t *testing.T) {
+	old := &Runtime{Kind: KindRunsc, version: [3]int{0, 0, 20221219}}
+	if got := strings.Join(old.runscArgs(), " "); got != "--platform=ptrace" {
+		t.Errorf("runsc 20221219 flags %q; want only the ptrace platform (it has no systrap)", got)
+	}
+	newer := &Runtime{Kind: KindRunsc, version: [3]int{20260905, 0, 0}}
+	if got := strings.Join(newer.runscArgs(), " "); !strings.Contains(got, "--platform=systrap") || !strings.Contains(got, "--oci-seccomp") || !strings.Contains(got, "--gofer-network-namespace=new") {
+		t.Errorf("runsc 20260905 flags %q", got)
+	}
+	for _, kind := range []string{KindRunc, KindCrun, KindRunsc} {
+		s := &specs.Spec{Linux: &specs.Linux{Seccomp: Seccomp()}}
+		(&Runtime{Kind: kind, version: [3]int{20260905, 0, 0}}).adjustSpec(s)
+		var clone3 specs.LinuxSeccompAction
+		rules := 0
+		for _, sc := range s.Linux.Seccomp.Syscalls {
+			rules++
+			if slices.Contains(sc.Names, "clone3") {
+				clone3 = sc.Action
+			}
+		}
+		want := specs.ActErrno
+		if kind == KindRunsc {
+			want = specs.ActAllow
+		}
+		if clone3 != want || rules != len(Seccomp().Syscalls) {
+			t.Errorf("%s: clone3 %s (want %s), %d rules (want %d)", kind, clone3, want, rules, len(Seccomp().Syscalls))
+		}
+	}
+	uids := IDRange{Base: 2000000, Size: 65536}
+	g := runscGIDMappings(uids, 1500000)
+	if g[0] != (specs.LinuxIDMapping{ContainerID: 0, HostID: 1500000, Size: 1}) {
+		t.Errorf("group 0 maps %+v; want the shared group", g[0])
+	}
+	inside, host := map[uint32]bool{}, map[uint32]bool{}
+	var n uint32
+	for _, m := range g {
+		for i := uint32(0); i < m.Size; i++ {
+			if inside[m.ContainerID+i] || host[m.HostID+i] {
+				t.Fatalf("id mapped twice: %+v", m)
+			}
+			inside[m.ContainerID+i], host[m.HostID+i] = true, true
+		}
+		n += m.Size
+	}
+	if n != uids.Size || !inside[AgentGID] || host[uids.Base+uids.Size] {
+		t.Errorf("mappings %+v cover %d ids; want the range's %d, group %d among them, nothing beyond the range", g, n, uids.Size, AgentGID)
 	}
 }
