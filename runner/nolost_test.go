@@ -58,7 +58,9 @@ func (f *fixture) checkCall(t *testing.T, n int, c outputCase, got result, e Cal
 	logged, err := os.ReadFile(filepath.Join(f.calls, strconv.Itoa(n)+".log"))
 	switch {
 	case got.code != c.code:
-		t.Errorf("call %d %v: exit %d, want %d (stderr %q)", n, c.argv, got.code, c.code, got.stderr)
+		tail := got.stdout[max(0, len(got.stdout)-200):]
+		t.Errorf("call %d %v: exit %d, want %d (stderr %q; %d of %d bytes received, ending %q; audit: status %q exit %d error %q container %s)",
+			n, c.argv, got.code, c.code, got.stderr, len(got.stdout), len(c.want), tail, e.Status, e.Exit, e.Error, e.Container)
 	case got.stdout != string(c.want):
 		t.Errorf("call %d %v: the agent received %d bytes, the call wrote %d", n, c.argv, len(got.stdout), len(c.want))
 	case err != nil || !bytes.Equal(logged, c.want):

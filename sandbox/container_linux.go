@@ -480,7 +480,13 @@ func runscExecFailure(stderr string) string {
 func (c *Container) Kill(ctx context.Context, sig syscall.Signal) error {
 	kctx, cancel := context.WithTimeout(ctx, c.run.h.cfg.KillTimeout)
 	defer cancel()
-	err := c.rt.Kill(kctx, c.ID, sig)
+	// Under gVisor a SIGKILL goes through the cgroup only: its kill goes through its sandbox,
+	// which a container busy at its limits may answer late, and the cgroup's SIGKILL ends the
+	// sandbox, and with it every process of the container, at once.
+	var err error
+	if sig != syscall.SIGKILL || c.rt.Kind != KindRunsc {
+		err = c.rt.Kill(kctx, c.ID, sig)
+	}
 	if sig == syscall.SIGKILL {
 		if kerr := c.cg.KillAll(c.run.h.cfg.KillTimeout); kerr != nil {
 			return infra(c.ID, "kill", kerr)

@@ -422,8 +422,9 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 	r.OK = len(r.Problems) == 0
 }
 
-// judgeSentry: gVisor's sandbox process, seen from the host, runs as no host user with no
-// capabilities and under its own seccomp filter.
+// judgeSentry: gVisor's sandbox process, seen from the host, runs as no host root, in the
+// container's mapped range (judge's uid_map rule) and under its own seccomp filter. Its
+// capabilities are recorded, not judged: what it keeps holds only in its own user namespace.
 func (r *ProbeResult) judgeSentry(bad func(string, ...any)) {
 	s := r.Sentry
 	switch {

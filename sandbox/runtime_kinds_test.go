@@ -94,7 +94,7 @@ func TestRunscRefusedWhereItCannotRun(t *testing.T) {
 			continue
 		}
 		if err := newer.UsableHere(); err == nil || !strings.Contains(err.Error(), v.line) || !strings.Contains(err.Error(), "runc or crun") ||
-			!strings.Contains(err.Error(), "pids limit") || !strings.Contains(err.Error(), "agent socket") {
+			!strings.Contains(err.Error(), "pids or memory limit") || !strings.Contains(err.Error(), "agent socket") {
 			t.Errorf("%s: %v; want a refusal naming it, what the newest tried release did and the fix", v.line, err)
 		}
 	}

@@ -158,7 +158,7 @@ func (r *Runtime) UsableHere() error {
 
 // runscGaps is what keeps gVisor 20260905 refused: found by running sealrun's tests under it
 // (runscUnsealedForTests; README, Runtimes, has the whole list).
-const runscGaps = "a burst of processes that reaches the container's pids limit crashes gVisor's sandbox instead of failing the fork (each of its processes needs a host process, and gVisor does not enforce the limit itself), so a hostile grading bundle stops the grading; and the controller cannot reach its agent socket (gVisor refuses host unix sockets)"
+const runscGaps = "a process that reaches the container's pids or memory limit ends gVisor's whole sandbox instead of failing its fork or being OOM-killed alone (each gVisor process needs a host process, and the host's OOM killer takes gVisor's sandbox process; gVisor enforces neither limit itself), so a hostile grading bundle stops the grading; and the controller cannot reach its agent socket (gVisor refuses host unix sockets)"
 
 // releaseDate is a runsc version's date (20221219 of "0.0~20221219.0" or "release-20221219.0").
 func (r *Runtime) releaseDate() int {
