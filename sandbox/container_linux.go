@@ -145,25 +145,18 @@ func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
 	if err := c.cg.Create(r.h.placement.Base); err != nil {
 		return nil, infra(id, "create cgroup", err)
 	}
-	if c.cg.unified() {
+	// sealrun writes the spec's device rules itself on the container's own cgroup, above the
+	// runtime's leaf, which can gain nothing beyond them: on v2 always (its eBPF program), and
+	// on v1 under runsc, which leaves a v1 device cgroup as it finds it (allowing everything).
+	if c.cg.unified() || c.rt.Kind == KindRunsc {
 		rules, rerr := allowRules(spec.Linux.Resources.Devices)
-		if rerr == nil {
+		if rerr == nil && c.cg.unified() {
 			rerr = attachDeviceFilter(c.cg.dirV2(), rules)
-		}
-		if rerr != nil {
-			return nil, infra(id, "device filter", rerr)
-		}
-	} else if c.rt.Kind == KindRunsc {
-		// runsc leaves a v1 device cgroup as it finds it (allow all): its sandbox gets the
-		// spec's rules from sealrun, on the container's own cgroup above the runtime's leaf,
-		// which inherits them and can gain nothing beyond them (as sealrun's eBPF program does
-		// on v2).
-		rules, rerr := allowRules(spec.Linux.Resources.Devices)
-		if rerr == nil {
+		} else if rerr == nil {
 			rerr = limitDevicesV1(c.cg.path, rules)
 		}
 		if rerr != nil {
-			return nil, infra(id, "device cgroup", rerr)
+			return nil, infra(id, "device filter", rerr)
 		}
 	}
 	return spec, nil
@@ -425,15 +418,26 @@ func (c *Container) Wait(ctx context.Context) (int, error) {
 		return c.exit, infra(c.ID, "run", c.err)
 	}
 	if c.exit != 0 {
-		if msg := c.stderr.String(); strings.Contains(msg, "runc run failed") || strings.Contains(msg, "unable to start container process") {
-			return c.exit, &CommandError{Container: c.ID, Message: runtimeMessage(msg)}
-		} else if line := crunExecFailure(msg); c.rt.Kind == KindCrun && line != "" {
-			return c.exit, &CommandError{Container: c.ID, Message: line}
-		} else if line := runscExecFailure(msg); c.rt.Kind == KindRunsc && line != "" {
+		if line := c.rt.execFailure(c.stderr.String()); line != "" {
 			return c.exit, &CommandError{Container: c.ID, Message: line}
 		}
 	}
 	return c.exit, nil
+}
+
+// execFailure is the runtime's line saying it could not execute the container's command (not
+// found, not executable) in its stderr, or "": runc's message, as every runtime may print it when
+// it fails to start the process, then crun's or gVisor's own.
+func (r *Runtime) execFailure(stderr string) string {
+	switch {
+	case strings.Contains(stderr, "runc run failed") || strings.Contains(stderr, "unable to start container process"):
+		return runtimeMessage(stderr)
+	case r.Kind == KindCrun:
+		return crunExecFailure(stderr)
+	case r.Kind == KindRunsc:
+		return runscExecFailure(stderr)
+	}
+	return ""
 }
 
 // runtimeMessage keeps the runtime's own error line from its log output.

@@ -100,24 +100,14 @@ type SentryView struct {
 
 // readSentry reads pid's mappings, ids and confinement from the host.
 func readSentry(pid int) *SentryView {
-	v := &SentryView{Seccomp: -1}
 	dir := filepath.Join("/proc", strconv.Itoa(pid))
 	b, _ := os.ReadFile(filepath.Join(dir, "uid_map"))
-	v.UIDMap = strings.Join(strings.Fields(string(b)), " ")
+	v := &SentryView{UIDMap: strings.Join(strings.Fields(string(b)), " "), Seccomp: -1}
 	b, _ = os.ReadFile(filepath.Join(dir, "status"))
-	for _, line := range strings.Split(string(b), "\n") {
-		k, val, _ := strings.Cut(line, ":")
-		val = strings.Join(strings.Fields(val), " ")
-		switch k {
-		case "Uid":
-			v.Uid = val
-		case "CapEff":
-			v.CapEff = val
-		case "Seccomp":
-			v.Seccomp, _ = strconv.Atoi(val)
-		case "NoNewPrivs":
-			v.NoNewPrivs = val == "1"
-		}
+	status := posture.StatusFields(string(b))
+	v.Uid, v.CapEff, v.NoNewPrivs = status["Uid"], status["CapEff"], status["NoNewPrivs"] == "1"
+	if n, err := strconv.Atoi(status["Seccomp"]); err == nil {
+		v.Seccomp = n
 	}
 	return v
 }

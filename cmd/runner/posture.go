@@ -38,18 +38,10 @@ func runPosture(args []string, stdout, stderr io.Writer) int {
 	p := posture.Record{Masked: map[string]string{}}
 	p.UIDMap = readTrim("/proc/self/uid_map")
 	p.GIDMap = readTrim("/proc/self/gid_map")
-	for _, line := range strings.Split(readTrim("/proc/self/status"), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		v = strings.TrimSpace(v)
-		switch k {
-		case "CapEff":
-			p.CapEff = v
-		case "Seccomp":
-			p.Seccomp, _ = strconv.Atoi(v)
-		case "NoNewPrivs":
-			p.NoNewPrivs = v == "1"
-		}
-	}
+	status := posture.StatusFields(readTrim("/proc/self/status"))
+	p.CapEff = status["CapEff"]
+	p.Seccomp, _ = strconv.Atoi(status["Seccomp"])
+	p.NoNewPrivs = status["NoNewPrivs"] == "1"
 	p.RootfsOwner = -1
 	if st, err := os.Stat("/"); err == nil {
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {

@@ -4,6 +4,8 @@
 // only: the static runner client imports it and nothing else of sealrun.
 package posture
 
+import "strings"
+
 // Record is what a process sees of its sandbox from inside. The host side of the probe adds
 // what only the host can see and decides whether it is right.
 type Record struct {
@@ -37,4 +39,16 @@ type Egress struct {
 	Target    string `json:"target"`
 	Connected bool   `json:"connected"`
 	Error     string `json:"error,omitempty"`
+}
+
+// StatusFields reads the "Key:\tvalue" lines of /proc/PID/status, each value with its runs of
+// blanks made one space ("Uid:\t0\t0\t0\t0" is "0 0 0 0").
+func StatusFields(status string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(status, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return out
 }
