@@ -25,6 +25,7 @@ import (
 	"github.com/sealrun/sealrun/images/registrytest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
 
@@ -156,6 +157,8 @@ func TestHostileScaffold(t *testing.T) {
 			tb.cfg.Providers["openai"].KeyFile, filepath.Join(tb.state, "kits"), tb.state, imagesDir, filepath.Dir(tb.cfg.Runner)},
 		"workspace_bytes": track.Resources.Workspace,
 		"memory_bytes":    track.Resources.Memory,
+		"runtimes": map[string]string{"controller": tb.h.RuntimeFor(sandbox.RoleController).Kind, "runner": tb.h.RuntimeFor(sandbox.RoleRunner).Kind,
+			"grader": tb.h.RuntimeFor(sandbox.RoleGrader).Kind},
 	}
 	os.WriteFile("/etc/shadow.sealrun-host-only", []byte("host only\n"), 0o600)
 	defer os.Remove("/etc/shadow.sealrun-host-only")
@@ -256,6 +259,24 @@ func TestHostileScaffold(t *testing.T) {
 		got := questionOutcomes(t, dir, validation[mode.mode])
 		want := "1:wrong 2:" + mode.outcome + " 3:wrong 4:wrong 5:wrong 6:wrong"
 		host("bundle: "+mode.name, "question 2 "+mode.outcome+", the others judged", got, mode.reason, got != want)
+	}
+	// The bombs bundle: contained under runc (the fork fails, the child is OOM-killed, the
+	// questions are answered); under gVisor its container ends at the pids limit each time it
+	// starts, and the grading says so and goes on.
+	if tb.h.RuntimeFor(sandbox.RoleGrader).Kind == sandbox.KindRunsc {
+		// gVisor fails some forks at the limit (ENOMEM) and ends at others; then the memory
+		// bomb's child takes the sandbox with it. Either way the feedback names the limit.
+		note := bundleNote(string(transcript), "b-bomb")
+		if i := strings.Index(note, "validation "); i >= 0 {
+			note = note[i:]
+		}
+		named := strings.Contains(note, "ended at its limit of processes and threads") || strings.Contains(note, "killed: out of memory")
+		host("bundle: fork and memory bombs before answering", "the container ends at a limit, said so; the grading goes on (gVisor)", note,
+			"gVisor's sandbox ends at the pids limit on its cgroup or by the OOM killer; the grader counts a crash and starts the next one", !named)
+	} else {
+		got := questionOutcomes(t, dir, validation["bomb"])
+		want := "1:wrong 2:wrong 3:wrong 4:wrong 5:wrong 6:wrong"
+		host("bundle: fork and memory bombs before answering", "contained, every question judged", got, "the pids and memory limits of the grader container", got != want)
 	}
 	diff := detectDiff(t, dir, validation["attack"])
 	host("bundle: tell the hidden grading from validation", "only by the requests", diff,
@@ -403,6 +424,24 @@ func validations(t *testing.T, dir, transcript string) map[string]int {
 		}
 	}
 	return out
+}
+
+// bundleNote is what the runner told the hostile scaffold when it submitted the bundle of dir:
+// the lines after "hostile: submit dir" up to the next of the scaffold's own lines.
+func bundleNote(transcript, dir string) string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(transcript, "\n") {
+		switch {
+		case strings.HasPrefix(l, "hostile: submit "+dir+":"):
+			in = true
+		case in && strings.HasPrefix(l, "hostile: "):
+			return strings.Join(out, " ")
+		case in && strings.TrimSpace(l) != "":
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // questionOutcomes reads the per-question log of the n-th validation of the run:

@@ -275,6 +275,9 @@ func (s *session) stderrHint() string {
 	if s.c != nil && s.c.OOMKilled() {
 		return " (killed: out of memory)"
 	}
+	if s.c != nil && s.c.PidsLimitEnded() {
+		return " (ended at its limit of processes and threads: under gVisor the sandbox ends there)"
+	}
 	return " (its stderr is in the grading log)"
 }
 

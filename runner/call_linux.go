@@ -139,26 +139,29 @@ func (s *Service) validateCall(req *CallRequest) (cwd string, err error) {
 
 // CallRecord is the audit entry of one compute call (kind "call").
 type CallRecord struct {
-	Call         int       `json:"call"`
-	Argv         []string  `json:"argv"`
-	Cwd          string    `json:"cwd"`
-	EnvKeys      []string  `json:"env_keys"`
-	Start        time.Time `json:"start"`
-	End          time.Time `json:"end"`
-	StartOffset  string    `json:"start_offset"` // since the run's start, monotonic
-	EndOffset    string    `json:"end_offset"`
-	Limit        string    `json:"limit"`
-	Status       string    `json:"status"` // exited, limit, cancelled, infra_error
-	Exit         int       `json:"exit"`
-	LimitHit     bool      `json:"limit_hit"`
-	OOMKilled    bool      `json:"oom_killed"`
-	OutputBytes  int64     `json:"output_bytes"`
-	OutputSHA256 string    `json:"output_sha256"`
-	LogTruncated bool      `json:"log_truncated"`
-	CPUSeconds   float64   `json:"cpu_seconds"`
-	MemoryPeak   uint64    `json:"memory_peak"`
-	Container    string    `json:"container"`
-	Error        string    `json:"error,omitempty"`
+	Call        int       `json:"call"`
+	Argv        []string  `json:"argv"`
+	Cwd         string    `json:"cwd"`
+	EnvKeys     []string  `json:"env_keys"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	StartOffset string    `json:"start_offset"` // since the run's start, monotonic
+	EndOffset   string    `json:"end_offset"`
+	Limit       string    `json:"limit"`
+	Status      string    `json:"status"` // exited, limit, cancelled, infra_error
+	Exit        int       `json:"exit"`
+	LimitHit    bool      `json:"limit_hit"`
+	OOMKilled   bool      `json:"oom_killed"`
+	// PidsLimitEnded: the call's container ended at its pids limit (under gVisor only, whose
+	// sandbox ends there; under runc the fork fails and the call goes on).
+	PidsLimitEnded bool    `json:"pids_limit_ended,omitempty"`
+	OutputBytes    int64   `json:"output_bytes"`
+	OutputSHA256   string  `json:"output_sha256"`
+	LogTruncated   bool    `json:"log_truncated"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	MemoryPeak     uint64  `json:"memory_peak"`
+	Container      string  `json:"container"`
+	Error          string  `json:"error,omitempty"`
 }
 
 func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
@@ -332,6 +335,7 @@ func (s *Service) endCall(st *stream, cs *callState, rec *CallRecord, out *outpu
 		rec.MemoryPeak = stats.MemoryPeak
 	}
 	rec.OOMKilled = c.OOMKilled()
+	rec.PidsLimitEnded = !rec.OOMKilled && c.PidsLimitEnded()
 	var ce *sandbox.CommandError
 	switch {
 	case werr != nil && errors.As(werr, &ce):
@@ -350,8 +354,11 @@ func (s *Service) endCall(st *stream, cs *callState, rec *CallRecord, out *outpu
 		rec.Error = "the client disconnected; the call was killed"
 	default:
 		rec.Status, rec.Exit = "exited", code
-		if rec.OOMKilled {
+		switch {
+		case rec.OOMKilled:
 			st.stderrf("[killed by the kernel's OOM killer: the call went over its memory limit of %d MiB — your program's fault, not the host's]", s.o.limits.WithDefaults().MemoryBytes>>20)
+		case rec.PidsLimitEnded:
+			st.stderrf("[ended: the call reached its limit of %d processes and threads, and its sandbox (gVisor) ends there rather than failing the fork — your program's fault, not the host's]", s.o.limits.WithDefaults().Pids)
 		}
 	}
 	s.finish(st, rec, out)

@@ -51,6 +51,7 @@ type fixture struct {
 	clock  *fakeClock
 	rc     *policy.RunClock
 	run    *sandbox.Run
+	host   *sandbox.Host
 }
 
 var budget = policy.Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute}
@@ -71,7 +72,7 @@ func newFixture(t testing.TB, opts ...Option) *fixture {
 			t.Error(err)
 		}
 	})
-	f := &fixture{t: t, run: r, ws: sandboxtest.Workspace(t, r), client: sandboxtest.Static(t, "cmd/runner")}
+	f := &fixture{t: t, host: h, run: r, ws: sandboxtest.Workspace(t, r), client: sandboxtest.Static(t, "cmd/runner")}
 	f.clock = &fakeClock{t: time.Now()}
 	f.rc = budget.Start(f.clock.now)
 	dir := t.TempDir()
@@ -577,6 +578,39 @@ func TestOOMKillIsTheAgents(t *testing.T) {
 		t.Errorf("runner: %+v", r)
 	}
 	if e := f.entries()[0]; !e.OOMKilled || e.Status != "exited" || e.Exit != 137 {
+		t.Errorf("audit: %+v", e)
+	}
+}
+
+// A call that forks past its pids limit: under runc the fork fails and the call goes on; under
+// gVisor the call's sandbox ends there, the client is told it was the program's own limit, and
+// the audit entry records it.
+func TestPidsLimitIsTheAgents(t *testing.T) {
+	f := newFixture(t, WithLimits(sandbox.Limits{Pids: 32}))
+	r := f.runner("python3", "-c", `import os, time
+n = 0
+try:
+    while n < 1000:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("stopped after", n, "forks", flush=True)`)
+	e := f.entries()[0]
+	if f.host.RuntimeFor(sandbox.RoleRunner).Kind == sandbox.KindRunsc {
+		if r.code == 0 || !strings.Contains(r.stderr, "limit of 32 processes and threads") || !strings.Contains(r.stderr, "your program's fault") {
+			t.Errorf("runner under gVisor: %+v", r)
+		}
+		if !e.PidsLimitEnded || e.OOMKilled || e.Status != "exited" || e.Exit != r.code {
+			t.Errorf("audit under gVisor: %+v", e)
+		}
+		return
+	}
+	if r.code != 0 || !strings.Contains(r.stdout, "stopped after") || strings.Contains(r.stderr, "processes and threads") {
+		t.Errorf("runner: %+v", r)
+	}
+	if e.PidsLimitEnded || e.Status != "exited" || e.Exit != 0 {
 		t.Errorf("audit: %+v", e)
 	}
 }

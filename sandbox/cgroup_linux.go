@@ -118,6 +118,32 @@ func (t cgroupTree) Stats() (CgroupStats, error) {
 	return out, nil
 }
 
+// pidsFile is the cgroup's pids control file name on v1 or v2.
+func (t cgroupTree) pidsFile(name string) string {
+	if t.unified() {
+		return filepath.Join(t.dirV2(), name)
+	}
+	return filepath.Join("/sys/fs/cgroup/pids", t.path, name)
+}
+
+// SetPidsMax limits the tasks of the cgroup and everything below it; on v1 it creates the
+// cgroup in the pids hierarchy first if it is not there.
+func (t cgroupTree) SetPidsMax(n int64) error {
+	if !t.unified() {
+		if err := os.Mkdir(filepath.Dir(t.pidsFile("pids.max")), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return wrapCgroup("create", t.path, err)
+		}
+	}
+	return wrapCgroup("limit pids of", t.path, os.WriteFile(t.pidsFile("pids.max"), []byte(strconv.FormatInt(n, 10)), 0))
+}
+
+// pidsLimitHits is pids.events' "max": on v1 the forks refused to tasks of this cgroup, on v2
+// the forks refused at this cgroup's limit or one below it.
+func (t cgroupTree) pidsLimitHits() uint64 {
+	n, _ := readKV(t.pidsFile("pids.events"), "max")
+	return n
+}
+
 // readUint reads a file holding one number ("max" reads as 0).
 func readUint(p string) (uint64, error) {
 	b, err := os.ReadFile(p)

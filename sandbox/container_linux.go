@@ -145,6 +145,15 @@ func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
 	if err := c.cg.Create(r.h.placement.Base); err != nil {
 		return nil, infra(id, "create cgroup", err)
 	}
+	if c.rt.Kind == KindRunsc {
+		// Under gVisor the pids limit is sealrun's, on pidsCgroup, where whether it was reached
+		// stays readable after the container ended (PidsLimitEnded), and counts gVisor's host
+		// tasks (runscHostTasks).
+		spec.Linux.Resources.Pids = nil
+		if err := c.pidsCgroup().SetPidsMax(runscHostTasks(cfg.Limits.WithDefaults().Pids)); err != nil {
+			return nil, infra(id, "pids limit", err)
+		}
+	}
 	// sealrun writes the spec's device rules itself on the container's own cgroup, above the
 	// runtime's leaf, which can gain nothing beyond them: on v2 always (its eBPF program), and
 	// on v1 under runsc, which leaves a v1 device cgroup as it finds it (allowing everything).
@@ -533,6 +542,35 @@ func (c *Container) Stats() (CgroupStats, error) {
 func (c *Container) OOMKilled() bool {
 	st, err := c.Stats()
 	return err == nil && st.OOMKills > 0
+}
+
+// PidsLimitEnded reports whether the container ended because it reached its pids limit: under
+// gVisor, whose sandbox ends when it cannot make a host task (runc's kernel fails the one fork
+// instead, and the container goes on). The agent's fault, not the host's.
+func (c *Container) PidsLimitEnded() bool {
+	if c.rt.Kind != KindRunsc {
+		return false
+	}
+	select {
+	case <-c.done:
+	default:
+		return false
+	}
+	return c.exit != 0 && c.pidsCgroup().pidsLimitHits() > 0
+}
+
+// pidsCgroup is where sealrun limits a gVisor container's tasks. On v2 the container's own
+// cgroup: a refused fork counts in pids.events of the cgroup whose limit refused it and those
+// above (since Linux 6.11; before, in the forking task's cgroup, which gVisor removes, so that
+// the end is not named there, only seen). On v1 a refused fork counts only in the forking task's cgroup, the runtime's leaf,
+// which gVisor removes when the container ends unless it found the leaf made (then it neither
+// sets nor removes it, in that hierarchy): sealrun makes it in the pids hierarchy, and removes
+// it with the container.
+func (c *Container) pidsCgroup() cgroupTree {
+	if c.cg.unified() {
+		return c.cg
+	}
+	return c.leaf
 }
 
 // Destroy kills the container if it runs and removes everything it had: runtime state, cgroup,

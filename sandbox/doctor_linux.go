@@ -266,11 +266,13 @@ func runtimeChecks(cfg HostConfig, add func(name, status, detail, fix string)) {
 		os.RemoveAll(filepath.Join(os.TempDir(), "sealrun-doctor-runtime"))
 		switch {
 		case err != nil:
-			add(name, "fail", err.Error(), "apt-get install runc (or crun; make deps installs both), or set runtime in sealrun.toml to one that is installed")
+			add(name, "fail", err.Error(), "apt-get install runc (or crun; make deps installs both, and gVisor's runsc), or set runtime in sealrun.toml to one that is installed")
 		case rt.Kind == KindRunc && !rt.atLeast(1, 1, 0):
 			add(name, "fail", fmt.Sprintf("%s: %s is too old (createRuntime hooks and umask need runc 1.1)", rt.Path, rt.VersionLine), "install runc 1.1 or later")
 		case rt.UsableHere() != nil:
 			add(name, "fail", fmt.Sprintf("%s: %s", rt.Path, rt.UsableHere()), "as it says; or choose runc: runtime = \"runc\" in sealrun.toml ([runtimes] sets it per role)")
+		case rt.Kind == KindRunsc && slices.Contains(roles[b], string(RoleController)) && !runscUnsealedForTests():
+			add(name, "fail", fmt.Sprintf("%s: %s runs the controller: %s", rt.Path, rt.VersionLine, controllerUnderGVisor), "[runtimes] controller = \"runc\" (or \"crun\") in sealrun.toml")
 		default:
 			add(name, "ok", fmt.Sprintf("%s: %s", rt.Path, rt.VersionLine), "")
 		}

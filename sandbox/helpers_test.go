@@ -99,7 +99,11 @@ func testHost(t *testing.T) *Host {
 func newTestHost(t *testing.T, hook string) *Host {
 	t.Helper()
 	runDir := testenv.RunDir(t, ReapRunDir)
-	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime()})
+	roles := map[Role]string{}
+	for role, rt := range testenv.RoleRuntimes() {
+		roles[Role(role)] = rt
+	}
+	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime(), RoleRuntimes: roles})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,4 +199,14 @@ func workspace(t *testing.T, r *Run) string {
 		t.Fatal(err)
 	}
 	return ws
+}
+
+// readFile reads a file the test needs, failing the test when it cannot.
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -173,6 +173,9 @@ func openRuntimes(cfg HostConfig) (*Runtime, map[Role]*Runtime, error) {
 			return nil, nil, fmt.Errorf("runtime by role: %w", err)
 		}
 	}
+	if rt := runtimes[RoleController]; rt.Kind == KindRunsc && !runscUnsealedForTests() {
+		return nil, nil, fmt.Errorf("the controller's runtime is gVisor (%s): %s", rt.VersionLine, controllerUnderGVisor)
+	}
 	return def, runtimes, nil
 }
 

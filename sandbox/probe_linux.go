@@ -187,6 +187,13 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 			res.Sentry = readSentry(pid)
 		}
 		res.Limits, res.Devices = cgroupLimits(c.leaf.path)
+		if c.rt.Kind == KindRunsc { // sealrun's own pids limit, on the container's cgroup
+			b, err := os.ReadFile(c.pidsCgroup().pidsFile("pids.max"))
+			res.Limits["pids"] = strings.TrimSpace(string(b))
+			if err != nil {
+				res.Limits["pids"] = "absent"
+			}
+		}
 		syscall.Kill(pid, syscall.SIGUSR1) // release the posture process: the host side is read
 	}
 	code, werr := c.Wait(ctx)
@@ -360,6 +367,9 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 	}
 	r.judgeKernel()
 	wantLimits := expectedLimits(cfg.Limits)
+	if r.Runtime == KindRunsc {
+		wantLimits["pids"] = strconv.FormatInt(runscHostTasks(cfg.Limits.WithDefaults().Pids), 10)
+	}
 	for _, side := range []struct {
 		name string
 		got  map[string]string

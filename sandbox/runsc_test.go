@@ -20,10 +20,18 @@ func runscProbe() *ProbeResult {
 		Links:  []string{"lo"}, Addresses: []string{"127.0.0.1/8 lo"},
 		Nested:       map[string]string{"unshare(CLONE_NEWUSER)": "refused: EPERM"},
 		Sockets:      map[string]string{"AF_INET": "allowed", "AF_INET6": "allowed", "AF_NETLINK/NETLINK_ROUTE": "allowed", "AF_UNIX": "allowed", "socketpair(AF_UNIX)": "allowed"},
-		Limits:       expectedLimits(Limits{}),
+		Limits:       runscLimits(),
 		LimitsInside: map[string]string{"pids": "max", "swap": "absent"},
 		FDs:          []string{"0 -> host:[1]", "1 -> host:[2]", "2 -> host:[3]"},
 	}
+}
+
+// runscLimits are the host's limits of a gVisor container with the default limits: the pids
+// limit counts gVisor's host tasks (runscHostTasks).
+func runscLimits() map[string]string {
+	l := expectedLimits(Limits{})
+	l["pids"] = "576"
+	return l
 }
 
 // Under gVisor the probe judges the wall where it is: gVisor's sandbox process on the host
@@ -41,6 +49,7 @@ func TestJudgeUnderGVisor(t *testing.T) {
 		{"sandbox process in the host's user namespace", func(r *ProbeResult) { r.Sentry.UIDMap = "0 0 4294967295" }, "maps container root to host root"},
 		{"sandbox process unread", func(r *ProbeResult) { r.Sentry = nil }, "could not be read"},
 		{"host limit missing", func(r *ProbeResult) { r.Limits = map[string]string{} }, "limit is \"\" on the host"},
+		{"pids limit as runc's", func(r *ProbeResult) { r.Limits["pids"] = "256" }, `pids limit is "256" on the host; expected "576"`},
 		{"another descriptor", func(r *ProbeResult) { r.FDs = append(r.FDs, "3 -> host:[4]") }, "unexpected file descriptor 3"},
 		{"nested namespace allowed", func(r *ProbeResult) { r.Nested["unshare(CLONE_NEWUSER)"] = "ALLOWED" }, "nested namespace"},
 		{"inside seccomp off", func(r *ProbeResult) { r.Seccomp = 0 }, "seccomp mode 0; expected 2"},
@@ -100,7 +109,7 @@ func TestRunscSpecAndFlags(t *testing.T) {
 		t.Errorf("runsc 20221219 flags %q; want only the ptrace platform (it has no systrap)", got)
 	}
 	newer := &Runtime{Kind: KindRunsc, version: [3]int{20260905, 0, 0}}
-	if got := strings.Join(newer.runscArgs(), " "); !strings.Contains(got, "--platform=systrap") || !strings.Contains(got, "--oci-seccomp") || !strings.Contains(got, "--gofer-network-namespace=new") {
+	if got := strings.Join(newer.runscArgs(), " "); !strings.Contains(got, "--platform=systrap") || !strings.Contains(got, "--oci-seccomp") || !strings.Contains(got, "--gofer-network-namespace=new") || !strings.Contains(got, "--host-uds=open") {
 		t.Errorf("runsc 20260905 flags %q", got)
 	}
 	for _, kind := range []string{KindRunc, KindCrun, KindRunsc} {

@@ -77,25 +77,71 @@ func TestCrunHybridCheck(t *testing.T) {
 	}
 }
 
-// No gVisor release tried runs sealrun's containers with their wall whole: Debian 12's and a
-// later one are refused by name, with what still fails under them and what to use instead.
+// gVisor runs sealrun's containers from the release its suites pass under: Debian 12's is
+// refused for what its gofer does, a release between them as untried, each naming the fix; that
+// release and later ones are taken.
 func TestRunscRefusedWhereItCannotRun(t *testing.T) {
 	old := &Runtime{Kind: KindRunsc, VersionLine: "runsc version 0.0~20221219.0", version: [3]int{0, 0, 20221219}}
-	if err := old.UsableHere(); err == nil || !strings.Contains(err.Error(), "gVisor") || !strings.Contains(err.Error(), "20221219") || !strings.Contains(err.Error(), "runc or crun") {
+	if err := old.UsableHere(); err == nil || !strings.Contains(err.Error(), "gVisor") || !strings.Contains(err.Error(), "20221219") || !strings.Contains(err.Error(), "runc or crun") || !strings.Contains(err.Error(), "20260905 or newer") {
 		t.Errorf("runsc 20221219: %v; want a refusal naming it and the fix", err)
 	}
-	for _, v := range []struct {
-		line    string
-		version [3]int
-	}{{"runsc version release-20240513.0", [3]int{20240513, 0, 0}}, {"runsc version release-20260905.0", [3]int{20260905, 0, 0}}} {
-		newer := &Runtime{Kind: KindRunsc, VersionLine: v.line, version: v.version}
-		if runscUnsealedForTests() {
-			t.Log("SEALRUN_TEST_RUNSC_UNSEALED=1: refusals of gVisor after 2023 are lifted in this test build")
-			continue
+	between := &Runtime{Kind: KindRunsc, VersionLine: "runsc version release-20240513.0", version: [3]int{20240513, 0, 0}}
+	err := between.UsableHere()
+	switch {
+	case runscUnsealedForTests():
+		t.Log("SEALRUN_TEST_RUNSC_UNSEALED=1: untried gVisor releases are taken in this test build")
+	case err == nil || !strings.Contains(err.Error(), between.VersionLine) || !strings.Contains(err.Error(), "oldest release sealrun's suites pass under (20260905)") || !strings.Contains(err.Error(), "runc or crun"):
+		t.Errorf("runsc 20240513: %v; want a refusal naming it, the oldest release taken and the fix", err)
+	}
+	for _, v := range [][3]int{{20260905, 0, 0}, {20261012, 0, 0}} {
+		if err := (&Runtime{Kind: KindRunsc, version: v}).UsableHere(); err != nil {
+			t.Errorf("runsc %d: %v; want it taken", v[0], err)
 		}
-		if err := newer.UsableHere(); err == nil || !strings.Contains(err.Error(), v.line) || !strings.Contains(err.Error(), "runc or crun") ||
-			!strings.Contains(err.Error(), "pids or memory limit") || !strings.Contains(err.Error(), "agent socket") {
-			t.Errorf("%s: %v; want a refusal naming it, what the newest tried release did and the fix", v.line, err)
+	}
+}
+
+// A host whose controller would run under gVisor is refused, naming why and the fix (by
+// default and as the controller's own runtime); gVisor for the runner and grader is taken.
+func TestControllerRefusedGVisor(t *testing.T) {
+	if runscUnsealedForTests() {
+		t.Skip("SEALRUN_TEST_RUNSC_UNSEALED=1 lets the controller run under gVisor in this test build")
+	}
+	dir := t.TempDir()
+	runsc := filepath.Join(dir, "runsc")
+	os.WriteFile(runsc, []byte("#!/bin/sh\necho 'runsc version release-20260905.0'\necho 'spec: 1.1.0-rc.1'\n"), 0o755)
+	for _, cfg := range []HostConfig{
+		{Runtime: runsc},
+		{Runtime: "runc", RoleRuntimes: map[Role]string{RoleController: runsc}},
+	} {
+		cfg.RunDir = t.TempDir()
+		_, _, err := openRuntimes(cfg)
+		if err == nil || !strings.Contains(err.Error(), "the controller's runtime is gVisor") || !strings.Contains(err.Error(), "memory or pids limit") || !strings.Contains(err.Error(), "runtimes.controller") {
+			t.Errorf("%+v: %v; want the controller refused gVisor, with why and the fix", cfg, err)
+		}
+	}
+	_, byRole, err := openRuntimes(HostConfig{RunDir: t.TempDir(), Runtime: runsc, RoleRuntimes: map[Role]string{RoleController: "runc"}})
+	if err != nil || byRole[RoleRunner].Kind != KindRunsc || byRole[RoleGrader].Kind != KindRunsc || byRole[RoleController].Kind != KindRunc {
+		t.Errorf("gVisor for the runner and grader, runc for the controller: %v %v", byRole, err)
+	}
+	// doctor says the same, per runtime and the roles it runs.
+	for _, tc := range []struct {
+		cfg  HostConfig
+		want string // the status of gVisor's line
+	}{
+		{HostConfig{Runtime: runsc}, "fail"},
+		{HostConfig{Runtime: runsc, RoleRuntimes: map[Role]string{RoleController: "runc"}}, "ok"},
+	} {
+		var lines []string
+		runtimeChecks(tc.cfg, func(name, status, detail, fix string) {
+			if strings.Contains(detail, "runsc version") {
+				lines = append(lines, status+": "+name+": "+detail+" / "+fix)
+				if status != tc.want || status == "fail" && (!strings.Contains(detail, "runs the controller") || !strings.Contains(fix, "controller = \"runc\"")) {
+					t.Errorf("doctor, %+v: %s %s: %s (fix %q); want %s", tc.cfg.RoleRuntimes, name, status, detail, fix, tc.want)
+				}
+			}
+		})
+		if len(lines) != 1 {
+			t.Errorf("doctor, %+v: gVisor's lines %q; want one", tc.cfg.RoleRuntimes, lines)
 		}
 	}
 }

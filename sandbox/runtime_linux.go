@@ -75,12 +75,16 @@ func NewRuntime(binary, root string) (*Runtime, error) {
 // has no systrap), the spec's seccomp profile enforced by gVisor's kernel too (--oci-seccomp:
 // without it, code inside meets no filter at all, only gVisor), and each gofer in a new empty
 // network namespace rather than one pinned under the runtime root (a mount sealrun would have to
-// find and remove). A KVM host may prefer --platform=kvm (set the runtime to a wrapper script).
+// find and remove), and host unix sockets opened through the container's own mounts
+// (--host-uds=open: the controller's agent socket; gVisor refuses them otherwise — what a
+// container can reach this way is what the kernel gives a runc container too, a socket file in
+// its mounts, and it can create none on the host). A KVM host may prefer --platform=kvm (set the
+// runtime to a wrapper script).
 func (r *Runtime) runscArgs() []string {
 	if r.releaseDate() < 20230101 {
 		return []string{"--platform=ptrace"}
 	}
-	args := []string{"--platform=systrap", "--oci-seccomp", "--gofer-network-namespace=new"}
+	args := []string{"--platform=systrap", "--oci-seccomp", "--gofer-network-namespace=new", "--host-uds=open"}
 	if d := runscDebugDir(); d != "" {
 		args = append(args, "--debug", "--debug-log="+d+"/", "--strace")
 	}
@@ -134,31 +138,46 @@ var cgroupUnified = "/sys/fs/cgroup/unified"
 // in hybrid mode not supported, drop all controllers from cgroupv2". systemd's hybrid layout
 // mounts every controller on v1, but a host that leaves one (often hugetlb) on v2 hits it.
 //
-// No gVisor release tried here runs sealrun's containers with their wall whole, so runsc is
-// refused by name, with what each did (what sealrun does for runsc so far: runscArgs, and where
-// the sandbox asks for KindRunsc):
+// gVisor (runsc) runs the runner and grader from release 20260905 (built from gVisor's Go branch,
+// gvisor.dev/gvisor/runsc, the newest the Go module proxy had and the one sealrun's suites pass
+// under); what sealrun does for it: runscArgs, runscHostTasks and where the sandbox asks for
+// KindRunsc. Older releases are refused by name:
 //   - before 2023 (Debian 12's runsc is 20221219): its gofer makes the spec's bind mounts from
 //     inside the container's user namespace, where the sources sealrun hides (bundle/h, 0700)
 //     cannot be reached and a target under a tmpfs must be created in the read-only rootfs
 //     ("read-only file system");
-//   - release-20260905 (built from gVisor's Go branch, gvisor.dev/gvisor/runsc, the newest the Go
-//     module proxy had): runner and grader containers start, pass the posture probe (judged for
-//     gVisor) and run a whole sealed run, but what runscGaps names still fails.
+//   - 2023 to 20260904: not tried; sealrun's wall under gVisor depends on flags and behaviour
+//     (systrap, --oci-seccomp, --host-uds, the gofer's mounts) checked on 20260905 only.
+//
+// The controller is refused gVisor separately (Host: controllerUnderGVisor).
 func (r *Runtime) UsableHere() error {
 	switch {
 	case r.Kind == KindRunsc && r.releaseDate() < 20230101:
-		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Use runc or crun for every role", r.VersionLine, r.releaseDate())
-	case r.Kind == KindRunsc && !runscUnsealedForTests():
-		return fmt.Errorf("gVisor %q (release %d) is not a runtime sealrun can seal containers with yet: under the newest release tried (20260905) runner and grader containers pass the posture probe and a sealed run, but %s. Use runc or crun for every role", r.VersionLine, r.releaseDate(), runscGaps)
+		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Install gVisor release %d or newer (README, Runtimes) or use runc or crun", r.VersionLine, r.releaseDate(), RunscMinRelease)
+	case r.Kind == KindRunsc && r.releaseDate() < RunscMinRelease && !runscUnsealedForTests():
+		return fmt.Errorf("gVisor %q (release %d) is older than the oldest release sealrun's suites pass under (%d): install that or a newer one (README, Runtimes) or use runc or crun", r.VersionLine, r.releaseDate(), RunscMinRelease)
 	case r.Kind == KindCrun && CgroupMode() == "hybrid":
 		return crunHybridCheck(cgroupUnified)
 	}
 	return nil
 }
 
-// runscGaps is what keeps gVisor 20260905 refused: found by running sealrun's tests under it
-// (runscUnsealedForTests; README, Runtimes, has the whole list).
-const runscGaps = "a process that reaches the container's pids or memory limit ends gVisor's whole sandbox instead of failing its fork or being OOM-killed alone (each gVisor process needs a host process, and the host's OOM killer takes gVisor's sandbox process; gVisor enforces neither limit itself), so a hostile grading bundle stops the grading; and the controller cannot reach its agent socket (gVisor refuses host unix sockets)"
+// RunscMinRelease is the oldest gVisor release sealrun runs containers under.
+const RunscMinRelease = 20260905
+
+// controllerUnderGVisor is why the controller may not run under gVisor: a process that reaches
+// the container's memory or pids limit ends gVisor's whole sandbox (the host's OOM killer takes
+// gVisor's sandbox process; each gVisor task needs host tasks, and gVisor ends when it cannot
+// make one), where runc's kernel kills the one process or fails the one fork. In a compute call
+// or a grading session the container is that one program, and it ends either way; the
+// controller is the agent's whole session, which one runaway child would end.
+const controllerUnderGVisor = "a process that reaches the container's memory or pids limit ends gVisor's whole sandbox instead of being OOM-killed alone or failing its fork, and the controller is the agent's whole session (one runaway child of the scaffold would end the run). gVisor runs the runner and grader; give the controller runc or crun (runtimes.controller in sealrun.toml)"
+
+// runscHostTasks is the pids limit sealrun puts on a gVisor container's cgroup for a limit of
+// tasks inside: on the host each process inside is a task of its own plus a stub process (the
+// systrap platform), and gVisor's sandbox has its own threads. Measured on 20260905: 21 host
+// tasks for one Python process, 2 more per forked process.
+func runscHostTasks(tasks int64) int64 { return 2*tasks + 64 }
 
 // releaseDate is a runsc version's date (20221219 of "0.0~20221219.0" or "release-20221219.0").
 func (r *Runtime) releaseDate() int {

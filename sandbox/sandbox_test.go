@@ -155,8 +155,34 @@ except OSError as e:
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if code, err := c.Wait(wctx); code != 0 || err != nil {
+	code, err := c.Wait(wctx)
+	if c.rt.Kind == KindRunsc {
+		// gVisor's sandbox ends at the limit (it cannot make the host tasks a process needs),
+		// and the host's count of its tasks never passes sealrun's limit on its cgroup.
+		if err != nil || code == 0 || !c.PidsLimitEnded() {
+			t.Fatalf("under gVisor: exit %d %v, PidsLimitEnded %v; want the container ended at its pids limit: %s", code, err, c.PidsLimitEnded(), out.String())
+		}
+		if got, want := strings.TrimSpace(readFile(t, c.pidsCgroup().pidsFile("pids.max"))), fmt.Sprint(runscHostTasks(32)); got != want {
+			t.Errorf("pids.max on the container's cgroup %q, want %s", got, want)
+		}
+		if err := c.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c2, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, err := c2.Wait(ctx); code != 0 || err != nil || c2.PidsLimitEnded() {
+			t.Errorf("after the fork bomb: %d %v (PidsLimitEnded %v)", code, err, c2.PidsLimitEnded())
+		}
+		c2.Destroy(ctx)
+		return
+	}
+	if code != 0 || err != nil {
 		t.Fatalf("exit %d %v: %s", code, err, out.String())
+	}
+	if c.PidsLimitEnded() {
+		t.Error("PidsLimitEnded under runc, whose container goes on at the limit")
 	}
 	var n int
 	if _, err := fmt.Sscanf(out.String(), "stopped after %d forks", &n); err != nil || n >= 32 || !strings.Contains(out.String(), "Resource temporarily unavailable") {

@@ -127,23 +127,33 @@ else
     echo "grading 100 questions with a fresh grader container: runc $(gobench_metric BenchmarkHarnessPerQuestion phase-ms) ms, crun $(crun_metric BenchmarkHarnessPerQuestion phase-ms) ms"
   fi
 fi
-# gVisor is refused (README, Runtimes), but measured where a runsc is installed (RUNSC=path, or
-# on PATH): the test build's SEALRUN_TEST_RUNSC_UNSEALED lifts the refusal for the benchmarks.
-runsc=${RUNSC:-$(command -v runsc || true)}
+# gVisor runs the runner and grader (README, Runtimes): measured where make deps installed it
+# (/usr/local/bin/runsc), or RUNSC=path; the controller stays under runc.
+runsc=${RUNSC:-$( [ -x /usr/local/bin/runsc ] && echo /usr/local/bin/runsc || command -v runsc || true)}
 if [ -z "$runsc" ] || [ "$(gobench_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
-  echo "gVisor (runsc): not measured (not installed, or no local images; RUNSC=/path/to/runsc make bench measures one); sealrun refuses runsc (README, Runtimes)"
+  echo "gVisor (runsc): not measured (not installed, or no local images; make deps builds it, RUNSC=/path/to/runsc make bench measures another)"
 else
+  export SEALRUN_TEST_ROLE_RUNTIMES=controller=runc
   {
-    SEALRUN_TEST_RUNTIME=$runsc SEALRUN_TEST_RUNSC_UNSEALED=1 go test -run '^$' -bench 'ContainerVsBareRunc' -benchtime 20x ./sandbox
-    SEALRUN_TEST_RUNTIME=$runsc SEALRUN_TEST_RUNSC_UNSEALED=1 SEALRUN_BENCH_CPU_SECONDS=30 go test -run '^$' -bench 'CPUBoundCall' -benchtime 1x -timeout 20m ./sandbox
+    SEALRUN_TEST_RUNTIME=$runsc go test -run '^$' -bench 'ContainerVsBareRunc' -benchtime 20x ./sandbox
+    SEALRUN_TEST_RUNTIME=$runsc go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
+    SEALRUN_TEST_RUNTIME=$runsc go test -run '^$' -bench 'HarnessPerQuestion' -benchtime 5x ./grader
+    SEALRUN_TEST_RUNTIME=$runsc SEALRUN_BENCH_CPU_SECONDS=30 go test -run '^$' -bench 'CPUBoundCall' -benchtime 1x -timeout 20m ./sandbox
   } >"$work/runsc.txt" 2>&1 || true
-  SEALRUN_TEST_RUNTIME=$runsc SEALRUN_TEST_RUNSC_UNSEALED=1 SEALRUN_BENCH_CPU_SECONDS=30 SEALRUN_BENCH_BLAS_THREADS=1 \
+  SEALRUN_TEST_RUNTIME=$runsc SEALRUN_BENCH_CPU_SECONDS=30 SEALRUN_BENCH_BLAS_THREADS=1 \
     go test -run '^$' -bench 'CPUBoundCall' -benchtime 1x -timeout 20m ./sandbox >"$work/runsc1.txt" 2>&1 || true
+  unset SEALRUN_TEST_ROLE_RUNTIMES
   runsc_metric() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/runsc.txt"; }
-  echo "gVisor ($("$runsc" --version | head -n 1); refused by sealrun, measured with the test build's switch):"
-  echo "sealed container (true), runsc: $(runsc_metric BenchmarkContainerVsBareRunc sealrun-ms) ms vs bare runc run $(runsc_metric BenchmarkContainerVsBareRunc bare-runc-ms) ms: ratio $(runsc_metric BenchmarkContainerVsBareRunc ratio)x; bare runsc run $(runsc_metric BenchmarkContainerVsBareRunc bare-same-ms) ms"; phases "$work/runsc.txt"
-  runsc1_metric() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/runsc1.txt"; }
-  echo "a CPU-bound numpy call (about 30 s of matrix products under runc), sealed: runsc $(runsc_metric BenchmarkCPUBoundCall call-s) s vs runc $(runsc_metric BenchmarkCPUBoundCall runc-call-s) s: ratio $(runsc_metric BenchmarkCPUBoundCall ratio)x   (target: <= 1.1x); with one BLAS thread: runsc $(runsc1_metric BenchmarkCPUBoundCall call-s) s vs runc $(runsc1_metric BenchmarkCPUBoundCall runc-call-s) s: ratio $(runsc1_metric BenchmarkCPUBoundCall ratio)x"
+  if [ "$(runsc_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
+    echo "(gVisor could not run here; what it said:)"; grep -vE '^(goos|goarch|pkg|cpu):' "$work/runsc.txt" | tail -n 8
+  else
+    echo "gVisor ($("$runsc" --version | head -n 1); runner and grader):"
+    echo "sealed container (true), runsc: $(runsc_metric BenchmarkContainerVsBareRunc sealrun-ms) ms vs bare runc run $(runsc_metric BenchmarkContainerVsBareRunc bare-runc-ms) ms: ratio $(runsc_metric BenchmarkContainerVsBareRunc ratio)x; bare runsc run $(runsc_metric BenchmarkContainerVsBareRunc bare-same-ms) ms"; phases "$work/runsc.txt"
+    echo "runner true end to end, runsc: $(runsc_metric BenchmarkRunnerTrueVsBareRunc runner-ms) ms vs bare runc run $(runsc_metric BenchmarkRunnerTrueVsBareRunc bare-runc-ms) ms: ratio $(runsc_metric BenchmarkRunnerTrueVsBareRunc ratio)x"
+    echo "grading 100 questions with a fresh grader container, runsc: $(runsc_metric BenchmarkHarnessPerQuestion phase-ms) ms (runc above: $(gobench_metric BenchmarkHarnessPerQuestion phase-ms) ms)"
+    runsc1_metric() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/runsc1.txt"; }
+    echo "a CPU-bound numpy call (about 30 s of matrix products under runc), sealed: runsc $(runsc_metric BenchmarkCPUBoundCall call-s) s vs runc $(runsc_metric BenchmarkCPUBoundCall runc-call-s) s: ratio $(runsc_metric BenchmarkCPUBoundCall ratio)x   (target: <= 1.1x); with one BLAS thread: runsc $(runsc1_metric BenchmarkCPUBoundCall call-s) s vs runc $(runsc1_metric BenchmarkCPUBoundCall runc-call-s) s: ratio $(runsc1_metric BenchmarkCPUBoundCall ratio)x"
+  fi
 fi
 
 echo

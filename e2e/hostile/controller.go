@@ -19,7 +19,7 @@ import (
 // controller is the hostile scaffold's whole run.
 func controller() {
 	start := time.Now()
-	common()
+	common(true)
 	gateway()
 	fill("/workspace", cfg.WorkspaceBytes, "the workspace quota")
 	manyFiles()
@@ -41,10 +41,11 @@ func controller() {
 	if n == 0 {
 		fmt.Printf("hostile: the runner role printed no rows (%v):\n%s\n", err, o)
 	}
+	bombCalls()
 
 	// The grader role: bundles of this binary, validated now, the attack bundle graded at the end.
 	ids := map[string]string{}
-	for _, mode := range []string{"attack", "shift", "slow", "detect"} {
+	for _, mode := range []string{"attack", "shift", "slow", "detect", "bomb"} {
 		dir := "b-" + mode
 		os.MkdirAll(dir, 0o755)
 		copyFile("hostile", filepath.Join(dir, "hostile"), 0o755)
@@ -300,4 +301,39 @@ func refusal(s string) string {
 		}
 	}
 	return firstLine(s)
+}
+
+// bombCalls runs the fork and the memory bomb each in a compute call of its own. Under runc the
+// call goes on at the limit and says so itself; under gVisor the call's sandbox ends there, and
+// the row is judged here, from the call's end and what the runner told the agent.
+func bombCalls() {
+	for _, b := range []struct{ kind, attack, expected, says, reason string }{
+		{"fork", "fork bomb", "the call ends at the pids limit", "processes and threads", "gVisor's sandbox ends when it cannot make the host tasks a process needs (the pids limit on its cgroup)"},
+		{"memory", "memory bomb", "the call is OOM-killed at the memory limit", "OOM killer", "the host's OOM killer ends gVisor's sandbox at the call's memory limit"},
+	} {
+		o, err := exec.Command("runner", "./hostile", "bomb", b.kind).CombinedOutput()
+		n := 0
+		for _, l := range strings.Split(string(o), "\n") {
+			if strings.HasPrefix(l, "ROW ") {
+				fmt.Println(l)
+				n++
+			}
+		}
+		if n > 0 || cfg.Runtimes["runner"] != "runsc" {
+			if n == 0 {
+				fmt.Printf("hostile: the %s bomb call printed no rows (%v):\n%s\n", b.kind, err, o)
+			}
+			continue
+		}
+		saved := role
+		role = "runner"
+		said := refusal(string(o))
+		for _, l := range strings.Split(string(o), "\n") {
+			if strings.Contains(l, b.says) {
+				said = l
+			}
+		}
+		emit(b.attack, b.expected+" (gVisor)", fmt.Sprintf("exit %v: %s", exitOf(err), said), b.reason, err == nil || !strings.Contains(said, b.says))
+		role = saved
+	}
 }

@@ -6,9 +6,16 @@
 //	                        role through a compute call, hostile bundles submitted, calls timed
 //	                        against the reserve window, the attack bundle promoted
 //	hostile runner          the attacks from inside a compute call (a runner container)
+//	hostile bomb KIND       a fork or memory bomb in a compute call of its own
 //	hostile bundle MODE     a bundle's entrypoint (grader container): MODE attack runs the
 //	                        grader-role attacks, then answers; shift prints extra lines; slow
-//	                        sleeps past the question limit; detect reports what it can see
+//	                        sleeps past the question limit; detect reports what it can see;
+//	                        bomb runs the fork and memory bombs before answering
+//
+// Under gVisor (attack.json's runtimes) a bomb ends the container's whole sandbox, where runc's
+// kernel fails the one fork or kills the one process: there the bombs run where that ending can
+// be judged from outside (a call of their own, a bundle of their own), and the rows gVisor
+// answers from its own kernel (clone3, its /dev/fuse and /dev/net/tun) are judged as such.
 //
 // Rows go to stdout as `ROW {json}` (controller, runner; the transcript keeps them) or to
 // stderr (bundles; the grading logs keep them). The harness (daemon/attack_test.go) writes
@@ -55,7 +62,11 @@ type Config struct {
 	HostPrefixes   []string          `json:"host_prefixes"`   // host paths that must not be named inside
 	WorkspaceBytes int64             `json:"workspace_bytes"` // the workspace quota
 	MemoryBytes    int64             `json:"memory_bytes"`    // the containers' memory limit
+	Runtimes       map[string]string `json:"runtimes"`        // role -> runc, crun or runsc
 }
+
+// gvisor reports whether this role's containers run under gVisor.
+func gvisor() bool { return cfg.Runtimes[role] == "runsc" }
 
 // Row is one attack and its outcome.
 type Row struct {
@@ -81,7 +92,7 @@ func emit(attack, expected, observed, reason string, escaped bool) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: hostile controller | runner | bundle MODE | sleep | membomb")
+		fmt.Fprintln(os.Stderr, "usage: hostile controller | runner | bomb fork|memory | bundle MODE | sleep | membomb")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -124,7 +135,14 @@ func main() {
 	case "controller":
 		controller()
 	case "runner":
-		common()
+		common(false) // the bombs run in calls of their own (controller)
+	case "bomb":
+		role = "runner"
+		if len(os.Args) > 2 && os.Args[2] == "memory" {
+			memoryBomb()
+		} else {
+			forkBomb()
+		}
 	case "bundle":
 		mode := "attack"
 		if len(os.Args) > 2 {
@@ -139,15 +157,18 @@ func main() {
 
 func cwd() string { d, _ := os.Getwd(); return d }
 
-// common is what every role tries: network, filesystem, kernel surfaces, resources, the clock.
-func common() {
+// common is what every role tries: network, filesystem, kernel surfaces, resources, the clock;
+// the fork and memory bombs last, and only where asked.
+func common(bombs bool) {
 	network()
 	filesystem()
 	kernel()
-	forkBomb()
-	memoryBomb()
 	fill("/tmp", 0, "the /tmp tmpfs size")
 	clock()
+	if bombs {
+		forkBomb()
+		memoryBomb()
+	}
 }
 
 // ---- network ----
@@ -480,6 +501,11 @@ func kernel() {
 	emit("setuid escalation (no_new_privs)", "no_new_privs set", fmt.Sprint("no_new_privs=", p.NoNewPrivs), "no_new_privs and nosuid mounts: a setuid file cannot raise privileges", !p.NoNewPrivs)
 	for _, k := range sortedKeys(p.Nested) {
 		v := p.Nested[k]
+		if k == "clone3" && gvisor() {
+			// allowed to gVisor's kernel (glibc's threads need it), which answers it itself
+			emit("nested namespace "+k, "refused, or answered by gVisor's kernel", v, "under gVisor clone3 reaches gVisor's kernel, not the host's; clone and unshare stay filtered (sandbox/SECCOMP.md)", v == "ALLOWED (succeeded)")
+			continue
+		}
 		emit("nested namespace "+k, "refused", v, "the seccomp filter refuses namespace creation (sandbox/SECCOMP.md)", strings.HasPrefix(v, "ALLOWED"))
 	}
 	allowed := map[string]bool{"AF_UNIX": true, "AF_INET": true, "AF_INET6": true, "socketpair(AF_UNIX)": true, "AF_NETLINK/NETLINK_ROUTE": true}
@@ -514,6 +540,11 @@ func kernel() {
 	}
 	for _, dev := range []string{"/dev/mem", "/dev/kmem", "/dev/sda", "/dev/vda", "/dev/kmsg", "/dev/nvidia0", "/dev/vsock", "/dev/fuse", "/dev/net/tun"} {
 		f, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err == nil && gvisor() && (dev == "/dev/fuse" || dev == "/dev/net/tun") {
+			f.Close()
+			emit("open "+dev, "absent, or gVisor's own", "opened (gVisor's)", "gVisor's kernel serves its own /dev/fuse and /dev/net/tun; the host's are never opened", false)
+			continue
+		}
 		if err == nil {
 			f.Close()
 			emit("open "+dev, "absent", "OPENED", "", true)
@@ -744,7 +775,7 @@ func sortedKeys(m map[string]string) []string {
 // request; how it misbehaves is the mode.
 func bundle(mode string) {
 	if mode == "attack" {
-		common()
+		common(!gvisor()) // under gVisor the bombs have a bundle of their own (bomb)
 		// Write outside /bundle, and keep anything past the container.
 		for _, p := range []string{"/bundle/.hostile", "/bundle-escape", "/workspace/.hostile"} {
 			err := os.WriteFile(p, []byte("x"), 0o644)
@@ -753,6 +784,10 @@ func bundle(mode string) {
 	}
 	if mode == "detect" || mode == "attack" {
 		detect()
+	}
+	if mode == "bomb" {
+		forkBomb()
+		memoryBomb()
 	}
 	w := bufio.NewWriter(os.Stdout)
 	fmt.Fprintln(w, `{"ready": true, "protocol": "sealrun-bundle/v1"}`)
