@@ -36,7 +36,7 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 	runDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
 	defer os.RemoveAll(runDir)
 	_, hook := buildBinaries(b)
-	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime()})
+	h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime(), RoleRuntimes: testRoleRuntimes()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func BenchmarkContainerVsBareRunc(b *testing.B) {
 	}
 	goRunDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
 	defer os.RemoveAll(goRunDir)
-	hg, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: goRunDir, Hook: loneHook, Runtime: testenv.Runtime()})
+	hg, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: goRunDir, Hook: loneHook, Runtime: testenv.Runtime(), RoleRuntimes: testRoleRuntimes()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func BenchmarkCPUBoundCall(b *testing.B) {
 	host := func(runtime, id string) (*Run, string) {
 		runDir, _ := os.MkdirTemp("/run", "sealrun-bench-")
 		b.Cleanup(func() { os.RemoveAll(runDir) })
-		h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Runtime: runtime})
+		h, err := NewHost(HostConfig{StateDir: b.TempDir(), RunDir: runDir, Runtime: runtime, RoleRuntimes: map[Role]string{RoleController: "runc"}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -99,11 +99,7 @@ func testHost(t *testing.T) *Host {
 func newTestHost(t *testing.T, hook string) *Host {
 	t.Helper()
 	runDir := testenv.RunDir(t, ReapRunDir)
-	roles := map[Role]string{}
-	for role, rt := range testenv.RoleRuntimes() {
-		roles[Role(role)] = rt
-	}
-	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime(), RoleRuntimes: roles})
+	h, err := NewHost(HostConfig{StateDir: t.TempDir(), RunDir: runDir, Hook: hook, Runtime: testenv.Runtime(), RoleRuntimes: testRoleRuntimes()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,4 +205,14 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// testRoleRuntimes are the roles' own runtimes SEALRUN_TEST_ROLE_RUNTIMES gives (for example
+// controller=runc beside SEALRUN_TEST_RUNTIME=runsc).
+func testRoleRuntimes() map[Role]string {
+	roles := map[Role]string{}
+	for role, rt := range testenv.RoleRuntimes() {
+		roles[Role(role)] = rt
+	}
+	return roles
 }
