@@ -545,8 +545,9 @@ func (c *Container) OOMKilled() bool {
 }
 
 // PidsLimitEnded reports whether the container ended because it reached its pids limit: under
-// gVisor, whose sandbox ends when it cannot make a host task (runc's kernel fails the one fork
-// instead, and the container goes on). The agent's fault, not the host's.
+// gVisor, whose sandbox ends when it cannot make a host thread it needs (when it cannot make the
+// stub process of a new process it fails the fork, ENOMEM; runc's kernel fails the one fork,
+// EAGAIN, and the container goes on). The agent's fault, not the host's.
 func (c *Container) PidsLimitEnded() bool {
 	if c.rt.Kind != KindRunsc {
 		return false

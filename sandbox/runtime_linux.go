@@ -166,12 +166,13 @@ func (r *Runtime) UsableHere() error {
 const RunscMinRelease = 20260905
 
 // controllerUnderGVisor is why the controller may not run under gVisor: a process that reaches
-// the container's memory or pids limit ends gVisor's whole sandbox (the host's OOM killer takes
-// gVisor's sandbox process; each gVisor task needs host tasks, and gVisor ends when it cannot
-// make one), where runc's kernel kills the one process or fails the one fork. In a compute call
+// the container's memory or pids limit can end gVisor's whole sandbox (the host's OOM killer
+// takes gVisor's sandbox process; each gVisor task needs host tasks, and gVisor ends when it
+// cannot make a thread it needs), where runc's kernel kills the one process or fails the one
+// fork. In a compute call
 // or a grading session the container is that one program, and it ends either way; the
 // controller is the agent's whole session, which one runaway child would end.
-const controllerUnderGVisor = "a process that reaches the container's memory or pids limit ends gVisor's whole sandbox instead of being OOM-killed alone or failing its fork, and the controller is the agent's whole session (one runaway child of the scaffold would end the run). gVisor runs the runner and grader; give the controller runc or crun (runtimes.controller in sealrun.toml)"
+const controllerUnderGVisor = "a process that reaches the container's memory or pids limit can end gVisor's whole sandbox instead of being OOM-killed alone or failing its fork, and the controller is the agent's whole session (one runaway child of the scaffold would end the run). gVisor runs the runner and grader; give the controller runc or crun (runtimes.controller in sealrun.toml)"
 
 // runscHostTasks is the pids limit sealrun puts on a gVisor container's cgroup for a limit of
 // tasks inside: on the host each process inside is a task of its own plus a stub process (the
