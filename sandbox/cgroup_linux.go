@@ -465,11 +465,14 @@ func (t cgroupTree) watchOOM() *oomWatch {
 		f := os.NewFile(uintptr(fd), "oom-eventfd")
 		defer f.Close()
 		var buf [8]byte
-		// The eventfd also fires when the cgroup is removed: a count of 2 (both events
-		// unread), or 1 while the cgroup still exists, is an OOM.
+		// The eventfd also fires when the memory cgroup is removed: a count of 2 (both events
+		// unread), or 1 while the memory cgroup still exists, is an OOM. Only the memory
+		// hierarchy counts: under gVisor sealrun keeps the leaf in the pids hierarchy until the
+		// container is destroyed (Container.pidsCgroup), after gVisor removed the others.
 		if n, err := f.Read(buf[:]); err == nil && n == 8 {
 			count := uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
-			if count >= 2 || t.exists() || readOOMKills(t.path) > 0 {
+			_, statErr := os.Stat(filepath.Join("/sys/fs/cgroup/memory", t.path))
+			if count >= 2 || statErr == nil || readOOMKills(t.path) > 0 {
 				w.mu.Lock()
 				w.oom = true
 				w.mu.Unlock()

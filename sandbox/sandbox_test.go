@@ -199,6 +199,35 @@ except OSError as e:
 	}
 }
 
+// A command that exits on its own is not taken for an OOM kill once the runtime has removed its
+// cgroup (on v1 the OOM eventfd fires then too); under gVisor sealrun keeps the leaf in the pids
+// hierarchy after gVisor removed the memory one.
+func TestExitIsNotOOM(t *testing.T) {
+	r, imgs := testRun(t, "notoom")
+	ctx := context.Background()
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"sh", "-c", "exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	if code, err := c.Wait(ctx); code != 3 || err != nil {
+		t.Fatalf("exit %d %v; want 3", code, err)
+	}
+	if !c.cg.unified() {
+		mem := filepath.Join("/sys/fs/cgroup/memory", c.leaf.path)
+		for i := 0; i < 100; i++ {
+			if _, err := os.Stat(mem); err != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // the watcher has read the removal's event
+	}
+	if c.OOMKilled() {
+		t.Error("a command that exited 3 is reported OOM-killed")
+	}
+}
+
 func TestMemoryBombOOMKilled(t *testing.T) {
 	r, imgs := testRun(t, "membomb")
 	ctx := context.Background()
