@@ -188,35 +188,52 @@ func readOOMKills(path string) uint64 {
 	return 0
 }
 
-// Freeze stops every task of the subtree.
+// freezeTimeout bounds a freeze: the kernel does not freeze a task stuck in uninterruptible sleep,
+// and one that is execing waits there for its other threads to die, which a frozen thread never
+// does (seen: runc's init frozen mid-exec, a test hung 15 minutes in the library's unbounded
+// wait). After it the cgroup is left freezing; KillAll kills and thaws it all the same.
+const freezeTimeout = 2 * time.Second
+
+// Freeze stops every task of the subtree, waiting (up to freezeTimeout) until the kernel says
+// they are all frozen.
 func (t cgroupTree) Freeze() error {
+	file, want, done := filepath.Join("/sys/fs/cgroup/freezer", t.path, "freezer.state"), "FROZEN", func(b []byte) bool { return bytes.HasPrefix(b, []byte("FROZEN")) }
 	if t.unified() {
-		m, err := cgroup2.Load(t.path)
-		if err != nil {
-			return wrapCgroup("load", t.path, err)
+		events := filepath.Join(t.dirV2(), "cgroup.events")
+		file, want = filepath.Join(t.dirV2(), "cgroup.freeze"), "1"
+		done = func([]byte) bool {
+			b, err := os.ReadFile(events)
+			return err == nil && bytes.Contains(b, []byte("frozen 1"))
 		}
-		return wrapCgroup("freeze", t.path, m.Freeze())
 	}
-	cg, err := cgroup1.Load(cgroup1.StaticPath(t.path))
-	if err != nil {
-		return wrapCgroup("load", t.path, err)
+	deadline := time.Now().Add(freezeTimeout)
+	for {
+		// Written again each time, as runc does: a v1 freeze that raced a fork stays FREEZING
+		// until asked again.
+		if err := os.WriteFile(file, []byte(want), 0); err != nil {
+			return wrapCgroup("freeze", t.path, err)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return wrapCgroup("freeze", t.path, err)
+		}
+		if done(b) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return wrapCgroup("freeze", t.path, fmt.Errorf("not frozen after %s: a task is stuck in the kernel (for example mid-exec, waiting for a thread the freeze stopped); left freezing", freezeTimeout))
+		}
+		time.Sleep(time.Millisecond)
 	}
-	return wrapCgroup("freeze", t.path, cg.Freeze())
 }
 
+// Thaw lets every task of the cgroup run again (the kernel thaws at once; nothing to wait for).
 func (t cgroupTree) Thaw() error {
+	file, thawed := filepath.Join("/sys/fs/cgroup/freezer", t.path, "freezer.state"), "THAWED"
 	if t.unified() {
-		m, err := cgroup2.Load(t.path)
-		if err != nil {
-			return wrapCgroup("load", t.path, err)
-		}
-		return wrapCgroup("thaw", t.path, m.Thaw())
+		file, thawed = filepath.Join(t.dirV2(), "cgroup.freeze"), "0"
 	}
-	cg, err := cgroup1.Load(cgroup1.StaticPath(t.path))
-	if err != nil {
-		return wrapCgroup("load", t.path, err)
-	}
-	return wrapCgroup("thaw", t.path, cg.Thaw())
+	return wrapCgroup("thaw", t.path, os.WriteFile(file, []byte(thawed), 0))
 }
 
 // pids lists every task in the subtree.
@@ -261,20 +278,19 @@ func (t cgroupTree) KillAll(timeout time.Duration) error {
 	if t.unified() && os.WriteFile(filepath.Join(t.dirV2(), "cgroup.kill"), []byte("1"), 0) == nil {
 		return t.waitEmpty(timeout)
 	}
-	frozen := t.Freeze() == nil
+	// Frozen, nothing forks between the listing and the kills. A freeze that does not complete
+	// (freezeTimeout) still stopped what it could: kill what is listed and thaw all the same;
+	// waitEmpty kills again whatever is left.
+	t.Freeze()
 	ps, err := t.pids()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		if frozen {
-			t.Thaw()
-		}
+		t.Thaw()
 		return wrapCgroup("list tasks of", t.path, err)
 	}
 	for _, p := range ps {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
-	if frozen {
-		t.Thaw()
-	}
+	t.Thaw()
 	t.thawDescendants()
 	return t.waitEmpty(timeout)
 }

@@ -169,9 +169,8 @@ const RunscMinRelease = 20260905
 // the container's memory or pids limit can end gVisor's whole sandbox (the host's OOM killer
 // takes gVisor's sandbox process; each gVisor task needs host tasks, and gVisor ends when it
 // cannot make a thread it needs), where runc's kernel kills the one process or fails the one
-// fork. In a compute call
-// or a grading session the container is that one program, and it ends either way; the
-// controller is the agent's whole session, which one runaway child would end.
+// fork. In a compute call or a grading session the container is that one program, and it ends
+// either way; the controller is the agent's whole session, which one runaway child would end.
 const controllerUnderGVisor = "a process that reaches the container's memory or pids limit can end gVisor's whole sandbox instead of being OOM-killed alone or failing its fork, and the controller is the agent's whole session (one runaway child of the scaffold would end the run). gVisor runs the runner and grader; give the controller runc or crun (runtimes.controller in sealrun.toml)"
 
 // runscHostTasks is the pids limit sealrun puts on a gVisor container's cgroup for a limit of
