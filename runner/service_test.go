@@ -24,6 +24,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -587,16 +588,7 @@ func TestOOMKillIsTheAgents(t *testing.T) {
 // program's own limit and the audit entry records it.
 func TestPidsLimitIsTheAgents(t *testing.T) {
 	f := newFixture(t, WithLimits(sandbox.Limits{Pids: 32}))
-	r := f.runner("python3", "-c", `import os, time
-n = 0
-try:
-    while n < 1000:
-        if os.fork() == 0:
-            time.sleep(60)
-            os._exit(0)
-        n += 1
-except OSError as e:
-    print("stopped after", n, "forks", flush=True)`)
+	r := f.runner("python3", "-c", testenv.ForkBombPython)
 	e := f.entries()[0]
 	if f.host.RuntimeFor(sandbox.RoleRunner).Kind == sandbox.KindRunsc && r.code != 0 {
 		// gVisor's sandbox ended at the limit (when it refuses the fork instead, ENOMEM, the

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
 // Every role's posture from inside and from the host: own namespaces, unprivileged mapping, no
@@ -138,18 +140,7 @@ func TestForkBombStoppedByPidsLimit(t *testing.T) {
 	limits.Pids = 32
 	var out bytes.Buffer
 	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r), Limits: limits, Stdout: &out, Stderr: &out,
-		Args: []string{"python3", "-c", `import os, time
-n = 0
-try:
-    while n < 1000:
-        if os.fork() == 0:
-            time.sleep(60)
-            os._exit(0)
-        n += 1
-    print("unbounded", n)
-except OSError as e:
-    print("stopped after", n, "forks:", e.strerror, flush=True)
-    os._exit(0)`}})
+		Args: []string{"python3", "-c", testenv.ForkBombPython}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,3 +252,19 @@ func BareRuncBundle(t testing.TB, rootfs string, args ...string) string {
 	}
 	return bundle
 }
+
+// ForkBombPython is a Python program that forks sleeping children until a fork fails, then
+// prints "stopped after N forks: REASON" and exits 0 (or "unbounded N" after 1,000 forks): the
+// pids limit's test, in the sandbox and through a compute call.
+const ForkBombPython = `import os, time
+n = 0
+try:
+    while n < 1000:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+    print("unbounded", n)
+except OSError as e:
+    print("stopped after", n, "forks:", e.strerror, flush=True)
+    os._exit(0)`
