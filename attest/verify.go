@@ -438,3 +438,21 @@ func isHex64(s string) bool {
 	}
 	return true
 }
+
+// ReadUnverified reads the statement of an envelope without checking its signature or
+// anything it binds: for showing a run (a transcript's header), never for judging one. Verify
+// is the check.
+func ReadUnverified(env []byte) (*Statement, error) {
+	if len(env) > MaxEnvelopeBytes {
+		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxEnvelopeBytes)
+	}
+	var e envelope
+	if err := strictDecode(env, &e, false); err != nil || e.Payload == nil {
+		return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+	}
+	payload, err := canonicalBase64(*e.Payload)
+	if err != nil {
+		return nil, failf(ReasonEnvelopeSyntax, "payload: %v", err)
+	}
+	return readStatement(payload, verifyConfig{}, &Verified{})
+}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +14,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +26,6 @@ import (
 const (
 	DefaultMaxRequestBytes  = 8 << 20
 	DefaultMaxResponseBytes = 64 << 20
-	DefaultBodyKeepBytes    = 16 << 20 // of each request and response, gzip-compressed on disk
 	DefaultPort             = 8080
 )
 
@@ -52,7 +49,6 @@ type gwOptions struct {
 	backoffMax  time.Duration
 	maxReq      int64
 	maxResp     int64
-	keep        int64
 	now         func() time.Time
 	onInfra     func(error)
 }
@@ -63,7 +59,10 @@ type GatewayOption func(*gwOptions)
 // WithGatewayAudit is the run's audit log (required).
 func WithGatewayAudit(l *audit.Log) GatewayOption { return func(o *gwOptions) { o.log = l } }
 
-// WithBodiesDir keeps each request and response body, capped and gzip-compressed, under dir.
+// WithBodiesDir keeps each request and response body whole, gzip-compressed, under dir
+// (BodyName): written and synced before the request's audit entry, so that every body the audit
+// log hashes can be checked against it. A body that cannot be kept is the infrastructure's
+// failure (the infra handler is called).
 func WithBodiesDir(dir string) GatewayOption { return func(o *gwOptions) { o.bodiesDir = dir } }
 
 // WithTransport is the HTTP transport to the provider (default: a dedicated http.Transport).
@@ -82,7 +81,7 @@ func WithSizeLimits(request, response int64) GatewayOption {
 }
 
 // WithGatewayInfraHandler is called with every infrastructure error the gateway meets (an
-// audit entry that could not be written): the daemon marks the run invalid.
+// audit entry or a body that could not be written): the daemon marks the run invalid.
 func WithGatewayInfraHandler(f func(error)) GatewayOption {
 	return func(o *gwOptions) { o.onInfra = f }
 }
@@ -117,7 +116,7 @@ type GatewayStats struct {
 
 // NewGateway makes the gateway of one run for agent through provider p.
 func NewGateway(p ProviderConfig, agent Agent, opts ...GatewayOption) (*Gateway, error) {
-	o := gwOptions{backoffBase: time.Second, backoffMax: time.Minute, maxReq: DefaultMaxRequestBytes, maxResp: DefaultMaxResponseBytes, keep: DefaultBodyKeepBytes, now: time.Now}
+	o := gwOptions{backoffBase: time.Second, backoffMax: time.Minute, maxReq: DefaultMaxRequestBytes, maxResp: DefaultMaxResponseBytes, now: time.Now}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -189,6 +188,8 @@ type GatewayRecord struct {
 	Streamed       bool      `json:"streamed"`
 	Usage          Usage     `json:"usage"`
 	Error          string    `json:"error,omitempty"`
+	// BodyError: a body the entry hashes could not be kept (the run is invalid for it).
+	BodyError string `json:"body_error,omitempty"`
 }
 
 // Try is one attempt at the provider.
@@ -439,7 +440,10 @@ func (g *Gateway) backoff(attempt int, resp *http.Response) time.Duration {
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	x := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 	x.rec.Streamed = strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	x.capture = &capture{r: resp.Body, max: g.o.maxResp, h: sha256.New(), keep: g.o.keep}
+	x.capture = &capture{r: resp.Body, max: g.o.maxResp, h: sha256.New(), usage: newUsageReader(x.rec.Streamed)}
+	if g.o.bodiesDir != "" {
+		x.capture.file = newBodyFile(g.o.bodiesDir, audit.GatewayBodyName(x.rec.Request, audit.BodyResponse))
+	}
 	resp.Body = x.capture
 	resp.Header.Del("Set-Cookie")
 	return nil
@@ -479,7 +483,9 @@ func (g *Gateway) models(w http.ResponseWriter) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// finish completes the record and appends it to the audit log.
+// finish completes the record, keeps the bodies and appends the record to the audit log. A body
+// that could not be kept is the infrastructure's failure: the run is marked invalid, and the
+// entry says which body is missing.
 func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 	x.rec.Status = sw.code()
 	x.rec.LatencyMS = g.o.now().Sub(x.start).Milliseconds()
@@ -488,16 +494,31 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 			x.rec.ProviderLostMS += t.LatencyMS + t.WaitMS
 		}
 	}
-	if x.body != nil {
-		g.keep(x.rec.Request, "request.json", x.body)
+	var kept []error
+	if x.body != nil && g.o.bodiesDir != "" {
+		f := newBodyFile(g.o.bodiesDir, audit.GatewayBodyName(x.rec.Request, audit.BodyRequest))
+		f.Write(x.body)
+		if err := f.Commit(); err != nil {
+			kept = append(kept, fmt.Errorf("the request body: %w", err))
+		}
 	}
 	if c := x.capture; c != nil {
 		x.rec.ResponseBytes, x.rec.ResponseSHA256 = c.n, hex.EncodeToString(c.h.Sum(nil))
-		x.rec.Usage = parseUsage(c.kept.Bytes(), x.rec.Streamed)
+		x.rec.Usage = c.usage.result()
 		if c.err != nil && x.rec.Error == "" {
 			x.rec.Error = c.err.Error()
 		}
-		g.keep(x.rec.Request, "response", c.kept.Bytes())
+		if c.file != nil {
+			if err := c.file.Commit(); err != nil {
+				kept = append(kept, fmt.Errorf("the response body: %w", err))
+			}
+		}
+	}
+	if err := errors.Join(kept...); err != nil {
+		x.rec.BodyError = err.Error()
+		if g.o.onInfra != nil {
+			g.o.onInfra(fmt.Errorf("gateway request %d: a body could not be kept (%w); the audit log hashes it and nothing holds it", x.rec.Request, err))
+		}
 	}
 	if _, _, err := g.o.log.Append("gateway", x.rec); err != nil && g.o.onInfra != nil {
 		// The request is already answered; the missing entry is the infrastructure's failure.
@@ -505,28 +526,8 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 	}
 }
 
-// keep writes a capped, gzip-compressed copy of a body under the bodies directory.
-func (g *Gateway) keep(seq int, name string, b []byte) {
-	if g.o.bodiesDir == "" {
-		return
-	}
-	if int64(len(b)) > g.o.keep {
-		b = b[:g.o.keep]
-	}
-	var buf bytes.Buffer
-	zw := gzipPool.Get().(*gzip.Writer)
-	zw.Reset(&buf)
-	zw.Write(b)
-	zw.Close()
-	gzipPool.Put(zw)
-	os.WriteFile(filepath.Join(g.o.bodiesDir, fmt.Sprintf("%06d.%s.gz", seq, name)), buf.Bytes(), 0o600)
-}
-
-// gzipPool reuses compressors (each holds about a megabyte of tables).
-var gzipPool = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed); return w }}
-
-// capture passes a response body through: counts, hashes, keeps the first bytes, and fails
-// the copy past the cap.
+// capture passes a response body through: counts, hashes, keeps it whole (gzip-compressed, in
+// the bodies directory), reads its token usage as it passes, and fails the copy past the cap.
 type capture struct {
 	r   io.ReadCloser
 	n   int64
@@ -535,9 +536,9 @@ type capture struct {
 		io.Writer
 		Sum([]byte) []byte
 	}
-	keep int64
-	kept bytes.Buffer
-	err  error
+	file  *bodyFile // nil: bodies are not kept
+	usage *usageReader
+	err   error
 }
 
 func (c *capture) Read(p []byte) (int, error) {
@@ -545,9 +546,10 @@ func (c *capture) Read(p []byte) (int, error) {
 	if n > 0 {
 		c.n += int64(n)
 		c.h.Write(p[:n])
-		if room := c.keep - int64(c.kept.Len()); room > 0 {
-			c.kept.Write(p[:min(int64(n), room)])
+		if c.file != nil {
+			c.file.Write(p[:n])
 		}
+		c.usage.Write(p[:n])
 		if c.n > c.max {
 			c.err = fmt.Errorf("the provider's response passed the gateway's cap of %d bytes; it was cut", c.max)
 			return n, c.err
@@ -557,58 +559,6 @@ func (c *capture) Read(p []byte) (int, error) {
 }
 
 func (c *capture) Close() error { return c.r.Close() }
-
-// parseUsage reads token usage from a JSON response or from the last usage in an SSE stream.
-func parseUsage(body []byte, streamed bool) Usage {
-	var u Usage
-	var read func(b []byte)
-	read = func(b []byte) {
-		var v struct {
-			Usage *struct {
-				PromptTokens            int64 `json:"prompt_tokens"`
-				CompletionTokens        int64 `json:"completion_tokens"`
-				InputTokens             int64 `json:"input_tokens"`
-				OutputTokens            int64 `json:"output_tokens"`
-				CompletionTokensDetails struct {
-					ReasoningTokens int64 `json:"reasoning_tokens"`
-				} `json:"completion_tokens_details"`
-				OutputTokensDetails struct {
-					ReasoningTokens int64 `json:"reasoning_tokens"`
-				} `json:"output_tokens_details"`
-			} `json:"usage"`
-			Message  *struct{ Usage json.RawMessage } `json:"message"`  // anthropic message_start
-			Response *struct{ Usage json.RawMessage } `json:"response"` // openai responses stream
-		}
-		if json.Unmarshal(b, &v) != nil {
-			return
-		}
-		if v.Usage == nil && v.Message != nil && len(v.Message.Usage) > 0 {
-			read([]byte(`{"usage":` + string(v.Message.Usage) + `}`))
-			return
-		}
-		if v.Usage == nil && v.Response != nil && len(v.Response.Usage) > 0 {
-			read([]byte(`{"usage":` + string(v.Response.Usage) + `}`))
-			return
-		}
-		if v.Usage == nil {
-			return
-		}
-		x := v.Usage
-		u.Prompt = max(u.Prompt, x.PromptTokens+x.InputTokens)
-		u.Completion = max(u.Completion, x.CompletionTokens+x.OutputTokens)
-		u.Reasoning = max(u.Reasoning, x.CompletionTokensDetails.ReasoningTokens+x.OutputTokensDetails.ReasoningTokens)
-	}
-	if !streamed {
-		read(body)
-		return u
-	}
-	for _, line := range bytes.Split(body, []byte("\n")) {
-		if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
-			read(bytes.TrimSpace(data))
-		}
-	}
-	return u
-}
 
 // statusWriter records the status code; Unwrap lets the proxy flush through it.
 type statusWriter struct {

@@ -3,6 +3,8 @@ package controller
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"compress/gzip"
 	"encoding/json"
 	"io"
@@ -415,5 +417,105 @@ func TestGatewayNoProvider(t *testing.T) {
 	}
 	if _, n := log.Head(); n != 3 {
 		t.Errorf("%d audit entries; want one per refused request", n)
+	}
+}
+
+// readBody reads a kept body (gzip) from the bodies directory.
+func (x *gw) readBody(n int, part string) []byte {
+	x.t.Helper()
+	f, err := os.Open(filepath.Join(x.dir, "bodies", audit.GatewayBodyName(n, part)))
+	if err != nil {
+		x.t.Fatalf("body %d %s: %v", n, part, err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	return b
+}
+
+// Bodies are kept whole, whatever their size, and the hashes the audit entry carries are of
+// exactly what is kept: a 40 MiB response (past the old 16 MiB cut) and a 7 MiB request, a
+// streamed response whose usage comes after a 3 MiB event line. Nothing temporary is left.
+func TestGatewayKeepsBodiesWhole(t *testing.T) {
+	x := newGW(t, KindOpenAI, "openai/gpt-x", 1)
+	big := strings.Repeat("0123456789abcdef", 40<<20/16)
+	x.prov.Queue(providertest.Response{Body: `{"choices":[{"message":{"role":"assistant","content":"` + big + `"}}],"usage":{"prompt_tokens":3,"completion_tokens":9}}`},
+		providertest.Response{Events: []string{`{"choices":[{"delta":{"content":"` + strings.Repeat("x", 3<<20) + `"}}]}`, `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6}}`}})
+	if resp, body := x.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"`+strings.Repeat("q", 7<<20)+`"}]}`, nil); resp.StatusCode != 200 || len(body) < 40<<20 {
+		t.Fatalf("%d, %d bytes", resp.StatusCode, len(body))
+	}
+	if resp, _ := x.do("POST", "/v1/chat/completions", `{"stream":true}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	rs := x.records()
+	if len(rs) != 2 {
+		t.Fatalf("%d records", len(rs))
+	}
+	for _, r := range rs {
+		for _, b := range []struct {
+			part string
+			n    int64
+			sum  string
+		}{{audit.BodyRequest, r.RequestBytes, r.RequestSHA256}, {audit.BodyResponse, r.ResponseBytes, r.ResponseSHA256}} {
+			kept := x.readBody(r.Request, b.part)
+			got := sha256.Sum256(kept)
+			if int64(len(kept)) != b.n || hex.EncodeToString(got[:]) != b.sum {
+				t.Errorf("request %d %s: kept %d bytes, sha256 %x; the entry says %d bytes, %s", r.Request, b.part, len(kept), got, b.n, b.sum)
+			}
+		}
+		if r.BodyError != "" {
+			t.Errorf("request %d: body_error %q", r.Request, r.BodyError)
+		}
+	}
+	if rs[0].Usage.Prompt != 3 || rs[0].Usage.Completion != 9 || rs[1].Usage.Prompt != 5 || rs[1].Usage.Completion != 6 {
+		t.Errorf("usage %+v %+v", rs[0].Usage, rs[1].Usage)
+	}
+	if left, _ := filepath.Glob(filepath.Join(x.dir, "bodies", ".*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// A body that cannot be kept is never silently missing: the infrastructure handler hears it
+// (the daemon marks the run invalid), the entry says so, and the scaffold still has its answer.
+func TestGatewayBodyFailureReported(t *testing.T) {
+	heard := make(chan error, 4)
+	x := newGW(t, KindOpenAI, "openai/gpt-x", 1, WithGatewayInfraHandler(func(err error) { heard <- err }))
+	bodies := filepath.Join(x.dir, "bodies")
+	os.RemoveAll(bodies)
+	os.WriteFile(bodies, []byte("not a directory"), 0o600) // every create under it fails, even as root
+	if resp, body := x.do("POST", "/v1/chat/completions", `{}`, nil); resp.StatusCode != 200 || !strings.Contains(body, "hello") {
+		t.Fatalf("status %d %s", resp.StatusCode, body)
+	}
+	select {
+	case err := <-heard:
+		if !strings.Contains(err.Error(), "gateway request 1") || !strings.Contains(err.Error(), "request body") || !strings.Contains(err.Error(), "response body") {
+			t.Errorf("heard %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lost body was not reported")
+	}
+	if r := x.records()[0]; !strings.Contains(r.BodyError, "request body") || r.RequestSHA256 == "" {
+		t.Errorf("entry: body_error %q", r.BodyError)
+	}
+}
+
+func TestUsageReaderSplitsLines(t *testing.T) {
+	stream := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":11,\"output_tokens\":1}}}\n\n" +
+		"data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"" + strings.Repeat("y", maxUsageLine) + "\"}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":42}}"
+	for _, step := range []int{1, 7, 4096, len(stream)} {
+		r := newUsageReader(true)
+		for i := 0; i < len(stream); i += step {
+			r.Write([]byte(stream[i:min(i+step, len(stream))]))
+		}
+		if u := r.result(); u.Prompt != 11 || u.Completion != 42 {
+			t.Errorf("written %d bytes at a time: %+v", step, u)
+		}
 	}
 }

@@ -158,6 +158,10 @@ type CallRecord struct {
 	OutputBytes    int64   `json:"output_bytes"`
 	OutputSHA256   string  `json:"output_sha256"`
 	LogTruncated   bool    `json:"log_truncated"`
+	// LogBytes and LogSHA256 are of exactly what calls/<n>.log keeps, when it is cut at the
+	// runner's log cap (LogTruncated); a log kept whole is output_bytes and output_sha256.
+	LogBytes  int64  `json:"log_bytes,omitempty"`
+	LogSHA256 string `json:"log_sha256,omitempty"`
 	CPUSeconds     float64 `json:"cpu_seconds"`
 	MemoryPeak     uint64  `json:"memory_peak"`
 	Container      string  `json:"container"`
@@ -215,16 +219,18 @@ func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
 	teardown()
 }
 
-// output fans a call's output out to the client, the hash, the count and the capped log.
+// output fans a call's output out to the client, the hash, the count and the capped log (and the
+// hash of what the log keeps).
 type output struct {
-	st     *stream
-	hash   hashWriter
-	n      int64
-	log    *os.File
-	logCap int64
-	logged int64
-	logErr error
-	mu     sync.Mutex
+	st      *stream
+	hash    hashWriter
+	n       int64
+	log     *os.File
+	logHash hashWriter
+	logCap  int64
+	logged  int64
+	logErr  error
+	mu      sync.Mutex
 }
 
 type hashWriter interface {
@@ -239,6 +245,7 @@ func (o *output) Write(p []byte) (int, error) {
 	if room := o.logCap - o.logged; room > 0 && o.logErr == nil {
 		k := min(int64(len(p)), room)
 		_, o.logErr = o.log.Write(p[:k])
+		o.logHash.Write(p[:k])
 		o.logged += k
 	}
 	o.mu.Unlock()
@@ -262,7 +269,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 		return s.infraFail(st, &rec, fmt.Errorf("call log %s: %w", logPath, err)), teardown
 	}
 	defer logf.Close()
-	out := &output{st: st, hash: sha256.New(), log: logf, logCap: s.o.logCap}
+	out := &output{st: st, hash: sha256.New(), log: logf, logHash: sha256.New(), logCap: s.o.logCap}
 	c, err := s.startCall(ctx, cs, req, cwd, out)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -365,16 +372,32 @@ func (s *Service) endCall(st *stream, cs *callState, rec *CallRecord, out *outpu
 	return code
 }
 
-// finish completes the record and appends it to the audit log.
+// finish completes the record and appends it to the audit log. The call's log is synced first:
+// an entry never hashes output its log does not durably hold. A log that could not be written
+// is the infrastructure's failure.
 func (s *Service) finish(st *stream, rec *CallRecord, out *output) {
 	out.mu.Lock()
 	rec.OutputBytes = out.n
 	rec.OutputSHA256 = hex.EncodeToString(out.hash.Sum(nil))
 	if out.n > out.logged && out.log != nil {
 		rec.LogTruncated = true
-		fmt.Fprintf(out.log, "\n[sealrun: this log keeps the first %d bytes of the output; %d more bytes were streamed to the agent but not kept]\n", out.logged, out.n-out.logged)
+		rec.LogBytes, rec.LogSHA256 = out.logged, hex.EncodeToString(out.logHash.Sum(nil))
+	}
+	logErr := out.logErr
+	if out.log != nil && logErr == nil {
+		logErr = out.log.Sync()
 	}
 	out.mu.Unlock()
+	if logErr != nil {
+		err := fmt.Errorf("call %d's log %s: %w", rec.Call, out.log.Name(), logErr)
+		if rec.Error == "" {
+			rec.Error = err.Error()
+		}
+		st.stderrf("sealrun: infrastructure error (not your program's fault): the call's output could not be kept (%v); this run will be marked invalid and rerun", err)
+		if s.o.onInfra != nil {
+			s.o.onInfra(err)
+		}
+	}
 	rec.End = s.o.wall().UTC()
 	rec.EndOffset = s.o.clock.Elapsed().String()
 	if _, _, err := s.o.log.Append("call", rec); err != nil {

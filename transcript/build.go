@@ -1,0 +1,611 @@
+package transcript
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sealrun/sealrun/audit"
+)
+
+// Options change what a build reads.
+type Options struct {
+	// Withheld are the bodies (paths relative to the run directory, as Body.Path) the operator
+	// does not publish: they are not read, and their state is withheld.
+	Withheld map[string]bool
+}
+
+// Builder reassembles a run from its audit log, one entry at a time (Add), reading the bodies
+// each entry hashes from the run directory. A daemon keeps one per running run and feeds it the
+// entries as they are written; Build does the whole log at once.
+type Builder struct {
+	dir  string
+	opts Options
+	t    Transcript
+	head string
+	// prefixes maps a conversation prefix (the chained keys of its messages) to the newest
+	// exchange whose request, or request then output, began with it, and its length.
+	prefixes map[[32]byte]prefixRef
+	tools    map[int][]string // each exchange's tools, for saying when they change
+	lastN    int              // the last exchange read
+	best     *float64         // the best validation score so far
+}
+
+type prefixRef struct{ n, k int }
+
+// NewBuilder starts a transcript of the run in dir, with what is known of the run.
+func NewBuilder(dir string, run Run, opts Options) *Builder {
+	return &Builder{dir: dir, opts: opts, head: audit.ZeroHead, prefixes: map[[32]byte]prefixRef{}, tools: map[int][]string{},
+		t: Transcript{Format: Format, Run: run, Events: []Event{}}}
+}
+
+// Build reads the run directory dir whole: its audit log (audit.jsonl) and every body it
+// hashes. The audit log must chain from its first entry to its last; a log cut mid-line (a
+// crash) is read to its last whole entry.
+func Build(dir string, run Run, opts Options) (*Transcript, error) {
+	b := NewBuilder(dir, run, opts)
+	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("transcript of %s: %w", dir, err)
+	}
+	defer f.Close()
+	if _, err := b.ReadFrom(f); err != nil {
+		return nil, err
+	}
+	return b.Transcript(), nil
+}
+
+// ReadFrom adds every whole line r holds (each ended by "\n"), and returns the bytes of those
+// lines: a reader that follows a growing log reads again from there.
+func (b *Builder) ReadFrom(r io.Reader) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var n int64
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: gather it whole (an entry is at most audit.MaxLineBytes).
+			buf := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) && len(buf) <= audit.MaxLineBytes {
+				line, err = br.ReadSlice('\n')
+				buf = append(buf, line...)
+			}
+			if len(buf) > audit.MaxLineBytes+1 {
+				return n, fmt.Errorf("audit log line %d is longer than %d bytes", b.t.Through+1, audit.MaxLineBytes)
+			}
+			line = buf
+		}
+		if err == io.EOF {
+			return n, nil // nothing, or a line still being written
+		}
+		if err != nil {
+			return n, fmt.Errorf("read audit log: %w", err)
+		}
+		if err := b.Add(line[:len(line)-1]); err != nil {
+			return n, err
+		}
+		n += int64(len(line))
+	}
+}
+
+// Add reads one audit entry (its line without the newline).
+func (b *Builder) Add(line []byte) error {
+	var env struct {
+		Seq  int       `json:"seq"`
+		Prev string    `json:"prev"`
+		Kind string    `json:"kind"`
+		Time time.Time `json:"time"`
+	}
+	if err := json.Unmarshal(line, &env); err != nil {
+		return fmt.Errorf("audit log line %d is not a JSON entry: %v", b.t.Through+1, err)
+	}
+	if env.Seq != b.t.Through+1 || env.Prev != b.head {
+		return fmt.Errorf("audit log line %d (seq %d) does not chain to the line before it: the log was edited or reordered", b.t.Through+1, env.Seq)
+	}
+	b.head = audit.ChainNext(b.head, line)
+	b.t.Through = env.Seq
+	b.t.Run.AuditHead = b.head
+	var ev Event
+	var err error
+	switch env.Kind {
+	case "gateway":
+		ev, err = b.exchange(line)
+	case "call":
+		ev, err = b.call(line)
+	default:
+		ev, err = b.other(env.Kind, line)
+	}
+	if err != nil {
+		return fmt.Errorf("audit log line %d (%s): %w", env.Seq, env.Kind, err)
+	}
+	ev.Seq, ev.Kind = env.Seq, env.Kind
+	if env.Kind == "gateway" {
+		ev.Kind = KindModel
+	}
+	if ev.Time.IsZero() {
+		ev.Time = env.Time
+	}
+	ev.At = b.at(ev.Time)
+	b.t.Events = append(b.t.Events, ev)
+	return nil
+}
+
+// Transcript is the transcript so far, its events in time order (ties in audit order).
+func (b *Builder) Transcript() *Transcript {
+	t := b.t
+	t.Events = slices.Clone(b.t.Events)
+	sortEvents(t.Events)
+	return &t
+}
+
+// EventsAfter are the events of audit entries after seq, in time order: what a live reader that
+// has read through seq lacks.
+func (b *Builder) EventsAfter(seq int) []Event {
+	var out []Event
+	for i := len(b.t.Events) - 1; i >= 0 && b.t.Events[i].Seq > seq; i-- {
+		out = append(out, b.t.Events[i])
+	}
+	slices.Reverse(out)
+	sortEvents(out)
+	return out
+}
+
+func sortEvents(es []Event) {
+	sort.SliceStable(es, func(i, j int) bool {
+		if es[i].At != es[j].At {
+			return es[i].At < es[j].At
+		}
+		return es[i].Seq < es[j].Seq
+	})
+}
+
+// SetRun replaces what is known of the run (a live run's state), keeping the audit head read.
+func (b *Builder) SetRun(r Run) {
+	r.AuditHead = b.head
+	b.t.Run = r
+}
+
+func (b *Builder) at(t time.Time) int64 {
+	if b.t.Run.Started.IsZero() || t.IsZero() {
+		return 0
+	}
+	return t.Sub(b.t.Run.Started).Milliseconds()
+}
+
+// readBody reads a kept body and checks it against what its audit entry says: the body's
+// state, and its bytes when intact. A body kept gzip-compressed (gateway bodies) is
+// uncompressed first.
+func (b *Builder) readBody(body *Body, gz bool) []byte {
+	wantBytes, wantSum := body.Bytes, body.SHA256
+	if body.KeptSHA256 != "" {
+		wantBytes, wantSum = body.Kept, body.KeptSHA256
+	}
+	if b.opts.Withheld[body.Path] {
+		body.State = BodyWithheld
+		return nil
+	}
+	f, err := os.Open(filepath.Join(b.dir, filepath.FromSlash(body.Path)))
+	if err != nil {
+		body.State = BodyMissing
+		return nil
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		body.State = BodyAltered
+		return nil
+	}
+	var r io.Reader = f
+	if gz {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			body.State = BodyAltered
+			return nil
+		}
+		r = zr
+	}
+	data, err := io.ReadAll(io.LimitReader(r, wantBytes+1))
+	sum := sha256.Sum256(data)
+	if err != nil || int64(len(data)) != wantBytes || hex.EncodeToString(sum[:]) != wantSum {
+		body.State = BodyAltered
+		return nil
+	}
+	body.State = BodyIntact
+	return data
+}
+
+func (b *Builder) count(body *Body) {
+	switch body.State {
+	case BodyIntact:
+		b.t.Bodies.Intact++
+	case BodyWithheld:
+		b.t.Bodies.Withheld++
+	case BodyMissing:
+		b.t.Bodies.Missing++
+	case BodyAltered:
+		b.t.Bodies.Altered++
+	}
+}
+
+// gatewayEntry is what a gateway audit entry holds (controller.GatewayRecord).
+type gatewayEntry struct {
+	Request        int       `json:"request"`
+	Time           time.Time `json:"time"`
+	Method         string    `json:"method"`
+	Path           string    `json:"path"`
+	Model          string    `json:"model"`
+	Status         int       `json:"status"`
+	Refused        string    `json:"refused"`
+	Tries          []Try     `json:"tries"`
+	LatencyMS      int64     `json:"latency_ms"`
+	ProviderLostMS int64     `json:"provider_lost_ms"`
+	RequestBytes   int64     `json:"request_bytes"`
+	RequestSHA256  string    `json:"request_sha256"`
+	ResponseBytes  int64     `json:"response_bytes"`
+	ResponseSHA256 string    `json:"response_sha256"`
+	Streamed       bool      `json:"streamed"`
+	Usage          Usage     `json:"usage"`
+	Error          string    `json:"error"`
+	BodyError      string    `json:"body_error"`
+}
+
+func (b *Builder) exchange(line []byte) (Event, error) {
+	var e gatewayEntry
+	if err := json.Unmarshal(line, &e); err != nil {
+		return Event{}, err
+	}
+	x := &Exchange{N: e.Request, Method: e.Method, Path: e.Path, API: apiOf(e.Path), Model: e.Model, Status: e.Status, Refused: e.Refused,
+		Error: e.Error, Streamed: e.Streamed, LatencyMS: e.LatencyMS, ProviderLostMS: e.ProviderLostMS, Tries: e.Tries, Usage: e.Usage,
+		Added: []Message{}, Output: []Message{}}
+	tt := &b.t.Totals
+	tt.Exchanges++
+	if e.Refused != "" {
+		tt.Refused++
+	}
+	tt.Retries += max(0, len(e.Tries)-1)
+	tt.ProviderLostMS += e.ProviderLostMS
+	tt.PromptTokens += e.Usage.Prompt
+	tt.CompletionTokens += e.Usage.Completion
+	tt.ReasoningTokens += e.Usage.Reasoning
+	tt.BodyBytes += e.RequestBytes + e.ResponseBytes
+	var notes []string
+	if e.BodyError != "" {
+		notes = append(notes, "the gateway could not keep a body: "+e.BodyError)
+	}
+	var req, resp []byte
+	if e.RequestSHA256 != "" {
+		x.Request = Body{Path: audit.GatewayBodyPath(e.Request, audit.BodyRequest), Bytes: e.RequestBytes, SHA256: e.RequestSHA256}
+		req = b.readBody(&x.Request, true)
+		b.count(&x.Request)
+	}
+	if e.ResponseSHA256 != "" {
+		x.Response = Body{Path: audit.GatewayBodyPath(e.Request, audit.BodyResponse), Bytes: e.ResponseBytes, SHA256: e.ResponseSHA256}
+		resp = b.readBody(&x.Response, true)
+		b.count(&x.Response)
+	}
+	for _, body := range []*Body{&x.Request, &x.Response} {
+		if body.Path != "" && body.State != BodyIntact {
+			notes = append(notes, fmt.Sprintf("%s is %s", path.Base(body.Path), body.State))
+		}
+	}
+	var conv *conversation
+	if req != nil && x.API != "" {
+		var err error
+		if conv, err = readRequest(x.API, req); err != nil {
+			notes = append(notes, "the request could not be read: "+err.Error())
+		}
+	} else if req != nil {
+		notes = append(notes, "this version does not read "+e.Path)
+	}
+	var out []msg
+	if resp != nil && x.API != "" {
+		if e.Status >= 200 && e.Status < 300 {
+			var err error
+			if out, x.Stop, err = readResponse(x.API, resp, e.Streamed); err != nil {
+				notes = append(notes, "the response could not be read: "+err.Error())
+			}
+		} else {
+			notes = append(notes, fmt.Sprintf("the provider answered %d: %s", e.Status, errorMessage(resp)))
+		}
+	}
+	if conv != nil {
+		b.conversation(x, conv, out)
+	}
+	for _, m := range out {
+		x.Output = append(x.Output, m.show())
+	}
+	x.Note = strings.Join(notes, "; ")
+	b.lastN = e.Request
+	ev := Event{Time: e.Time, Model: x}
+	ev.Failed = e.Status >= 400 || e.Refused != "" || e.Error != "" || len(e.Tries) > 1 || e.BodyError != ""
+	ev.Text = exchangeText(x)
+	return ev, nil
+}
+
+// conversation finds what the request repeats of an earlier exchange — the longest prefix of
+// its messages that began an earlier request, or an earlier request followed by its output —
+// and keeps the rest as added; then records this exchange's prefixes.
+func (b *Builder) conversation(x *Exchange, c *conversation, out []msg) {
+	all := append(slices.Clip(c.msgs), out...)
+	chain := make([][32]byte, len(all)+1)
+	for i := range all {
+		k := all[i].key()
+		h := sha256.New()
+		h.Write(chain[i][:])
+		h.Write(k[:])
+		h.Sum(chain[i+1][:0])
+	}
+	x.Messages = len(c.msgs)
+	for k := len(c.msgs); k >= 1; k-- {
+		if r, ok := b.prefixes[chain[k]]; ok {
+			x.Extends, x.Shared = r.n, k
+			break
+		}
+	}
+	for _, m := range c.msgs[x.Shared:] {
+		x.Added = append(x.Added, m.show())
+	}
+	prev, ok := b.tools[x.Extends]
+	if x.Extends == 0 {
+		prev, ok = b.tools[b.lastN]
+	}
+	if !ok || !slices.Equal(prev, c.tools) {
+		x.Tools = c.tools
+	}
+	b.tools[x.N] = c.tools
+	for k := 1; k <= len(all); k++ {
+		b.prefixes[chain[k]] = prefixRef{n: x.N, k: k}
+	}
+}
+
+func exchangeText(x *Exchange) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s → %d", x.Method, x.Path, x.Status)
+	if x.Refused != "" {
+		fmt.Fprintf(&b, " refused: %s", x.Refused)
+	}
+	fmt.Fprintf(&b, ", %s", (time.Duration(x.LatencyMS) * time.Millisecond).String())
+	if x.Usage.Prompt+x.Usage.Completion > 0 {
+		fmt.Fprintf(&b, ", %d→%d tokens", x.Usage.Prompt, x.Usage.Completion)
+	}
+	if len(x.Tries) > 1 {
+		fmt.Fprintf(&b, ", %d tries (%s lost to the provider)", len(x.Tries), (time.Duration(x.ProviderLostMS) * time.Millisecond).String())
+	}
+	return b.String()
+}
+
+// callEntry is what a call audit entry holds (runner.CallRecord).
+type callEntry struct {
+	Call           int       `json:"call"`
+	Argv           []string  `json:"argv"`
+	Cwd            string    `json:"cwd"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	Limit          string    `json:"limit"`
+	Status         string    `json:"status"`
+	Exit           int       `json:"exit"`
+	LimitHit       bool      `json:"limit_hit"`
+	OOMKilled      bool      `json:"oom_killed"`
+	PidsLimitEnded bool      `json:"pids_limit_ended"`
+	OutputBytes    int64     `json:"output_bytes"`
+	OutputSHA256   string    `json:"output_sha256"`
+	LogTruncated   bool      `json:"log_truncated"`
+	LogBytes       int64     `json:"log_bytes"`
+	LogSHA256      string    `json:"log_sha256"`
+	CPUSeconds     float64   `json:"cpu_seconds"`
+	MemoryPeak     uint64    `json:"memory_peak"`
+	Error          string    `json:"error"`
+}
+
+func (b *Builder) call(line []byte) (Event, error) {
+	var e callEntry
+	if err := json.Unmarshal(line, &e); err != nil {
+		return Event{}, err
+	}
+	c := &Call{N: e.Call, Argv: e.Argv, Cwd: e.Cwd, Status: e.Status, Exit: e.Exit, Limit: e.Limit, LimitHit: e.LimitHit, OOMKilled: e.OOMKilled,
+		PidsLimitEnded: e.PidsLimitEnded, Start: e.Start, End: e.End, DurationMS: e.End.Sub(e.Start).Milliseconds(), CPUSeconds: e.CPUSeconds,
+		MemoryPeak: e.MemoryPeak, Error: e.Error}
+	if c.Argv == nil {
+		c.Argv = []string{}
+	}
+	if e.OutputSHA256 != "" && e.Status != "infra_error" {
+		c.Output = Body{Path: audit.CallLogPath(e.Call), Bytes: e.OutputBytes, SHA256: e.OutputSHA256}
+		if e.LogTruncated {
+			c.Output.Kept, c.Output.KeptSHA256 = e.LogBytes, e.LogSHA256
+			if e.LogSHA256 == "" {
+				// A log cut before the audit entry said what it keeps (an older sealrun): it
+				// cannot be checked.
+				c.Output.State = BodyAltered
+			}
+		}
+		var data []byte
+		if c.Output.State == "" {
+			data = b.readBody(&c.Output, false)
+		}
+		b.count(&c.Output)
+		if data != nil {
+			c.Text, c.Tail, c.Cut = cutText(string(data))
+		}
+	}
+	tt := &b.t.Totals
+	tt.Calls++
+	failed := e.Exit != 0 || e.Status != "exited" || e.LimitHit || e.OOMKilled || e.PidsLimitEnded
+	if failed {
+		tt.FailedCalls++
+	}
+	t := fmt.Sprintf("call %d: %s — %s, exit %d, %s", e.Call, strings.Join(e.Argv, " "), e.Status, e.Exit, (time.Duration(c.DurationMS) * time.Millisecond).String())
+	return Event{Time: e.Start, Call: c, Failed: failed, Text: strings.ToValidUTF8(t, "\uFFFD")}, nil
+}
+
+// other reads the grader's entries (submissions, validation, promotion, the end of grading) and
+// the task's preparation; any other kind is shown by name.
+func (b *Builder) other(kind string, line []byte) (Event, error) {
+	var e struct {
+		Time      time.Time `json:"time"`
+		Candidate string    `json:"candidate"`
+		Dir       string    `json:"dir"`
+		Reason    string    `json:"reason"`
+		Size      int64     `json:"size"`
+		Files     int       `json:"files"`
+		Passed    *int      `json:"passed"`
+		Questions int       `json:"questions"`
+		Metric    string    `json:"metric"`
+		Value     *float64  `json:"value"`
+		Invalid   string    `json:"invalid"`
+		Script    string    `json:"script"`
+		Exit      int       `json:"exit"`
+		Seconds   float64   `json:"seconds"`
+		TimedOut  bool      `json:"timed_out"`
+		OOM       bool      `json:"oom"`
+	}
+	if err := json.Unmarshal(line, &e); err != nil {
+		return Event{}, err
+	}
+	s := &Submission{Candidate: e.Candidate, Dir: e.Dir, Reason: e.Reason, Size: e.Size, Files: e.Files, Passed: e.Passed, Questions: e.Questions}
+	ev := Event{Time: e.Time, Submission: s}
+	short := strings.TrimPrefix(e.Candidate, "sha256:")
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	switch kind {
+	case KindSubmit:
+		b.t.Totals.Submissions++
+		ev.Text = fmt.Sprintf("submitted %s (%d bytes gz, %d files)", short, e.Size, e.Files)
+	case KindRefusedSub:
+		ev.Failed = true
+		ev.Text = fmt.Sprintf("submission of %s refused: %s", e.Dir, e.Reason)
+	case KindValidation:
+		score := 0.0
+		if e.Questions > 0 && e.Passed != nil {
+			score = 100 * float64(*e.Passed) / float64(e.Questions)
+		}
+		s.Score = &score
+		if b.best != nil {
+			best := *b.best
+			s.Best = &best
+			ev.Failed = score < best
+		}
+		if b.best == nil || score > *b.best {
+			b.best = &score
+		}
+		ev.Text = fmt.Sprintf("validation of %s: %d/%d (%.1f%%)", short, deref(e.Passed), e.Questions, score)
+	case KindEvaluated:
+		s.Score, s.Reason = e.Value, e.Invalid
+		if e.Value != nil {
+			ev.Text = fmt.Sprintf("evaluated %s: %s %.6g", short, e.Metric, *e.Value)
+		} else {
+			ev.Failed = true
+			ev.Text = fmt.Sprintf("evaluated %s: %s: invalid submission %s", short, e.Metric, e.Invalid)
+		}
+	case KindPromote:
+		ev.Text = "promoted " + short
+	case KindFinalize:
+		ev.Text = "finalized"
+		if short != "" {
+			ev.Text += ", promoted " + short
+		}
+	case KindSealed:
+		ev.Text = fmt.Sprintf("the hidden exam's pass vector sealed: %d/%d", deref(e.Passed), e.Questions)
+	case KindTaskPrepare:
+		ev.Submission = nil
+		ev.Failed = e.Exit != 0 || e.TimedOut || e.OOM
+		ev.Text = fmt.Sprintf("the task's %s: exit %d, %.1f s", e.Script, e.Exit, e.Seconds)
+	default:
+		ev.Submission = nil
+		ev.Text = kind
+	}
+	ev.Text = strings.ToValidUTF8(ev.Text, "\uFFFD")
+	return ev, nil
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// Write writes t as transcript.json (compact, one line and a newline) and transcript.html
+// into dir, each atomically.
+func Write(dir string, t *Transcript) error {
+	j, err := Marshal(t)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(dir, "transcript.json"), j); err != nil {
+		return err
+	}
+	var page bytes.Buffer
+	if err := Render(&page, t, PageOptions{}); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, "transcript.html"), page.Bytes())
+}
+
+// Marshal is transcript.json's bytes: the same transcript always gives the same bytes.
+func Marshal(t *Transcript) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	if err := enc.Encode(t); err != nil {
+		return nil, fmt.Errorf("encode transcript: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Read reads a transcript.json.
+func Read(path string) (*Transcript, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var t Transcript
+	if err := json.NewDecoder(io.LimitReader(f, 1<<30)).Decode(&t); err != nil {
+		return nil, fmt.Errorf("%s: not a transcript: %v", path, err)
+	}
+	if t.Format != Format {
+		return nil, fmt.Errorf("%s: format %q; this sealrun reads %s", path, t.Format, Format)
+	}
+	return &t, nil
+}
+
+// writeAtomic writes a file beside its name, syncs it and renames it into place.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

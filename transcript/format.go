@@ -1,0 +1,257 @@
+package transcript
+
+import "time"
+
+// Format is the format and version of transcript.json. A reader refuses a format it does not
+// know; a change that removes or retypes a field is a new version.
+const Format = "sealrun-transcript/v1"
+
+// Limits of what a transcript carries of one text (a message part, a call's output): the first
+// HeadBytes and the last TailBytes, with the count of what lies between (the body itself, whole,
+// is beside it and hashed in the audit log).
+const (
+	HeadBytes = 48 << 10
+	TailBytes = 16 << 10
+)
+
+// Transcript is transcript.json: one run, reassembled.
+type Transcript struct {
+	Format string `json:"format"`
+	Run    Run    `json:"run"`
+	Totals Totals `json:"totals"`
+	Bodies Counts `json:"bodies"`
+	// Through is the sequence number of the last audit entry read: a live reader asks for the
+	// entries after it.
+	Through int     `json:"through"`
+	Events  []Event `json:"events"`
+}
+
+// Run is what the transcript says of the run as a whole: from its attestation once it has
+// ended, from the daemon's record while it runs.
+type Run struct {
+	ID           string `json:"id"`
+	Track        string `json:"track"`
+	TrackVersion string `json:"track_version,omitempty"`
+	TrackID      string `json:"track_id,omitempty"`
+	Agent        string `json:"agent"` // PROVIDER/MODEL[@EFFORT] or MODEL[@EFFORT]
+	Scaffold     string `json:"scaffold,omitempty"`
+	Seed         int64  `json:"seed"`
+	// State is queued, preparing, running, grading, graded, failed or invalid.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	Result string `json:"result,omitempty"` // the score in words ("7/12", "Accuracy 0.95")
+	// The clock: the run's start, when the reserve window opens (deadline - reserve), the
+	// deadline, and the end (zero while it runs).
+	Started   time.Time `json:"started,omitzero"`
+	ReserveAt time.Time `json:"reserve_at,omitzero"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	Finished  time.Time `json:"finished,omitzero"`
+	Wall      string    `json:"wall,omitempty"`
+	CallLimit string    `json:"call_limit,omitempty"`
+	Reserve   string    `json:"reserve,omitempty"`
+	// AuditHead is the head of the audit log's hash chain through Through (the attestation's
+	// audit.head once the run has ended).
+	AuditHead string `json:"audit_head,omitempty"`
+	Live      bool   `json:"live,omitempty"` // built while the run had not ended
+}
+
+// Totals sum the run's activity.
+type Totals struct {
+	Exchanges        int   `json:"exchanges"`
+	Refused          int   `json:"refused"`
+	Retries          int   `json:"retries"`
+	ProviderLostMS   int64 `json:"provider_lost_ms"`
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
+	BodyBytes        int64 `json:"body_bytes"` // the requests' and responses' bytes, as the audit log counts them
+	Calls            int   `json:"calls"`
+	FailedCalls      int   `json:"failed_calls"`
+	Submissions      int   `json:"submissions"`
+}
+
+// Counts are the bodies of the run by state (Body.State).
+type Counts struct {
+	Intact   int `json:"intact"`
+	Withheld int `json:"withheld"`
+	Missing  int `json:"missing"`
+	Altered  int `json:"altered"`
+}
+
+// Body states.
+const (
+	BodyIntact   = "intact"   // kept, and its SHA-256 is the one the audit entry carries
+	BodyWithheld = "withheld" // not published, by the operator's choice (publish --redact)
+	BodyMissing  = "missing"  // no file where the run keeps it
+	BodyAltered  = "altered"  // a file whose SHA-256 (or size) is not the audit entry's
+)
+
+// Event kinds.
+const (
+	KindStart       = "start"  // the clock starts
+	KindModel       = "model"  // one model exchange through the gateway
+	KindCall        = "call"   // one compute call
+	KindSubmit      = "submit" // a candidate submitted
+	KindRefusedSub  = "submit_refused"
+	KindValidation  = "validation" // a candidate's validation score
+	KindEvaluated   = "evaluated"  // a task submission's evaluation
+	KindPromote     = "promote"
+	KindFinalize    = "finalize"
+	KindSealed      = "sealed"       // the pass vector sealed
+	KindTaskPrepare = "task_prepare" // a task's preparation
+	KindReserve     = "reserve"      // the reserve window opens
+	KindDeadline    = "deadline"
+	KindEnd         = "end" // the run's end: its state and reason
+	KindOther       = "other"
+)
+
+// Event is one thing on the run's time axis. Seq is its audit entry's sequence number (0 for the
+// clock's events); At is milliseconds since the run's start. Failed marks what a reader jumps
+// to: a refused or failed request, a retry, a call that did not exit 0, a call killed at a limit,
+// a refused submission, a validation score below the best before it, an invalid end.
+type Event struct {
+	Seq        int         `json:"seq"`
+	Kind       string      `json:"kind"`
+	Time       time.Time   `json:"time,omitzero"`
+	At         int64       `json:"at_ms"`
+	Failed     bool        `json:"failed,omitempty"`
+	Text       string      `json:"text,omitempty"` // a one-line summary
+	Model      *Exchange   `json:"model,omitempty"`
+	Call       *Call       `json:"call,omitempty"`
+	Submission *Submission `json:"submission,omitempty"`
+}
+
+// Exchange is one model request and its response.
+type Exchange struct {
+	N              int    `json:"n"` // the gateway's request number
+	Method         string `json:"method"`
+	Path           string `json:"path"`
+	API            string `json:"api,omitempty"` // APIChat, APIResponses, APIMessages; "" when not read
+	Model          string `json:"model,omitempty"`
+	Status         int    `json:"status"`
+	Refused        string `json:"refused,omitempty"`
+	Error          string `json:"error,omitempty"`
+	Streamed       bool   `json:"streamed,omitempty"`
+	LatencyMS      int64  `json:"latency_ms"`
+	ProviderLostMS int64  `json:"provider_lost_ms,omitempty"`
+	Tries          []Try  `json:"tries,omitempty"`
+	Usage          Usage  `json:"usage"`
+	Request        Body   `json:"request"`
+	Response       Body   `json:"response"`
+	// The request's conversation: Messages in all, of which the first Shared are the messages
+	// of exchange Extends (its request, then its output) said again; Added are the rest.
+	Messages int       `json:"messages"`
+	Extends  int       `json:"extends,omitempty"`
+	Shared   int       `json:"shared,omitempty"`
+	Added    []Message `json:"added"`
+	// Tools are the names of the tools the request offers, when they differ from the extended
+	// exchange's (or it extends none).
+	Tools  []string  `json:"tools,omitempty"`
+	Output []Message `json:"output"`
+	Stop   string    `json:"stop,omitempty"` // the finish or stop reason
+	// Note says what could not be read of the bodies (a body withheld, not JSON, a shape this
+	// version does not know): the bodies themselves are still checked.
+	Note string `json:"note,omitempty"`
+}
+
+// The APIs an exchange is read as.
+const (
+	APIChat      = "openai-chat-completions"
+	APIResponses = "openai-responses"
+	APIMessages  = "anthropic-messages"
+)
+
+// Try is one attempt at the provider.
+type Try struct {
+	Status    int    `json:"status,omitempty"`
+	Error     string `json:"error,omitempty"`
+	LatencyMS int64  `json:"latency_ms"`
+	WaitMS    int64  `json:"wait_ms,omitempty"`
+}
+
+// Usage is the token usage the provider reported.
+type Usage struct {
+	Prompt     int64 `json:"prompt"`
+	Completion int64 `json:"completion"`
+	Reasoning  int64 `json:"reasoning"`
+}
+
+// Body is one kept body: where the run keeps it (relative to the run directory), what the audit
+// entry says of it, and its state. A log cut at its cap has Kept and KeptSHA256 (what the audit
+// entry says the log holds) beside Bytes and SHA256 (everything).
+type Body struct {
+	Path       string `json:"path"`
+	Bytes      int64  `json:"bytes"`
+	SHA256     string `json:"sha256"`
+	Kept       int64  `json:"kept,omitempty"`
+	KeptSHA256 string `json:"kept_sha256,omitempty"`
+	State      string `json:"state"`
+}
+
+// Message is one message of a conversation, in one shape for every API.
+type Message struct {
+	Role  string `json:"role"` // system, developer, user, assistant, tool
+	Parts []Part `json:"parts"`
+}
+
+// Part types.
+const (
+	PartText       = "text"
+	PartReasoning  = "reasoning" // a reasoning summary or thinking text the API returned
+	PartToolCall   = "tool_call"
+	PartToolResult = "tool_result"
+	PartImage      = "image"
+	PartOther      = "other" // an item of another kind: its type in Name, its JSON in Text
+)
+
+// Part is one piece of a message. Text is at most HeadBytes; a longer text is cut there and
+// its last TailBytes kept in Tail, with Cut the bytes between. Text and Tail are valid UTF-8
+// (other bytes are U+FFFD).
+type Part struct {
+	Type  string `json:"type"`
+	Text  string `json:"text,omitempty"`
+	Tail  string `json:"tail,omitempty"`
+	Cut   int64  `json:"cut,omitempty"`
+	Name  string `json:"name,omitempty"` // a tool's name; an other part's type
+	ID    string `json:"id,omitempty"`   // a tool call's id, which its result names
+	Error bool   `json:"error,omitempty"`
+}
+
+// Call is one compute call.
+type Call struct {
+	N              int       `json:"n"`
+	Argv           []string  `json:"argv"`
+	Cwd            string    `json:"cwd"`
+	Status         string    `json:"status"` // exited, limit, cancelled, infra_error
+	Exit           int       `json:"exit"`
+	Limit          string    `json:"limit,omitempty"`
+	LimitHit       bool      `json:"limit_hit,omitempty"`
+	OOMKilled      bool      `json:"oom_killed,omitempty"`
+	PidsLimitEnded bool      `json:"pids_limit_ended,omitempty"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	DurationMS     int64     `json:"duration_ms"`
+	CPUSeconds     float64   `json:"cpu_seconds,omitempty"`
+	MemoryPeak     uint64    `json:"memory_peak,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	Output         Body      `json:"output"`
+	// The output as text: the first HeadBytes, the last TailBytes of what the log keeps, and
+	// the bytes between.
+	Text string `json:"text,omitempty"`
+	Tail string `json:"tail,omitempty"`
+	Cut  int64  `json:"cut,omitempty"`
+}
+
+// Submission is a submission, its refusal, its validation or evaluation, a promotion, the
+// finalize or the sealed pass vector.
+type Submission struct {
+	Candidate string   `json:"candidate,omitempty"`
+	Dir       string   `json:"dir,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+	Size      int64    `json:"size,omitempty"`
+	Files     int      `json:"files,omitempty"`
+	Passed    *int     `json:"passed,omitempty"`
+	Questions int      `json:"questions,omitempty"`
+	Score     *float64 `json:"score,omitempty"` // percent, or a task's metric value
+	Best      *float64 `json:"best,omitempty"`  // the best validation score before this one
+}

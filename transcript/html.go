@@ -1,0 +1,87 @@
+package transcript
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+)
+
+// PageVersion names the page Render makes: a reader re-renders a published transcript.html to
+// check it only when it was made by the same page version.
+const PageVersion = "sealrun-transcript-page/1"
+
+//go:embed page.css
+var pageCSS string
+
+//go:embed page.js
+var pageJS string
+
+// CSPHashes are the Content-Security-Policy sources of the page's one style and one script.
+func CSPHashes() (style, script string) { return cspHash(pageCSS), cspHash(pageJS) }
+
+func cspHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// PageCSP is the page's Content-Security-Policy: nothing loads from anywhere, only its own
+// style and script run, and a live page may ask its own server (connect-src 'self').
+func PageCSP() string {
+	style, script := CSPHashes()
+	return "default-src 'none'; script-src " + script + "; style-src " + style + "; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'"
+}
+
+// PageOptions change the page.
+type PageOptions struct {
+	// Live is the URL the page asks for the entries after the last it has (sealrun view); ""
+	// makes a static page.
+	Live string
+	// Back is a link to the list of runs ("" for none).
+	Back string
+}
+
+// Render writes the transcript page: one self-contained HTML file (no network, no CDN; it
+// works from a file:// URL), its data the transcript's JSON inside the page, its text put on
+// screen only as text.
+func Render(w io.Writer, t *Transcript, o PageOptions) error {
+	var data bytes.Buffer
+	enc := json.NewEncoder(&data)
+	enc.SetEscapeHTML(true) // no "<", ">" or "&" inside the script element: it cannot be closed early
+	if err := enc.Encode(t); err != nil {
+		return fmt.Errorf("encode transcript: %w", err)
+	}
+	e := html.EscapeString
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
+	fmt.Fprintf(&b, "<meta http-equiv=\"Content-Security-Policy\" content=\"%s\">\n", PageCSP()) // our constant: no double quote
+	fmt.Fprintf(&b, "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"%s\">\n", PageVersion)
+	fmt.Fprintf(&b, "<title>%s — sealrun transcript</title>\n<style>%s</style>\n</head>\n", e(t.Run.ID), pageCSS)
+	if o.Live != "" {
+		fmt.Fprintf(&b, "<body data-live=\"%s\">\n", e(o.Live))
+	} else {
+		fmt.Fprintf(&b, "<body>\n")
+	}
+	fmt.Fprintf(&b, "<header id=\"head\"><h1>Run %s</h1><div class=\"facts\">%s — %s</div></header>\n", e(t.Run.ID), e(t.Run.State), e(t.Run.Reason))
+	fmt.Fprintf(&b, "<noscript>This page draws the transcript with JavaScript. transcript.json beside it holds the same, as JSON (docs/TRANSCRIPT.md).</noscript>\n")
+	fmt.Fprintf(&b, "<div id=\"bar\">")
+	if o.Back != "" {
+		fmt.Fprintf(&b, "<a href=\"%s\">all runs</a>", e(o.Back))
+	}
+	fmt.Fprintf(&b, "<input type=\"search\" id=\"q\" placeholder=\"search the run's text\" aria-label=\"search\">"+
+		"<button id=\"prev\" title=\"previous match (shift+enter)\">&#8593;</button><button id=\"next\" title=\"next match (enter)\">&#8595;</button><span id=\"count\" class=\"count\"></span>"+
+		"<button id=\"fail\" title=\"refused or retried requests, non-zero exits, calls killed at a limit, refused submissions, validation drops\">next failure</button>"+
+		"<label><input type=\"checkbox\" name=\"model\" checked> model</label><label><input type=\"checkbox\" name=\"call\" checked> calls</label>"+
+		"<label><input type=\"checkbox\" name=\"sub\" checked> submissions</label><label><input type=\"checkbox\" name=\"clock\" checked> clock</label>"+
+		"<label><input type=\"checkbox\" name=\"failed\"> failures only</label><span id=\"live\" class=\"live\"></span></div>\n")
+	fmt.Fprintf(&b, "<canvas id=\"axis\" title=\"the run on its time axis: click to jump\"></canvas>\n<main id=\"list\"></main>\n")
+	fmt.Fprintf(&b, "<script type=\"application/json\" id=\"transcript\">")
+	b.Write(bytes.TrimSuffix(data.Bytes(), []byte("\n")))
+	fmt.Fprintf(&b, "</script>\n<script>%s</script>\n</body></html>\n", pageJS)
+	_, err := w.Write(b.Bytes())
+	return err
+}
