@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sealrun/sealrun/audit"
 )
 
 // API limits.
@@ -69,6 +71,7 @@ func (d *Daemon) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/events", d.events)
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/files/{name}", d.file)
+	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/transcript", d.transcriptOf)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "%s %s is not an API path; see daemon/API.md (paths start with %s)", r.Method, r.URL.Path, apiVersion)
 	})
@@ -183,7 +186,22 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 var runFiles = map[string]string{
 	"transcript": "transcript.log", "audit": "audit.jsonl", "history": "history.jsonl", "report": "report.json",
 	"attestation": "result.att.json", "summary": "summary.txt", "journal": "", "report-html": "report.html",
-	"track": "track.toml", "bundle": "",
+	"track": "track.toml", "bundle": "", "transcript-json": "transcript.json", "transcript-html": "transcript.html",
+}
+
+// gatewayBodyName maps gateway-N-request and gateway-N-response to the body's path in the run
+// directory (audit.GatewayBodyPath).
+func gatewayBodyName(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "gateway-")
+	if !ok {
+		return "", false
+	}
+	n, part, ok := strings.Cut(rest, "-")
+	k, err := strconv.Atoi(n)
+	if !ok || err != nil || k < 1 || strconv.Itoa(k) != n || (part != audit.BodyRequest && part != audit.BodyResponse) {
+		return "", false
+	}
+	return audit.GatewayBodyPath(k, part), true
 }
 
 func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +216,10 @@ func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
 		OpenJournalRead(filepath.Join(d.cfg.StateDir, "journal.jsonl"), rec.ID, w)
 		return
 	}
-	if strings.HasPrefix(name, "call-") {
+	contentType := "text/plain; charset=utf-8"
+	if p, ok := gatewayBodyName(name); ok {
+		name, contentType = filepath.FromSlash(p), "application/gzip"
+	} else if strings.HasPrefix(name, "call-") {
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "call-"))
 		if err != nil || n < 1 {
 			writeErr(w, http.StatusBadRequest, "%s is not call-N", name)
@@ -219,7 +240,7 @@ func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
 	} else if f, ok := runFiles[name]; ok {
 		name = f
 	} else {
-		writeErr(w, http.StatusNotFound, "no file %q; one of transcript, audit, history, report, report-html, attestation, summary, track, bundle, journal, call-N", name)
+		writeErr(w, http.StatusNotFound, "no file %q; one of transcript, transcript-json, transcript-html, audit, history, report, report-html, attestation, summary, track, bundle, journal, call-N, gateway-N-request, gateway-N-response", name)
 		return
 	}
 	f, err := os.Open(filepath.Join(rec.Dir, name))
@@ -228,7 +249,8 @@ func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	io.Copy(w, f)
 }
 

@@ -17,8 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/transcript"
 )
 
 // Client talks to sealrund's admin API on its unix socket (API.md). Its errors say what to do
@@ -72,6 +75,20 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 		return nil
 	}
 	return json.Unmarshal(data, out)
+}
+
+// Get sends GET path (under /v1) and returns the answer as it comes, whatever its status, for a
+// caller that streams it on (sealrun view); the caller closes its body.
+func (c *Client) Get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sealrund/v1"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.dialError(err)
+	}
+	return resp, nil
 }
 
 func (c *Client) dialError(err error) error {
@@ -148,6 +165,9 @@ func (c *Client) fetchRun(ctx context.Context, id string, att []byte, tmp string
 			bundleSum = sum
 		}
 	}
+	if err := c.fetchBodies(ctx, id, tmp); err != nil {
+		return err
+	}
 	if bundleSum != "" {
 		var rep struct {
 			Candidate struct{ ID string } `json:"candidate"`
@@ -158,6 +178,73 @@ func (c *Client) fetchRun(ctx context.Context, id string, att []byte, tmp string
 		}
 	}
 	return nil
+}
+
+// fetchBodies copies every body the gathered audit log hashes (the gateway's requests and
+// responses, the calls' logs) into tmp/gateway and tmp/calls, and checks each against its hash.
+func (c *Client) fetchBodies(ctx context.Context, id, tmp string) error {
+	f, err := os.Open(filepath.Join(tmp, "audit.jsonl"))
+	if err != nil {
+		return err
+	}
+	refs, err := transcript.BodyRefs(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("run %s: its audit log: %w", id, err)
+	}
+	for _, d := range []string{audit.GatewayDir, audit.CallsDir} {
+		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
+			return err
+		}
+	}
+	var missing []string
+	for _, r := range refs {
+		_, ok, err := c.FetchFile(ctx, id, r.APIName, filepath.Join(tmp, filepath.FromSlash(r.Path)))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, r.Path)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("run %s: sealrund has no %s, which its audit log hashes; the run's bodies were lost on this host (a run that lost one ends invalid)", id, strings.Join(missing, ", "))
+	}
+	for _, d := range []string{audit.GatewayDir, audit.CallsDir} {
+		if err := fileio.SyncDir(filepath.Join(tmp, d)); err != nil {
+			return err
+		}
+	}
+	return checkTranscript(id, tmp)
+}
+
+// checkTranscript checks the gathered bodies against the audit log and the transcript against
+// both; a run whose daemon wrote no transcript (an older sealrund, or one that could not) gets
+// one made here from the same files.
+func checkTranscript(id, dir string) error {
+	env, err := os.ReadFile(filepath.Join(dir, "result.att.json"))
+	if err != nil {
+		return err
+	}
+	st, err := attest.ReadUnverified(env)
+	if err != nil {
+		return fmt.Errorf("run %s: its attestation: %w", id, err)
+	}
+	rep, err := transcript.Check(dir, st.Predicate)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	if len(rep.Problems) > 0 {
+		return fmt.Errorf("run %s: what sealrund served does not check against its audit log: %s; gather again", id, strings.Join(rep.Problems, "; "))
+	}
+	if rep.Transcript {
+		return nil
+	}
+	t, err := transcript.Build(dir, transcript.RunFromPredicate(st.Predicate), transcript.Options{})
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	return transcript.Write(dir, t)
 }
 
 // Gather copies a finished run's files into dir/<run id> (a results directory, deploy/slurm/README.md),

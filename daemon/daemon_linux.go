@@ -57,6 +57,7 @@ type Daemon struct {
 	active  int
 	wake    chan struct{}
 	subs    map[chan Event]string // live event subscribers, by run ("" for all)
+	live    liveTranscripts       // the transcripts of runs being followed (GET /v1/runs/{id}/transcript)
 	wg      sync.WaitGroup
 	metrics *metrics
 	tracks  map[string]*policy.Track // parsed track files, by content

@@ -1,8 +1,8 @@
 package daemon
 
 // Phase 7 of a run, record: the run's end goes into the host's ledger with the digest of its
-// signed statement, summary.txt and report.html are written, and followers are told the result
-// and the end state (which the journal records).
+// signed statement, summary.txt, report.html, transcript.json and transcript.html are written,
+// and followers are told the result and the end state (which the journal records).
 
 import (
 	"crypto/sha256"
@@ -33,6 +33,12 @@ func (rs *runState) record(st *attest.Statement, pred *attest.Predicate) error {
 		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions, Metric: pred.MetricText(),
 		Started: pred.Timeline.Started, Deadline: pred.Timeline.Deadline, Finished: pred.Timeline.Finished}); err != nil {
 		x.event(spec.ID, "report_html_failed", err.Error())
+	}
+	// The transcript is read from the audit log and the bodies it hashes, which the attestation
+	// binds: a transcript that cannot be written loses nothing (sealrun transcript makes it
+	// again from the same files), so it is an event, not the run's end.
+	if err := writeTranscript(rs.io.dir, pred); err != nil {
+		x.event(spec.ID, "transcript_failed", err.Error())
 	}
 	result := map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": out.Attestation}
 	if pred.Task != nil {

@@ -13,7 +13,8 @@ import (
 )
 
 // A results directory (deploy/slurm/README.md) holds one directory per gathered run, named by
-// its run id, with result.att.json, these files and run.json, the daemon's record of the run,
+// its run id, with result.att.json, these files, the bodies its audit log hashes (gateway/ and
+// calls/, transcript.BodyRefs) and run.json, the daemon's record of the run,
 // which `results seed` reads to decide what a (re)submitted seed does. Only the signed
 // attestation counts for the leaderboard.
 var gatherFiles = []struct {
@@ -26,6 +27,8 @@ var gatherFiles = []struct {
 	{"summary", "summary.txt", false},
 	{"report-html", "report.html", false},
 	{"bundle", "bundle.tar.gz", false},
+	{"transcript-json", "transcript.json", false},
+	{"transcript-html", "transcript.html", false},
 }
 
 // maxGatherFile bounds one gathered file (a bundle is far smaller; an audit log is capped at

@@ -34,11 +34,12 @@ var allowed = map[string][]string{
 	"cmd/runner":             {"sandbox"},                              // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "policy"},
-	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript"}, // a publication: written and checked from attestations alone (and the bodies their audit logs hash)
-	"transcript":             {"audit", "attest"},                                       // a run reassembled: portable, like attest
+	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit"}, // a publication: written and checked from attestations alone (and the bodies their audit logs hash)
+	"transcript":             {"audit", "attest"},                                                // a run reassembled: portable, like attest
 	"daemon":                 {"*"},
 	"demo":                   {"*"},                                                   // a client of the daemon, composing the rest as an operator would
 	"trackpin":               {"policy", "exams", "kits", "airs", "images", "daemon"}, // daemon: the state dir's layout only
+	"view":                   {"daemon", "transcript", "attest"},                      // a client of the daemon, as sealrun view
 	"cmd/sealrun":            {"*"},
 	"e2e":                    {"*"},
 	// internal/testenv gates tests on the machine (root, tools, the local images), as Go's own

@@ -75,6 +75,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"columns": func() []string { return columns },
 	// runlink is a run's report.html beside its attestation (runs/<id>/ of a publication).
 	"runlink": func(p string) string { return path.Dir(filepath.ToSlash(p)) + "/report.html" },
+	// transcriptlink is the run's transcript.html beside it: what the agent did.
+	"transcriptlink": func(p string) string { return path.Dir(filepath.ToSlash(p)) + "/transcript.html" },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -120,8 +122,8 @@ svg text { font: 12px system-ui, sans-serif; fill: #1b1b1b; }
 {{range $t.Rows}}<tr data-sort="{{sortkey .}}">{{range $i, $c := cells .}}<td{{if or (eq $i 0) (eq $i 2) (eq $i 3) (eq $i 5) (eq $i 7) (eq $i 8)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</tbody>
 </table>
-<details class="runs"><summary>Each row's runs (their report.html: the calls, submissions and validation scores over the hour)</summary>
-<ul>{{range $t.Rows}}<li>{{.Agent.Name}}: {{range $i, $r := .Runs}}{{if $i}}, {{end}}<a href="{{runlink $r.Path}}">seed {{$r.Seed}}</a> ({{$r.ID}}, {{$r.Status}}){{end}}{{range .Invalid}}; <a href="{{runlink .Path}}">seed {{.Seed}}</a> ({{.ID}}, invalid: {{.Reason}}){{end}}</li>
+<details class="runs"><summary>Each row's runs (their report.html: the calls, submissions and validation scores over the hour; their transcript: every model exchange and call the agent made)</summary>
+<ul>{{range $t.Rows}}<li>{{.Agent.Name}}: {{range $i, $r := .Runs}}{{if $i}}, {{end}}<a href="{{runlink $r.Path}}">seed {{$r.Seed}}</a> (<a href="{{transcriptlink $r.Path}}">transcript</a>, {{$r.ID}}, {{$r.Status}}){{end}}{{range .Invalid}}; <a href="{{runlink .Path}}">seed {{.Seed}}</a> (<a href="{{transcriptlink .Path}}">transcript</a>, {{.ID}}, invalid: {{.Reason}}){{end}}</li>
 {{end}}</ul></details>
 </section>
 {{end}}

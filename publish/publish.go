@@ -64,6 +64,9 @@ type Options struct {
 	Ledgers []string
 	Inputs  []string  // results directories (sealrun results gather) or attestation files
 	Log     io.Writer // each rejected attestation or unaccounted run, one per line (nil: discarded)
+	// Redact withholds bodies: "all", "RUN", "RUN:gateway-N", "RUN:call-N" (publish --redact).
+	// Their hashes stay in the audit logs; the transcripts say they were withheld.
+	Redact []string
 }
 
 // Summary is what a written publication holds.
@@ -101,6 +104,14 @@ func write(o Options, s *Summary) error {
 	if err != nil {
 		return err
 	}
+	ids := map[string]bool{}
+	for _, e := range in.Entries {
+		ids[e.Predicate.Run.ID] = true
+	}
+	red, err := parseRedactions(o.Redact, ids)
+	if err != nil {
+		return usageErr(err)
+	}
 	parent := filepath.Dir(filepath.Clean(o.Out))
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(o.Out)+".tmp-")
 	if err != nil {
@@ -114,7 +125,7 @@ func write(o Options, s *Summary) error {
 	}()
 	os.Chmod(tmp, 0o755)
 	meta := Publication{Format: publicationFormat, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}}
-	if err := copyRuns(tmp, in, trackFile, &meta); err != nil {
+	if err := copyRuns(tmp, in, trackFile, red, &meta); err != nil {
 		return err
 	}
 	if err := copyTracks(tmp, in, trackFile, &meta); err != nil {
@@ -173,9 +184,10 @@ func load(o Options, log io.Writer) (*leaderboard.Inputs, map[string]string, err
 	return in, trackFile, nil
 }
 
-// copyRuns copies each run: a gathered run's directory whole (its regular files), else the
-// attestation alone; a run's own track.toml is taken for its track when none was given.
-func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, meta *Publication) error {
+// copyRuns copies each run: a gathered run's directory whole (its files, and the bodies its
+// audit log hashes but those withheld, with a transcript made from them), else the attestation
+// alone; a run's own track.toml is taken for its track when none was given.
+func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, red *redactions, meta *Publication) error {
 	for _, e := range in.Entries {
 		id := e.Predicate.Run.ID
 		if !attest.ValidRunID(id) {
@@ -189,6 +201,11 @@ func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, m
 		if filepath.Base(src) == id {
 			if err := copyRegularFiles(src, dst); err != nil {
 				return err
+			}
+			if _, err := os.Stat(filepath.Join(src, "audit.jsonl")); err == nil {
+				if err := copyTrajectory(src, dst, e.Predicate, red); err != nil {
+					return err
+				}
 			}
 		} else if err := copyFile(e.Path, filepath.Join(dst, "result.att.json")); err != nil {
 			return err

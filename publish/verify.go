@@ -49,6 +49,7 @@ func Verify(dir string, keyPaths []string, w io.Writer) error {
 		fmt.Fprintf(w, "  %s  key id %s\n", k.Name, k.KeyID)
 	}
 	c.runs(onDisk, keyPaths)
+	c.transcripts(onDisk)
 	boards, ok := c.boards(meta, keyPaths)
 	if ok && len(c.problems) == 0 {
 		summarisePublication(w, dir, boards["leaderboard.json"], meta)

@@ -150,16 +150,17 @@ func (b *Builder) Transcript() *Transcript {
 	return &t
 }
 
-// EventsAfter are the events of audit entries after seq, in time order: what a live reader that
-// has read through seq lacks.
-func (b *Builder) EventsAfter(seq int) []Event {
-	var out []Event
+// After is the transcript so far with only the events of audit entries after seq, in time
+// order: what a live reader that has read through seq lacks.
+func (b *Builder) After(seq int) *Transcript {
+	t := b.t
+	t.Events = []Event{}
 	for i := len(b.t.Events) - 1; i >= 0 && b.t.Events[i].Seq > seq; i-- {
-		out = append(out, b.t.Events[i])
+		t.Events = append(t.Events, b.t.Events[i])
 	}
-	slices.Reverse(out)
-	sortEvents(out)
-	return out
+	slices.Reverse(t.Events)
+	sortEvents(t.Events)
+	return &t
 }
 
 func sortEvents(es []Event) {

@@ -3,14 +3,16 @@ package transcript_test
 import (
 	"bytes"
 	"compress/gzip"
-	"io"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/transcript"
@@ -262,5 +264,67 @@ func writeGz(t *testing.T, p string, b []byte) {
 	zw.Close()
 	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The transcripts sealrun writes validate against the published schema, and the schema is not
+// vacuous.
+func TestTranscriptSchema(t *testing.T) {
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	schema, err := c.Compile("transcript.schema.json")
+	if err != nil {
+		t.Fatalf("compile transcript.schema.json: %v", err)
+	}
+	r := newRun(t)
+	transcripttest.Conversation(r, 12, 500, 100, nil)
+	one := 1
+	r.Entry("submit", map[string]any{"candidate": "sha256:" + strings.Repeat("a", 64), "size": 100, "files": 2})
+	r.Entry("validation", map[string]any{"candidate": "sha256:" + strings.Repeat("a", 64), "passed": one, "questions": 10})
+	r.Entry("task_prepare", map[string]any{"script": "prepare.py", "exit": 0, "seconds": 1.5})
+	r.Exchange("/v1/responses", []byte(`{"input":"hi"}`), []byte(`{"error":{"message":"overloaded"}}`), false, 529)
+	os.Remove(filepath.Join(r.Dir, audit.CallLogPath(2)))
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{Withheld: map[string]bool{audit.CallLogPath(3): true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := transcript.Marshal(tr)
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate(inst); err != nil {
+		t.Errorf("a transcript does not validate: %v", err)
+	}
+	var doc map[string]any
+	json.Unmarshal(j, &doc)
+	doc["bodies"].(map[string]any)["intact"] = -1
+	if err := schema.Validate(doc); err == nil {
+		t.Error("the schema took a negative count")
+	}
+}
+
+// BodyRefs lists what an audit log hashes, and names each as the admin API serves it.
+func TestBodyRefs(t *testing.T) {
+	r := newRun(t)
+	transcripttest.Conversation(r, 2, 100, 10, nil)
+	r.Close()
+	f, err := os.Open(filepath.Join(r.Dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	refs, err := transcript.BodyRefs(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ref := range refs {
+		got = append(got, ref.Path+"="+ref.APIName)
+	}
+	want := "gateway/000001.request.json.gz=gateway-1-request gateway/000001.response.gz=gateway-1-response calls/1.log=call-1 " +
+		"gateway/000002.request.json.gz=gateway-2-request gateway/000002.response.gz=gateway-2-response calls/2.log=call-2"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got %s\nwant %s", strings.Join(got, " "), want)
 	}
 }

@@ -136,8 +136,8 @@ type Exchange struct {
 	ProviderLostMS int64  `json:"provider_lost_ms,omitempty"`
 	Tries          []Try  `json:"tries,omitempty"`
 	Usage          Usage  `json:"usage"`
-	Request        Body   `json:"request"`
-	Response       Body   `json:"response"`
+	Request        Body   `json:"request,omitzero"`
+	Response       Body   `json:"response,omitzero"`
 	// The request's conversation: Messages in all, of which the first Shared are the messages
 	// of exchange Extends (its request, then its output) said again; Added are the rest.
 	Messages int       `json:"messages"`
@@ -234,7 +234,7 @@ type Call struct {
 	CPUSeconds     float64   `json:"cpu_seconds,omitempty"`
 	MemoryPeak     uint64    `json:"memory_peak,omitempty"`
 	Error          string    `json:"error,omitempty"`
-	Output         Body      `json:"output"`
+	Output         Body      `json:"output,omitzero"`
 	// The output as text: the first HeadBytes, the last TailBytes of what the log keeps, and
 	// the bytes between.
 	Text string `json:"text,omitempty"`

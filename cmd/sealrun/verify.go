@@ -6,16 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/transcript"
 	"github.com/spf13/cobra"
 )
 
 // verifyFlags is the flag group of `sealrun verify`.
 type verifyFlags struct {
-	key, bundle, report, audit, track string
-	json                              bool
+	key, bundle, report, audit, track, transcript string
+	json                                          bool
 }
 
 func (f *verifyFlags) addFlags(cmd *cobra.Command) {
@@ -24,6 +26,7 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.report, "report", "", "check the result report file against the attestation")
 	cmd.Flags().StringVar(&f.audit, "audit", "", "check the audit log (audit.jsonl) head and entry count")
 	cmd.Flags().StringVar(&f.track, "track", "", "check the track id and every pin against a track file")
+	cmd.Flags().StringVar(&f.transcript, "transcript", "", "check a run directory's trajectory: its audit log, every body it hashes, transcript.json and transcript.html (implies --audit DIR/audit.jsonl)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
 }
 
@@ -44,7 +47,21 @@ type verdict struct {
 	Statement string            `json:"statement_sha256,omitempty"`
 	Build     *attest.Build     `json:"build,omitempty"`
 	Ledger    *ledgerVerdict    `json:"ledger,omitempty"`
-	pred      *attest.Predicate // the verified predicate, for the text
+	// Transcript is what --transcript found.
+	Transcript *transcriptVerdict `json:"transcript,omitempty"`
+	pred       *attest.Predicate  // the verified predicate, for the text
+}
+
+// transcriptVerdict is what --transcript found of a run's trajectory.
+type transcriptVerdict struct {
+	Dir            string            `json:"dir"`
+	Exchanges      int               `json:"exchanges"`
+	Calls          int               `json:"calls"`
+	Bodies         transcript.Counts `json:"bodies"`
+	TranscriptJSON bool              `json:"transcript_json"` // present and exactly what the log and bodies give
+	TranscriptHTML bool              `json:"transcript_html"`
+	Notes          []string          `json:"notes"`
+	Problems       []string          `json:"problems"`
 }
 
 // ledgerVerdict is where the run stands in its host's run ledger.
@@ -71,23 +88,44 @@ func verifyAttestation(path string, f *verifyFlags) (*attest.Verified, error) {
 
 // files are the flag group's files.
 func (f *verifyFlags) files() attest.Files {
-	return attest.Files{Key: f.key, Bundle: f.bundle, Report: f.report, Audit: f.audit, Track: f.track}
+	a := f.audit
+	if a == "" && f.transcript != "" {
+		a = filepath.Join(f.transcript, "audit.jsonl")
+	}
+	return attest.Files{Key: f.key, Bundle: f.bundle, Report: f.report, Audit: a, Track: f.track}
+}
+
+// checkTranscript checks the run directory of --transcript against the verified predicate.
+func checkTranscript(dir string, p *attest.Predicate) (*transcriptVerdict, error) {
+	rep, err := transcript.Check(dir, p)
+	if err != nil {
+		return nil, err
+	}
+	v := &transcriptVerdict{Dir: dir, Exchanges: rep.Exchanges, Calls: rep.Calls, Bodies: rep.Bodies, TranscriptJSON: rep.Transcript,
+		TranscriptHTML: rep.Page, Notes: append([]string{}, rep.Notes...), Problems: append([]string{}, rep.Problems...)}
+	return v, nil
 }
 
 func newVerifyCmd() *cobra.Command {
 	var f verifyFlags
 	cmd := &cobra.Command{
-		Use:   "verify ATTESTATION --key PUB.pem [--bundle F] [--report F] [--audit F] [--track F] [--json]",
+		Use:   "verify ATTESTATION --key PUB.pem [--bundle F] [--report F] [--audit F] [--track F] [--transcript RUNDIR] [--json]",
 		Short: "Verify a signed result attestation offline",
 		Long: `Verify checks a result.att.json offline: the DSSE envelope, exactly one signature valid for --key,
 the payload type, the in-toto statement and predicate types, then — reading only the signed
 payload — the subjects against --bundle/--report, the audit log against --audit, the predicate's
 internal consistency, and the track id and pins against --track (reporting legacy or withdrawn
-tracks). attest/VERIFY.md shows how to do the same without sealrun.
+tracks). With --transcript RUNDIR (a run directory: as the daemon keeps it, gathered or
+published), it checks the run's trajectory too: the audit log against the attestation, every
+body that log hashes (each model request and response, each call's output) against its SHA-256
+— present and intact, withheld by the operator, missing, or altered — and that transcript.json
+and transcript.html are exactly what they give; a body missing or altered makes it not valid
+(docs/TRANSCRIPT.md). attest/VERIFY.md shows how to do the same without sealrun.
 
 Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.`,
 		Example: `  sealrun verify result.att.json --key sealrun.pub
-  sealrun verify result.att.json --key sealrun.pub --bundle bundle.tar.gz --audit audit.jsonl --track tracks/ari-v1.toml --json`,
+  sealrun verify result.att.json --key sealrun.pub --bundle bundle.tar.gz --audit audit.jsonl --track tracks/ari-v1.toml --json
+  sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --transcript runs/r-20261126-101500-a1b2c3`,
 		Args: exactArgs(1, "one attestation file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			got, err := verifyAttestation(args[0], &f)
@@ -112,6 +150,17 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 				out.Build = p.Build
 				if got.Ledger != nil {
 					out.Ledger = &ledgerVerdict{Origin: got.Ledger.Origin, Index: p.Ledger.Index, HeadSize: got.Ledger.Size, HeadRoot: hex.EncodeToString(got.Ledger.Root[:])}
+				}
+				if f.transcript != "" {
+					if out.Transcript, err = checkTranscript(f.transcript, p); err != nil {
+						return ioError(err)
+					}
+					out.Checks = append(out.Checks, "transcript")
+					if len(out.Transcript.Problems) > 0 {
+						out.Valid, out.Reason = false, attest.ReasonTranscript
+						out.Detail = fmt.Sprintf("the trajectory in %s does not check: %s", f.transcript, strings.Join(out.Transcript.Problems, "; "))
+						vf = &attest.VerificationFailure{Reason: attest.ReasonTranscript, Detail: out.Detail}
+					}
 				}
 			}
 			w := cmd.OutOrStdout()
@@ -184,5 +233,19 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	fmt.Fprintf(w, "  checked    %s\n", strings.Join(v.Checks, ", "))
 	for _, warn := range v.Warnings {
 		fmt.Fprintf(w, "  warning    %s\n", warn)
+	}
+	if t := v.Transcript; t != nil {
+		b := t.Bodies
+		fmt.Fprintf(w, "  transcript %d model exchanges, %d calls; bodies %d intact, %d withheld, %d missing, %d altered", t.Exchanges, t.Calls, b.Intact, b.Withheld, b.Missing, b.Altered)
+		switch {
+		case t.TranscriptJSON && t.TranscriptHTML:
+			fmt.Fprintf(w, "; transcript.json and transcript.html are what they give")
+		case t.TranscriptJSON:
+			fmt.Fprintf(w, "; transcript.json is what they give")
+		}
+		fmt.Fprintln(w)
+		for _, n := range t.Notes {
+			fmt.Fprintf(w, "             %s\n", n)
+		}
 	}
 }

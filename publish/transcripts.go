@@ -1,0 +1,181 @@
+package publish
+
+// A publication carries each run's trajectory: the bodies its audit log hashes (the gateway's
+// requests and responses under gateway/, the calls' outputs under calls/), its transcript.json
+// and transcript.html. An operator who may not release prompts withholds bodies (--redact): the
+// hashes stay in the audit log, the transcript says which bodies were withheld, and a reader
+// still checks every body that is there.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/transcript"
+)
+
+// RedactAll withholds every body of every run (publish --redact all).
+const RedactAll = "all"
+
+// redactions are the bodies to withhold, by run: nil for all of a run's, else the body paths.
+type redactions struct {
+	all  bool
+	runs map[string]map[string]bool // run -> body paths; an empty map: every body of the run
+}
+
+// parseRedactions reads --redact values: "all", "RUN" (every body of the run), "RUN:gateway-N"
+// (the request and response of the run's model exchange N), "RUN:call-N" (the output of its
+// compute call N); several at once separated by commas.
+func parseRedactions(values []string, runs map[string]bool) (*redactions, error) {
+	r := &redactions{runs: map[string]map[string]bool{}}
+	for _, v := range values {
+		for _, item := range strings.Split(v, ",") {
+			item = strings.TrimSpace(item)
+			if item == RedactAll {
+				r.all = true
+				continue
+			}
+			run, what, one := strings.Cut(item, ":")
+			if !runs[run] {
+				return nil, fmt.Errorf("--redact %q: no run %q among the inputs; give all, RUN, RUN:gateway-N or RUN:call-N", item, run)
+			}
+			if r.runs[run] == nil {
+				r.runs[run] = map[string]bool{}
+			}
+			if !one {
+				r.runs[run] = map[string]bool{} // the whole run
+				r.runs[run][""] = true
+				continue
+			}
+			kind, num, _ := strings.Cut(what, "-")
+			n, err := strconv.Atoi(num)
+			if err != nil || n < 1 || strconv.Itoa(n) != num || (kind != "gateway" && kind != "call") {
+				return nil, fmt.Errorf("--redact %q: %q is not gateway-N (a model exchange) or call-N (a compute call)", item, what)
+			}
+			if kind == "gateway" {
+				r.runs[run][audit.GatewayBodyPath(n, audit.BodyRequest)] = true
+				r.runs[run][audit.GatewayBodyPath(n, audit.BodyResponse)] = true
+			} else {
+				r.runs[run][audit.CallLogPath(n)] = true
+			}
+		}
+	}
+	return r, nil
+}
+
+// withheld says whether the body at path of run is withheld.
+func (r *redactions) withheld(run, path string) bool {
+	if r == nil {
+		return false
+	}
+	m := r.runs[run]
+	return r.all || m[""] || m[path]
+}
+
+// copyTrajectory copies a gathered run's bodies (all but the withheld) into its publication
+// directory dst and writes its transcript there, made from what is published: a body the
+// transcript does not say is withheld must be there and intact.
+func copyTrajectory(src, dst string, pred *attest.Predicate, red *redactions) error {
+	id := pred.Run.ID
+	f, err := os.Open(filepath.Join(src, "audit.jsonl"))
+	if err != nil {
+		return ioErr(fmt.Errorf("run %s: %w", id, err))
+	}
+	refs, err := transcript.BodyRefs(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("run %s: its audit log: %w", id, err)
+	}
+	withheld := map[string]bool{}
+	var absent []string
+	for _, r := range refs {
+		if red.withheld(id, r.Path) {
+			withheld[r.Path] = true
+			continue
+		}
+		from := filepath.Join(src, filepath.FromSlash(r.Path))
+		if _, err := os.Stat(from); err != nil {
+			absent = append(absent, r.Path)
+			continue
+		}
+		to := filepath.Join(dst, filepath.FromSlash(r.Path))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return ioErr(err)
+		}
+		if err := copyFile(from, to); err != nil {
+			return err
+		}
+	}
+	if len(absent) > 0 {
+		sort.Strings(absent)
+		return fmt.Errorf("run %s: %s holds no %s (and %d more bodies its audit log hashes); gather it again with this sealrun (sealrun results gather), or withhold its bodies with --redact %s", id, src, absent[0], len(absent)-1, id)
+	}
+	for _, name := range []string{"transcript.json", "transcript.html"} {
+		os.Remove(filepath.Join(dst, name)) // as gathered; made again below from what is published
+	}
+	t, err := transcript.Build(dst, transcript.RunFromPredicate(pred), transcript.Options{Withheld: withheld})
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	if b := t.Bodies; b.Missing > 0 || b.Altered > 0 {
+		return fmt.Errorf("run %s: of the bodies its audit log hashes, %d are missing and %d altered in %s; gather it again", id, b.Missing, b.Altered, src)
+	}
+	if err := transcript.Write(dst, t); err != nil {
+		return ioErr(err)
+	}
+	return nil
+}
+
+// transcripts checks every run's bodies and transcript (the audit logs were checked against
+// their attestations by runs) and prints a line a run.
+func (c *checker) transcripts(onDisk []string) {
+	var total transcript.Counts
+	checked := 0
+	for _, id := range onDisk {
+		d := filepath.Join(c.dir, "runs", id)
+		env, err := os.ReadFile(filepath.Join(d, "result.att.json"))
+		if err != nil {
+			continue
+		}
+		st, err := attest.ReadUnverified(env) // verified by runs; read here for the header alone
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "audit.jsonl")); err != nil {
+			fmt.Fprintf(c.w, "  runs/%s: no audit log, so no trajectory to check\n", id)
+			continue
+		}
+		rep, err := transcript.Check(d, st.Predicate)
+		if err != nil {
+			c.bad("runs/%s: its transcript cannot be checked: %v", id, err)
+			continue
+		}
+		checked++
+		b := rep.Bodies
+		total.Intact += b.Intact
+		total.Withheld += b.Withheld
+		total.Missing += b.Missing
+		total.Altered += b.Altered
+		line := fmt.Sprintf("  runs/%s: %d model exchanges, %d calls; bodies %d intact, %d withheld, %d missing, %d altered", id, rep.Exchanges, rep.Calls, b.Intact, b.Withheld, b.Missing, b.Altered)
+		if rep.Transcript {
+			line += "; transcript.json is what they give"
+		}
+		if rep.Page {
+			line += ", and transcript.html"
+		}
+		fmt.Fprintln(c.w, line)
+		for _, n := range rep.Notes {
+			fmt.Fprintf(c.w, "    %s\n", n)
+		}
+		for _, p := range rep.Problems {
+			c.bad("runs/%s/%s", id, p)
+		}
+	}
+	fmt.Fprintf(c.w, "trajectories: %d runs; bodies %d intact, %d withheld, %d missing, %d altered (each against the SHA-256 its run's signed audit log carries)\n",
+		checked, total.Intact, total.Withheld, total.Missing, total.Altered)
+}

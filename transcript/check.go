@@ -1,0 +1,194 @@
+package transcript
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/audit"
+)
+
+// BodyRef is one body an audit log hashes: its path in the run directory, and the name the
+// admin API serves it by (daemon/API.md, files).
+type BodyRef struct {
+	Path, APIName string
+}
+
+// BodyRefs lists the bodies an audit log hashes, in its order: each gateway request's request
+// and response, each compute call's log.
+func BodyRefs(r io.Reader) ([]BodyRef, error) {
+	var out []BodyRef
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(line) > audit.MaxLineBytes+1 {
+			return nil, fmt.Errorf("audit log line %d is longer than %d bytes", n, audit.MaxLineBytes)
+		}
+		var e struct {
+			Kind           string `json:"kind"`
+			Request        int    `json:"request"`
+			RequestSHA256  string `json:"request_sha256"`
+			ResponseSHA256 string `json:"response_sha256"`
+			Call           int    `json:"call"`
+			Status         any    `json:"status"` // a call's word, a request's HTTP code
+			OutputSHA256   string `json:"output_sha256"`
+		}
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, fmt.Errorf("audit log line %d is not a JSON entry", n)
+		}
+		switch {
+		case e.Kind == "gateway" && e.Request > 0:
+			if e.RequestSHA256 != "" {
+				out = append(out, BodyRef{audit.GatewayBodyPath(e.Request, audit.BodyRequest), fmt.Sprintf("gateway-%d-%s", e.Request, audit.BodyRequest)})
+			}
+			if e.ResponseSHA256 != "" {
+				out = append(out, BodyRef{audit.GatewayBodyPath(e.Request, audit.BodyResponse), fmt.Sprintf("gateway-%d-%s", e.Request, audit.BodyResponse)})
+			}
+		case e.Kind == "call" && e.Call > 0 && e.OutputSHA256 != "" && e.Status != any("infra_error"):
+			out = append(out, BodyRef{audit.CallLogPath(e.Call), fmt.Sprintf("call-%d", e.Call)})
+		}
+	}
+}
+
+// Report is what Check found of one run's transcript.
+type Report struct {
+	Exchanges, Calls int
+	Bodies           Counts
+	// Transcript says whether the run has a transcript.json (and Page, a transcript.html) that is
+	// exactly what its audit log and bodies give.
+	Transcript, Page bool
+	// Notes are what a reader should know that is no fault (a page made by another version).
+	Notes []string
+	// Problems each name a file and what is wrong with it.
+	Problems []string
+}
+
+var pageVersionRE = regexp.MustCompile(`<meta name="generator" content="([^"]*)">`)
+
+// Check checks a run directory (an ended run, a gathered run, a published one) whose audit log
+// has been verified against its attestation (attest.Verify with the log): every body the log
+// hashes is there and intact (or withheld, when its transcript.json says the operator withheld
+// it), and transcript.json and transcript.html are exactly what the log and the bodies give. A
+// directory without transcript.json is checked for its bodies alone.
+func Check(dir string, pred *attest.Predicate) (*Report, error) {
+	opts := Options{Withheld: map[string]bool{}}
+	published, err := os.ReadFile(filepath.Join(dir, "transcript.json"))
+	hasJSON := err == nil
+	if hasJSON {
+		var t Transcript
+		if err := json.Unmarshal(published, &t); err != nil || t.Format != Format {
+			return nil, fmt.Errorf("%s: not a %s transcript: %v", filepath.Join(dir, "transcript.json"), Format, err)
+		}
+		for _, e := range t.Events {
+			for _, b := range []*Body{modelBody(e, true), modelBody(e, false), callBody(e)} {
+				if b != nil && b.State == BodyWithheld {
+					opts.Withheld[b.Path] = true
+				}
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	t, err := Build(dir, RunFromPredicate(pred), opts)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Exchanges: t.Totals.Exchanges, Calls: t.Totals.Calls, Bodies: t.Bodies}
+	for _, e := range t.Events {
+		for _, b := range []*Body{modelBody(e, true), modelBody(e, false), callBody(e)} {
+			switch {
+			case b == nil:
+			case b.State == BodyMissing:
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: missing: audit entry %d hashes it (sha256 %s) and it is not here, nor marked withheld", b.Path, e.Seq, b.SHA256))
+			case b.State == BodyAltered:
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: altered: not the %d bytes with sha256 %s that audit entry %d hashes", b.Path, wantBytes(b), wantSum(b), e.Seq))
+			}
+		}
+	}
+	if !hasJSON {
+		rep.Notes = append(rep.Notes, "no transcript.json: the bodies alone were checked")
+		return rep, nil
+	}
+	mine, err := Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(mine, published) {
+		rep.Transcript = true
+	} else {
+		rep.Problems = append(rep.Problems, "transcript.json: not what the audit log and the bodies give (sealrun transcript DIR makes it again)")
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "transcript.html"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		rep.Notes = append(rep.Notes, "no transcript.html")
+	case err != nil:
+		return nil, err
+	default:
+		m := pageVersionRE.FindSubmatch(page)
+		if m == nil || string(m[1]) != PageVersion {
+			v := "no version"
+			if m != nil {
+				v = string(m[1])
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("transcript.html was made by %s; this sealrun makes %s, so it was not compared (transcript.json was)", v, PageVersion))
+			break
+		}
+		var want bytes.Buffer
+		Render(&want, t, PageOptions{})
+		if bytes.Equal(want.Bytes(), page) {
+			rep.Page = true
+		} else {
+			rep.Problems = append(rep.Problems, "transcript.html: not the page transcript.json gives")
+		}
+	}
+	return rep, nil
+}
+
+func wantBytes(b *Body) int64 {
+	if b.KeptSHA256 != "" {
+		return b.Kept
+	}
+	return b.Bytes
+}
+
+func wantSum(b *Body) string {
+	if b.KeptSHA256 != "" {
+		return b.KeptSHA256
+	}
+	return b.SHA256
+}
+
+func modelBody(e Event, request bool) *Body {
+	if e.Model == nil {
+		return nil
+	}
+	b := &e.Model.Response
+	if request {
+		b = &e.Model.Request
+	}
+	if b.Path == "" {
+		return nil
+	}
+	return b
+}
+
+func callBody(e Event) *Body {
+	if e.Call == nil || e.Call.Output.Path == "" {
+		return nil
+	}
+	return &e.Call.Output
+}
