@@ -28,7 +28,9 @@ func GatewayBodyName(n int, part string) string {
 }
 
 // GatewayBodyPath is the body's path relative to the run directory.
-func GatewayBodyPath(n int, part string) string { return path.Join(GatewayDir, GatewayBodyName(n, part)) }
+func GatewayBodyPath(n int, part string) string {
+	return path.Join(GatewayDir, GatewayBodyName(n, part))
+}
 
 // CallLogPath is compute call n's output log, relative to the run directory.
 func CallLogPath(n int) string { return path.Join(CallsDir, fmt.Sprintf("%d.log", n)) }

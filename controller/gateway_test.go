@@ -3,9 +3,9 @@ package controller
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net"

@@ -154,18 +154,18 @@ type CallRecord struct {
 	OOMKilled   bool      `json:"oom_killed"`
 	// PidsLimitEnded: the call's container ended at its pids limit (under gVisor only, whose
 	// sandbox ends there; under runc the fork fails and the call goes on).
-	PidsLimitEnded bool    `json:"pids_limit_ended,omitempty"`
-	OutputBytes    int64   `json:"output_bytes"`
-	OutputSHA256   string  `json:"output_sha256"`
-	LogTruncated   bool    `json:"log_truncated"`
+	PidsLimitEnded bool   `json:"pids_limit_ended,omitempty"`
+	OutputBytes    int64  `json:"output_bytes"`
+	OutputSHA256   string `json:"output_sha256"`
+	LogTruncated   bool   `json:"log_truncated"`
 	// LogBytes and LogSHA256 are of exactly what calls/<n>.log keeps, when it is cut at the
 	// runner's log cap (LogTruncated); a log kept whole is output_bytes and output_sha256.
-	LogBytes  int64  `json:"log_bytes,omitempty"`
-	LogSHA256 string `json:"log_sha256,omitempty"`
-	CPUSeconds     float64 `json:"cpu_seconds"`
-	MemoryPeak     uint64  `json:"memory_peak"`
-	Container      string  `json:"container"`
-	Error          string  `json:"error,omitempty"`
+	LogBytes   int64   `json:"log_bytes,omitempty"`
+	LogSHA256  string  `json:"log_sha256,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	MemoryPeak uint64  `json:"memory_peak"`
+	Container  string  `json:"container"`
+	Error      string  `json:"error,omitempty"`
 }
 
 func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
