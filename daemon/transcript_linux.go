@@ -152,7 +152,7 @@ func (d *Daemon) transcriptOf(w http.ResponseWriter, r *http.Request) {
 		if t, err := transcript.Read(filepath.Join(rec.Dir, "transcript.json")); err == nil {
 			d.live.drop(id)
 			t.Events = after(t.Events, from)
-			writeJSON(w, http.StatusOK, t)
+			writeTranscriptJSON(w, t)
 			return
 		}
 	}
@@ -166,7 +166,7 @@ func (d *Daemon) transcriptOf(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(t.Events) > 0 || rec.Final() || wait == 0 {
-			writeJSON(w, http.StatusOK, t)
+			writeTranscriptJSON(w, t)
 			return
 		}
 		select {
@@ -216,4 +216,15 @@ func after(es []transcript.Event, seq int) []transcript.Event {
 		}
 	}
 	return out
+}
+
+// writeTranscriptJSON answers with a transcript, compact (a long run's is megabytes).
+func writeTranscriptJSON(w http.ResponseWriter, t *transcript.Transcript) {
+	b, err := transcript.Marshal(t)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
 }

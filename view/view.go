@@ -26,9 +26,14 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/transcript"
 )
+
+// Source is sealrund's admin API as the viewer reads it (daemon.Client is one): GET a path under
+// /v1, the answer as it comes.
+type Source interface {
+	Get(ctx context.Context, path string) (*http.Response, error)
+}
 
 // CookieName is the cookie that carries the viewer's token.
 const CookieName = "sealrun_view"
@@ -41,7 +46,7 @@ var runsJS string
 
 // Server is the viewer.
 type Server struct {
-	client *daemon.Client
+	client Source
 	token  string
 	hosts  map[string]bool // the Host headers answered
 }
@@ -49,7 +54,7 @@ type Server struct {
 // New makes a viewer that reads sealrund through client and answers requests for the listener
 // address addr (host:port): on a loopback address, also as localhost and the other loopback
 // spellings.
-func New(client *daemon.Client, addr string) (*Server, error) {
+func New(client Source, addr string) (*Server, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %s: %w", addr, err)
@@ -169,9 +174,21 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("%q is not a run id", id), http.StatusNotFound)
 		return
 	}
-	var raw []byte
-	if err := s.client.Do(r.Context(), http.MethodGet, "/runs/"+id+"/transcript?from=0", nil, &raw); err != nil {
+	resp, err := s.client.Get(r.Context(), "/runs/"+id+"/transcript?from=0")
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		json.Unmarshal(raw, &e)
+		http.Error(w, fmt.Sprintf("sealrund answered %s: %s", resp.Status, e.Error), resp.StatusCode)
 		return
 	}
 	var t transcript.Transcript

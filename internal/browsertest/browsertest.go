@@ -85,11 +85,12 @@ func (b *Browser) Do(timeout time.Duration, actions ...chromedp.Action[chromedp.
 	return chromedp.Do(ctx, actions...)
 }
 
-// Eval evaluates a JavaScript expression in the page and decodes its value.
+// Eval evaluates a JavaScript expression in the page and decodes its value (a promise's, once
+// it settles).
 func Eval[T any](b *Browser, expr string) (T, error) {
 	ctx, cancel := context.WithTimeout(b.Ctx, 30*time.Second)
 	defer cancel()
-	return chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 }
 
 // Errors are the console errors and uncaught exceptions the pages logged so far.
