@@ -29,7 +29,7 @@ echo "== Go benchmarks"
 # The image and sandbox benchmarks take seconds an iteration: give them fixed iteration counts
 # so that their medians and ratios do not rest on a single run.
 {
-  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$')
+  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$' -e '/transcript$')
   go test -run '^$' -bench 'UnpackVsTar|VerifyVsSha256sum' -benchmem -benchtime 3x ./images
   go test -run '^$' -bench 'PullVsSkopeo' -benchtime 2x ./images
   go test -run '^$' -bench . -skip 'CPUBoundCall' -benchmem -benchtime 20x ./sandbox
@@ -226,10 +226,34 @@ else
     run_dir=$(sed -n 's/^  seed 1 ([^)]*): //p' "$demo_log")
     echo "starter model training throughput on this CPU (toy size, one core, per call): $(sed -n 's/^done: step [0-9]*, [0-9.]*s, \([0-9,]*\) bytes\/s.*/\1/p' "$run_dir/transcript.log" | paste -sd' ' -) bytes/s"
     awk -F'"answers_ms":' 'NF > 1 {split($2, a, /[,}]/); printf "starter bundle on the hidden exam (12 questions, CPU): answers phase %d ms\n", a[1]}' "$run_dir/report.json"
+    mkdir -p "$work/pages/demo" && cp "$SEALRUN_TEST_STATE"/demo/publication/runs/*/transcript.html "$work/pages/demo/" 2>/dev/null || true
   else
     echo "demo FAILED:"; tail -20 "$demo_log"
   fi
   rm -rf "$SEALRUN_TEST_STATE/runs" "$SEALRUN_TEST_STATE/journal.jsonl" "$SEALRUN_TEST_STATE/demo" "$SEALRUN_TEST_STATE/kits" "$SEALRUN_TEST_STATE/content"
+  # The opencode demo's run, for its transcript (a real scaffold's streamed requests).
+  if bin/sealrun --state-dir "$SEALRUN_TEST_STATE" demo --seeds 1 --quick --scaffold opencode --cache-dir "$SEALRUN_TEST_BUILD_CACHE" >"$work/demo-oc.log" 2>&1; then
+    mkdir -p "$work/pages/opencode-demo" && cp "$SEALRUN_TEST_STATE"/demo/publication/runs/*/transcript.html "$work/pages/opencode-demo/" 2>/dev/null || true
+  else
+    echo "opencode demo FAILED:"; tail -20 "$work/demo-oc.log"
+  fi
+  rm -rf "$SEALRUN_TEST_STATE/runs" "$SEALRUN_TEST_STATE/journal.jsonl" "$SEALRUN_TEST_STATE/demo" "$SEALRUN_TEST_STATE/kits" "$SEALRUN_TEST_STATE/content"
+fi
+
+echo
+echo "== transcripts: a synthetic hour (2,000 model turns by a scaffold keeping a 48 KiB system prompt and its last 120 turns) and the demos' pages, in Chromium from file://"
+if ! command -v chromium >/dev/null; then
+  echo "(skipped: needs Debian's chromium: make deps)"
+else
+  pages=$(ls "$work"/pages/*/transcript.html 2>/dev/null | paste -sd: -)
+  SEALRUN_BENCH_PAGES="$pages" go test -run '^$' -bench 'Build2000Turns|OpenInChromium' -benchtime 3x ./transcript > "$work/transcript-bench.txt" 2>&1 || { tail -20 "$work/transcript-bench.txt"; }
+  tb() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/transcript-bench.txt"; }
+  echo "build (every body decompressed, hashed against its audit entry, read into messages): $(tb BenchmarkBuild2000Turns ns/op | awk '{printf "%.1f", $1/1e9}') s for $(tb BenchmarkBuild2000Turns bodies-MB) MB of bodies ($(tb BenchmarkBuild2000Turns kept-gz-MB) MB as kept, gzip)"
+  echo "size: transcript.json $(tb BenchmarkBuild2000Turns json-MB) MB, transcript.html $(tb BenchmarkBuild2000Turns html-MB) MB = $(tb BenchmarkBuild2000Turns html/bodies | awk '{printf "%.1f%%", $1*100}') of the bodies"
+  for name in synthetic-2000 demo opencode-demo; do
+    [ -n "$(tb "BenchmarkOpenInChromium/$name" first-paint-ms)" ] || continue
+    echo "open $name ($(tb "BenchmarkOpenInChromium/$name" html-MB) MB): first paint $(tb "BenchmarkOpenInChromium/$name" first-paint-ms) ms, rows drawn $(tb "BenchmarkOpenInChromium/$name" drawn-ms) ms (target: under 1000 ms); longest frame scrolling top to bottom $(tb "BenchmarkOpenInChromium/$name" worst-scroll-frame-ms) ms"
+  done
 fi
 
 echo

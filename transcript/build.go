@@ -39,16 +39,18 @@ type Builder struct {
 	// prefixes maps a conversation prefix (the chained keys of its messages) to the newest
 	// exchange whose request, or request then output, began with it, and its length.
 	prefixes map[[32]byte]prefixRef
-	tools    map[int][]string // each exchange's tools, for saying when they change
-	lastN    int              // the last exchange read
-	best     *float64         // the best validation score so far
+	tools    map[int][]string   // each exchange's tools, for saying when they change
+	contexts map[int][][32]byte // the latest exchanges' message keys (request, then output)
+	lastN    int                // the last exchange read
+	rd       *reader
+	best     *float64 // the best validation score so far
 }
 
 type prefixRef struct{ n, k int }
 
 // NewBuilder starts a transcript of the run in dir, with what is known of the run.
 func NewBuilder(dir string, run Run, opts Options) *Builder {
-	return &Builder{dir: dir, opts: opts, head: audit.ZeroHead, prefixes: map[[32]byte]prefixRef{}, tools: map[int][]string{},
+	return &Builder{dir: dir, opts: opts, head: audit.ZeroHead, prefixes: map[[32]byte]prefixRef{}, tools: map[int][]string{}, contexts: map[int][][32]byte{}, rd: newReader(),
 		t: Transcript{Format: Format, Run: run, Events: []Event{}}}
 }
 
@@ -303,7 +305,7 @@ func (b *Builder) exchange(line []byte) (Event, error) {
 	var conv *conversation
 	if req != nil && x.API != "" {
 		var err error
-		if conv, err = readRequest(x.API, req); err != nil {
+		if conv, err = b.rd.readRequest(x.API, req); err != nil {
 			notes = append(notes, "the request could not be read: "+err.Error())
 		}
 	} else if req != nil {
@@ -313,7 +315,7 @@ func (b *Builder) exchange(line []byte) (Event, error) {
 	if resp != nil && x.API != "" {
 		if e.Status >= 200 && e.Status < 300 {
 			var err error
-			if out, x.Stop, err = readResponse(x.API, resp, e.Streamed); err != nil {
+			if out, x.Stop, err = b.rd.readResponse(x.API, resp, e.Streamed); err != nil {
 				notes = append(notes, "the response could not be read: "+err.Error())
 			}
 		} else {
@@ -336,15 +338,18 @@ func (b *Builder) exchange(line []byte) (Event, error) {
 
 // conversation finds what the request repeats of an earlier exchange — the longest prefix of
 // its messages that began an earlier request, or an earlier request followed by its output —
-// and keeps the rest as added; then records this exchange's prefixes.
+// then whether the messages after that prefix go on with the last ones of that exchange (a
+// scaffold that drops the middle of its history: the first messages kept, a window of the
+// latest), and keeps the rest as added; then records this exchange's prefixes and messages.
 func (b *Builder) conversation(x *Exchange, c *conversation, out []msg) {
 	all := append(slices.Clip(c.msgs), out...)
+	keys := make([][32]byte, len(all))
 	chain := make([][32]byte, len(all)+1)
 	for i := range all {
-		k := all[i].key()
+		keys[i] = all[i].key()
 		h := sha256.New()
 		h.Write(chain[i][:])
-		h.Write(k[:])
+		h.Write(keys[i][:])
 		h.Sum(chain[i+1][:0])
 	}
 	x.Messages = len(c.msgs)
@@ -354,7 +359,18 @@ func (b *Builder) conversation(x *Exchange, c *conversation, out []msg) {
 			break
 		}
 	}
-	for _, m := range c.msgs[x.Shared:] {
+	from := x.Shared
+	ext := x.Extends
+	if ext == 0 {
+		ext = b.lastN
+	}
+	if prev, ok := b.contexts[ext]; ok && from < len(c.msgs) {
+		if j, n := windowOf(prev, keys[:len(c.msgs)], from); n > 0 {
+			x.Extends, x.Dropped, x.Kept = ext, j-from, n
+			from += n
+		}
+	}
+	for _, m := range c.msgs[from:] {
 		x.Added = append(x.Added, m.show())
 	}
 	prev, ok := b.tools[x.Extends]
@@ -368,6 +384,29 @@ func (b *Builder) conversation(x *Exchange, c *conversation, out []msg) {
 	for k := 1; k <= len(all); k++ {
 		b.prefixes[chain[k]] = prefixRef{n: x.N, k: k}
 	}
+	b.contexts[x.N] = keys
+	delete(b.contexts, x.N-keepContexts)
+}
+
+// keepContexts is how many of the latest exchanges' messages are kept for windowOf.
+const keepContexts = 8
+
+// windowOf finds whether req, after its first k messages, goes on with the last messages of
+// prev (from prev's index j to its end, j > k): the messages between k and j dropped. It returns
+// j and how many go on (0: none).
+func windowOf(prev, req [][32]byte, k int) (j, n int) {
+	tried := 0
+	for j = k + 1; j < len(prev) && tried < 64; j++ {
+		if prev[j] != req[k] {
+			continue
+		}
+		tried++
+		n = len(prev) - j
+		if k+n <= len(req) && slices.Equal(prev[j:], req[k:k+n]) {
+			return j, n
+		}
+	}
+	return 0, 0
 }
 
 func exchangeText(x *Exchange) string {

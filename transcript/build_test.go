@@ -101,6 +101,32 @@ func TestBuildShowsWhatEachRequestAdded(t *testing.T) {
 	}
 }
 
+// A scaffold that keeps its first messages and a window of its latest (dropping the middle) is
+// shown as what each request added too: the first two as before, the window's messages that go
+// on from the last request, and what is new.
+func TestBuildFollowsAWindowOfHistory(t *testing.T) {
+	r := newRun(t)
+	if err := transcripttest.Window(r, 12, 5, 500, 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range models(tr) {
+		switch {
+		case x.N <= 6: // the whole history still fits the window
+			if x.N > 1 && (x.Shared != x.Messages-1 || x.Dropped != 0 || len(x.Added) != 1) {
+				t.Errorf("exchange %d: shares %d of %d, dropped %d, %d added", x.N, x.Shared, x.Messages, x.Dropped, len(x.Added))
+			}
+		default:
+			if x.Extends != x.N-1 || x.Shared != 2 || x.Dropped != 2 || x.Kept != 9 || len(x.Added) != 1 || x.Added[0].Role != "tool" || x.Messages != 12 {
+				t.Errorf("exchange %d: extends %d, shares %d, dropped %d, kept %d, %d added of %d", x.N, x.Extends, x.Shared, x.Dropped, x.Kept, len(x.Added), x.Messages)
+			}
+		}
+	}
+}
+
 // Every body is checked against the hash its audit entry carries: kept whole, changed by one
 // byte, removed, or withheld by the operator.
 func TestBuildChecksBodies(t *testing.T) {

@@ -139,10 +139,14 @@ type Exchange struct {
 	Request        Body   `json:"request,omitzero"`
 	Response       Body   `json:"response,omitzero"`
 	// The request's conversation: Messages in all, of which the first Shared are the messages
-	// of exchange Extends (its request, then its output) said again; Added are the rest.
+	// of exchange Extends (its request, then its output) said again; then, for a scaffold that
+	// drops the middle of its history, Extends' last Kept messages (the Dropped before them
+	// left out); Added are the rest.
 	Messages int       `json:"messages"`
 	Extends  int       `json:"extends,omitempty"`
 	Shared   int       `json:"shared,omitempty"`
+	Dropped  int       `json:"dropped,omitempty"`
+	Kept     int       `json:"kept,omitempty"`
 	Added    []Message `json:"added"`
 	// Tools are the names of the tools the request offers, when they differ from the extended
 	// exchange's (or it extends none).

@@ -14,6 +14,18 @@ import (
 	"strings"
 )
 
+// reader reads bodies into messages. It remembers the form of each tool call's arguments it has
+// made (normJSON is slow, and a scaffold resends the same arguments with every request).
+type reader struct {
+	norm     map[string]string
+	normSize int
+}
+
+func newReader() *reader { return &reader{norm: map[string]string{}} }
+
+// maxNormMemo bounds what the memo of argument forms holds (bytes of keys and values).
+const maxNormMemo = 64 << 20
+
 // msg is one message, whole.
 type msg struct {
 	role  string
@@ -101,20 +113,45 @@ func apiOf(path string) string {
 }
 
 // readRequest reads a request body of api into its conversation.
-func readRequest(api string, body []byte) (*conversation, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, fmt.Errorf("the request is not a JSON object: %v", err)
+func (rd *reader) readRequest(api string, body []byte) (*conversation, error) {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, fmt.Errorf("the request is not a JSON object")
 	}
+	// One typed decode of the whole body a request: the messages are most of it, and a
+	// scaffold sends them all again with every request.
 	c := &conversation{api: api}
 	var err error
 	switch api {
 	case APIChat:
-		err = c.readChatRequest(raw)
+		var chat struct {
+			Messages  []chatMessage   `json:"messages"`
+			Tools     json.RawMessage `json:"tools"`
+			Functions json.RawMessage `json:"functions"`
+		}
+		if err := json.Unmarshal(body, &chat); err != nil {
+			return c, fmt.Errorf("messages: %v", err)
+		}
+		c.readChatRequest(rd, chat.Messages, chat.Tools, chat.Functions)
 	case APIResponses:
-		err = c.readResponsesRequest(raw)
+		var req struct {
+			Instructions json.RawMessage `json:"instructions"`
+			Input        json.RawMessage `json:"input"`
+			Tools        json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			return c, fmt.Errorf("input: %v", err)
+		}
+		err = c.readResponsesRequest(rd, req.Instructions, req.Input, req.Tools)
 	case APIMessages:
-		err = c.readMessagesRequest(raw)
+		var m struct {
+			System   json.RawMessage    `json:"system"`
+			Messages []anthropicMessage `json:"messages"`
+			Tools    json.RawMessage    `json:"tools"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil {
+			return c, fmt.Errorf("messages: %v", err)
+		}
+		c.readMessagesRequest(rd, m.System, m.Messages, m.Tools)
 	default:
 		return nil, fmt.Errorf("this version does not read the API of this path")
 	}
@@ -134,25 +171,30 @@ func str(r json.RawMessage) string {
 // escaped one way, its keys in their order; a JSON string that holds JSON is that JSON's form,
 // and one that does not, its text. The same arguments sent escaped one way by a provider's
 // stream and another by the scaffold's next request are then the same.
-func compactJSON(r json.RawMessage) string {
+func (rd *reader) compactJSON(r json.RawMessage) string {
 	if len(r) == 0 || string(r) == "null" {
 		return ""
 	}
 	if r[0] == '"' {
-		return compactString(str(r))
+		return rd.compactString(str(r))
 	}
-	if s, ok := normJSON(r); ok {
-		return s
-	}
-	return string(r)
+	return rd.compactString(string(r))
 }
 
 // compactString is compactJSON of a string that may hold JSON (streamed arguments).
-func compactString(s string) string {
-	if n, ok := normJSON([]byte(s)); ok {
+func (rd *reader) compactString(s string) string {
+	if n, ok := rd.norm[s]; ok {
 		return n
 	}
-	return s
+	n, ok := normJSON([]byte(s))
+	if !ok {
+		n = s
+	}
+	if rd.normSize+len(s)+len(n) <= maxNormMemo {
+		rd.norm[s] = n
+		rd.normSize += len(s) + len(n)
+	}
+	return n
 }
 
 // normJSON re-writes one JSON value token by token: compact, strings re-escaped (no HTML
@@ -298,22 +340,17 @@ type chatMessage struct {
 	} `json:"function_call"`
 }
 
-func (c *conversation) readChatRequest(raw map[string]json.RawMessage) error {
-	var msgs []chatMessage
-	if err := json.Unmarshal(raw["messages"], &msgs); err != nil {
-		return fmt.Errorf("messages: %v", err)
-	}
+func (c *conversation) readChatRequest(rd *reader, msgs []chatMessage, tools, functions json.RawMessage) {
 	for _, m := range msgs {
-		c.msgs = append(c.msgs, chatMsg(m))
+		c.msgs = append(c.msgs, rd.chatMsg(m))
 	}
-	c.tools = toolNames(raw["tools"])
+	c.tools = toolNames(tools)
 	if len(c.tools) == 0 {
-		c.tools = toolNames(raw["functions"])
+		c.tools = toolNames(functions)
 	}
-	return nil
 }
 
-func chatMsg(m chatMessage) msg {
+func (rd *reader) chatMsg(m chatMessage) msg {
 	out := msg{role: m.Role}
 	if out.role == "function" {
 		out.role = "tool"
@@ -327,7 +364,7 @@ func chatMsg(m chatMessage) msg {
 	if out.role == "tool" {
 		textType = PartToolResult
 	}
-	contentParts(&out, m.Content, textType, m.ToolCallID)
+	rd.contentParts(&out, m.Content, textType, m.ToolCallID)
 	if m.Refusal != "" {
 		out.add(part{typ: PartText, text: m.Refusal, name: "refusal"})
 	}
@@ -336,10 +373,10 @@ func chatMsg(m chatMessage) msg {
 		if name == "" {
 			name = tc.Type
 		}
-		out.add(part{typ: PartToolCall, name: name, id: tc.ID, text: compactJSON(tc.Function.Arguments)})
+		out.add(part{typ: PartToolCall, name: name, id: tc.ID, text: rd.compactJSON(tc.Function.Arguments)})
 	}
 	if m.FunctionCall != nil {
-		out.add(part{typ: PartToolCall, name: m.FunctionCall.Name, text: compactJSON(m.FunctionCall.Arguments)})
+		out.add(part{typ: PartToolCall, name: m.FunctionCall.Name, text: rd.compactJSON(m.FunctionCall.Arguments)})
 	}
 	if out.role == "tool" && len(out.parts) == 0 {
 		out.parts = append(out.parts, part{typ: PartToolResult, id: m.ToolCallID})
@@ -350,7 +387,7 @@ func chatMsg(m chatMessage) msg {
 // contentParts reads a content value: a string, or an array of typed parts (text, image,
 // refusal, input_text, output_text, ...); text becomes parts of textType (a tool result's, with
 // id).
-func contentParts(m *msg, content json.RawMessage, textType, id string) {
+func (rd *reader) contentParts(m *msg, content json.RawMessage, textType, id string) {
 	if len(content) == 0 || string(content) == "null" {
 		return
 	}
@@ -360,7 +397,7 @@ func contentParts(m *msg, content json.RawMessage, textType, id string) {
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(content, &items) != nil {
-		m.add(part{typ: PartOther, name: "content", text: compactJSON(content)})
+		m.add(part{typ: PartOther, name: "content", text: rd.compactJSON(content)})
 		return
 	}
 	var texts []string
@@ -387,14 +424,14 @@ func contentParts(m *msg, content json.RawMessage, textType, id string) {
 			m.add(part{typ: PartImage, name: p.Type})
 		default:
 			flush()
-			m.add(part{typ: PartOther, name: p.Type, text: compactJSON(it)})
+			m.add(part{typ: PartOther, name: p.Type, text: rd.compactJSON(it)})
 		}
 	}
 	flush()
 }
 
 // readChatResponse reads a chat completion (JSON) or its chunks (a stream).
-func readChatResponse(body []byte, streamed bool) ([]msg, string, error) {
+func (rd *reader) readChatResponse(body []byte, streamed bool) ([]msg, string, error) {
 	if !streamed {
 		var r struct {
 			Choices []struct {
@@ -411,7 +448,7 @@ func readChatResponse(body []byte, streamed bool) ([]msg, string, error) {
 			if ch.Message.Role == "" {
 				ch.Message.Role = "assistant"
 			}
-			out = append(out, chatMsg(ch.Message))
+			out = append(out, rd.chatMsg(ch.Message))
 			if stop == "" {
 				stop = ch.FinishReason
 			}
@@ -485,7 +522,7 @@ func readChatResponse(body []byte, streamed bool) ([]msg, string, error) {
 		m.add(part{typ: PartText, text: refusal.String(), name: "refusal"})
 	}
 	for _, k := range calls {
-		m.add(part{typ: PartToolCall, name: k.name.String(), id: k.id.String(), text: compactString(k.args.String())})
+		m.add(part{typ: PartToolCall, name: k.name.String(), id: k.id.String(), text: rd.compactString(k.args.String())})
 	}
 	return []msg{m}, stop, err
 }
@@ -494,7 +531,7 @@ func readChatResponse(body []byte, streamed bool) ([]msg, string, error) {
 
 // responsesItems turns Responses API items (input or output) into messages: consecutive
 // assistant items (text, reasoning, tool calls) are one message; each tool output is one.
-func responsesItems(items []json.RawMessage, defaultRole string) []msg {
+func (rd *reader) responsesItems(items []json.RawMessage, defaultRole string) []msg {
 	var out []msg
 	cur := func(role string) *msg {
 		if n := len(out); n > 0 && role == "assistant" && out[n-1].role == "assistant" {
@@ -533,7 +570,7 @@ func responsesItems(items []json.RawMessage, defaultRole string) []msg {
 				out = append(out, msg{role: role})
 				m = &out[len(out)-1]
 			}
-			contentParts(m, x.Content, PartText, "")
+			rd.contentParts(m, x.Content, PartText, "")
 		case "reasoning":
 			m := cur("assistant")
 			var texts []string
@@ -553,15 +590,15 @@ func responsesItems(items []json.RawMessage, defaultRole string) []msg {
 			}
 			m.parts = append(m.parts, p)
 		case "function_call":
-			cur("assistant").add(part{typ: PartToolCall, name: x.Name, id: x.CallID, text: compactJSON(x.Arguments)})
+			cur("assistant").add(part{typ: PartToolCall, name: x.Name, id: x.CallID, text: rd.compactJSON(x.Arguments)})
 		case "custom_tool_call":
 			cur("assistant").add(part{typ: PartToolCall, name: x.Name, id: x.CallID, text: str(x.Input)})
 		case "local_shell_call":
-			cur("assistant").add(part{typ: PartToolCall, name: "local_shell", id: x.CallID, text: compactJSON(x.Action)})
+			cur("assistant").add(part{typ: PartToolCall, name: "local_shell", id: x.CallID, text: rd.compactJSON(x.Action)})
 		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 			m := msg{role: "tool"}
 			if len(x.Output) > 0 && x.Output[0] == '[' {
-				contentParts(&m, x.Output, PartToolResult, x.CallID)
+				rd.contentParts(&m, x.Output, PartToolResult, x.CallID)
 			} else {
 				m.add(part{typ: PartToolResult, id: x.CallID, text: str(x.Output)})
 			}
@@ -575,17 +612,16 @@ func responsesItems(items []json.RawMessage, defaultRole string) []msg {
 				role = "tool"
 			}
 			m := cur(role)
-			m.add(part{typ: PartOther, name: x.Type, id: x.CallID, text: compactJSON(it)})
+			m.add(part{typ: PartOther, name: x.Type, id: x.CallID, text: rd.compactJSON(it)})
 		}
 	}
 	return out
 }
 
-func (c *conversation) readResponsesRequest(raw map[string]json.RawMessage) error {
-	if s := str(raw["instructions"]); s != "" {
+func (c *conversation) readResponsesRequest(rd *reader, instructions, in, tools json.RawMessage) error {
+	if s := str(instructions); s != "" {
 		c.msgs = append(c.msgs, msg{role: "system", parts: []part{{typ: PartText, text: s}}})
 	}
-	in := raw["input"]
 	switch {
 	case len(in) == 0 || string(in) == "null":
 	case in[0] == '"':
@@ -595,9 +631,9 @@ func (c *conversation) readResponsesRequest(raw map[string]json.RawMessage) erro
 		if err := json.Unmarshal(in, &items); err != nil {
 			return fmt.Errorf("input: %v", err)
 		}
-		c.msgs = append(c.msgs, responsesItems(items, "user")...)
+		c.msgs = append(c.msgs, rd.responsesItems(items, "user")...)
 	}
-	c.tools = toolNames(raw["tools"])
+	c.tools = toolNames(tools)
 	return nil
 }
 
@@ -625,13 +661,13 @@ func (r *responsesObject) stop() string {
 // readResponsesResponse reads a response object (JSON) or its event stream: the output of its
 // response.completed (or .incomplete, .failed) event; without one (a stream cut short), the
 // items as they were streamed.
-func readResponsesResponse(body []byte, streamed bool) ([]msg, string, error) {
+func (rd *reader) readResponsesResponse(body []byte, streamed bool) ([]msg, string, error) {
 	if !streamed {
 		var r responsesObject
 		if err := json.Unmarshal(body, &r); err != nil {
 			return nil, "", fmt.Errorf("the response is not a Responses API object: %v", err)
 		}
-		return responsesItems(r.Output, "assistant"), r.stop(), nil
+		return rd.responsesItems(r.Output, "assistant"), r.stop(), nil
 	}
 	var final *responsesObject
 	type item struct {
@@ -685,7 +721,7 @@ func readResponsesResponse(body []byte, streamed bool) ([]msg, string, error) {
 		}
 	})
 	if final != nil && len(final.Output) > 0 {
-		return responsesItems(final.Output, "assistant"), final.stop(), err
+		return rd.responsesItems(final.Output, "assistant"), final.stop(), err
 	}
 	var raw []json.RawMessage
 	for _, it := range items {
@@ -711,7 +747,7 @@ func readResponsesResponse(body []byte, streamed bool) ([]msg, string, error) {
 	if final != nil {
 		stop = final.stop()
 	}
-	return responsesItems(raw, "assistant"), stop, err
+	return rd.responsesItems(raw, "assistant"), stop, err
 }
 
 // --- Anthropic messages ---
@@ -722,7 +758,7 @@ type anthropicMessage struct {
 }
 
 // anthropicBlocks reads a content value (a string, or blocks) into m.
-func anthropicBlocks(m *msg, content json.RawMessage) {
+func (rd *reader) anthropicBlocks(m *msg, content json.RawMessage) {
 	if len(content) > 0 && content[0] == '"' {
 		m.add(part{typ: PartText, text: str(content)})
 		return
@@ -732,11 +768,11 @@ func anthropicBlocks(m *msg, content json.RawMessage) {
 		return
 	}
 	for _, b := range blocks {
-		anthropicBlock(m, b)
+		rd.anthropicBlock(m, b)
 	}
 }
 
-func anthropicBlock(m *msg, b json.RawMessage) {
+func (rd *reader) anthropicBlock(m *msg, b json.RawMessage) {
 	var x struct {
 		Type      string          `json:"type"`
 		Text      string          `json:"text"`
@@ -759,11 +795,11 @@ func anthropicBlock(m *msg, b json.RawMessage) {
 	case "redacted_thinking":
 		m.parts = append(m.parts, part{typ: PartReasoning, name: "redacted"})
 	case "tool_use", "server_tool_use":
-		m.add(part{typ: PartToolCall, name: x.Name, id: x.ID, text: compactJSON(x.Input)})
+		m.add(part{typ: PartToolCall, name: x.Name, id: x.ID, text: rd.compactJSON(x.Input)})
 	case "tool_result":
 		r := msg{}
 		if len(x.Content) > 0 && x.Content[0] == '[' {
-			contentParts(&r, x.Content, PartToolResult, x.ToolUseID)
+			rd.contentParts(&r, x.Content, PartToolResult, x.ToolUseID)
 		} else {
 			r.add(part{typ: PartToolResult, id: x.ToolUseID, text: str(x.Content)})
 		}
@@ -777,33 +813,28 @@ func anthropicBlock(m *msg, b json.RawMessage) {
 	case "image", "document":
 		m.add(part{typ: PartImage, name: x.Type})
 	default:
-		m.add(part{typ: PartOther, name: x.Type, id: x.ToolUseID, text: compactJSON(b)})
+		m.add(part{typ: PartOther, name: x.Type, id: x.ToolUseID, text: rd.compactJSON(b)})
 	}
 }
 
-func (c *conversation) readMessagesRequest(raw map[string]json.RawMessage) error {
-	if sys := raw["system"]; len(sys) > 0 && string(sys) != "null" {
+func (c *conversation) readMessagesRequest(rd *reader, sys json.RawMessage, msgs []anthropicMessage, tools json.RawMessage) {
+	if len(sys) > 0 && string(sys) != "null" {
 		m := msg{role: "system"}
-		anthropicBlocks(&m, sys)
+		rd.anthropicBlocks(&m, sys)
 		if len(m.parts) > 0 {
 			c.msgs = append(c.msgs, m)
 		}
 	}
-	var msgs []anthropicMessage
-	if err := json.Unmarshal(raw["messages"], &msgs); err != nil {
-		return fmt.Errorf("messages: %v", err)
-	}
 	for _, am := range msgs {
 		m := msg{role: am.Role}
-		anthropicBlocks(&m, am.Content)
+		rd.anthropicBlocks(&m, am.Content)
 		c.msgs = append(c.msgs, m)
 	}
-	c.tools = toolNames(raw["tools"])
-	return nil
+	c.tools = toolNames(tools)
 }
 
 // readMessagesResponse reads a message (JSON) or its event stream.
-func readMessagesResponse(body []byte, streamed bool) ([]msg, string, error) {
+func (rd *reader) readMessagesResponse(body []byte, streamed bool) ([]msg, string, error) {
 	if !streamed {
 		var r struct {
 			Role       string          `json:"role"`
@@ -814,7 +845,7 @@ func readMessagesResponse(body []byte, streamed bool) ([]msg, string, error) {
 			return nil, "", fmt.Errorf("the response is not an Anthropic message: %v", err)
 		}
 		m := msg{role: "assistant"}
-		anthropicBlocks(&m, r.Content)
+		rd.anthropicBlocks(&m, r.Content)
 		return []msg{m}, r.StopReason, nil
 	}
 	type block struct {
@@ -890,20 +921,20 @@ func readMessagesResponse(body []byte, streamed bool) ([]msg, string, error) {
 			}
 		}
 		full, _ := json.Marshal(start)
-		anthropicBlock(&m, full)
+		rd.anthropicBlock(&m, full)
 	}
 	return []msg{m}, stop, err
 }
 
 // readResponse reads a response body of api (status 2xx).
-func readResponse(api string, body []byte, streamed bool) ([]msg, string, error) {
+func (rd *reader) readResponse(api string, body []byte, streamed bool) ([]msg, string, error) {
 	switch api {
 	case APIChat:
-		return readChatResponse(body, streamed)
+		return rd.readChatResponse(body, streamed)
 	case APIResponses:
-		return readResponsesResponse(body, streamed)
+		return rd.readResponsesResponse(body, streamed)
 	case APIMessages:
-		return readMessagesResponse(body, streamed)
+		return rd.readMessagesResponse(body, streamed)
 	}
 	return nil, "", fmt.Errorf("this version does not read the API of this path")
 }

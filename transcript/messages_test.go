@@ -155,7 +155,7 @@ func TestReadAPIs(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := readRequest(tc.api, []byte(tc.req))
+			c, err := newReader().readRequest(tc.api, []byte(tc.req))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestReadAPIs(t *testing.T) {
 			if !reflect.DeepEqual(c.tools, tc.wantTools) {
 				t.Errorf("tools %q, want %q", c.tools, tc.wantTools)
 			}
-			out, stop, err := readResponse(tc.api, tc.resp, tc.streamed)
+			out, stop, err := newReader().readResponse(tc.api, tc.resp, tc.streamed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,19 +180,19 @@ func TestReadAPIs(t *testing.T) {
 func TestReadMalformed(t *testing.T) {
 	for _, api := range []string{APIChat, APIResponses, APIMessages} {
 		for _, body := range []string{``, `[]`, `null`, `{"messages":5}`, `{"input":{"a":1}}`, `{"messages":[{"role":"user","content":{"x":1}}]}`, "\xff\xfe", strings.Repeat("[", 100000)} {
-			readRequest(api, []byte(body))
-			readResponse(api, []byte(body), false)
-			readResponse(api, []byte(body), true)
+			newReader().readRequest(api, []byte(body))
+			newReader().readResponse(api, []byte(body), false)
+			newReader().readResponse(api, []byte(body), true)
 		}
 	}
-	if _, err := readRequest(APIChat, []byte(`not json`)); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+	if _, err := newReader().readRequest(APIChat, []byte(`not json`)); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
 		t.Errorf("not json: %v", err)
 	}
-	if _, _, err := readResponse(APIChat, []byte(": just a comment\n\n"), true); err == nil || !strings.Contains(err.Error(), "no event") {
+	if _, _, err := newReader().readResponse(APIChat, []byte(": just a comment\n\n"), true); err == nil || !strings.Contains(err.Error(), "no event") {
 		t.Errorf("an empty stream: %v", err)
 	}
 	// Tool-call indexes far out of range are ignored, not allocated.
-	out, _, _ := readResponse(APIChat, sse(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2000000000,"function":{"arguments":"x"}}]}}]}`), true)
+	out, _, _ := newReader().readResponse(APIChat, sse(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2000000000,"function":{"arguments":"x"}}]}}]}`), true)
 	if len(out) != 1 || len(out[0].parts) != 0 {
 		t.Errorf("out of range tool call: %q", showMsgs(out))
 	}

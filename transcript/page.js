@@ -292,7 +292,9 @@
       if (x.error) r.appendChild(el('div', 'bad', x.error));
       if (x.messages || (x.added && x.added.length)) {
         var s = 'request: ' + num(x.messages) + ' message' + (x.messages === 1 ? '' : 's');
-        if (x.shared) s += '; the first ' + num(x.shared) + ' as in model #' + x.extends + ', then ' + (x.added.length ? 'these' : 'nothing new') + ':';
+        if (x.shared) s += '; the first ' + num(x.shared) + ' as in model #' + x.extends;
+        if (x.kept) s += (x.shared ? ', then its' : '; model #' + x.extends + "'s") + ' last ' + num(x.kept) + ' (' + num(x.dropped) + ' before them left out)';
+        if (x.shared || x.kept) s += ', then ' + (x.added.length ? 'these' : 'nothing new') + ':';
         r.appendChild(el('div', 'sub', s));
       }
       (x.added || []).forEach(function (m, k) { message(r, m, key + ':a' + k, x.request && x.request.path); });
@@ -496,4 +498,5 @@
     if (t.run.live) { follow = true; window.scrollTo(0, document.body.scrollHeight); poll(); }
   }
   document.body.setAttribute('data-ready', '1');
+  if (window.performance && performance.mark) performance.mark('sealrun-ready');
 })();

@@ -117,6 +117,12 @@ func (r *Run) Entry(kind string, body map[string]any) error {
 // tool call, each call's output (resultBytes, made by out for turn i, or filler) both a compute
 // call and the tool result the next request carries. Every tenth answer is streamed.
 func Conversation(r *Run, turns, systemBytes, resultBytes int, out func(turn int) string) error {
+	return Window(r, turns, 0, systemBytes, resultBytes, out)
+}
+
+// Window is Conversation by a scaffold that keeps, after the system prompt and the task, only
+// its last window turns (0: all of them), as scaffolds that condense their history do.
+func Window(r *Run, turns, window, systemBytes, resultBytes int, out func(turn int) string) error {
 	type m = map[string]any
 	msgs := []m{
 		{"role": "system", "content": "You are a careful ML engineer. " + strings.Repeat("Follow the rules of the sealed run. ", systemBytes/36)},
@@ -124,7 +130,11 @@ func Conversation(r *Run, turns, systemBytes, resultBytes int, out func(turn int
 	}
 	tools := []m{{"type": "function", "function": m{"name": "bash", "parameters": m{"type": "object"}}}}
 	for i := 1; i <= turns; i++ {
-		req, _ := json.Marshal(m{"model": "m", "messages": msgs, "tools": tools, "stream": i%10 == 0})
+		sent := msgs
+		if window > 0 && len(msgs) > 2+2*window {
+			sent = append(append([]m{}, msgs[:2]...), msgs[len(msgs)-2*window:]...)
+		}
+		req, _ := json.Marshal(m{"model": "m", "messages": sent, "tools": tools, "stream": i%10 == 0})
 		cmd := fmt.Sprintf("runner python3 train.py --step %d", i)
 		args, _ := json.Marshal(m{"command": cmd})
 		id := fmt.Sprintf("call_%d", i)

@@ -1,0 +1,175 @@
+package transcript_test
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sealrun/sealrun/internal/browsertest"
+	"github.com/sealrun/sealrun/transcript"
+	"github.com/sealrun/sealrun/transcript/transcripttest"
+)
+
+// The synthetic hour of make bench: 2,000 model turns by a scaffold that keeps its system prompt
+// (48 KiB), the task and its last 120 turns, each call printing 300 bytes: about 200 MB of
+// request and response bodies, as the audit log counts them.
+const (
+	benchTurns  = 2000
+	benchWindow = 120
+	benchSystem = 48 << 10
+	benchResult = 300
+)
+
+var (
+	benchOnce sync.Once
+	benchDir  string
+	benchErr  error
+)
+
+// benchRun writes the synthetic run once per process (about a minute), under the system's
+// temporary directory, removed at the end of the benchmarks' process by TestMain's caller.
+func benchRun(b *testing.B) string {
+	benchOnce.Do(func() {
+		benchDir, benchErr = os.MkdirTemp("", "sealrun-bench-transcript-")
+		if benchErr != nil {
+			return
+		}
+		var r *transcripttest.Run
+		if r, benchErr = transcripttest.New(filepath.Join(benchDir, "run"), start); benchErr != nil {
+			return
+		}
+		benchErr = transcripttest.Window(r, benchTurns, benchWindow, benchSystem, benchResult, nil)
+		r.Close()
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return filepath.Join(benchDir, "run")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
+
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// BenchmarkBuild2000Turns: reading the synthetic hour (every body decompressed and hashed, every
+// request read into messages) into transcript.json and transcript.html; their sizes against the
+// bodies'.
+func BenchmarkBuild2000Turns(b *testing.B) {
+	dir := benchRun(b)
+	out := b.TempDir()
+	var tr *transcript.Transcript
+	b.ResetTimer()
+	for b.Loop() {
+		var err error
+		if tr, err = transcript.Build(dir, header(), transcript.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := transcript.Write(out, tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	j, _ := os.Stat(filepath.Join(out, "transcript.json"))
+	h, _ := os.Stat(filepath.Join(out, "transcript.html"))
+	kept := dirBytes(filepath.Join(dir, "gateway")) + dirBytes(filepath.Join(dir, "calls"))
+	b.ReportMetric(float64(tr.Totals.Exchanges), "turns")
+	b.ReportMetric(float64(tr.Totals.BodyBytes)/1e6, "bodies-MB")
+	b.ReportMetric(float64(kept)/1e6, "kept-gz-MB")
+	b.ReportMetric(float64(j.Size())/1e6, "json-MB")
+	b.ReportMetric(float64(h.Size())/1e6, "html-MB")
+	b.ReportMetric(float64(h.Size())/float64(tr.Totals.BodyBytes), "html/bodies")
+}
+
+// BenchmarkOpenInChromium: the time a transcript.html takes to open in Chromium from a file://
+// URL — its first contentful paint and the moment its rows are drawn (the page's own mark) —
+// and how smoothly it scrolls from top to bottom (the longest frame while scrolling). The
+// synthetic hour, then each page SEALRUN_BENCH_PAGES names (colon-separated; make bench passes
+// the demos' publications when they exist).
+func BenchmarkOpenInChromium(b *testing.B) {
+	dir := benchRun(b)
+	out := b.TempDir()
+	tr, err := transcript.Build(dir, header(), transcript.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := transcript.Write(out, tr); err != nil {
+		b.Fatal(err)
+	}
+	pages := []string{filepath.Join(out, "transcript.html")}
+	if env := os.Getenv("SEALRUN_BENCH_PAGES"); env != "" {
+		pages = append(pages, strings.Split(env, ":")...)
+	}
+	br := browsertest.New(b)
+	for i, p := range pages {
+		name := "synthetic-2000"
+		if i > 0 {
+			name = filepath.Base(filepath.Dir(p))
+		}
+		b.Run(name, func(b *testing.B) {
+			var paint, ready, worst []float64
+			for b.Loop() {
+				if err := br.Do(120*time.Second, chromedp.Navigate("about:blank"), chromedp.Navigate("file://"+p), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+					b.Fatal(err)
+				}
+				// The paint entry is recorded once the frame is shown: wait for it (at most 5 s).
+				t, err := browsertest.Eval[struct{ Paint, Ready float64 }](br, `new Promise(function (done) {
+				  var t0 = performance.now();
+				  (function look() {
+				    var p = performance.getEntriesByName('first-contentful-paint')[0], r = performance.getEntriesByName('sealrun-ready')[0];
+				    if ((p && r) || performance.now() - t0 > 5000) { done({paint: p ? p.startTime : -1, ready: r ? r.startTime : -1}); return; }
+				    requestAnimationFrame(look);
+				  })();
+				})`)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// Scroll from top to bottom in 40 steps, one a frame, and time the frames.
+				frame, err := browsertest.Eval[float64](br, `new Promise(function (done) {
+				  var steps = 40, i = 0, last = performance.now(), worst = 0, H = document.body.scrollHeight;
+				  function tick(now) { worst = Math.max(worst, now - last); last = now;
+				    if (++i > steps) { done(worst); return; } window.scrollTo(0, H * i / steps); requestAnimationFrame(tick); }
+				  requestAnimationFrame(function (now) { last = now; requestAnimationFrame(tick); });
+				})`)
+				if err != nil {
+					b.Fatal(err)
+				}
+				paint, ready, worst = append(paint, t.Paint), append(ready, t.Ready), append(worst, frame)
+			}
+			fi, _ := os.Stat(p)
+			b.ReportMetric(median(paint), "first-paint-ms")
+			b.ReportMetric(median(ready), "drawn-ms")
+			b.ReportMetric(median(worst), "worst-scroll-frame-ms")
+			b.ReportMetric(float64(fi.Size())/1e6, "html-MB")
+		})
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
