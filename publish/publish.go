@@ -425,10 +425,13 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 	for _, id := range meta.Runs {
 		d := "runs/" + id
 		line := fmt.Sprintf("sealrun verify %s/result.att.json --key %s", d, key)
-		for _, f := range []struct{ flag, file string }{{"--report", "report.json"}, {"--bundle", "bundle.tar.gz"}, {"--audit", "audit.jsonl"}, {"--track", "track.toml"}} {
+		for _, f := range []struct{ flag, file string }{{"--report", "report.json"}, {"--bundle", "bundle.tar.gz"}, {"--track", "track.toml"}} {
 			if _, err := os.Stat(filepath.Join(dir, d, f.file)); err == nil {
 				line += fmt.Sprintf(" %s %s/%s", f.flag, d, f.file)
 			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, d, "audit.jsonl")); err == nil {
+			line += " --transcript " + d // the audit log, every body it hashes, the transcript
 		}
 		fmt.Fprintln(&b, line)
 	}
@@ -440,7 +443,7 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 	for _, l := range meta.Ledgers {
 		fmt.Fprintf(&b, "sealrun ledger verify %s --key %s\n", l, key)
 	}
-	fmt.Fprintf(&b, "```\n\n## With cosign (offline)\n\nEach attestation is a DSSE envelope signed with the key above; cosign checks it against one subject file (sealrun's attest/VERIFY.md):\n\n```sh\n")
+	fmt.Fprintf(&b, "```\n\nEach run's transcript.html opens in a browser from this directory (no network); transcript.json is the same as data (sealrun's docs/TRANSCRIPT.md), and each body the audit log hashes is beside it (gateway/, calls/) unless the transcript says it was withheld. docs/TRANSCRIPT.md shows how to check the bodies with gunzip, sha256sum and jq alone.\n\n## With cosign (offline)\n\nEach attestation is a DSSE envelope signed with the key above; cosign checks it against one subject file (sealrun's attest/VERIFY.md):\n\n```sh\n")
 	for _, id := range meta.Runs {
 		p := byID[id]
 		typ := "https://sealrun.dev/attestation/sealed-run/v1"

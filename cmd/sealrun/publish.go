@@ -10,26 +10,37 @@ import (
 )
 
 func newPublishCmd() *cobra.Command {
-	var keys, tracks, ledgers []string
+	var keys, tracks, ledgers, redact []string
 	var out, suite string
 	cmd := &cobra.Command{
-		Use:   "publish --out DIR --key PUB.pem [--key ...] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] RESULTS...",
+		Use:   "publish --out DIR --key PUB.pem [--key ...] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] [--redact all|RUN|RUN:gateway-N|RUN:call-N] RESULTS...",
 		Short: "Write a self-contained directory of results a reader can check offline (verify-publication)",
 		Long: `Publish verifies every attestation under RESULTS (results directories as sealrun results gather
 writes them, or attestation files) with the keys, and writes DIR: each run's directory as gathered
-(attestation, report, track, audit log, bundle, ...), the tracks, the public keys, the run ledgers
+(attestation, report, track, audit log, bundle, ...) with its trajectory — every model request
+and response and every call's output its audit log hashes (gateway/, calls/), and its
+transcript.json and transcript.html made from them — the tracks, the public keys, the run ledgers
 given, the leaderboard as JSON, Markdown and HTML (the AIRS suite: JSON and Markdown) built from
 those attestations alone, publication.json, VERIFY.md with the exact commands a reader runs
 (sealrun and cosign), and SHA256SUMS over every file. Every attestation is published: graded,
 failed, invalid and their reruns.
 
+--redact withholds bodies for operators who may not release prompts: "all" (every body of every
+run), RUN (every body of one run), RUN:gateway-N (model exchange N's request and response) or
+RUN:call-N (compute call N's output); repeatable, or comma-separated. The audit logs keep every
+hash, and each transcript says what was withheld. A scaffold resends its conversation, so the
+requests after exchange N carry what N said again: withhold from there on, or the whole run
+(docs/TRANSCRIPT.md).
+
 Publish refuses an attestation that does not verify, a run without a track file (give --track),
-and, with --ledger, a board whose runs the ledgers do not account for (a run missing, not ended
-or withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
+a gathered run without the bodies its audit log hashes (gather it again, or --redact it), and,
+with --ledger, a board whose runs the ledgers do not account for (a run missing, not ended or
+withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 		Example: `  sealrun ledger export --out ledger-node01.jsonl
   sealrun publish --out /srv/www/ari-v1-2026-11 --key /etc/sealrun/keys/sealrun.pub \
       --ledger ledger-node01.jsonl /shared/results
-  sealrun verify-publication /srv/www/ari-v1-2026-11`,
+  sealrun verify-publication /srv/www/ari-v1-2026-11
+  sealrun publish --out /srv/www/ari-v1-hashes --key /etc/sealrun/keys/sealrun.pub --redact all /shared/results`,
 		Args: minArgs(1, "results directories or attestation files"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -44,7 +55,7 @@ or withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 			if suite == leaderboard.SuiteAIRS && len(ledgers) > 0 {
 				return usage(errors.New("--ledger is for the exam suite's board for now (sealrun leaderboard --suite airs does not account for runs against ledgers)"))
 			}
-			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr()})
+			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr(), Redact: redact})
 			if err != nil {
 				return publishError(err)
 			}
@@ -58,6 +69,7 @@ or withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 	cmd.Flags().StringArrayVar(&tracks, "track", nil, "a track file the runs were judged under (repeatable; default: each run's own track.toml)")
 	cmd.Flags().StringArrayVar(&ledgers, "ledger", nil, "a host's run ledger (sealrun ledger export; repeatable, one per host)")
 	cmd.Flags().StringVar(&suite, "suite", leaderboard.SuiteExam, "exam: one board per exam track; airs: the AIRS-Bench task suite")
+	cmd.Flags().StringArrayVar(&redact, "redact", nil, "withhold bodies, publishing their hashes only: all, RUN, RUN:gateway-N or RUN:call-N (repeatable; comma-separated)")
 	return cmd
 }
 

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/publish"
+	"github.com/sealrun/sealrun/transcript/transcripttest"
 )
 
 // pubFixture gathers three signed runs (seeds 1 to 3) of the flagship track into results/, as
@@ -26,7 +30,12 @@ type pubFixture struct {
 	runs                      []string
 }
 
-func newPubFixture(t *testing.T) *pubFixture {
+func newPubFixture(t *testing.T) *pubFixture { return newPubFixtureWith(t, false) }
+
+// newPubFixtureWith gathers the runs with their trajectories when trajectories is set: each run
+// directory holds an audit log of a synthetic agent loop (model exchanges and calls), the
+// bodies it hashes, and its transcript, and its attestation carries that log's head.
+func newPubFixtureWith(t *testing.T, trajectories bool) *pubFixture {
 	t.Helper()
 	f := &pubFixture{dir: t.TempDir(), key: "../../attest/testdata/ed25519.pub"}
 	f.results = filepath.Join(f.dir, "results")
@@ -59,6 +68,17 @@ func newPubFixture(t *testing.T) *pubFixture {
 		os.WriteFile(filepath.Join(rd, "track.toml"), b, 0o644)
 		p["run"] = map[string]any{"id": id, "rerun_of": ""}
 		p["seed"] = seed
+		if trajectories {
+			started, _ := time.Parse(time.RFC3339, "2026-11-21T12:00:10Z")
+			tr, err := transcripttest.New(rd, started)
+			if err != nil {
+				t.Fatal(err)
+			}
+			transcripttest.Conversation(tr, 3+seed, 500, 200, func(i int) string { return fmt.Sprintf("SEED-%d-TURN-%d-OUTPUT\n", seed, i) })
+			head, n := tr.Head()
+			tr.Close()
+			p["audit"] = map[string]any{"head": head, "entries": n}
+		}
 		res := p["result"].(map[string]any)
 		res["passed"], res["score"] = 70+5*seed, 70+5*seed
 		pj, _ := json.Marshal(p)
@@ -232,4 +252,132 @@ func TestPublishAndVerify(t *testing.T) {
 
 func execCommand(name string, args ...string) ([]byte, error) {
 	return exec.Command(name, args...).CombinedOutput()
+}
+
+// Each run's trajectory travels with the publication and is checked against the signed audit
+// log: every body present and intact, the transcript what they give, the page opening offline.
+// A body changed by a byte, removed, or a transcript edited — each with SHA256SUMS redone — is
+// caught and named. Withheld bodies (--redact) are not published, nor is their text in any
+// transcript, and the publication still verifies, saying how many were withheld.
+func TestPublishTrajectories(t *testing.T) {
+	f := newPubFixtureWith(t, true)
+	pub := filepath.Join(f.dir, "pub")
+	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results); r.code != 0 {
+		t.Fatalf("publish: %+v", r)
+	}
+	r := sealrun(t, "verify-publication", pub, "--key", f.key)
+	if r.code != 0 || !strings.Contains(r.stdout, "runs/"+f.runs[0]+": 4 model exchanges, 4 calls; bodies 12 intact, 0 withheld, 0 missing, 0 altered; transcript.json is what they give, and transcript.html") ||
+		!strings.Contains(r.stdout, "trajectories: 3 runs; bodies 45 intact") {
+		t.Fatalf("verify-publication: %+v", r)
+	}
+	run0 := filepath.Join(pub, "runs", f.runs[0])
+	if r := sealrun(t, "verify", filepath.Join(run0, "result.att.json"), "--key", f.key, "--transcript", run0); r.code != 0 || !strings.Contains(r.stdout, "transcript 4 model exchanges, 4 calls; bodies 12 intact") {
+		t.Errorf("verify --transcript: %+v", r)
+	}
+	if !strings.Contains(mustRead(t, filepath.Join(pub, "VERIFY.md")), "--transcript runs/"+f.runs[0]) {
+		t.Error("VERIFY.md does not check the transcripts")
+	}
+	relist := func(dir string) {
+		sums, _, err := publish.SumTree(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "SHA256SUMS"), sums, 0o644)
+	}
+	rel := "runs/" + f.runs[0]
+	for _, c := range []struct {
+		name   string
+		change func(d string)
+		want   string
+	}{
+		{"a call's output edited", func(d string) {
+			p := filepath.Join(d, rel, "calls", "2.log")
+			os.WriteFile(p, []byte(strings.Replace(mustRead(t, p), "OUTPUT", "OUTPUt", 1)), 0o644)
+		}, rel + "/calls/2.log: altered"},
+		{"a response edited inside its gzip", func(d string) {
+			p := filepath.Join(d, rel, "gateway", "000002.response.gz")
+			b := gunzip(t, p)
+			writeGzip(t, p, []byte(strings.Replace(string(b), "Turn 2", "Turn 7", 1)))
+		}, rel + "/gateway/000002.response.gz: altered"},
+		{"a request removed", func(d string) { os.Remove(filepath.Join(d, rel, "gateway", "000003.request.json.gz")) }, rel + "/gateway/000003.request.json.gz: missing"},
+		{"the transcript edited", func(d string) {
+			p := filepath.Join(d, rel, "transcript.json")
+			os.WriteFile(p, []byte(strings.Replace(mustRead(t, p), "SEED-1-TURN-2-OUTPUT", "SEED-1-TURN-2-CHANGED", 1)), 0o644)
+		}, rel + "/transcript.json: not what the audit log and the bodies give"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := filepath.Join(f.dir, "t-"+strings.ReplaceAll(c.name, " ", "-"))
+			if out, err := execCommand("cp", "-a", pub, d); err != nil {
+				t.Fatalf("cp: %v %s", err, out)
+			}
+			c.change(d)
+			relist(d)
+			r := sealrun(t, "verify-publication", d, "--key", f.key)
+			if r.code != 1 || !strings.Contains(r.stdout, c.want) {
+				t.Errorf("exit %d; want 1 and %q in:\n%s%s", r.code, c.want, r.stdout, r.stderr)
+			}
+		})
+	}
+
+	// Withheld: one exchange of run 1, the whole of run 2.
+	red := filepath.Join(f.dir, "redacted")
+	if r := sealrun(t, "publish", "--out", red, "--key", f.key, "--ledger", f.ledger, "--redact", f.runs[0]+":gateway-2,"+f.runs[0]+":call-1", "--redact", f.runs[1], f.results); r.code != 0 {
+		t.Fatalf("publish --redact: %+v", r)
+	}
+	r = sealrun(t, "verify-publication", red, "--key", f.key)
+	if r.code != 0 || !strings.Contains(r.stdout, "runs/"+f.runs[0]+": 4 model exchanges, 4 calls; bodies 9 intact, 3 withheld") ||
+		!strings.Contains(r.stdout, "runs/"+f.runs[1]+": 5 model exchanges, 5 calls; bodies 0 intact, 15 withheld") {
+		t.Fatalf("verify-publication of the redacted: %+v", r)
+	}
+	for _, gone := range []string{"runs/" + f.runs[0] + "/gateway/000002.request.json.gz", "runs/" + f.runs[0] + "/gateway/000002.response.gz", "runs/" + f.runs[0] + "/calls/1.log", "runs/" + f.runs[1] + "/gateway", "runs/" + f.runs[1] + "/calls"} {
+		if _, err := os.Stat(filepath.Join(red, gone)); err == nil {
+			t.Errorf("%s was published though withheld", gone)
+		}
+	}
+	for _, name := range []string{"transcript.json", "transcript.html"} {
+		if b := mustRead(t, filepath.Join(red, "runs", f.runs[1], name)); strings.Contains(b, "SEED-2-TURN") || strings.Contains(b, "Turn 1:") {
+			t.Errorf("runs/%s/%s holds text of a withheld body", f.runs[1], name)
+		}
+	}
+	for _, c := range []struct {
+		redact, want string
+	}{
+		{"r-nope", `no run "r-nope" among the inputs`},
+		{f.runs[0] + ":gateway-x", "is not gateway-N"},
+		{f.runs[0] + ":bodies-1", "is not gateway-N"},
+		{f.runs[0] + ":call-01", "is not gateway-N"},
+	} {
+		if r := sealrun(t, "publish", "--out", filepath.Join(f.dir, "bad"), "--key", f.key, "--redact", c.redact, f.results); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("--redact %s: %+v; want exit 2 and %q", c.redact, r, c.want)
+		}
+	}
+	// A results directory gathered without its bodies (an older sealrun) is refused by name.
+	os.RemoveAll(filepath.Join(f.results, f.runs[2], "calls"))
+	if r := sealrun(t, "publish", "--out", filepath.Join(f.dir, "nobodies"), "--key", f.key, f.results); r.code == 0 || !strings.Contains(r.stderr, "gather it again with this sealrun") || !strings.Contains(r.stderr, "--redact "+f.runs[2]) {
+		t.Errorf("publish without the bodies: %+v", r)
+	}
+}
+
+func gunzip(t *testing.T, p string) []byte {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(zr)
+	return b
+}
+
+func writeGzip(t *testing.T, p string, b []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	os.WriteFile(p, buf.Bytes(), 0o644)
 }
