@@ -19,6 +19,9 @@ RUNSC ?= /usr/local/bin/runsc
 # make build and make install never do. GOFLAGS reaches the binaries the tests build too.
 TEST_GOFLAGS := -tags=sealrun_testseams
 
+# Where the browser tests write the screenshots of the pages they open (test artefacts).
+ARTIFACTS ?= /tmp/sealrun-test-artifacts
+
 # Where make demo keeps its images, runs and reports (never the production state dir).
 DEMO_STATE  ?= /var/lib/sealrun-demo
 DEMO_FLAGS  ?=
@@ -65,7 +68,9 @@ deps:
 # As root, make test first builds the local images (busybox controller; debootstrap python with
 # numpy and torch) into TEST_STATE: minutes the first time, seconds once BUILD_CACHE holds them;
 # and fetches the raw data of the shipped AIRS task (scripts/airs-digits-data.sh: Debian's
-# python3-sklearn, sha256-pinned) into TEST_STATE/airs-digits-raw, which tests may not fetch.
+# python3-sklearn, sha256-pinned) into TEST_STATE/airs-digits-raw, and the official OpenAI and
+# Anthropic SDKs (scripts/sdk-clients.sh: npm ci from a lock file) into TEST_STATE/sdk-clients,
+# which tests may not fetch.
 # -count=1: tests that touch the host (runc, cgroups, netns) are never served from the cache.
 # Packages run in parallel: each root test's sandbox host has its own run directory, reaps and
 # leak-checks only what it made, and UID ranges are allocated machine-wide.
@@ -74,8 +79,10 @@ test: deps build cross
 	  echo "make test: local images in $(TEST_STATE) (debootstrap cache $(BUILD_CACHE); the first build takes minutes)"; \
 	  bin/sealrun --state-dir $(TEST_STATE) images build-local --cache-dir $(BUILD_CACHE) --lock $(TEST_STATE)/images.lock; \
 	  [ -d $(TEST_STATE)/airs-digits-raw ] || scripts/airs-digits-data.sh $(TEST_STATE)/airs-digits-raw; \
+	  scripts/sdk-clients.sh $(TEST_STATE)/sdk-clients; \
 	fi
-	SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) GOFLAGS=$(TEST_GOFLAGS) $(GO) test -count=1 -timeout 30m ./...
+	@echo "make test: screenshots of the pages the browser tests open go to $(ARTIFACTS)"
+	SEALRUN_TEST_ARTIFACTS=$(ARTIFACTS) SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) GOFLAGS=$(TEST_GOFLAGS) $(GO) test -count=1 -timeout 30m ./...
 	@if [ "$$(id -u)" = 0 ]; then \
 	  echo "make test: again under crun: the sandbox (every role's posture probe), compute calls (no output lost), grading, a sealed run, the attack and fault suites"; \
 	  SEALRUN_TEST_RUNTIME=crun SEALRUN_TEST_STATE=$(TEST_STATE) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) GOFLAGS=$(TEST_GOFLAGS) $(GO) test -count=1 -timeout 20m ./sandbox ./runner ./grader && \

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/transcript"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -149,6 +150,58 @@ func TestOpencodeSealedRun(t *testing.T) {
 	audit := string(mustRead(t, filepath.Join(dir, "audit.jsonl")))
 	if n := strings.Count(audit, `"kind":"gateway"`); n != len(reqs)+1 {
 		t.Errorf("the audit log has %d gateway entries; want %d forwarded and the refused one", n, len(reqs))
+	}
+	checkOpencodeTranscript(t, dir, out.Attestation, len(reqs))
+}
+
+// checkOpencodeTranscript reads the run back as its transcript: opencode's streamed requests,
+// each shown as what it added (after the first, the tool result of the call before), every
+// answer a call of its bash tool, the long call's output among the results, the refused
+// request with its reason; every body intact, and the files what the audit log and bodies give.
+func checkOpencodeTranscript(t *testing.T, dir, att string, forwarded int) {
+	t.Helper()
+	rep, err := transcript.Check(dir, readPredicate(t, att))
+	if err != nil || len(rep.Problems) > 0 || !rep.Transcript || !rep.Page || rep.Bodies.Intact != 2*forwarded+rep.Calls {
+		t.Errorf("the transcript does not check: %+v %v", rep, err)
+	}
+	tr, err := transcript.Read(filepath.Join(dir, "transcript.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls, refused int
+	var results strings.Builder
+	for _, e := range tr.Events {
+		x := e.Model
+		if x == nil {
+			continue
+		}
+		if x.Refused != "" {
+			refused++
+			if !strings.Contains(x.Refused, `model "gpt-other" refused`) {
+				t.Errorf("refused exchange %d: %q", x.N, x.Refused)
+			}
+			continue
+		}
+		if x.API != transcript.APIChat || !x.Streamed || len(x.Output) != 1 {
+			t.Errorf("exchange %d: %s, streamed %v, %d answers", x.N, x.API, x.Streamed, len(x.Output))
+			continue
+		}
+		for _, p := range x.Output[0].Parts {
+			if p.Type == transcript.PartToolCall && p.Name == "bash" && strings.Contains(p.Text, `"command"`) {
+				calls++
+			}
+		}
+		if x.Extends > 0 && (len(x.Added) == 0 || x.Added[len(x.Added)-1].Role != "tool") {
+			t.Errorf("exchange %d extends %d but does not end with a tool result: %+v", x.N, x.Extends, x.Added)
+		}
+		for _, m := range x.Added {
+			for _, p := range m.Parts {
+				results.WriteString(p.Text)
+			}
+		}
+	}
+	if refused != 1 || calls < 9 || !strings.Contains(results.String(), "long call done") {
+		t.Errorf("transcript: %d refused, %d bash calls; the long call's output among the results: %v", refused, calls, strings.Contains(results.String(), "long call done"))
 	}
 }
 

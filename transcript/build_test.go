@@ -354,3 +354,28 @@ func TestBodyRefs(t *testing.T) {
 		t.Errorf("got %s\nwant %s", strings.Join(got, " "), want)
 	}
 }
+
+// A call that prints one 100 MB line (no newline): the transcript keeps its head and tail and
+// counts the rest; the body, whole, checks against its hash.
+func TestHundredMegabyteLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 100 MB")
+	}
+	r := newRun(t)
+	line := bytes.Repeat([]byte("0123456789"), 10<<20)
+	if err := r.Call([]string{"python3", "-c", "print('0123456789' * 10485760, end='')"}, line, 0); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tr.Events[0].Call
+	if c.Output.State != transcript.BodyIntact || int64(len(c.Text)+len(c.Tail))+c.Cut != int64(len(line)) || len(c.Text) != transcript.HeadBytes || len(c.Tail) != transcript.TailBytes {
+		t.Errorf("state %s, head %d, tail %d, cut %d", c.Output.State, len(c.Text), len(c.Tail), c.Cut)
+	}
+	j, _ := transcript.Marshal(tr)
+	if len(j) > 200<<10 {
+		t.Errorf("transcript.json is %d bytes for one cut line", len(j))
+	}
+}

@@ -25,10 +25,13 @@ type Response struct {
 	Body    string            // a JSON body (ignored when Events is set)
 	// Events are server-sent event data payloads, sent with Content-Type text/event-stream, each
 	// as "data: <payload>\n\n", EventGap apart, then "data: [DONE]".
-	Events   []string
-	EventGap time.Duration
-	Delay    time.Duration // before the status line
-	Drop     bool          // close the connection without an answer (a reset)
+	Events []string
+	// EventNames, when set, name each event ("event: NAME" before its data), as Anthropic's
+	// and the Responses API's streams do; those streams end without "data: [DONE]".
+	EventNames []string
+	EventGap   time.Duration
+	Delay      time.Duration // before the status line
+	Drop       bool          // close the connection without an answer (a reset)
 }
 
 // Request is one request the provider received.
@@ -125,14 +128,19 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(status)
 		f, _ := w.(http.Flusher)
-		for _, e := range resp.Events {
+		for i, e := range resp.Events {
+			if i < len(resp.EventNames) {
+				io.WriteString(w, "event: "+resp.EventNames[i]+"\n")
+			}
 			io.WriteString(w, "data: "+e+"\n\n")
 			if f != nil {
 				f.Flush()
 			}
 			time.Sleep(resp.EventGap)
 		}
-		io.WriteString(w, "data: [DONE]\n\n")
+		if len(resp.EventNames) == 0 {
+			io.WriteString(w, "data: [DONE]\n\n")
+		}
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
