@@ -35,7 +35,10 @@ func newResultsGatherCmd() *cobra.Command {
 		Use:   "gather RUN DIR",
 		Short: "Copy a finished run's files from sealrund into DIR/RUN, atomically and once",
 		Long: `Gather copies a finished run's attestation, report, audit log, track file, summary, report.html,
-graded bundle (checked against its digest) and record into DIR/RUN. The files are written into a
+graded bundle (checked against its digest), record, its trajectory — every body its audit log
+hashes (each model request and response under gateway/, each call's output under calls/),
+checked against those hashes — and its transcript.json and transcript.html (made there from the
+same files when the daemon wrote none) into DIR/RUN. The files are written into a
 hidden temporary directory, synced, and renamed into place: a gather cut short leaves nothing
 the leaderboard reads, and the next one removes it. Gathering a run again is a no-op when DIR/RUN
 holds the same attestation, and an error when it holds another.`,
