@@ -494,12 +494,12 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 			x.rec.ProviderLostMS += t.LatencyMS + t.WaitMS
 		}
 	}
-	var kept []error
+	var kept []string
 	if x.body != nil && g.o.bodiesDir != "" {
 		f := newBodyFile(g.o.bodiesDir, audit.GatewayBodyName(x.rec.Request, audit.BodyRequest))
 		f.Write(x.body)
 		if err := f.Commit(); err != nil {
-			kept = append(kept, fmt.Errorf("the request body: %w", err))
+			kept = append(kept, "the request body: "+err.Error())
 		}
 	}
 	if c := x.capture; c != nil {
@@ -510,14 +510,14 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 		}
 		if c.file != nil {
 			if err := c.file.Commit(); err != nil {
-				kept = append(kept, fmt.Errorf("the response body: %w", err))
+				kept = append(kept, "the response body: "+err.Error())
 			}
 		}
 	}
-	if err := errors.Join(kept...); err != nil {
-		x.rec.BodyError = err.Error()
+	if len(kept) > 0 {
+		x.rec.BodyError = strings.Join(kept, "; ")
 		if g.o.onInfra != nil {
-			g.o.onInfra(fmt.Errorf("gateway request %d: a body could not be kept (%w); the audit log hashes it and nothing holds it", x.rec.Request, err))
+			g.o.onInfra(fmt.Errorf("gateway request %d: a body could not be kept (%s); the audit log hashes it and nothing holds it", x.rec.Request, x.rec.BodyError))
 		}
 	}
 	if _, _, err := g.o.log.Append("gateway", x.rec); err != nil && g.o.onInfra != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+	"github.com/sealrun/sealrun/transcript"
 )
 
 // The fault catalogue (issue: attack, fault and bad-input suite): each test injects one fault
@@ -293,5 +294,46 @@ runner finalize "$id"
 		if i != 2 && strings.Contains(l, `"crash"`) {
 			t.Errorf("question %d crashed too: %s", i+1, l)
 		}
+	}
+}
+
+// The disk refuses the gateway's bodies mid-run (the bodies directory replaced by a file): the
+// request is still answered, but a body the audit log hashes and nothing holds is the
+// infrastructure's failure, never silently missing — the run ends invalid with the reason, the
+// entry says which body, and the transcript marks them missing.
+func TestFaultGatewayBodyLost(t *testing.T) {
+	tb := newTestbed(t)
+	id := "run-body-lost"
+	gw := filepath.Join(tb.state, "runs", id, "gateway")
+	go func() {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if st, err := os.Stat(gw); err == nil && st.IsDir() {
+				os.RemoveAll(gw)
+				os.WriteFile(gw, []byte("not a directory"), 0o600)
+				return
+			}
+		}
+	}()
+	out := runFault(t, tb, id, `set -u
+sleep 3
+wget -q -O- --header 'Content-Type: application/json' --post-data '{"messages":[{"role":"user","content":"hello"}]}' "$SEALRUN_GATEWAY/v1/chat/completions"; echo "gateway answered: exit $?"
+mkdir -p b && cp sealrun-bundle.json predict.py b/
+id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
+runner finalize "$id"
+`)
+	if out.Status != StateInvalid || !strings.Contains(out.Reason, "a body could not be kept") {
+		t.Fatalf("status %s %q; want invalid: a body could not be kept", out.Status, out.Reason)
+	}
+	checkEnded(t, tb, out, id, StateInvalid)
+	dir := filepath.Join(tb.state, "runs", id)
+	if a := string(mustRead(t, filepath.Join(dir, "audit.jsonl"))); !strings.Contains(a, `"body_error":"the request body: keep `) {
+		t.Errorf("the gateway entry does not say which body was lost:\n%s", a)
+	}
+	if log := string(mustRead(t, filepath.Join(dir, "transcript.log"))); !strings.Contains(log, "gateway answered: exit 0") {
+		t.Errorf("the agent did not get its answer:\n%s", log)
+	}
+	tr, err := transcript.Read(filepath.Join(dir, "transcript.json"))
+	if err != nil || tr.Bodies.Missing != 2 {
+		t.Errorf("transcript: %v, bodies %+v; want the two bodies missing", err, tr.Bodies)
 	}
 }
