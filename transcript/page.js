@@ -421,13 +421,22 @@
     var L = 70, W = w - L - 12, S = span();
     function x(v) { return L + W * Math.max(0, v) / S; }
     g.font = '11px system-ui, sans-serif'; g.fillStyle = '#666';
-    g.fillText('model', 6, 16); g.fillText('calls', 6, 34); g.fillText('submits', 6, 52);
+    g.fillText('model', 6, 16); g.fillText('calls', 6, 34); g.fillText('submits', 6, 50);
     if (t.run.reserve_at) { g.fillStyle = '#f2f3f4'; g.fillRect(x(at(t.run.reserve_at)), 4, x(at(t.run.deadline)) - x(at(t.run.reserve_at)), h - 8); }
+    // Ticks: a round step giving at most eight labels.
+    var steps = [1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600], step = 3600;
+    for (var k = 0; k < steps.length; k++) { if (S / 1000 / steps[k] <= 8) { step = steps[k]; break; } }
+    g.fillStyle = '#999'; g.strokeStyle = '#eee';
+    for (var v = 0; v * 1000 <= S; v += step) {
+      var tx = x(v * 1000);
+      g.beginPath(); g.moveTo(tx, 2); g.lineTo(tx, h - 12); g.stroke();
+      if (tx < w - 40) g.fillText(dur(v * 1000).replace(/\.\d$/, ''), tx + 2, h - 2);
+    }
     t.events.forEach(function (ev) {
       var bad = ev.failed;
       if (ev.model) { g.fillStyle = bad ? '#c0392b' : '#7d3c98'; g.fillRect(x(ev.at_ms), 8, Math.max(1.5, x(ev.at_ms + ev.model.latency_ms) - x(ev.at_ms)), 10); }
       else if (ev.call) { g.fillStyle = bad ? '#c0392b' : '#1f5f8b'; g.fillRect(x(ev.at_ms), 26, Math.max(2, x(ev.at_ms + ev.call.duration_ms) - x(ev.at_ms)), 10); }
-      else { g.fillStyle = bad ? '#c0392b' : '#1e8449'; g.beginPath(); g.arc(x(ev.at_ms), 49, 3.5, 0, 7); g.fill(); }
+      else { g.fillStyle = bad ? '#c0392b' : '#1e8449'; g.beginPath(); g.arc(x(ev.at_ms), 46, 3.5, 0, 7); g.fill(); }
     });
     if (current >= 0 && items[current]) { g.fillStyle = '#f1c40f'; g.fillRect(x(items[current].at_ms) - 1, 2, 2, h - 4); }
   }
