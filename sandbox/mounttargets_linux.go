@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -35,6 +36,10 @@ type mountTarget struct {
 	link     string // not a mount: a symlink to make there, pointing at link
 	missing  bool   // the image lacks it, or has another kind of file there
 	replaces string // what the image has in the way ("a file", "a symlink"), if anything
+	// mode is the mode a tmpfs mount's directory must have (its mode= option): runc gives the
+	// tmpfs the mode of the directory it mounts it on, whatever the option says, so the layer
+	// makes the directory with this mode where the image's has another.
+	mode fs.FileMode
 }
 
 // addSymlinks adds symlinks (container path -> target) the layer makes. A path the image already
@@ -99,6 +104,9 @@ func resolveMountTargets(rootfs string, mounts []specs.Mount, hostSideBinds bool
 			}
 			t.dir = st.IsDir()
 		}
+		if m.Type == "tmpfs" {
+			t.mode = tmpfsMode(m.Options)
+		}
 		resolved, rest, err := resolveIn(rootfs, m.Destination)
 		if err != nil {
 			return nil, fmt.Errorf("resolve the mount target %s in the image: %w", m.Destination, err)
@@ -112,14 +120,43 @@ func resolveMountTargets(rootfs string, mounts []specs.Mount, hostSideBinds bool
 			if err != nil {
 				return nil, fmt.Errorf("the mount target %s: %w", m.Destination, err)
 			}
-			if fi.IsDir() != t.dir {
+			switch {
+			case fi.IsDir() != t.dir:
 				t.missing = true
 				t.replaces = kindOf(fi.Mode())
+			case t.mode != 0 && fi.Mode()&modeBits != t.mode:
+				t.missing = true
+				t.replaces = fmt.Sprintf("a directory of mode %s", fi.Mode()&modeBits)
 			}
 		}
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// modeBits are the bits of a directory's mode a tmpfs takes from it.
+const modeBits = fs.ModePerm | fs.ModeSticky | fs.ModeSetuid | fs.ModeSetgid
+
+// tmpfsMode is the mode a tmpfs mount's mode= option asks for (0 when it asks none).
+func tmpfsMode(opts []string) fs.FileMode {
+	for _, o := range opts {
+		v, ok := strings.CutPrefix(o, "mode=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 8, 32)
+		if err != nil {
+			return 0
+		}
+		m := fs.FileMode(n) & fs.ModePerm
+		for bit, flag := range map[uint64]fs.FileMode{0o1000: fs.ModeSticky, 0o2000: fs.ModeSetgid, 0o4000: fs.ModeSetuid} {
+			if n&bit != 0 {
+				m |= flag
+			}
+		}
+		return m
+	}
+	return 0
 }
 
 // isBind reports whether the runtime treats m as a bind mount: its type, or (as CDI specs write
@@ -274,6 +311,12 @@ func (tl *targetLayer) target(t mountTarget) error {
 	if t.dir {
 		if err := tl.mkdirs(t.resolved); err != nil {
 			return fmt.Errorf("mount target %s: %w", t.dest, err)
+		}
+		if t.mode != 0 { // a tmpfs's directory: its mode, owned by the container's root
+			if err := os.Chmod(host, t.mode); err != nil {
+				return fmt.Errorf("mount target %s: %w", t.dest, err)
+			}
+			return os.Lchown(host, idShift(0, tl.uids), idShift(0, tl.gids))
 		}
 		return nil
 	}

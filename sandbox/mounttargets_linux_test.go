@@ -171,3 +171,44 @@ func TestMountTargetsBelowTmpfsForHostSideBinds(t *testing.T) {
 		t.Errorf("runsc: %+v %v; want /tmp and the missing file target below it", ts, err)
 	}
 }
+
+// Any image's /tmp is the scaffold's to write, whatever the image has there: none (a target
+// made for it), a 0755 root directory, or the usual 1777 one. It is a 1777 tmpfs in every case,
+// as SCAFFOLD.md promises (Claude Code makes /tmp/claude-<uid> at start).
+func TestTmpIsWritableWhateverTheImage(t *testing.T) {
+	h := testHost(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		tmp  func(root string)
+	}{
+		{"no /tmp", func(string) {}},
+		{"a 0755 /tmp", func(root string) { os.Mkdir(filepath.Join(root, "tmp"), 0o755); os.Chmod(filepath.Join(root, "tmp"), 0o755) }},
+		{"a 0700 /tmp", func(root string) { os.Mkdir(filepath.Join(root, "tmp"), 0o700); os.Chmod(filepath.Join(root, "tmp"), 0o700) }},
+		{"a 1777 /tmp", func(root string) {
+			os.Mkdir(filepath.Join(root, "tmp"), 0o755)
+			os.Chmod(filepath.Join(root, "tmp"), 0o777|os.ModeSticky)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := userImage(t)
+			tc.tmp(root)
+			r, err := h.NewRun(ctx, "tmpmode")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Destroy(ctx)
+			var out bytes.Buffer
+			c, err := r.Start(ctx, ContainerConfig{Role: RoleController, Rootfs: root, Workspace: workspace(t, r), Runner: runnerBinary(t), Stdout: &out, Stderr: &out,
+				Args: []string{"sh", "-c", `stat -c 'mode %a' /tmp; mkdir /tmp/claude-$(id -u) && echo > /tmp/claude-$(id -u)/x && echo tmp writable`}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, err := c.Wait(ctx)
+			c.Destroy(ctx)
+			if code != 0 || err != nil || !strings.Contains(out.String(), "mode 1777") || !strings.Contains(out.String(), "tmp writable") {
+				t.Errorf("exit %d %v:\n%s", code, err, out.String())
+			}
+		})
+	}
+}
