@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/transcript"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/transcript"
 )
 
 // opencodeTrack is the testbed's track with the opencode controller image and scaffold pin, and

@@ -183,8 +183,14 @@ func TestTmpIsWritableWhateverTheImage(t *testing.T) {
 		tmp  func(root string)
 	}{
 		{"no /tmp", func(string) {}},
-		{"a 0755 /tmp", func(root string) { os.Mkdir(filepath.Join(root, "tmp"), 0o755); os.Chmod(filepath.Join(root, "tmp"), 0o755) }},
-		{"a 0700 /tmp", func(root string) { os.Mkdir(filepath.Join(root, "tmp"), 0o700); os.Chmod(filepath.Join(root, "tmp"), 0o700) }},
+		{"a 0755 /tmp", func(root string) {
+			os.Mkdir(filepath.Join(root, "tmp"), 0o755)
+			os.Chmod(filepath.Join(root, "tmp"), 0o755)
+		}},
+		{"a 0700 /tmp", func(root string) {
+			os.Mkdir(filepath.Join(root, "tmp"), 0o700)
+			os.Chmod(filepath.Join(root, "tmp"), 0o700)
+		}},
 		{"a 1777 /tmp", func(root string) {
 			os.Mkdir(filepath.Join(root, "tmp"), 0o755)
 			os.Chmod(filepath.Join(root, "tmp"), 0o777|os.ModeSticky)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
@@ -87,10 +88,14 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	opts := Options{Withheld: map[string]bool{}}
 	published, err := os.ReadFile(filepath.Join(dir, "transcript.json"))
 	hasJSON := err == nil
+	otherFormat := ""
 	if hasJSON {
 		var t Transcript
-		if err := json.Unmarshal(published, &t); err != nil || t.Format != Format {
-			return nil, fmt.Errorf("%s: not a %s transcript: %v", filepath.Join(dir, "transcript.json"), Format, err)
+		if err := json.Unmarshal(published, &t); err != nil || !strings.HasPrefix(t.Format, "sealrun-transcript/") {
+			return nil, fmt.Errorf("%s: not a sealrun transcript: %v", filepath.Join(dir, "transcript.json"), err)
+		}
+		if t.Format != Format {
+			otherFormat = t.Format
 		}
 		for _, e := range t.Events {
 			for _, b := range []*Body{modelBody(e, true), modelBody(e, false), callBody(e)} {
@@ -120,6 +125,10 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	}
 	if !hasJSON {
 		rep.Notes = append(rep.Notes, "no transcript.json: the bodies alone were checked")
+		return rep, nil
+	}
+	if otherFormat != "" {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("transcript.json is %s; this sealrun writes %s, so it and the page were not compared (the bodies were checked; sealrun transcript makes them again)", otherFormat, Format))
 		return rep, nil
 	}
 	mine, err := Marshal(t)

@@ -5,21 +5,29 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
 	"io"
 )
 
-// PageVersion names the page Render makes: a reader re-renders a published transcript.html to
-// check it only when it was made by the same page version.
-const PageVersion = "sealrun-transcript-page/1"
+// pageLayout names the page's frame as Render writes it; change it with that frame.
+const pageLayout = "sealrun-transcript-page/1"
 
 //go:embed page.css
 var pageCSS string
 
 //go:embed page.js
 var pageJS string
+
+// PageVersion names the page Render makes, its frame and the digest of its style and script: a
+// reader re-renders a transcript.html to check it only when it was made by the same page (another
+// sealrun's page is reported, not judged).
+var PageVersion = func() string {
+	sum := sha256.Sum256([]byte(pageLayout + "\x00" + pageCSS + "\x00" + pageJS))
+	return pageLayout + "+" + hex.EncodeToString(sum[:6])
+}()
 
 // CSPHashes are the Content-Security-Policy sources of the page's one style and one script.
 func CSPHashes() (style, script string) { return cspHash(pageCSS), cspHash(pageJS) }
