@@ -2,10 +2,8 @@ package transcript_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,7 +139,7 @@ func TestBuildChecksBodies(t *testing.T) {
 	}
 	flip(audit.CallLogPath(1))
 	// A gzip body rewritten with one byte changed inside: the file is valid gzip, its content not.
-	writeGz(t, filepath.Join(dir, audit.GatewayBodyPath(2, audit.BodyResponse)), bytes.Replace(readGz(t, filepath.Join(dir, audit.GatewayBodyPath(2, audit.BodyResponse))), []byte("Turn 2"), []byte("Turn 9"), 1))
+	mustGzip(t, filepath.Join(dir, audit.GatewayBodyPath(2, audit.BodyResponse)), bytes.Replace(mustGunzip(t, filepath.Join(dir, audit.GatewayBodyPath(2, audit.BodyResponse))), []byte("Turn 2"), []byte("Turn 9"), 1))
 	os.Remove(filepath.Join(dir, audit.GatewayBodyPath(3, audit.BodyRequest)))
 	withheld := audit.GatewayBodyPath(1, audit.BodyRequest)
 	tr, err := transcript.Build(dir, header(), transcript.Options{Withheld: map[string]bool{withheld: true}})
@@ -267,31 +265,7 @@ func TestBuildOtherEntries(t *testing.T) {
 	}
 }
 
-func readGz(t *testing.T, p string) []byte {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(zr)
-	return b
-}
 
-func writeGz(t *testing.T, p string, b []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(b)
-	zw.Close()
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // The transcripts sealrun writes validate against the published schema, and the schema is not
 // vacuous.
@@ -377,5 +351,21 @@ func TestHundredMegabyteLine(t *testing.T) {
 	j, _ := transcript.Marshal(tr)
 	if len(j) > 200<<10 {
 		t.Errorf("transcript.json is %d bytes for one cut line", len(j))
+	}
+}
+
+func mustGunzip(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := transcripttest.ReadGzip(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustGzip(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := transcripttest.WriteGzip(p, b); err != nil {
+		t.Fatal(err)
 	}
 }

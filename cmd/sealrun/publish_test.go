@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,8 +293,8 @@ func TestPublishTrajectories(t *testing.T) {
 		}, rel + "/calls/2.log: altered"},
 		{"a response edited inside its gzip", func(d string) {
 			p := filepath.Join(d, rel, "gateway", "000002.response.gz")
-			b := gunzip(t, p)
-			writeGzip(t, p, []byte(strings.Replace(string(b), "Turn 2", "Turn 7", 1)))
+			b := mustGunzip(t, p)
+			mustGzip(t, p, []byte(strings.Replace(string(b), "Turn 2", "Turn 7", 1)))
 		}, rel + "/gateway/000002.response.gz: altered"},
 		{"a request removed", func(d string) { os.Remove(filepath.Join(d, rel, "gateway", "000003.request.json.gz")) }, rel + "/gateway/000003.request.json.gz: missing"},
 		{"the transcript edited", func(d string) {
@@ -358,26 +355,20 @@ func TestPublishTrajectories(t *testing.T) {
 	}
 }
 
-func gunzip(t *testing.T, p string) []byte {
+
+
+func mustGunzip(t *testing.T, p string) []byte {
 	t.Helper()
-	f, err := os.Open(p)
+	b, err := transcripttest.ReadGzip(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(zr)
 	return b
 }
 
-func writeGzip(t *testing.T, p string, b []byte) {
+func mustGzip(t *testing.T, p string, b []byte) {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(b)
-	zw.Close()
-	os.WriteFile(p, buf.Bytes(), 0o644)
+	if err := transcripttest.WriteGzip(p, b); err != nil {
+		t.Fatal(err)
+	}
 }

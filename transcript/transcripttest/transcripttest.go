@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,4 +177,27 @@ func Window(r *Run, turns, window, systemBytes, resultBytes int, out func(turn i
 			m{"role": "tool", "tool_call_id": id, "content": text})
 	}
 	return nil
+}
+
+// ReadGzip reads a gzip file whole, as a test reads a kept body.
+func ReadGzip(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
+}
+
+// WriteGzip writes b as a gzip file, as a test replaces a kept body.
+func WriteGzip(path string, b []byte) error {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
