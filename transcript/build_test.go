@@ -265,8 +265,6 @@ func TestBuildOtherEntries(t *testing.T) {
 	}
 }
 
-
-
 // The transcripts sealrun writes validate against the published schema, and the schema is not
 // vacuous.
 func TestTranscriptSchema(t *testing.T) {

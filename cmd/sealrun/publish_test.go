@@ -355,8 +355,6 @@ func TestPublishTrajectories(t *testing.T) {
 	}
 }
 
-
-
 func mustGunzip(t *testing.T, p string) []byte {
 	t.Helper()
 	b, err := transcripttest.ReadGzip(p)
