@@ -146,7 +146,7 @@ func parseUsage(body []byte, streamed bool) Usage {
 // readUsage folds the usage of one JSON object (a response, or one event of a stream) into u:
 // OpenAI's chat completions (prompt/completion tokens), its Responses API (input/output tokens,
 // also inside a response.* event's response), Anthropic's messages (input/output tokens, also in
-// message_start's message).
+// message_start's message), Google's Gemini API (usageMetadata).
 func readUsage(b []byte, u *Usage) {
 	var v struct {
 		Usage *struct {
@@ -161,10 +161,23 @@ func readUsage(b []byte, u *Usage) {
 				ReasoningTokens int64 `json:"reasoning_tokens"`
 			} `json:"output_tokens_details"`
 		} `json:"usage"`
-		Message  *struct{ Usage json.RawMessage } `json:"message"`  // anthropic message_start
-		Response *struct{ Usage json.RawMessage } `json:"response"` // openai responses stream
+		Message       *struct{ Usage json.RawMessage } `json:"message"`  // anthropic message_start
+		Response      *struct{ Usage json.RawMessage } `json:"response"` // openai responses stream
+		UsageMetadata *struct {                        // google
+			PromptTokenCount        int64 `json:"promptTokenCount"`
+			CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+			ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+			CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+		} `json:"usageMetadata"`
 	}
 	if json.Unmarshal(b, &v) != nil {
+		return
+	}
+	if x := v.UsageMetadata; x != nil {
+		// Gemini counts thoughts apart from the candidates; both are output.
+		u.Prompt = max(u.Prompt, x.PromptTokenCount)
+		u.Completion = max(u.Completion, x.CandidatesTokenCount+x.ThoughtsTokenCount)
+		u.Reasoning = max(u.Reasoning, x.ThoughtsTokenCount)
 		return
 	}
 	if v.Usage == nil && v.Message != nil && len(v.Message.Usage) > 0 {

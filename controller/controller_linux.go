@@ -65,6 +65,8 @@ func Env(cfg Config) []string {
 	switch cfg.Kind {
 	case KindAnthropic:
 		env = append(env, "ANTHROPIC_BASE_URL="+gw, "ANTHROPIC_API_KEY=sealrun-gateway-injects-the-key")
+	case KindGoogle:
+		env = append(env, "GOOGLE_GEMINI_BASE_URL="+gw, "GEMINI_API_KEY=sealrun-gateway-injects-the-key")
 	default:
 		env = append(env, "OPENAI_BASE_URL="+gw+"/v1", "OPENAI_API_KEY=sealrun-gateway-injects-the-key")
 	}
@@ -83,7 +85,7 @@ func CheckImageEnv(env []string) error {
 		case strings.HasPrefix(k, "LD_"):
 			return fmt.Errorf("it sets %s in its environment; sealrun starts no container with LD_* variables: rebuild it without (ENV in the Containerfile)", k)
 		case strings.HasSuffix(strings.ToLower(k), "_proxy"):
-			return fmt.Errorf("it sets %s in its environment; the run's only egress is its gateway (SEALRUN_GATEWAY, OPENAI_BASE_URL, ANTHROPIC_BASE_URL), never a proxy: rebuild it without", k)
+			return fmt.Errorf("it sets %s in its environment; the run's only egress is its gateway (SEALRUN_GATEWAY, OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL), never a proxy: rebuild it without", k)
 		}
 	}
 	return nil

@@ -14,6 +14,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,11 +32,15 @@ const (
 )
 
 // routes: what each provider kind forwards. The agent's path maps to the base URL's path plus
-// the suffix: openai's base URL carries /v1, anthropic's does not.
+// the suffix: openai's base URL carries /v1, anthropic's does not. Google's paths name the model
+// (geminiPath).
 var routes = map[string]map[string]string{
 	KindOpenAI:    {"/v1/chat/completions": "/chat/completions", "/v1/responses": "/responses"},
 	KindAnthropic: {"/v1/messages": "/v1/messages"},
 }
+
+// geminiPath is a Gemini API method of a model: /v1beta/models/MODEL:METHOD (or /v1/...).
+var geminiPath = regexp.MustCompile(`^/(v1beta|v1)/models/([A-Za-z0-9._-]{1,128}):(generateContent|streamGenerateContent|countTokens)$`)
 
 // forwardHeaders are the only request headers that reach the provider (besides the key the
 // gateway adds and the length it sets). Everything else — the agent's Authorization or
@@ -232,11 +238,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(sw, x, http.StatusForbidden, "this run has no model provider (provider none: its scaffold is scripted); nothing is forwarded")
 		return
 	}
-	if r.Method == http.MethodGet && (r.URL.Path == "/v1/models" || r.URL.Path == "/models") {
+	if r.Method == http.MethodGet && (r.URL.Path == "/v1/models" || r.URL.Path == "/models" || (g.kind == KindGoogle && r.URL.Path == "/v1beta/models")) {
 		g.models(sw)
 		return
 	}
 	suffix, ok := routes[g.kind][r.URL.Path]
+	if g.kind == KindGoogle {
+		if m := geminiPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPost {
+			if m[2] != g.agent.Model {
+				g.refuse(sw, x, http.StatusForbidden, fmt.Sprintf("model %q refused: this run's agent is %s; every request uses model %q (in the path: /v1beta/models/%s:%s)", m[2], g.agent, g.agent.Model, g.agent.Model, m[3]))
+				return
+			}
+			suffix, ok = r.URL.Path, true
+		}
+	}
 	if !ok || r.Method != http.MethodPost {
 		g.refuse(sw, x, http.StatusForbidden, fmt.Sprintf("%s %s is not forwarded: this run's gateway serves %s only", r.Method, r.URL.Path, g.allowed()))
 		return
@@ -269,10 +284,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) allowed() string {
+	if g.kind == KindGoogle {
+		return fmt.Sprintf("POST /v1beta/models/%s:generateContent, :streamGenerateContent (?alt=sse) and :countTokens, GET /v1beta/models", g.agent.Model)
+	}
 	var ps []string
 	for p := range routes[g.kind] {
 		ps = append(ps, "POST "+p)
 	}
+	sort.Strings(ps)
 	return strings.Join(append(ps, "GET /v1/models"), ", ")
 }
 
@@ -287,9 +306,26 @@ func (g *Gateway) pin(path string, body []byte) ([]byte, string) {
 		if json.Unmarshal(raw, &model) != nil {
 			return nil, "the request's model is not a string"
 		}
+		if g.kind == KindGoogle {
+			model = strings.TrimPrefix(model, "models/")
+		}
 		if model != g.agent.Model {
 			return nil, fmt.Sprintf("model %q refused: this run's agent is %s; every request uses model %q", model, g.agent, g.agent.Model)
 		}
+	}
+	if g.kind == KindGoogle {
+		// The Gemini API names the model in the path (checked already); a body model, when
+		// there is one, was checked above and is left as it is.
+		if g.agent.Effort != "" {
+			if reason := pinGeminiEffort(m, g.agent); reason != "" {
+				return nil, reason
+			}
+		}
+		out, err := json.Marshal(m)
+		if err != nil {
+			return nil, "the request body could not be re-encoded"
+		}
+		return out, ""
 	}
 	m["model"], _ = json.Marshal(g.agent.Model)
 	if g.agent.Effort != "" && g.kind == KindOpenAI {
@@ -333,6 +369,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	u := *g.base
 	u.Path = strings.TrimSuffix(g.base.Path, "/") + pr.In.URL.Path
 	u.RawQuery = ""
+	if g.kind == KindGoogle && pr.In.URL.Query().Get("alt") == "sse" {
+		u.RawQuery = "alt=sse" // the stream's framing; nothing else of the query (a key=) goes on
+	}
 	pr.Out.URL = &u
 	pr.Out.Host = ""
 	h := http.Header{}
@@ -347,6 +386,8 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		if h.Get("Anthropic-Version") == "" {
 			h.Set("Anthropic-Version", "2023-06-01")
 		}
+	case KindGoogle:
+		h.Set("X-Goog-Api-Key", g.key)
 	default:
 		h.Set("Authorization", "Bearer "+g.key)
 	}
@@ -475,9 +516,13 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 func (g *Gateway) models(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	var v any
-	if g.kind == KindAnthropic {
+	switch g.kind {
+	case KindAnthropic:
 		v = map[string]any{"data": []map[string]string{{"id": g.agent.Model, "type": "model", "display_name": g.agent.Model}}, "has_more": false}
-	} else {
+	case KindGoogle:
+		v = map[string]any{"models": []map[string]any{{"name": "models/" + g.agent.Model, "displayName": g.agent.Model,
+			"supportedGenerationMethods": []string{"generateContent", "streamGenerateContent", "countTokens"}}}}
+	default:
 		v = map[string]any{"object": "list", "data": []map[string]string{{"id": g.agent.Model, "object": "model", "owned_by": g.agent.Provider}}}
 	}
 	json.NewEncoder(w).Encode(v)
@@ -587,4 +632,35 @@ func (s *statusWriter) code() int {
 		return http.StatusOK
 	}
 	return s.status
+}
+
+// pinGeminiEffort pins a Gemini request's thinking to the agent's effort: a number is its
+// thinkingBudget (tokens), a word its thinkingLevel ("low", "high"), both in
+// generationConfig.thinkingConfig. A request asking for another is refused.
+func pinGeminiEffort(m map[string]json.RawMessage, a Agent) string {
+	var gen map[string]json.RawMessage
+	if raw, ok := m["generationConfig"]; ok && json.Unmarshal(raw, &gen) != nil {
+		return "the request's generationConfig is not an object"
+	}
+	if gen == nil {
+		gen = map[string]json.RawMessage{}
+	}
+	var thinking map[string]json.RawMessage
+	if raw, ok := gen["thinkingConfig"]; ok && json.Unmarshal(raw, &thinking) != nil {
+		return "the request's generationConfig.thinkingConfig is not an object"
+	}
+	if thinking == nil {
+		thinking = map[string]json.RawMessage{}
+	}
+	key, want := "thinkingLevel", json.RawMessage(strconv.Quote(a.Effort))
+	if n, err := strconv.Atoi(a.Effort); err == nil {
+		key, want = "thinkingBudget", json.RawMessage(strconv.Itoa(n))
+	}
+	if raw, ok := thinking[key]; ok && string(raw) != string(want) {
+		return fmt.Sprintf("generationConfig.thinkingConfig.%s %s refused: this run's agent is %s", key, raw, a)
+	}
+	thinking[key] = want
+	gen["thinkingConfig"], _ = json.Marshal(thinking)
+	m["generationConfig"], _ = json.Marshal(gen)
+	return ""
 }

@@ -519,3 +519,70 @@ func TestUsageReaderSplitsLines(t *testing.T) {
 		}
 	}
 }
+
+// Google's Gemini API: the model is the path's and must be the run's; of the query only alt=sse
+// (a stream's framing) goes on, never a key=; the key goes in x-goog-api-key; the body's model,
+// when sent, must be the run's; countTokens passes and other methods do not; usage is read from
+// usageMetadata, streamed or not; the effort is pinned in the thinking config.
+func TestGatewayGoogle(t *testing.T) {
+	x := newGW(t, KindGoogle, "google/gemini-x@high", 1)
+	x.prov.Default = providertest.Response{Body: providertest.GeminiContent("hi from gemini", 21, 7)}
+	resp, body := x.do("POST", "/v1beta/models/gemini-x:generateContent?key=agent-key&other=1", `{"contents":[{"role":"user","parts":[{"text":"hello"}]}]}`,
+		map[string]string{"x-goog-api-key": "agent", "Authorization": "Bearer x", "Content-Type": "application/json"})
+	if resp.StatusCode != 200 || !strings.Contains(body, "hi from gemini") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got := x.prov.Requests()[0]
+	if got.Path != "/v1beta/models/gemini-x:generateContent" || got.Query != "" || got.Header.Get("X-Goog-Api-Key") != "real-provider-key" || got.Header.Get("Authorization") != "" {
+		t.Errorf("provider saw %s ?%s with %v", got.Path, got.Query, got.Header)
+	}
+	if !strings.Contains(string(got.Body), `"thinkingLevel":"high"`) {
+		t.Errorf("effort not pinned: %s", got.Body)
+	}
+	x.prov.Queue(providertest.Response{Events: []string{
+		`{"candidates":[{"content":{"role":"model","parts":[{"text":"one "}]},"index":0}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":1}}`,
+		`{"candidates":[{"content":{"role":"model","parts":[{"text":"two"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":2,"thoughtsTokenCount":5}}`},
+		NoDone: true})
+	if resp, _ := x.do("POST", "/v1beta/models/gemini-x:streamGenerateContent?alt=sse", `{"contents":[]}`, nil); resp.StatusCode != 200 {
+		t.Errorf("stream: %d", resp.StatusCode)
+	}
+	if q := x.prov.Requests()[1].Query; q != "alt=sse" {
+		t.Errorf("the stream's query reached the provider as %q", q)
+	}
+	if resp, _ := x.do("POST", "/v1beta/models/gemini-x:countTokens", `{"contents":[]}`, nil); resp.StatusCode != 200 {
+		t.Errorf("countTokens: %d", resp.StatusCode)
+	}
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{"POST", "/v1beta/models/gemini-bigger:generateContent", `{}`, 403, `gemini-bigger\" refused`},
+		{"POST", "/v1beta/models/gemini-x:generateContent", `{"model":"models/gemini-other"}`, 403, `gemini-other\" refused`},
+		{"POST", "/v1beta/models/gemini-x:embedContent", `{}`, 403, "is not forwarded"},
+		{"POST", "/v1beta/models/gemini-x:generateContent", `{"generationConfig":{"thinkingConfig":{"thinkingLevel":"low"}}}`, 403, "thinkingLevel"},
+		{"POST", "/v1beta/models/../x:generateContent", `{}`, 403, "is not forwarded"},
+		{"POST", "/v1/chat/completions", `{}`, 403, "is not forwarded"},
+	} {
+		resp, body := x.do(c.method, c.path, c.body, nil)
+		if resp.StatusCode != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s; want %d ~%q", c.method, c.path, resp.StatusCode, body, c.code, c.want)
+		}
+	}
+	if resp, body := x.do("GET", "/v1beta/models", "", nil); resp.StatusCode != 200 || !strings.Contains(body, `"models/gemini-x"`) {
+		t.Errorf("models: %d %s", resp.StatusCode, body)
+	}
+	rs := x.records()
+	if rs[0].Usage != (Usage{Prompt: 21, Completion: 7}) || rs[1].Usage != (Usage{Prompt: 30, Completion: 7, Reasoning: 5}) || !rs[1].Streamed {
+		t.Errorf("usage %+v, %+v (streamed %v)", rs[0].Usage, rs[1].Usage, rs[1].Streamed)
+	}
+	if n := len(x.prov.Requests()); n != 3 {
+		t.Errorf("the provider saw %d requests; want the three forwarded", n)
+	}
+	// A number is a thinking budget.
+	y := newGW(t, KindGoogle, "google/gemini-x@2048", 1)
+	y.do("POST", "/v1beta/models/gemini-x:generateContent", `{"contents":[]}`, nil)
+	if b := string(y.prov.Requests()[0].Body); !strings.Contains(b, `"thinkingBudget":2048`) {
+		t.Errorf("budget not pinned: %s", b)
+	}
+}

@@ -13,6 +13,7 @@ import (
 const (
 	KindOpenAI    = "openai"    // any OpenAI-compatible API: chat completions, responses
 	KindAnthropic = "anthropic" // Anthropic messages
+	KindGoogle    = "google"    // Google's Gemini API: generateContent, streamGenerateContent
 	// KindNone is no model at all: the provider of a scripted scaffold's runs (the demo agent).
 	// Its gateway refuses every request.
 	KindNone = "none"
@@ -24,8 +25,8 @@ var NoProvider = ProviderConfig{Name: KindNone, Kind: KindNone}
 // ProviderConfig is one [providers.NAME] table of the daemon config.
 type ProviderConfig struct {
 	Name    string `toml:"-"`
-	Kind    string `toml:"kind"`     // openai or anthropic (default: the table's name when it is one)
-	BaseURL string `toml:"base_url"` // https://api.example.com/v1 (openai), https://api.example.com (anthropic)
+	Kind    string `toml:"kind"`     // openai, anthropic or google (default: the table's name when it is one)
+	BaseURL string `toml:"base_url"` // https://api.example.com/v1 (openai), https://api.example.com (anthropic, google)
 	KeyFile string `toml:"key_file"` // 0600, owned by root; never enters a container
 	Retries int    `toml:"retries"`  // tries after the first on 429, 5xx, resets, time-outs (default 30)
 }
@@ -46,9 +47,9 @@ func (p ProviderConfig) Validate(where string) error {
 		return errors.Join(errs...)
 	}
 	switch p.kind() {
-	case KindOpenAI, KindAnthropic:
+	case KindOpenAI, KindAnthropic, KindGoogle:
 	default:
-		bad("kind", "%q is not a provider kind; use openai (any OpenAI-compatible API) or anthropic", p.Kind)
+		bad("kind", "%q is not a provider kind; use openai (any OpenAI-compatible API), anthropic or google (the Gemini API)", p.Kind)
 	}
 	if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		bad("base_url", "%q is not an http(s) URL with a host; write it as https://api.example.com/v1", p.BaseURL)

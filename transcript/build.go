@@ -43,7 +43,10 @@ type Builder struct {
 	contexts map[int][][32]byte // the latest exchanges' message keys (request, then output)
 	lastN    int                // the last exchange read
 	rd       *reader
-	best     *float64 // the best validation score so far
+	// stash: gateway entries wait for flush (Build), to be read in their requests' order.
+	stash   bool
+	stashed []stashed
+	best    *float64 // the best validation score so far
 }
 
 type prefixRef struct{ n, k int }
@@ -64,10 +67,35 @@ func Build(dir string, run Run, opts Options) (*Transcript, error) {
 		return nil, fmt.Errorf("transcript of %s: %w", dir, err)
 	}
 	defer f.Close()
+	b.stash = true
 	if _, err := b.ReadFrom(f); err != nil {
 		return nil, err
 	}
+	if err := b.flush(); err != nil {
+		return nil, err
+	}
 	return b.Transcript(), nil
+}
+
+// stashed is a gateway entry Build reads once the whole log has been read.
+type stashed struct {
+	seq, request int
+	line         []byte
+}
+
+// flush reads the stashed gateway entries in the order of their request numbers: the order a
+// scaffold sent them, which is what a conversation's prefixes follow. The audit log's order is
+// the order they ended in, and a request's entry is written after its answer is out: a scaffold
+// that asks again at once can be logged before it.
+func (b *Builder) flush() error {
+	sort.SliceStable(b.stashed, func(i, j int) bool { return b.stashed[i].request < b.stashed[j].request })
+	for _, st := range b.stashed {
+		if err := b.process(st.seq, "gateway", time.Time{}, st.line); err != nil {
+			return err
+		}
+	}
+	b.stashed = nil
+	return nil
 }
 
 // ReadFrom adds every whole line r holds (each ended by "\n"), and returns the bytes of those
@@ -119,6 +147,24 @@ func (b *Builder) Add(line []byte) error {
 	b.head = audit.ChainNext(b.head, line)
 	b.t.Through = env.Seq
 	b.t.Run.AuditHead = b.head
+	if b.stash && env.Kind == "gateway" {
+		var r struct {
+			Request int `json:"request"`
+		}
+		json.Unmarshal(line, &r)
+		b.stashed = append(b.stashed, stashed{seq: env.Seq, request: r.Request, line: append([]byte(nil), line...)})
+		return nil
+	}
+	return b.process(env.Seq, env.Kind, env.Time, line)
+}
+
+// process reads one audit entry of the chain into its event.
+func (b *Builder) process(seq int, kind string, t time.Time, line []byte) error {
+	env := struct {
+		Seq  int
+		Kind string
+		Time time.Time
+	}{seq, kind, t}
 	var ev Event
 	var err error
 	switch env.Kind {

@@ -367,3 +367,51 @@ func mustGzip(t *testing.T, p string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// A request's audit entry is written after its answer is out, so a scaffold that asks again at
+// once can have its next request logged first. The transcript reads a conversation in the order
+// the requests were made, whatever order their entries ended in.
+func TestBuildReadsRequestsInTheirOrder(t *testing.T) {
+	r := newRun(t)
+	transcripttest.Conversation(r, 3, 200, 50, nil)
+	r.Close()
+	p := filepath.Join(r.Dir, "audit.jsonl")
+	lines := strings.Split(strings.TrimSpace(string(mustReadFile(t, p))), "\n")
+	// gateway 1, call 1, gateway 2, call 2, gateway 3, call 3: log gateway 3 before gateway 2.
+	lines[2], lines[4] = lines[4], lines[2]
+	os.Remove(p)
+	l, err := audit.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range lines {
+		var m map[string]any
+		json.Unmarshal([]byte(line), &m)
+		kind := m["kind"].(string)
+		delete(m, "seq")
+		delete(m, "prev")
+		delete(m, "kind")
+		if _, _, err := l.Append(kind, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range models(tr) {
+		if x.N > 1 && (x.Extends != x.N-1 || len(x.Added) != 1) {
+			t.Errorf("exchange %d: extends %d with %d added; want %d and the tool result alone", x.N, x.Extends, len(x.Added), x.N-1)
+		}
+	}
+}
+
+func mustReadFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -126,7 +126,7 @@ type Exchange struct {
 	N              int    `json:"n"` // the gateway's request number
 	Method         string `json:"method"`
 	Path           string `json:"path"`
-	API            string `json:"api,omitempty"` // APIChat, APIResponses, APIMessages; "" when not read
+	API            string `json:"api,omitempty"` // APIChat, APIResponses, APIMessages, APIGemini; "" when not read
 	Model          string `json:"model,omitempty"`
 	Status         int    `json:"status"`
 	Refused        string `json:"refused,omitempty"`
@@ -163,6 +163,7 @@ const (
 	APIChat      = "openai-chat-completions"
 	APIResponses = "openai-responses"
 	APIMessages  = "anthropic-messages"
+	APIGemini    = "google-gemini"
 )
 
 // Try is one attempt at the provider.

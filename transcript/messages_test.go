@@ -148,6 +148,28 @@ func TestReadAPIs(t *testing.T) {
 			wantStop:  "tool_use",
 		},
 		{
+			name: "gemini, streamed", api: APIGemini, streamed: true,
+			req: `{"systemInstruction":{"parts":[{"text":"You are Gemini CLI."}]},"contents":[
+				{"role":"user","parts":[{"text":"list the files"}]},
+				{"role":"model","parts":[{"text":"Checking.","thought":true},{"text":"I will run ls."},{"functionCall":{"name":"run_shell_command","args":{"command":"ls"}}}]},
+				{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command","response":{"output":"a.txt"}}}]}],
+				"tools":[{"functionDeclarations":[{"name":"run_shell_command"},{"name":"read_file"}]}],"generationConfig":{"temperature":0}}`,
+			resp: sse(`{"candidates":[{"content":{"role":"model","parts":[{"text":"Think","thought":true}]},"index":0}]}`,
+				`{"candidates":[{"content":{"role":"model","parts":[{"text":"ing.","thought":true},{"text":"One "}]},"index":0}]}`,
+				`{"candidates":[{"content":{"role":"model","parts":[{"text":"file."},{"functionCall":{"name":"read_file","args":{"path":"a.txt"}}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":9}}`),
+			wantReq: []string{"system: text=You are Gemini CLI.", "user: text=list the files",
+				`assistant: reasoning=Checking. | text=I will run ls. | tool_call[run_shell_command/]={"command":"ls"}`, "user: tool_result[run_shell_command/]=a.txt"},
+			wantTools: []string{"run_shell_command", "read_file"},
+			wantOut:   []string{`assistant: reasoning=Thinking. | text=One file. | tool_call[read_file/]={"path":"a.txt"}`},
+			wantStop:  "STOP",
+		},
+		{
+			name: "gemini", api: APIGemini, req: `{"contents":[{"role":"user","parts":[{"text":"hi"},{"inlineData":{"mimeType":"image/png","data":"AA=="}}]}]}`,
+			resp:    []byte(`{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello."}]},"finishReason":"MAX_TOKENS"}]}`),
+			wantReq: []string{"user: text=hi | image[inlineData/]="},
+			wantOut: []string{"assistant: text=Hello."}, wantStop: "MAX_TOKENS",
+		},
+		{
 			name: "anthropic messages", api: APIMessages, req: `{"system":"s","messages":[{"role":"user","content":"hi"}]}`,
 			resp:    []byte(`{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"redacted_thinking","data":"xx"},{"type":"text","text":"Hello."}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":2}}`),
 			wantReq: []string{"system: text=s", "user: text=hi"},
@@ -178,7 +200,7 @@ func TestReadAPIs(t *testing.T) {
 
 // Malformed, hostile and odd bodies never panic and say what could not be read.
 func TestReadMalformed(t *testing.T) {
-	for _, api := range []string{APIChat, APIResponses, APIMessages} {
+	for _, api := range []string{APIChat, APIResponses, APIMessages, APIGemini} {
 		for _, body := range []string{``, `[]`, `null`, `{"messages":5}`, `{"input":{"a":1}}`, `{"messages":[{"role":"user","content":{"x":1}}]}`, "\xff\xfe", strings.Repeat("[", 100000)} {
 			newReader().readRequest(api, []byte(body))
 			newReader().readResponse(api, []byte(body), false)

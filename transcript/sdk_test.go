@@ -228,3 +228,47 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 		t.Errorf("second exchange: streamed %v, extends %d sharing %d, stop %q, usage %+v\nadded %s\noutput %s", x.Streamed, x.Extends, x.Shared, x.Stop, x.Usage, a, o)
 	}
 }
+
+// The same for Google's official @google/genai: generateContent with a system instruction and a
+// function declaration, the function's response sent back, then generateContentStream (SSE).
+func TestGeminiSDKThroughTheGateway(t *testing.T) {
+	node, clients := sdkClients(t)
+	prov := providertest.New()
+	defer prov.Close()
+	prov.Queue(
+		providertest.Response{Body: `{"candidates":[{"content":{"role":"model","parts":[{"text":"SDK-GEM-LOOK"},{"functionCall":{"name":"run_shell_command","args":{"command":"python3 train.py"}}}]},"finishReason":"STOP","index":0}],` +
+			`"usageMetadata":{"promptTokenCount":33,"candidatesTokenCount":12,"totalTokenCount":45},"modelVersion":"gemini-x"}`},
+		providertest.Response{NoDone: true, Events: []string{
+			`{"candidates":[{"content":{"role":"model","parts":[{"text":"SDK-GEM-"}]},"index":0}],"usageMetadata":{"promptTokenCount":60,"candidatesTokenCount":1},"modelVersion":"gemini-x"}`,
+			`{"candidates":[{"content":{"role":"model","parts":[{"text":"ANSWER"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":60,"candidatesTokenCount":3,"thoughtsTokenCount":4},"modelVersion":"gemini-x"}`}},
+	)
+	url, dir := gatewayRun(t, controller.KindGoogle, "google/gemini-x", prov)
+	said := drive(t, node, clients, "google", url)
+	for _, want := range []string{`"name":"run_shell_command","args":{"command":"python3 train.py"}`, `"gemini streamed text","v":"SDK-GEM-ANSWER"`} {
+		if !strings.Contains(said, want) {
+			t.Errorf("the SDK did not see %s:\n%s", want, said)
+		}
+	}
+	for i, r := range prov.Requests() {
+		if r.Header.Get("X-Goog-Api-Key") != "sk-provider-key" || strings.Contains(r.Query, "key=") {
+			t.Errorf("request %d reached the provider with %v ?%s", i+1, r.Header, r.Query)
+		}
+	}
+	tr, err := transcript.Build(dir, header(), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := models(tr)
+	if len(ms) != 2 {
+		t.Fatalf("%d exchanges", len(ms))
+	}
+	if a, o := texts(ms[0].Added), texts(ms[0].Output); ms[0].API != transcript.APIGemini || !strings.Contains(a, "system: text=SDK-GEM-SYSTEM") || !strings.Contains(a, "user: text=SDK-GEM-USER") ||
+		!strings.Contains(o, `assistant: text=SDK-GEM-LOOK tool_call[run_shell_command]={"command":"python3 train.py"}`) {
+		t.Errorf("first exchange:\nadded %s\noutput %s", a, o)
+	}
+	x := ms[1]
+	if a, o := texts(x.Added), texts(x.Output); !x.Streamed || x.Extends != 1 || x.Shared != 3 || len(x.Added) != 1 || !strings.Contains(a, "user: tool_result[run_shell_command]=SDK-GEM-TOOL-OUTPUT: loss 0.9") ||
+		!strings.Contains(o, "assistant: text=SDK-GEM-ANSWER") || x.Stop != "STOP" || x.Usage.Prompt != 60 || x.Usage.Completion != 7 {
+		t.Errorf("second exchange: streamed %v, extends %d sharing %d, stop %q, usage %+v\nadded %s\noutput %s", x.Streamed, x.Extends, x.Shared, x.Stop, x.Usage, a, o)
+	}
+}

@@ -27,8 +27,10 @@ type Response struct {
 	// as "data: <payload>\n\n", EventGap apart, then "data: [DONE]".
 	Events []string
 	// EventNames, when set, name each event ("event: NAME" before its data), as Anthropic's
-	// and the Responses API's streams do; those streams end without "data: [DONE]".
+	// and the Responses API's streams do; those streams end without "data: [DONE]", as
+	// Gemini's do (NoDone).
 	EventNames []string
+	NoDone     bool
 	EventGap   time.Duration
 	Delay      time.Duration // before the status line
 	Drop       bool          // close the connection without an answer (a reset)
@@ -37,6 +39,7 @@ type Response struct {
 // Request is one request the provider received.
 type Request struct {
 	Method, Path string
+	Query        string // the raw query
 	Header       http.Header
 	Body         []byte
 	At           time.Time
@@ -98,7 +101,7 @@ func (p *Provider) Requests() []Request {
 func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
-	p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
+	p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, At: time.Now()})
 	resp := p.Default
 	switch {
 	case len(p.script) > 0:
@@ -138,7 +141,7 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 			}
 			time.Sleep(resp.EventGap)
 		}
-		if len(resp.EventNames) == 0 {
+		if len(resp.EventNames) == 0 && !resp.NoDone {
 			io.WriteString(w, "data: [DONE]\n\n")
 		}
 		return
@@ -166,6 +169,13 @@ func ToolCall(name, args string) string {
 func Message(text string, in, out int) string {
 	return `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":` + strconv.Quote(text) +
 		`}],"stop_reason":"end_turn","usage":{"input_tokens":` + strconv.Itoa(in) + `,"output_tokens":` + strconv.Itoa(out) + `}}`
+}
+
+// GeminiContent is a Gemini API generateContent answer with usage metadata.
+func GeminiContent(text string, prompt, candidates int) string {
+	return `{"candidates":[{"content":{"role":"model","parts":[{"text":` + strconv.Quote(text) + `}]},"finishReason":"STOP","index":0}],` +
+		`"usageMetadata":{"promptTokenCount":` + strconv.Itoa(prompt) + `,"candidatesTokenCount":` + strconv.Itoa(candidates) +
+		`,"totalTokenCount":` + strconv.Itoa(prompt+candidates) + `},"modelVersion":"gemini-x"}`
 }
 
 // agentTurn answers one chat completion request of a scripted agent (Provider.Agent).

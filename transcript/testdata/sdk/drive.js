@@ -4,6 +4,7 @@
 //
 //   node drive.js openai URL      (chat completions and the Responses API; URL is the gateway)
 //   node drive.js anthropic URL   (messages)
+//   node drive.js google URL      (the Gemini API: generateContent, streamGenerateContent)
 'use strict';
 const [which, url] = process.argv.slice(2);
 const out = (what, v) => console.log(JSON.stringify({ what, v }));
@@ -56,7 +57,23 @@ async function anthropic() {
   out('anthropic streamed', final.content.map((b) => (b.type === 'text' ? b.text : b.type)).join('|'));
 }
 
-(which === 'openai' ? openai() : anthropic()).catch((e) => {
+async function google() {
+  const { GoogleGenAI } = require('@google/genai');
+  const ai = new GoogleGenAI({ apiKey: 'agent-has-no-key', httpOptions: { baseUrl: url } });
+  const tools = [{ functionDeclarations: [{ name: 'run_shell_command', description: 'run a command', parameters: { type: 'OBJECT', properties: { command: { type: 'STRING' } } } }] }];
+  const config = { systemInstruction: 'SDK-GEM-SYSTEM: you are Gemini.', tools };
+  const contents = [{ role: 'user', parts: [{ text: 'SDK-GEM-USER: train the model.' }] }];
+  const r1 = await ai.models.generateContent({ model: 'gemini-x', contents, config });
+  const fc = r1.functionCalls[0];
+  out('gemini function call', { name: fc.name, args: fc.args });
+  contents.push(r1.candidates[0].content, { role: 'user', parts: [{ functionResponse: { name: fc.name, response: { output: 'SDK-GEM-TOOL-OUTPUT: loss 0.9' } } }] });
+  const stream = await ai.models.generateContentStream({ model: 'gemini-x', contents, config });
+  let text = '';
+  for await (const ch of stream) text += ch.text || '';
+  out('gemini streamed text', text);
+}
+
+({ openai, anthropic, google }[which] || (() => Promise.reject(new Error('drive.js openai|anthropic|google URL'))))().catch((e) => {
   console.error(String(e && e.stack || e));
   process.exit(1);
 });
