@@ -19,6 +19,7 @@ import (
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/scaffolds"
 )
 
 // admit verifies the run's inputs and opens its directory and audit log. It returns the run's
@@ -75,7 +76,7 @@ type pins struct {
 	entrypoint                 []string // the scaffold's command (the controller image's)
 	imageEnv                   []string // the controller image's own environment (its ENV)
 	scaffold                   string   // the scaffold's name (the controller image's label)
-	scaffoldEnv                []string // its per-run configuration (opencode: its rendered config)
+	scaffoldEnv                []string // its per-run configuration (a shipped scaffold's rendered config: scaffolds.Render)
 	exam, validation           *exams.Exam
 	kit                        *kits.Kit
 	provider                   controller.ProviderConfig
@@ -125,14 +126,15 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.path, spec.Agent.Provider))
 	}
 	p.provider = prov
-	if ok && p.scaffold == images.OpencodeScaffoldName {
-		// opencode's config is rendered now, so that a provider or model it cannot take is
-		// refused before anything is created.
-		cfg, err := kits.OpencodeConfig(providerKind(prov), controller.GatewayURL(0), spec.Agent.Model, spec.Agent.Effort)
+	if sc, known := scaffolds.Lookup(p.scaffold); ok && known && t.Scaffold.ConfigSHA256 == sc.ConfigSHA256() {
+		// A scaffold sealrun ships (scaffolds/NAME), with its config template: the config is
+		// rendered now, so that a provider or model it cannot take is refused before anything
+		// is created.
+		env, err := sc.Render(scaffolds.Run{Kind: providerKind(prov), Gateway: controller.GatewayURL(0), Model: spec.Agent.Model, Effort: spec.Agent.Effort})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("track %s pins the opencode scaffold: %v", t.Name, err))
+			errs = append(errs, fmt.Errorf("track %s pins the %s scaffold: %v", t.Name, sc.Name, err))
 		}
-		p.scaffoldEnv = []string{"OPENCODE_CONFIG_CONTENT=" + cfg}
+		p.scaffoldEnv = env
 	}
 	if t.Status != policy.StatusActive {
 		errs = append(errs, fmt.Errorf("track %s %s is %s: it takes no new runs", t.Name, t.Version, t.Status))

@@ -16,7 +16,7 @@ import (
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
-	"github.com/sealrun/sealrun/kits"
+	"github.com/sealrun/sealrun/scaffolds"
 )
 
 // BenchmarkRunOverhead: a whole sealed run whose agent finalizes at once, from submission to the
@@ -129,10 +129,12 @@ func BenchmarkOpencodeFirstRequest(b *testing.B) {
 	x.Journal = tb.journal
 	x.Entrypoint = nil
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
-	cfg, err := kits.OpencodeConfig("openai", tb.prov.URL, "gpt-x", "high")
+	oc, _ := scaffolds.Lookup("opencode")
+	env, err := oc.Render(scaffolds.Run{Kind: "openai", Gateway: tb.prov.URL, Model: "gpt-x", Effort: "high"})
 	if err != nil {
 		b.Fatal(err)
 	}
+	cfg := strings.TrimPrefix(env[0], "OPENCODE_CONFIG_CONTENT=")
 	var sealed, bare, bare1 time.Duration
 	b.ResetTimer()
 	for i := range b.N {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
-	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -27,27 +27,23 @@ import (
 // minutes).
 func opencodeTrack(t testing.TB, tb *testbed) (*policy.Track, string) {
 	t.Helper()
-	ref := testenv.LocalImages(t).Refs["controller-opencode"]
+	oc, _ := scaffolds.Lookup("opencode")
+	return shippedTrack(t, tb, oc, map[string]string{`wall = "3m"`: `wall = "6m"`, `call_limit = "1m"`: `call_limit = "4m"`})
+}
+
+// shippedTrack is the testbed's track with a shipped scaffold's controller image and pin, its
+// budgets changed as edits says.
+func shippedTrack(t testing.TB, tb *testbed, sc *scaffolds.Scaffold, edits map[string]string) (*policy.Track, string) {
+	t.Helper()
+	ref := testenv.LocalImages(t).Refs[sc.ImageKey()]
 	if ref == "" {
-		t.Fatalf("%s/images.lock has no controller-opencode image; make test builds it (sealrun images build-local)", testenv.LocalImages(t).State)
+		t.Fatalf("%s/images.lock has no %s image; make test builds it (sealrun images build-local)", testenv.LocalImages(t).State, sc.ImageKey())
 	}
-	text := tb.trackTOML
-	for _, line := range strings.Split(text, "\n") {
-		switch {
-		case strings.HasPrefix(line, "controller = "):
-			text = strings.Replace(text, line, fmt.Sprintf("controller = %q", ref), 1)
-		case strings.HasPrefix(line, "name = \"scripted-demo\""):
-			text = strings.Replace(text, line, `name = "opencode"`, 1)
-		case strings.HasPrefix(line, "version = \"1.0.0\""):
-			text = strings.Replace(text, line, fmt.Sprintf("version = %q", images.OpencodeVersion), 1)
-		case strings.HasPrefix(line, "config_sha256 = "):
-			text = strings.Replace(text, line, fmt.Sprintf("config_sha256 = %q", images.OpencodeConfigSHA256()), 1)
-		}
-	}
-	for old, repl := range map[string]string{`wall = "3m"`: `wall = "6m"`, `call_limit = "1m"`: `call_limit = "4m"`} {
+	text := scaffoldTrack(tb.trackTOML, ref, sc.Name, sc.Version, sc.ConfigSHA256())
+	for old, repl := range edits {
 		text = strings.Replace(text, old, repl, 1)
 	}
-	track, err := policy.Parse("opencode-test.toml", []byte(text))
+	track, err := policy.Parse(sc.Name+"-test.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,12 +212,13 @@ func TestOpencodeRefusals(t *testing.T) {
 	if _, err := x.Check(RunSpec{Track: track, Agent: none}); err == nil || !strings.Contains(err.Error(), "opencode scaffold needs a model provider of kind openai or anthropic") {
 		t.Errorf("provider none: %v", err)
 	}
-	other, err := policy.Parse("t.toml", []byte(strings.Replace(text, images.OpencodeVersion, "1.18.34", 1)))
+	oc, _ := scaffolds.Lookup("opencode")
+	other, err := policy.Parse("t.toml", []byte(strings.Replace(text, oc.Version, "1.18.34", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
-	if _, err := x.Check(RunSpec{Track: other, Agent: agent}); err == nil || !strings.Contains(err.Error(), `label dev.sealrun.scaffold.version is "`+images.OpencodeVersion+`", the track says "1.18.34"`) {
+	if _, err := x.Check(RunSpec{Track: other, Agent: agent}); err == nil || !strings.Contains(err.Error(), `label dev.sealrun.scaffold.version is "`+oc.Version+`", the track says "1.18.34"`) {
 		t.Errorf("version pin: %v", err)
 	}
 	if _, err := x.Check(RunSpec{Track: track, Agent: agent}); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
+	"github.com/sealrun/sealrun/scaffolds"
 )
 
 // The demo's hidden exam: synthetic, from a seed no kit uses (the ARI kit's training text and
@@ -43,7 +44,7 @@ type Options struct {
 	// BinDir holds sealrun's runner and sealrun-netns-hook (make build puts them beside sealrun).
 	BinDir   string
 	Seeds    int    // how many seeds of the demo agent, 1 to 16
-	Scaffold string // images.DemoScaffoldName (a shell script) or "opencode" (driven by a scripted model)
+	Scaffold string // images.DemoScaffoldName (a shell script), or a shipped scaffold (scaffolds.Names) driven by a scripted model
 	Keep     bool   // keep the runs' workspaces
 	Quick    bool   // a tighter budget and a smaller exam
 	CacheDir string // where the debootstrap result is kept between builds ("": <state>/build-cache)
@@ -55,8 +56,8 @@ func (o Options) check() error {
 	switch {
 	case o.Seeds < 1 || o.Seeds > 16:
 		return fmt.Errorf("%d seeds: give 1 to 16", o.Seeds)
-	case o.Scaffold != images.DemoScaffoldName && o.Scaffold != "opencode":
-		return fmt.Errorf("scaffold %q: choose %s (a shell script, no model) or opencode (the real scaffold, a scripted model)", o.Scaffold, images.DemoScaffoldName)
+	case o.Scaffold != images.DemoScaffoldName && !isShipped(o.Scaffold):
+		return fmt.Errorf("scaffold %q: choose %s (a shell script, no model) or a real agent driven by a scripted model: %s", o.Scaffold, images.DemoScaffoldName, strings.Join(scaffolds.Names(), ", "))
 	case o.StateDir == "" || o.BinDir == "":
 		return errors.New("the demo needs its state directory and the directory of sealrun's binaries")
 	}
@@ -241,20 +242,26 @@ func readReport(path string) (*grader.Report, error) {
 	return &r, json.Unmarshal(b, &r)
 }
 
-// opencodeDemoTrack pins the demo track's [scaffold] to opencode (the controller-opencode image's
-// labels: version and config template hash).
-func opencodeDemoTrack(text string) string {
+// isShipped says whether name is a scaffold sealrun ships (scaffolds/NAME).
+func isShipped(name string) bool {
+	_, ok := scaffolds.Lookup(name)
+	return ok
+}
+
+// scaffoldDemoTrack pins the demo track's [scaffold] to a shipped scaffold (its image's labels:
+// version and config template hash).
+func scaffoldDemoTrack(text string, sc *scaffolds.Scaffold) string {
 	head, rest, _ := strings.Cut(text, "[scaffold]\n")
 	_, tail, _ := strings.Cut(rest, "\n\n") // the demo track's [scaffold] lines
-	section := fmt.Sprintf("name = \"opencode\"         # the real scaffold, driven by a scripted model (provider scripted)\nversion = %q\nconfig_sha256 = %q # kits/opencode/opencode.json",
-		images.OpencodeVersion, images.OpencodeConfigSHA256())
+	section := fmt.Sprintf("name = %q         # the real scaffold, driven by a scripted model (provider scripted)\nversion = %q\nconfig_sha256 = %q # %s/%s",
+		sc.Name, sc.Version, sc.ConfigSHA256(), sc.Dir(), sc.Config)
 	return head + "[scaffold]\n" + section + "\n\n" + tail
 }
 
-// opencodeDemoSteps is the scripted model's conversation with opencode: each turn one call of
-// opencode's bash tool, chosen from the last tool output as the scripted demo scaffold chooses
-// (kits/demo-agent/agent.sh, its first half: one training call, one candidate).
-func opencodeDemoSteps() []providertest.Step {
+// scaffoldDemoSteps is the scripted model's conversation with a real scaffold: each turn one
+// call of the scaffold's shell tool, chosen from the last tool output as the scripted demo
+// scaffold chooses (kits/demo-agent/agent.sh, its first half: one training call, one candidate).
+func scaffoldDemoSteps() []providertest.Step {
 	reserve := regexp.MustCompile(`reserve window starts in ([0-9hms.]+)`)
 	candidate := regexp.MustCompile(`candidate ([0-9a-f]{6,})`)
 	return []providertest.Step{

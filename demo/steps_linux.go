@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/sealrun/sealrun/trackpin"
 	"github.com/sealrun/sealrun/tracks"
 )
@@ -35,8 +36,8 @@ func (s *session) buildImages(ctx context.Context) error {
 		return err
 	}
 	s.controllerKey = "demo-controller"
-	if s.o.Scaffold == "opencode" {
-		s.controllerKey = "controller-opencode"
+	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
+		s.controllerKey = sc.ImageKey()
 	}
 	built, err := store.BuildLocal(ctx, s.state, images.BuildOptions{Images: []string{s.controllerKey, "python"}, CacheDir: s.o.CacheDir, Log: s.lg})
 	if err != nil {
@@ -95,8 +96,8 @@ func (s *session) makeContent(context.Context) error {
 func (s *session) writeTrack(context.Context) error {
 	s.lg.printf("3/7 track: the demo track, pinned to what the demo built (sealrun track pin)")
 	text := tracks.Demo
-	if s.o.Scaffold == "opencode" {
-		text = opencodeDemoTrack(text)
+	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
+		text = scaffoldDemoTrack(text, sc)
 	}
 	if s.o.Quick {
 		for old, repl := range map[string]string{`wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`, `grading = "3m"`: `grading = "2m"`} {
@@ -155,8 +156,9 @@ func (s *session) startDaemon(ctx context.Context) error {
 	return nil
 }
 
-// writeConfig writes the keys and sealrun.toml of the demo's daemon; with opencode, it starts
-// the scripted model on loopback (for the demo's lifetime, after the daemon's) as its provider.
+// writeConfig writes the keys and sealrun.toml of the demo's daemon; with a real scaffold, it
+// starts the scripted model on loopback (for the demo's lifetime, after the daemon's) as its
+// provider, of the kind the scaffold speaks.
 func (s *session) writeConfig() (*daemon.Config, error) {
 	s.keys = filepath.Join(s.demoDir, "keys")
 	if _, _, _, err := attest.GenerateKeys(s.keys, attest.AlgoED25519, nil); err != nil {
@@ -179,15 +181,19 @@ concurrency = %d
 `, s.state, filepath.Join(s.demoDir, "sealrun.sock"), filepath.Join(bin, "runner"), filepath.Join(bin, "sealrun-netns-hook"),
 		filepath.Join(s.keys, "sealrun.key"), filepath.Join(s.keys, "sealrun.pub"), s.o.Seeds)
 	s.agent = "none/none"
-	if s.o.Scaffold == "opencode" {
+	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
 		prov := providertest.New()
 		s.onClose(prov.Close)
-		prov.Agent(opencodeDemoSteps()...)
+		prov.Agent(scaffoldDemoSteps()...)
 		keyFile := filepath.Join(s.demoDir, "scripted.key")
 		if err := os.WriteFile(keyFile, []byte("scripted-demo-key-not-a-secret\n"), 0o600); err != nil {
 			return nil, err
 		}
-		cfgText += fmt.Sprintf("[providers.%s]\nkind = \"openai\"\nbase_url = %q\nkey_file = %q\n", daemon.ScriptedProvider, prov.URL+"/v1", keyFile)
+		kind, base := sc.Kinds[0], prov.URL
+		if kind == "openai" {
+			base += "/v1"
+		}
+		cfgText += fmt.Sprintf("[providers.%s]\nkind = %q\nbase_url = %q\nkey_file = %q\n", daemon.ScriptedProvider, kind, base, keyFile)
 		s.agent = daemon.ScriptedProvider + "/scripted"
 	}
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
@@ -200,8 +206,8 @@ concurrency = %d
 // from the journal when each entered each state.
 func (s *session) runSeeds(ctx context.Context) error {
 	who := "the scripted demo agent (none/none: no model)"
-	if s.o.Scaffold == "opencode" {
-		who = "opencode with the scripted model (" + s.agent + ": a script on loopback behind the gateway, not a model)"
+	if isShipped(s.o.Scaffold) {
+		who = s.o.Scaffold + " with the scripted model (" + s.agent + ": a script on loopback behind the gateway, not a model)"
 	}
 	s.lg.printf("5/7 runs: %d seed(s) of %s, %d CPU(s) each, %d CPU(s) here", s.o.Seeds, who, s.track.Resources.CPUs, runtime.NumCPU())
 	s.c = daemon.NewClient(s.socket)

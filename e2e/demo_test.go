@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/sealrun/sealrun/demo"
-	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+	"github.com/sealrun/sealrun/scaffolds"
 )
 
 // TestDemo runs the shortened demo (one seed, the quick budget) the way make demo runs the full
@@ -173,7 +173,8 @@ func runDemoPackage(t *testing.T, scaffold string) *bytes.Buffer {
 // audit log as a gateway entry of the scripted provider.
 func TestDemoOpencode(t *testing.T) {
 	out := runDemoPackage(t, "opencode")
-	for _, want := range []string{"seed 1: VALID", "opencode " + images.OpencodeVersion + " · scripted (not a model)", "scripted/scripted: a script on loopback behind the gateway"} {
+	oc, _ := scaffolds.Lookup("opencode")
+	for _, want := range []string{"seed 1: VALID", "opencode " + oc.Version + " · scripted (not a model)", "scripted/scripted: a script on loopback behind the gateway"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo's output lacks %q", want)
 		}

@@ -22,7 +22,8 @@ var allowed = map[string][]string{
 	"audit":                  {},
 	"kits":                   {"exams"},
 	"tracks":                 {},
-	"images":                 {"policy", "kits"}, // the demo controller image carries kits/demo-agent
+	"images":                 {"policy", "kits", "scaffolds"}, // the demo controller image carries kits/demo-agent; the agents' images, scaffolds/
+	"scaffolds":              {},                              // the agents sealrun ships: recipes and config templates, no sibling
 	"sandbox":                {"policy", "images"},
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},

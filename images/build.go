@@ -30,6 +30,7 @@ import (
 
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
+	"github.com/sealrun/sealrun/scaffolds"
 )
 
 // Local image names. The digest is the identity; these names are for people and lock files.
@@ -72,8 +73,8 @@ const (
 
 // BuildOptions configure BuildLocal.
 type BuildOptions struct {
-	// Images to build: "controller", "demo-controller", "python", "controller-opencode"
-	// (default: all four).
+	// Images to build: "controller", "demo-controller", "python", and each scaffold's
+	// ("controller-opencode", "controller-codex", ...: scaffolds.All) (default: all).
 	Images []string
 	// CacheDir keeps the debootstrap result between builds (default <state-dir>/build-cache).
 	CacheDir string
@@ -83,8 +84,8 @@ type BuildOptions struct {
 	Mirror, Suite string
 	// Packages installed into the python image besides the minbase variant.
 	Packages []string
-	// NPMRegistry is where the opencode tarball is fetched (default DefaultNPMRegistry); the
-	// tarball is checked against OpencodeTarballSHA256 whatever serves it.
+	// NPMRegistry is where the scaffolds' npm tarballs are fetched (default
+	// DefaultNPMRegistry); each is checked against its pinned SHA-256 whatever serves it.
 	NPMRegistry string
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
@@ -92,7 +93,7 @@ type BuildOptions struct {
 
 func (o *BuildOptions) defaults(stateDir string) {
 	if len(o.Images) == 0 {
-		o.Images = []string{"controller", "demo-controller", "python", "controller-opencode"}
+		o.Images = LocalImages()
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(stateDir, "build-cache")
@@ -114,6 +115,15 @@ func (o *BuildOptions) defaults(stateDir string) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+}
+
+// LocalImages are the images build-local makes: the test and demo images, then each scaffold's.
+func LocalImages() []string {
+	out := []string{"controller", "demo-controller", "python"}
+	for _, sc := range scaffolds.All() {
+		out = append(out, sc.ImageKey())
+	}
+	return out
 }
 
 // Built is one locally built image.
@@ -143,10 +153,13 @@ func (s *Store) BuildLocal(ctx context.Context, stateDir string, o BuildOptions)
 			b, err = s.buildDemoController(ctx, o)
 		case "python":
 			b, err = s.buildPython(ctx, o)
-		case "controller-opencode":
-			b, err = s.buildOpencodeController(ctx, o)
 		default:
-			err = fmt.Errorf("unknown local image %q; build-local makes controller, demo-controller, python and controller-opencode", key)
+			sc, ok := scaffolds.ByImage(key)
+			if !ok {
+				err = fmt.Errorf("unknown local image %q; build-local makes %s", key, strings.Join(LocalImages(), ", "))
+				break
+			}
+			b, err = s.buildScaffold(ctx, o, sc)
 		}
 		if err != nil {
 			return out, err

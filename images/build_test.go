@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -54,14 +55,20 @@ func TestBuildLocalController(t *testing.T) {
 	}
 }
 
-// assertNoPython fails if anything named like a Python interpreter or library is in the tree.
+// pythonName is a Python interpreter's name (python, python3, python3.11, pythonw, ...).
+var pythonName = regexp.MustCompile(`^python[0-9.]*[mw]?$`)
+
+// assertNoPython fails if a Python interpreter, a Python library directory or a Python source
+// is in the tree. (A file that merely mentions python, a syntax-highlighting grammar of a web
+// page say, is not one.)
 func assertNoPython(t *testing.T, rootfs string) {
 	t.Helper()
 	filepath.WalkDir(rootfs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if strings.Contains(strings.ToLower(d.Name()), "python") || strings.HasSuffix(d.Name(), ".py") {
+		n := strings.ToLower(d.Name())
+		if pythonName.MatchString(n) || (d.IsDir() && (strings.HasPrefix(n, "python") || n == "site-packages" || n == "dist-packages")) || strings.HasSuffix(n, ".py") || strings.HasSuffix(n, ".pyc") {
 			t.Errorf("controller image holds %s", p)
 		}
 		return nil

@@ -22,10 +22,10 @@ import (
 )
 
 // Sources are the kits' sources as this sealrun was built with them: ari/ (the ARI kit's recipe
-// and starter code), demo-agent/ (the scripted demo scaffold) and opencode/ (the opencode
-// scaffold's config template and entrypoint, which the opencode controller image carries).
+// and starter code) and demo-agent/ (the scripted demo scaffold). The scaffolds of real agents
+// (opencode, Codex, Claude Code, ...) are the scaffolds package's.
 //
-//go:embed ari demo-agent opencode
+//go:embed ari demo-agent
 var Sources embed.FS
 
 // ARI is the ARI kit's source directory inside Sources.

@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/spf13/cobra"
 )
 
@@ -300,29 +303,29 @@ func newImagesBuildLocalCmd(g *globals) *cobra.Command {
 	var lock string
 	var only []string
 	cmd := &cobra.Command{
-		Use:   "build-local [--lock images.lock] [--only controller|demo-controller|python|controller-opencode]",
-		Short: "Build the demo/test images from Debian packages and pin them in a lock file",
-		Long: `Build-local builds four images from Debian packages (and opencode from npm) and imports them
-into the store:
+		Use:   "build-local [--lock images.lock] [--only IMAGE,...]",
+		Short: "Build the demo/test images and the shipped agents' controller images, and pin them in a lock file",
+		Long: `Build-local builds these images (from Debian packages and npm) and imports them into the store:
   controller       busybox (static): a shell and coreutils-level tools, no Python anywhere
   demo-controller  the same with the scripted demo scaffold (kits/demo-agent) as its command,
                    labelled with its scaffold pin (scripted-demo, version, config sha256)
   python           debootstrap --variant=minbase with python3, numpy, torch (CPU) and OpenBLAS,
                    for runner/grader
-  controller-opencode
-                   debootstrap --variant=minbase with bash, ripgrep and git, plus the opencode
-                   binary from npm (opencode-linux-x64, pinned version and tarball sha256: another
-                   hash refuses the build); no Python; labelled with its scaffold pin (opencode,
-                   version, the sha256 of kits/opencode/opencode.json)
+` + scaffoldImagesHelp() + `
+Each agent's image is debootstrap --variant=minbase with bash, ripgrep and git (built once, shared),
+plus what its recipe (scaffolds/NAME/scaffold.toml) takes from npm — each tarball pinned by version
+and SHA-256: another hash refuses the build — and its entrypoint; no Python; labelled with its
+scaffold pin (name, version, the SHA-256 of its config template), which a track pins.
 Layers are reproducible (sorted entries, fixed mtimes, numeric owners): the same rootfs gives the
 same digest. The digests are written to --lock for the demo track. A second run with nothing
-changed reuses the cache (--cache-dir) and takes seconds. The python and opencode images need
-root.`,
+changed reuses the cache (--cache-dir) and takes seconds. All but controller and demo-controller
+need root.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			known := images.LocalImages()
 			for _, k := range only {
-				if k != "controller" && k != "demo-controller" && k != "python" && k != "controller-opencode" {
-					return usage(fmt.Errorf("--only %q: choose controller, demo-controller, python or controller-opencode", k))
+				if !slices.Contains(known, k) {
+					return usage(fmt.Errorf("--only %q: choose among %s", k, strings.Join(known, ", ")))
 				}
 			}
 			o.Images, o.Log = only, cmd.ErrOrStderr()
@@ -349,8 +352,8 @@ root.`,
 	}
 	u.addFlags(cmd)
 	cmd.Flags().StringVar(&lock, "lock", "images.lock", "lock file to record the digests in (\"\" for none)")
-	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images (controller, demo-controller, python, controller-opencode)")
-	cmd.Flags().StringVar(&o.NPMRegistry, "npm-registry", "", "npm registry the opencode tarball is fetched from (default "+images.DefaultNPMRegistry+"; its sha256 is checked)")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images ("+strings.Join(images.LocalImages(), ", ")+")")
+	cmd.Flags().StringVar(&o.NPMRegistry, "npm-registry", "", "npm registry the agents' tarballs are fetched from (default "+images.DefaultNPMRegistry+"; each one's sha256 is checked)")
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")
 	cmd.Flags().StringVar(&o.Mirror, "mirror", "", "Debian mirror for debootstrap (default http://deb.debian.org/debian)")
 	cmd.Flags().StringVar(&o.Busybox, "busybox", "", "static busybox binary for the controller (default /bin/busybox)")
@@ -367,4 +370,17 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// scaffoldImagesHelp lists the shipped agents' images for build-local's help.
+func scaffoldImagesHelp() string {
+	var b strings.Builder
+	for _, sc := range scaffolds.All() {
+		var from []string
+		for _, n := range sc.NPM {
+			from = append(from, n.Package+"@"+n.Version)
+		}
+		fmt.Fprintf(&b, "  %-16s %s %s (speaks %s): %s\n", sc.ImageKey(), sc.Name, sc.Version, strings.Join(sc.Kinds, ", "), strings.Join(from, ", "))
+	}
+	return b.String()
 }

@@ -99,7 +99,7 @@ func TestImagesVerbs(t *testing.T) {
 		{"verify nothing", []string{"images", "verify"}, 2, "", "give one image digest, or --all"},
 		{"rm unknown", []string{"images", "rm", "sha256:" + strings.Repeat("b", 64)}, 1, "", "not in the store"},
 		{"import junk", []string{"images", "import", lock}, 1, "", "not a docker-archive tarball"},
-		{"build-local unknown", []string{"images", "build-local", "--only", "ruby"}, 2, "", "choose controller, demo-controller, python or controller-opencode"},
+		{"build-local unknown", []string{"images", "build-local", "--only", "ruby"}, 2, "", "choose among controller, demo-controller, python, controller-claude, controller-codex, controller-gemini, controller-opencode, controller-qwen"},
 		{"bad cap", []string{"images", "pull", pinned, "--max-files", "0"}, 2, "", "--max-files"},
 		{"rm", []string{"images", "rm", pinned[strings.Index(pinned, "@")+1:]}, 0, "removed sha256:", ""},
 	}

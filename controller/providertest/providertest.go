@@ -7,13 +7,10 @@
 package providertest
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -56,17 +53,22 @@ type Provider struct {
 	requests []Request
 	steps    []Step
 	agent    bool
+	main     string // the scripted agent's session: its system prompt's key (agent.go)
 }
 
 // Step is one turn of a scripted agent: the shell command it runs next, given the output of the
 // last one ("" at the start).
 type Step func(lastOutput string) string
 
-// Agent makes the provider a scripted model for a real scaffold (opencode): each chat completion
-// answers with the next step as a call of the scaffold's bash tool — which step is counted from
-// the tool calls already in the conversation, so retries and the scaffold's own requests cannot
-// skip one — streamed as OpenAI chunks when the request asks for a stream; after the last step,
-// a closing message. Queued responses still come first.
+// Agent makes the provider a scripted model for a real scaffold (opencode, Codex, Claude Code,
+// Gemini CLI, Qwen Code), in whichever API the request speaks — OpenAI chat completions, the
+// Responses API, Anthropic messages, the Gemini API; streamed as that API streams when the
+// request asks: each answer is the next step as a call of the scaffold's shell tool (found among
+// the tools the request offers) — which step is counted from the tool calls already in the
+// conversation, so retries and the scaffold's own requests cannot skip one; after the last
+// step, a closing message. A request of another session (a scaffold's side requests: a title, a
+// summary, a memory subagent) is answered in plain words. Queued responses still come first
+// (agent.go).
 func (p *Provider) Agent(steps ...Step) {
 	p.mu.Lock()
 	p.steps, p.agent = steps, true
@@ -106,8 +108,8 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(p.script) > 0:
 		resp, p.script = p.script[0], p.script[1:]
-	case p.agent && strings.HasSuffix(r.URL.Path, "/chat/completions"):
-		resp = agentTurn(p.steps, body)
+	case p.agent:
+		resp = p.agentTurn(r.URL.Path, body)
 	}
 	p.mu.Unlock()
 	time.Sleep(resp.Delay)
@@ -176,55 +178,4 @@ func GeminiContent(text string, prompt, candidates int) string {
 	return `{"candidates":[{"content":{"role":"model","parts":[{"text":` + strconv.Quote(text) + `}]},"finishReason":"STOP","index":0}],` +
 		`"usageMetadata":{"promptTokenCount":` + strconv.Itoa(prompt) + `,"candidatesTokenCount":` + strconv.Itoa(candidates) +
 		`,"totalTokenCount":` + strconv.Itoa(prompt+candidates) + `},"modelVersion":"gemini-x"}`
-}
-
-// agentTurn answers one chat completion request of a scripted agent (Provider.Agent).
-func agentTurn(steps []Step, body []byte) Response {
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role      string          `json:"role"`
-			Content   json.RawMessage `json:"content"`
-			ToolCalls []any           `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	json.Unmarshal(body, &req)
-	done, last := 0, ""
-	for _, m := range req.Messages {
-		done += len(m.ToolCalls)
-		if m.Role == "tool" {
-			var s string
-			if json.Unmarshal(m.Content, &s) != nil {
-				s = string(m.Content)
-			}
-			last = s
-		}
-	}
-	chunk := func(choices string) string {
-		return `{"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1,"model":` + strconv.Quote(req.Model) + `,"choices":[` + choices + `]}`
-	}
-	usage := `{"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1,"model":` + strconv.Quote(req.Model) +
-		`,"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"completion_tokens_details":{"reasoning_tokens":10}}}`
-	if done >= len(steps) {
-		text := fmt.Sprintf("Done: %d steps run.", done)
-		if !req.Stream {
-			return Response{Body: ChatCompletion(text, 100, 20)}
-		}
-		return Response{Events: []string{
-			chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`),
-			chunk(`{"index":0,"delta":{"content":` + strconv.Quote(text) + `},"finish_reason":null}`),
-			chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`), usage}}
-	}
-	cmd := steps[done](last)
-	args, _ := json.Marshal(map[string]any{"command": cmd, "description": fmt.Sprintf("step %d", done+1)})
-	id := fmt.Sprintf("call_%d", done+1)
-	if !req.Stream {
-		return Response{Body: strings.Replace(ToolCall("bash", string(args)), `"call_1"`, strconv.Quote(id), 1)}
-	}
-	return Response{Events: []string{
-		chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`),
-		chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":` + strconv.Quote(id) + `,"type":"function","function":{"name":"bash","arguments":""}}]},"finish_reason":null}`),
-		chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":` + strconv.Quote(string(args)) + `}}]},"finish_reason":null}`),
-		chunk(`{"index":0,"delta":{},"finish_reason":"tool_calls"}`), usage}}
 }

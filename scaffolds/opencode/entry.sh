@@ -1,6 +1,6 @@
 #!/bin/bash
 # opencode under sealrun: the controller image's entrypoint. sealrund gives the run's opencode
-# config in OPENCODE_CONFIG_CONTENT (rendered from kits/opencode/opencode.json, whose SHA-256 is
+# config in OPENCODE_CONFIG_CONTENT (rendered from scaffolds/opencode/opencode.json, whose SHA-256 is
 # the track's [scaffold] config_sha256); this script gives opencode writable homes on the
 # container's /tmp, turns off everything that would fetch from the internet, and runs one
 # non-interactive session in /workspace with the brief on stdin.
