@@ -50,6 +50,9 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 	if err := checkBuild(p.Build); err != nil {
 		return err
 	}
+	if err := checkUsage(p); err != nil {
+		return err
+	}
 	if p.Audit.Entries < 0 {
 		return bad("audit.entries", "is negative")
 	}
@@ -147,7 +150,51 @@ func checkBudget(p *Predicate) (map[string]time.Duration, error) {
 	if p.Budget.MaxGzipBytes < 1 {
 		return nil, bad("budget.max_gzip_bytes", "is %d; at least 1", p.Budget.MaxGzipBytes)
 	}
+	if p.Budget.MaxTokens < 0 {
+		return nil, bad("budget.max_tokens", "is %d; at least 1, or absent", p.Budget.MaxTokens)
+	}
+	if c := p.Budget.MaxCost; c != "" {
+		if _, err := policy.ParseMoney(c); err != nil {
+			return nil, bad("budget.max_cost", "%v", err)
+		}
+	}
 	return dur, nil
+}
+
+// checkUsage checks the run's usage: counts that add up, and a cost that is its tokens at its
+// price, in the currency of the track's cost bound.
+func checkUsage(p *Predicate) error {
+	u := p.Usage
+	if u == nil {
+		return nil
+	}
+	t := u.Tokens
+	switch {
+	case u.Requests < 0 || t.Input < 0 || t.CachedInput < 0 || t.CacheWrite < 0 || t.Output < 0 || t.Reasoning < 0:
+		return bad("usage", "a count is negative")
+	case t.CachedInput+t.CacheWrite > t.Input:
+		return bad("usage.tokens", "cached_input %d and cache_write %d are parts of input %d, and add up to more", t.CachedInput, t.CacheWrite, t.Input)
+	case t.Reasoning > t.Output:
+		return bad("usage.tokens.reasoning", "%d is part of output %d, and more", t.Reasoning, t.Output)
+	}
+	c := u.Cost
+	if c == nil {
+		return nil
+	}
+	pr := c.Price
+	if !policy.CurrencyRE.MatchString(pr.Currency) {
+		return bad("usage.cost.price.currency", "%q is not a currency code", pr.Currency)
+	}
+	if pr.Input < 0 || pr.CachedInput < 0 || pr.CacheWrite < 0 || pr.Output < 0 {
+		return bad("usage.cost.price", "a price is negative")
+	}
+	if want := pr.Cost(t); math.Abs(c.Amount-want) > 1e-6 {
+		return bad("usage.cost.amount", "%v %s, but its tokens at its price cost %v", c.Amount, pr.Currency, want)
+	}
+	if m, err := policy.ParseMoney(p.Budget.MaxCost); err == nil && m.Currency != pr.Currency {
+		return bad("usage.cost.price.currency", "%s, but the track bounds the cost in %s", pr.Currency, m.Currency)
+	}
+	return nil
 }
 
 // checkTimeline checks that the run's times are all there, in order, and within its budget.
@@ -287,6 +334,8 @@ func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
 		{"budget.reserve", normDur(p.Budget.Reserve), t.Budget.Reserve.String()},
 		{"budget.grading", normDur(p.Budget.Grading), t.Budget.Grading.String()},
 		{"budget.max_gzip_bytes", fmt.Sprint(p.Budget.MaxGzipBytes), fmt.Sprint(t.Artifact.MaxGzipBytes)},
+		{"budget.max_tokens", fmt.Sprint(p.Budget.MaxTokens), fmt.Sprint(t.Budget.MaxTokens)},
+		{"budget.max_cost", p.Budget.MaxCost, maxCost(t.Budget.MaxCost)},
 	}
 	switch {
 	case t.Task == nil && p.Task != nil:
@@ -348,8 +397,15 @@ func PredicateFromTrack(t *policy.Track) *Predicate {
 		Kit:      KitInfo{SHA256: t.Kit.SHA256},
 		Scaffold: Scaffold{Name: t.Scaffold.Name, Version: t.Scaffold.Version, ConfigSHA256: t.Scaffold.ConfigSHA256},
 		Budget: Budget{Wall: t.Budget.Wall.String(), CallLimit: t.Budget.CallLimit.String(), Reserve: t.Budget.Reserve.String(),
-			Grading: t.Budget.Grading.String(), MaxGzipBytes: t.Artifact.MaxGzipBytes},
+			Grading: t.Budget.Grading.String(), MaxGzipBytes: t.Artifact.MaxGzipBytes, MaxTokens: t.Budget.MaxTokens, MaxCost: maxCost(t.Budget.MaxCost)},
 	}
+}
+
+func maxCost(m policy.Money) string {
+	if m.IsZero() {
+		return ""
+	}
+	return m.String()
 }
 
 // checkExamResult checks an exam run's result against its exam and subjects.

@@ -8,6 +8,7 @@ import (
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // The fixed identifiers of a sealrun attestation.
@@ -134,7 +135,16 @@ type Predicate struct {
 	// Ledger is the run's queued entry in the host's run ledger, the signed head it is included
 	// under and the inclusion proof (absent in attestations from before the ledger).
 	Ledger *ledger.Ref `json:"ledger,omitempty"`
+	// Usage is what the run's model requests used, summed from its audit log, and what that cost
+	// at the host's price (absent in attestations from before it existed).
+	Usage *Usage `json:"usage,omitempty"`
 }
+
+// Usage is a run's model use (policy.Usage), summed from its audit log by UsageFromAudit.
+type Usage = policy.Usage
+
+// Cost is a run's tokens priced (policy.Cost).
+type Cost = policy.Cost
 
 // Build says exactly which sealrun built a run: the daemon's version and commit, whether its
 // tree had uncommitted changes, the Go that compiled it, the SHA-256 of the sealrund binary,
@@ -220,6 +230,9 @@ type Budget struct {
 	Reserve      string `json:"reserve"`
 	Grading      string `json:"grading"`
 	MaxGzipBytes int64  `json:"max_gzip_bytes"`
+	// MaxTokens and MaxCost are the track's bounds on the model (absent when it has none).
+	MaxTokens int64  `json:"max_tokens,omitempty"`
+	MaxCost   string `json:"max_cost,omitempty"`
 }
 
 // Host describes the machine and software the run used.

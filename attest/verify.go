@@ -126,7 +126,7 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	}
 	out.Statement = st
 	if cfg.audit != nil {
-		h, n, err := AuditHead(cfg.audit)
+		used, h, n, err := UsageFromAudit(cfg.audit, nil)
 		if err != nil {
 			return nil, failf(ReasonAudit, "the given audit log cannot be the attested one: %v", err)
 		}
@@ -134,6 +134,12 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 			return nil, failf(ReasonAudit, "the given audit log has %d entries with head %s; the attestation says %d entries with head %s", n, h, st.Predicate.Audit.Entries, st.Predicate.Audit.Head)
 		}
 		out.check("audit log")
+		if err := checkUsageAgainstAudit(st.Predicate.Usage, used); err != nil {
+			return nil, err
+		}
+		if st.Predicate.Usage != nil {
+			out.check("model usage")
+		}
 	}
 	if err := CheckPredicate(st.Predicate, st.Subject); err != nil {
 		return nil, err

@@ -40,7 +40,11 @@ const MaxLineBytes = 1 << 20
 
 // Head reads an audit log (JSON Lines, each line one entry, every line ended by "\n") and
 // returns the head of its chain and the entry count.
-func Head(r io.Reader) (head string, entries int, err error) {
+func Head(r io.Reader) (head string, entries int, err error) { return Scan(r, nil) }
+
+// Scan reads an audit log as Head does, and hands each entry (its JSON line, without the
+// newline, valid until the next call) to each, when each is not nil.
+func Scan(r io.Reader, each func(line []byte)) (head string, entries int, err error) {
 	br := bufio.NewReaderSize(r, MaxLineBytes+1)
 	head = ZeroHead
 	for {
@@ -63,6 +67,9 @@ func Head(r io.Reader) (head string, entries int, err error) {
 		}
 		head = ChainNext(head, line)
 		entries++
+		if each != nil {
+			each(line)
+		}
 	}
 }
 

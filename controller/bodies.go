@@ -160,6 +160,14 @@ func readUsage(b []byte, u *Usage) {
 			OutputTokensDetails struct {
 				ReasoningTokens int64 `json:"reasoning_tokens"`
 			} `json:"output_tokens_details"`
+			PromptTokensDetails struct {
+				CachedTokens int64 `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"` // openai chat
+			InputTokensDetails struct {
+				CachedTokens int64 `json:"cached_tokens"`
+			} `json:"input_tokens_details"` // openai responses
+			CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`     // anthropic: not in its input_tokens
+			CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"` // anthropic: not in its input_tokens
 		} `json:"usage"`
 		Message       *struct{ Usage json.RawMessage } `json:"message"`  // anthropic message_start
 		Response      *struct{ Usage json.RawMessage } `json:"response"` // openai responses stream
@@ -178,6 +186,7 @@ func readUsage(b []byte, u *Usage) {
 		u.Prompt = max(u.Prompt, x.PromptTokenCount)
 		u.Completion = max(u.Completion, x.CandidatesTokenCount+x.ThoughtsTokenCount)
 		u.Reasoning = max(u.Reasoning, x.ThoughtsTokenCount)
+		u.CachedPrompt = max(u.CachedPrompt, x.CachedContentTokenCount)
 		return
 	}
 	if v.Usage == nil && v.Message != nil && len(v.Message.Usage) > 0 {
@@ -192,7 +201,11 @@ func readUsage(b []byte, u *Usage) {
 		return
 	}
 	x := v.Usage
-	u.Prompt = max(u.Prompt, x.PromptTokens+x.InputTokens)
+	// Anthropic counts cache reads and writes apart from input_tokens; OpenAI counts its cached
+	// tokens inside prompt_tokens (input_tokens). Prompt is every input token either way.
+	u.Prompt = max(u.Prompt, x.PromptTokens+x.InputTokens+x.CacheReadInputTokens+x.CacheCreationInputTokens)
+	u.CachedPrompt = max(u.CachedPrompt, x.PromptTokensDetails.CachedTokens+x.InputTokensDetails.CachedTokens+x.CacheReadInputTokens)
+	u.CacheWrite = max(u.CacheWrite, x.CacheCreationInputTokens)
 	u.Completion = max(u.Completion, x.CompletionTokens+x.OutputTokens)
 	u.Reasoning = max(u.Reasoning, x.CompletionTokensDetails.ReasoningTokens+x.OutputTokensDetails.ReasoningTokens)
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // Gateway defaults.
@@ -57,6 +58,9 @@ type gwOptions struct {
 	maxResp     int64
 	now         func() time.Time
 	onInfra     func(error)
+	maxTokens   int64
+	maxCost     float64
+	price       *policy.Price
 }
 
 // GatewayOption configures a Gateway.
@@ -92,6 +96,15 @@ func WithGatewayInfraHandler(f func(error)) GatewayOption {
 	return func(o *gwOptions) { o.onInfra = f }
 }
 
+// WithSpendLimit bounds the run's model use (a track's [budget] max_tokens and max_cost): once the
+// tokens of its answered requests (input and output) reach maxTokens, or their cost at price
+// reaches maxCost, every further request is refused (403, audited, the reason in the body the
+// agent reads). Zero is no bound; a request in flight when a bound is reached completes. The
+// price, when given, also prices each request for the gateway's stats.
+func WithSpendLimit(maxTokens int64, maxCost float64, price *policy.Price) GatewayOption {
+	return func(o *gwOptions) { o.maxTokens, o.maxCost, o.price = maxTokens, maxCost, price }
+}
+
 // WithGatewayClock injects the clock of audit times and latencies.
 func WithGatewayClock(now func() time.Time) GatewayOption { return func(o *gwOptions) { o.now = now } }
 
@@ -118,6 +131,8 @@ type GatewayStats struct {
 	Retries      int           `json:"retries"`
 	Exhausted    int           `json:"exhausted"`     // requests that failed every try
 	ProviderLost time.Duration `json:"provider_lost"` // failed tries and backoff: time the provider cost the run
+	Tokens       policy.Tokens `json:"tokens"`        // what the answered requests used
+	Cost         float64       `json:"cost"`          // their cost at the run's price (0 without one)
 }
 
 // NewGateway makes the gateway of one run for agent through provider p.
@@ -132,11 +147,14 @@ func NewGateway(p ProviderConfig, agent Agent, opts ...GatewayOption) (*Gateway,
 	if o.log == nil {
 		return nil, errors.New("gateway: no audit log")
 	}
+	if o.maxCost > 0 && o.price == nil {
+		return nil, errors.New("gateway: a cost bound needs the model's price")
+	}
 	if agent.Provider != p.Name {
 		return nil, fmt.Errorf("gateway: agent %s is for provider %q, not %q", agent, agent.Provider, p.Name)
 	}
 	var key string
-	if p.kind() != KindNone {
+	if p.kind() != KindNone && p.KeyFile != NoKey {
 		var err error
 		if key, err = readKey(p.KeyFile); err != nil {
 			return nil, err
@@ -206,11 +224,20 @@ type Try struct {
 	WaitMS    int64  `json:"wait_ms,omitempty"` // backoff after it
 }
 
-// Usage is the token usage the provider reported.
+// Usage is the token usage the provider reported. Prompt counts every input token, cached ones
+// included (Anthropic's input_tokens plus its cache reads and writes); CachedPrompt and
+// CacheWrite are parts of it. Completion counts every output token; Reasoning is part of it.
 type Usage struct {
-	Prompt     int64 `json:"prompt"`
-	Completion int64 `json:"completion"`
-	Reasoning  int64 `json:"reasoning"`
+	Prompt       int64 `json:"prompt"`
+	Completion   int64 `json:"completion"`
+	Reasoning    int64 `json:"reasoning"`
+	CachedPrompt int64 `json:"cached_prompt,omitempty"`
+	CacheWrite   int64 `json:"cache_write,omitempty"`
+}
+
+// Tokens is u as a track's budget and the price table count it.
+func (u Usage) Tokens() policy.Tokens {
+	return policy.Tokens{Input: u.Prompt, CachedInput: u.CachedPrompt, CacheWrite: u.CacheWrite, Output: u.Completion, Reasoning: u.Reasoning}
 }
 
 // exchange is one request's state while it is proxied.
@@ -256,6 +283,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(sw, x, http.StatusForbidden, fmt.Sprintf("%s %s is not forwarded: this run's gateway serves %s only", r.Method, r.URL.Path, g.allowed()))
 		return
 	}
+	if reason := g.spent(); reason != "" {
+		g.refuse(sw, x, http.StatusForbidden, reason)
+		return
+	}
 	if len(r.TransferEncoding) > 0 {
 		g.refuse(sw, x, http.StatusLengthRequired, "chunked request bodies are not accepted; send the body with a Content-Length")
 		return
@@ -281,6 +312,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := r.Clone(ctx)
 	out.URL.Path = suffix
 	g.proxy.ServeHTTP(sw, out)
+}
+
+// spent says why the run's model budget is spent, or "".
+func (g *Gateway) spent() string {
+	g.mu.Lock()
+	t, cost := g.stats.Tokens, g.stats.Cost
+	g.mu.Unlock()
+	const tail = "; no more model requests are forwarded in this run: finish with what you have (promote your best submission, runner finalize)"
+	switch {
+	case g.o.maxTokens > 0 && t.Total() >= g.o.maxTokens:
+		return fmt.Sprintf("the run's token budget is spent: %d tokens used (%d in, %d out) of the track's max_tokens %d%s", t.Total(), t.Input, t.Output, g.o.maxTokens, tail)
+	case g.o.maxCost > 0 && cost >= g.o.maxCost:
+		p := g.o.price
+		return fmt.Sprintf("the run's cost budget is spent: %.4f %s used of the track's max_cost %s %s (at the host's price of %s, taken %s)%s",
+			cost, p.Currency, strconv.FormatFloat(g.o.maxCost, 'f', -1, 64), p.Currency, g.agent, p.Taken, tail)
+	}
+	return ""
 }
 
 func (g *Gateway) allowed() string {
@@ -382,11 +430,15 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 	switch g.kind {
 	case KindAnthropic:
-		h.Set("X-Api-Key", g.key)
 		if h.Get("Anthropic-Version") == "" {
 			h.Set("Anthropic-Version", "2023-06-01")
 		}
-	case KindGoogle:
+	}
+	switch {
+	case g.key == "": // key_file = "none": a model server that takes no key
+	case g.kind == KindAnthropic:
+		h.Set("X-Api-Key", g.key)
+	case g.kind == KindGoogle:
 		h.Set("X-Goog-Api-Key", g.key)
 	default:
 		h.Set("Authorization", "Bearer "+g.key)
@@ -550,6 +602,12 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 	if c := x.capture; c != nil {
 		x.rec.ResponseBytes, x.rec.ResponseSHA256 = c.n, hex.EncodeToString(c.h.Sum(nil))
 		x.rec.Usage = c.usage.result()
+		g.mu.Lock()
+		g.stats.Tokens.Add(x.rec.Usage.Tokens())
+		if g.o.price != nil {
+			g.stats.Cost = g.o.price.Cost(g.stats.Tokens)
+		}
+		g.mu.Unlock()
 		if c.err != nil && x.rec.Error == "" {
 			x.rec.Error = c.err.Error()
 		}

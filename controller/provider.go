@@ -27,9 +27,13 @@ type ProviderConfig struct {
 	Name    string `toml:"-"`
 	Kind    string `toml:"kind"`     // openai, anthropic or google (default: the table's name when it is one)
 	BaseURL string `toml:"base_url"` // https://api.example.com/v1 (openai), https://api.example.com (anthropic, google)
-	KeyFile string `toml:"key_file"` // 0600, owned by root; never enters a container
+	KeyFile string `toml:"key_file"` // 0600, owned by root; never enters a container ("none": no key)
 	Retries int    `toml:"retries"`  // tries after the first on 429, 5xx, resets, time-outs (default 30)
 }
+
+// NoKey is the key_file of a model server that takes no key (a vLLM, SGLang or Ollama server on
+// the operator's network): the gateway sends it no credential.
+const NoKey = "none"
 
 // DefaultRetries is the seed methodology's count.
 const DefaultRetries = 30
@@ -57,7 +61,9 @@ func (p ProviderConfig) Validate(where string) error {
 		bad("base_url", "%q has a query, fragment or user info; give scheme, host and path only", p.BaseURL)
 	}
 	if p.KeyFile == "" {
-		bad("key_file", "missing; give the file holding the API key (mode 0600, owned by root)")
+		bad("key_file", "missing; give the file holding the API key (mode 0600, owned by root), or \"none\" for a model server that takes no key")
+	} else if p.KeyFile == NoKey {
+		// a server that takes no key: nothing to read
 	} else if fi, err := os.Stat(p.KeyFile); err != nil {
 		bad("key_file", "%v; create it with the API key on one line (install -m 0600 /dev/stdin %s)", err, p.KeyFile)
 	} else if !fi.Mode().IsRegular() {

@@ -80,9 +80,10 @@ type pins struct {
 	exam, validation           *exams.Exam
 	kit                        *kits.Kit
 	provider                   controller.ProviderConfig
-	task                       *airs.Task // a task run's task, verified
-	taskData                   string     // and its raw data directory, verified
-	notes                      []string   // what Check noticed but does not refuse (versions)
+	price                      *policy.Price // the host's price of the agent's model, or nil
+	task                       *airs.Task    // a task run's task, verified
+	taskData                   string        // and its raw data directory, verified
+	notes                      []string      // what Check noticed but does not refuse (versions)
 }
 
 // Check verifies every pin of the track for this host before anything is created: the three
@@ -126,6 +127,16 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.path, spec.Agent.Provider))
 	}
 	p.provider = prov
+	p.price = x.Cfg.Prices.Price(spec.Agent)
+	if m := t.Budget.MaxCost; !m.IsZero() && ok && prov.Kind != controller.KindNone {
+		switch {
+		case p.price == nil:
+			errs = append(errs, fmt.Errorf("track %s bounds each run's cost (max_cost %s), and %s has no price for %s/%s; add [prices.models.%q] (input and output per million tokens) to it",
+				t.Name, m, x.Cfg.path, spec.Agent.Provider, spec.Agent.Model, spec.Agent.Provider+"/"+spec.Agent.Model))
+		case p.price.Currency != m.Currency:
+			errs = append(errs, fmt.Errorf("track %s bounds each run's cost in %s (max_cost %s), and %s prices in %s; the bound cannot be checked in another currency", t.Name, m.Currency, m, x.Cfg.path, p.price.Currency))
+		}
+	}
 	if sc, known := scaffolds.Lookup(p.scaffold); ok && known && t.Scaffold.ConfigSHA256 == sc.ConfigSHA256() {
 		// A scaffold sealrun ships (scaffolds/NAME), with its config template: the config is
 		// rendered now, so that a provider or model it cannot take is refused before anything

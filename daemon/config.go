@@ -48,6 +48,7 @@ type Config struct {
 	Resources ResourcesConfig                      `toml:"resources"`
 	Metrics   MetricsConfig                        `toml:"metrics"`
 	Ledger    LedgerConfig                         `toml:"ledger"`
+	Prices    PricesConfig                         `toml:"prices"`
 
 	path string
 }
@@ -229,6 +230,7 @@ func (c *Config) Validate() error {
 			out = append(out, strings.Split(err.Error(), "\n")...)
 		}
 	}
+	c.Prices.validate(c.Providers, bad)
 	seen := map[string]bool{}
 	for i, g := range c.Resources.GPUs {
 		if !strings.Contains(g, "=") || strings.ContainsAny(g, " \t") {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/policy"
 )
 
 func TestConfigEveryProblemAtOnce(t *testing.T) {
@@ -45,6 +47,24 @@ key_file = "` + key + `"
 kind = "opanai"
 base_url = "ftp://x"
 key_file = "` + key + `"
+[prices]
+currency = "USD"
+taken = "20 November"
+[prices.models."scripted/model-a"]
+input = 3
+output = -15
+[prices.models."scripted/model-b"]
+output = 1.5
+currency = "EUR"
+[prices.models.scripted]
+input = 1
+output = 1
+[prices.models."scripted/model-c@high"]
+input = 1
+output = 1
+[prices.models."elsewhere/model-d"]
+input = 1
+output = 1
 `
 	_, err := ParseConfig("sealrun.toml", []byte(cfg))
 	ce, ok := err.(*ConfigError)
@@ -73,6 +93,13 @@ key_file = "` + key + `"
 		"sealrun.toml:providers.OpenAI: the provider name must be lowercase",
 		`sealrun.toml:providers.OpenAI.kind: "opanai" is not a provider kind`,
 		`sealrun.toml:providers.OpenAI.base_url: "ftp://x" is not an http(s) URL`,
+		`sealrun.toml:prices.taken: "20 November" is not a date`,
+		`sealrun.toml:prices.models."scripted/model-a".output: -15; give a price per million tokens from 0`,
+		`sealrun.toml:prices.models."scripted/model-b".input: missing; give the price per million input tokens in USD`,
+		`sealrun.toml:prices.models."scripted/model-b".currency: "EUR", but [prices] is in "USD": one table, one currency`,
+		`sealrun.toml:prices.models."scripted": "scripted" does not name a model; write the key as "PROVIDER/MODEL"`,
+		`sealrun.toml:prices.models."scripted/model-c@high": "scripted/model-c@high" does not name a model`,
+		`sealrun.toml:prices.models."elsewhere/model-d": provider "elsewhere" is not configured`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing problem %q in:\n%s", want, got)
@@ -83,6 +110,46 @@ key_file = "` + key + `"
 	}
 	if _, err := LoadConfig(filepath.Join(dir, "none.toml")); err == nil || !strings.Contains(err.Error(), "deploy/sealrun.toml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// A price table: cached input and cache writes default to the input price; integers are prices
+// too; a table in one currency without models, or with a bad currency code, is refused.
+func TestConfigPrices(t *testing.T) {
+	pc := PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "https://provider.example/pricing", Models: map[string]PriceEntry{}}
+	in, cached, out := 3.0, 0.3, 15.0
+	pc.Models["openai/gpt-x"] = PriceEntry{Input: &in, CachedInput: &cached, Output: &out}
+	p := pc.Price(controller.Agent{Provider: "openai", Model: "gpt-x", Effort: "high"})
+	if p == nil || *p != (policy.Price{Currency: "USD", Input: 3, CachedInput: 0.3, CacheWrite: 3, Output: 15, Taken: "2026-11-20", Source: "https://provider.example/pricing"}) {
+		t.Errorf("price %+v", p)
+	}
+	if p := pc.Price(controller.Agent{Provider: "openai", Model: "gpt-y"}); p != nil {
+		t.Errorf("a model without a price: %+v", p)
+	}
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k")
+	os.WriteFile(key, []byte("x\n"), 0o600)
+	for _, tc := range []struct{ toml, want string }{
+		{"[prices]\ncurrency = \"USD\"\ntaken = \"2026-11-20\"\n[prices.models.\"openai/gpt-x\"]\ninput = 3\noutput = 15\n", ""},
+		{"[prices]\ncurrency = \"USD\"\n", "prices.models: missing"},
+		{"[prices]\ncurrency = \"usd\"\ntaken = \"2026-11-20\"\n[prices.models.\"openai/gpt-x\"]\ninput = 3\noutput = 15\n", `prices.currency: "usd" is not a currency code`},
+		{"[prices]\ncurrency = \"USD\"\ntaken = \"2999-01-01\"\n[prices.models.\"openai/gpt-x\"]\ninput = 3\noutput = 15\n", "prices.taken: 2999-01-01 is in the future"},
+		{"[prices]\ncurrency = \"USD\"\ntaken = \"2026-11-20\"\n[prices.models.\"openai/gpt-x\"]\ninput = 3\noutput = \"15\"\n", `gpt-x\".output"): incompatible types`},
+		{"[prices]\ncurrency = \"USD\"\ntaken = \"2026-11-20\"\n[prices.models.\"openai/gpt-x\"]\ninput = 3\noutput = 15\nouput = 1\n", "unknown key"},
+	} {
+		cfg := "[keys]\nsigning = \"" + key + "\"\n[providers.openai]\nbase_url = \"https://api.example.com/v1\"\nkey_file = \"" + key + "\"\n" + tc.toml
+		_, err := ParseConfig("sealrun.toml", []byte(cfg))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if tc.want == "" {
+			if strings.Contains(got, "prices") {
+				t.Errorf("%q: %s", tc.toml, got)
+			}
+		} else if !strings.Contains(got, tc.want) {
+			t.Errorf("%q: want ~%q, got:\n%s", tc.toml, tc.want, got)
+		}
 	}
 }
 

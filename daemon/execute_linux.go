@@ -148,7 +148,8 @@ type runState struct {
 
 	// the end's
 	out       *Outcome
-	reportSum string // report.json's SHA-256
+	reportSum string        // report.json's SHA-256
+	used      *policy.Usage // the run's model use, from its audit log (addUsage)
 
 	closers []func()
 }
@@ -213,6 +214,9 @@ func (rs *runState) end(ctx context.Context, status, reason string) (*Outcome, e
 		// The journal or the ledger could not be written: nothing this run did can be recorded
 		// as it should, so it does not count.
 		rs.out.Status, rs.out.Reason = StateInvalid, "the daemon could not write its "+f.Error()
+	}
+	if err := rs.addUsage(); err != nil {
+		return nil, err
 	}
 	pred, subjects, err := rs.predicate(ctx)
 	if err != nil {

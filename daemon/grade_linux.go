@@ -6,9 +6,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/grader"
 )
 
@@ -72,6 +75,31 @@ func (rs *runState) reportUngraded() error {
 		if rs.reportSum, err = grader.WriteReport(filepath.Join(rs.io.dir, "report.json"), rep); err == nil {
 			out.Report = rep
 		}
+	}
+	return err
+}
+
+// addUsage sums the run's model use from its audit log, prices it at the host's price of the
+// run's model, and adds it to report.json (rewritten, its digest updated) for the attestation.
+func (rs *runState) addUsage() error {
+	f, err := os.Open(rs.io.log.Path())
+	if err != nil {
+		return fmt.Errorf("the run's audit log: %w", err)
+	}
+	u, _, _, err := attest.UsageFromAudit(f, rs.x.Cfg.Prices.Price(rs.spec.Agent))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("the run's audit log: %w", err)
+	}
+	rs.used = u
+	path := filepath.Join(rs.io.dir, "report.json")
+	switch out := rs.out; {
+	case out.TaskReport != nil:
+		out.TaskReport.Usage = u
+		rs.reportSum, err = grader.WriteTaskReport(path, out.TaskReport)
+	case out.Report != nil:
+		out.Report.Usage = u
+		rs.reportSum, err = grader.WriteReport(path, out.Report)
 	}
 	return err
 }

@@ -31,7 +31,7 @@ func (rs *runState) record(st *attest.Statement, pred *attest.Predicate) error {
 	t := spec.Track
 	if err := WriteRunReport(rs.io.dir, RunReport{ID: spec.ID, Track: t.Name + " " + t.Version, Agent: spec.Agent.String(), Seed: spec.Seed,
 		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions, Metric: pred.MetricText(),
-		Started: pred.Timeline.Started, Deadline: pred.Timeline.Deadline, Finished: pred.Timeline.Finished}); err != nil {
+		Started: pred.Timeline.Started, Deadline: pred.Timeline.Deadline, Finished: pred.Timeline.Finished, Usage: pred.Usage}); err != nil {
 		x.event(spec.ID, "report_html_failed", err.Error())
 	}
 	// The transcript is read from the audit log and the bodies it hashes, which the attestation

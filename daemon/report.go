@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // auditLine is what the daemon reads back from audit entries (compute calls, model requests,
@@ -83,9 +84,24 @@ type RunReport struct {
 	Items                            []timelineItem
 	Calls, Requests, Submissions     int
 	Tokens                           int64
+	Usage                            *policy.Usage // the attested usage and cost, when known
 	Width, Height                    int
 	Ticks                            []reportTick
 	ValPath                          string
+}
+
+// TokensText is the run's tokens, and their cost where the host priced its model.
+func (r RunReport) TokensText() string {
+	u := r.Usage
+	if u == nil {
+		return fmt.Sprintf("%d tokens", r.Tokens)
+	}
+	t := u.Tokens
+	s := fmt.Sprintf("%d tokens: %d in, %d of them cached, %d out, %d of them reasoning", t.Total(), t.Input, t.CachedInput, t.Output, t.Reasoning)
+	if c := u.Cost; c != nil {
+		s += fmt.Sprintf("; cost %s %s at the prices of %s", policy.FormatMoney(c.Amount), c.Price.Currency, c.Price.Taken)
+	}
+	return s
 }
 
 type reportTick struct {
@@ -218,7 +234,7 @@ table { border-collapse: collapse; margin: 1em 0; } td, th { text-align: left; p
 <tr><th>agent</th><td>{{.Agent}}, seed {{.Seed}}</td></tr>
 <tr><th>result</th><td><b>{{.Status}}</b>{{if .Reason}} — {{.Reason}}{{end}}: {{if .Metric}}{{.Metric}}{{else}}{{.Passed}}/{{.Questions}} passed{{end}}</td></tr>
 <tr><th>time</th><td>started {{.Started.Format "2006-01-02 15:04:05 MST"}}, deadline {{.Deadline.Format "15:04:05"}}, finished {{.Finished.Format "15:04:05"}}</td></tr>
-<tr><th>activity</th><td>{{.Calls}} compute calls, {{.Requests}} model requests ({{.Tokens}} tokens), {{.Submissions}} submissions</td></tr>
+<tr><th>activity</th><td>{{.Calls}} compute calls, {{.Requests}} model requests ({{.TokensText}}), {{.Submissions}} submissions</td></tr>
 </table>
 <h2>Timeline</h2>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}">

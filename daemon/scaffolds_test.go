@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/sealrun/sealrun/transcript"
 )
@@ -47,6 +49,8 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 		base += "/v1"
 	}
 	tb.cfg.Providers[kind] = controller.ProviderConfig{Name: kind, Kind: kind, BaseURL: base, KeyFile: keyFile}
+	pin, pcached, pout := 2.0, 0.5, 8.0
+	tb.cfg.Prices = PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "a test's", Models: map[string]PriceEntry{kind + "/model-x": {Input: &pin, CachedInput: &pcached, Output: &pout}}}
 	track, _ := shippedTrack(t, tb, sc, map[string]string{`wall = "3m"`: `wall = "5m"`})
 	candidate := regexp.MustCompile(`candidate ([0-9a-f]{12})`)
 	tb.prov.Agent(
@@ -82,13 +86,15 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	if out.Status != StateGraded {
 		t.Fatalf("status %s (%s); want graded", out.Status, out.Reason)
 	}
-	if _, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track)); err != nil {
-		t.Errorf("attestation: %v", err)
+	ver, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track), attest.WithAuditLog(strings.NewReader(string(mustRead(t, filepath.Join(dir, "audit.jsonl"))))))
+	if err != nil {
+		t.Fatal(err)
 	}
 	tr, err := transcript.Read(filepath.Join(dir, "transcript.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkUsage(t, dir, ver.Statement.Predicate, tr)
 	var results strings.Builder
 	var first time.Time
 	var refused []string
@@ -128,6 +134,114 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	}
 	if strings.Contains(log, secret) {
 		t.Error("the provider's key reached the controller")
+	}
+}
+
+// checkUsage: the run's tokens and cost agree in the attestation, report.json and the
+// transcript; the scripted model reports cached input on every turn, and it is priced apart.
+func checkUsage(t *testing.T, dir string, p *attest.Predicate, tr *transcript.Transcript) {
+	t.Helper()
+	u := p.Usage
+	if u == nil || u.Cost == nil || u.Requests != tr.Totals.Exchanges {
+		t.Fatalf("attested usage %+v; the transcript has %d exchanges", u, tr.Totals.Exchanges)
+	}
+	if u.Tokens.CachedInput == 0 || u.Tokens.Input != tr.Totals.PromptTokens || u.Tokens.Output != tr.Totals.CompletionTokens || u.Tokens.CachedInput != tr.Totals.CachedTokens {
+		t.Errorf("attested tokens %+v; the transcript's totals %+v", u.Tokens, tr.Totals)
+	}
+	if u.Cost.Amount <= 0 || u.Cost.Amount != tr.Totals.Cost || u.Cost.Price.Currency != "USD" || u.Cost.Price.Taken != "2026-11-20" {
+		t.Errorf("attested cost %+v; the transcript's %v", u.Cost, tr.Totals.Cost)
+	}
+	var rep struct{ Usage *policy.Usage }
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "report.json")), &rep); err != nil || rep.Usage == nil || rep.Usage.Tokens != u.Tokens || rep.Usage.Cost == nil || rep.Usage.Cost.Amount != u.Cost.Amount {
+		t.Errorf("report.json's usage %+v (%v); the attestation's %+v", rep.Usage, err, u)
+	}
+	t.Logf("usage: %d requests, %d tokens in (%d cached), %d out: %s %s", u.Requests, u.Tokens.Input, u.Tokens.CachedInput, u.Tokens.Output, policy.FormatMoney(u.Cost.Amount), u.Cost.Price.Currency)
+}
+
+// A track's max_tokens, in a sealed run of a real CLI (Claude Code): the gateway answers the
+// agent's requests until the run's tokens reach the bound, then refuses the next with the
+// reason, and the CLI stops there. The run ends as the agent's (failed: nothing promoted), never
+// invalid, and the attestation carries the bound and the tokens.
+func TestTokenBoundInASealedRun(t *testing.T) {
+	sc, _ := scaffolds.Lookup("claude")
+	tb := newTestbed(t)
+	keyFile := filepath.Join(tb.base, "anthropic.key")
+	os.WriteFile(keyFile, []byte("sk-scripted\n"), 0o600)
+	tb.cfg.Providers["anthropic"] = controller.ProviderConfig{Name: "anthropic", Kind: controller.KindAnthropic, BaseURL: tb.prov.URL, KeyFile: keyFile}
+	// Each scripted turn uses 140 input and 20 output tokens: the bound is reached by the
+	// second answer.
+	track, _ := shippedTrack(t, tb, sc, map[string]string{`question_limit = "10s"`: "question_limit = \"10s\"\nmax_tokens = 300"})
+	tb.prov.Agent(
+		func(string) string { return "runner time_left" },
+		func(string) string { return "echo second turn" },
+		func(string) string { return "echo never answered" },
+		func(string) string { return "runner finalize" },
+	)
+	x := tb.executor()
+	x.Journal = tb.journal
+	x.Entrypoint = nil
+	out, err := x.Execute(context.Background(), RunSpec{ID: "run-bounded", Track: track, Agent: controller.Agent{Provider: "anthropic", Model: "model-x"}, Seed: 1, Queued: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tb.state, "runs", "run-bounded")
+	if out.Status != StateFailed {
+		t.Errorf("status %s (%s); want failed: the agent spent its tokens", out.Status, out.Reason)
+	}
+	tr, err := transcript.Read(filepath.Join(dir, "transcript.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forwarded int
+	var refusal string
+	for _, e := range tr.Events {
+		if x := e.Model; x != nil {
+			if x.Refused == "" {
+				forwarded++
+			} else if refusal == "" {
+				refusal = x.Refused
+			}
+		}
+	}
+	if forwarded != 2 || !strings.Contains(refusal, "token budget is spent: 320 tokens used (280 in, 40 out) of the track's max_tokens 300") {
+		t.Errorf("%d requests forwarded, then refused: %q", forwarded, refusal)
+	}
+	if n := len(tb.prov.Requests()); n != 2 {
+		t.Errorf("the scripted model saw %d requests; want 2", n)
+	}
+	ver, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ver.Statement.Predicate; p.Budget.MaxTokens != 300 || p.Usage == nil || p.Usage.Tokens.Total() != 320 || p.Usage.Cost != nil {
+		t.Errorf("attested budget %+v usage %+v", p.Budget, p.Usage)
+	}
+}
+
+// A track that bounds cost cannot run where the host has no price for the run's model, or prices
+// in another currency: refused before anything is made.
+func TestCostBoundNeedsAPrice(t *testing.T) {
+	tb := newTestbed(t)
+	keyFile := filepath.Join(tb.base, "openai.key")
+	os.WriteFile(keyFile, []byte("k\n"), 0o600)
+	tb.cfg.Providers["openai"] = controller.ProviderConfig{Name: "openai", Kind: controller.KindOpenAI, BaseURL: tb.prov.URL + "/v1", KeyFile: keyFile}
+	track, err := policy.Parse("bounded.toml", []byte(strings.Replace(tb.trackTOML, `question_limit = "10s"`, "question_limit = \"10s\"\nmax_cost = \"2.50 USD\"", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tb.executor()
+	agent := controller.Agent{Provider: "openai", Model: "gpt-x"}
+	if _, err := x.Check(RunSpec{ID: "run-unpriced", Track: track, Agent: agent}); err == nil || !strings.Contains(err.Error(), `has no price for openai/gpt-x; add [prices.models."openai/gpt-x"]`) {
+		t.Errorf("no price: %v", err)
+	}
+	one := 1.0
+	tb.cfg.Prices = PricesConfig{Currency: "EUR", Taken: "2026-11-20", Models: map[string]PriceEntry{"openai/gpt-x": {Input: &one, Output: &one}}}
+	if _, err := x.Check(RunSpec{ID: "run-unpriced", Track: track, Agent: agent}); err == nil || !strings.Contains(err.Error(), "bounds each run's cost in USD (max_cost 2.5 USD)") || !strings.Contains(err.Error(), "prices in EUR") {
+		t.Errorf("another currency: %v", err)
+	}
+	tb.cfg.Prices.Currency = "USD"
+	if _, err := x.Check(RunSpec{ID: "run-priced", Track: track, Agent: agent}); err != nil && strings.Contains(err.Error(), "price") {
+		t.Errorf("priced: %v", err)
 	}
 }
 

@@ -30,7 +30,8 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	rs.clock = t.Budget.Start(policy.Clock(rs.now))
 	rs.started, rs.deadline = rs.clock.Start, rs.clock.Deadline
 	x.state(spec.ID, StateRunning, "")
-	gw, err := controller.NewGateway(rs.pins.provider, spec.Agent, controller.WithGatewayAudit(rs.io.log), controller.WithBodiesDir(filepath.Join(rs.io.dir, "gateway")), controller.WithGatewayInfraHandler(rs.io.onInfra))
+	gw, err := controller.NewGateway(rs.pins.provider, spec.Agent, controller.WithGatewayAudit(rs.io.log), controller.WithBodiesDir(filepath.Join(rs.io.dir, "gateway")), controller.WithGatewayInfraHandler(rs.io.onInfra),
+		controller.WithSpendLimit(t.Budget.MaxTokens, t.Budget.MaxCost.Amount, rs.pins.price))
 	if err != nil {
 		return StateInvalid, "gateway: " + err.Error()
 	}

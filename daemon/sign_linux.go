@@ -47,6 +47,7 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 		pred.Timeline.Queued = pred.Timeline.Started
 	}
 	rs.evidence(pred)
+	pred.Usage = rs.used
 	subjects := rs.result(pred)
 	if x.Ledger != nil {
 		ref, err := x.Ledger.Ref(spec.ID)

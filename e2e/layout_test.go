@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "policy"},
 	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit"}, // a publication: written and checked from attestations alone (and the bodies their audit logs hash)
-	"transcript":             {"audit", "attest"},                                                // a run reassembled: portable, like attest
+	"transcript":             {"audit", "attest", "policy"},                                      // a run reassembled: portable, like attest
 	"daemon":                 {"*"},
 	"demo":                   {"*"},                                                   // a client of the daemon, composing the rest as an operator would
 	"trackpin":               {"policy", "exams", "kits", "airs", "images", "daemon"}, // daemon: the state dir's layout only

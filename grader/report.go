@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // PassVector is the result of hidden grading, one ASCII '1' (exact match) or '0' per question
@@ -65,6 +66,8 @@ type Report struct {
 	Timings          ReportTimings          `json:"timings"`
 	Restarts         ReportRestarts         `json:"restarts"`
 	HistoryHead      string                 `json:"history_head"`
+	// Usage is the run's model use and cost (added by the daemon once the run has ended).
+	Usage *policy.Usage `json:"usage,omitempty"`
 }
 
 // ReportTrack names the track the bundle was graded under.

@@ -75,6 +75,8 @@ type TaskReport struct {
 	Device      string          `json:"device"`
 	Seconds     float64         `json:"evaluate_seconds"`
 	HistoryHead string          `json:"history_head"`
+	// Usage is the run's model use and cost (added by the daemon once the run has ended).
+	Usage *policy.Usage `json:"usage,omitempty"`
 }
 
 // ReportTask names the task a report scored.

@@ -52,9 +52,14 @@ type Run struct {
 	Questions      int      `json:"questions"`
 	BitsPerByte    *float64 `json:"bits_per_byte"`
 	BestValidation *float64 `json:"best_validation"` // best validation percent of its candidates
-	Key            string   `json:"key"`             // the key file that verified it
-	KeyID          string   `json:"key_id"`
-	Path           string   `json:"path"`
+	// Tokens (input and output) and Cost (in Currency) are the run's model use, where its
+	// attestation says (cost: where the host priced the model).
+	Tokens   *int64   `json:"tokens,omitempty"`
+	Cost     *float64 `json:"cost,omitempty"`
+	Currency string   `json:"currency,omitempty"`
+	Key      string   `json:"key"` // the key file that verified it
+	KeyID    string   `json:"key_id"`
+	Path     string   `json:"path"`
 }
 
 // InvalidRun is a run excluded from the means, with the runs that rerun it.
@@ -79,6 +84,9 @@ type Row struct {
 	Invalid     []InvalidRun `json:"invalid_runs"`
 	BitsPerByte *float64     `json:"bits_per_byte"`   // mean over runs that measured it
 	Validation  *float64     `json:"best_validation"` // mean of each run's best validation percent
+	// Cost is the mean cost of the row's valid runs ± SE, where every one of them was priced
+	// in one currency; nil otherwise.
+	Cost *CostStat `json:"cost,omitempty"`
 	// SignedBy are the trusted keys (their file names) that signed the row's runs, valid and
 	// invalid: on a cluster where each node signs with its own key, which nodes it came from.
 	SignedBy []string `json:"signed_by"`
@@ -89,6 +97,14 @@ type Row struct {
 
 	// Exact values: the mean fraction of questions and the squared standard error.
 	mean, se2 *big.Rat
+}
+
+// CostStat is a row's mean cost per run.
+type CostStat struct {
+	Mean     float64  `json:"mean"`
+	SE       *float64 `json:"se"` // null when n < 2
+	Currency string   `json:"currency"`
+	Tokens   float64  `json:"mean_tokens"` // input and output tokens, mean per run
 }
 
 // Table is one track's leaderboard.
@@ -132,6 +148,7 @@ var Rules = []string{
 	"A row is one agent: scaffold, model and reasoning effort (each effort its own row).",
 	"Score of a run = passed / questions on the hidden exam. Failed runs (the agent's fault) count with what they scored; invalid runs (the infrastructure's) are excluded and listed with their reruns.",
 	"Mean over the valid runs; SE = sample standard deviation / sqrt(n); with n = 1 there is no SE (shown as —).",
+	"Cost = the run's model tokens at the price its host attested (per provider and model, with the date the prices were taken); a row's cost is the mean over its valid runs ± SE, shown only when every one of them was priced in one currency.",
 	"A row is official with at least the track's required valid seeds, provisional below.",
 	"Rank = 1 + the number of rows whose whole interval [mean − SE, mean + SE] lies above this row's interval (a row with n = 1 is the point mean). Rows whose intervals overlap are never ranked apart; '=' marks a shared rank. Ties are not formed transitively: A may tie B and B tie C while A ranks above C.",
 	"Means and SEs are exact fractions until display; percentages are rounded half away from zero to one decimal (bits per byte to three).",
@@ -227,6 +244,14 @@ func buildTable(entries []Entry) Table {
 		}
 		run := Run{ID: p.Run.ID, RerunOf: p.Run.RerunOf, Seed: p.Seed, Status: p.Result.Status, Reason: p.Result.Reason,
 			Passed: p.Result.Passed, Questions: p.Result.Questions, BitsPerByte: p.Result.BitsPerByte, Key: e.Key, KeyID: e.KeyID, Path: e.Path}
+		if u := p.Usage; u != nil {
+			n := u.Tokens.Total()
+			run.Tokens = &n
+			if c := u.Cost; c != nil {
+				v := c.Amount
+				run.Cost, run.Currency = &v, c.Price.Currency
+			}
+		}
 		for _, s := range p.Submissions.History {
 			if run.BestValidation == nil || s.ValidationScore > *run.BestValidation {
 				v := s.ValidationScore
@@ -312,6 +337,35 @@ func (r *Row) stats() {
 		}
 	}
 	r.BitsPerByte, r.Validation = meanOf(bpb), meanOf(val)
+	r.Cost = costOf(r.Runs)
+}
+
+// costOf is the mean cost of runs ± SE, when each was priced, all in one currency.
+func costOf(runs []Run) *CostStat {
+	var xs []float64
+	var tokens float64
+	cur := ""
+	for _, run := range runs {
+		if run.Cost == nil || run.Tokens == nil || (cur != "" && run.Currency != cur) {
+			return nil
+		}
+		cur = run.Currency
+		xs = append(xs, *run.Cost)
+		tokens += float64(*run.Tokens)
+	}
+	if len(xs) == 0 {
+		return nil
+	}
+	c := &CostStat{Mean: *meanOf(xs), Currency: cur, Tokens: tokens / float64(len(xs))}
+	if n := float64(len(xs)); n > 1 {
+		var ss float64
+		for _, x := range xs {
+			ss += (x - c.Mean) * (x - c.Mean)
+		}
+		se := math.Sqrt(ss / (n - 1) / n)
+		c.SE = &se
+	}
+	return c
 }
 
 func meanOf(xs []float64) *float64 {

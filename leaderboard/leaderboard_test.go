@@ -114,6 +114,15 @@ func (f *fixture) attestation(r runSpec) []byte {
 	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)
 	q := int(r.track.Exam.Questions)
 	p.Result = attest.Result{Status: r.status, Questions: q, Passed: r.passed, Score: 100 * float64(r.passed) / float64(q), BitsPerByte: r.bpb}
+	switch r.model {
+	case "alpha", "beta": // alpha's host priced its model; beta's did not
+		u := &attest.Usage{Requests: r.passed, Tokens: policy.Tokens{Input: int64(r.passed) * 10000, CachedInput: int64(r.passed) * 5000, Output: int64(r.passed) * 1000}}
+		if r.model == "alpha" {
+			price := policy.Price{Currency: "USD", Input: 3, CachedInput: 3, CacheWrite: 3, Output: 15, Taken: "2026-11-01"}
+			u.Cost = &attest.Cost{Amount: price.Cost(u.Tokens), Price: price}
+		}
+		p.Usage = u
+	}
 	switch r.status {
 	case "graded":
 		p.Result.PassVectorSHA256 = digest(fmt.Sprint(r.id, r.passed))
@@ -173,6 +182,9 @@ func fptr(v float64) *float64 { return &v }
 //	beta@high   45 47 49          mean 47, SE 2/√3 = 1.15     [45.85, 48.15]  ties alpha: =1 =1
 //	delta@low   30 (one seed)     mean 30, no SE, provisional  rank 3
 //	gamma       10, failed 0, invalid (rerun: 14)  mean 8, SE √(52/3) = 4.16  rank 4
+//
+// alpha's runs are priced (1.80, 2.25, 2.70 USD: mean 2.25, SE 0.45/√3 = 0.2598); beta's carry
+// tokens and no price (no cost shown).
 //
 // plus a legacy track with one run, a tampered file, one signed by another key, a truncated
 // one, a duplicate copy and a report.json beside them.
@@ -259,10 +271,10 @@ func TestScenario(t *testing.T) {
 		got = append(got, strings.Join(c, " | "))
 	}
 	expect := []string{
-		"=1 | opencode 1.18.33 · alpha@high | 50.0 ± 5.8 | 3/3 | official | 0 | 0 | 71.7 | 1.400 | ed25519.pub",
-		"=1 | opencode 1.18.33 · beta@high | 47.0 ± 1.2 | 3/3 | official | 0 | 0 | 47.0 | — | ed25519.pub",
-		"3 | opencode 1.18.33 · delta@low | 30.0 ± — | 1/3 | provisional, repeatability not tested | 0 | 0 | 100.0 | 2.000 | ed25519.pub",
-		"4 | opencode 1.18.33 · gamma | 8.0 ± 4.2 | 3/3 | official | 1 | 1 (c-3 → c-3r) | 16.7 | — | ed25519.pub",
+		"=1 | opencode 1.18.33 · alpha@high | 50.0 ± 5.8 | 3/3 | official | 0 | 0 | 71.7 | 1.400 | 2.2500 ± 0.2598 USD | ed25519.pub",
+		"=1 | opencode 1.18.33 · beta@high | 47.0 ± 1.2 | 3/3 | official | 0 | 0 | 47.0 | — | — | ed25519.pub",
+		"3 | opencode 1.18.33 · delta@low | 30.0 ± — | 1/3 | provisional, repeatability not tested | 0 | 0 | 100.0 | 2.000 | — | ed25519.pub",
+		"4 | opencode 1.18.33 · gamma | 8.0 ± 4.2 | 3/3 | official | 1 | 1 (c-3 → c-3r) | 16.7 | — | — | ed25519.pub",
 	}
 	if strings.Join(got, "\n") != strings.Join(expect, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))

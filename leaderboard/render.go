@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/sealrun/sealrun/policy"
 )
 
 // Formats are the output formats.
@@ -69,7 +71,7 @@ func (t *Table) TrackTitle() string {
 }
 
 // columns are every table's columns, in order.
-var columns = []string{"rank", "agent", "score % (mean ± SE)", "seeds", "status", "failed", "invalid (reruns)", "best validation %", "bits/byte", "signed by"}
+var columns = []string{"rank", "agent", "score % (mean ± SE)", "seeds", "status", "failed", "invalid (reruns)", "best validation %", "bits/byte", "cost per run (mean ± SE)", "signed by"}
 
 func (r *Row) cells() []string {
 	score := r.MeanText()
@@ -91,7 +93,20 @@ func (r *Row) cells() []string {
 		invText = fmt.Sprintf("%d (%s)", len(inv), strings.Join(inv, "; "))
 	}
 	return []string{rankText(r), r.Agent.Name(), score, fmt.Sprintf("%d/%d", r.N, r.Required), r.flags(), strconv.Itoa(r.Failed), invText, optText(r.Validation, 1), optText(r.BitsPerByte, 3),
-		strings.Join(r.SignedBy, ", ")}
+		r.CostText(), strings.Join(r.SignedBy, ", ")}
+}
+
+// CostText is the row's mean cost per run ± SE and its currency, "—" without one.
+func (r *Row) CostText() string {
+	c := r.Cost
+	if c == nil {
+		return "—"
+	}
+	se := "—"
+	if c.SE != nil {
+		se = policy.FormatMoney(*c.SE)
+	}
+	return policy.FormatMoney(c.Mean) + " ± " + se + " " + c.Currency
 }
 
 // text writes the board as plain text or Markdown (md): the tables, the rejected inputs, the
@@ -227,7 +242,7 @@ func (e *errWriter) printf(format string, args ...any) {
 
 // CSVHeader are the csv columns (FORMAT.md).
 var CSVHeader = []string{"track_id", "track_name", "track_version", "track_status", "rank", "tied", "scaffold", "scaffold_version", "model", "reasoning_effort",
-	"valid_seeds", "required_seeds", "provisional", "mean_pct", "mean_fraction", "se_pct", "failed", "invalid", "best_validation_pct", "bits_per_byte", "signed_by"}
+	"valid_seeds", "required_seeds", "provisional", "mean_pct", "mean_fraction", "se_pct", "failed", "invalid", "best_validation_pct", "bits_per_byte", "signed_by", "cost_mean", "cost_se", "currency"}
 
 func (b *Board) csv(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -252,9 +267,16 @@ func (b *Board) csv(w io.Writer) error {
 				}
 				return optText(v, d)
 			}
+			cost, costSE, cur := "", "", ""
+			if c := r.Cost; c != nil {
+				cost, cur = policy.FormatMoney(c.Mean), c.Currency
+				if c.SE != nil {
+					costSE = policy.FormatMoney(*c.SE)
+				}
+			}
 			cw.Write([]string{t.Track.ID, t.Track.Name, t.Track.Version, t.Track.Status, rank, strconv.FormatBool(r.Tied), r.Agent.Scaffold, r.Agent.ScaffoldVersion,
 				r.Agent.Model, r.Agent.Effort, strconv.Itoa(r.N), strconv.FormatInt(r.Required, 10), strconv.FormatBool(r.Provisional), mean, r.MeanExact, se,
-				strconv.Itoa(r.Failed), strconv.Itoa(len(r.Invalid)), opt(r.Validation, 1), opt(r.BitsPerByte, 3), strings.Join(r.SignedBy, " ")})
+				strconv.Itoa(r.Failed), strconv.Itoa(len(r.Invalid)), opt(r.Validation, 1), opt(r.BitsPerByte, 3), strings.Join(r.SignedBy, " "), cost, costSE, cur})
 		}
 	}
 	cw.Flush()

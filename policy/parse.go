@@ -155,12 +155,16 @@ const (
 	kSize                    // integer bytes >= 1, or "<n><unit>" with an IEC unit
 	kSHA256                  // 64 lowercase hex
 	kImage                   // name@sha256:<64 hex>
+	kMoney                   // "25.00 USD": an amount above zero and a currency code
 )
 
 type keySpec struct {
 	name string
 	kind kind
 }
+
+// optionalKeys may be left out; a track without them keeps its id.
+var optionalKeys = map[string]bool{"budget.max_tokens": true, "budget.max_cost": true}
 
 type tableSpec struct {
 	name string
@@ -170,7 +174,7 @@ type tableSpec struct {
 // schema is the whole track format: every table and key, in the order problems are reported.
 var schema = []tableSpec{
 	{"track", []keySpec{{"name", kName}, {"version", kString}, {"status", kStatus}, {"supersedes", kTrackID}}},
-	{"budget", []keySpec{{"wall", kDuration}, {"call_limit", kDuration}, {"reserve", kDuration}, {"grading", kDuration}, {"question_limit", kDuration}}},
+	{"budget", []keySpec{{"wall", kDuration}, {"call_limit", kDuration}, {"reserve", kDuration}, {"grading", kDuration}, {"question_limit", kDuration}, {"max_tokens", kPositive}, {"max_cost", kMoney}}},
 	{"artifact", []keySpec{{"max_gzip_bytes", kPositive}}},
 	{"exam", []keySpec{{"sha256", kSHA256}, {"questions", kPositive}, {"context_bytes", kPositive}, {"validation_sha256", kSHA256}}},
 	{"kit", []keySpec{{"sha256", kSHA256}}},
@@ -234,6 +238,9 @@ func (v *validator) track(md toml.MetaData) *Track {
 			if !ok && isTask && full == "budget.question_limit" {
 				continue // a task is scored by one evaluate.py run, within budget.grading
 			}
+			if !ok && optionalKeys[full] {
+				continue
+			}
 			if !ok {
 				v.add(full, "missing key; expected %s", expectation(ks.kind))
 				continue
@@ -280,9 +287,11 @@ func (v *validator) track(md toml.MetaData) *Track {
 	str := func(k string) string { s, _ := got[k].(string); return s }
 	dur := func(k string) time.Duration { d, _ := got[k].(time.Duration); return d }
 	num := func(k string) int64 { n, _ := got[k].(int64); return n }
+	money := func(k string) Money { m, _ := got[k].(Money); return m }
 	img := func(k string) ImageRef { r, _ := got[k].(ImageRef); return r }
 	t.Name, t.Version, t.Status, t.Supersedes = str("track.name"), str("track.version"), Status(str("track.status")), str("track.supersedes")
-	t.Budget = Budget{Wall: dur("budget.wall"), CallLimit: dur("budget.call_limit"), Reserve: dur("budget.reserve"), Grading: dur("budget.grading"), QuestionLimit: dur("budget.question_limit")}
+	t.Budget = Budget{Wall: dur("budget.wall"), CallLimit: dur("budget.call_limit"), Reserve: dur("budget.reserve"), Grading: dur("budget.grading"), QuestionLimit: dur("budget.question_limit"),
+		MaxTokens: num("budget.max_tokens"), MaxCost: money("budget.max_cost")}
 	t.Artifact.MaxGzipBytes = num("artifact.max_gzip_bytes")
 	t.Exam = Exam{SHA256: str("exam.sha256"), Questions: num("exam.questions"), ContextBytes: num("exam.context_bytes"), ValidationSHA256: str("exam.validation_sha256")}
 	t.Kit.SHA256 = str("kit.sha256")
@@ -346,6 +355,8 @@ func expectation(k kind) string {
 		return "64 lowercase hex digits, as sha256sum prints them"
 	case kImage:
 		return `an image pinned by digest, "name@sha256:<64 lowercase hex>"`
+	case kMoney:
+		return `an amount and a currency as a string, for example "25.00 USD" (priced by the host's [prices] table)`
 	}
 	return "a value"
 }
@@ -474,6 +485,13 @@ func (v *validator) convert(key string, k kind, val any) (any, bool) {
 		}
 	case kImage:
 		return v.image(key, s)
+	case kMoney:
+		m, err := ParseMoney(s)
+		if err != nil {
+			v.add(key, "%v", err)
+			return nil, false
+		}
+		return m, true
 	}
 	return s, true
 }

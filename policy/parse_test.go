@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,6 +150,14 @@ func TestParseRejects(t *testing.T) {
 		{"size unit unknown", []change{{"memory", `memory = "64GB"`}}, "resources.memory", `is "64GB", not a size`},
 		{"size overflow", []change{{"memory", `memory = "99999999TiB"`}}, "resources.memory", "out of range"},
 		{"integer beyond 2^53", []change{{"questions", `questions = 9007199254740993`}}, "exam.questions", "out of range"},
+		{"max_tokens zero", []change{{"question_limit", "question_limit = \"30s\"\nmax_tokens = 0"}}, "budget.max_tokens", "is 0, out of range"},
+		{"max_tokens string", []change{{"question_limit", "question_limit = \"30s\"\nmax_tokens = \"1M\""}}, "budget.max_tokens", "expected a whole number >= 1"},
+		{"max_cost float", []change{{"question_limit", "question_limit = \"30s\"\nmax_cost = 25.0"}}, "budget.max_cost", "floats are not allowed in tracks"},
+		{"max_cost no currency", []change{{"question_limit", "question_limit = \"30s\"\nmax_cost = \"25\""}}, "budget.max_cost", `write it as "25.00 USD"`},
+		{"max_cost lowercase currency", []change{{"question_limit", "question_limit = \"30s\"\nmax_cost = \"25 usd\""}}, "budget.max_cost", "three-letter currency code"},
+		{"max_cost zero", []change{{"question_limit", "question_limit = \"30s\"\nmax_cost = \"0.00 USD\""}}, "budget.max_cost", "above zero"},
+		{"max_cost negative", []change{{"question_limit", "question_limit = \"30s\"\nmax_cost = \"-5 USD\""}}, "budget.max_cost", "not an amount and a currency"},
+		{"max_cost too precise", []change{{"question_limit", "question_limit = \"30s\"\nmax_cost = \"0.0000001 USD\""}}, "budget.max_cost", "not an amount"},
 		{"long string", []change{{"version = \"1\"", `version = "` + strings.Repeat("v", 300) + `"`}}, "track.version", "at most 256"},
 	}
 	for _, tc := range tests {
@@ -172,6 +181,56 @@ func TestParseRejects(t *testing.T) {
 			}
 			t.Errorf("no problem at %s containing %q; got:\n%v", tc.key, tc.msg, err)
 		})
+	}
+}
+
+// TestSpendBounds: max_tokens and max_cost are optional; a track without them keeps the id it had
+// before they existed, and a track with them has another.
+func TestSpendBounds(t *testing.T) {
+	plain, err := Parse("t.toml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Budget.MaxTokens != 0 || !plain.Budget.MaxCost.IsZero() {
+		t.Errorf("bounds of a track without them = %d, %v", plain.Budget.MaxTokens, plain.Budget.MaxCost)
+	}
+	// The id of base as it was before [budget] could bound tokens and cost.
+	if want := "7fa34c63e8af9038b797fbff40129b102043302b81f9f8ccd423e4c2f407c017"; plain.ID != want {
+		t.Errorf("id = %s, want %s", plain.ID, want)
+	}
+	src := edit(t, base, "question_limit", "question_limit = \"30s\"\nmax_tokens = 2000000\nmax_cost = \"12.50 USD\"")
+	bounded, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bounded.Budget.MaxTokens != 2000000 || bounded.Budget.MaxCost != (Money{Amount: 12.5, Currency: "USD"}) {
+		t.Errorf("bounds = %d, %+v", bounded.Budget.MaxTokens, bounded.Budget.MaxCost)
+	}
+	if bounded.ID == plain.ID {
+		t.Error("bounding a track's tokens and cost kept its id")
+	}
+	if s := bounded.Budget.MaxCost.String(); s != "12.5 USD" {
+		t.Errorf("max_cost written as %q", s)
+	}
+}
+
+func TestPriceCost(t *testing.T) {
+	p := Price{Currency: "USD", Input: 3, CachedInput: 0.3, CacheWrite: 3.75, Output: 15}
+	// 1M input of which 600k cached and 100k written, 200k output.
+	got := p.Cost(Tokens{Input: 1_000_000, CachedInput: 600_000, CacheWrite: 100_000, Output: 200_000, Reasoning: 50_000})
+	want := 0.3*3 + 0.6*0.3 + 0.1*3.75 + 0.2*15
+	if math.Abs(got-want) > 1e-9 {
+		t.Errorf("cost = %v, want %v", got, want)
+	}
+	// Counts a provider reports inconsistently never give a negative fresh input.
+	if c := p.Cost(Tokens{Input: 10, CachedInput: 20}); c < 0 {
+		t.Errorf("cost = %v", c)
+	}
+	var sum Tokens
+	sum.Add(Tokens{Input: 1, CachedInput: 1, CacheWrite: 1, Output: 1, Reasoning: 1})
+	sum.Add(Tokens{Input: 2, Output: 3})
+	if sum != (Tokens{Input: 3, CachedInput: 1, CacheWrite: 1, Output: 4, Reasoning: 1}) || sum.Total() != 7 {
+		t.Errorf("sum = %+v", sum)
 	}
 }
 

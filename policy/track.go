@@ -51,6 +51,11 @@ type Budget struct {
 	// QuestionLimit is the longest one answer (or one score) may take during grading; a
 	// question over it fails and the entrypoint is restarted (grader/PROTOCOL.md).
 	QuestionLimit time.Duration
+	// MaxTokens and MaxCost bound the model a run may use (0 and zero: no bound): the gateway
+	// refuses every request once the run's tokens (input and output) or their cost at the host's
+	// price reach them. The request that crosses a bound completes.
+	MaxTokens int64
+	MaxCost   Money
 }
 
 // Artifact limits the submitted bundle.

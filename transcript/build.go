@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // Options change what a build reads.
@@ -195,7 +196,27 @@ func (b *Builder) Transcript() *Transcript {
 	t := b.t
 	t.Events = slices.Clone(b.t.Events)
 	sortEvents(t.Events)
+	b.price(&t)
 	return &t
+}
+
+// price sets the cost of t's exchanges and of the run from the run's price (and clears them
+// without one).
+func (b *Builder) price(t *Transcript) {
+	p := t.Run.Price
+	t.Totals.Cost = 0
+	if p != nil {
+		t.Totals.Cost = p.Cost(policy.Tokens{Input: t.Totals.PromptTokens, CachedInput: t.Totals.CachedTokens, CacheWrite: t.Totals.CacheWriteTokens,
+			Output: t.Totals.CompletionTokens, Reasoning: t.Totals.ReasoningTokens})
+	}
+	for _, e := range t.Events {
+		if x := e.Model; x != nil {
+			x.Cost = 0
+			if p != nil {
+				x.Cost = p.Cost(x.Usage.Tokens())
+			}
+		}
+	}
 }
 
 // After is the transcript so far with only the events of audit entries after seq, in time
@@ -208,6 +229,7 @@ func (b *Builder) After(seq int) *Transcript {
 	}
 	slices.Reverse(t.Events)
 	sortEvents(t.Events)
+	b.price(&t)
 	return &t
 }
 
@@ -327,6 +349,8 @@ func (b *Builder) exchange(line []byte) (Event, error) {
 	tt.PromptTokens += e.Usage.Prompt
 	tt.CompletionTokens += e.Usage.Completion
 	tt.ReasoningTokens += e.Usage.Reasoning
+	tt.CachedTokens += e.Usage.CachedPrompt
+	tt.CacheWriteTokens += e.Usage.CacheWrite
 	tt.BodyBytes += e.RequestBytes + e.ResponseBytes
 	var notes []string
 	if e.BodyError != "" {

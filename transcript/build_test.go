@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/transcript"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
 )
@@ -414,4 +416,37 @@ func mustReadFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// With the run's price, each exchange and the run are priced: cached prompt tokens at their own
+// price; without one, nothing is.
+func TestBuildPricesTokens(t *testing.T) {
+	r := newRun(t)
+	req := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 4000) + `"}]}`)
+	r.Exchange("/v1/chat/completions", req, []byte(`{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`), false, 200)
+	r.Exchange("/v1/chat/completions", req, []byte(`{"choices":[{"message":{"role":"assistant","content":"ok again"}}]}`), false, 200)
+	run := header()
+	tr, err := transcript.Build(r.Dir, run, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Totals.Cost != 0 || models(tr)[0].Cost != 0 {
+		t.Errorf("priced without a price: %v", tr.Totals.Cost)
+	}
+	run.Price = &policy.Price{Currency: "USD", Input: 2, CachedInput: 0.5, CacheWrite: 2, Output: 8, Taken: "2026-11-01"}
+	tr, err = transcript.Build(r.Dir, run, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, x := range models(tr) {
+		want := run.Price.Cost(x.Usage.Tokens())
+		if x.Cost != want || want == 0 {
+			t.Errorf("exchange %d: cost %v, want %v", x.N, x.Cost, want)
+		}
+		sum += x.Cost
+	}
+	if tot := tr.Totals; math.Abs(tot.Cost-sum) > 1e-6 || tot.Cost != run.Price.Cost(policy.Tokens{Input: tot.PromptTokens, Output: tot.CompletionTokens}) {
+		t.Errorf("run cost %v, exchanges add up to %v", tot.Cost, sum)
+	}
 }

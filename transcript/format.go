@@ -1,6 +1,10 @@
 package transcript
 
-import "time"
+import (
+	"time"
+
+	"github.com/sealrun/sealrun/policy"
+)
 
 // Format is the format and version of transcript.json. A reader refuses a format it does not
 // know; a change that removes or retypes a field is a new version.
@@ -53,6 +57,12 @@ type Run struct {
 	// audit.head once the run has ended).
 	AuditHead string `json:"audit_head,omitempty"`
 	Live      bool   `json:"live,omitempty"` // built while the run had not ended
+	// Price is the host's price of the run's model (the attestation's usage.cost.price): each
+	// exchange's and the run's cost are their tokens at it. MaxTokens and MaxCost are the
+	// track's bounds on the model, when it has them.
+	Price     *policy.Price `json:"price,omitempty"`
+	MaxTokens int64         `json:"max_tokens,omitempty"`
+	MaxCost   string        `json:"max_cost,omitempty"`
 }
 
 // Totals sum the run's activity.
@@ -64,10 +74,14 @@ type Totals struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	ReasoningTokens  int64 `json:"reasoning_tokens"`
-	BodyBytes        int64 `json:"body_bytes"` // the requests' and responses' bytes, as the audit log counts them
-	Calls            int   `json:"calls"`
-	FailedCalls      int   `json:"failed_calls"`
-	Submissions      int   `json:"submissions"`
+	CachedTokens     int64 `json:"cached_tokens"`      // of the prompt tokens, read from the provider's cache
+	CacheWriteTokens int64 `json:"cache_write_tokens"` // of the prompt tokens, written to it
+	// Cost is the run's tokens at Run.Price (absent without a price).
+	Cost        float64 `json:"cost,omitempty"`
+	BodyBytes   int64   `json:"body_bytes"` // the requests' and responses' bytes, as the audit log counts them
+	Calls       int     `json:"calls"`
+	FailedCalls int     `json:"failed_calls"`
+	Submissions int     `json:"submissions"`
 }
 
 // Counts are the bodies of the run by state (Body.State).
@@ -136,8 +150,10 @@ type Exchange struct {
 	ProviderLostMS int64  `json:"provider_lost_ms,omitempty"`
 	Tries          []Try  `json:"tries,omitempty"`
 	Usage          Usage  `json:"usage"`
-	Request        Body   `json:"request,omitzero"`
-	Response       Body   `json:"response,omitzero"`
+	// Cost is Usage at Run.Price (absent without a price, or when the exchange used nothing).
+	Cost     float64 `json:"cost,omitempty"`
+	Request  Body    `json:"request,omitzero"`
+	Response Body    `json:"response,omitzero"`
 	// The request's conversation: Messages in all, of which the first Shared are the messages
 	// of exchange Extends (its request, then its output) said again; then, for a scaffold that
 	// drops the middle of its history, Extends' last Kept messages (the Dropped before them
@@ -174,11 +190,20 @@ type Try struct {
 	WaitMS    int64  `json:"wait_ms,omitempty"`
 }
 
-// Usage is the token usage the provider reported.
+// Usage is the token usage the provider reported, as the gateway's audit entry has it: Prompt
+// counts every input token (CachedPrompt and CacheWrite are parts of it), Completion every output
+// token (Reasoning is part of it).
 type Usage struct {
-	Prompt     int64 `json:"prompt"`
-	Completion int64 `json:"completion"`
-	Reasoning  int64 `json:"reasoning"`
+	Prompt       int64 `json:"prompt"`
+	Completion   int64 `json:"completion"`
+	Reasoning    int64 `json:"reasoning"`
+	CachedPrompt int64 `json:"cached_prompt,omitempty"`
+	CacheWrite   int64 `json:"cache_write,omitempty"`
+}
+
+// Tokens is u as prices count it.
+func (u Usage) Tokens() policy.Tokens {
+	return policy.Tokens{Input: u.Prompt, CachedInput: u.CachedPrompt, CacheWrite: u.CacheWrite, Output: u.Completion, Reasoning: u.Reasoning}
 }
 
 // Body is one kept body: where the run keeps it (relative to the run directory), what the audit

@@ -286,7 +286,7 @@
       hd.appendChild(el('span', 'at', dur(ev.at_ms)));
       hd.appendChild(el('span', x.status >= 400 || x.refused ? 'bad' : null, x.method + ' ' + x.path + ' → ' + x.status));
       hd.appendChild(el('span', null, secs(x.latency_ms)));
-      if (x.usage && (x.usage.prompt || x.usage.completion)) hd.appendChild(el('span', null, num(x.usage.prompt) + ' → ' + num(x.usage.completion) + ' tokens' + (x.usage.reasoning ? ' (' + num(x.usage.reasoning) + ' reasoning)' : '')));
+      if (x.usage && (x.usage.prompt || x.usage.completion)) hd.appendChild(el('span', null, num(x.usage.prompt) + (x.usage.cached_prompt ? ' (' + num(x.usage.cached_prompt) + ' cached)' : '') + ' → ' + num(x.usage.completion) + ' tokens' + (x.usage.reasoning ? ' (' + num(x.usage.reasoning) + ' reasoning)' : '') + (x.cost ? ', ' + money(x.cost) : '')));
       if (x.tries && x.tries.length > 1) hd.appendChild(el('span', 'bad', x.tries.length + ' tries, ' + secs(x.provider_lost_ms || 0) + ' lost to the provider'));
       if (x.refused) r.appendChild(el('div', 'bad', 'refused by the gateway: ' + x.refused));
       if (x.error) r.appendChild(el('div', 'bad', x.error));
@@ -339,6 +339,12 @@
 
   // --- header, search, failures, the time axis ---
 
+  // money writes an amount in the run's currency: four decimals, six below a hundredth.
+  function money(v) {
+    var c = t.run.price ? ' ' + t.run.price.currency : '';
+    return (v !== 0 && Math.abs(v) < 0.01 ? v.toFixed(6) : v.toFixed(4)) + c;
+  }
+
   function header() {
     var h = document.getElementById('head'), r = t.run, tt = t.totals, b = t.bodies;
     h.textContent = '';
@@ -354,7 +360,8 @@
     if (r.started) fact('started', new Date(r.started).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC'));
     if (r.finished) fact('took', secs(ms(r.finished) - ms(r.started)));
     fact('model', num(tt.exchanges) + ' requests' + (tt.refused ? ', ' + tt.refused + ' refused' : '') + (tt.retries ? ', ' + tt.retries + ' retries' : '') + (tt.provider_lost_ms ? ', ' + secs(tt.provider_lost_ms) + ' lost' : ''));
-    fact('tokens', num(tt.prompt_tokens) + ' in, ' + num(tt.completion_tokens) + ' out' + (tt.reasoning_tokens ? ' (' + num(tt.reasoning_tokens) + ' reasoning)' : ''));
+    fact('tokens', num(tt.prompt_tokens) + ' in' + (tt.cached_tokens ? ' (' + num(tt.cached_tokens) + ' cached)' : '') + ', ' + num(tt.completion_tokens) + ' out' + (tt.reasoning_tokens ? ' (' + num(tt.reasoning_tokens) + ' reasoning)' : '') + (r.max_tokens ? ' of max ' + num(r.max_tokens) : ''));
+    if (r.price) fact('cost', money(tt.cost || 0) + (r.max_cost ? ' of max ' + r.max_cost : '') + ' (prices of ' + r.price.taken + ')');
     fact('compute', num(tt.calls) + ' calls' + (tt.failed_calls ? ', ' + tt.failed_calls + ' failed' : ''));
     fact('submissions', num(tt.submissions));
     h.appendChild(f);

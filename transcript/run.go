@@ -16,6 +16,11 @@ func RunFromPredicate(p *attest.Predicate) Run {
 		State: p.Result.Status, Reason: p.Result.Reason,
 		Started: p.Timeline.Started.UTC(), Deadline: p.Timeline.Deadline.UTC(), Finished: p.Timeline.Finished.UTC(),
 		Wall: p.Budget.Wall, CallLimit: p.Budget.CallLimit, Reserve: p.Budget.Reserve,
+		MaxTokens: p.Budget.MaxTokens, MaxCost: p.Budget.MaxCost,
+	}
+	if p.Usage != nil && p.Usage.Cost != nil {
+		price := p.Usage.Cost.Price
+		r.Price = &price
 	}
 	if d, err := time.ParseDuration(p.Budget.Reserve); err == nil && !r.Deadline.IsZero() {
 		r.ReserveAt = r.Deadline.Add(-d)

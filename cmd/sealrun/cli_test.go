@@ -117,7 +117,7 @@ func TestTrackVerbs(t *testing.T) {
 		stderrLine bool   // stderr must be exactly one line
 	}{
 		{"validate ok", []string{"track", "validate", ari, "../../tracks/demo.toml"}, 0, ": ok (track ari-v1 version 1, active, id ", "", false},
-		{"validate typo", []string{"track", "validate", typo}, 1, "", "typo.toml:budget.call_limt: unknown key; [budget] takes wall, call_limit, reserve, grading, question_limit; did you mean \"call_limit\"?", false},
+		{"validate typo", []string{"track", "validate", typo}, 1, "", "typo.toml:budget.call_limt: unknown key; [budget] takes wall, call_limit, reserve, grading, question_limit, max_tokens, max_cost; did you mean \"call_limit\"?", false},
 		{"validate all problems", []string{"track", "validate", typo}, 1, "", "budget.call_limit: missing key", false},
 		{"id", []string{"track", "id", ari}, 0, "", "", false},
 		{"id invalid", []string{"track", "id", typo}, 1, "", "typo.toml:budget.call_limt", false},

@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sealrun/sealrun/demo"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/spf13/cobra"
 )
 
 func newDemoCmd(g *globals) *cobra.Command {
 	var o demo.Options
 	cmd := &cobra.Command{
-		Use:   "demo [--seeds N] [--scaffold scripted-demo|opencode] [--keep] [--quick]",
+		Use:   "demo [--seeds N] [--scaffold scripted-demo|SCAFFOLD] [--keep] [--quick]",
 		Short: "A whole sealed benchmark on this machine: build, run the scripted agent, verify, rank",
 		Long: `Demo runs the real thing at small scale, as root, on this machine:
   1. builds the local images it needs (the controller with the scaffold, python with torch);
@@ -25,11 +27,12 @@ func newDemoCmd(g *globals) *cobra.Command {
   5. runs N seeds of the scripted demo agent (scripted-demo: a shell script, not a model),
      concurrently where CPUs allow: it trains the starter through runner, submits, reads the
      validation score, tries one improvement, promotes the better and finalizes;
-     with --scaffold opencode, the real scaffold instead (the controller-opencode image: opencode
-     from npm, pinned) driven through the gateway by a scripted model: controller/providertest on
-     loopback, provider "scripted" (agent scripted/scripted), which answers each turn with the
-     next tool call: read the brief, runner time_left, train the starter, bundle and submit,
-     promote, finalize. It is a script, not a model, and the leaderboard says so;
+     with --scaffold and a shipped scaffold (opencode, codex, claude, gemini, qwen: the real CLI
+     from npm, pinned, in its controller-SCAFFOLD image), that agent instead, driven through the
+     gateway by a scripted model: controller/providertest on loopback, speaking the API the CLI
+     speaks (provider "scripted", model scripted), which answers each turn with the next tool
+     call: read the brief, runner time_left, train the starter, bundle and submit, promote,
+     finalize. It is a script, not a model, and the leaderboard says so;
   6. verifies each attestation with every file (bundle, report, audit log, track);
   7. prints the leaderboard of those attestations and where each run's reports are.
 The state dir is /var/lib/sealrun-demo unless --state-dir is given; it must be the demo's own.
@@ -38,14 +41,17 @@ cache are reused. Without --keep the runs' workspaces (checkpoints) are removed 
 reports, attestations, audit logs and candidates stay.`,
 		Example: `  sealrun demo                          # state in /var/lib/sealrun-demo
   sealrun demo --seeds 1 --quick        # the shortened demo make test runs
-  sealrun demo --scaffold opencode      # opencode in the sealed controller, a scripted model`,
+  sealrun demo --scaffold opencode      # opencode in the sealed controller, a scripted model
+  sealrun demo --scaffold codex --seeds 1  # Codex CLI the same way`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Seeds < 1 || o.Seeds > 16 {
 				return usage(fmt.Errorf("--seeds %d: give 1 to 16", o.Seeds))
 			}
-			if o.Scaffold != images.DemoScaffoldName && o.Scaffold != "opencode" {
-				return usage(fmt.Errorf("--scaffold %q: choose %s (a shell script, no model) or opencode (the real scaffold, a scripted model)", o.Scaffold, images.DemoScaffoldName))
+			if o.Scaffold != images.DemoScaffoldName {
+				if _, ok := scaffolds.Lookup(o.Scaffold); !ok {
+					return usage(fmt.Errorf("--scaffold %q: choose %s (a shell script, no model) or a shipped scaffold driven by a scripted model: %s", o.Scaffold, images.DemoScaffoldName, strings.Join(scaffolds.Names(), ", ")))
+				}
 			}
 			if os.Geteuid() != 0 {
 				return errors.New("sealrun demo runs sealed runs (namespaces, cgroups, runc) and needs root: run it with sudo, or make demo")
@@ -63,7 +69,7 @@ reports, attestations, audit logs and candidates stay.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.Seeds, "seeds", 3, "how many seeds of the demo agent to run")
-	cmd.Flags().StringVar(&o.Scaffold, "scaffold", images.DemoScaffoldName, "the scaffold in the controller: "+images.DemoScaffoldName+" (a shell script) or opencode (driven by a scripted model)")
+	cmd.Flags().StringVar(&o.Scaffold, "scaffold", images.DemoScaffoldName, "the scaffold in the controller: "+images.DemoScaffoldName+" (a shell script) or one of "+strings.Join(scaffolds.Names(), ", ")+" (driven by a scripted model)")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep the runs' workspaces (checkpoints, bundles) after the demo")
 	cmd.Flags().BoolVar(&o.Quick, "quick", false, "a tighter budget and a smaller exam (about 2 minutes a seed)")
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")

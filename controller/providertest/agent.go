@@ -205,7 +205,7 @@ func (p *Provider) chatTurn(body []byte) Response {
 		return `{"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1,"model":` + strconv.Quote(req.Model) + `,"choices":[` + choices + `]}`
 	}
 	usage := `{"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1,"model":` + strconv.Quote(req.Model) +
-		`,"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"completion_tokens_details":{"reasoning_tokens":10}}}`
+		`,"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"prompt_tokens_details":{"cached_tokens":40},"completion_tokens_details":{"reasoning_tokens":10}}}`
 	if !tn.isCall() {
 		if !req.Stream {
 			return Response{Body: ChatCompletion(tn.text, 100, 20)}
