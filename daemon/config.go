@@ -57,8 +57,8 @@ type Config struct {
 // demo agent): agent none/MODEL. Its gateway refuses every request.
 const NoProvider = controller.KindNone
 
-// ScriptedProvider is the provider name kept for a scripted model (sealrun demo --scaffold
-// opencode: controller/providertest on loopback): a [providers.scripted] table must point at
+// ScriptedProvider is the provider name kept for a scripted model (sealrun demo --scaffold NAME:
+// controller/providertest on loopback): a [providers.scripted] table must point at
 // loopback, and the leaderboard never presents its rows as a real model.
 const ScriptedProvider = "scripted"
 
