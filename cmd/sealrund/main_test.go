@@ -12,6 +12,25 @@ import (
 )
 
 func TestFlagsAndConfig(t *testing.T) {
+	// A price table with a model key that is not PROVIDER/MODEL, a negative price and an entry in
+	// another currency: --check names each key.
+	deploy, err := os.ReadFile("../../deploy/sealrun.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := filepath.Join(t.TempDir(), "prices.toml")
+	os.WriteFile(prices, append(deploy, []byte(`
+[prices]
+currency = "USD"
+taken = "2026-11-20"
+[prices.models.openai]
+input = 1
+output = 1
+[prices.models."openai/gpt-x"]
+input = -1.25
+output = 10
+currency = "EUR"
+`)...), 0o644)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -22,6 +41,9 @@ func TestFlagsAndConfig(t *testing.T) {
 		{[]string{"--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"--config", filepath.Join(t.TempDir(), "none.toml")}, 1, "the configuration is not valid; nothing was started"},
 		{[]string{"--config", "../../deploy/sealrun.toml", "--check"}, 1, "keys.signing"},
+		{[]string{"--config", prices, "--check"}, 1, `prices.models."openai": "openai" does not name a model`},
+		{[]string{"--config", prices, "--check"}, 1, `prices.models."openai/gpt-x".input: -1.25; give a price per million tokens from 0`},
+		{[]string{"--config", prices, "--check"}, 1, `prices.models."openai/gpt-x".currency: "EUR", but [prices] is in "USD"`},
 	} {
 		var errb bytes.Buffer
 		if code := run(c.args, &errb); code != c.code || !strings.Contains(errb.String(), c.want) {
