@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -128,8 +129,20 @@ func Start(ctx context.Context, run *sandbox.Run, cfg Config) (*Controller, erro
 // Container is the controller's container (its air-gap evidence, pid, stats).
 func (c *Controller) Container() *sandbox.Container { return c.c }
 
-// Done is closed when the scaffold has exited.
+// Done is closed when the scaffold has exited, or when its container ended without it having
+// run (Exited says which).
 func (c *Controller) Done() <-chan struct{} { return c.c.Done() }
+
+// Exited, once Done is closed, says how the container ended: nil when the scaffold ran and
+// exited (with any status: its own end), an InfraError when it never ran (sandbox.NeverRan: the
+// runtime failed to start it; nothing of the scaffold's ran) or the runtime failed.
+func (c *Controller) Exited() error {
+	var ce *sandbox.CommandError
+	if _, err := c.c.Wait(context.Background()); err != nil && !errors.As(err, &ce) {
+		return err
+	}
+	return nil
+}
 
 // Stop ends the scaffold at the deadline, on finalize or on cancel: the container is frozen
 // (nothing it does after this moment counts), killed with everything in it, and removed; the

@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sealrun/sealrun/transcript"
 )
@@ -336,4 +337,112 @@ runner finalize "$id"
 	if err != nil || tr.Bodies.Missing != 2 {
 		t.Errorf("transcript: %v, bodies %+v; want the two bodies missing", err, tr.Bodies)
 	}
+}
+
+// submitAndFinalize is an agent that makes one compute call, submits the kit's bundle, promotes
+// it and finalizes.
+const submitAndFinalize = `set -u
+runner echo hello from the call; echo "call: exit $?"
+mkdir -p b && cp sealrun-bundle.json predict.py b/
+id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
+runner finalize "$id"
+`
+
+// faultyHost gives the testbed a host whose runtime for f's role (the one this test pass gives
+// it: runc, crun or gVisor) injects f.
+func faultyHost(t *testing.T, tb *testbed, f sandboxtest.Fault) {
+	t.Helper()
+	wrapper := sandboxtest.FaultyRuntime(t, sandboxtest.RoleRuntime(t, f.Role), f)
+	tb.h = sandboxtest.HostWithConfig(t, sandbox.HostConfig{RoleRuntimes: map[sandbox.Role]string{f.Role: wrapper}})
+}
+
+// journalKinds are the kinds of the run's journal events, in order.
+func journalKinds(t *testing.T, tb *testbed, id string) []string {
+	t.Helper()
+	var kinds []string
+	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
+		if e.Run == id {
+			kinds = append(kinds, e.Kind)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	return kinds
+}
+
+// The controller's first container never runs (its init killed after the network hook, before
+// the runtime executed the scaffold: what a loaded host did to runc). Nothing of the agent's ran,
+// so sealrund starts it once more, journals why, and the run ends as the agent ends it — graded,
+// never "agent_exited" for a scaffold that never ran.
+func TestFaultControllerNeverRanIsRestarted(t *testing.T) {
+	tb := newTestbed(t)
+	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleController, Nth: 1})
+	out := runFault(t, tb, "run-ctl-restarted", submitAndFinalize)
+	if out.Status != StateGraded {
+		t.Fatalf("status %s %q; want graded after one restart", out.Status, out.Reason)
+	}
+	checkEnded(t, tb, out, "run-ctl-restarted", StateGraded)
+	kinds := strings.Join(journalKinds(t, tb, "run-ctl-restarted"), " ")
+	if !strings.Contains(kinds, "controller_restarted") || strings.Contains(kinds, "agent_exited") {
+		t.Errorf("journal: %s; want controller_restarted and no agent_exited", kinds)
+	}
+}
+
+// The controller never runs, twice: the run is invalid with the runtime's words (rerun), never
+// failed for the agent.
+func TestFaultControllerNeverRuns(t *testing.T) {
+	tb := newTestbed(t)
+	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleController})
+	out := runFault(t, tb, "run-ctl-never", submitAndFinalize)
+	if out.Status != StateInvalid || !strings.Contains(out.Reason, "infrastructure: controller") || !strings.Contains(out.Reason, "never ran") {
+		t.Fatalf("status %s %q; want invalid: the controller never ran", out.Status, out.Reason)
+	}
+	checkEnded(t, tb, out, "run-ctl-never", StateInvalid)
+	if kinds := strings.Join(journalKinds(t, tb, "run-ctl-never"), " "); strings.Contains(kinds, "agent_exited") {
+		t.Errorf("journal: %s; a scaffold that never ran did not exit", kinds)
+	}
+}
+
+// A compute call's first container never runs: the call is started once more (the audit entry
+// says why), its output reaches the agent, and the run is graded; the agent only sees its call
+// take a moment longer.
+func TestFaultCallNeverRanIsRetried(t *testing.T) {
+	tb := newTestbed(t)
+	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleRunner, Nth: 1})
+	out := runFault(t, tb, "run-call-retried", submitAndFinalize)
+	if out.Status != StateGraded {
+		t.Fatalf("status %s %q; want graded after the call's restart", out.Status, out.Reason)
+	}
+	checkEnded(t, tb, out, "run-call-retried", StateGraded)
+	var rec struct {
+		StartRetried string `json:"start_retried"`
+		Exit         int
+	}
+	for _, l := range strings.Split(string(mustRead(t, filepath.Join(tb.state, "runs", "run-call-retried", "audit.jsonl"))), "\n") {
+		if strings.Contains(l, `"kind":"call"`) {
+			json.Unmarshal([]byte(l), &rec)
+			break
+		}
+	}
+	if !strings.Contains(rec.StartRetried, "never ran") || rec.Exit != 0 {
+		t.Errorf("the call's audit entry: start_retried %q, exit %d", rec.StartRetried, rec.Exit)
+	}
+	if tr := string(mustRead(t, filepath.Join(tb.state, "runs", "run-call-retried", "transcript.log"))); !strings.Contains(tr, "hello from the call") || !strings.Contains(tr, "call: exit 0") {
+		t.Errorf("transcript:\n%s", tr)
+	}
+}
+
+// Every grader container never runs (the validation of the agent's submission, and the final
+// grading): the run is invalid, never failed and never graded on a partial result.
+func TestFaultGraderNeverRuns(t *testing.T) {
+	tb := newTestbed(t)
+	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleGrader})
+	out := runFault(t, tb, "run-grader-never", submitAndFinalize)
+	if out.Status != StateInvalid || !strings.Contains(out.Reason, "never ran") {
+		t.Fatalf("status %s %q; want invalid: the grader's containers never ran", out.Status, out.Reason)
+	}
+	checkEnded(t, tb, out, "run-grader-never", StateInvalid)
 }

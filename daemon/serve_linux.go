@@ -50,13 +50,31 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	if reason != "" {
 		return StateInvalid, reason
 	}
-	ctl, err := controller.Start(ctx, rs.run, controller.Config{Rootfs: rs.pins.controller, Entrypoint: rs.pins.entrypoint, ImageEnv: rs.pins.imageEnv, Workspace: rs.ws, Runner: x.Cfg.Runner,
-		Socket: sock, Agent: spec.Agent, Kind: providerKind(rs.pins.provider), Transcript: filepath.Join(rs.io.dir, "transcript.log"), Limits: rs.limits,
-		Env: append([]string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}, rs.pins.scaffoldEnv...)})
-	if err != nil {
-		return StateInvalid, "controller: " + err.Error()
+	startController := func() (*controller.Controller, error) {
+		return controller.Start(ctx, rs.run, controller.Config{Rootfs: rs.pins.controller, Entrypoint: rs.pins.entrypoint, ImageEnv: rs.pins.imageEnv, Workspace: rs.ws, Runner: x.Cfg.Runner,
+			Socket: sock, Agent: spec.Agent, Kind: providerKind(rs.pins.provider), Transcript: filepath.Join(rs.io.dir, "transcript.log"), Limits: rs.limits,
+			Env: append([]string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}, rs.pins.scaffoldEnv...)})
 	}
-	status, reason = rs.await(ctx, ctl, rsvc, finalized)
+	// A controller whose scaffold never ran (the runtime failed to start it: sandbox.NeverRan)
+	// is started once more, recorded: nothing of the agent's ran, and the clock it lost is seconds.
+	var ctl *controller.Controller
+	for attempt := 1; ; attempt++ {
+		var err error
+		ctl, err = startController()
+		if err == nil {
+			status, reason = rs.await(ctx, ctl, rsvc, finalized)
+			if status != "" || !rs.neverRan(ctl) {
+				break
+			}
+			err = ctl.Exited()
+			ctl.Stop(context.Background())
+		}
+		if attempt == 1 && sandbox.NeverRan(err) && ctx.Err() == nil && time.Now().Before(rs.deadline) {
+			x.event(spec.ID, "controller_restarted", "the scaffold never ran (the host's fault), started again: "+err.Error())
+			continue
+		}
+		return StateInvalid, "infrastructure: controller: " + err.Error()
+	}
 	rsvc.End()
 	if err := ctl.Stop(context.Background()); err != nil && status == "" {
 		status, reason = StateInvalid, "stop controller: "+err.Error()
@@ -125,6 +143,16 @@ func (rs *runState) startRunner(finalized chan struct{}) (rsvc *runner.Service, 
 	return rsvc, sock, stop, ""
 }
 
+// neverRan: the controller's container ended without its scaffold having run.
+func (rs *runState) neverRan(ctl *controller.Controller) bool {
+	select {
+	case <-ctl.Done():
+		return sandbox.NeverRan(ctl.Exited())
+	default:
+		return false
+	}
+}
+
 // await waits for the run's end. The status is "" when the run ended as a run should.
 func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc *runner.Service, finalized chan struct{}) (status, reason string) {
 	x, id := rs.x, rs.spec.ID
@@ -146,6 +174,12 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 		x.event(id, "finalized", "")
 		wind()
 	case <-ctl.Done():
+		if err := ctl.Exited(); err != nil {
+			if sandbox.NeverRan(err) {
+				return "", "" // serve starts it again, once
+			}
+			return StateInvalid, "infrastructure: controller: " + err.Error()
+		}
 		x.event(id, "agent_exited", "the scaffold exited before the deadline; the run ends now")
 	case <-rs.io.infraCh:
 		status, reason = StateInvalid, "infrastructure: "+rs.io.infra.Error()

@@ -5,6 +5,8 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -166,9 +168,12 @@ func (s *session) writeConfig() (*daemon.Config, error) {
 	}
 	bin := s.o.BinDir
 	cfgPath := filepath.Join(s.demoDir, "sealrun.toml")
+	// The run directory is the state directory's own: two demos of two state directories run
+	// side by side; a second demo of one state directory is refused (its run directory is held).
+	sum := sha256.Sum256([]byte(s.o.StateDir))
 	cfgText := fmt.Sprintf(`# Written by sealrun demo.
 state_dir = %q
-run_dir = "/run/sealrun-demo"
+run_dir = "/run/sealrun-demo-`+hex.EncodeToString(sum[:6])+`"
 socket = %q
 group = "root"
 runner = %q

@@ -99,8 +99,11 @@ func TestDemo(t *testing.T) {
 	}
 
 	// Nothing left behind: no container of the demo's runtime, no mount under the state dir.
-	if o, _ := exec.Command("runc", "--root", "/run/sealrun-demo/runtime", "list", "-q").Output(); len(bytes.TrimSpace(o)) > 0 {
-		t.Errorf("containers left: %s", o)
+	runDirs, _ := filepath.Glob("/run/sealrun-demo-*") // each demo state directory's own
+	for _, d := range runDirs {
+		if o, _ := exec.Command("runc", "--root", filepath.Join(d, "runtime"), "list", "-q").Output(); len(bytes.TrimSpace(o)) > 0 {
+			t.Errorf("containers left under %s: %s", d, o)
+		}
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	// (other packages' containers mount image rootfs from the same state dir meanwhile)

@@ -405,6 +405,8 @@ type phaseResult struct {
 	loads    int
 	elapsed  time.Duration
 	note     string
+	// startRetried: a container of the phase never ran and was started again (once a phase).
+	startRetried bool
 }
 
 // ask sends question i to the session and judges the reply, recording its time and value in res
@@ -480,6 +482,13 @@ func (p *phase) run(ctx context.Context, deadline time.Time) (*phaseResult, erro
 			res.loads++
 			var why string
 			s, why, err = p.env.start(ctx, p.u, filepath.Join(p.logDir, fmt.Sprintf("%s-%d.stderr", p.name, res.loads)), deadline)
+			if err != nil && sandbox.NeverRan(err) && !res.startRetried {
+				// The container never ran (the host's failure; nothing of the bundle ran): once
+				// more, and the report says so.
+				res.startRetried = true
+				note("a grader container never ran (the host's fault) and was started again: " + err.Error())
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

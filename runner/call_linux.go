@@ -166,6 +166,9 @@ type CallRecord struct {
 	MemoryPeak uint64  `json:"memory_peak"`
 	Container  string  `json:"container"`
 	Error      string  `json:"error,omitempty"`
+	// StartRetried: the call's first container never ran (the runtime failed to start it:
+	// the host's fault, nothing of the agent's ran) and it was started once more; why.
+	StartRetried string `json:"start_retried,omitempty"`
 }
 
 func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
@@ -270,23 +273,42 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 	}
 	defer logf.Close()
 	out := &output{st: st, hash: sha256.New(), log: logf, logHash: sha256.New(), logCap: s.o.logCap}
-	c, err := s.startCall(ctx, cs, req, cwd, out)
-	if err != nil {
+	var c *sandbox.Container
+	var werr error
+	for {
+		c, err = s.startCall(ctx, cs, req, cwd, out)
+		if err == nil {
+			rec.Container = c.ID
+			code, werr = superviseCall(ctx, c, cs, &rec)
+			if !sandbox.NeverRan(werr) || rec.LimitHit || rec.Status == "cancelled" {
+				break
+			}
+			err = werr
+			if derr := c.Destroy(context.Background()); derr != nil {
+				return s.infraFail(st, &rec, derr), teardown
+			}
+		}
 		if ctx.Err() != nil {
 			rec.Status, rec.Exit = "cancelled", ExitRefused
 			rec.Error = "the client went away before the call started"
 			s.finish(st, &rec, out)
 			return ExitRefused, teardown
 		}
-		return s.infraFail(st, &rec, err), teardown
+		// A container that never ran is started once more (nothing of the agent's ran), with
+		// what is left of the call's limit; a second failure is the host's, and the run's end.
+		if rec.StartRetried != "" || !sandbox.NeverRan(err) {
+			return s.infraFail(st, &rec, err), teardown
+		}
+		rec.StartRetried = err.Error()
+		if cs.limit -= s.o.clock.Now().Sub(cs.start); cs.limit <= 0 {
+			return s.infraFail(st, &rec, err), teardown
+		}
 	}
 	teardown = func() {
 		if err := c.Destroy(context.Background()); err != nil && s.o.onInfra != nil {
 			s.o.onInfra(err)
 		}
 	}
-	rec.Container = c.ID
-	code, werr := superviseCall(ctx, c, cs, &rec)
 	return s.endCall(st, cs, &rec, out, c, code, werr), teardown
 }
 

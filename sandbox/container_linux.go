@@ -83,6 +83,8 @@ type Container struct {
 	stderr   *limitedBuffer
 	stopOnce sync.Once
 	started  bool // the runtime was started: done will be closed
+	ranOnce  sync.Once
+	ran      bool
 	// ShiftedRootfs: the rootfs is an idmapped mount, so image files keep their owners inside.
 	ShiftedRootfs bool
 	rootfsMounts  []string // unmounted in order: the overlays of mount sources, the rootfs overlay, the idmapped image
@@ -207,6 +209,9 @@ func (c *Container) makeBundle(cfg ContainerConfig, spec *specs.Spec) (string, e
 	evidencePath := filepath.Join(c.bundle, "netns.json")
 	hook := r.h.hookSpec(cfg.Role, r.gateway, evidencePath, c.leaf.path)
 	spec.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{hook}}
+	if c.rt.marksStarts() {
+		spec.Hooks.Poststart = []specs.Hook{r.h.startedHook(c.bundle)}
+	}
 	c.rt.adjustSpec(spec)
 	c.seccompKey = c.rt.useCompiledSeccomp(spec)
 	data, err := json.MarshalIndent(spec, "", "  ")
@@ -344,6 +349,8 @@ func (c *Container) awaitReady(ctx context.Context, evidencePath string, launche
 		}
 		return time.Millisecond
 	}
+	deadline := time.NewTimer(r.h.cfg.StartTimeout - time.Since(launched))
+	defer deadline.Stop()
 	for {
 		if c.rt.registered(id) && readRecord() {
 			if aerr := checkAirGap(c.Role, c.Evidence); aerr != nil {
@@ -368,11 +375,19 @@ func (c *Container) awaitReady(ctx context.Context, evidencePath string, launche
 			}
 			msg := c.stderr.String()
 			if c.err != nil {
-				return infra(id, "start", fmt.Errorf("%v: %s", c.err, msg))
+				return infra(id, "start", fmt.Errorf("%w: %v: %s", ErrNeverRan, c.err, msg))
 			}
-			return infra(id, "start", fmt.Errorf("runtime exit %d: %s", c.exit, msg))
+			return infra(id, "start", fmt.Errorf("%w: runtime exit %d: %s", ErrNeverRan, c.exit, msg))
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-deadline.C:
+			why := fmt.Errorf("not up after %s: the runtime never reported it registered (runtime state) with its network hook done; runtime output: %s", r.h.cfg.StartTimeout, strings.TrimSpace(c.stderr.String()))
+			if !readRecord() || !c.Ran() {
+				// The network hook had not finished (it runs before the process does), or the
+				// start is not marked.
+				why = fmt.Errorf("%w: %w", ErrNeverRan, why)
+			}
+			return infra(id, "start", why)
 		case <-time.After(interval()):
 		}
 	}
@@ -431,15 +446,44 @@ func (c *Container) Wait(ctx context.Context) (int, error) {
 			return c.exit, &CommandError{Container: c.ID, Message: line}
 		}
 	}
+	if !c.Ran() {
+		// The runtime never executed the process (its init failed after the network hook, or
+		// it was killed before): whatever the status, nothing of the caller's ran.
+		return c.exit, infra(c.ID, "start", fmt.Errorf("%w (the runtime exited %d): %s", ErrNeverRan, c.exit, strings.TrimSpace(runtimeMessage(c.stderr.String()))))
+	}
 	return c.exit, nil
 }
 
+// Ran reports whether the runtime executed the container's process: its poststart hook marked
+// the bundle. Once the container has exited (Done) the answer is final (kept: read it before
+// Destroy removes the bundle). Under a runtime whose starts are not marked (crun:
+// Runtime.marksStarts) it is true.
+func (c *Container) Ran() bool {
+	if !c.rt.marksStarts() {
+		return true // unknown (crun): as the runtime says
+	}
+	marked := func() bool {
+		_, err := os.Stat(filepath.Join(c.bundle, startedMarker))
+		return err == nil
+	}
+	select {
+	case <-c.done:
+		c.ranOnce.Do(func() { c.ran = marked() })
+		return c.ran
+	default:
+		return marked()
+	}
+}
+
 // execFailure is the runtime's line saying it could not execute the container's command (not
-// found, not executable) in its stderr, or "": runc's message, as every runtime may print it when
-// it fails to start the process, then crun's or gVisor's own.
+// found, not executable) in its stderr, or "": runc's message ("unable to start container
+// process: exec: ..."), as every runtime may print it, then crun's or gVisor's own. Any other
+// failure of the runtime's init is not the command's.
 func (r *Runtime) execFailure(stderr string) string {
 	switch {
-	case strings.Contains(stderr, "runc run failed") || strings.Contains(stderr, "unable to start container process"):
+	case strings.Contains(stderr, "container process: exec: ") || strings.Contains(stderr, "container process: exec /"):
+		// runc's: the command not found or not executable, and nothing else of its init's
+		// failures (those are the host's: ErrNeverRan).
 		return runtimeMessage(stderr)
 	case r.Kind == KindCrun:
 		return crunExecFailure(stderr)

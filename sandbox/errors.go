@@ -54,4 +54,11 @@ var (
 	ErrRunInUse = errors.New("run id in use")
 	// ErrBadConfig: a container or limits configuration that can never start.
 	ErrBadConfig = errors.New("bad sandbox configuration")
+	// ErrNeverRan: the container's process never ran — the runtime failed to create or start it,
+	// or its init failed after the network hook and before the process was executed. Always
+	// wrapped in an InfraError: nothing of the caller's ran, so the caller may start it again.
+	ErrNeverRan = errors.New("the container's process never ran")
 )
+
+// NeverRan reports whether err says a container's process never ran (ErrNeverRan).
+func NeverRan(err error) bool { return errors.Is(err, ErrNeverRan) }

@@ -37,6 +37,10 @@ type HostConfig struct {
 	// KillTimeout bounds every wait after SIGKILL (default 10s): a container whose processes do
 	// not die by then, or a runtime that hangs, is an InfraError, never a hang.
 	KillTimeout time.Duration
+	// StartTimeout bounds a container's start, from launching the runtime to its readiness
+	// (default 2 minutes): a runtime that never says the container is up (its state never
+	// answers, its hook hangs) is the host's failure, not a wait without end.
+	StartTimeout time.Duration
 	// AllowUnshiftedRootfs lets containers start on a kernel or filesystem that cannot idmap
 	// mounts: image files then appear owned by nobody inside. Off by default: a failed idmap
 	// is an error.
@@ -58,6 +62,9 @@ type Host struct {
 	// relayPath is the hook's relay (hookrelay_linux.go), "" where it is not installed;
 	// relayName the abstract socket of this process's relay server.
 	relayPath, relayName string
+	// touchPath is touch(1): each container's poststart hook, which marks that its process was
+	// started (Container.Ran).
+	touchPath string
 
 	// onRecord, when set (tests), sees every run record this host writes: the leak checks
 	// know what the host created. Nil in production: a daemon keeps nothing per run.
@@ -81,6 +88,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.KillTimeout <= 0 {
 		cfg.KillTimeout = 10 * time.Second
 	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 2 * time.Minute
+	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the sandbox needs root (it creates namespaces, cgroups and user-namespace mappings); run as root")
 	}
@@ -97,6 +107,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		if err := os.Chmod(d, 0o711); err != nil {
 			return nil, fmt.Errorf("sandbox run directory %s: %w", d, err)
 		}
+	}
+	if err := lockRunDir(cfg.RunDir); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "runs"), 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox run records: %w", err)
@@ -127,8 +140,12 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	touchPath, err := findTouch()
+	if err != nil {
+		return nil, err
+	}
 	return &Host{cfg: cfg, placement: placement, Runtime: rt, runtimes: runtimes, ranges: ranges, hookPath: hookPath, hookArgv0: hookArgv0,
-		relayPath: relayPath, relayName: relayName}, nil
+		relayPath: relayPath, relayName: relayName, touchPath: touchPath}, nil
 }
 
 // openRuntimes opens the default runtime and each role's. Every kind keeps its state under

@@ -40,6 +40,10 @@ type mountTarget struct {
 	// tmpfs the mode of the directory it mounts it on, whatever the option says, so the layer
 	// makes the directory with this mode where the image's has another.
 	mode fs.FileMode
+	// modeOnly: the image has the directory, in another mode than the tmpfs's: the layer fixes
+	// the mode where it can be made, and the container still starts where it cannot (an
+	// unshifted rootfs), with the image's mode.
+	modeOnly bool
 }
 
 // addSymlinks adds symlinks (container path -> target) the layer makes. A path the image already
@@ -72,7 +76,7 @@ func addSymlinks(ts []mountTarget, rootfs string, links map[string]string) ([]mo
 // layerNeeded reports whether any bind mount's target is missing from the image.
 func layerNeeded(ts []mountTarget) bool {
 	for _, t := range ts {
-		if t.missing {
+		if t.missing && !t.modeOnly {
 			return true
 		}
 	}
@@ -125,7 +129,7 @@ func resolveMountTargets(rootfs string, mounts []specs.Mount, hostSideBinds bool
 				t.missing = true
 				t.replaces = kindOf(fi.Mode())
 			case t.mode != 0 && fi.Mode()&modeBits != t.mode:
-				t.missing = true
+				t.missing, t.modeOnly = true, true
 				t.replaces = fmt.Sprintf("a directory of mode %s", fi.Mode()&modeBits)
 			}
 		}

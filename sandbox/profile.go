@@ -15,7 +15,7 @@ import (
 // Role is one of the three container profiles of a run.
 type Role string
 
-// The roles (DESIGN.md, "Containers").
+// The roles (ARCHITECTURE.md, "The containers of a run").
 const (
 	RoleController Role = "controller" // the agent's shell: no GPU, egress only to the gateway
 	RoleRunner     Role = "runner"     // one compute call: GPU, no network, workspace rw

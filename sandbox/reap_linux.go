@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 
 	"github.com/vishvananda/netns"
@@ -177,8 +178,42 @@ func ReapRunDir(ctx context.Context, runDir string) error {
 	if err != nil {
 		return err
 	}
+	defer releaseRunDir(runDir)
 	if _, err := h.Reap(ctx); err != nil {
 		return err
 	}
 	return os.RemoveAll(runDir)
+}
+
+// PrivateRunDir makes a run directory of this process's own under parent (parent/<pid>), for
+// a command that makes containers beside a daemon and other commands (sealrun grade, sandbox
+// run): first it reaps the run directories under parent whose process is gone (one at a time
+// across processes). release, called once the host's runs have ended, removes the directory.
+func PrivateRunDir(ctx context.Context, parent string) (dir string, release func(), err error) {
+	if err := os.MkdirAll(parent, 0o711); err != nil {
+		return "", nil, fmt.Errorf("run directories %s: %w", parent, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(parent, ".reap.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", nil, fmt.Errorf("run directories %s: %w", parent, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", nil, fmt.Errorf("run directories %s: lock: %w", parent, err)
+	}
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		old := filepath.Join(parent, e.Name())
+		if !e.IsDir() || RunDirHeld(old) {
+			continue
+		}
+		if err := ReapRunDir(ctx, old); err != nil {
+			return "", nil, fmt.Errorf("reap %s, left by a sealrun process that is gone: %w", old, err)
+		}
+	}
+	dir = filepath.Join(parent, strconv.Itoa(os.Getpid()))
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", nil, fmt.Errorf("run directory %s: %w", dir, err)
+	}
+	return dir, func() { releaseRunDir(dir); os.RemoveAll(dir) }, nil
 }

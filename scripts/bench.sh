@@ -32,7 +32,8 @@ echo "== Go benchmarks"
   go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$' -e '/transcript$')
   go test -run '^$' -bench 'UnpackVsTar|VerifyVsSha256sum' -benchmem -benchtime 3x ./images
   go test -run '^$' -bench 'PullVsSkopeo' -benchtime 2x ./images
-  go test -run '^$' -bench . -skip 'CPUBoundCall' -benchmem -benchtime 20x ./sandbox
+  go test -run '^$' -bench . -skip 'CPUBoundCall|StartsUnderLoad' -benchmem -benchtime 20x ./sandbox
+  go test -run '^$' -bench 'StartsUnderLoad' -benchtime 1x ./sandbox
   go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
   go test -run '^$' -bench . -benchtime 5x ./grader
@@ -192,6 +193,13 @@ echo "stage a 1 GiB raw data directory into the content store: $(gobench_metric 
 echo "sealing overhead beyond the task's own scripts (no-op scripts): preparation $(gobench_metric BenchmarkAIRSOverhead prepare-s) s (one container), evaluation $(gobench_metric BenchmarkAIRSOverhead evaluate-s) s (evaluate_prepare.py and evaluate.py: two)   (target: <= 2 s each)"
 
 echo
+echo "== sandbox: container starts beside a loaded host (stress-ng: CPU, memory, fork and disk at 2x the cores), every role under runc, crun and gVisor"
+if [ -n "$(gobench_metric BenchmarkStartsUnderLoad starts)" ]; then
+  echo "$(gobench_metric BenchmarkStartsUnderLoad starts) starts: $(gobench_metric BenchmarkStartsUnderLoad failures/1000) start failures per 1,000   (target: 0); start latency p50 $(gobench_metric BenchmarkStartsUnderLoad p50-ms) ms, p99 $(gobench_metric BenchmarkStartsUnderLoad p99-ms) ms"
+else
+  echo "(not measured: needs root, the local images and stress-ng: make deps, make test)"
+fi
+
 echo "== daemon: whole sealed runs and the run list"
 if [ "$(gobench_metric BenchmarkRunOverhead overhead-s)" = "" ]; then
   echo "(run overhead skipped: needs root and the local images; run make bench as root after make test)"

@@ -60,18 +60,22 @@ func (f *gradeFlags) env(ctx context.Context, g *globals, cmd *cobra.Command, im
 	}
 	h, err := f.host(g)
 	if err != nil {
+		f.sandboxFlags.Close()
 		return nil, nil, err
 	}
 	run, err := h.NewRun(ctx, fmt.Sprintf("grade-%d", os.Getpid()))
 	if err != nil {
+		f.sandboxFlags.Close()
 		return nil, nil, err
 	}
+	cleanupHost := f.sandboxFlags.Close
 	work := f.logs
 	var cleanup []func()
 	if work == "" {
 		tmp, err := os.MkdirTemp("", "sealrun-grade-")
 		if err != nil {
 			run.Destroy(context.Background())
+			cleanupHost()
 			return nil, nil, err
 		}
 		cleanup = append(cleanup, func() { os.RemoveAll(tmp) })
@@ -92,6 +96,7 @@ func (f *gradeFlags) env(ctx context.Context, g *globals, cmd *cobra.Command, im
 		for _, c := range cleanup {
 			c()
 		}
+		cleanupHost()
 	}, nil
 }
 

@@ -21,15 +21,37 @@ import (
 type sandboxFlags struct {
 	runtime, runDir, runner string
 	gpus                    []string
+	release                 func() // removes the private run directory (host)
 }
+
+// CLIRunDirs is where commands that make containers (grade, regrade, sandbox run and probe) keep
+// a run directory of their own each, beside sealrund's and each other's.
+const CLIRunDirs = "/run/sealrun-cli"
 
 func (f *sandboxFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.runtime, "runtime", "runc", "OCI runtime binary: runc, crun or runsc (doctor: default from sealrun.toml)")
-	cmd.Flags().StringVar(&f.runDir, "run-dir", "/run/sealrun", "volatile sandbox state: bundles and runtime state")
+	cmd.Flags().StringVar(&f.runDir, "run-dir", "", "volatile sandbox state: bundles and runtime state (default: a directory of this process's own under "+CLIRunDirs+", removed at exit; a run directory serves one process at a time)")
 }
 
+// host opens the sandbox host of this command: on --run-dir, or on a run directory of its own
+// (Close removes it).
 func (f *sandboxFlags) host(g *globals) (*sandbox.Host, error) {
-	return sandbox.NewHost(sandbox.HostConfig{StateDir: g.stateDir, RunDir: f.runDir, Runtime: f.runtime})
+	dir := f.runDir
+	if dir == "" {
+		var err error
+		if dir, f.release, err = sandbox.PrivateRunDir(context.Background(), CLIRunDirs); err != nil {
+			return nil, err
+		}
+	}
+	return sandbox.NewHost(sandbox.HostConfig{StateDir: g.stateDir, RunDir: dir, Runtime: f.runtime})
+}
+
+// Close removes the private run directory host made, once the command's runs have ended.
+func (f *sandboxFlags) Close() {
+	if f.release != nil {
+		f.release()
+		f.release = nil
+	}
 }
 
 // runnerBinary finds the static runner client: --runner, next to this binary, or on PATH.
@@ -156,6 +178,7 @@ prints the result. Exit status 1 if any property is not as the role requires. Ne
 				return err
 			}
 			h, err := f.host(g)
+			defer f.Close()
 			if err != nil {
 				return err
 			}
@@ -278,6 +301,7 @@ func sandboxRun(cmd *cobra.Command, g *globals, f *sandboxRunFlags, args []strin
 		return err
 	}
 	h, err := f.host(g)
+	defer f.Close()
 	if err != nil {
 		return err
 	}
@@ -347,10 +371,13 @@ func newSandboxReapCmd(g *globals) *cobra.Command {
 		Long: `Reap removes what sealrun recorded under this --run-dir and left behind: containers in its
 runtime root, runs (their cgroups, gateway network namespaces and workspace mounts), its UID
 range records and bundles. It never touches what another sealrun on the machine made (another
-run directory). Do not run it while runs of this run directory are live: the daemon calls it at
-start.`,
+run directory). --run-dir is sealrund's /run/sealrun unless given; a run directory whose process
+still runs is refused (each process holds its own). The daemon calls it at start.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.runDir == "" {
+				f.runDir = "/run/sealrun" // sealrund's own: refused while it runs (its run directory is held)
+			}
 			h, err := f.host(g)
 			if err != nil {
 				return err

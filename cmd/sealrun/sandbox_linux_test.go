@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox"
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
 
 func TestSandboxSpec(t *testing.T) {
@@ -71,5 +77,62 @@ func TestSandboxVerbsAsRoot(t *testing.T) {
 	}
 	if r := sr("sandbox", "reap", "--run-dir", runDir); r.code != 0 || !strings.Contains(r.stdout, "nothing to reap") {
 		t.Errorf("reap: %+v", r)
+	}
+}
+
+// Several sealrun processes share one host: while this process's host runs a container, three
+// `sealrun sandbox run` at once (each on a run directory of its own, made and removed by itself)
+// and a `sealrun sandbox reap` of this process's run directory (refused: it is held) disturb
+// nothing of it — its container runs on, its UID ranges stay its own — and leave nothing behind.
+func TestProcessesShareTheHost(t *testing.T) {
+	testenv.RequireRoot(t)
+	imgs := testenv.LocalImages(t)
+	h := sandboxtest.Host(t)
+	ctx := context.Background()
+	r, err := h.NewRun(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Destroy(ctx)
+	ws := t.TempDir()
+	os.Chmod(ws, 0o777)
+	c, err := r.Start(ctx, sandbox.ContainerConfig{Role: sandbox.RoleController, Rootfs: imgs.Rootfs(t, "controller"), Workspace: ws, Args: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	before, _ := h.Ranges().Owners()
+	var wg sync.WaitGroup
+	results := make([]result, 3)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = sealrun(t, "--state-dir", imgs.State, "sandbox", "run", "--role", "runner", "--image", imgs.Refs["controller"], "--", "sh", "-c", fmt.Sprintf("echo beside %d", i))
+		}()
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.code != 0 || res.stdout != fmt.Sprintf("beside %d\n", i) {
+			t.Errorf("sandbox run %d beside the host: %+v", i, res)
+		}
+	}
+	if res := sealrun(t, "--state-dir", imgs.State, "sandbox", "reap", "--run-dir", h.RunDir()); res.code != 1 || !strings.Contains(res.stderr, fmt.Sprintf("is held by sealrun process %d", os.Getpid())) {
+		t.Errorf("reap of a held run directory: %+v", res)
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("the host's container ended while the other processes ran")
+	default:
+	}
+	after, _ := h.Ranges().Owners()
+	if !maps.Equal(before, after) || len(after) == 0 {
+		t.Errorf("the host's UID ranges changed: %v, then %v", before, after)
+	}
+	left, _ := filepath.Glob(filepath.Join(CLIRunDirs, "*"))
+	for _, d := range left {
+		if filepath.Base(d) != ".reap.lock" && !sandbox.RunDirHeld(d) {
+			t.Errorf("a sandbox run left its run directory %s", d)
+		}
 	}
 }

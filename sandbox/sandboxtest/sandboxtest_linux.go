@@ -5,14 +5,18 @@ package sandboxtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox"
@@ -84,16 +88,27 @@ func Host(t testing.TB) *sandbox.Host {
 // runc).
 func HostWithRuntime(t testing.TB, runtime string) *sandbox.Host {
 	t.Helper()
+	return HostWithConfig(t, sandbox.HostConfig{Runtime: runtime})
+}
+
+// HostWithConfig is Host with cfg's runtime ("" is runc), role runtimes (over those the
+// environment gives) and time-outs; its state and run directories and hook are the test's.
+func HostWithConfig(t testing.TB, cfg sandbox.HostConfig) *sandbox.Host {
+	t.Helper()
 	testenv.RequireRoot(t)
 	runDir := testenv.RunDir(t, sandbox.ReapRunDir)
-	if runtime == "" {
-		runtime = testenv.Runtime()
+	if cfg.Runtime == "" {
+		cfg.Runtime = testenv.Runtime()
 	}
 	roles := map[sandbox.Role]string{}
 	for role, rt := range testenv.RoleRuntimes() {
 		roles[sandbox.Role(role)] = rt
 	}
-	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: t.TempDir(), RunDir: runDir, Runtime: runtime, RoleRuntimes: roles, Hook: Static(t, "cmd/sealrun-netns-hook")})
+	for role, rt := range cfg.RoleRuntimes {
+		roles[role] = rt // the test's own, over the environment's
+	}
+	cfg.StateDir, cfg.RunDir, cfg.RoleRuntimes, cfg.Hook = t.TempDir(), runDir, roles, Static(t, "cmd/sealrun-netns-hook")
+	h, err := sandbox.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +150,92 @@ func Workspace(t testing.TB, r *sandbox.Run) string {
 		t.Fatal(err)
 	}
 	return ws
+}
+
+// Fault is one failure a FaultyRuntime injects.
+type Fault struct {
+	// Verb is the runtime verb that fails (run, create, start, exec, kill, delete, state: it
+	// exits 1 with a message, doing nothing), or "init": the container's init is killed by a
+	// createRuntime hook of its own, after sealrun's network hook and before the runtime executes
+	// the container's process (runc's "writing syncT procResume: broken pipe" on a loaded host),
+	// or "hang": a createRuntime hook before sealrun's sleeps 8 s (readiness does not come
+	// within a start time-out shorter than that).
+	Verb string
+	// Role is the role whose containers it hits ("": any).
+	Role sandbox.Role
+	// Nth is which of those calls fails (1: the first); 0: every one.
+	Nth int
+}
+
+// RoleRuntime is the runtime binary the tests give role (SEALRUN_TEST_ROLE_RUNTIMES, then
+// SEALRUN_TEST_RUNTIME, then runc).
+func RoleRuntime(t testing.TB, role sandbox.Role) string {
+	t.Helper()
+	rt := testenv.RoleRuntimes()[string(role)]
+	if rt == "" {
+		rt = testenv.Runtime()
+	}
+	if rt == "" {
+		rt = "runc"
+	}
+	p, err := exec.LookPath(rt)
+	if err != nil {
+		t.Fatalf("the runtime %s: %v", rt, err)
+	}
+	return p
+}
+
+// FaultyRuntime writes a wrapper around the runtime binary real that injects f, and returns
+// its path. The wrapper passes everything else through (so `--version` names the real runtime's
+// kind), and counts calls across processes in a file beside it.
+func FaultyRuntime(t testing.TB, real string, f Fault) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	verb := f.Verb
+	if verb == "init" || verb == "hang" {
+		verb = "run"
+	}
+	// The init fault's hook: kill -9 the pid the runtime gives hooks on stdin (its state).
+	timeout := 10
+	hook, _ := json.Marshal(specs.Hook{Path: "/bin/sh", Args: []string{"sh", "-c", `kill -9 $(grep -o '"pid": *[0-9]*' | grep -o '[0-9]*$')`}, Timeout: &timeout})
+	hookFile := filepath.Join(dir, "kill-hook.json")
+	if err := os.WriteFile(hookFile, hook, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hangTimeout := 90
+	hang, _ := json.Marshal(specs.Hook{Path: "/bin/sleep", Args: []string{"sleep", "8"}, Timeout: &hangTimeout})
+	if err := os.WriteFile(filepath.Join(dir, "hang-hook.json"), hang, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+real=%q; fault=%q; verb=%q; role=%q; nth=%d; counter=%q; hook=%q
+v=""; bundle=""; prev=""; hit=""
+for a in "$@"; do
+  case "$a" in run|create|start|exec|kill|delete|state) [ -z "$v" ] && v=$a;; esac
+  [ "$prev" = "--bundle" ] && bundle=$a
+  case "$a" in *-"$role"-[0-9]*) hit=1;; esac
+  prev=$a
+done
+[ -z "$role" ] && hit=1
+if [ "$v" = "$verb" ] && [ -n "$hit" ]; then
+  n=$(flock "$counter" sh -c 'n=$(( $(cat "$1" 2>/dev/null || echo 0) + 1 )); echo $n > "$1"; echo $n' sh "$counter")
+  if [ "$nth" = 0 ] || [ "$n" = "$nth" ]; then
+    if [ "$fault" = hang ]; then
+      HOOK=${hook%%/*}/hang-hook.json perl -0pi -e 'BEGIN { local $/; open(my $f, "<", $ENV{HOOK}) or die; $h = <$f> } s/("createRuntime": \[)/$1$h, /s' "$bundle/config.json"
+    elif [ "$fault" = init ]; then
+      HOOK=$hook perl -0pi -e 'BEGIN { local $/; open(my $f, "<", $ENV{HOOK}) or die; $h = <$f> } s/("createRuntime": \[.*?\})(\s*\])/$1, $h$2/s' "$bundle/config.json"
+    else
+      echo "faulty-runtime: $v failed (fault injected)" >&2
+      exit 1
+    fi
+  fi
+fi
+exec "$real" "$@"
+`, real, f.Verb, verb, string(f.Role), f.Nth, filepath.Join(dir, "count"), hookFile)
+	p := filepath.Join(dir, "faulty-"+filepath.Base(real))
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

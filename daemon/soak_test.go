@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/testenv"
+)
+
+// soakAgent makes a short call, a long one (each printing a known stream of bytes), submits and
+// finalizes.
+const soakAgent = `set -u
+runner sh -c 'seq 1 20000'
+runner sh -c 'sleep 3; seq 20001 30000'
+mkdir -p b && cp sealrun-bundle.json predict.py b/
+id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
+runner finalize "$id"
+`
+
+// procFacts are this process's resident memory (KiB) and open files.
+func procFacts() (rssKiB int, fds int) {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			rssKiB, _ = strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+		}
+	}
+	ents, _ := os.ReadDir("/proc/self/fd")
+	return rssKiB, len(ents)
+}
+
+// Load held end to end: N sealed runs queued at once at concurrency 4, beside stress-ng's CPU,
+// memory, fork and disk stressors at 2x the cores; each makes a short and a long compute call
+// and one submission. Every run ends; every attestation verifies; every byte of every call is
+// in its log as the command wrote it; every invalid run's rerun ends; the daemon's memory and
+// open files are measured at the start and the end. make test queues 4 (SEALRUN_SOAK_RUNS sets
+// it); make soak 200.
+func TestSoak(t *testing.T) {
+	n := 4
+	if v, err := strconv.Atoi(os.Getenv("SEALRUN_SOAK_RUNS")); err == nil && v > 0 {
+		n = v
+	}
+	tb := newTestbed(t)
+	tb.cfg.Resources.Concurrency = 4
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(soakAgent), 0o755)
+	bin := testenv.RequireTool(t, "stress-ng", "stress-ng")
+	c := strconv.Itoa(2 * runtime.NumCPU())
+	load := exec.Command(bin, "--cpu", c, "--vm", c, "--vm-bytes", "64M", "--fork", c, "--hdd", c, "--hdd-bytes", "32M", "--temp-path", t.TempDir(), "--timeout", "2h", "--quiet")
+	load.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-load.Process.Pid, syscall.SIGKILL); load.Wait() })
+	x := tb.executor()
+	d := startDaemon(t, tb, x)
+	rss0, fds0 := procFacts()
+	start := time.Now()
+	for i := range n {
+		if _, err := d.Submit([]byte(tb.trackTOML), "soak.toml", "openai/gpt-x@high", int64(i+1), false, "soak"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every run, and every rerun of an invalid one, ends.
+	deadline := time.Now().Add(time.Duration(n)*90*time.Second + 5*time.Minute)
+	var runs []Record
+	for {
+		runs = d.Runs()
+		open := 0
+		for _, r := range runs {
+			if !r.Final() || (r.State == StateInvalid && r.RerunBy == "") {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs (and reruns) have not ended after %s", open, len(runs), time.Since(start).Round(time.Second))
+		}
+		time.Sleep(time.Second)
+	}
+	took := time.Since(start)
+	want1, _ := exec.Command("seq", "1", "20000").Output()
+	want2, _ := exec.Command("seq", "20001", "30000").Output()
+	counts := map[string]int{}
+	for _, r := range runs {
+		counts[r.State]++
+		if r.State == StateInvalid {
+			t.Logf("invalid: %s: %s (rerun %s)", r.ID, r.Reason, r.RerunBy)
+			continue
+		}
+		att := filepath.Join(r.Dir, "result.att.json")
+		if _, err := attest.Verify(mustRead(t, att), tb.verifier, attest.WithTrack(tb.track), attest.WithAuditLog(bytes.NewReader(mustRead(t, filepath.Join(r.Dir, "audit.jsonl"))))); err != nil {
+			t.Errorf("%s: %v", r.ID, err)
+		}
+		for i, want := range [][]byte{want1, want2} {
+			if got, err := os.ReadFile(filepath.Join(r.Dir, "calls", fmt.Sprintf("%d.log", i+1))); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s: call %d's log holds %d bytes (%v); the command wrote %d", r.ID, i+1, len(got), err, len(want))
+			}
+		}
+	}
+	rss1, fds1 := procFacts()
+	t.Logf("%d runs queued at once, concurrency 4, beside stress-ng: %d records (%v) in %s; daemon RSS %d -> %d MiB, open files %d -> %d",
+		n, len(runs), counts, took.Round(time.Second), rss0>>10, rss1>>10, fds0, fds1)
+	if fds1 > fds0+16 {
+		t.Errorf("open files grew from %d to %d over %d runs", fds0, fds1, len(runs))
+	}
+}
