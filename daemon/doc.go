@@ -3,7 +3,7 @@
 // runner and the grader into one sealed run ending in a signed attestation. It is the only
 // package that composes its siblings.
 //
-// Where this departs from DESIGN.md, and why:
+// Design decisions of this package, and why (ARCHITECTURE.md, "Decisions and why"):
 //   - the journal is append-only fsynced JSON Lines, not bbolt: it is only appended to and
 //     replayed whole at start, and an operator can read it with jq;
 //   - pinned files (the hidden exam) live in a content store by SHA-256
@@ -23,10 +23,10 @@
 //     events at start included). All four exist only in a test build (-tags sealrun_testseams,
 //     TestSeams, set by make test): a release build refuses them, and every attestation records
 //     the build and the seams its run used (predicate.build);
-//   - not in DESIGN.md: the run ledger (ledger_linux.go, package ledger): each run is appended
+//   - the run ledger (ledger_linux.go, package ledger): each run is appended
 //     when queued and when it ended, and its attestation carries its entry, head and inclusion
 //     proof; a failed write to the journal or the ledger stops the daemon taking runs (Broken);
-//   - DESIGN.md's "later" AIRS-Bench support is built (task_linux.go): a track with [task] runs
+//   - AIRS-Bench tasks are a second kind of track (task_linux.go): a track with [task] runs
 //     the task's preparation scripts before the clock starts, seeds the workspace with the
 //     task's description, evaluate.py and the prepared data, and is attested under a second
 //     predicate type (sealed-task-run/v1) so that no exam-only verifier misreads its metric; the

@@ -6,7 +6,7 @@
 //
 // The bundle format and line protocol are in PROTOCOL.md, report.json in REPORT.md.
 //
-// Where this departs from DESIGN.md, and why:
+// Design decisions of this package, and why (ARCHITECTURE.md, "Decisions and why"):
 //   - the track pins the per-question limit ([budget] question_limit): it can move a score, so
 //     it is frozen with the track like every other grading parameter;
 //   - hard links are refused while packing, like symlinks: a file with two names could be the

@@ -24,7 +24,7 @@ import (
 	"github.com/sealrun/sealrun/policy"
 )
 
-// A publication is a directory a reader checks offline (README.md, "Publishing results"):
+// A publication is a directory a reader checks offline (docs/READER.md, "Publishing results"):
 //
 //	runs/<run id>/     each run as gathered: result.att.json, report.json, track.toml, ...
 //	tracks/            the track files the runs were judged under

@@ -3,18 +3,23 @@
 # nothing when everything is installed, and prints what it installs and, on failure, why.
 set -euo pipefail
 
-packages=(
+# By purpose: what make demo needs (demo_packages), and what make test adds (the test suites,
+# the Slurm cluster, the cgroup v2 guest, the registry). scripts/deps.sh demo installs the first;
+# scripts/deps.sh (all) both. gVisor's runsc is built by scripts/runsc.sh, for make test only.
+demo_packages=(
   gcc             # cgo, and two small static C programs: the calls' shim (cmd/runner-exec) and the
                   #   network hook's relay (cmd/sealrun-hook-relay)
   libc6-dev       #   the C library it links statically
   runc            # the OCI runtime that runs every container (the default)
-  crun            # the faster OCI runtime a host may choose (runtime = "crun"); tests and bench run it too
   busybox-static  # the controller test image: a shell and coreutils-level tools, no Python
   debootstrap     # builds the python (runner/grader) test image from Debian packages
   e2fsprogs       # mkfs.ext4: each run's /workspace is a loop-mounted ext4 image (the disk quota)
   iproute2        # ip(8), used by tests and leak checks to list namespaces and links
-  openssl         # second implementation that verifies attestation signatures in tests
   ca-certificates # debootstrap fetches over https mirrors where configured
+)
+test_packages=(
+  crun            # the faster OCI runtime a host may choose (runtime = "crun"); tests and bench run it too
+  openssl         # second implementation that verifies attestation signatures in tests
   chromium        # headless: the leaderboard HTML page is rendered and screenshot-tested
   systemd         # systemd-analyze verifies the daemon's unit file offline
   slurmctld       # the Slurm e2e test runs a one-node cluster (deploy/slurm): controller,
@@ -28,7 +33,13 @@ packages=(
   apache2-utils   #   htpasswd, for that registry's password file
   buildah         # builds a scaffold image from a Containerfile, as operators do (SCAFFOLD.md)
   skopeo          # the baseline make bench pulls an image with, against images pull
+  stress-ng       # the load beside container starts in the start-under-load test and make soak
 )
+case "${1:-all}" in
+  demo) packages=("${demo_packages[@]}") ;;
+  all) packages=("${demo_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "scripts/deps.sh: give demo or all (default), not ${1}" >&2; exit 2 ;;
+esac
 
 # crun refuses a hybrid cgroup host whose cgroup v2 hierarchy holds any controller ("cgroups in
 # hybrid mode not supported, drop all controllers from cgroupv2"). systemd's hybrid layout mounts

@@ -219,7 +219,7 @@ func (e *editor) scaffold(store *images.Store, given, ref string) error {
 	for _, l := range []struct{ label, key string }{{images.LabelScaffoldName, "name"}, {images.LabelScaffoldVer, "version"}, {images.LabelScaffoldConfig, "config_sha256"}} {
 		v := labels[l.label]
 		if v == "" {
-			return fmt.Errorf("--controller %s: the image has no %s label, so its scaffold cannot be pinned; a scaffold image carries %s, %s and %s (README.md, \"Your own scaffold\")",
+			return fmt.Errorf("--controller %s: the image has no %s label, so its scaffold cannot be pinned; a scaffold image carries %s, %s and %s (controller/SCAFFOLD.md, \"The image\")",
 				given, l.label, images.LabelScaffoldName, images.LabelScaffoldVer, images.LabelScaffoldConfig)
 		}
 		if err := e.set("scaffold", l.key, strconv.Quote(v), "label "+l.label); err != nil {

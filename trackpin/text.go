@@ -63,7 +63,7 @@ func (t *trackText) set(table, key, lit, note string) error {
 		return nil
 	}
 	if last < 0 {
-		return fmt.Errorf("the track file has no [%s] table; add one (README.md, \"Tracks\")", table)
+		return fmt.Errorf("the track file has no [%s] table; add one (docs/OPERATING.md, \"Tracks\")", table)
 	}
 	line := key + " = " + lit
 	if note != "" {

@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
+	"unicode"
 
 	"github.com/google/renameio/v2/maybe"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -35,7 +37,9 @@ func newAttestInspectCmd() *cobra.Command {
 		Use:   "inspect ATTESTATION --key PUB.pem",
 		Short: "Verify an attestation, then print its predicate readably",
 		Long: `Inspect verifies the attestation exactly as verify does (nothing unverified is ever shown), then
-prints every field of the predicate for people. The optional file checks of verify apply too.`,
+prints the key, the subjects, the result and the model's usage in words, and every field of the
+predicate, one per line by its path (attest/PREDICATE.md), in the signed payload's order. The
+optional file checks of verify apply too.`,
 		Args: exactArgs(1, "one attestation file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			got, err := verifyAttestation(args[0], &f)
@@ -56,81 +60,114 @@ prints every field of the predicate for people. The optional file checks of veri
 	return cmd
 }
 
-// writePredicate prints a verified attestation for a reader. It is long because it is one row per
-// field of the predicate, in attest/PREDICATE.md's order.
+// writePredicate prints a verified attestation for a reader: the key, the subjects and the
+// result in words, then every field of the predicate, one per line, by its path as
+// attest/PREDICATE.md names it (predicateFields).
 func writePredicate(out io.Writer, v *attest.Verified) {
 	p := v.Statement.Predicate
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	row := func(k, format string, args ...any) { fmt.Fprintf(w, "%s\t"+format+"\n", append([]any{k}, args...)...) }
 	row("verified", "signature by key %s", v.KeyID)
 	for _, s := range v.Statement.Subject {
 		row("subject", "%s sha256:%s", s.Name, s.Digest["sha256"])
 	}
-	row("track", "%s %s (%s), id %s", p.Track.Name, p.Track.Version, p.Track.Status, p.Track.ID)
-	if p.Task != nil {
-		row("task", "%s (%s), sha256 %s, raw data sha256 %s", p.Task.Name, p.Task.Kind, p.Task.SHA256, p.Task.DataSHA256)
-		dir := "higher"
-		if p.Task.LowerIsBetter {
-			dir = "lower"
-		}
-		row("metric", "%s, %s is better; SOTA %g, optimum %g", p.Task.Metric, dir, p.Task.SOTA, p.Task.Optimal)
-	} else {
-		row("exam", "%d questions, sha256 %s", p.Exam.Questions, p.Exam.SHA256)
-	}
-	row("controller image", "%s", p.Images.Controller)
-	row("runner image", "%s", p.Images.Runner)
-	row("grader image", "%s", p.Images.Grader)
-	if p.Task == nil {
-		row("kit", "sha256 %s", p.Kit.SHA256)
-	}
-	row("scaffold", "%s %s, config sha256 %s", p.Scaffold.Name, p.Scaffold.Version, p.Scaffold.ConfigSHA256)
-	row("agent", "%s, reasoning effort %q, seed %d", p.Agent.Model, p.Agent.ReasoningEffort, p.Seed)
-	row("budget", "wall %s, call limit %s, reserve %s, grading %s, artifact %d bytes", p.Budget.Wall, p.Budget.CallLimit, p.Budget.Reserve, p.Budget.Grading, p.Budget.MaxGzipBytes)
-	row("host", "GPU %q driver %q, %s %s, kernel %s, sealrun %s (%s)", p.Host.GPUModel, p.Host.GPUDriver, p.Host.Runtime, p.Host.RuntimeVersion, p.Host.Kernel, p.Host.SealrunVersion, p.Host.SealrunCommit)
-	if len(p.Host.Runtimes) > 0 {
-		var rs []string
-		for _, role := range []string{"controller", "runner", "grader"} {
-			if v := p.Host.Runtimes[role]; v != "" {
-				rs = append(rs, role+": "+v)
-			}
-		}
-		row("runtimes", "%s", strings.Join(rs, "; "))
-	}
-	for _, c := range p.AirGap.Containers {
-		row("air gap "+c.Role, "links [%s] addresses [%s] routes [%s] egress blocked %v", strings.Join(c.Links, " "), strings.Join(c.Addresses, " "), strings.Join(c.Routes, "; "), c.EgressBlocked)
-	}
-	row("timeline", "queued %s, started %s, deadline %s, finished %s", ts(p.Timeline.Queued), ts(p.Timeline.Started), ts(p.Timeline.Deadline), ts(p.Timeline.Finished))
-	row("submissions", "%d, chain head %s", len(p.Submissions.History), p.Submissions.Head)
-	for i, s := range p.Submissions.History {
-		mark := ""
-		if s.Promoted {
-			mark = ", promoted"
-		}
-		row(fmt.Sprintf("  #%d", i+1), "%s %s, %d bytes, validation %.2f%%%s", ts(s.Time), s.Digest, s.Size, s.ValidationScore, mark)
-	}
-	row("audit log", "%d entries, chain head %s", p.Audit.Entries, p.Audit.Head)
 	r := p.Result
 	if p.Task != nil {
 		row("result", "%s: %s", r.Status, p.MetricText())
 	} else {
 		row("result", "%s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
 	}
-	if r.Reason != "" {
-		row("reason", "%s", r.Reason)
-	}
-	if p.Task == nil {
-		row("pass vector", "sha256 %s", r.PassVectorSHA256)
-		if r.BitsPerByte != nil {
-			row("bits per byte", "%.4f", *r.BitsPerByte)
-		} else {
-			row("bits per byte", "not measured")
+	if u := p.Usage; u != nil {
+		s := fmt.Sprintf("%d model requests, %d tokens in (%d cached), %d out", u.Requests, u.Tokens.Input, u.Tokens.CachedInput, u.Tokens.Output)
+		if c := u.Cost; c != nil {
+			s += fmt.Sprintf(", cost %s %s at the prices of %s", policy.FormatMoney(c.Amount), c.Price.Currency, c.Price.Taken)
 		}
+		row("usage", "%s", s)
 	}
 	for _, warn := range v.Warnings {
 		row("warning", "%s", warn)
 	}
+	row("", "")
+	for _, f := range predicateFields(v.Payload) {
+		row(f[0], "%s", f[1])
+	}
 	w.Flush()
+}
+
+// predicateFields are every field of the statement's predicate, in the signed payload's order
+// (RFC 8785: keys sorted), as
+// [path, value]: objects by key ("budget.wall"), lists of objects by index
+// ("submissions.history[0].digest"), lists of values joined; strings as they are, "" as "".
+func predicateFields(statement []byte) [][2]string {
+	var doc struct{ Predicate json.RawMessage }
+	if json.Unmarshal(statement, &doc) != nil {
+		return nil
+	}
+	var out [][2]string
+	var walk func(path string, raw json.RawMessage)
+	walk = func(path string, raw json.RawMessage) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		switch tok {
+		case json.Delim('{'):
+			for dec.More() {
+				k, _ := dec.Token()
+				var v json.RawMessage
+				dec.Decode(&v)
+				key := fmt.Sprint(k)
+				if path != "" {
+					key = path + "." + key
+				}
+				walk(key, v)
+			}
+		case json.Delim('['):
+			var items []json.RawMessage
+			for dec.More() {
+				var v json.RawMessage
+				dec.Decode(&v)
+				items = append(items, v)
+			}
+			scalar := true
+			for _, it := range items {
+				if t := bytes.TrimSpace(it); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+					scalar = false
+				}
+			}
+			if scalar {
+				vals := make([]string, len(items))
+				for i, it := range items {
+					vals[i] = scalarText(it)
+				}
+				out = append(out, [2]string{path, "[" + strings.Join(vals, ", ") + "]"})
+				return
+			}
+			for i, it := range items {
+				walk(fmt.Sprintf("%s[%d]", path, i), it)
+			}
+		default:
+			out = append(out, [2]string{path, scalarText(raw)})
+		}
+	}
+	walk("", doc.Predicate)
+	return out
+}
+
+// scalarText is a JSON value as a reader reads it: a string unquoted, but quoted (escapes
+// shown) when empty or when it holds a line break or another control character; anything else
+// as written.
+func scalarText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" || strings.ContainsFunc(s, unicode.IsControl) {
+			return strconv.Quote(s)
+		}
+		return s
+	}
+	return string(bytes.TrimSpace(raw))
 }
 
 // maxPredicateBytes bounds a predicate file given to attest sign.

@@ -3,16 +3,22 @@ package main
 import (
 	"bufio"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // Every sealrun command the documentation shows in a shell block names a verb that exists and
 // only flags that verb has: a renamed verb or flag fails here, not in a reader's terminal.
 // (docs/OPERATOR.md's blocks are also run whole by e2e's TestOperatorWalkthrough.)
 func TestDocumentedCommandsExist(t *testing.T) {
-	files := []string{"../../README.md", "../../docs/OPERATOR.md", "../../attest/VERIFY.md", "../../controller/SCAFFOLD.md", "../../kits/KIT.md", "../../leaderboard/FORMAT.md"}
+	files := []string{"../../README.md", "../../docs/OPERATOR.md", "../../docs/OPERATING.md", "../../docs/READER.md", "../../docs/INTERNALS.md",
+		"../../docs/DEVELOPING.md", "../../docs/TRANSCRIPT.md", "../../attest/VERIFY.md", "../../controller/SCAFFOLD.md", "../../kits/KIT.md", "../../leaderboard/FORMAT.md"}
 	checked := 0
 	for _, file := range files {
 		for _, c := range documentedCommands(t, file) {
@@ -90,6 +96,85 @@ func documentedCommands(t *testing.T, path string) []docCommand {
 		if strings.HasPrefix(text, "sealrun ") {
 			out = append(out, docCommand{line: start, text: text, args: strings.Fields(text)})
 		}
+	}
+	return out
+}
+
+// Every link between the project's documents resolves: a relative link names a file or directory
+// of the repository, and an anchor (#...) a heading of the file it points into.
+func TestDocLinksResolve(t *testing.T) {
+	var docs []string
+	filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			docs = append(docs, p)
+		}
+		return nil
+	})
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	code := regexp.MustCompile("(?s)```.*?```|`[^`\n]*`")
+	checked := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := code.ReplaceAllString(string(b), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			checked++
+			file, anchor, _ := strings.Cut(target, "#")
+			path := doc
+			if file != "" {
+				path = filepath.Join(filepath.Dir(doc), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link %q: %v", strings.TrimPrefix(doc, "../../"), target, err)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !slices.Contains(headingAnchors(t, path), anchor) {
+				t.Errorf("%s: link %q: %s has no heading #%s", strings.TrimPrefix(doc, "../../"), target, strings.TrimPrefix(path, "../../"), anchor)
+			}
+		}
+	}
+	t.Logf("%d links in %d documents checked", checked, len(docs))
+	if checked < 100 {
+		t.Errorf("only %d links found; the extraction is broken", checked)
+	}
+}
+
+// headingAnchors are the anchors GitHub gives a Markdown file's headings: lower case, spaces to
+// '-', punctuation other than '-' and '_' dropped.
+func headingAnchors(t *testing.T, path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		h, ok := strings.CutPrefix(l, "#")
+		if !ok {
+			continue
+		}
+		h = strings.TrimSpace(strings.TrimLeft(h, "#"))
+		var a strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		out = append(out, a.String())
 	}
 	return out
 }

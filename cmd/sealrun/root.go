@@ -32,12 +32,14 @@ Start with:
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.CompletionOptions.DisableDefaultCmd = true
+	// sealrun completion bash|zsh|fish|powershell: cobra's, for the shell the operator uses.
+	root.CompletionOptions.HiddenDefaultCmd = false
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usage(err) })
 	g := &globals{}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/sealrun", "sealrun's state directory (image store, runs); tests and users can isolate with it")
 	// images, sandbox, doctor, grade and regrade are Linux only; elsewhere they say so (root_other.go).
-	root.AddCommand(newTrackCmd(g), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newGradeCmd(g), newRegradeCmd(g), newLeaderboardCmd(), newRunCmd(), newPsCmd(), newContentCmd(g), newShowCmd(), newCancelCmd(), newLogsCmd(), newReportCmd(), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd(), newDemoCmd(g), newKitCmd(), newTaskCmd(), newResultsCmd(), newLedgerCmd(g), newPublishCmd(), newVerifyPublicationCmd(), newTranscriptCmd(), newViewCmd())
+	root.AddCommand(newTrackCmd(g), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newGradeCmd(g), newRegradeCmd(g), newLeaderboardCmd(), newRunCmd(), newPsCmd(), newContentCmd(g), newShowCmd(), newCancelCmd(), newLogsCmd(), newReportCmd(), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd(), newDemoCmd(g), newKitCmd(), newTaskCmd(), newResultsCmd(), newLedgerCmd(g), newPublishCmd(), newVerifyPublicationCmd(), newTranscriptCmd(), newViewCmd(),
+		newDocsCmd(func() *cobra.Command { return newRootCmd(stdout, stderr) }))
 	defaultToInvalid(root)
 	return root
 }
