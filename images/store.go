@@ -333,7 +333,56 @@ func (s *Store) add(ctx context.Context, img v1.Image, name, source, sourceRef, 
 	if err != nil {
 		return nil, fmt.Errorf("image %s: read back: %w", sourceRef, err)
 	}
-	return s.finishAdd(ctx, tmp, disk, digest, name, source, sourceRef, false)
+	// Each blob as written is checked against its digest here (one read of the compressed
+	// bytes); each layer's uncompressed bytes against its diff id while they are unpacked, in the
+	// same pass: not a verification that decompresses every layer once more first.
+	if err := checkBlobs(ctx, sourceRef, disk); err != nil {
+		return nil, err
+	}
+	return s.finishAdd(ctx, tmp, disk, digest, name, source, sourceRef, true)
+}
+
+// checkBlobs checks an image's config and compressed layers on disk against the digests and
+// sizes its manifest gives.
+func checkBlobs(ctx context.Context, ref string, img v1.Image) error {
+	m, err := img.Manifest()
+	if err != nil {
+		return fmt.Errorf("image %s: its manifest: %w", ref, err)
+	}
+	cfg, err := img.RawConfigFile()
+	if err != nil {
+		return fmt.Errorf("image %s: its config: %w", ref, err)
+	}
+	if sum := sha256.Sum256(cfg); "sha256:"+hex.EncodeToString(sum[:]) != m.Config.Digest.String() || int64(len(cfg)) != m.Config.Size {
+		return fmt.Errorf("image %s: verification failed: its config is not the %d bytes of %s the manifest names", ref, m.Config.Size, m.Config.Digest)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return fmt.Errorf("image %s: its layers: %w", ref, err)
+	}
+	if len(layers) != len(m.Layers) {
+		return fmt.Errorf("image %s: %d layers, the manifest lists %d", ref, len(layers), len(m.Layers))
+	}
+	for i, l := range layers {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		want := m.Layers[i]
+		rc, err := l.Compressed()
+		if err != nil {
+			return fmt.Errorf("image %s: layer %s: %w", ref, want.Digest, err)
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("image %s: layer %s: read: %w", ref, want.Digest, err)
+		}
+		if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != want.Digest.String() || n != want.Size {
+			return fmt.Errorf("image %s: verification failed: layer %d is %d bytes hashing to %s; the manifest says %d bytes, %s", ref, i+1, n, got, want.Size, want.Digest)
+		}
+	}
+	return nil
 }
 
 // checkAdded checks an added image: with blobsChecked, that its config's diff ids match its

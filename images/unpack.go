@@ -11,7 +11,6 @@ import (
 	"path"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // Defaults for the decompression-bomb caps of Unpack.
@@ -107,7 +106,8 @@ func Unpack(ctx context.Context, image string, layers []Layer, dst string, opts 
 		return nil, fmt.Errorf("unpack %s: %w", image, err)
 	}
 	defer root.Close()
-	u := &unpacker{image: image, root: root, opts: opts, report: &UnpackReport{}, buf: make([]byte, 1<<20), dirModes: map[string]fs.FileMode{}}
+	u := &unpacker{image: image, root: root, opts: opts, report: &UnpackReport{}, buf: make([]byte, 1<<20), dirModes: map[string]fs.FileMode{}, dirRoots: map[string]*os.Root{}}
+	defer u.dropDirs()
 	for _, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -139,6 +139,38 @@ type unpacker struct {
 	dirs    map[string]bool // directories known to exist (this unpack), to skip MkdirAll
 	// dirModes are the modes directory entries asked for, set once everything is written.
 	dirModes map[string]fs.FileMode
+	// dirRoots are directories of the rootfs kept open (dirRoot), dropped at any removal.
+	dirRoots map[string]*os.Root
+}
+
+// dirRoot is the rootfs's directory dir, opened below the root (os.Root: nothing resolves out of
+// it): an entry's operations then resolve one name, not its whole path, component by component.
+// A few are kept open, since a layer's entries come directory by directory; every removal drops
+// them (dropDirs), so that none outlives what it opened.
+func (u *unpacker) dirRoot(dir string) (*os.Root, error) {
+	if dir == "." || dir == "" {
+		return u.root, nil
+	}
+	if r, ok := u.dirRoots[dir]; ok {
+		return r, nil
+	}
+	r, err := u.root.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(u.dirRoots) >= 16 {
+		u.dropDirs()
+	}
+	u.dirRoots[dir] = r
+	return r, nil
+}
+
+// dropDirs closes the directories dirRoot kept open.
+func (u *unpacker) dropDirs() {
+	for k, r := range u.dirRoots {
+		r.Close()
+		delete(u.dirRoots, k)
+	}
 }
 
 func (u *unpacker) fail(entry, rule string, err error) error {
@@ -255,15 +287,23 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		mode |= fs.ModeSticky
 	}
 	u.created[name] = true
+	dr, err := u.dirRoot(dir)
+	if err != nil {
+		return u.fail(hdr.Name, RuleThroughSymlink, err)
+	}
 
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if fi, err := u.root.Lstat(name); err == nil && !fi.IsDir() {
-			if err := u.root.RemoveAll(name); err != nil {
+		if fi, err := dr.Lstat(base); err == nil && !fi.IsDir() {
+			if err := dr.RemoveAll(base); err != nil {
+				return u.fail(hdr.Name, RuleThroughSymlink, err)
+			}
+			// A symlink some open directory may have been reached through.
+			if dr, err = u.reopen(dir); err != nil {
 				return u.fail(hdr.Name, RuleThroughSymlink, err)
 			}
 		}
-		if err := u.root.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := dr.Mkdir(base, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return u.fail(hdr.Name, RuleThroughSymlink, err)
 		}
 		u.dirs[name] = true
@@ -273,10 +313,10 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if u.report.Bytes > u.opts.MaxBytes {
 			return u.fail(hdr.Name, RuleTooManyBytes, fmt.Errorf("more than %d bytes of files; raise --max-unpack-bytes if the image is genuine", u.opts.MaxBytes))
 		}
-		if err := u.replace(hdr.Name, name); err != nil {
+		if dr, err = u.replace(hdr.Name, dr, dir, base, name); err != nil {
 			return err
 		}
-		f, err := u.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		f, err := dr.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return u.fail(hdr.Name, RuleThroughSymlink, err)
 		}
@@ -284,8 +324,18 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if err == nil && n != hdr.Size {
 			err = fmt.Errorf("short file: %d of %d bytes (truncated layer)", n, hdr.Size)
 		}
+		// Owner, mode and times through the open file: no path is resolved again.
+		if err == nil && u.opts.Chown {
+			if err = f.Chown(uid, gid); err != nil {
+				err = fmt.Errorf("chown %d:%d: %w", uid, gid, err)
+			}
+		}
 		if err == nil {
 			err = f.Chmod(mode)
+		}
+		if err == nil && !hdr.ModTime.IsZero() {
+			tv := syscall.NsecToTimeval(hdr.ModTime.UnixNano())
+			_ = syscall.Futimes(int(f.Fd()), []syscall.Timeval{tv, tv})
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -293,17 +343,15 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("image %s: layer %s: entry %q: write: %w", u.image, u.layerID, hdr.Name, err)
 		}
-		if !hdr.ModTime.IsZero() {
-			_ = u.root.Chtimes(name, time.Time{}, hdr.ModTime)
-		}
+		return nil
 	case tar.TypeSymlink:
 		if symlinkEscapes(name, hdr.Linkname) {
 			return u.fail(hdr.Name, RuleSymlinkEscape, fmt.Errorf("target %q", hdr.Linkname))
 		}
-		if err := u.replace(hdr.Name, name); err != nil {
+		if dr, err = u.replace(hdr.Name, dr, dir, base, name); err != nil {
 			return err
 		}
-		if err := u.root.Symlink(hdr.Linkname, name); err != nil {
+		if err := dr.Symlink(hdr.Linkname, base); err != nil {
 			return u.fail(hdr.Name, RuleThroughSymlink, err)
 		}
 	case tar.TypeLink:
@@ -315,7 +363,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if err != nil || !fi.Mode().IsRegular() {
 			return u.fail(hdr.Name, RuleHardlinkEscape, fmt.Errorf("target %q is not a regular file written by this image", hdr.Linkname))
 		}
-		if err := u.replace(hdr.Name, name); err != nil {
+		if _, err := u.replace(hdr.Name, dr, dir, base, name); err != nil {
 			return err
 		}
 		if err := u.root.Link(target, name); err != nil {
@@ -324,7 +372,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		return nil // a hard link shares the target's owner and mode
 	}
 	if u.opts.Chown {
-		if err := u.root.Lchown(name, uid, gid); err != nil {
+		if err := dr.Lchown(base, uid, gid); err != nil {
 			return fmt.Errorf("image %s: layer %s: entry %q: chown %d:%d: %w", u.image, u.layerID, hdr.Name, uid, gid, err)
 		}
 	}
@@ -347,26 +395,43 @@ func (u *unpacker) parents(entry, dir string) error {
 	return nil
 }
 
-// replace removes what is at name (from a lower layer, or earlier in this one) unless it is a
-// directory that the entry would keep.
-func (u *unpacker) replace(entry, name string) error {
-	fi, err := u.root.Lstat(name)
+// replace removes what is at name (base in its directory dr, the rootfs's dir), from a lower layer
+// or earlier in this one, unless it is a directory that the entry would keep. It returns the
+// directory to go on in: reopened where the removal dropped the open ones.
+func (u *unpacker) replace(entry string, dr *os.Root, dir, base, name string) (*os.Root, error) {
+	fi, err := dr.Lstat(base)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return dr, nil
 	}
 	if err != nil {
-		return u.fail(entry, RuleThroughSymlink, err)
+		return nil, u.fail(entry, RuleThroughSymlink, err)
 	}
+	if fi.Mode().IsRegular() {
+		if err := dr.Remove(base); err != nil {
+			return nil, u.fail(entry, RuleThroughSymlink, err)
+		}
+		return dr, nil
+	}
+	// A directory, or a symlink some open directory may have been reached through.
 	if fi.IsDir() {
-		err = u.root.RemoveAll(name)
-		u.forget(name)
+		err = dr.RemoveAll(base)
 	} else {
-		err = u.root.Remove(name)
+		err = dr.Remove(base)
 	}
 	if err != nil {
-		return u.fail(entry, RuleThroughSymlink, err)
+		return nil, u.fail(entry, RuleThroughSymlink, err)
 	}
-	return nil
+	u.forget(name)
+	if dr, err = u.reopen(dir); err != nil {
+		return nil, u.fail(entry, RuleThroughSymlink, err)
+	}
+	return dr, nil
+}
+
+// reopen drops the open directories and opens dir again.
+func (u *unpacker) reopen(dir string) (*os.Root, error) {
+	u.dropDirs()
+	return u.dirRoot(dir)
 }
 
 // opaque removes every child of dir that the current layer did not write.
@@ -396,8 +461,9 @@ func (u *unpacker) opaque(entry, dir string) error {
 	return nil
 }
 
-// forget drops cached directories at or under p after a removal.
+// forget drops cached directories at or under p after a removal, and the open ones.
 func (u *unpacker) forget(p string) {
+	u.dropDirs()
 	for d := range u.dirs {
 		if d == p || strings.HasPrefix(d, p+"/") {
 			delete(u.dirs, d)
