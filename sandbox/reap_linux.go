@@ -215,5 +215,9 @@ func PrivateRunDir(ctx context.Context, parent string) (dir string, release func
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", nil, fmt.Errorf("run directory %s: %w", dir, err)
 	}
+	// Held before the reap lock is let go: another process reaping meanwhile sees it taken.
+	if err := lockRunDir(dir); err != nil {
+		return "", nil, err
+	}
 	return dir, func() { releaseRunDir(dir); os.RemoveAll(dir) }, nil
 }

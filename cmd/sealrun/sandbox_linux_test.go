@@ -80,7 +80,7 @@ func TestSandboxVerbsAsRoot(t *testing.T) {
 	}
 }
 
-// Several sealrun processes share one host: while this process's host runs a container, three
+// Several sealrun processes share one host: while this process's host runs a container, six
 // `sealrun sandbox run` at once (each on a run directory of its own, made and removed by itself)
 // and a `sealrun sandbox reap` of this process's run directory (refused: it is held) disturb
 // nothing of it — its container runs on, its UID ranges stay its own — and leave nothing behind.
@@ -103,7 +103,7 @@ func TestProcessesShareTheHost(t *testing.T) {
 	defer c.Destroy(ctx)
 	before, _ := h.Ranges().Owners()
 	var wg sync.WaitGroup
-	results := make([]result, 3)
+	results := make([]result, 6)
 	for i := range results {
 		wg.Add(1)
 		go func() {
