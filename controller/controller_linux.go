@@ -97,6 +97,7 @@ type Controller struct {
 	c          *sandbox.Container
 	transcript *cappedFile
 	stopOnce   sync.Once
+	memory     int64 // the container's memory limit
 }
 
 // Start starts the scaffold in a controller container of run: as the agent user in /workspace,
@@ -123,7 +124,7 @@ func Start(ctx context.Context, run *sandbox.Run, cfg Config) (*Controller, erro
 		tf.Close()
 		return nil, err
 	}
-	return &Controller{c: c, transcript: tf}, nil
+	return &Controller{c: c, transcript: tf, memory: cfg.Limits.WithDefaults().MemoryBytes}, nil
 }
 
 // Container is the controller's container (its air-gap evidence, pid, stats).
@@ -142,6 +143,24 @@ func (c *Controller) Exited() error {
 		return err
 	}
 	return nil
+}
+
+// Ended says, once Done is closed and before Stop, how the scaffold ended by itself: its exit
+// status and its memory peak, and whether the kernel's OOM killer killed a process of it at the
+// controller's memory limit (a scaffold that needs more memory than the track gives: the
+// operator sees why the agent stopped, not only that nothing was promoted).
+func (c *Controller) Ended() string {
+	exit, _ := c.c.Wait(context.Background())
+	msg := fmt.Sprintf("the scaffold exited with status %d", exit)
+	st, err := c.c.Stats()
+	if err != nil {
+		return msg
+	}
+	mib := func(n uint64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
+	if st.OOMKills > 0 {
+		return msg + fmt.Sprintf(" after the kernel's OOM killer killed %d of its processes at the controller's memory limit (%s; its peak %s): the track's [resources] memory is less than this scaffold needs", st.OOMKills, mib(uint64(c.memory)), mib(st.MemoryPeak))
+	}
+	return msg + fmt.Sprintf("; its memory peak %s of %s", mib(st.MemoryPeak), mib(uint64(c.memory)))
 }
 
 // Stop ends the scaffold at the deadline, on finalize or on cancel: the container is frozen

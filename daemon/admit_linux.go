@@ -146,6 +146,14 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 			errs = append(errs, fmt.Errorf("track %s pins the %s scaffold: %v", t.Name, sc.Name, err))
 		}
 		p.scaffoldEnv = env
+		mem := x.Limits.MemoryBytes
+		if mem == 0 {
+			mem = t.Resources.Memory
+		}
+		if mem < sc.MemoryBytes {
+			errs = append(errs, fmt.Errorf("track %s gives each container %s of memory ([resources] memory), and the %s scaffold %s it pins needs at least %s (scaffolds/%s/scaffold.toml, measured): below that the kernel's OOM killer ends it mid-run; raise memory to %s or more",
+				t.Name, policy.FormatBytes(mem), sc.Name, sc.Version, sc.Memory, sc.Name, sc.Memory))
+		}
 	}
 	if t.Status != policy.StatusActive {
 		errs = append(errs, fmt.Errorf("track %s %s is %s: it takes no new runs", t.Name, t.Version, t.Status))

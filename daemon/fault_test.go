@@ -360,9 +360,19 @@ func faultyHost(t *testing.T, tb *testbed, f sandboxtest.Fault) {
 func journalKinds(t *testing.T, tb *testbed, id string) []string {
 	t.Helper()
 	var kinds []string
+	for _, e := range journalEvents(t, tb, id) {
+		kinds = append(kinds, e.Kind)
+	}
+	return kinds
+}
+
+// journalEvents are the journal's events of run id.
+func journalEvents(t *testing.T, tb *testbed, id string) []Event {
+	t.Helper()
+	var evs []Event
 	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
 		if e.Run == id {
-			kinds = append(kinds, e.Kind)
+			evs = append(evs, e)
 		}
 		return nil
 	})
@@ -370,7 +380,35 @@ func journalKinds(t *testing.T, tb *testbed, id string) []string {
 		t.Fatal(err)
 	}
 	j.Close()
-	return kinds
+	return evs
+}
+
+// A scaffold that outgrows the controller's memory is OOM-killed and exits: the run is the
+// agent's (failed: nothing promoted), and the journal's agent_exited says so — the status, the
+// OOM kill at the limit, the peak — so the operator sees why the agent stopped, not only that
+// nothing was promoted.
+func TestScaffoldOOMIsNamed(t *testing.T) {
+	tb := newTestbed(t)
+	x := tb.executor()
+	x.Journal = tb.journal
+	x.Entrypoint = []string{"/bin/sh", "-c", "head -c 1610612736 /dev/zero | tail -n 1 | wc -c; exit 3"}
+	agent, _ := controller.ParseAgent("openai/gpt-x@high")
+	out, err := x.Execute(context.Background(), RunSpec{ID: "run-oom", Track: tb.track, Agent: agent, Seed: 1, Queued: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StateFailed {
+		t.Fatalf("status %s %q; want failed: the agent's own end", out.Status, out.Reason)
+	}
+	var said string
+	for _, e := range journalEvents(t, tb, "run-oom") {
+		if e.Kind == "agent_exited" {
+			said = e.Reason
+		}
+	}
+	if !strings.Contains(said, "the scaffold exited with status 3 after the kernel's OOM killer killed 1 of its processes at the controller's memory limit (1024 MiB; its peak") {
+		t.Errorf("agent_exited: %q; want the exit status and the OOM kill at the limit", said)
+	}
 }
 
 // The controller's first container never runs (its init killed after the network hook, before

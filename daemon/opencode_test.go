@@ -40,6 +40,10 @@ func shippedTrack(t testing.TB, tb *testbed, sc *scaffolds.Scaffold, edits map[s
 		t.Fatalf("%s/images.lock has no %s image; make test builds it (sealrun images build-local)", testenv.LocalImages(t).State, sc.ImageKey())
 	}
 	text := scaffoldTrack(tb.trackTOML, ref, sc.Name, sc.Version, sc.ConfigSHA256())
+	// The memory the scaffold needs (admission refuses less): the testbed's 1 GiB, or more.
+	if sc.MemoryBytes > 1<<30 {
+		text = strings.Replace(text, `memory = "1GiB"`, `memory = "`+sc.Memory+`"`, 1)
+	}
 	for old, repl := range edits {
 		text = strings.Replace(text, old, repl, 1)
 	}

@@ -245,6 +245,28 @@ func TestCostBoundNeedsAPrice(t *testing.T) {
 	}
 }
 
+// A track that gives a shipped scaffold less memory than it needs (its scaffold.toml's memory,
+// measured: Qwen Code at the testbed's 1 GiB was OOM-killed mid-run now and then, a zero the
+// agent did not earn) is refused at admission, naming both and the fix; at the scaffold's memory
+// it is admitted.
+func TestScaffoldMemoryIsChecked(t *testing.T) {
+	tb := newTestbed(t)
+	sc, _ := scaffolds.Lookup("qwen")
+	keyFile := filepath.Join(tb.base, "openai.key")
+	os.WriteFile(keyFile, []byte("k\n"), 0o600)
+	tb.cfg.Providers["openai"] = controller.ProviderConfig{Name: "openai", Kind: controller.KindOpenAI, BaseURL: tb.prov.URL + "/v1", KeyFile: keyFile}
+	agent := controller.Agent{Provider: "openai", Model: "m"}
+	small, _ := shippedTrack(t, tb, sc, map[string]string{`memory = "` + sc.Memory + `"`: `memory = "1GiB"`})
+	_, err := tb.executor().Check(RunSpec{ID: "run-small", Track: small, Agent: agent})
+	if want := "gives each container 1 GiB of memory ([resources] memory), and the qwen scaffold " + sc.Version + " it pins needs at least 2GiB"; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "raise memory to 2GiB") {
+		t.Errorf("1 GiB for qwen: %v; want %q", err, want)
+	}
+	enough, _ := shippedTrack(t, tb, sc, nil)
+	if _, err := tb.executor().Check(RunSpec{ID: "run-enough", Track: enough, Agent: agent}); err != nil {
+		t.Errorf("%s for qwen: %v", sc.Memory, err)
+	}
+}
+
 func mustReadOr(p string) []byte {
 	b, _ := os.ReadFile(p)
 	return b

@@ -180,7 +180,7 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 			}
 			return StateInvalid, "infrastructure: controller: " + err.Error()
 		}
-		x.event(id, "agent_exited", "the scaffold exited before the deadline; the run ends now")
+		x.event(id, "agent_exited", ctl.Ended()+" before the deadline; the run ends now")
 	case <-rs.io.infraCh:
 		status, reason = StateInvalid, "infrastructure: "+rs.io.infra.Error()
 		wind()

@@ -382,6 +382,18 @@ func ParseBytes(s string) (int64, error) {
 	return n * unit, nil
 }
 
+// FormatBytes prints n in the largest IEC unit that divides it exactly ("2 GiB", "1536 MiB").
+func FormatBytes(n int64) string {
+	units := []string{"TiB", "GiB", "MiB", "KiB"}
+	for i, u := range units {
+		size := int64(1) << (10 * (len(units) - i))
+		if n >= size && n%size == 0 {
+			return fmt.Sprintf("%d %s", n/size, u)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 // convert checks one value against the kind its key takes and converts it. It is long because
 // it is one case per kind (strings, hashes, pins, durations, sizes, ...), each with its message.
 func (v *validator) convert(key string, k kind, val any) (any, bool) {

@@ -21,6 +21,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sealrun/sealrun/policy"
+
 	"github.com/BurntSushi/toml"
 )
 
@@ -45,6 +47,13 @@ type Scaffold struct {
 	// Env is what else sealrun sets for it, rendered like the config (@MODEL@, @EFFORT@...).
 	Env []string `toml:"env"`
 	NPM []NPM    `toml:"npm"`
+	// Memory is the least controller memory it runs in (a size as tracks write it: "2GiB"),
+	// measured: its peak in TestShippedScaffoldsSealedRun, with room. A track that pins the
+	// scaffold and gives less ([resources] memory) is refused at admission: below it the
+	// kernel's OOM killer ends the scaffold mid-run and the run is a zero for memory the operator
+	// did not give. MemoryBytes is it in bytes.
+	Memory      string `toml:"memory"`
+	MemoryBytes int64  `toml:"-"`
 
 	dir      string
 	template []byte
@@ -157,6 +166,9 @@ func read(dir string) (*Scaffold, error) {
 	}
 	if s.Version == "" || len(s.Kinds) == 0 || s.Entrypoint == "" || s.Config == "" || s.ConfigEnv == "" || len(s.NPM) == 0 {
 		errs = append(errs, errors.New("name, version, kinds, entrypoint, config, config_env and at least one [[npm]] are required"))
+	}
+	if s.MemoryBytes, err = policy.ParseBytes(s.Memory); err != nil {
+		errs = append(errs, fmt.Errorf("memory %q: %v (the least controller memory it runs in, measured)", s.Memory, err))
 	}
 	for i, n := range s.NPM {
 		if n.Package == "" || n.Version == "" || !hexRE.MatchString(n.SHA256) || !strings.HasPrefix(n.Take, "package/") || !path.IsAbs(n.To) {

@@ -144,7 +144,7 @@ func writeTrackSummary(out io.Writer, t *policy.Track) {
 		row("grading", "%s to grade the promoted bundle on the hidden exam (both phases)", shortDuration(b.Grading))
 		row("question limit", "%s per answer; over it the question fails", shortDuration(b.QuestionLimit))
 	}
-	row("artifact", "at most %s gzipped (%d bytes), size recomputed by sealrun", iecBytes(t.Artifact.MaxGzipBytes), t.Artifact.MaxGzipBytes)
+	row("artifact", "at most %s gzipped (%d bytes), size recomputed by sealrun", policy.FormatBytes(t.Artifact.MaxGzipBytes), t.Artifact.MaxGzipBytes)
 	if t.Task != nil {
 		row("task", "%s (%s task directory; sealrun task show DIR)", t.Task.Name, t.Task.Kind)
 		row("task sha256", "%s", t.Task.SHA256)
@@ -170,7 +170,7 @@ func writeTrackSummary(out io.Writer, t *policy.Track) {
 	} else if t.Resources.GPUs == 0 {
 		gpus = "no GPU"
 	}
-	row("resources", "%s, %d CPUs, %s memory, %s workspace", gpus, t.Resources.CPUs, iecBytes(t.Resources.Memory), iecBytes(t.Resources.Workspace))
+	row("resources", "%s, %d CPUs, %s memory, %s workspace", gpus, t.Resources.CPUs, policy.FormatBytes(t.Resources.Memory), policy.FormatBytes(t.Resources.Workspace))
 	w.Flush()
 }
 
@@ -184,16 +184,4 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// iecBytes prints n in the largest IEC unit that divides it exactly.
-func iecBytes(n int64) string {
-	units := []string{"TiB", "GiB", "MiB", "KiB"}
-	for i, u := range units {
-		size := int64(1) << (10 * (len(units) - i))
-		if n >= size && n%size == 0 {
-			return fmt.Sprintf("%d %s", n/size, u)
-		}
-	}
-	return fmt.Sprintf("%d B", n)
 }
