@@ -220,3 +220,108 @@ func BenchmarkUnpackPythonLayer(b *testing.B) {
 	b.ReportMetric(float64(files), "files")
 	b.ReportMetric(float64(bytes)/1e6, "MB")
 }
+
+// pythonImage is the local python image (make test builds it): its store, digest and blob files.
+func pythonImage(b *testing.B) (*Store, string, []string) {
+	im := testenv.LocalImages(b)
+	d, err := ParsePinned(im.Refs["python"])
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := OpenStore(im.State)
+	if err != nil {
+		b.Fatal(err)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(im.State, "images", "sha256", strings.TrimPrefix(d.DigestStr(), "sha256:"), "layout", "blobs", "sha256", "*"))
+	return s, d.DigestStr(), blobs
+}
+
+// BenchmarkHashPythonLayer: the python image's blobs (its ~530 MB layer, gzip, and config)
+// checked against their digests as an import or a build checks them once written (checkBlobs),
+// vs sha256sum of the same files (target: ratio >= 0.9).
+func BenchmarkHashPythonLayer(b *testing.B) {
+	testenv.RequireTool(b, "sha256sum", "coreutils")
+	s, digest, blobs := pythonImage(b)
+	img, err := s.image(digest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, p := range blobs {
+		if fi, err := os.Stat(p); err == nil {
+			size += fi.Size()
+		}
+	}
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := checkBlobs(context.Background(), "python", img); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(t0)
+		t0 = time.Now()
+		if out, err := exec.Command("sha256sum", blobs...).CombinedOutput(); err != nil {
+			b.Fatalf("sha256sum: %v %s", err, out)
+		}
+		theirs += time.Since(t0)
+	}
+	mb := float64(size) / 1e6 * float64(b.N)
+	b.ReportMetric(mb/ours.Seconds(), "sealrun-MB/s")
+	b.ReportMetric(mb/theirs.Seconds(), "sha256sum-MB/s")
+	b.ReportMetric(theirs.Seconds()/ours.Seconds(), "ratio")
+	b.ReportMetric(float64(size)/1e6, "MB")
+}
+
+// BenchmarkPackPythonRootfs: the python image's rootfs (1.1 GiB of files) packed into one
+// reproducible layer as a build packs it (WriteLayerTar: sorted, numeric owners, fixed times,
+// through gzip's fastest level) vs GNU tar -c --sort=name | gzip -1 of the same tree
+// (target: ratio >= 0.8).
+func BenchmarkPackPythonRootfs(b *testing.B) {
+	testenv.RequireTool(b, "gzip", "gzip")
+	s, digest, _ := pythonImage(b)
+	root, err := s.Rootfs(digest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := b.TempDir()
+	ours := filepath.Join(work, "ours.tar.gz")
+	theirs := filepath.Join(work, "tar.tar.gz")
+	var tOurs, tTheirs time.Duration
+	var size, tarSize int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		f, err := os.Create(ours)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bw := bufio.NewWriterSize(f, 1<<20)
+		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+		if err := WriteLayerTar(zw, root, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			b.Fatal(err)
+		}
+		bw.Flush()
+		f.Close()
+		tOurs += time.Since(t0)
+		t0 = time.Now()
+		sh := fmt.Sprintf("tar -c --sort=name --numeric-owner -f - -C %q . | gzip -1 > %q", root, theirs)
+		if out, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
+			b.Fatalf("tar | gzip -1: %v %s", err, out)
+		}
+		tTheirs += time.Since(t0)
+		fi, _ := os.Stat(ours)
+		size = fi.Size()
+		fi, _ = os.Stat(theirs)
+		tarSize = fi.Size()
+	}
+	n := float64(b.N)
+	b.ReportMetric(tOurs.Seconds()/n, "sealrun-s")
+	b.ReportMetric(tTheirs.Seconds()/n, "tar-gzip-s")
+	b.ReportMetric(tTheirs.Seconds()/tOurs.Seconds(), "ratio")
+	b.ReportMetric(float64(size)/1e6, "gz-MB")
+	b.ReportMetric(float64(tarSize)/1e6, "tar-gz-MB")
+}
