@@ -19,15 +19,17 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
-
-	"github.com/sealrun/sealrun/policy"
 
 	"github.com/BurntSushi/toml"
 )
 
 //go:embed */scaffold.toml */*
-var files embed.FS
+var embedded embed.FS
+
+// files are the scaffolds' directories read (embedded; a test reads others).
+var files fs.FS = embedded
 
 // Scaffold is one agent's directory, read.
 type Scaffold struct {
@@ -126,6 +128,10 @@ func init() { loadErr = load() }
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// memoryRE is a scaffold's memory: whole MiB or GiB, as tracks write sizes (policy.ParseBytes
+// takes more; this package imports nothing of sealrun's).
+var memoryRE = regexp.MustCompile(`^([1-9][0-9]{0,6})(MiB|GiB)$`)
+
 // load reads every directory's scaffold.toml and files, and checks them.
 func load() error {
 	dirs, err := fs.ReadDir(files, ".")
@@ -167,8 +173,14 @@ func read(dir string) (*Scaffold, error) {
 	if s.Version == "" || len(s.Kinds) == 0 || s.Entrypoint == "" || s.Config == "" || s.ConfigEnv == "" || len(s.NPM) == 0 {
 		errs = append(errs, errors.New("name, version, kinds, entrypoint, config, config_env and at least one [[npm]] are required"))
 	}
-	if s.MemoryBytes, err = policy.ParseBytes(s.Memory); err != nil {
-		errs = append(errs, fmt.Errorf("memory %q: %v (the least controller memory it runs in, measured)", s.Memory, err))
+	if m := memoryRE.FindStringSubmatch(s.Memory); m == nil {
+		errs = append(errs, fmt.Errorf("memory %q: give the least controller memory it runs in, measured, as whole MiB or GiB (\"2GiB\", \"1536MiB\")", s.Memory))
+	} else {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		s.MemoryBytes = n << 20
+		if m[2] == "GiB" {
+			s.MemoryBytes = n << 30
+		}
 	}
 	for i, n := range s.NPM {
 		if n.Package == "" || n.Version == "" || !hexRE.MatchString(n.SHA256) || !strings.HasPrefix(n.Take, "package/") || !path.IsAbs(n.To) {

@@ -2,8 +2,10 @@ package scaffolds
 
 import (
 	"encoding/json"
+	"io/fs"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/BurntSushi/toml"
 )
@@ -23,6 +25,27 @@ func TestScaffoldsLoad(t *testing.T) {
 		}
 		if got, ok := ByImage(s.ImageKey()); !ok || got != s {
 			t.Errorf("%s: ByImage", s.Name)
+		}
+	}
+}
+
+// A scaffold's memory is whole MiB or GiB; anything else is refused naming the key and the form.
+func TestScaffoldMemory(t *testing.T) {
+	if s, _ := Lookup("qwen"); s.MemoryBytes != 2<<30 {
+		t.Errorf("qwen: %d bytes", s.MemoryBytes)
+	}
+	defer func(f fs.FS) { files = f }(files)
+	for mem, want := range map[string]string{`"1536MiB"`: "", `"2GiB"`: "", `""`: `memory ""`, `"2GB"`: `memory "2GB"`, `"0GiB"`: `memory "0GiB"`, `"-1GiB"`: `memory "-1GiB"`,
+		`"99999999999GiB"`: `memory "99999999999GiB"`, `"1.5GiB"`: `memory "1.5GiB"`, `2048`: "incompatible types", `"2GiB\n"`: `memory "2GiB\n"`} {
+		toml := "name = \"x\"\nversion = \"1\"\nkinds = [\"openai\"]\nentrypoint = \"entry.sh\"\nconfig = \"c.json\"\nconfig_env = \"C\"\nmemory = " + mem +
+			"\n[[npm]]\npackage = \"p\"\nversion = \"1\"\nsha256 = \"" + strings.Repeat("a", 64) + "\"\ntake = \"package/\"\nto = \"/opt/p\"\n"
+		files = fstest.MapFS{"x/scaffold.toml": {Data: []byte(toml)}, "x/entry.sh": {Data: []byte("#!/bin/bash\n")}, "x/c.json": {Data: []byte("{}")}}
+		s, err := read("x")
+		switch {
+		case want == "" && (err != nil || s.MemoryBytes == 0):
+			t.Errorf("memory = %s: %v, %d bytes", mem, err, s.MemoryBytes)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("memory = %s: %v; want an error naming %s", mem, err, want)
 		}
 	}
 }
