@@ -352,7 +352,15 @@ runner finalize "$id"
 // it: runc, crun or gVisor) injects f.
 func faultyHost(t *testing.T, tb *testbed, f sandboxtest.Fault) {
 	t.Helper()
-	wrapper := sandboxtest.FaultyRuntime(t, sandboxtest.RoleRuntime(t, f.Role), f)
+	real := sandboxtest.RoleRuntime(t, f.Role)
+	if f.Verb == "init" && filepath.Base(real) == "crun" {
+		// crun's starts are not marked (sandbox Runtime.marksStarts: crun 1.8's poststart hook
+		// races with a short container's exit), so an init killed after the network hook is an
+		// exit status there, not told from the process's own; sandbox's TestStartFaultsNeverRan
+		// pins what crun does with it.
+		t.Skip("under crun a start is not marked: an init fault is not told from the process's exit (TestStartFaultsNeverRan covers crun)")
+	}
+	wrapper := sandboxtest.FaultyRuntime(t, real, f)
 	tb.h = sandboxtest.HostWithConfig(t, sandbox.HostConfig{RoleRuntimes: map[sandbox.Role]string{f.Role: wrapper}})
 }
 
