@@ -156,12 +156,7 @@ func BenchmarkVerifyVsSha256sum(b *testing.B) {
 // files, the runner's and grader's), decompressed and unpacked safely into a fresh directory,
 // vs GNU tar -xzf of the same blob (target: ratio >= 0.8). It needs the local images (make test).
 func BenchmarkUnpackPythonLayer(b *testing.B) {
-	im := testenv.LocalImages(b)
-	d, err := ParsePinned(im.Refs["python"])
-	if err != nil {
-		b.Fatal(err)
-	}
-	blobs, _ := filepath.Glob(filepath.Join(im.State, "images", "sha256", strings.TrimPrefix(d.DigestStr(), "sha256:"), "layout", "blobs", "sha256", "*"))
+	_, digest, blobs := pythonImage(b)
 	var blob string
 	var size int64
 	for _, p := range blobs {
@@ -195,7 +190,7 @@ func BenchmarkUnpackPythonLayer(b *testing.B) {
 		dst := filepath.Join(work, fmt.Sprintf("ours-%d", i))
 		os.Mkdir(dst, 0o755)
 		t0 := time.Now()
-		rep, err := Unpack(context.Background(), "python", []Layer{{Digest: d.DigestStr(), Open: open}}, dst, UnpackOptions{Chown: os.Geteuid() == 0})
+		rep, err := Unpack(context.Background(), "python", []Layer{{Digest: digest, Open: open}}, dst, UnpackOptions{Chown: os.Geteuid() == 0})
 		if err != nil {
 			b.Fatal(err)
 		}
