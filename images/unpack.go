@@ -177,6 +177,10 @@ func (u *unpacker) fail(entry, rule string, err error) error {
 	return &UnpackError{Image: u.image, Layer: u.layerID, Entry: entry, Rule: rule, Err: err}
 }
 
+// maxLayerTail bounds what a layer may hold after its tar archive ends (tar pads to its record
+// size, 10 KiB by default).
+const maxLayerTail = 1 << 20
+
 func (u *unpacker) layer(l Layer) error {
 	u.layerID, u.created = l.Digest, map[string]bool{}
 	if u.dirs == nil {
@@ -187,10 +191,19 @@ func (u *unpacker) layer(l Layer) error {
 		return fmt.Errorf("image %s: layer %s: open: %w", u.image, l.Digest, err)
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
+	ra := newReadAhead(rc)
+	defer ra.Close()
+	tr := tar.NewReader(ra)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			// The archive's end: what follows is padding, read through so that a diff id check
+			// below hashes the whole stream, and bounded.
+			if n, err := io.Copy(io.Discard, io.LimitReader(ra, maxLayerTail+1)); err != nil {
+				return fmt.Errorf("image %s: layer %s: read after the tar archive's end: %w (truncated or corrupt layer)", u.image, l.Digest, err)
+			} else if n > maxLayerTail {
+				return fmt.Errorf("image %s: layer %s: more than 1 MiB after its tar archive ends (a corrupt layer; rebuild or re-pull the image)", u.image, l.Digest)
+			}
 			return nil
 		}
 		if err != nil {
