@@ -73,6 +73,7 @@ func TestSoak(t *testing.T) {
 	// Every run, and every rerun of an invalid one, ends.
 	deadline := time.Now().Add(time.Duration(n)*90*time.Second + 5*time.Minute)
 	var runs []Record
+	said := time.Now()
 	for {
 		runs = d.Runs()
 		open := 0
@@ -83,6 +84,10 @@ func TestSoak(t *testing.T) {
 		}
 		if open == 0 {
 			break
+		}
+		if time.Since(said) > 15*time.Second { // make soak's size takes minutes: say how far it is
+			t.Logf("%s: %d of %d records ended", time.Since(start).Round(time.Second), len(runs)-open, len(runs))
+			said = time.Now()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d runs (and reruns) have not ended after %s", open, len(runs), time.Since(start).Round(time.Second))

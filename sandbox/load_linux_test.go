@@ -83,6 +83,9 @@ func startsUnderLoad(t testing.TB, n int) (lat []time.Duration, failures []strin
 					continue
 				}
 				lat = append(lat, time.Since(t0))
+				if n >= 100 && (i+1)%100 == 0 { // make soak's size: say how far it is
+					t.Logf("%s %s: %d of %d started, %d failures so far", rtName, role, i+1, n, len(failures))
+				}
 				code, werr := c.Wait(ctx)
 				ran := c.Ran()
 				if derr := c.Destroy(ctx); derr != nil {
