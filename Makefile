@@ -26,7 +26,7 @@ ARTIFACTS ?= /tmp/sealrun-test-artifacts
 DEMO_STATE  ?= /var/lib/sealrun-demo
 DEMO_FLAGS  ?=
 
-.PHONY: uninstall all help build cross test test-unit test-cgroup2 bench soak lint fuzz install deps deps-demo clean demo docs
+.PHONY: uninstall all help build cross test test-images test-unit test-cgroup2 bench soak lint fuzz install deps deps-demo clean demo docs
 
 all: build
 
@@ -36,16 +36,19 @@ help:
 	@echo "make demo       the main job: a whole sealed benchmark here (3 seeds of the scripted agent,"
 	@echo "                verified attestations, the leaderboard); DEMO_FLAGS=\"--seeds 1 --quick\" for less"
 	@echo "make test       install deps, then every test; root-only tests run when root"
+	@echo "make test-images  only make test's first part as root: the local images, the AIRS data, the SDKs"
 	@echo "make test-unit  tests that need no root and no extra packages"
 	@echo "make test-cgroup2  the cgroup/device/container tests and a sealed run through sealrund.service"
-	@echo "                in a cgroup-v2-only Debian guest (qemu, systemd as PID 1); after make test"
+	@echo "                in a cgroup-v2-only Debian guest (qemu, systemd as PID 1); after make test-images"
 	@echo "make bench      benchmarks, with figures and ratios"
 	@echo "make docs       the CLI reference (docs/cli) from the commands themselves"
-	@echo "make soak       the load suite at full size: 9,000 container starts and 200 runs beside stress-ng (hours)"
+	@echo "make soak       the load suite at full size: 8,000 container starts (1,000 of each role under runc,"
+	@echo "                crun and gVisor, which runs no controller) and 200 runs beside stress-ng (hours)"
 	@echo "make lint       gofmt, go vet, staticcheck"
 	@echo "make fuzz       run each fuzz target for FUZZTIME (default $(FUZZTIME))"
 	@echo "make install    binaries to $(PREFIX)/bin; /etc/sealrun and /var/lib/sealrun"
 	@echo "make deps       apt-get install what the project needs (idempotent)"
+	@echo "make deps-demo  only what make demo needs"
 
 build:
 	@mkdir -p bin
@@ -80,13 +83,16 @@ deps-demo:
 # -count=1: tests that touch the host (runc, cgroups, netns) are never served from the cache.
 # Packages run in parallel: each root test's sandbox host has its own run directory, reaps and
 # leak-checks only what it made, and UID ranges are allocated machine-wide.
-test: deps build cross
+# make test-images: that first part alone (.ci/run starts the cgroup v2 guest once it is done).
+test-images: build
 	@if [ "$$(id -u)" = 0 ]; then \
 	  echo "make test: local images in $(TEST_STATE) (debootstrap cache $(BUILD_CACHE); the first build takes minutes)"; \
 	  scripts/stage.sh images bin/sealrun --state-dir $(TEST_STATE) images build-local --cache-dir $(BUILD_CACHE) --lock $(TEST_STATE)/images.lock; \
 	  [ -d $(TEST_STATE)/airs-digits-raw ] || scripts/airs-digits-data.sh $(TEST_STATE)/airs-digits-raw; \
 	  scripts/sdk-clients.sh $(TEST_STATE)/sdk-clients; \
 	fi
+
+test: deps build cross test-images
 	@echo "make test: screenshots of the pages the browser tests open go to $(ARTIFACTS)"
 	SEALRUN_TEST_ARTIFACTS=$(ARTIFACTS) SEALRUN_TEST_STATE=$$( [ "$$(id -u)" = 0 ] && echo $(TEST_STATE) ) SEALRUN_TEST_BUILD_CACHE=$(BUILD_CACHE) GOFLAGS=$(TEST_GOFLAGS) scripts/stage.sh "go test ./..." $(GO) test -count=1 -timeout 30m ./...
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -116,7 +122,7 @@ test-unit:
 # the container benchmarks.
 CGROUP2_FLAGS ?=
 test-cgroup2: deps
-	@if [ ! -f $(TEST_STATE)/images.lock ]; then echo "make test-cgroup2 needs the local images: run make test first (it builds them into $(TEST_STATE))"; exit 1; fi
+	@if [ ! -f $(TEST_STATE)/images.lock ]; then echo "make test-cgroup2 needs the local images: run make test-images (or make test) first, as root (it builds them into $(TEST_STATE))"; exit 1; fi
 	scripts/cgroup2-guest.sh --cache $(BUILD_CACHE)/cgroup2-guest --state $(TEST_STATE) $(CGROUP2_FLAGS)
 
 # make soak: the load suite at full size (issue: the host's failures are never the agent's):

@@ -12,8 +12,10 @@ mkdir -p "$out"
 start=$(date +%s)
 say() { echo "guest [$(( $(date +%s) - start ))s]: $*"; }
 status=PASS
-fail() { say "FAIL: $*"; echo "FAIL $*" >>"$out/summary.txt"; status=FAIL; }
+# The lanes below run in subshells: a failure is known by its line in summary.txt.
+fail() { say "FAIL: $*"; echo "FAIL $*" >>"$out/summary.txt"; }
 finish() {
+	grep -q '^FAIL' "$out/summary.txt" 2>/dev/null && status=FAIL
 	echo "$status" >>"$out/summary.txt"
 	cp /proc/cmdline "$out/cmdline" 2>/dev/null
 	journalctl -b --no-pager >"$out/journal.txt" 2>/dev/null
@@ -60,48 +62,63 @@ declare -A select=(
 	[daemon]='TestExecuteSealedRun|TestFaultGraderOOM|TestQueueOneGPU|TestCancelWhileGrading|TestKill9AndRestart|TestHostileScaffold|TestUserScaffoldFromRegistry'
 	[cmd_sealrun]='TestSandbox|TestDoctor|TestGrade'
 )
-for name in sandbox runner grader controller daemon cmd_sealrun; do
-	[ "${bench:-0}" = only ] && break
-	[ -n "${run:-}" ] && ! [[ $name =~ $run ]] && continue
-	dir=$G/repo/${name//_//}
-	say "go test ${name//_//} (-run '${select[$name]}')"
+# suite NAME LOG [ENV=VALUE...] -- ARGS: runs one test binary (NAME) with ARGS in its package's
+# directory, its whole output in LOG, its verdicts on the console prefixed with NAME, and its
+# line in summary.txt.
+suite() {
+	local name=$1 log=$2
+	shift 2
+	local envs=()
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	local dir=$G/repo/${name//_//} t0 rc
 	t0=$(date +%s)
-	# The whole log goes to the results; the console shows each test as it ends.
-	(cd "$dir" && timeout 1800 "$G/tests/$name.test" -test.v -test.count=1 -test.timeout 28m -test.run "${select[$name]}" -test.skip "$hostOnly") 2>&1 |
-		tee "$out/$name.log" | grep --line-buffered -E '^(--- |=== RUN|ok|FAIL|panic)' | sed -u 's/^/    /'
+	(cd "$dir" && env "${envs[@]}" timeout 1800 "$G/tests/$name.test" -test.v -test.count=1 -test.skip "$hostOnly" "$@") 2>&1 |
+		tee "$out/$log.log" | grep --line-buffered -E '^(--- |ok|FAIL|panic)' | sed -u "s|^|    [$log] |"
 	rc=${PIPESTATUS[0]}
-	took=$(( $(date +%s) - t0 ))
-	passed=$(grep -c '^--- PASS' "$out/$name.log")
-	failed=$(grep -c '^--- FAIL' "$out/$name.log")
-	skipped=$(grep -c '^--- SKIP' "$out/$name.log")
-	echo "  ${name//_//}: exit $rc, $passed passed, $failed failed, $skipped skipped, ${took}s" >>"$out/summary.txt"
-	say "  ${name//_//}: exit $rc, $passed passed, $failed failed, $skipped skipped, ${took}s"
+	local line="${log//_//}: exit $rc, $(grep -c '^--- PASS' "$out/$log.log") passed, $(grep -c '^--- FAIL' "$out/$log.log") failed, $(grep -c '^--- SKIP' "$out/$log.log") skipped, $(( $(date +%s) - t0 ))s"
+	echo "  $line" >>"$out/summary.txt"
+	say "  $line"
 	if [ $rc != 0 ]; then
-		fail "go test ${name//_//}"
-		grep -E '^(--- FAIL|    .*_test.go:[0-9]+:)' "$out/$name.log" | head -n 30
+		fail "go test $log"
+		grep -E '^(--- FAIL|    .*_test.go:[0-9]+:)' "$out/$log.log" | head -n 30
 	fi
-done
-
-# The sandbox's root tests again under crun, which on cgroup v2 manages the cgroup and its
-# device filter its own way: every role's posture, the limits, OOM, output drained whole.
-if [ "${bench:-0}" != only ] && { [ -z "${run:-}" ] || [[ sandbox-crun =~ $run ]]; }; then
-	say "go test sandbox under crun"
-	t0=$(date +%s)
-	(cd "$G/repo/sandbox" && SEALRUN_TEST_RUNTIME=crun timeout 1200 "$G/tests/sandbox.test" -test.v -test.count=1 -test.timeout 18m -test.skip "$hostOnly") 2>&1 |
-		tee "$out/sandbox-crun.log" | grep --line-buffered -E '^(--- |ok|FAIL|panic)' | sed -u 's/^/    /'
-	rc=${PIPESTATUS[0]}
-	echo "  sandbox under crun: exit $rc, $(grep -c '^--- PASS' "$out/sandbox-crun.log") passed, $(grep -c '^--- FAIL' "$out/sandbox-crun.log") failed, $(( $(date +%s) - t0 ))s" >>"$out/summary.txt"
-	[ $rc = 0 ] || { fail "go test sandbox under crun"; grep -E '^(--- FAIL|    .*_test.go:[0-9]+:)' "$out/sandbox-crun.log" | head -n 30; }
-fi
-
-# sealrund under systemd, from the project's own unit, and a whole sealed run through it.
-if [ "${bench:-0}" != only ] && { [ -z "${run:-}" ] || [[ daemon-unit =~ $run ]]; }; then
-	say "sealrund under systemd: install, keys, exam, kit, track, a sealed run"
-	bash "$G/repo/scripts/cgroup2-guest/sealed-run.sh" "$out" 2>&1 | tee "$out/sealed-run.log" | sed -u 's/^/    /'
-	rc=${PIPESTATUS[0]}
-	echo "  sealed run through sealrund.service: exit $rc" >>"$out/summary.txt"
-	[ $rc = 0 ] || fail "the sealed run through sealrund.service"
-fi
+}
+want() { [ "${bench:-0}" != only ] && { [ -z "${run:-}" ] || [[ $1 =~ $run ]]; }; }
+package() {
+	want "$1" || return 0
+	say "go test ${1//_//} (-run '${select[$1]}')"
+	suite "$1" "$1" -- -test.timeout 28m -test.run "${select[$1]}"
+}
+# Two lanes side by side, as make test runs packages side by side on the host (the guest has two
+# CPUs; most of a sealed run's time is spent waiting): the daemon's sealed runs and then sealrund
+# under systemd in one, the other packages in the other. Each lane is about half the guest's
+# time (see README, "Where the tests run").
+lane_daemon() {
+	package daemon
+	if want daemon-unit; then
+		say "sealrund under systemd: install, keys, exam, kit, track, a sealed run"
+		bash "$G/repo/scripts/cgroup2-guest/sealed-run.sh" "$out" 2>&1 | tee "$out/sealed-run.log" | sed -u 's/^/    [sealrund.service] /'
+		rc=${PIPESTATUS[0]}
+		echo "  sealed run through sealrund.service: exit $rc" >>"$out/summary.txt"
+		[ $rc = 0 ] || fail "the sealed run through sealrund.service"
+	fi
+}
+lane_packages() {
+	package sandbox
+	package runner
+	package grader
+	package controller
+	package cmd_sealrun
+	if want sandbox-crun; then
+		say "go test sandbox under crun"
+		suite sandbox sandbox-crun SEALRUN_TEST_RUNTIME=crun -- -test.timeout 18m
+	fi
+}
+lane_daemon &
+lane_packages &
+wait
+grep -q '^FAIL' "$out/summary.txt" && status=FAIL
 
 if [ "${bench:-0}" != 0 ]; then
 	# The same benchmarks make bench runs on the host: a sealed container and runner true, each
