@@ -247,6 +247,10 @@ func checkTranscript(id, dir string) error {
 	return transcript.Write(dir, t)
 }
 
+// staleGather is how old a gather's temporary directory must be before another gather of the
+// same run removes it as left by a killed one.
+const staleGather = time.Hour
+
 // Gather copies a finished run's files into dir/<run id> (a results directory, deploy/slurm/README.md),
 // atomically: the attestation, report, audit log, track, summary, report.html, the graded
 // bundle and run.json, the daemon's record. already is true when they were there.
@@ -263,10 +267,13 @@ func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bo
 	if same, err := sameAttestation(dest, att); err != nil || same {
 		return same, err
 	}
-	// What an earlier gather of this run left when it was killed.
+	// What an earlier gather of this run left when it was killed, once it is surely not another
+	// gather of the same run still at work (a rerun's job and the first's, on other nodes).
 	old, _ := filepath.Glob(filepath.Join(dir, "."+rec.ID+".tmp-*"))
 	for _, o := range old {
-		os.RemoveAll(o)
+		if fi, err := os.Lstat(o); err == nil && time.Since(fi.ModTime()) > staleGather {
+			os.RemoveAll(o)
+		}
 	}
 	tmp, err := os.MkdirTemp(dir, "."+rec.ID+".tmp-")
 	if err != nil {

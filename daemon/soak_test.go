@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -62,7 +65,17 @@ func TestSoak(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(-load.Process.Pid, syscall.SIGKILL); load.Wait() })
 	x := tb.executor()
+	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock") // the admin API, for the gathers
+	tb.cfg.Group = "root"
 	d := startDaemon(t, tb, x)
+	l, err := Listen(tb.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiCtx, stopAPI := context.WithCancel(context.Background())
+	apiDone := make(chan struct{})
+	go func() { d.ServeAPI(apiCtx, l); close(apiDone) }()
+	t.Cleanup(func() { stopAPI(); <-apiDone })
 	rss0, fds0 := procFacts()
 	start := time.Now()
 	for i := range n {
@@ -120,4 +133,101 @@ func TestSoak(t *testing.T) {
 	if fds1 > fds0+16 {
 		t.Errorf("open files grew from %d to %d over %d runs", fds0, fds1, len(runs))
 	}
+	gatherAtOnce(t, tb, runs)
+}
+
+// gatherAtOnce gathers every graded run into one results directory from 8 clients at once, each
+// in its own order, as array jobs on several nodes do, while a reader lists the directory as the
+// leaderboard does: every gather succeeds, the reader never sees a run without its attestation,
+// record, report and audit log, each run arrives once and verifies, and nothing temporary stays
+// but what might be another gather's.
+func gatherAtOnce(t *testing.T, tb *testbed, runs []Record) {
+	t.Helper()
+	var graded []Record
+	for _, r := range runs {
+		if r.State == StateGraded {
+			graded = append(graded, r)
+		}
+	}
+	if len(graded) == 0 {
+		t.Fatal("no run was graded: nothing to gather")
+	}
+	results := filepath.Join(t.TempDir(), "results")
+	os.Mkdir(results, 0o755)
+	client := NewClient(tb.cfg.Socket)
+	// What killed gathers of the first run left: one an hour and more ago (removed by the next
+	// gather of that run), and one just now (maybe another gather of it still at work: kept).
+	stale := filepath.Join(results, "."+graded[0].ID+".tmp-killed")
+	young := filepath.Join(results, "."+graded[0].ID+".tmp-atwork")
+	for _, p := range []string{stale, young} {
+		os.MkdirAll(filepath.Join(p, "half"), 0o755)
+	}
+	os.Chtimes(stale, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour))
+	stop := make(chan struct{})
+	reader := make(chan error, 1)
+	var looks atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				reader <- nil
+				return
+			default:
+			}
+			ents, _ := os.ReadDir(results)
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), ".") {
+					continue // a gather at work (the leaderboard skips these too)
+				}
+				for _, f := range []string{"result.att.json", "run.json", "report.json", "audit.jsonl"} {
+					if _, err := os.Stat(filepath.Join(results, e.Name(), f)); err != nil {
+						reader <- fmt.Errorf("a reader saw %s without %s: %v", e.Name(), f, err)
+						return
+					}
+				}
+				looks.Add(1)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*len(graded))
+	var fresh atomic.Int64
+	t0 := time.Now()
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range graded {
+				already, err := client.Gather(context.Background(), graded[(i*(g+1)+g)%len(graded)], results)
+				if err != nil {
+					errs <- err
+				} else if !already {
+					fresh.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	close(stop)
+	if err := <-reader; err != nil {
+		t.Error(err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Errorf("gather: %v", err)
+	}
+	for _, r := range graded {
+		dir := filepath.Join(results, r.ID)
+		if _, err := attest.Verify(mustRead(t, filepath.Join(dir, "result.att.json")), tb.verifier, attest.WithTrack(tb.track), attest.WithAuditLog(bytes.NewReader(mustRead(t, filepath.Join(dir, "audit.jsonl"))))); err != nil {
+			t.Errorf("gathered %s: %v", r.ID, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(results, ".*")); len(left) != 1 || left[0] != young {
+		t.Errorf("after the gathers, the temporary directories are %v; want only the young one planted, %s", left, young)
+	}
+	if got := fresh.Load(); got != int64(len(graded)) {
+		t.Errorf("%d runs were gathered anew, of %d graded", got, len(graded))
+	}
+	t.Logf("%d graded runs gathered by 8 clients at once into one directory in %s (%d gathers copied, the rest found them there; the reader looked at %d runs)", len(graded), took.Round(time.Millisecond), fresh.Load(), looks.Load())
 }
