@@ -22,8 +22,8 @@ import (
 // one: the real sealrun binary, its in-process sealrund, real containers, the ARI kit's starter
 // trained through runner, real grading and a signed attestation. Then it checks what a reader of
 // the demo would: the attestation verifies with every file, the report's score is the pass
-// vector's count, the kit hash recomputes with the documented shell recipe, the scripted agent's
-// calls are in the audit log in order, and nothing is left behind.
+// vector's count, README's reader block and kits/KIT.md's hash recipe run as written (docblocks.go),
+// the scripted agent's calls are in the audit log in order, and nothing is left behind.
 func TestDemo(t *testing.T) {
 	sealrun, state, out := runDemo(t)
 	for _, want := range []string{"1/7 images", "contamination check: 0 of 12", "seed 1: VALID", "scripted-demo 1.0.0 · no model (scripted)", "Where the reports are:", "setup "} {
@@ -64,17 +64,22 @@ func TestDemo(t *testing.T) {
 		t.Errorf("sealrun verify with every file: %v\n%s", err, v)
 	}
 
-	// The demo's publication checks in one step, as a reader runs it.
-	pv, err := exec.Command(sealrun, "verify-publication", filepath.Join(state, "demo", "publication"), "--key", filepath.Join(state, "demo", "keys", "sealrun.pub")).CombinedOutput()
-	if err != nil || !strings.Contains(string(pv), "publication: VALID") || !strings.Contains(string(pv), "every run they hold of these tracks ended and is published here") {
-		t.Errorf("sealrun verify-publication of the demo's publication: %v\n%s", err, pv)
+	// The demo's publication checks as a reader checks it: README's reader block as written, in a
+	// directory where site/ is the publication and sealrun.pub the operator's key, RUN a run of it.
+	work := t.TempDir()
+	os.Symlink(filepath.Join(state, "demo", "publication"), filepath.Join(work, "site"))
+	os.Symlink(filepath.Join(state, "demo", "keys", "sealrun.pub"), filepath.Join(work, "sealrun.pub"))
+	pv := runDocBlock(t, "../README.md", "reader", work, filepath.Dir(sealrun), "RUN", m[1])
+	if !strings.Contains(pv, "publication: VALID") || !strings.Contains(pv, "every run they hold of these tracks ended and is published here") {
+		t.Errorf("README's reader block on the demo's publication:\n%s", pv)
 	}
 
-	// The kit hash recomputes with the shell recipe of kits/KIT.md, and equals the track's pin.
+	// The kit hash recomputes with the shell recipe of kits/KIT.md, as written, twice (from
+	// SHA256SUMS, and from the files alone), and equals the track's pin.
 	kitDir := filepath.Join(state, "demo", "kit")
-	h, err := exec.Command("sh", "-c", `cd "$1" && sha256sum --quiet --strict -c SHA256SUMS && find . -type f ! -path ./SHA256SUMS -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum`, "sh", kitDir).CombinedOutput()
-	if err != nil || strings.Fields(string(h))[0] != track.Kit.SHA256 {
-		t.Errorf("shell recipe on %s: %v %q; the track pins %s", kitDir, err, h, track.Kit.SHA256)
+	h := runDocBlock(t, "../kits/KIT.md", "kit-hash", work, filepath.Dir(sealrun), "KIT", kitDir)
+	if got := strings.Count(h, track.Kit.SHA256); got != 2 {
+		t.Errorf("kits/KIT.md's recipe on %s printed the track's kit hash %s %d times, want 2:\n%s", kitDir, track.Kit.SHA256, got, h)
 	}
 
 	// The scripted agent's calls are in the audit log, in the order it makes them.
