@@ -267,11 +267,24 @@ func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bo
 	if same, err := sameAttestation(dest, att); err != nil || same {
 		return same, err
 	}
-	// What an earlier gather of this run left when it was killed, once it is surely not another
-	// gather of the same run still at work (a rerun's job and the first's, on other nodes).
+	// One gather of a run at a time in this directory, whatever node it runs on: another waits,
+	// then finds the run there. Holding the lock, what other gathers of this run left is theirs
+	// from when they were killed, and goes.
+	unlock, locked, err := lockGather(ctx, dir, rec.ID)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if locked {
+		if same, err := sameAttestation(dest, att); err != nil || same {
+			return same, err
+		}
+	}
 	old, _ := filepath.Glob(filepath.Join(dir, "."+rec.ID+".tmp-*"))
 	for _, o := range old {
-		if fi, err := os.Lstat(o); err == nil && time.Since(fi.ModTime()) > staleGather {
+		// Without a lock (a file system that has none), only what is surely not another
+		// gather at work: an hour old.
+		if fi, err := os.Lstat(o); err == nil && (locked || time.Since(fi.ModTime()) > staleGather) {
 			os.RemoveAll(o)
 		}
 	}
