@@ -43,7 +43,7 @@ help:
 	@echo "make bench      benchmarks, with figures and ratios"
 	@echo "make docs       the CLI reference (docs/cli) from the commands themselves"
 	@echo "make soak       the load suite at full size: 8,000 container starts (1,000 of each role under runc,"
-	@echo "                crun and gVisor, which runs no controller) and 200 runs beside stress-ng (hours)"
+	@echo "                crun and gVisor, which runs no controller) and 200 runs beside stress-ng (about 50 min)"
 	@echo "make lint       gofmt, go vet, staticcheck"
 	@echo "make fuzz       run each fuzz target for FUZZTIME (default $(FUZZTIME))"
 	@echo "make install    binaries to $(PREFIX)/bin; /etc/sealrun and /var/lib/sealrun"
