@@ -74,7 +74,7 @@ suite() {
 	local dir=$G/repo/${name//_//} t0 rc
 	t0=$(date +%s)
 	(cd "$dir" && env "${envs[@]}" timeout 1800 "$G/tests/$name.test" -test.v -test.count=1 -test.skip "$hostOnly" "$@") 2>&1 |
-		tee "$out/$log.log" | grep --line-buffered -E '^(--- |ok|FAIL|panic)' | sed -u "s|^|    [$log] |"
+		tee "$out/$log.log" | grep --line-buffered -E '^(--- |=== RUN|ok|FAIL|panic)' | sed -u "s|^|    [$log] |"
 	rc=${PIPESTATUS[0]}
 	local line="${log//_//}: exit $rc, $(grep -c '^--- PASS' "$out/$log.log") passed, $(grep -c '^--- FAIL' "$out/$log.log") failed, $(grep -c '^--- SKIP' "$out/$log.log") skipped, $(( $(date +%s) - t0 ))s"
 	echo "  $line" >>"$out/summary.txt"
