@@ -87,6 +87,7 @@ JobCompLoc=%[1]s/jobcomp.txt
 MpiDefault=none
 ReturnToService=2
 MinJobAge=600
+KillWait=100
 PlugStackConfig=%[1]s/plugstack.conf
 NodeName=%[2]s NodeAddr=127.0.0.1 CPUs=%[5]d State=UNKNOWN
 PartitionName=e2e Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
@@ -289,7 +290,10 @@ func slurmBed(t testing.TB, promote string) (tb *testbed, rd *realDaemon, c *slu
 	script, _ = filepath.Abs("../deploy/slurm/sealrun-seed.sbatch")
 	results = filepath.Join(c.dir, "results")
 	os.Mkdir(results, 0o755)
-	return tb, rd, c, script, results, []string{"SEALRUN_RESULTS=" + results, "SEALRUN_SOCKET=" + rd.sock, "SEALRUN=" + rd.cli}
+	return tb, rd, c, script, results, []string{"SEALRUN_RESULTS=" + results, "SEALRUN_SOCKET=" + rd.sock, "SEALRUN=" + rd.cli,
+		// A cancelled run's end took more than the default 25 s under make test's load (its
+		// sandbox package runs stress-ng beside): the jobs wait up to 85 s, under KillWait=100.
+		"SEALRUN_CANCEL_WAIT=85"}
 }
 
 // A lab's Slurm cluster dispatches seeds: a real one-node cluster runs a 3-task array of
