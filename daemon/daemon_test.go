@@ -278,6 +278,21 @@ func startDaemon(t testing.TB, tb *testbed, x *Executor) *Daemon {
 	return d
 }
 
+// serveAPI serves d's admin API on tb.cfg.Socket (set it, and Group, before startDaemon) until
+// the test ends, and returns a client of it.
+func serveAPI(t testing.TB, tb *testbed, d *Daemon) *Client {
+	t.Helper()
+	l, err := Listen(tb.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.ServeAPI(ctx, l); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	return NewClient(tb.cfg.Socket)
+}
+
 // Two runs on a host with one GPU run one after the other; each runner call sees the GPU.
 func TestQueueOneGPU(t *testing.T) {
 	tb := newTestbed(t)

@@ -218,15 +218,7 @@ func TestViewFollowsARunInChromium(t *testing.T) {
 	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
 	tb.cfg.Group = "root"
 	d := startDaemon(t, tb, tb.executor())
-	l, err := Listen(tb.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	apiDone := make(chan struct{})
-	go func() { d.ServeAPI(ctx, l); close(apiDone) }()
-	defer func() { stop(); <-apiDone }()
-	client := NewClient(tb.cfg.Socket)
+	client := serveAPI(t, tb, d)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
