@@ -3,6 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // The relay's server answers what is not a hook request with a reason and configures nothing.
@@ -82,6 +88,80 @@ func TestRelayBinary(t *testing.T) {
 	}
 	if _, err := os.Stat(evidence); err == nil {
 		t.Error("a refused request left evidence")
+	}
+}
+
+// Both hooks end themselves (netnshook.Deadline), since crun gets no hook time-out from sealrun:
+// the relay, when its server never answers, and the Go hook, when its state never ends, each say
+// so and exit 1 by the deadline (shortened to 1 s here). The spec gives runc and gVisor a
+// time-out as well, and crun none.
+func TestHooksEndThemselves(t *testing.T) {
+	requireRoot(t)
+	_, hook := buildBinaries(t)
+	relay := filepath.Join(filepath.Dir(hook), RelayBinary)
+	name := fmt.Sprintf("sealrun-hook-test-silent-%d", os.Getpid())
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: "@" + name, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn // read nothing, answer nothing
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-accepted
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	evidence := filepath.Join(t.TempDir(), "netns.json")
+	for _, c := range []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"relay", []string{relay, name, "runner", "gw", evidence, "/c"}, "no answer within its deadline"},
+		{"Go hook", []string{hook, "runner", "gw", evidence, "/c"}, "not done after 1s"},
+	} {
+		pr, pw, err := os.Pipe() // a state that never ends
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(c.argv[0], c.argv[1:]...)
+		cmd.Stdin = pr
+		cmd.Env = append(os.Environ(), netnshook.DeadlineEnv+"=1")
+		began := time.Now()
+		out, err := cmd.CombinedOutput()
+		took := time.Since(began)
+		pr.Close()
+		pw.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: %v %q; want exit 1 ~%q", c.name, err, out, c.want)
+		}
+		if took > 20*time.Second {
+			t.Errorf("%s: ended after %s, not near its 1 s deadline", c.name, took)
+		}
+	}
+	h := &Host{relayPath: relay, relayName: name, hookPath: hook, hookArgv0: HookBinary}
+	for _, kind := range []string{KindRunc, KindCrun, KindRunsc} {
+		for _, hs := range []specs.Hook{h.hookSpec(kind, RoleRunner, "gw", evidence, "/c"), (&Host{hookPath: hook, hookArgv0: HookBinary}).hookSpec(kind, RoleRunner, "gw", evidence, "/c")} {
+			switch {
+			case kind == KindCrun && hs.Timeout != nil:
+				t.Errorf("%s: hook %s has a time-out of %d s; crun must get none", kind, hs.Path, *hs.Timeout)
+			case kind != KindCrun && (hs.Timeout == nil || time.Duration(*hs.Timeout)*time.Second <= netnshook.Deadline):
+				t.Errorf("%s: hook %s has time-out %v; want one past the hook's own deadline", kind, hs.Path, hs.Timeout)
+			}
+		}
 	}
 }
 

@@ -17,8 +17,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -30,6 +32,18 @@
 static int fail(const char *what) {
 	fprintf(stderr, "sealrun network hook (relay): %s: %s\n", what, strerror(errno));
 	return 1;
+}
+
+/* DEADLINE bounds the relay's whole life (netnshook.Deadline): sealrun gives crun no hook
+ * time-out (crun can lose a hook's exit while it waits with one), so the relay ends itself.
+ * SEALRUN_HOOK_DEADLINE (1 to 60 seconds) shortens it for a test. */
+#define DEADLINE 25
+
+static void on_alarm(int sig) {
+	static const char msg[] = "sealrun network hook (relay): no answer within its deadline; the container is not started\n";
+	(void)sig;
+	(void)!write(2, msg, sizeof msg - 1);
+	_exit(1);
 }
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -52,6 +66,17 @@ int main(int argc, char **argv) {
 		                "(the runtime runs it; it is no command for people)\n");
 		return 2;
 	}
+	unsigned deadline = DEADLINE;
+	const char *d = getenv("SEALRUN_HOOK_DEADLINE");
+	if (d != NULL) {
+		char *end;
+		long v = strtol(d, &end, 10);
+		if (*d != '\0' && *end == '\0' && v >= 1 && v <= 60)
+			deadline = (unsigned)v;
+	}
+	struct sigaction sa = {.sa_handler = on_alarm};
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(deadline);
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	size_t n = strlen(argv[1]);
 	if (n == 0 || n + 1 > sizeof addr.sun_path) {

@@ -201,10 +201,35 @@ func read(h *netlink.Handle) (Evidence, error) {
 	return ev, nil
 }
 
+// Deadline bounds a hook's process, the Go hook's and the relay's alike: past it, the hook says
+// so and exits 1, and the runtime does not start the container. The hook bounds itself because
+// sealrun gives crun no hook time-out (sandbox's hookSpec says why). The relay's server gives up
+// on a request before it (20 s). DeadlineEnv, a whole number of seconds from 1 to 60, shortens it
+// for a test.
+const Deadline = 25 * time.Second
+
+// DeadlineEnv names the environment variable that overrides Deadline (tests only; sealrun never
+// sets it in a hook's environment).
+const DeadlineEnv = "SEALRUN_HOOK_DEADLINE"
+
+// deadline is Deadline or DeadlineEnv's value.
+func deadline() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv(DeadlineEnv)); err == nil && n >= 1 && n <= 60 {
+		return time.Duration(n) * time.Second
+	}
+	return Deadline
+}
+
 // Main reads the container state (runtime-spec State JSON) from stdin and handles it (Handle):
-// the hook binary's main, or sealrun re-executed as the hook.
+// the hook binary's main, or sealrun re-executed as the hook. It ends the process (exit 1) if the
+// work is not done within Deadline.
 func Main(args []string, stdin io.Reader) error {
 	began := time.Now()
+	d := deadline()
+	time.AfterFunc(d, func() {
+		fmt.Fprintf(os.Stderr, "sealrun network hook: not done after %s (reading the container state or configuring its network namespace hung); the container is not started\n", d)
+		os.Exit(1)
+	})
 	runtime.LockOSThread() // never unlocked: Handle's thread stays in the container's netns
 	var st specs.State
 	if err := json.NewDecoder(io.LimitReader(stdin, MaxState)).Decode(&st); err != nil {
