@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -58,7 +59,8 @@ then follows the run live: state changes and its end. Ctrl-C stops following; th
 (sealrun cancel RUN ends it). --detach returns at once; --wait prints nothing until the end.
 
 Exit status when following to the end: 0 graded, 3 failed (the agent's fault), 4 invalid (the
-infrastructure's, or cancelled), 1 refused or error, 2 usage.
+infrastructure's, or cancelled), 1 refused or error, 2 usage. Under --wait, stopping (Ctrl-C, SIGTERM)
+before the run ends exits 1, never 0; a run already asked for still has its id printed.
 
 For an outside scheduler (deploy/slurm/sealrun-seed.sbatch): --gpus pins the run to the GPUs the
 scheduler allocated (CDI names among the daemon's [resources] gpus), --cpus and --memory are the
@@ -88,7 +90,15 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 					return usage(fmt.Errorf("--memory %q: %v (for example 16GiB or 16384MiB)", memory, err))
 				}
 			}
-			if err := c.Do(cmd.Context(), "POST", "/runs", req, &rec); err != nil {
+			if err := cmd.Context().Err(); err != nil {
+				return err // stopped before anything was asked of sealrund
+			}
+			// Once asked, the answer is read and the run's id printed even if a signal comes
+			// meanwhile: a job a scheduler stops (Slurm's SIGTERM reaches every process of the
+			// job) must learn the id of the run it started, to cancel it.
+			post, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), time.Minute)
+			defer cancel()
+			if err := c.Do(post, "POST", "/runs", req, &rec); err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -124,13 +134,15 @@ func follow(cmd *cobra.Command, c *daemon.Client, id string, show bool) error {
 			fmt.Fprintln(w, line)
 		}
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	if err != nil && ctx.Err() == nil {
 		return err
 	}
 	if ctx.Err() != nil {
+		if !show {
+			// --wait promises an exit by the run's result: a script must never read 0 (graded)
+			// for a run it stopped waiting for.
+			return fmt.Errorf("stopped waiting before run %s ended; it goes on (sealrun show %s, sealrun cancel %s)", id, id, id)
+		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "sealrun: stopped following; run %s goes on (sealrun logs %s -f, sealrun cancel %s)\n", id, id, id)
 		return nil
 	}
