@@ -230,9 +230,13 @@ func TestKillSignalFreezeThaw(t *testing.T) {
 	if err := c.Thaw(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond)
-	if n := count(); n <= frozenAt {
-		t.Errorf("counter did not move after thaw: %d -> %d", frozenAt, n)
+	// Thawed, it moves again: polled, since on a loaded host the loop's next fork of sleep can
+	// take longer than any fixed wait (a fresh CI saw 400 ms pass without a step).
+	for deadline := time.Now().Add(20 * time.Second); count() <= frozenAt; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("counter did not move in 20 s after thaw: %d -> %d", frozenAt, count())
+			break
+		}
 	}
 	if err := c.Kill(ctx, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
