@@ -503,6 +503,10 @@ esac
 		{"allocation", []string{"SLURM_ARRAY_TASK_ID=3", "SLURM_JOB_GPUS=0,2", "SLURM_CPUS_PER_TASK=8", "SLURM_MEM_PER_NODE=65536"}, 0,
 			"--seed 3 --wait --dispatcher slurm job 812_3 on gpu07 --gpus nvidia.com/gpu=0,nvidia.com/gpu=2 --cpus 8 --memory 65536MiB", "run r-20261122-000000-abcdef graded"},
 		{"CDI prefix, leading zeros", []string{"SLURM_ARRAY_TASK_ID=007", "SLURM_JOB_GPUS=1", "SEALRUN_CDI_PREFIX=example.com/gpu="}, 0, "--seed 7 --wait --dispatcher slurm job 812_7 on gpu07 --gpus example.com/gpu=1", ""},
+		// deploy/kubernetes/seeds-job.yaml runs the script with Kubernetes' values in Slurm's
+		// names: the Job's name, the completion index, the device plugin's GPU UUIDs.
+		{"Kubernetes", []string{"SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_JOB_ID=sealrun-seeds-ari-v1", "SLURM_JOB_GPUS=GPU-8f3c2a1e-5b7d-4c9e-a1f0-6d2b3c4e5f60", "SLURM_CPUS_PER_TASK=8", "SLURM_MEM_PER_NODE=65536", "SEALRUN_DISPATCHER_KIND=kubernetes job"}, 0,
+			"--seed 3 --wait --dispatcher kubernetes job sealrun-seeds-ari-v1_3 on gpu07 --gpus nvidia.com/gpu=GPU-8f3c2a1e-5b7d-4c9e-a1f0-6d2b3c4e5f60 --cpus 8 --memory 65536MiB", "run r-20261122-000000-abcdef graded"},
 		{"no GPUs", []string{"SLURM_ARRAY_TASK_ID=1"}, 0, "--seed 1 --wait --dispatcher slurm job 812_1 on gpu07", ""},
 		{"all memory", []string{"SLURM_ARRAY_TASK_ID=1", "SLURM_MEM_PER_NODE=0", "SLURM_CPUS_ON_NODE=4"}, 0, "--seed 1 --wait --dispatcher slurm job 812_1 on gpu07 --cpus 4", ""},
 		{"rerun", []string{"SLURM_ARRAY_TASK_ID=2", "STUB_SEED=invalid r-20261121-000000-0000aa"}, 0, "--rerun-of r-20261121-000000-0000aa", "rerunning invalid run r-20261121-000000-0000aa"},
