@@ -33,6 +33,7 @@ type realDaemon struct {
 	logs     bytes.Buffer
 	cmd      *exec.Cmd
 	env      []string // extra environment of the next start
+	wrap     []string // a command sealrund runs under (nsenter into a test node's namespaces)
 	verifier signature.Verifier
 }
 
@@ -80,7 +81,8 @@ func (rd *realDaemon) start() {
 	t := rd.t
 	t.Helper()
 	os.Remove(rd.sock) // a killed daemon leaves its socket; the new one replaces it anyway
-	cmd := exec.Command(rd.bin, "--config", rd.cfgFile)
+	argv := append(append([]string(nil), rd.wrap...), rd.bin, "--config", rd.cfgFile)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "SEALRUND_TEST_OVERLAY="+rd.tb.kit, "SEALRUND_TEST_ENTRYPOINT=sh /workspace/agent.sh",
 		"SEALRUN_TEST_RUNDIR="+rd.runDir), rd.env...) // the mark by which a later test stops it if this one is killed (testenv.RunDir)
 	cmd.Stderr = &rd.logs

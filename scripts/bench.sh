@@ -39,7 +39,8 @@ echo "== Go benchmarks"
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
   go test -run '^$' -bench . -benchtime 5x ./grader
   go test -run '^$' -bench . -benchtime 2x ./leaderboard
-  go test -run '^$' -bench . -benchtime 3x ./daemon
+  go test -run '^$' -bench . -skip 'SlurmNodes' -benchtime 3x ./daemon
+  go test -run '^$' -bench 'SlurmNodes' -benchtime 1x ./daemon
 } | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
 # gobench NAME: ns/op of a benchmark from the run above, as milliseconds.
 gobench_ms() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.2f", $3/1e6}' "$work/gobench.txt"; }
@@ -232,6 +233,16 @@ if [ -n "$(gobench_metric BenchmarkSlurmDispatch s-submit-to-started)" ]; then
   echo "sbatch to the run started on the node's sealrund $(gobench_metric BenchmarkSlurmDispatch s-submit-to-started) s; run ended to its files gathered in the results directory $(gobench_metric BenchmarkSlurmDispatch s-ended-to-gathered) s   (target: <= 5 s each)"
 else
   echo "not measured (BenchmarkSlurmDispatch needs root and Debian's slurmctld, slurmd, slurm-client and munge: make deps)"
+fi
+
+echo "== slurm, three nodes: a 30-seed array at once over 3 nodes (each its own slurmd and sealrund; 10 CPUs, concurrency 10), one publication over them"
+if [ -n "$(gobench_metric BenchmarkSlurmNodes s-submit-to-running-p50)" ]; then
+  one=$(gobench_metric BenchmarkSlurmDispatch s-submit-to-started)
+  p50=$(gobench_metric BenchmarkSlurmNodes s-submit-to-running-p50)
+  echo "sbatch to the run running on its node: median $p50 s, slowest $(gobench_metric BenchmarkSlurmNodes s-submit-to-running-max) s; vs one seed alone on one node $one s: ratio $(awk -v a="$p50" -v b="$one" 'BEGIN { if (b > 0) printf "%.1f", a / b }')x (30 sealed runs starting at once on this machine's cores)"
+  echo "the whole array $(gobench_metric BenchmarkSlurmNodes s-array-wall-per-run) s per run; leaderboard over the 30 runs $(gobench_metric BenchmarkSlurmNodes ms-leaderboard-per-run) ms per run; publication with every node's ledger $(gobench_metric BenchmarkSlurmNodes ms-publish-per-run) ms per run"
+else
+  echo "not measured (BenchmarkSlurmNodes needs root, iproute2, util-linux and Debian's Slurm and munge: make deps)"
 fi
 
 echo "== demo: one seed of the scripted agent on the quick demo track (sealrun demo --seeds 1 --quick), split"
