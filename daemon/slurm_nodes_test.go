@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -663,6 +664,68 @@ func TestSlurmNodes(t *testing.T) {
 	if !slices.Contains(row.SignedBy, "node3-2.pub") || len(row.SignedBy) < 3 {
 		t.Errorf("the row's signed-by keys %v; want every node's, node3's rotated one among them", row.SignedBy)
 	}
+
+	// Every node gathers every run it has into one fresh results directory at once, 4 clients a
+	// node, each in its own order, while a reader lists it as the leaderboard does: the reader
+	// never meets half a run, and the board over it is the board above.
+	again := filepath.Join(c.dir, "results-again")
+	os.Mkdir(again, 0o755)
+	stop := make(chan struct{})
+	half := make(chan string, 1)
+	go func() {
+		defer close(half)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ents, _ := os.ReadDir(again)
+			for _, e := range ents {
+				for _, f := range []string{"result.att.json", "run.json", "report.json", "audit.jsonl"} {
+					if _, err := os.Stat(filepath.Join(again, e.Name(), f)); err != nil && !strings.HasPrefix(e.Name(), ".") {
+						half <- e.Name() + " without " + f
+						return
+					}
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	gathers := 0
+	for _, n := range c.nodes {
+		client, runs := NewClient(n.rd.sock), n.runs()
+		gathers += 4 * len(runs)
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range runs {
+					if _, err := client.Gather(context.Background(), runs[(i*(g+1)+g)%len(runs)], again); err != nil {
+						t.Errorf("%s: gather: %v", n.name, err)
+					}
+				}
+			}()
+		}
+	}
+	began = time.Now()
+	wg.Wait()
+	took := time.Since(began)
+	close(stop)
+	if h, ok := <-half; ok {
+		t.Errorf("a reader of the results directory met %s", h)
+	}
+	if left, _ := filepath.Glob(filepath.Join(again, ".*")); len(left) > 0 {
+		t.Errorf("after the gathers, %v are left", left)
+	}
+	in2, err := leaderboard.Load([]string{again}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2 := leaderboard.Build(in2, keys); len(b2.Tables) != 1 || b2.Tables[0].Rows[0].N != 9 || len(b2.Tables[0].Rows[0].Invalid) != 1 || len(in2.Rejected) != 0 {
+		t.Errorf("the board over the results gathered at once differs: %+v, rejected %v", b2.Tables, in2.Rejected)
+	}
+	t.Logf("%d gathers from 3 nodes at once into one directory: %s", gathers, took.Round(time.Millisecond))
 }
 
 // Dispatch over a multi-node cluster: three nodes (10 CPUs each, sealrund concurrency 10) take a
