@@ -599,22 +599,47 @@ func TestSlurmNodes(t *testing.T) {
 		ledgerOf[n] = n.ledger(ledgers)
 		args = append(args, "--ledger", ledgerOf[n])
 	}
-	// The lost node's ledger has the lost run queued and ended invalid; the node that ran the
-	// seed again has the rerun; neither has the other's.
+	// From the ledgers: the first array landed on more than one node, each of its seeds queued
+	// on exactly one. The lost node's ledger has the lost run queued and ended invalid; the node
+	// that ran the seed again has the rerun; neither has the other's.
+	entries := map[*clusterNode]map[string]string{}
+	nodesOfSeed := map[int64][]string{}
+	for _, n := range c.nodes {
+		entries[n] = map[string]string{}
+		for _, l := range strings.Split(string(mustRead(t, ledgerOf[n])), "\n") {
+			var e struct {
+				Entry *struct {
+					Kind, Run, State string
+					Seed             int64
+				} `json:"entry"`
+			}
+			if json.Unmarshal([]byte(l), &e) != nil || e.Entry == nil {
+				continue
+			}
+			entries[n][e.Entry.Run] += e.Entry.Kind + e.Entry.State + " "
+			if e.Entry.Kind == "queued" && e.Entry.Seed <= 6 {
+				nodesOfSeed[e.Entry.Seed] = append(nodesOfSeed[e.Entry.Seed], n.name)
+			}
+		}
+	}
+	landed := map[string]bool{}
+	for seed := int64(1); seed <= 6; seed++ {
+		if len(nodesOfSeed[seed]) != 1 {
+			t.Errorf("seed %d is queued in the ledgers of %v; want exactly one node's", seed, nodesOfSeed[seed])
+		}
+		for _, n := range nodesOfSeed[seed] {
+			landed[n] = true
+		}
+	}
+	if len(landed) < 2 {
+		t.Errorf("by the ledgers, the first array ran on %v only; want more than one node", landed)
+	}
 	for _, want := range []struct {
 		n             *clusterNode
 		run, ended    string
 		notRun, where string
 	}{{lost, lostRun.ID, "invalid", rerun.ID, "the lost node's"}, {rerunNode, rerun.ID, "graded", lostRun.ID, "the rerun node's"}} {
-		kinds := map[string]string{}
-		for _, l := range strings.Split(string(mustRead(t, ledgerOf[want.n])), "\n") {
-			var e struct {
-				Entry *struct{ Kind, Run, State string } `json:"entry"`
-			}
-			if json.Unmarshal([]byte(l), &e) == nil && e.Entry != nil {
-				kinds[e.Entry.Run] += e.Entry.Kind + e.Entry.State + " "
-			}
-		}
+		kinds := entries[want.n]
 		if kinds[want.run] != "queued ended"+want.ended+" " || kinds[want.notRun] != "" {
 			t.Errorf("%s ledger (%s): run %s %q, run %s %q; want queued, ended %s, and nothing of the other", want.where, want.n.name, want.run, kinds[want.run], want.notRun, kinds[want.notRun], want.ended)
 		}
