@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	"view":                   {"transcript", "attest"},                                // reads sealrund through an interface (daemon.Client is one), as sealrun view
 	"cmd/sealrun":            {"*"},
 	"e2e":                    {"*"},
+	"deploy":                 {}, // deploy/kubernetes: a design's manifests and their test, no code
 	// internal/testenv gates tests on the machine (root, tools, the local images), as Go's own
 	// internal/testenv does; only _test files import it. internal/fileio (file helpers) may be
 	// imported by every package.

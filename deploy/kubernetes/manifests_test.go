@@ -1,5 +1,3 @@
-// Package kubernetes holds sealrun's Kubernetes design (README.md): manifests not yet run on any
-// cluster. This test holds them to the Kubernetes API types and to the rest of sealrun.
 package kubernetes
 
 import (
