@@ -18,6 +18,7 @@ import (
 
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/internal/inflight"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/runner"
 	"github.com/sealrun/sealrun/sandbox"
@@ -39,9 +40,18 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	if err != nil {
 		return StateInvalid, "gateway: " + err.Error()
 	}
-	gsrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	// The gateway's requests under way return before the run's end reads the audit log: each
+	// appends its exchange's entry (inflight).
+	exchanges := inflight.New()
+	gsrv := &http.Server{Handler: exchanges.Wrap(gw), ReadHeaderTimeout: 10 * time.Second}
 	go gsrv.Serve(gl)
-	rs.onClose(func() { gsrv.Close() })
+	closeGateway := func() {
+		gsrv.Close()
+		if left := exchanges.Close(runner.DrainTimeout); left > 0 {
+			rs.io.onInfra(fmt.Errorf("%d gateway request(s) still running %s after the gateway closed", left, runner.DrainTimeout))
+		}
+	}
+	rs.onClose(closeGateway)
 	if reason := rs.startGrader(); reason != "" {
 		return StateInvalid, reason
 	}
@@ -80,7 +90,7 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 		status, reason = StateInvalid, "stop controller: "+err.Error()
 	}
 	stopServing()
-	gsrv.Close()
+	closeGateway()
 	if st := gw.Stats(); status == "" && (st.Exhausted > 0 || st.ProviderLost > t.Budget.Wall/10) {
 		status, reason = StateInvalid, fmt.Sprintf("provider outage: %d requests exhausted their retries, %s of provider time lost (controller/GATEWAY.md)", st.Exhausted, st.ProviderLost.Round(time.Second))
 	}
@@ -139,8 +149,11 @@ func (rs *runState) startRunner(finalized chan struct{}) (rsvc *runner.Service, 
 	sctx, stop := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { rsvc.Serve(sctx, sl); close(served) }()
-	rs.onClose(func() { stop(); <-served; os.Remove(sock) })
-	return rsvc, sock, stop, ""
+	// Stopping waits for Serve, which returns once every request under way has (its audit entry
+	// written).
+	stopServing = func() { stop(); <-served }
+	rs.onClose(func() { stopServing(); os.Remove(sock) })
+	return rsvc, sock, stopServing, ""
 }
 
 // neverRan: the controller's container ended without its scaffold having run.

@@ -408,10 +408,16 @@ func TestSlurmArray(t *testing.T) {
 	if out, err := c.cmd("scancel", job5).CombinedOutput(); err != nil {
 		t.Fatalf("scancel: %v %s", err, out)
 	}
-	rd.waitFor("seed 6's run to be gathered", func() bool {
-		_, err := os.Stat(filepath.Join(results, stopped.ID, "result.att.json"))
-		return err == nil
-	})
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(results, stopped.ID, "result.att.json")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			r := rd.show(stopped.ID)
+			t.Fatalf("seed 6's run %s was not gathered in 2 min: it is %s (%s), ended %s; the task is %q, its output:\n%s\nsealrund:\n%s",
+				stopped.ID, r.State, r.Reason, r.Finished.Format(time.RFC3339Nano), c.tasks(job5)["6"], c.output(job5, "6"), rd.logs.String())
+		}
+	}
 	if r := rd.show(stopped.ID); r.State != StateInvalid || r.Reason != "cancelled" {
 		t.Errorf("the run of the scancelled job: %s (%s); want invalid, cancelled", r.State, r.Reason)
 	}

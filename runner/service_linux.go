@@ -16,6 +16,7 @@ import (
 
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/inflight"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -245,14 +246,27 @@ func Listen(path string, gid int) (net.Listener, error) {
 
 // Serve answers the agent socket until l is closed or ctx ends (then it returns nil).
 func (s *Service) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+	calls := inflight.New()
+	srv := &http.Server{Handler: calls.Wrap(s), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
+	err := srv.Serve(l)
+	// Every request under way returns before Serve does: a call the end cut short appends its
+	// audit entry before the run's end reads the log (a fresh CI's cancelled run had one
+	// appended after its transcript was written, and could never be gathered).
+	if left := calls.Close(DrainTimeout); left > 0 && s.o.onInfra != nil {
+		s.o.onInfra(fmt.Errorf("%d agent socket request(s) still running %s after the socket closed", left, DrainTimeout))
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
 		return err
 	}
 	return nil
 }
+
+// DrainTimeout bounds how long Serve waits, once the socket is closed, for the requests under
+// way: a cut-short call's container is killed and its entry written within the sandbox's kill
+// time-out (10 s by default).
+const DrainTimeout = time.Minute

@@ -53,6 +53,8 @@ type fixture struct {
 	rc     *policy.RunClock
 	run    *sandbox.Run
 	host   *sandbox.Host
+	// stop ends Serve (its context cancelled) and waits until it has returned.
+	stop func()
 }
 
 var budget = policy.Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute}
@@ -94,7 +96,8 @@ func newFixture(t testing.TB, opts ...Option) *fixture {
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { f.svc.Serve(sctx, l); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; f.svc.Close() })
+	f.stop = func() { cancel(); <-done }
+	t.Cleanup(func() { f.stop(); f.svc.Close() })
 	return f
 }
 
@@ -610,4 +613,29 @@ func TestPidsLimitIsTheAgents(t *testing.T) {
 	if e.PidsLimitEnded || e.Status != "exited" || e.Exit != 0 {
 		t.Errorf("audit: %+v", e)
 	}
+}
+
+// Serve returns only once every request under way has: a call the socket's closing cut short
+// (the run ended or was cancelled) has its audit entry written when Serve returns, before the
+// run's end reads the log and signs its head.
+func TestServeWaitsForCallsUnderWay(t *testing.T) {
+	f := newFixture(t)
+	done := make(chan result, 1)
+	go func() { done <- f.runner("python3", "-c", "import time; print('long call', flush=True); time.sleep(60)") }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		logs, _ := filepath.Glob(filepath.Join(f.calls, "*.log"))
+		if len(logs) > 0 {
+			if b, _ := os.ReadFile(logs[0]); strings.Contains(string(b), "long call") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call never ran")
+		}
+	}
+	f.stop()
+	if es := f.entries(); len(es) != 1 {
+		t.Errorf("when Serve returned, the audit log held %d entries; want the cut-short call's", len(es))
+	}
+	<-done
 }
