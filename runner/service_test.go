@@ -621,7 +621,9 @@ func TestPidsLimitIsTheAgents(t *testing.T) {
 func TestServeWaitsForCallsUnderWay(t *testing.T) {
 	f := newFixture(t)
 	done := make(chan result, 1)
-	go func() { done <- f.runner("python3", "-c", "import time; print('long call', flush=True); time.sleep(60)") }()
+	go func() {
+		done <- f.runner("python3", "-c", "import time; print('long call', flush=True); time.sleep(60)")
+	}()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		logs, _ := filepath.Glob(filepath.Join(f.calls, "*.log"))
 		if len(logs) > 0 {
