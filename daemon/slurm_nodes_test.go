@@ -120,17 +120,7 @@ SlurmctldPidFile=%[1]s/slurmctld.pid
 SlurmdPidFile=%[1]s/slurmd-%%n.pid
 SlurmctldLogFile=%[1]s/slurmctld.log
 SlurmdLogFile=%[1]s/slurmd-%%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=%[1]s/jobcomp.txt
-MpiDefault=none
-ReturnToService=2
+%[6]sReturnToService=2
 SlurmdTimeout=30
 MinJobAge=600
 KillWait=60
@@ -138,17 +128,9 @@ PlugStackConfig=%[1]s/plugstack.conf
 # the nodes' CPUs are the test's to say (3 nodes share this machine's cores)
 SlurmdParameters=config_overrides
 %[5]sPartitionName=e2e Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-`, dir, host, nodesSubnet, ports[0], nodeLines.String())
-	os.WriteFile(filepath.Join(dir, "plugstack.conf"), nil, 0o644)
-	if err := os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, dir, host, nodesSubnet, ports[0], nodeLines.String(), slurmPlugins(dir))
+	c.startController(conf)
 	p := func(n string) string { return filepath.Join(dir, n) }
-	c.env = append(os.Environ(), "SLURM_CONF="+p("slurm.conf"))
-	c.daemon("munged", "munged", "-F", "--force", "--socket="+p("munge.sock"), "--key-file="+p("munge.key"), "--pid-file="+p("munged.pid"),
-		"--log-file="+p("munged.log"), "--seed-file="+p("munge.seed"))
-	c.waitFor("munged's socket", func() bool { _, err := os.Stat(p("munge.sock")); return err == nil })
-	c.daemon("slurmctld", "slurmctld", "-D", "-i", "-f", p("slurm.conf"))
 	for i := 1; i <= n; i++ {
 		node := &clusterNode{c: c, name: fmt.Sprintf("node%d", i), addr: fmt.Sprintf("%s.%d", nodesSubnet, 10+i), dir: p(fmt.Sprintf("node%d", i))}
 		node.netns = fmt.Sprintf("sealrun-e2e-%s-%s", c.tag, node.name)

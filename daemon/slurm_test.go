@@ -75,7 +75,26 @@ SlurmctldPidFile=%[1]s/slurmctld.pid
 SlurmdPidFile=%[1]s/slurmd.pid
 SlurmctldLogFile=%[1]s/slurmctld.log
 SlurmdLogFile=%[1]s/slurmd.log
-ProctrackType=proctrack/linuxproc
+%[6]sReturnToService=2
+MinJobAge=600
+KillWait=100
+PlugStackConfig=%[1]s/plugstack.conf
+NodeName=%[2]s NodeAddr=127.0.0.1 CPUs=%[5]d State=UNKNOWN
+PartitionName=e2e Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+`, dir, host, ports[0], ports[1], max(2, numCPU()), slurmPlugins(dir))
+	c.startController(conf)
+	c.daemon("slurmd", "slurmd", "-D", "-f", p("slurm.conf"), "-N", host)
+	c.waitFor("the node to be idle", func() bool {
+		out, _ := c.cmd("sinfo", "-h", "-N", "-o", "%t").CombinedOutput()
+		return strings.TrimSpace(string(out)) == "idle"
+	})
+	return c
+}
+
+// slurmPlugins are the plugin lines every test cluster's slurm.conf shares: no accounting
+// daemon, completions logged to dir/jobcomp.txt (read by sacct -c).
+func slurmPlugins(dir string) string {
+	return fmt.Sprintf(`ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
@@ -83,30 +102,25 @@ SchedulerType=sched/builtin
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
-JobCompLoc=%[1]s/jobcomp.txt
+JobCompLoc=%s/jobcomp.txt
 MpiDefault=none
-ReturnToService=2
-MinJobAge=600
-KillWait=100
-PlugStackConfig=%[1]s/plugstack.conf
-NodeName=%[2]s NodeAddr=127.0.0.1 CPUs=%[5]d State=UNKNOWN
-PartitionName=e2e Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
-`, dir, host, ports[0], ports[1], max(2, numCPU()))
+`, dir)
+}
+
+// startController writes conf as the cluster's slurm.conf (with an empty plugstack.conf) and
+// starts munged (with c.dir/munge.key) and slurmctld.
+func (c *slurmCluster) startController(conf string) {
+	c.t.Helper()
+	p := func(n string) string { return filepath.Join(c.dir, n) }
 	os.WriteFile(p("plugstack.conf"), nil, 0o644)
 	if err := os.WriteFile(p("slurm.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	c.env = append(os.Environ(), "SLURM_CONF="+p("slurm.conf"))
 	c.daemon("munged", "munged", "-F", "--force", "--socket="+p("munge.sock"), "--key-file="+p("munge.key"), "--pid-file="+p("munged.pid"),
 		"--log-file="+p("munged.log"), "--seed-file="+p("munge.seed"))
 	c.waitFor("munged's socket", func() bool { _, err := os.Stat(p("munge.sock")); return err == nil })
 	c.daemon("slurmctld", "slurmctld", "-D", "-i", "-f", p("slurm.conf"))
-	c.daemon("slurmd", "slurmd", "-D", "-f", p("slurm.conf"), "-N", host)
-	c.waitFor("the node to be idle", func() bool {
-		out, _ := c.cmd("sinfo", "-h", "-N", "-o", "%t").CombinedOutput()
-		return strings.TrimSpace(string(out)) == "idle"
-	})
-	return c
 }
 
 // reapSlurm stops the clusters of test processes that were killed before their cleanups ran
