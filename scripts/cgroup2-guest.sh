@@ -16,7 +16,9 @@
 # --keep   keep --work
 # --root-only  only build (or find) the cached guest root, and stop (.ci/run does it beside make test)
 # Environment: CGROUP2_GUEST_TIMEOUT (seconds for the whole boot, default 2700), CGROUP2_GUEST_MEM
-# (default 8G), CGROUP2_GUEST_RUN (a regular expression: only the test binaries whose name matches).
+# (default 8G), CGROUP2_GUEST_SMP (vCPUs, default 2), CGROUP2_GUEST_CPU (qemu's -cpu, default max
+# under TCG, host under KVM), CGROUP2_GUEST_RUN (a regular expression: only the test binaries whose
+# name matches).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -182,7 +184,7 @@ for key in controller demo-controller python; do
 	cp -al "$state/images/sha256/$digest" "$data/state/images/sha256/"
 done
 [ -d "$state/airs-digits-raw" ] && cp -al "$state/airs-digits-raw" "$data/state/"
-printf 'bench=%s\nrun=%s\n' "$bench" "${CGROUP2_GUEST_RUN:-}" >"$data/guest.conf"
+printf 'bench=%q\nrun=%q\n' "$bench" "${CGROUP2_GUEST_RUN:-}" >"$data/guest.conf"
 size=$(( $(du -sm "$data" | cut -f1) * 13 / 10 + 4096 ))
 say "packing the data disk ($(du -sh "$data" | cut -f1), a ${size} MiB ext4 image)"
 rm -f "$work/data.img"
@@ -193,15 +195,15 @@ truncate -s 1G "$work/results.img"
 
 # --- Boot -------------------------------------------------------------------------------------
 accel="tcg,thread=multi,tb-size=1024"
-cpu=max
+cpu=${CGROUP2_GUEST_CPU:-max}
 if [ -w /dev/kvm ] && grep -qE '\b(vmx|svm)\b' /proc/cpuinfo && [ ! -d /sys/module/kvm_pvm ]; then
-	accel=kvm cpu=host
+	accel=kvm cpu=${CGROUP2_GUEST_CPU:-host}
 fi
 say "booting the guest (qemu, $accel; cgroup v2 only, systemd as PID 1) — its console follows, prefixed 'guest|'"
 timeout_s=${CGROUP2_GUEST_TIMEOUT:-2700}
 set +e
 timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nographic \
-	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" \
+	-accel "$accel" -cpu "$cpu" -smp "${CGROUP2_GUEST_SMP:-2}" -m "${CGROUP2_GUEST_MEM:-8G}" \
 	-kernel "$root_dir/vmlinux" -initrd "$root_dir/initrd.img" \
 	-append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all panic=-1 mitigations=off noxsave" \
 	-drive "file=$root_dir/root.img,if=virtio,format=raw,snapshot=on" \

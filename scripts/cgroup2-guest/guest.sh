@@ -93,6 +93,9 @@ package() {
 # Two lanes, one after the other: tried side by side (and beside make test on the host), the
 # emulated guest's tests slowed 4x and timed out (the sandbox's 144 s took 657 s, the hostile
 # scaffold's test failed at 510 s): on 2 host cores with TCG emulation, nothing is left to share.
+# Side by side in the guest alone (2026-11-27) it was no better: the hostile scaffold's run used up
+# its budget before a candidate was promoted, and the CLI's doctor test read the config the sealed
+# run installs in /etc/sealrun.
 lane_daemon() {
 	package daemon
 	if want daemon-unit; then
