@@ -16,9 +16,8 @@
 # --keep   keep --work
 # --root-only  only build (or find) the cached guest root, and stop (.ci/run does it beside make test)
 # Environment: CGROUP2_GUEST_TIMEOUT (seconds for the whole boot, default 2700), CGROUP2_GUEST_MEM
-# (default 8G), CGROUP2_GUEST_SMP (vCPUs, default 2), CGROUP2_GUEST_CPU (qemu's -cpu, default
-# Nehalem under TCG, host under KVM), CGROUP2_GUEST_RUN (a regular expression: only the test
-# binaries whose name matches).
+# (default 8G), CGROUP2_GUEST_CPU (qemu's -cpu, default Nehalem under TCG, host under KVM),
+# CGROUP2_GUEST_RUN (a regular expression: only the test binaries whose name matches).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -207,7 +206,7 @@ say "booting the guest (qemu, $accel, -cpu $cpu; cgroup v2 only, systemd as PID 
 timeout_s=${CGROUP2_GUEST_TIMEOUT:-2700}
 set +e
 timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nographic \
-	-accel "$accel" -cpu "$cpu" -smp "${CGROUP2_GUEST_SMP:-2}" -m "${CGROUP2_GUEST_MEM:-8G}" \
+	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" \
 	-kernel "$root_dir/vmlinux" -initrd "$root_dir/initrd.img" \
 	-append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all panic=-1 mitigations=off noxsave" \
 	-drive "file=$root_dir/root.img,if=virtio,format=raw,snapshot=on" \
