@@ -171,10 +171,14 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 		j.KillAfter(point, max(n, 1))
 	}
 	x.onEvent = d.publish
-	if reaped, err := x.Host.Reap(ctx); err != nil {
+	reaped, err := x.Host.Reap(ctx)
+	if err != nil {
 		log.Warn("reap leftovers", "err", err)
 	} else if len(reaped.Containers)+len(reaped.Runs) > 0 {
 		log.Info("removed what a previous daemon left", "containers", len(reaped.Containers), "runs", len(reaped.Runs))
+	}
+	for _, p := range reaped.Stranded {
+		log.Warn("removed a run's network namespace that a later mount over its directory had hidden (another program mounted it)", "netns", p)
 	}
 	if err := d.recover(ctx); err != nil {
 		return nil, err

@@ -23,6 +23,10 @@ type Event struct {
 	Data   json.RawMessage `json:"data,omitempty"`
 }
 
+// EventTeardownFailed is the event of a run whose containers, cgroups, mounts or network
+// namespace could not all be removed after it ended: its reason says what is left.
+const EventTeardownFailed = "teardown_failed"
+
 // MaxEventBytes bounds one journal line.
 const MaxEventBytes = 1 << 20
 

@@ -23,7 +23,14 @@ func (rs *runState) prepare(ctx context.Context) string {
 		return "sandbox: " + err.Error()
 	}
 	rs.run = run
-	rs.onClose(func() { run.Destroy(context.Background()) })
+	rs.onClose(func() {
+		// The run's result stands (its end is recorded); what could not be removed is the host's
+		// to clean, and someone must read that it is left: the journal and the run's followers
+		// say so, sealrun doctor lists it, and sealrund's reap at its next start removes it.
+		if err := run.Destroy(context.Background()); err != nil {
+			x.event(spec.ID, EventTeardownFailed, err.Error()+"; sealrun doctor lists what is left, and sealrund removes it when it next starts (or sealrun sandbox reap, while it is stopped)")
+		}
+	})
 	rs.ws = filepath.Join(rs.io.dir, "workspace")
 	if err := run.PrepareWorkspace(rs.ws, t.Resources.Workspace); err != nil {
 		return "workspace: " + err.Error()

@@ -319,9 +319,9 @@ func (n *clusterNode) kill() {
 	// the files they were mounted on are in the host's /run, which a real node's reboot empties.
 	runs, _ := os.ReadDir(filepath.Join(n.dir, "state", "runs"))
 	for _, r := range runs {
-		p := filepath.Join("/run/netns", sandbox.Prefix+r.Name()+"-gw")
+		p := filepath.Join(sandbox.DefaultNetnsDir, sandbox.Prefix+r.Name()+"-gw")
 		var st, parent syscall.Stat_t
-		if syscall.Stat(p, &st) == nil && syscall.Stat("/run/netns", &parent) == nil && st.Dev == parent.Dev {
+		if syscall.Stat(p, &st) == nil && syscall.Stat(sandbox.DefaultNetnsDir, &parent) == nil && st.Dev == parent.Dev {
 			os.Remove(p) // not a mount: nothing holds a namespace there
 		}
 	}

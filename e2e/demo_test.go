@@ -14,6 +14,7 @@ import (
 	"github.com/sealrun/sealrun/demo"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sealrun/sealrun/scaffolds"
 )
@@ -115,8 +116,8 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(string(mi), m[1]) || strings.Contains(string(mi), "/run/sealrun-demo") {
 		t.Errorf("mounts of run %s or under /run/sealrun-demo left", m[1])
 	}
-	if o, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(o), m[1]) {
-		t.Errorf("network namespace of run %s left: %s", m[1], o)
+	if _, err := os.Stat(filepath.Join(sandbox.DefaultNetnsDir, sandbox.Prefix+m[1]+"-gw")); err == nil {
+		t.Errorf("network namespace of run %s left in %s", m[1], sandbox.DefaultNetnsDir)
 	}
 }
 

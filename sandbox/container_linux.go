@@ -207,7 +207,7 @@ func (c *Container) makeBundle(cfg ContainerConfig, spec *specs.Spec) (string, e
 		return "", infra(id, "mounts", err)
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
-	hook := r.h.hookSpec(c.rt.Kind, cfg.Role, r.gateway, evidencePath, c.leaf.path)
+	hook := r.h.hookSpec(c.rt.Kind, cfg.Role, r.GatewayNetns(), evidencePath, c.leaf.path)
 	spec.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{hook}}
 	if c.rt.marksStarts() {
 		spec.Hooks.Poststart = []specs.Hook{r.h.startedHook(c.bundle)}
@@ -673,7 +673,7 @@ func (c *Container) teardown(ctx context.Context) []error {
 		errs = append(errs, err)
 	}
 	if c.Role == RoleController {
-		deleteGatewayLink(c.run.gateway)
+		deleteGatewayLink(c.run.GatewayNetns())
 	}
 	bundleFree := true
 	for _, m := range c.rootfsMounts {

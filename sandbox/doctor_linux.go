@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"github.com/vishvananda/netns"
 )
 
 // Check is one line of sealrun doctor.
@@ -41,12 +40,17 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 	} else {
 		add("user namespaces", "ok", "max_user_namespaces "+strings.TrimSpace(string(b)), "")
 	}
-	name := Prefix + "doctor-" + strconv.Itoa(os.Getpid())
+	netnsDir := cfg.NetnsDir
+	if netnsDir == "" {
+		netnsDir = DefaultNetnsDir
+	}
+	name := filepath.Join(netnsDir, Prefix+"doctor-"+strconv.Itoa(os.Getpid()))
 	if err := createGatewayNetns(name); err != nil {
 		add("network namespaces", "fail", err.Error(), "the kernel needs CONFIG_NET_NS and veth support")
+	} else if err := deleteNetns(name); err != nil {
+		add("network namespaces", "fail", "created a namespace with loopback, but could not remove it: "+err.Error(), "see what holds "+name+" in /proc/self/mountinfo")
 	} else {
-		netns.DeleteNamed(name)
-		add("network namespaces", "ok", "created and removed a namespace with loopback", "")
+		add("network namespaces", "ok", "created and removed a namespace with loopback in "+netnsDir, "")
 	}
 	rel, _, _ := kernelRelease()
 	fsType := filesystemOf(stateDir)
@@ -92,7 +96,7 @@ func Doctor(ctx context.Context, cfg HostConfig, stateDir string) []Check {
 	} else if err == nil {
 		add("state directory", "ok", fmt.Sprintf("%s (%v)", stateDir, fi.Mode().Perm()), "")
 	}
-	if left := leftovers(runRoots(ctx)); left != "" {
+	if left := leftovers(runRoots(ctx), netnsDir); left != "" {
 		add("leftovers", "warn", left, "sealrun sandbox reap (removes what a crashed run left)")
 	} else {
 		add("leftovers", "ok", "no sealrun containers, netns or cgroups left", "")
@@ -119,20 +123,25 @@ func missingControllers() []string {
 	return missing
 }
 
-// leftovers describes sealrun objects found on the host, or "": network namespaces, and run
-// cgroups under any of roots.
-func leftovers(roots []string) string {
+// leftovers describes sealrun objects found on the host, or "": network namespaces (in netnsDir
+// and where earlier sealrun kept them; those a later mount hides, by name), and run cgroups under
+// any of roots.
+func leftovers(roots []string, netnsDir string) string {
 	var parts []string
-	if entries, err := os.ReadDir("/run/netns"); err == nil {
-		n := 0
+	n := 0
+	for _, dir := range []string{netnsDir, LegacyNetnsDir} {
+		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), Prefix) {
 				n++
 			}
 		}
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%d network namespaces", n))
-		}
+	}
+	if n > 0 {
+		parts = append(parts, fmt.Sprintf("%d network namespaces", n))
+	}
+	if stranded := StrandedNetns(netnsDir); len(stranded) > 0 {
+		parts = append(parts, fmt.Sprintf("%d network namespaces hidden under a later mount of their directory (%s)", len(stranded), strings.Join(stranded, ", ")))
 	}
 	seen := map[string]bool{}
 	for _, m := range cgroupMounts() {

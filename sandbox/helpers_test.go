@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -132,8 +133,13 @@ func assertNoLeaks(t *testing.T, h *Host) {
 	made := recordsOf(h)
 	mountinfo, _ := os.ReadFile("/proc/self/mountinfo")
 	for id, rec := range made {
-		if _, err := os.Stat(filepath.Join("/run/netns", Prefix+id+"-gw")); err == nil {
-			t.Errorf("leaked network namespace of run %s", id)
+		if p := rec.netnsPath(); p != "" {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("leaked network namespace of run %s: %s", id, p)
+			}
+			if m := nsfsMountsAt(p); len(m) > 0 {
+				t.Errorf("leaked network namespace of run %s: %d mounts on %s (hidden under a later mount: %v)", id, len(m), p, slices.Contains(StrandedNetns(h.cfg.NetnsDir), p))
+			}
 		}
 		if (cgroupTree{path: h.placement.Root + "/" + id}).exists() {
 			t.Errorf("leaked cgroup of run %s", id)

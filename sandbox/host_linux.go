@@ -47,6 +47,9 @@ type HostConfig struct {
 	AllowUnshiftedRootfs bool
 	// CgroupParent is the cgroup runs are created under ("": where ResolvePlacement says).
 	CgroupParent string
+	// NetnsDir is where runs' gateway network namespaces are mounted (default DefaultNetnsDir,
+	// shared by every sealrun of the machine: a name there claims a run id).
+	NetnsDir string
 }
 
 // Host is the sandbox on one machine.
@@ -84,6 +87,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	if cfg.RangesDir == "" {
 		cfg.RangesDir = DefaultRangesDir
+	}
+	if cfg.NetnsDir == "" {
+		cfg.NetnsDir = DefaultNetnsDir
 	}
 	if cfg.KillTimeout <= 0 {
 		cfg.KillTimeout = 10 * time.Second

@@ -7,14 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
-
-	"github.com/vishvananda/netns"
 )
 
 // removeRecorded removes what a run record lists, and then the record (kept if anything failed,
@@ -36,9 +33,9 @@ func (h *Host) removeRecorded(rec runRecord) []error {
 			errs = append(errs, err)
 		}
 	}
-	if rec.Netns != "" {
-		if err := netns.DeleteNamed(rec.Netns); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EINVAL) {
-			errs = append(errs, fmt.Errorf("delete network namespace %s: %w", rec.Netns, err))
+	if p := rec.netnsPath(); p != "" {
+		if err := deleteNetns(p); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if rec.Shared.Base != 0 {
@@ -54,9 +51,21 @@ func (h *Host) removeRecorded(rec runRecord) []error {
 	return errs
 }
 
+// netnsPath is the path of the record's gateway namespace ("" if it has none): a bare name is
+// one under LegacyNetnsDir, where earlier sealrun kept them.
+func (rec runRecord) netnsPath() string {
+	if rec.Netns == "" || filepath.IsAbs(rec.Netns) {
+		return rec.Netns
+	}
+	return filepath.Join(LegacyNetnsDir, rec.Netns)
+}
+
 // Reaped lists what Reap removed.
 type Reaped struct {
 	Containers, Runs, Ranges, Bundles []string
+	// Stranded are the gateway namespaces of those runs that a later mount over their directory
+	// had hidden from their path (removed all the same: see removeHidden).
+	Stranded []string
 }
 
 func (r Reaped) Empty() bool {
@@ -65,12 +74,14 @@ func (r Reaped) Empty() bool {
 
 // Reap removes what an earlier sealrun with this host's run directory left behind (a crash, a
 // killed daemon): the containers in its runtime root, the runs it recorded (their cgroups,
-// workspace mounts, gateway netns), its UID ranges and bundles. It touches nothing another
+// workspace mounts, gateway netns, also one a later mount hid: Reaped.Stranded names those), its
+// UID ranges and bundles. It touches nothing another
 // sealrun on the machine made. The daemon calls it at start, when nothing of its own is live.
 func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 	var out Reaped
 	var errs []error
 	h.thawRecorded()
+	stranded := StrandedNetns(h.cfg.NetnsDir)
 	out.Containers, errs = h.reapContainers(ctx, errs)
 	if entries, err := os.ReadDir(filepath.Join(h.cfg.RunDir, "runs")); err == nil {
 		for _, e := range entries {
@@ -83,8 +94,12 @@ func (h *Host) Reap(ctx context.Context) (Reaped, error) {
 				// Claimed but nothing created yet (a crash inside NewRun): only the claim goes.
 				rec = runRecord{ID: e.Name()}
 			}
-			errs = append(errs, h.removeRecorded(rec)...)
+			rerrs := h.removeRecorded(rec)
+			errs = append(errs, rerrs...)
 			out.Runs = append(out.Runs, e.Name())
+			if p := rec.netnsPath(); p != "" && len(rerrs) == 0 && slices.Contains(stranded, p) {
+				out.Stranded = append(out.Stranded, p)
+			}
 		}
 	}
 	if owners, err := h.ranges.Owners(); err == nil {

@@ -25,15 +25,18 @@ import (
 var runIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
 
 // Run is one run's sandbox layout: a cgroup parent <root>/<id> (see Placement), a gateway netns
-// sealrun-<id>-gw, a UID range whose base is the run's shared GID, and its workspaces. What it
+// sealrun-<id>-gw (in the host's NetnsDir), a UID range whose base is the run's shared GID, and its workspaces. What it
 // creates is recorded under the host's run directory (runs/<id>/record.json) before it is
 // created, so that Reap of this host — and only of this host — finds it after a crash.
 type Run struct {
 	h       *Host
 	ID      string
 	shared  IDRange
-	gateway string
-	cg      cgroupTree
+	gateway string // the gateway netns's file (in the host's NetnsDir)
+	// ns is the gateway netns, open from its creation to Destroy: GatewayNetns's path reaches it
+	// through this descriptor, whatever is mounted over its directory meanwhile.
+	ns *os.File
+	cg cgroupTree
 
 	mu   sync.Mutex
 	seq  int
@@ -58,7 +61,9 @@ func (r *Run) Evidence() map[Role]NetnsEvidence {
 
 // runRecord is what a run created, as recorded in <RunDir>/runs/<id>/record.json.
 type runRecord struct {
-	ID         string   `json:"id"`
+	ID string `json:"id"`
+	// Netns is the gateway namespace's path (a bare name, as earlier sealrun wrote it: under
+	// LegacyNetnsDir).
 	Netns      string   `json:"netns,omitempty"`
 	Cgroup     string   `json:"cgroup,omitempty"`
 	Shared     IDRange  `json:"shared"`
@@ -89,7 +94,7 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 	if !runIDRE.MatchString(id) {
 		return nil, fmt.Errorf("%w: run id %q: use 1 to 31 lowercase letters, digits and dashes", ErrBadConfig, id)
 	}
-	r = &Run{h: h, ID: id, gateway: Prefix + id + "-gw", cg: cgroupTree{path: path.Join(h.placement.Root, id)}, live: map[string]*Container{}}
+	r = &Run{h: h, ID: id, gateway: filepath.Join(h.cfg.NetnsDir, Prefix+id+"-gw"), cg: cgroupTree{path: path.Join(h.placement.Root, id)}, live: map[string]*Container{}}
 	r.rec.ID = id
 	dir := h.runRecordDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -126,7 +131,11 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 		}
 		return nil, infra(id, "create gateway netns", err)
 	}
-	undo = append(undo, func() { netns.DeleteNamed(r.gateway) })
+	undo = append(undo, func() { deleteNetns(r.gateway) })
+	if r.ns, err = os.Open(r.gateway); err != nil {
+		return nil, infra(id, "open gateway netns", err)
+	}
+	undo = append(undo, func() { r.ns.Close() })
 	r.rec.Cgroup = r.cg.path
 	if err = r.save(); err != nil {
 		return nil, err
@@ -138,8 +147,11 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 	return r, nil
 }
 
-// GatewayNetns is the name of the run's gateway network namespace (under /run/netns).
-func (r *Run) GatewayNetns() string { return r.gateway }
+// GatewayNetns is a path that opens the run's gateway network namespace until Destroy: this
+// process's descriptor of it (/proc/PID/fd/N), for this process and the network hook alike. Not
+// the namespace's file in the NetnsDir: a mount another program makes over that directory would
+// hide it from its path mid-run.
+func (r *Run) GatewayNetns() string { return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), r.ns.Fd()) }
 
 // SharedGID is the host GID that container GID 1000 maps to in every container of the run.
 func (r *Run) SharedGID() uint32 { return r.shared.Base }
@@ -176,7 +188,7 @@ func (r *Run) PrepareWorkspace(dir string, quota int64) error {
 }
 
 func deleteGatewayLink(gateway string) {
-	ns, err := netns.GetFromName(gateway)
+	ns, err := netns.GetFromPath(gateway)
 	if err != nil {
 		return
 	}
@@ -205,6 +217,11 @@ func (r *Run) Destroy(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	r.mu.Lock()
+	if r.ns != nil {
+		r.ns.Close()
+	}
+	r.mu.Unlock()
 	errs = append(errs, r.h.removeRecorded(r.rec)...)
 	if len(errs) > 0 {
 		return infra(r.ID, "destroy run", errors.Join(errs...))

@@ -123,7 +123,7 @@ func TestNewRunRefusesLiveID(t *testing.T) {
 		t.Fatal("the live run's container died")
 	default:
 	}
-	if _, err := os.Stat("/run/netns/" + r.GatewayNetns()); err != nil {
+	if _, err := os.Stat(r.gateway); err != nil {
 		t.Errorf("the live run's gateway netns is gone: %v", err)
 	}
 	if !r.cg.exists() {

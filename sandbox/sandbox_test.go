@@ -443,7 +443,7 @@ func TestRunDirReapsKilledTestProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	netns := filepath.Join("/run/netns", r.GatewayNetns())
+	netns := r.gateway
 	// The process that made it is "gone" (its pid names the directory); the next one reaps.
 	h2 := testHost(t)
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {

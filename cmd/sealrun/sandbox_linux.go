@@ -390,7 +390,8 @@ still runs is refused (each process holds its own). The daemon calls it at start
 			for _, x := range []struct {
 				what  string
 				names []string
-			}{{"container", r.Containers}, {"run (cgroups, gateway netns, workspace mounts) of", r.Runs}, {"UID range of", r.Ranges}, {"bundle", r.Bundles}} {
+			}{{"container", r.Containers}, {"run (cgroups, gateway netns, workspace mounts) of", r.Runs}, {"UID range of", r.Ranges}, {"bundle", r.Bundles},
+				{"network namespace hidden under a later mount of its directory:", r.Stranded}} {
 				for _, n := range x.names {
 					fmt.Fprintf(w, "removed %s %s\n", x.what, n)
 				}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/sandbox"
 )
 
 // objects are the manifests' documents, decoded strictly (an unknown or misspelt field, a value
@@ -206,7 +207,10 @@ func TestManifests(t *testing.T) {
 	if cfg.StateDir == "" || cfg.RunDir == "" || cfg.Socket == "" {
 		t.Fatal("sealrun.toml: give state_dir, run_dir and socket: the mounts below are checked against them")
 	}
-	for path, propagate := range map[string]bool{cfg.StateDir: true, cfg.RunDir: true, "/run/netns": true, "/sys/fs/cgroup": false, "/dev": false, "/etc/cdi": false} {
+	if !strings.HasPrefix(sandbox.DefaultNetnsDir, cfg.RunDir+"/") {
+		t.Errorf("the gateway namespaces' directory %s is not under run_dir %s, which the DaemonSet mounts Bidirectional", sandbox.DefaultNetnsDir, cfg.RunDir)
+	}
+	for path, propagate := range map[string]bool{cfg.StateDir: true, cfg.RunDir: true, "/sys/fs/cgroup": false, "/dev": false, "/etc/cdi": false} {
 		m := mountOf(t, sealrund, path)
 		v := dvols[m.Name]
 		if v.HostPath == nil || v.HostPath.Path != path {

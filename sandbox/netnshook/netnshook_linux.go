@@ -84,7 +84,8 @@ func Enter(pid int) error {
 
 // Configure readies the network namespace the calling thread is in (Enter) for a created, not
 // yet started container: loopback up, IPv6 off, and for the controller a veth /30 whose other
-// end stays in the run's gateway netns. Runner and grader get loopback only.
+// end stays in the run's gateway netns (gatewayNetns: its path). Runner and grader get loopback
+// only.
 func Configure(h *netlink.Handle, role string, gatewayNetns string) error {
 	lo, err := h.LinkByName("lo")
 	if err != nil {
@@ -106,7 +107,7 @@ func Configure(h *netlink.Handle, role string, gatewayNetns string) error {
 		return err
 	}
 	defer here.Close()
-	gw, err := netns.GetFromName(gatewayNetns)
+	gw, err := netns.GetFromPath(gatewayNetns)
 	if err != nil {
 		return fmt.Errorf("open gateway network namespace %s: %w", gatewayNetns, err)
 	}

@@ -124,6 +124,9 @@ func HostWithConfig(t testing.TB, cfg sandbox.HostConfig) *sandbox.Host {
 		if owners, err := h.Ranges().Owners(); err != nil || len(owners) > 0 {
 			t.Errorf("leaked UID ranges: %v %v", owners, err)
 		}
+		if s := sandbox.StrandedNetns(sandbox.DefaultNetnsDir); len(s) > 0 {
+			t.Errorf("network namespaces hidden under a later mount of their directory, which no teardown removed: %v", s)
+		}
 		os.RemoveAll(runDir)
 	})
 	return h
