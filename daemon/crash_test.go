@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -439,4 +440,77 @@ func lastEvent(t *testing.T, journal []byte) Event {
 
 func lastRun(t *testing.T, journal string) string {
 	return lastEvent(t, mustRead(t, journal)).Run
+}
+
+// The fresh machine of issue 53, through a real sealrund, in a mount namespace where /run/netns
+// and sealrun's namespace directory have never been mounts. A run is live when iproute2's `ip
+// netns add` runs for the first time on the machine: the run still grades, and nothing of it is
+// left. Then a run is live when sealrund is killed and something mounts over sealrun's own
+// namespace directory, hiding the run's namespace: the next sealrund removes it, says so in its
+// log, and the rerun grades.
+func TestNetnsHiddenAcrossRestart(t *testing.T) {
+	if !testenv.InPrivateMounts(t, sandbox.LegacyNetnsDir, sandbox.DefaultNetnsDir) {
+		return
+	}
+	tb := newTestbed(t)
+	rd := newRealDaemon(t, tb)
+	agent := func(promote string) {
+		os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", promote, 1)), 0o755)
+	}
+	promoted := func(id string) func() bool {
+		return func() bool {
+			return strings.Contains(string(readOr(filepath.Join(tb.state, "runs", id, "history.jsonl"))), `"kind":"promote"`)
+		}
+	}
+	gw := func(id string) string { return filepath.Join(sandbox.DefaultNetnsDir, sandbox.Prefix+id+"-gw") }
+	nothingLeft := func(id string) {
+		t.Helper()
+		if s := sandbox.StrandedNetns(sandbox.DefaultNetnsDir); len(s) > 0 {
+			t.Errorf("stranded network namespaces: %v", s)
+		}
+		if _, err := os.Lstat(gw(id)); err == nil {
+			t.Errorf("run %s's network namespace %s is left", id, gw(id))
+		}
+	}
+
+	// 1. iproute2's first mount of /run/netns while a run is live.
+	agent(`runner promote "$id"; sleep 4; runner finalize "$id"`)
+	rd.start()
+	id := rd.launch("1")
+	rd.waitFor("the promotion", promoted(id))
+	probe := fmt.Sprintf("sealrun-probe-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", probe).Run()
+	if !testenv.IsMountPoint(sandbox.LegacyNetnsDir) {
+		t.Fatalf("ip netns add did not mount %s: the test did not reproduce a fresh machine", sandbox.LegacyNetnsDir)
+	}
+	rd.waitFor("the run's end", func() bool { return rd.show(id).Final() })
+	if r := rd.show(id); r.State != StateGraded {
+		t.Errorf("the run live during ip netns add: %s %s", r.State, r.Reason)
+	}
+	rd.waitFor("the run's teardown", func() bool { _, err := os.Lstat(gw(id)); return err != nil })
+	nothingLeft(id)
+	if j := string(readOr(filepath.Join(tb.state, "journal.jsonl"))); strings.Contains(j, EventTeardownFailed) {
+		t.Errorf("the journal has a failed teardown:\n%s", j)
+	}
+
+	// 2. sealrund killed with a run live; its namespace's directory mounted over; restarted.
+	agent(`runner promote "$id"; sleep 600`)
+	id2 := rd.launch("2")
+	rd.waitFor("the promotion", promoted(id2))
+	rd.kill9()
+	testenv.IPRoute2FirstMount(t, sandbox.DefaultNetnsDir)
+	if s := sandbox.StrandedNetns(sandbox.DefaultNetnsDir); !slices.Contains(s, gw(id2)) {
+		t.Fatalf("StrandedNetns = %v; want the killed run's %s", s, gw(id2))
+	}
+	agent(`runner finalize "$id"`)
+	rd.start()
+	rd.afterRestart(id2, "with its namespace hidden")
+	if !strings.Contains(rd.logs.String(), "a later mount over its directory had hidden") || !strings.Contains(rd.logs.String(), gw(id2)) {
+		t.Errorf("sealrund's log does not name the hidden namespace it removed:\n%s", rd.logs.String())
+	}
+	rd.stop()
+	nothingLeft(id2)
 }

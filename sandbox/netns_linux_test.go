@@ -13,55 +13,18 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sealrun/sealrun/internal/testenv"
 )
 
-// freshMountsEnv marks a test binary re-run by inPrivateMounts.
-const freshMountsEnv = "SEALRUN_TEST_PRIVATE_MOUNTS"
-
-// inPrivateMounts re-runs the calling test in a private mount namespace of its own (unshare(1),
-// propagation private: nothing it mounts or unmounts reaches this host's table), in which
-// /run/netns and sealrun's DefaultNetnsDir have never been mounts — the state of a machine on
-// which nothing has run `ip netns add` yet, whatever this host's is — and returns false; in that
-// namespace (the re-run) it returns true. The re-run's output goes to this test's log.
+// inPrivateMounts re-runs the calling test in a private mount namespace of its own in which
+// /run/netns and DefaultNetnsDir have never been mounts (testenv.InPrivateMounts).
 func inPrivateMounts(t *testing.T) bool {
 	t.Helper()
-	requireRoot(t)
-	if os.Getenv(freshMountsEnv) != "" {
-		for _, dir := range []string{LegacyNetnsDir, DefaultNetnsDir} {
-			for i := 0; i < 16 && unix.Unmount(dir, unix.MNT_DETACH) == nil; i++ {
-			}
-			if id, err := mountID(dir); err == nil {
-				if over, _ := visibleMount(dir); over == dir {
-					t.Fatalf("%s is still a mount (%d) in the private mount namespace", dir, id)
-				}
-			}
-		}
-		return true
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Fatalf("unshare (util-linux) is needed: %v", err)
-	}
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=10m")
-	cmd.Env = append(os.Environ(), freshMountsEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("the test in a private mount namespace:\n%s", out)
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
-		t.Fatalf("the test in a private mount namespace failed: %v", err)
-	}
-	return false
+	return testenv.InPrivateMounts(t, LegacyNetnsDir, DefaultNetnsDir)
 }
 
-// iproute2FirstMount does to dir what iproute2's `ip netns add` does to /run/netns the first time
-// it runs on a host: it binds the directory onto itself and makes it shared. It is mount(8), another
-// program, as on an operator's host.
-func iproute2FirstMount(t *testing.T, dir string) {
-	t.Helper()
-	for _, args := range [][]string{{"--bind", dir, dir}, {"--make-shared", dir}} {
-		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
-			t.Fatalf("mount %s: %v %s", strings.Join(args, " "), err, out)
-		}
-	}
-}
+func iproute2FirstMount(t *testing.T, dir string) { t.Helper(); testenv.IPRoute2FirstMount(t, dir) }
 
 // A sealed run's gateway namespace is never stranded by what other programs mount: with runs live
 // (each a controller on its gateway's veth, a listener in its gateway namespace), iproute2's
