@@ -402,20 +402,10 @@ func (t cgroupTree) Remove() error {
 
 // cgroupMounts lists the mount points of every cgroup and cgroup2 hierarchy.
 func cgroupMounts() []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
 	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		_, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		fsType := strings.Fields(post)
-		f := strings.Fields(line)
-		if len(fsType) > 0 && (fsType[0] == "cgroup" || fsType[0] == "cgroup2") && len(f) > 4 {
-			out = append(out, f[4])
+	for _, m := range mountTable() {
+		if m.Type == "cgroup" || m.Type == "cgroup2" {
+			out = append(out, m.Point)
 		}
 	}
 	return out
