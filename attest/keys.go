@@ -16,10 +16,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/google/renameio/v2/maybe"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/kms"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // Key algorithms.
@@ -79,10 +80,10 @@ func GenerateKeys(dir, algo string, passphrase []byte) (privPath, pubPath, keyID
 			return "", "", "", fmt.Errorf("%s already exists; move it away or choose another --out directory (keys are never overwritten)", p)
 		}
 	}
-	if err := maybe.WriteFile(privPath, privPEM, 0o600); err != nil {
+	if err := fileio.WriteFile(privPath, privPEM, 0o600); err != nil {
 		return "", "", "", fmt.Errorf("write %s: %w", privPath, err)
 	}
-	if err := maybe.WriteFile(pubPath, pubPEM, 0o644); err != nil {
+	if err := fileio.WriteFile(pubPath, pubPEM, 0o644); err != nil {
 		os.Remove(privPath)
 		return "", "", "", fmt.Errorf("write %s: %w", pubPath, err)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
-	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/transcript"
 )
@@ -150,7 +149,7 @@ func EventLine(e Event, r Record) string {
 // results directory holds), the rest streamed, the bundle checked against the report's candidate.
 func (c *Client) fetchRun(ctx context.Context, id string, att []byte, tmp string) error {
 	var bundleSum string
-	if err := exams.WriteAtomic(filepath.Join(tmp, "result.att.json"), 0o644, func(w io.Writer) error { _, err := w.Write(att); return err }); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(tmp, "result.att.json"), 0o644, func(w io.Writer) error { _, err := w.Write(att); return err }); err != nil {
 		return err
 	}
 	for _, f := range gatherFiles {
@@ -302,7 +301,7 @@ func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bo
 		return false, err
 	}
 	recJSON, _ := json.MarshalIndent(rec, "", "  ")
-	if err := exams.WriteAtomic(filepath.Join(tmp, "run.json"), 0o644, func(w io.Writer) error { _, err := w.Write(append(recJSON, '\n')); return err }); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(tmp, "run.json"), 0o644, func(w io.Writer) error { _, err := w.Write(append(recJSON, '\n')); return err }); err != nil {
 		return false, err
 	}
 	if err := fileio.SyncDir(tmp); err != nil {

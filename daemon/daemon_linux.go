@@ -24,8 +24,8 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
-	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
@@ -456,7 +456,7 @@ func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed in
 	if err := os.Mkdir(dir, 0o711); err != nil {
 		return nil, err
 	}
-	if err := exams.WriteAtomic(filepath.Join(dir, "track.toml"), 0o644, func(w io.Writer) error { _, err := w.Write(trackFile); return err }); err != nil {
+	if err := fileio.WriteAtomic(filepath.Join(dir, "track.toml"), 0o644, func(w io.Writer) error { _, err := w.Write(trackFile); return err }); err != nil {
 		return nil, err
 	}
 	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf, GPUs: gpus, Dispatcher: dispatcher})

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // record records the run's end once its attestation is written.
@@ -68,5 +68,5 @@ func (x *Executor) writeSummary(dir string, spec RunSpec, out *Outcome, p *attes
 	fmt.Fprintf(&b, "audit      %d entries, head %s\n", p.Audit.Entries, p.Audit.Head)
 	fmt.Fprintf(&b, "verify     sealrun verify %s --key PUB --bundle <candidate> --report %s --audit %s\n",
 		filepath.Join(dir, "result.att.json"), filepath.Join(dir, "report.json"), filepath.Join(dir, "audit.jsonl"))
-	exams.WriteAtomic(filepath.Join(dir, "summary.txt"), 0o644, func(w io.Writer) error { _, err := io.WriteString(w, b.String()); return err })
+	fileio.WriteAtomic(filepath.Join(dir, "summary.txt"), 0o644, func(w io.Writer) error { _, err := io.WriteString(w, b.String()); return err })
 }

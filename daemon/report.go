@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -153,7 +153,7 @@ func WriteRunReport(dir string, r RunReport) error {
 		r.Ticks = append(r.Ticks, reportTick{X: x(d), Label: "+" + d.Round(time.Second).String()})
 	}
 	r.Width, r.Height = int(repLeft+repWidth+30), 290
-	return exams.WriteAtomic(filepath.Join(dir, "report.html"), 0o644, func(w io.Writer) error { return reportPage.Execute(w, r) })
+	return fileio.WriteAtomic(filepath.Join(dir, "report.html"), 0o644, func(w io.Writer) error { return reportPage.Execute(w, r) })
 }
 
 func readAudit(rd io.Reader, r *RunReport) {

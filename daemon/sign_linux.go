@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -122,7 +122,7 @@ func (rs *runState) sign(ctx context.Context, pred *attest.Predicate, subjects [
 		return nil, fmt.Errorf("sign the attestation of run %s: %w", id, err)
 	}
 	attPath := filepath.Join(rs.io.dir, "result.att.json")
-	if err := exams.WriteAtomic(attPath, 0o644, func(w io.Writer) error { _, err := w.Write(env); return err }); err != nil {
+	if err := fileio.WriteAtomic(attPath, 0o644, func(w io.Writer) error { _, err := w.Write(env); return err }); err != nil {
 		return nil, fmt.Errorf("write the attestation: %w", err)
 	}
 	out.Attestation = attPath

@@ -24,6 +24,7 @@ import (
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
@@ -159,7 +160,7 @@ func demoExam(state string, questions int) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", err
 	}
-	return sum, exams.WriteAtomic(dst, 0o600, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err })
+	return sum, fileio.WriteAtomic(dst, 0o600, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err })
 }
 
 // contamination counts the exam's answers that occur, with the 32 bytes before them, in the
@@ -313,7 +314,7 @@ func demoPublish(ctx context.Context, c *daemon.Client, state, demoDir, pubDir, 
 	}
 	defer lf.Close()
 	ledgerOut := filepath.Join(demoDir, "ledger-demo.jsonl")
-	if err := exams.WriteAtomic(ledgerOut, 0o644, func(w io.Writer) error { _, err := ledger.Export(lf, w); return err }); err != nil {
+	if err := fileio.WriteAtomic(ledgerOut, 0o644, func(w io.Writer) error { _, err := ledger.Export(lf, w); return err }); err != nil {
 		return fmt.Errorf("export the run ledger: %w", err)
 	}
 	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: leaderboard.SuiteExam, Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}}); err != nil {

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // Encode writes the canonical built exam of qs to w (see FORMAT.md) and returns its SHA-256 in
@@ -47,7 +47,7 @@ func Encode(w io.Writer, qs []Question, contextBytes int) (string, error) {
 // built exam is secret. It returns the exam hash.
 func WriteFile(path string, qs []Question, contextBytes int) (string, error) {
 	var sum string
-	err := WriteAtomic(path, 0o600, func(w io.Writer) error {
+	err := fileio.WriteAtomic(path, 0o600, func(w io.Writer) error {
 		var err error
 		sum, err = Encode(w, qs, contextBytes)
 		return err
@@ -56,52 +56,6 @@ func WriteFile(path string, qs []Question, contextBytes int) (string, error) {
 		return "", fmt.Errorf("build %s: %w", path, err)
 	}
 	return sum, nil
-}
-
-// WriteAtomic writes path through write into a temporary file in the same directory, syncs it
-// and renames it into place, so that readers see the old file or the whole new one, never a
-// part, and a failed write leaves no file. It works on every OS the verify path runs on (the
-// rename replaces an existing file on Windows too).
-func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err = write(bw); err != nil {
-		return err
-	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil && runtime.GOOS != "windows" {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	// The rename is durable only once the directory is: fsync it (not possible on Windows,
-	// where the rename is what there is).
-	if runtime.GOOS != "windows" {
-		if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-			derr = d.Sync()
-			d.Close()
-			return derr
-		}
-	}
-	return nil
 }
 
 // HashFile returns the lowercase hex SHA-256 of the file at path, streaming: the same value as

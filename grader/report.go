@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -167,7 +167,7 @@ func WriteReport(path string, r *Report) (string, error) {
 		return "", err
 	}
 	data = append(data, '\n')
-	if err := exams.WriteAtomic(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+	if err := fileio.WriteAtomic(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		return "", fmt.Errorf("write report: %w", err)
 	}
 	h := sha256.Sum256(data)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/airs"
-	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -120,7 +120,7 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 			return nil, "", err
 		}
 		// evaluate.py's stderr may echo labels: it stays private, beside the other grading logs.
-		exams.WriteAtomic(filepath.Join(s.cfg.Env.WorkDir, "evaluate.stderr"), 0o600, func(w io.Writer) error {
+		fileio.WriteAtomic(filepath.Join(s.cfg.Env.WorkDir, "evaluate.stderr"), 0o600, func(w io.Writer) error {
 			if ev.PrepareRun != nil && ev.PrepareRun != ev.Run {
 				io.WriteString(w, "--- evaluate_prepare.py\n"+ev.PrepareRun.Stderr+"\n--- evaluate.py\n")
 			}
@@ -174,7 +174,7 @@ func WriteTaskReport(path string, rep *TaskReport) (string, error) {
 		return "", err
 	}
 	data = append(data, '\n')
-	if err := exams.WriteAtomic(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+	if err := fileio.WriteAtomic(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		return "", fmt.Errorf("write report: %w", err)
 	}
 	sum := sha256.Sum256(data)

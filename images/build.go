@@ -26,7 +26,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/google/renameio/v2"
 
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
@@ -190,7 +189,7 @@ func (s *Store) cached(o BuildOptions, key, inputs string) (string, bool) {
 }
 
 func writeStamp(o BuildOptions, key, inputs, ref string) error {
-	return renameio.WriteFile(filepath.Join(o.CacheDir, key+".stamp"), []byte(inputs+" "+ref+"\n"), 0o600)
+	return fileio.WriteFile(filepath.Join(o.CacheDir, key+".stamp"), []byte(inputs+" "+ref+"\n"), 0o600)
 }
 
 func hashStrings(parts ...string) string {

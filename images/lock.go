@@ -10,7 +10,8 @@ import (
 	"strconv"
 
 	"github.com/BurntSushi/toml"
-	"github.com/google/renameio/v2"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // Lock is an images.lock file: names (a tag as given to pin, or a local image key) mapped to
@@ -59,7 +60,7 @@ func (l Lock) Write(path string) error {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s = %s\n", strconv.Quote(k), strconv.Quote(l[k]))
 	}
-	return renameio.WriteFile(path, b.Bytes(), 0o644)
+	return fileio.WriteFile(path, b.Bytes(), 0o644)
 }
 
 // UpdateLock sets entries in the lock file at path, keeping the others.

@@ -22,7 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
-	"github.com/google/renameio/v2"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // ErrNotFound: no image with that digest in the store.
@@ -498,7 +499,7 @@ func writeRecord(dir string, r *Record) error {
 	if err != nil {
 		return err
 	}
-	return renameio.WriteFile(filepath.Join(dir, "image.json"), append(b, '\n'), 0o600)
+	return fileio.WriteFile(filepath.Join(dir, "image.json"), append(b, '\n'), 0o600)
 }
 
 // verifyImage re-hashes everything of an image read from disk: the manifest digest, every

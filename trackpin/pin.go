@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/renameio/v2"
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/exams"
@@ -89,7 +88,7 @@ func Pin(state, path string, data []byte, out string, p Pins) (*Pinned, error) {
 
 // WriteFile writes the pinned track to path atomically.
 func (p *Pinned) WriteFile(path string) error {
-	if err := renameio.WriteFile(path, []byte(p.Text), 0o644); err != nil {
+	if err := fileio.WriteFile(path, []byte(p.Text), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

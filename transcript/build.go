@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -653,14 +654,14 @@ func Write(dir string, t *Transcript) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "transcript.json"), j); err != nil {
+	if err := fileio.WriteFile(filepath.Join(dir, "transcript.json"), j, 0o644); err != nil {
 		return err
 	}
 	var page bytes.Buffer
 	if err := Render(&page, t, PageOptions{}); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "transcript.html"), page.Bytes())
+	return fileio.WriteFile(filepath.Join(dir, "transcript.html"), page.Bytes(), 0o644)
 }
 
 // Marshal is transcript.json's bytes: the same transcript always gives the same bytes.
@@ -688,34 +689,4 @@ func Read(path string) (*Transcript, error) {
 		return nil, fmt.Errorf("%s: format %q; this sealrun reads %s", path, t.Format, Format)
 	}
 	return &t, nil
-}
-
-// writeAtomic writes a file beside its name, syncs it and renames it into place.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }

@@ -11,11 +11,11 @@ import (
 	"text/tabwriter"
 	"unicode"
 
-	"github.com/google/renameio/v2/maybe"
+	"github.com/spf13/cobra"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
-	"github.com/spf13/cobra"
 )
 
 func newAttestCmd() *cobra.Command {
@@ -266,7 +266,7 @@ func signPredicate(cmd *cobra.Command, keyRef string, pass []byte, st *attest.St
 	if err != nil {
 		return err
 	}
-	if err := maybe.WriteFile(out, env, 0o644); err != nil {
+	if err := fileio.WriteFile(out, env, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", out, err)
 	}
 	pub, err := signer.PublicKey()
@@ -282,7 +282,7 @@ func signPredicate(cmd *cobra.Command, keyRef string, pass []byte, st *attest.St
 		return err
 	}
 	bundlePath := attest.BundlePath(out)
-	if err := maybe.WriteFile(bundlePath, bundle, 0o644); err != nil {
+	if err := fileio.WriteFile(bundlePath, bundle, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", bundlePath, err)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s: signed (%d bytes); %s: the same as a Sigstore bundle (v0.3, for cosign)\ncheck it with: sealrun verify %s --key <public key>\n", out, len(env), bundlePath, out)

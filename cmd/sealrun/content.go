@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/daemon"
-	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
-	"github.com/spf13/cobra"
 )
 
 func newContentCmd(g *globals) *cobra.Command {
@@ -58,7 +58,7 @@ container).`,
 					if err != nil {
 						return err
 					}
-					err = exams.WriteAtomic(dst, 0o600, func(w io.Writer) error { _, err := io.Copy(w, src); return err })
+					err = fileio.WriteAtomic(dst, 0o600, func(w io.Writer) error { _, err := io.Copy(w, src); return err })
 					src.Close()
 					if err != nil {
 						return ioError(err)

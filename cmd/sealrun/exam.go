@@ -7,9 +7,10 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/internal/fileio"
-	"github.com/spf13/cobra"
 )
 
 func newExamCmd() *cobra.Command {
@@ -284,7 +285,7 @@ extraction), for demos and tests. The same seed and count always give the same b
 			if out == "-" {
 				return exams.WriteDocuments(cmd.OutOrStdout(), docs)
 			}
-			if err := exams.WriteAtomic(out, 0o644, func(w io.Writer) error { return exams.WriteDocuments(w, docs) }); err != nil {
+			if err := fileio.WriteAtomic(out, 0o644, func(w io.Writer) error { return exams.WriteDocuments(w, docs) }); err != nil {
 				return fmt.Errorf("write %s: %w", out, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d documents, %d questions (seed %d)\n", out, len(docs), count, seed)

@@ -8,11 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sealrun/sealrun/airs"
-	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/policy"
-	"github.com/spf13/cobra"
 )
 
 // leaderboardFlags are the flags of sealrun leaderboard.
@@ -142,7 +143,7 @@ func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) erro
 			return ioError(err)
 		}
 	} else {
-		if err := exams.WriteAtomic(f.out, 0o644, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
+		if err := fileio.WriteAtomic(f.out, 0o644, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
 			return ioError(err)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "sealrun leaderboard: wrote %s (%d tables, %d rejected)\n", f.out, tables, rejected)

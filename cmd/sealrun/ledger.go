@@ -12,7 +12,6 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
 
-	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
@@ -71,7 +70,7 @@ Exit status: 0 written, 1 the ledger does not check, 2 usage or I/O error.`,
 			}
 			defer f.Close()
 			var c ledger.Checkpoint
-			err = exams.WriteAtomic(out, 0o644, func(w io.Writer) error {
+			err = fileio.WriteAtomic(out, 0o644, func(w io.Writer) error {
 				var err error
 				c, err = ledger.Export(f, w)
 				return err

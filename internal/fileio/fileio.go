@@ -1,9 +1,10 @@
 // Package fileio holds the file helpers every floor uses: opening only regular files with an
-// error that names the file, reading with a size limit, hashing, and making directory entries
-// durable.
+// error that names the file, reading with a size limit, hashing, writing a file atomically, and
+// making directory entries durable.
 package fileio
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -67,6 +68,51 @@ func SHA256(path string) (string, error) {
 		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// WriteAtomic writes path through write into a temporary file in the same directory, syncs it,
+// gives it perm exactly (no umask) and renames it into place, then syncs the directory: readers
+// see the old file or the whole new one, never a part; a failed write leaves no file (and the old
+// one untouched); once it returns, a crash keeps the new file. The module's one atomic write: it
+// works on every OS the verify path runs on (the rename replaces an existing file on Windows too,
+// where a directory cannot be synced). Errors name path.
+func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			err = fmt.Errorf("write %s: %w", path, err)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err = write(bw); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
+		return err
+	}
+	if err = f.Chmod(perm); err != nil && runtime.GOOS != "windows" {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// WriteFile is WriteAtomic of data.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return WriteAtomic(path, perm, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
 // SyncDir fsyncs a directory, so that the entries made, renamed or removed in it are durable.

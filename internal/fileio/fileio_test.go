@@ -1,6 +1,8 @@
 package fileio
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,5 +80,40 @@ func TestBeside(t *testing.T) {
 	os.Mkdir(other, 0o755)
 	if got := Beside(main, "other"); got != "" {
 		t.Errorf("a directory: %q", got)
+	}
+}
+
+// WriteAtomic: the whole new file with exactly its permissions, or, when the write fails, the old
+// file untouched and no temporary file left; an error names the path.
+func TestWriteAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "record.json")
+	if err := WriteFile(p, []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(p, []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "new\n" {
+		t.Errorf("content %q", b)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v; want 0644 exactly, whatever the umask", fi.Mode().Perm())
+	}
+	err := WriteAtomic(p, 0o644, func(w io.Writer) error {
+		w.Write([]byte("half of a"))
+		return errors.New("the writer failed")
+	})
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "the writer failed") {
+		t.Errorf("a failed write: %v; want its cause and the path", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "new\n" {
+		t.Errorf("a failed write changed the file: %q", b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("a failed write left files: %v", entries)
+	}
+	if err := WriteFile(filepath.Join(dir, "no-such-dir", "x"), nil, 0o644); err == nil || !strings.Contains(err.Error(), "no-such-dir") {
+		t.Errorf("a write into a missing directory: %v", err)
 	}
 }
