@@ -9,27 +9,16 @@ import (
 	"github.com/sealrun/sealrun/policy"
 )
 
-// gatewayUsage is what a run's usage reads of a gateway audit entry: the token counts the
-// gateway recorded (controller.Usage, as it is written).
-type gatewayUsage struct {
-	Kind  string `json:"kind"`
-	Usage struct {
-		Prompt       int64 `json:"prompt"`
-		Completion   int64 `json:"completion"`
-		Reasoning    int64 `json:"reasoning"`
-		CachedPrompt int64 `json:"cached_prompt"`
-		CacheWrite   int64 `json:"cache_write"`
-	} `json:"usage"`
-}
-
 // EntryTokens reads a gateway audit entry's tokens; ok is false for any other entry.
 func EntryTokens(line []byte) (t policy.Tokens, ok bool) {
-	var e gatewayUsage
-	if json.Unmarshal(line, &e) != nil || e.Kind != "gateway" {
+	var e struct {
+		Kind  string      `json:"kind"`
+		Usage audit.Usage `json:"usage"`
+	}
+	if json.Unmarshal(line, &e) != nil || e.Kind != audit.KindGateway {
 		return policy.Tokens{}, false
 	}
-	u := e.Usage
-	return policy.Tokens{Input: u.Prompt, CachedInput: u.CachedPrompt, CacheWrite: u.CacheWrite, Output: u.Completion, Reasoning: u.Reasoning}, true
+	return e.Usage.Tokens(), true
 }
 
 // UsageFromAudit sums a run's model use from its audit log: every gateway entry is a request, and

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
 
@@ -80,7 +81,7 @@ type usageReader struct {
 	streamed bool
 	buf      bytes.Buffer // the JSON body, or the current line of a stream
 	skip     bool         // the current line is over maxUsageLine
-	u        Usage
+	u        audit.Usage
 }
 
 func newUsageReader(streamed bool) *usageReader { return &usageReader{streamed: streamed} }
@@ -123,9 +124,9 @@ func (r *usageReader) line(l []byte) {
 }
 
 // result is the usage read: the whole body's, or the largest each count reached in the stream.
-func (r *usageReader) result() Usage {
+func (r *usageReader) result() audit.Usage {
 	if !r.streamed {
-		var u Usage
+		var u audit.Usage
 		readUsage(r.buf.Bytes(), &u)
 		return u
 	}
@@ -137,7 +138,7 @@ func (r *usageReader) result() Usage {
 }
 
 // parseUsage reads token usage from a JSON response or from the usage events of an SSE stream.
-func parseUsage(body []byte, streamed bool) Usage {
+func parseUsage(body []byte, streamed bool) audit.Usage {
 	r := newUsageReader(streamed)
 	r.Write(body)
 	return r.result()
@@ -147,7 +148,7 @@ func parseUsage(body []byte, streamed bool) Usage {
 // OpenAI's chat completions (prompt/completion tokens), its Responses API (input/output tokens,
 // also inside a response.* event's response), Anthropic's messages (input/output tokens, also in
 // message_start's message), Google's Gemini API (usageMetadata).
-func readUsage(b []byte, u *Usage) {
+func readUsage(b []byte, u *audit.Usage) {
 	var v struct {
 		Usage *struct {
 			PromptTokens            int64 `json:"prompt_tokens"`

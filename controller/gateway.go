@@ -192,57 +192,9 @@ func (g *Gateway) Stats() GatewayStats {
 	return g.stats
 }
 
-// GatewayRecord is the audit entry of one request (kind "gateway").
-type GatewayRecord struct {
-	Request        int       `json:"request"`
-	Time           time.Time `json:"time"`
-	Method         string    `json:"method"`
-	Path           string    `json:"path"`
-	Model          string    `json:"model"`
-	Effort         string    `json:"effort"`
-	Status         int       `json:"status"`
-	Refused        string    `json:"refused,omitempty"`
-	Tries          []Try     `json:"tries"`
-	LatencyMS      int64     `json:"latency_ms"`
-	ProviderLostMS int64     `json:"provider_lost_ms"`
-	RequestBytes   int64     `json:"request_bytes"`
-	RequestSHA256  string    `json:"request_sha256"`
-	ResponseBytes  int64     `json:"response_bytes"`
-	ResponseSHA256 string    `json:"response_sha256"`
-	Streamed       bool      `json:"streamed"`
-	Usage          Usage     `json:"usage"`
-	Error          string    `json:"error,omitempty"`
-	// BodyError: a body the entry hashes could not be kept (the run is invalid for it).
-	BodyError string `json:"body_error,omitempty"`
-}
-
-// Try is one attempt at the provider.
-type Try struct {
-	Status    int    `json:"status,omitempty"`
-	Error     string `json:"error,omitempty"`
-	LatencyMS int64  `json:"latency_ms"`
-	WaitMS    int64  `json:"wait_ms,omitempty"` // backoff after it
-}
-
-// Usage is the token usage the provider reported. Prompt counts every input token, cached ones
-// included (Anthropic's input_tokens plus its cache reads and writes); CachedPrompt and
-// CacheWrite are parts of it. Completion counts every output token; Reasoning is part of it.
-type Usage struct {
-	Prompt       int64 `json:"prompt"`
-	Completion   int64 `json:"completion"`
-	Reasoning    int64 `json:"reasoning"`
-	CachedPrompt int64 `json:"cached_prompt,omitempty"`
-	CacheWrite   int64 `json:"cache_write,omitempty"`
-}
-
-// Tokens is u as a track's budget and the price table count it.
-func (u Usage) Tokens() policy.Tokens {
-	return policy.Tokens{Input: u.Prompt, CachedInput: u.CachedPrompt, CacheWrite: u.CacheWrite, Output: u.Completion, Reasoning: u.Reasoning}
-}
-
 // exchange is one request's state while it is proxied.
 type exchange struct {
-	rec     GatewayRecord
+	rec     audit.Gateway
 	body    []byte
 	capture *capture
 	start   time.Time
@@ -257,7 +209,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	seq := g.seq
 	g.stats.Requests++
 	g.mu.Unlock()
-	x := &exchange{start: g.o.now(), rec: GatewayRecord{Request: seq, Method: r.Method, Path: r.URL.Path, Model: g.agent.Model, Effort: g.agent.Effort, Tries: []Try{}}}
+	x := &exchange{start: g.o.now(), rec: audit.Gateway{Request: seq, Method: r.Method, Path: r.URL.Path, Model: g.agent.Model, Effort: g.agent.Effort, Tries: []audit.Try{}}}
 	x.rec.Time = x.start.UTC()
 	sw := &statusWriter{ResponseWriter: w}
 	defer g.finish(x, sw)
@@ -459,7 +411,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	x := req.Context().Value(exchangeKey{}).(*exchange)
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		try := Try{}
+		try := audit.Try{}
 		out := req.Clone(req.Context())
 		out.Body = io.NopCloser(bytes.NewReader(x.body))
 		t0 := g.o.now()
@@ -623,7 +575,7 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 			g.o.onInfra(fmt.Errorf("gateway request %d: a body could not be kept (%s); the audit log hashes it and nothing holds it", x.rec.Request, x.rec.BodyError))
 		}
 	}
-	if _, _, err := g.o.log.Append("gateway", x.rec); err != nil && g.o.onInfra != nil {
+	if _, _, err := g.o.log.Append(audit.KindGateway, x.rec); err != nil && g.o.onInfra != nil {
 		// The request is already answered; the missing entry is the infrastructure's failure.
 		g.o.onInfra(fmt.Errorf("gateway request %d: %w", x.rec.Request, err))
 	}

@@ -85,7 +85,7 @@ func (x *gw) do(method, path string, body string, hdr map[string]string) (*http.
 
 // records waits until the audit log has at least as many entries as requests answered (the
 // entry is appended as the handler returns, just after the client has its response).
-func (x *gw) records() []GatewayRecord {
+func (x *gw) records() []audit.Gateway {
 	x.t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if _, n := x.log.Head(); n >= x.g.Stats().Requests {
@@ -93,12 +93,12 @@ func (x *gw) records() []GatewayRecord {
 		}
 	}
 	data, _ := os.ReadFile(x.log.Path())
-	var out []GatewayRecord
+	var out []audit.Gateway
 	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
-		var r GatewayRecord
+		var r audit.Gateway
 		if err := json.Unmarshal(line, &r); err != nil {
 			x.t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestGatewayForwardsWithKeyAndPins(t *testing.T) {
 		t.Errorf("model not filled in: %s", x.prov.Requests()[1].Body)
 	}
 	rs := x.records()
-	if len(rs) != 2 || rs[0].Status != 200 || len(rs[0].Tries) != 1 || rs[0].Usage != (Usage{Prompt: 10, Completion: 5, Reasoning: 2}) || rs[0].RequestSHA256 == "" || rs[0].ResponseBytes == 0 {
+	if len(rs) != 2 || rs[0].Status != 200 || len(rs[0].Tries) != 1 || rs[0].Usage != (audit.Usage{Prompt: 10, Completion: 5, Reasoning: 2}) || rs[0].RequestSHA256 == "" || rs[0].ResponseBytes == 0 {
 		t.Errorf("audit: %+v", rs)
 	}
 	// Bodies are kept compressed, never in any container.
@@ -573,7 +573,7 @@ func TestGatewayGoogle(t *testing.T) {
 		t.Errorf("models: %d %s", resp.StatusCode, body)
 	}
 	rs := x.records()
-	if rs[0].Usage != (Usage{Prompt: 21, Completion: 7}) || rs[1].Usage != (Usage{Prompt: 30, Completion: 7, Reasoning: 5}) || !rs[1].Streamed {
+	if rs[0].Usage != (audit.Usage{Prompt: 21, Completion: 7}) || rs[1].Usage != (audit.Usage{Prompt: 30, Completion: 7, Reasoning: 5}) || !rs[1].Streamed {
 		t.Errorf("usage %+v, %+v (streamed %v)", rs[0].Usage, rs[1].Usage, rs[1].Streamed)
 	}
 	if n := len(x.prov.Requests()); n != 3 {

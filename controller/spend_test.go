@@ -20,27 +20,27 @@ func TestUsageCounts(t *testing.T) {
 		name     string
 		body     string
 		streamed bool
-		want     Usage
+		want     audit.Usage
 	}{
 		{"openai chat", `{"usage":{"prompt_tokens":1200,"completion_tokens":80,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":30}}}`, false,
-			Usage{Prompt: 1200, Completion: 80, Reasoning: 30, CachedPrompt: 1024}},
+			audit.Usage{Prompt: 1200, Completion: 80, Reasoning: 30, CachedPrompt: 1024}},
 		{"openai chat streamed", "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":900,\"completion_tokens\":7,\"prompt_tokens_details\":{\"cached_tokens\":512}}}\n\ndata: [DONE]\n\n", true,
-			Usage{Prompt: 900, Completion: 7, CachedPrompt: 512}},
+			audit.Usage{Prompt: 900, Completion: 7, CachedPrompt: 512}},
 		{"openai responses streamed", "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":3000,\"output_tokens\":200,\"input_tokens_details\":{\"cached_tokens\":2048},\"output_tokens_details\":{\"reasoning_tokens\":150}}}}\n\n", true,
-			Usage{Prompt: 3000, Completion: 200, Reasoning: 150, CachedPrompt: 2048}},
+			audit.Usage{Prompt: 3000, Completion: 200, Reasoning: 150, CachedPrompt: 2048}},
 		{"anthropic", `{"usage":{"input_tokens":50,"cache_read_input_tokens":4000,"cache_creation_input_tokens":600,"output_tokens":90}}`, false,
-			Usage{Prompt: 4650, Completion: 90, CachedPrompt: 4000, CacheWrite: 600}},
+			audit.Usage{Prompt: 4650, Completion: 90, CachedPrompt: 4000, CacheWrite: 600}},
 		{"anthropic streamed", "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\":3000,\"cache_creation_input_tokens\":0,\"output_tokens\":1}}}\n\n" +
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":77}}\n\n", true,
-			Usage{Prompt: 3012, Completion: 77, CachedPrompt: 3000}},
+			audit.Usage{Prompt: 3012, Completion: 77, CachedPrompt: 3000}},
 		{"gemini", `{"usageMetadata":{"promptTokenCount":5000,"cachedContentTokenCount":4096,"candidatesTokenCount":40,"thoughtsTokenCount":60}}`, false,
-			Usage{Prompt: 5000, Completion: 100, Reasoning: 60, CachedPrompt: 4096}},
+			audit.Usage{Prompt: 5000, Completion: 100, Reasoning: 60, CachedPrompt: 4096}},
 	} {
 		if got := parseUsage([]byte(tc.body), tc.streamed); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
-	u := Usage{Prompt: 4650, Completion: 90, Reasoning: 10, CachedPrompt: 4000, CacheWrite: 600}
+	u := audit.Usage{Prompt: 4650, Completion: 90, Reasoning: 10, CachedPrompt: 4000, CacheWrite: 600}
 	if got := u.Tokens(); got != (policy.Tokens{Input: 4650, CachedInput: 4000, CacheWrite: 600, Output: 90, Reasoning: 10}) {
 		t.Errorf("tokens %+v", got)
 	}

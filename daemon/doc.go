@@ -1,7 +1,8 @@
 // Package daemon is sealrund: the run lifecycle (queue, state machine, journal, crash recovery),
 // the admin API (API.md) and the Executor that composes the sandbox, the model gateway, the
-// runner and the grader into one sealed run ending in a signed attestation. It is the only
-// package that composes its siblings.
+// runner and the grader into one sealed run ending in a signed attestation. It composes its
+// siblings, as do only the programs that run or drive it (cmd/sealrund, cmd/sealrun, the demo)
+// and the end-to-end tests.
 //
 // Design decisions of this package, and why (ARCHITECTURE.md, "Decisions and why"):
 //   - the journal is append-only fsynced JSON Lines, not bbolt: it is only appended to and

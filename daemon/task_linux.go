@@ -10,6 +10,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -129,7 +130,7 @@ func (x *Executor) prepareTask(ctx context.Context, spec RunSpec, rio *runIO, e 
 	start := time.Now()
 	r, err := grader.PrepareTask(ctx, e, p.task.Dir, p.taskData, dataDir, spec.Track.Budget.Grading)
 	if r != nil {
-		if _, _, aerr := rio.log.Append("task_prepare", map[string]any{"script": r.Script, "exit": r.Exit, "seconds": r.Seconds, "timed_out": r.TimedOut, "oom": r.OOM}); aerr != nil && err == nil {
+		if _, _, aerr := rio.log.Append(audit.KindTaskPrepare, audit.TaskPrepare{Script: r.Script, Exit: r.Exit, Seconds: r.Seconds, TimedOut: r.TimedOut, OOM: r.OOM}); aerr != nil && err == nil {
 			err = aerr
 		}
 	}

@@ -19,7 +19,7 @@ const module = "github.com/sealrun/sealrun"
 var allowed = map[string][]string{
 	"policy":                 {},
 	"exams":                  {},
-	"audit":                  {},
+	"audit":                  {"policy"}, // a record's tokens as the budget counts them
 	"kits":                   {"exams"},
 	"tracks":                 {},
 	"images":                 {"policy", "kits", "scaffolds"}, // the demo controller image carries kits/demo-agent; the agents' images, scaffolds/

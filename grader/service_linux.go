@@ -99,11 +99,12 @@ func (s *Service) Close() error { return s.history.Close() }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
-func (s *Service) audit(kind string, body map[string]any) error {
+// audit appends the record body (one of package audit's, its time set) of kind to the run's
+// audit log.
+func (s *Service) audit(kind string, body any) error {
 	if s.cfg.Audit == nil {
 		return nil
 	}
-	body["time"] = s.now()
 	_, _, err := s.cfg.Audit.Append(kind, body)
 	return err
 }
@@ -138,7 +139,7 @@ func (s *Service) Submit(ctx context.Context, hostDir string) (string, error) {
 			if herr := s.history.Append(HistoryEntry{Kind: KindRefused, Time: s.now(), Dir: shown, Reason: be.Error()}); herr != nil {
 				return "", herr
 			}
-			s.audit("submit_refused", map[string]any{"dir": shown, "reason": be.Error()})
+			s.audit(audit.KindSubmitRefused, audit.SubmitRefused{Dir: shown, Reason: be.Error(), Time: s.now()})
 		}
 		return "", err
 	}
@@ -185,7 +186,7 @@ func (s *Service) validate(ctx context.Context, cand *Candidate, fail func(error
 		}
 		return "", err
 	}
-	if err := s.audit("submit", map[string]any{"candidate": id, "size": cand.Size, "raw_bytes": cand.RawBytes, "files": cand.Files}); err != nil {
+	if err := s.audit(audit.KindSubmit, audit.Submit{Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files, Time: s.now()}); err != nil {
 		return "", err
 	}
 
@@ -200,7 +201,11 @@ func (s *Service) validate(ctx context.Context, cand *Candidate, fail func(error
 	if err := s.history.Append(v); err != nil {
 		return "", err
 	}
-	if err := s.audit("validation", map[string]any{"candidate": id, "passed": passed, "questions": len(a.Vector), "outcomes": a.Count()}); err != nil {
+	outcomes := map[string]int{}
+	for o, n := range a.Count() {
+		outcomes[string(o)] = n
+	}
+	if err := s.audit(audit.KindValidation, audit.Validation{Candidate: id, Passed: &passed, Questions: len(a.Vector), Outcomes: outcomes, Time: s.now()}); err != nil {
 		return "", err
 	}
 	info, _ := s.history.Candidate(id)
@@ -226,7 +231,7 @@ func (s *Service) Promote(_ context.Context, prefix string) (string, error) {
 	if err != nil {
 		return "", refused("%v", err)
 	}
-	if err := s.audit("promote", map[string]any{"candidate": id}); err != nil {
+	if err := s.audit(audit.KindPromote, audit.Promote{Candidate: id, Time: s.now()}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("promoted %s: %s it at the end unless you promote another\n", short(id), s.judge()), nil
@@ -238,7 +243,7 @@ func (s *Service) Finalize(_ context.Context, prefix string) (string, error) {
 	if err != nil {
 		return "", refused("%v", err)
 	}
-	if err := s.audit("finalize", map[string]any{"candidate": promoted}); err != nil {
+	if err := s.audit(audit.KindFinalize, audit.Finalize{Candidate: promoted, Time: s.now()}); err != nil {
 		return "", err
 	}
 	msg := fmt.Sprintf("finalized: the run ends now; %s %s\n", s.judge(), short(promoted))
@@ -315,7 +320,7 @@ func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.
 	} else {
 		info, _ := s.history.Candidate(id)
 		sealed := func(v PassVector) error {
-			if err := s.audit("sealed", map[string]any{"candidate": id, "pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)}); err != nil {
+			if err := s.audit(audit.KindSealed, audit.Sealed{Candidate: id, PassVectorSHA256: v.SHA256(), Passed: v.Passed(), Questions: len(v), Time: s.now()}); err != nil {
 				return err
 			}
 			if seal != nil {

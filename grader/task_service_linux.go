@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -44,7 +45,7 @@ func (s *Service) submitTask(ctx context.Context, rel, shown string, fail func(e
 	if seen {
 		return fmt.Sprintf("candidate %s (%s gz) is the same as the one submitted at %s\n", short(id), iec(cand.Size), offset(prev.Time.Sub(s.cfg.Start))), nil
 	}
-	if err := s.audit("submit", map[string]any{"candidate": id, "size": cand.Size, "raw_bytes": cand.RawBytes, "files": cand.Files, "dir": shown}); err != nil {
+	if err := s.audit(audit.KindSubmit, audit.Submit{Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files, Dir: shown, Time: s.now()}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("candidate %s (%s gz, %d files matching %q) recorded\n"+
@@ -135,11 +136,8 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 				rep.Result = compact
 			}
 		}
-		body := map[string]any{"candidate": id, "metric": rep.Metric, "value": rep.Value, "valid_submission": rep.Valid}
-		if rep.Invalid != "" {
-			body["invalid"] = rep.Invalid
-		}
-		if err := s.audit("evaluated", body); err != nil {
+		body := audit.Evaluated{Candidate: id, Metric: rep.Metric, Value: rep.Value, ValidSubmission: rep.Valid, Invalid: rep.Invalid, Time: s.now()}
+		if err := s.audit(audit.KindEvaluated, body); err != nil {
 			return nil, "", err
 		}
 	}

@@ -23,6 +23,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -137,40 +138,6 @@ func (s *Service) validateCall(req *CallRequest) (cwd string, err error) {
 	return cwd, nil
 }
 
-// CallRecord is the audit entry of one compute call (kind "call").
-type CallRecord struct {
-	Call        int       `json:"call"`
-	Argv        []string  `json:"argv"`
-	Cwd         string    `json:"cwd"`
-	EnvKeys     []string  `json:"env_keys"`
-	Start       time.Time `json:"start"`
-	End         time.Time `json:"end"`
-	StartOffset string    `json:"start_offset"` // since the run's start, monotonic
-	EndOffset   string    `json:"end_offset"`
-	Limit       string    `json:"limit"`
-	Status      string    `json:"status"` // exited, limit, cancelled, infra_error
-	Exit        int       `json:"exit"`
-	LimitHit    bool      `json:"limit_hit"`
-	OOMKilled   bool      `json:"oom_killed"`
-	// PidsLimitEnded: the call's container ended at its pids limit (under gVisor only, whose
-	// sandbox ends there; under runc the fork fails and the call goes on).
-	PidsLimitEnded bool   `json:"pids_limit_ended,omitempty"`
-	OutputBytes    int64  `json:"output_bytes"`
-	OutputSHA256   string `json:"output_sha256"`
-	LogTruncated   bool   `json:"log_truncated"`
-	// LogBytes and LogSHA256 are of exactly what calls/<n>.log keeps, when it is cut at the
-	// runner's log cap (LogTruncated); a log kept whole is output_bytes and output_sha256.
-	LogBytes   int64   `json:"log_bytes,omitempty"`
-	LogSHA256  string  `json:"log_sha256,omitempty"`
-	CPUSeconds float64 `json:"cpu_seconds"`
-	MemoryPeak uint64  `json:"memory_peak"`
-	Container  string  `json:"container"`
-	Error      string  `json:"error,omitempty"`
-	// StartRetried: the call's first container never ran (the runtime failed to start it:
-	// the host's fault, nothing of the agent's ran) and it was started once more; why.
-	StartRetried string `json:"start_retried,omitempty"`
-}
-
 func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
 	var req CallRequest
 	if err := decode(r, &req); err != nil {
@@ -260,7 +227,7 @@ func (o *output) Write(p []byte) (int, error) {
 // (exited) container. Everything the call did is appended to the audit log before it returns.
 func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req CallRequest, cwd string) (code int, teardown func()) {
 	teardown = func() {}
-	rec := CallRecord{Call: cs.seq, Argv: req.Argv, Cwd: cwd, EnvKeys: []string{}, Limit: cs.limit.String(),
+	rec := audit.Call{Call: cs.seq, Argv: req.Argv, Cwd: cwd, EnvKeys: []string{}, Limit: cs.limit.String(),
 		Start: s.o.wall().UTC(), StartOffset: s.o.clock.Elapsed().String()}
 	for _, e := range req.Env {
 		k, _, _ := strings.Cut(e, "=")
@@ -280,7 +247,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 		if err == nil {
 			rec.Container = c.ID
 			code, werr = superviseCall(ctx, c, cs, &rec)
-			if !sandbox.NeverRan(werr) || rec.LimitHit || rec.Status == "cancelled" {
+			if !sandbox.NeverRan(werr) || rec.LimitHit || rec.Status == audit.CallCancelled {
 				break
 			}
 			err = werr
@@ -289,7 +256,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 			}
 		}
 		if ctx.Err() != nil {
-			rec.Status, rec.Exit = "cancelled", ExitRefused
+			rec.Status, rec.Exit = audit.CallCancelled, ExitRefused
 			rec.Error = "the client went away before the call started"
 			s.finish(st, &rec, out)
 			return ExitRefused, teardown
@@ -333,7 +300,7 @@ func (s *Service) startCall(ctx context.Context, cs *callState, req CallRequest,
 
 // superviseCall waits for the call's container to exit, killing it at the call's limit (frozen
 // first, so that nothing more happens in between) or when the client goes away.
-func superviseCall(ctx context.Context, c *sandbox.Container, cs *callState, rec *CallRecord) (code int, werr error) {
+func superviseCall(ctx context.Context, c *sandbox.Container, cs *callState, rec *audit.Call) (code int, werr error) {
 	limitTimer := time.NewTimer(cs.limit)
 	defer limitTimer.Stop()
 	waited := make(chan struct{})
@@ -349,7 +316,7 @@ func superviseCall(ctx context.Context, c *sandbox.Container, cs *callState, rec
 		c.Kill(context.Background(), syscall.SIGKILL)
 		<-waited
 	case <-ctx.Done():
-		rec.Status = "cancelled"
+		rec.Status = audit.CallCancelled
 		c.Kill(context.Background(), syscall.SIGKILL)
 		<-waited
 	}
@@ -358,7 +325,7 @@ func superviseCall(ctx context.Context, c *sandbox.Container, cs *callState, rec
 
 // endCall records how the call ended, tells the agent why a kill happened, and finishes the
 // response and the record. It returns the exit code the agent gets.
-func (s *Service) endCall(st *stream, cs *callState, rec *CallRecord, out *output, c *sandbox.Container, code int, werr error) int {
+func (s *Service) endCall(st *stream, cs *callState, rec *audit.Call, out *output, c *sandbox.Container, code int, werr error) int {
 	if stats, err := c.Stats(); err == nil {
 		rec.CPUSeconds = float64(stats.CPUNanos) / 1e9
 		rec.MemoryPeak = stats.MemoryPeak
@@ -369,20 +336,20 @@ func (s *Service) endCall(st *stream, cs *callState, rec *CallRecord, out *outpu
 	switch {
 	case werr != nil && errors.As(werr, &ce):
 		// The agent's command could not be run (not found, not executable): its fault.
-		rec.Status, rec.Exit = "exited", 127
+		rec.Status, rec.Exit = audit.CallExited, 127
 		st.stderrf("runner: %s", ce.Message)
 		code = 127
 	case werr != nil && sandbox.IsInfra(werr):
 		return s.infraFail(st, rec, werr)
 	case rec.LimitHit:
-		rec.Status, rec.Exit = "limit", ExitLimit
+		rec.Status, rec.Exit = audit.CallLimit, ExitLimit
 		code = ExitLimit
 		st.stderrf("[killed: the call limit of %s was reached at %s (call limit = min(%s, time until the reserve window))]", FormatDuration(cs.limit), s.o.wall().UTC().Format(time.RFC3339), FormatDuration(s.o.clock.Schedule.CallLimit))
-	case rec.Status == "cancelled":
+	case rec.Status == audit.CallCancelled:
 		rec.Exit = code
 		rec.Error = "the client disconnected; the call was killed"
 	default:
-		rec.Status, rec.Exit = "exited", code
+		rec.Status, rec.Exit = audit.CallExited, code
 		switch {
 		case rec.OOMKilled:
 			st.stderrf("[killed by the kernel's OOM killer: the call went over its memory limit of %d MiB — your program's fault, not the host's]", s.o.limits.WithDefaults().MemoryBytes>>20)
@@ -397,7 +364,7 @@ func (s *Service) endCall(st *stream, cs *callState, rec *CallRecord, out *outpu
 // finish completes the record and appends it to the audit log. The call's log is synced first:
 // an entry never hashes output its log does not durably hold. A log that could not be written
 // is the infrastructure's failure.
-func (s *Service) finish(st *stream, rec *CallRecord, out *output) {
+func (s *Service) finish(st *stream, rec *audit.Call, out *output) {
 	out.mu.Lock()
 	rec.OutputBytes = out.n
 	rec.OutputSHA256 = hex.EncodeToString(out.hash.Sum(nil))
@@ -422,7 +389,7 @@ func (s *Service) finish(st *stream, rec *CallRecord, out *output) {
 	}
 	rec.End = s.o.wall().UTC()
 	rec.EndOffset = s.o.clock.Elapsed().String()
-	if _, _, err := s.o.log.Append("call", rec); err != nil {
+	if _, _, err := s.o.log.Append(audit.KindCall, rec); err != nil {
 		st.stderrf("sealrun: infrastructure error: the audit log could not be written (%v); this run will be marked invalid", err)
 		if s.o.onInfra != nil {
 			s.o.onInfra(err)
@@ -432,8 +399,8 @@ func (s *Service) finish(st *stream, rec *CallRecord, out *output) {
 
 // infraFail reports an infrastructure failure to the agent and the daemon, audits it, and
 // returns 125.
-func (s *Service) infraFail(st *stream, rec *CallRecord, err error) int {
-	rec.Status, rec.Exit, rec.Error = "infra_error", ExitRefused, err.Error()
+func (s *Service) infraFail(st *stream, rec *audit.Call, err error) int {
+	rec.Status, rec.Exit, rec.Error = audit.CallInfra, ExitRefused, err.Error()
 	st.stderrf("sealrun: infrastructure error (not your program's fault): %v; this run will be marked invalid and rerun", err)
 	if s.o.onInfra != nil {
 		s.o.onInfra(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/testenv"
 )
 
@@ -51,7 +52,7 @@ func outputCases(run, call int) outputCase {
 
 // checkCall compares what the agent received, the call's log and its audit entry with the bytes
 // the call wrote.
-func (f *fixture) checkCall(t *testing.T, n int, c outputCase, got result, e CallRecord) bool {
+func (f *fixture) checkCall(t *testing.T, n int, c outputCase, got result, e audit.Call) bool {
 	t.Helper()
 	sum := sha256.Sum256(c.want)
 	want := hex.EncodeToString(sum[:])

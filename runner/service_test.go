@@ -144,18 +144,18 @@ func (f *fixture) post(path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (f *fixture) entries() []CallRecord {
+func (f *fixture) entries() []audit.Call {
 	f.t.Helper()
 	data, err := os.ReadFile(f.log.Path())
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var out []CallRecord
+	var out []audit.Call
 	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
-		var r CallRecord
+		var r audit.Call
 		if err := json.Unmarshal(line, &r); err != nil {
 			f.t.Fatal(err)
 		}

@@ -92,7 +92,7 @@ type stashed struct {
 func (b *Builder) flush() error {
 	sort.SliceStable(b.stashed, func(i, j int) bool { return b.stashed[i].request < b.stashed[j].request })
 	for _, st := range b.stashed {
-		if err := b.process(st.seq, "gateway", time.Time{}, st.line); err != nil {
+		if err := b.process(st.seq, audit.KindGateway, time.Time{}, st.line); err != nil {
 			return err
 		}
 	}
@@ -149,7 +149,7 @@ func (b *Builder) Add(line []byte) error {
 	b.head = audit.ChainNext(b.head, line)
 	b.t.Through = env.Seq
 	b.t.Run.AuditHead = b.head
-	if b.stash && env.Kind == "gateway" {
+	if b.stash && env.Kind == audit.KindGateway {
 		var r struct {
 			Request int `json:"request"`
 		}
@@ -170,9 +170,9 @@ func (b *Builder) process(seq int, kind string, t time.Time, line []byte) error 
 	var ev Event
 	var err error
 	switch env.Kind {
-	case "gateway":
+	case audit.KindGateway:
 		ev, err = b.exchange(line)
-	case "call":
+	case audit.KindCall:
 		ev, err = b.call(line)
 	default:
 		ev, err = b.other(env.Kind, line)
@@ -181,7 +181,7 @@ func (b *Builder) process(seq int, kind string, t time.Time, line []byte) error 
 		return fmt.Errorf("audit log line %d (%s): %w", env.Seq, env.Kind, err)
 	}
 	ev.Seq, ev.Kind = env.Seq, env.Kind
-	if env.Kind == "gateway" {
+	if env.Kind == audit.KindGateway {
 		ev.Kind = KindModel
 	}
 	if ev.Time.IsZero() {
@@ -310,30 +310,8 @@ func (b *Builder) count(body *Body) {
 	}
 }
 
-// gatewayEntry is what a gateway audit entry holds (controller.GatewayRecord).
-type gatewayEntry struct {
-	Request        int       `json:"request"`
-	Time           time.Time `json:"time"`
-	Method         string    `json:"method"`
-	Path           string    `json:"path"`
-	Model          string    `json:"model"`
-	Status         int       `json:"status"`
-	Refused        string    `json:"refused"`
-	Tries          []Try     `json:"tries"`
-	LatencyMS      int64     `json:"latency_ms"`
-	ProviderLostMS int64     `json:"provider_lost_ms"`
-	RequestBytes   int64     `json:"request_bytes"`
-	RequestSHA256  string    `json:"request_sha256"`
-	ResponseBytes  int64     `json:"response_bytes"`
-	ResponseSHA256 string    `json:"response_sha256"`
-	Streamed       bool      `json:"streamed"`
-	Usage          Usage     `json:"usage"`
-	Error          string    `json:"error"`
-	BodyError      string    `json:"body_error"`
-}
-
 func (b *Builder) exchange(line []byte) (Event, error) {
-	var e gatewayEntry
+	var e audit.Gateway
 	if err := json.Unmarshal(line, &e); err != nil {
 		return Event{}, err
 	}
@@ -496,31 +474,8 @@ func exchangeText(x *Exchange) string {
 	return b.String()
 }
 
-// callEntry is what a call audit entry holds (runner.CallRecord).
-type callEntry struct {
-	Call           int       `json:"call"`
-	Argv           []string  `json:"argv"`
-	Cwd            string    `json:"cwd"`
-	Start          time.Time `json:"start"`
-	End            time.Time `json:"end"`
-	Limit          string    `json:"limit"`
-	Status         string    `json:"status"`
-	Exit           int       `json:"exit"`
-	LimitHit       bool      `json:"limit_hit"`
-	OOMKilled      bool      `json:"oom_killed"`
-	PidsLimitEnded bool      `json:"pids_limit_ended"`
-	OutputBytes    int64     `json:"output_bytes"`
-	OutputSHA256   string    `json:"output_sha256"`
-	LogTruncated   bool      `json:"log_truncated"`
-	LogBytes       int64     `json:"log_bytes"`
-	LogSHA256      string    `json:"log_sha256"`
-	CPUSeconds     float64   `json:"cpu_seconds"`
-	MemoryPeak     uint64    `json:"memory_peak"`
-	Error          string    `json:"error"`
-}
-
 func (b *Builder) call(line []byte) (Event, error) {
-	var e callEntry
+	var e audit.Call
 	if err := json.Unmarshal(line, &e); err != nil {
 		return Event{}, err
 	}
@@ -562,41 +517,36 @@ func (b *Builder) call(line []byte) (Event, error) {
 // other reads the grader's entries (submissions, validation, promotion, the end of grading) and
 // the task's preparation; any other kind is shown by name.
 func (b *Builder) other(kind string, line []byte) (Event, error) {
-	var e struct {
-		Time      time.Time `json:"time"`
-		Candidate string    `json:"candidate"`
-		Dir       string    `json:"dir"`
-		Reason    string    `json:"reason"`
-		Size      int64     `json:"size"`
-		Files     int       `json:"files"`
-		Passed    *int      `json:"passed"`
-		Questions int       `json:"questions"`
-		Metric    string    `json:"metric"`
-		Value     *float64  `json:"value"`
-		Invalid   string    `json:"invalid"`
-		Script    string    `json:"script"`
-		Exit      int       `json:"exit"`
-		Seconds   float64   `json:"seconds"`
-		TimedOut  bool      `json:"timed_out"`
-		OOM       bool      `json:"oom"`
-	}
-	if err := json.Unmarshal(line, &e); err != nil {
-		return Event{}, err
-	}
-	s := &Submission{Candidate: e.Candidate, Dir: e.Dir, Reason: e.Reason, Size: e.Size, Files: e.Files, Passed: e.Passed, Questions: e.Questions}
-	ev := Event{Time: e.Time, Submission: s}
-	short := strings.TrimPrefix(e.Candidate, "sha256:")
-	if len(short) > 12 {
-		short = short[:12]
+	s := &Submission{}
+	ev := Event{Submission: s}
+	decode := func(v any) error { return json.Unmarshal(line, v) }
+	short := func(candidate string) string {
+		c := strings.TrimPrefix(candidate, "sha256:")
+		return c[:min(len(c), 12)]
 	}
 	switch kind {
 	case KindSubmit:
+		var e audit.Submit
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, s.Candidate, s.Dir, s.Size, s.Files = e.Time, e.Candidate, e.Dir, e.Size, e.Files
 		b.t.Totals.Submissions++
-		ev.Text = fmt.Sprintf("submitted %s (%d bytes gz, %d files)", short, e.Size, e.Files)
+		ev.Text = fmt.Sprintf("submitted %s (%d bytes gz, %d files)", short(e.Candidate), e.Size, e.Files)
 	case KindRefusedSub:
+		var e audit.SubmitRefused
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, s.Dir, s.Reason = e.Time, e.Dir, e.Reason
 		ev.Failed = true
 		ev.Text = fmt.Sprintf("submission of %s refused: %s", e.Dir, e.Reason)
 	case KindValidation:
+		var e audit.Validation
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, s.Candidate, s.Passed, s.Questions = e.Time, e.Candidate, e.Passed, e.Questions
 		score := 0.0
 		if e.Questions > 0 && e.Passed != nil {
 			score = 100 * float64(*e.Passed) / float64(e.Questions)
@@ -610,30 +560,59 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 		if b.best == nil || score > *b.best {
 			b.best = &score
 		}
-		ev.Text = fmt.Sprintf("validation of %s: %d/%d (%.1f%%)", short, deref(e.Passed), e.Questions, score)
+		ev.Text = fmt.Sprintf("validation of %s: %d/%d (%.1f%%)", short(e.Candidate), deref(e.Passed), e.Questions, score)
 	case KindEvaluated:
-		s.Score, s.Reason = e.Value, e.Invalid
+		var e audit.Evaluated
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, s.Candidate, s.Score, s.Reason = e.Time, e.Candidate, e.Value, e.Invalid
 		if e.Value != nil {
-			ev.Text = fmt.Sprintf("evaluated %s: %s %.6g", short, e.Metric, *e.Value)
+			ev.Text = fmt.Sprintf("evaluated %s: %s %.6g", short(e.Candidate), e.Metric, *e.Value)
 		} else {
 			ev.Failed = true
-			ev.Text = fmt.Sprintf("evaluated %s: %s: invalid submission %s", short, e.Metric, e.Invalid)
+			ev.Text = fmt.Sprintf("evaluated %s: %s: invalid submission %s", short(e.Candidate), e.Metric, e.Invalid)
 		}
 	case KindPromote:
-		ev.Text = "promoted " + short
+		var e audit.Promote
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, s.Candidate = e.Time, e.Candidate
+		ev.Text = "promoted " + short(e.Candidate)
 	case KindFinalize:
+		var e audit.Finalize
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, s.Candidate = e.Time, e.Candidate
 		ev.Text = "finalized"
-		if short != "" {
-			ev.Text += ", promoted " + short
+		if e.Candidate != "" {
+			ev.Text += ", promoted " + short(e.Candidate)
 		}
 	case KindSealed:
-		ev.Text = fmt.Sprintf("the hidden exam's pass vector sealed: %d/%d", deref(e.Passed), e.Questions)
+		var e audit.Sealed
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, s.Candidate, s.Passed, s.Questions = e.Time, e.Candidate, &e.Passed, e.Questions
+		ev.Text = fmt.Sprintf("the hidden exam's pass vector sealed: %d/%d", e.Passed, e.Questions)
 	case KindTaskPrepare:
+		var e audit.TaskPrepare
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
 		ev.Submission = nil
 		ev.Failed = e.Exit != 0 || e.TimedOut || e.OOM
 		ev.Text = fmt.Sprintf("the task's %s: exit %d, %.1f s", e.Script, e.Exit, e.Seconds)
 	default:
-		ev.Submission = nil
+		var e struct {
+			Time time.Time `json:"time"`
+		}
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, ev.Submission = e.Time, nil
 		ev.Text = kind
 	}
 	ev.Text = strings.ToValidUTF8(ev.Text, "\uFFFD")

@@ -38,28 +38,30 @@ func BodyRefs(r io.Reader) ([]BodyRef, error) {
 		if len(line) > audit.MaxLineBytes+1 {
 			return nil, fmt.Errorf("audit log line %d is longer than %d bytes", n, audit.MaxLineBytes)
 		}
-		var e struct {
-			Kind           string `json:"kind"`
-			Request        int    `json:"request"`
-			RequestSHA256  string `json:"request_sha256"`
-			ResponseSHA256 string `json:"response_sha256"`
-			Call           int    `json:"call"`
-			Status         any    `json:"status"` // a call's word, a request's HTTP code
-			OutputSHA256   string `json:"output_sha256"`
-		}
-		if err := json.Unmarshal(line, &e); err != nil {
+		var env audit.Entry
+		if err := json.Unmarshal(line, &env); err != nil {
 			return nil, fmt.Errorf("audit log line %d is not a JSON entry", n)
 		}
-		switch {
-		case e.Kind == "gateway" && e.Request > 0:
-			if e.RequestSHA256 != "" {
+		switch env.Kind {
+		case audit.KindGateway:
+			var e audit.Gateway
+			if err := json.Unmarshal(line, &e); err != nil {
+				return nil, fmt.Errorf("audit log line %d is not a gateway entry: %v", n, err)
+			}
+			if e.Request > 0 && e.RequestSHA256 != "" {
 				out = append(out, BodyRef{audit.GatewayBodyPath(e.Request, audit.BodyRequest), fmt.Sprintf("gateway-%d-%s", e.Request, audit.BodyRequest)})
 			}
-			if e.ResponseSHA256 != "" {
+			if e.Request > 0 && e.ResponseSHA256 != "" {
 				out = append(out, BodyRef{audit.GatewayBodyPath(e.Request, audit.BodyResponse), fmt.Sprintf("gateway-%d-%s", e.Request, audit.BodyResponse)})
 			}
-		case e.Kind == "call" && e.Call > 0 && e.OutputSHA256 != "" && e.Status != any("infra_error"):
-			out = append(out, BodyRef{audit.CallLogPath(e.Call), fmt.Sprintf("call-%d", e.Call)})
+		case audit.KindCall:
+			var e audit.Call
+			if err := json.Unmarshal(line, &e); err != nil {
+				return nil, fmt.Errorf("audit log line %d is not a call entry: %v", n, err)
+			}
+			if e.Call > 0 && e.OutputSHA256 != "" && e.Status != audit.CallInfra {
+				out = append(out, BodyRef{audit.CallLogPath(e.Call), fmt.Sprintf("call-%d", e.Call)})
+			}
 		}
 	}
 }

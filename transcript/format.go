@@ -3,6 +3,7 @@ package transcript
 import (
 	"time"
 
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -102,18 +103,18 @@ const (
 
 // Event kinds.
 const (
-	KindStart       = "start"  // the clock starts
-	KindModel       = "model"  // one model exchange through the gateway
-	KindCall        = "call"   // one compute call
-	KindSubmit      = "submit" // a candidate submitted
-	KindRefusedSub  = "submit_refused"
-	KindValidation  = "validation" // a candidate's validation score
-	KindEvaluated   = "evaluated"  // a task submission's evaluation
-	KindPromote     = "promote"
-	KindFinalize    = "finalize"
-	KindSealed      = "sealed"       // the pass vector sealed
-	KindTaskPrepare = "task_prepare" // a task's preparation
-	KindReserve     = "reserve"      // the reserve window opens
+	KindStart       = "start"                 // the clock starts
+	KindModel       = "model"                 // one model exchange through the gateway
+	KindCall        = audit.KindCall          // one compute call
+	KindSubmit      = audit.KindSubmit        // a candidate submitted
+	KindRefusedSub  = audit.KindSubmitRefused // a submission refused
+	KindValidation  = audit.KindValidation    // a candidate's validation score
+	KindEvaluated   = audit.KindEvaluated     // a task submission's evaluation
+	KindPromote     = audit.KindPromote
+	KindFinalize    = audit.KindFinalize
+	KindSealed      = audit.KindSealed      // the pass vector sealed
+	KindTaskPrepare = audit.KindTaskPrepare // a task's preparation
+	KindReserve     = "reserve"             // the reserve window opens
 	KindDeadline    = "deadline"
 	KindEnd         = "end" // the run's end: its state and reason
 	KindOther       = "other"
@@ -182,29 +183,13 @@ const (
 	APIGemini    = "google-gemini"
 )
 
-// Try is one attempt at the provider.
-type Try struct {
-	Status    int    `json:"status,omitempty"`
-	Error     string `json:"error,omitempty"`
-	LatencyMS int64  `json:"latency_ms"`
-	WaitMS    int64  `json:"wait_ms,omitempty"`
-}
+// Try is one attempt at the provider, as the gateway's audit entry has it.
+type Try = audit.Try
 
 // Usage is the token usage the provider reported, as the gateway's audit entry has it: Prompt
 // counts every input token (CachedPrompt and CacheWrite are parts of it), Completion every output
 // token (Reasoning is part of it).
-type Usage struct {
-	Prompt       int64 `json:"prompt"`
-	Completion   int64 `json:"completion"`
-	Reasoning    int64 `json:"reasoning"`
-	CachedPrompt int64 `json:"cached_prompt,omitempty"`
-	CacheWrite   int64 `json:"cache_write,omitempty"`
-}
-
-// Tokens is u as prices count it.
-func (u Usage) Tokens() policy.Tokens {
-	return policy.Tokens{Input: u.Prompt, CachedInput: u.CachedPrompt, CacheWrite: u.CacheWrite, Output: u.Completion, Reasoning: u.Reasoning}
-}
+type Usage = audit.Usage
 
 // Body is one kept body: where the run keeps it (relative to the run directory), what the audit
 // entry says of it, and its state. A log cut at its cap has Kept and KeptSHA256 (what the audit

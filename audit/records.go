@@ -1,0 +1,187 @@
+package audit
+
+import (
+	"time"
+
+	"github.com/sealrun/sealrun/policy"
+)
+
+// The records of a run's audit log: one type per kind, written by its one writer and read by
+// every reader (transcript, attest's usage, the bodies a gather checks) — the only definition of
+// each. The envelope (seq, prev, kind) is Entry's; a record's fields follow it on the same line.
+// Field order is the order on the line, so a record keeps its bytes: the grader's records are
+// in the order of their keys (they were written from maps).
+
+// The kinds of entries, and who writes them.
+const (
+	KindGateway       = "gateway"        // Gateway: the model gateway (controller), one a request
+	KindCall          = "call"           // Call: the runner, one a compute call
+	KindSubmit        = "submit"         // Submit: the grader, a candidate accepted
+	KindSubmitRefused = "submit_refused" // SubmitRefused: the grader, a submission refused
+	KindValidation    = "validation"     // Validation: the grader, a candidate's validation score
+	KindEvaluated     = "evaluated"      // Evaluated: the grader, a task candidate's evaluation
+	KindPromote       = "promote"        // Promote: the grader, the candidate the agent promoted
+	KindFinalize      = "finalize"       // Finalize: the grader, the agent's end of the run
+	KindSealed        = "sealed"         // Sealed: the grader, the hidden exam's pass vector
+	KindTaskPrepare   = "task_prepare"   // TaskPrepare: the daemon, a task's own preparation
+)
+
+// Gateway is the record of one model request through the gateway (kind "gateway").
+type Gateway struct {
+	Request        int       `json:"request"`
+	Time           time.Time `json:"time"`
+	Method         string    `json:"method"`
+	Path           string    `json:"path"`
+	Model          string    `json:"model"`
+	Effort         string    `json:"effort"`
+	Status         int       `json:"status"`
+	Refused        string    `json:"refused,omitempty"`
+	Tries          []Try     `json:"tries"`
+	LatencyMS      int64     `json:"latency_ms"`
+	ProviderLostMS int64     `json:"provider_lost_ms"`
+	RequestBytes   int64     `json:"request_bytes"`
+	RequestSHA256  string    `json:"request_sha256"`
+	ResponseBytes  int64     `json:"response_bytes"`
+	ResponseSHA256 string    `json:"response_sha256"`
+	Streamed       bool      `json:"streamed"`
+	Usage          Usage     `json:"usage"`
+	Error          string    `json:"error,omitempty"`
+	// BodyError: a body the entry hashes could not be kept (the run is invalid for it).
+	BodyError string `json:"body_error,omitempty"`
+}
+
+// Try is one attempt at the provider.
+type Try struct {
+	Status    int    `json:"status,omitempty"`
+	Error     string `json:"error,omitempty"`
+	LatencyMS int64  `json:"latency_ms"`
+	WaitMS    int64  `json:"wait_ms,omitempty"` // backoff after it
+}
+
+// Usage is the token usage the provider reported. Prompt counts every input token, cached ones
+// included (Anthropic's input_tokens plus its cache reads and writes); CachedPrompt and
+// CacheWrite are parts of it. Completion counts every output token; Reasoning is part of it.
+type Usage struct {
+	Prompt       int64 `json:"prompt"`
+	Completion   int64 `json:"completion"`
+	Reasoning    int64 `json:"reasoning"`
+	CachedPrompt int64 `json:"cached_prompt,omitempty"`
+	CacheWrite   int64 `json:"cache_write,omitempty"`
+}
+
+// Tokens is u as a track's budget and the price table count it.
+func (u Usage) Tokens() policy.Tokens {
+	return policy.Tokens{Input: u.Prompt, CachedInput: u.CachedPrompt, CacheWrite: u.CacheWrite, Output: u.Completion, Reasoning: u.Reasoning}
+}
+
+// The statuses of a compute call.
+const (
+	CallExited    = "exited"
+	CallLimit     = "limit"
+	CallCancelled = "cancelled"
+	CallInfra     = "infra_error" // the host's failure: no log is kept
+)
+
+// Call is the record of one compute call (kind "call").
+type Call struct {
+	Call        int       `json:"call"`
+	Argv        []string  `json:"argv"`
+	Cwd         string    `json:"cwd"`
+	EnvKeys     []string  `json:"env_keys"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	StartOffset string    `json:"start_offset"` // since the run's start, monotonic
+	EndOffset   string    `json:"end_offset"`
+	Limit       string    `json:"limit"`
+	Status      string    `json:"status"` // CallExited, CallLimit, CallCancelled, CallInfra
+	Exit        int       `json:"exit"`
+	LimitHit    bool      `json:"limit_hit"`
+	OOMKilled   bool      `json:"oom_killed"`
+	// PidsLimitEnded: the call's container ended at its pids limit (under gVisor only, whose
+	// sandbox ends there; under runc the fork fails and the call goes on).
+	PidsLimitEnded bool   `json:"pids_limit_ended,omitempty"`
+	OutputBytes    int64  `json:"output_bytes"`
+	OutputSHA256   string `json:"output_sha256"`
+	LogTruncated   bool   `json:"log_truncated"`
+	// LogBytes and LogSHA256 are of exactly what calls/<n>.log keeps, when it is cut at the
+	// runner's log cap (LogTruncated); a log kept whole is output_bytes and output_sha256.
+	LogBytes   int64   `json:"log_bytes,omitempty"`
+	LogSHA256  string  `json:"log_sha256,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	MemoryPeak uint64  `json:"memory_peak"`
+	Container  string  `json:"container"`
+	Error      string  `json:"error,omitempty"`
+	// StartRetried: the call's first container never ran (the runtime failed to start it:
+	// the host's fault, nothing of the agent's ran) and it was started once more; why.
+	StartRetried string `json:"start_retried,omitempty"`
+}
+
+// Submit is a candidate the grader accepted (kind "submit"): its id, the directory it was
+// packed from (task runs), its packed and raw size and file count.
+type Submit struct {
+	Candidate string    `json:"candidate"`
+	Dir       string    `json:"dir,omitempty"`
+	Files     int       `json:"files"`
+	RawBytes  int64     `json:"raw_bytes"`
+	Size      int64     `json:"size"`
+	Time      time.Time `json:"time"`
+}
+
+// SubmitRefused is a submission the grader refused (kind "submit_refused").
+type SubmitRefused struct {
+	Dir    string    `json:"dir"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+// Validation is a candidate's score on the validation set (kind "validation"): questions
+// passed, of how many, and the count of each outcome.
+type Validation struct {
+	Candidate string         `json:"candidate"`
+	Outcomes  map[string]int `json:"outcomes"`
+	Passed    *int           `json:"passed"`
+	Questions int            `json:"questions"`
+	Time      time.Time      `json:"time"`
+}
+
+// Evaluated is a task candidate's evaluation by the task's evaluate.py (kind "evaluated"): the
+// task's metric and its value (null: no valid submission, and why in Invalid).
+type Evaluated struct {
+	Candidate       string    `json:"candidate"`
+	Invalid         string    `json:"invalid,omitempty"`
+	Metric          string    `json:"metric"`
+	Time            time.Time `json:"time"`
+	ValidSubmission bool      `json:"valid_submission"`
+	Value           *float64  `json:"value"`
+}
+
+// Promote is the candidate the agent promoted (kind "promote").
+type Promote struct {
+	Candidate string    `json:"candidate"`
+	Time      time.Time `json:"time"`
+}
+
+// Finalize is the agent's end of the run (kind "finalize"), with the candidate promoted then.
+type Finalize struct {
+	Candidate string    `json:"candidate"`
+	Time      time.Time `json:"time"`
+}
+
+// Sealed is the hidden exam's pass vector of the graded candidate (kind "sealed").
+type Sealed struct {
+	Candidate        string    `json:"candidate"`
+	PassVectorSHA256 string    `json:"pass_vector_sha256"`
+	Passed           int       `json:"passed"`
+	Questions        int       `json:"questions"`
+	Time             time.Time `json:"time"`
+}
+
+// TaskPrepare is a task's own preparation, run by the daemon before the clock (kind
+// "task_prepare").
+type TaskPrepare struct {
+	Exit     int     `json:"exit"`
+	OOM      bool    `json:"oom"`
+	Script   string  `json:"script"`
+	Seconds  float64 `json:"seconds"`
+	TimedOut bool    `json:"timed_out"`
+}
