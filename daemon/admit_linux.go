@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/scaffolds"
@@ -29,7 +31,7 @@ func (x *Executor) admit(ctx context.Context, spec RunSpec) (*runState, *Outcome
 	if err := x.checkSeams(); err != nil {
 		return nil, nil, err
 	}
-	x.state(spec.ID, StatePreparing, "")
+	x.state(spec.ID, api.StatePreparing, "")
 	x.hold(ctx, spec.ID, "preparing")
 	if ctx.Err() != nil {
 		out, err := x.Invalidate(context.WithoutCancel(ctx), spec, "cancelled", time.Time{})
@@ -60,7 +62,7 @@ func (x *Executor) admit(ctx context.Context, spec RunSpec) (*runState, *Outcome
 		// Live only: the audit log itself is the durable record.
 		if x.onEvent != nil {
 			if s := activity(kind, line); s != "" {
-				x.onEvent(Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "activity", Reason: s})
+				x.onEvent(api.Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "activity", Reason: s})
 			}
 		}
 	})
@@ -120,11 +122,11 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		errs = append(errs, x.checkExam(t, &p)...)
 	}
 	prov, ok := x.Cfg.Providers[spec.Agent.Provider]
-	if spec.Agent.Provider == NoProvider {
+	if spec.Agent.Provider == api.NoProvider {
 		prov, ok = controller.NoProvider, true
 	}
 	if !ok {
-		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.path, spec.Agent.Provider))
+		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.File, spec.Agent.Provider))
 	}
 	p.provider = prov
 	p.price = x.Cfg.Prices.Price(spec.Agent)
@@ -132,9 +134,9 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		switch {
 		case p.price == nil:
 			errs = append(errs, fmt.Errorf("track %s bounds each run's cost (max_cost %s), and %s has no price for %s/%s; add [prices.models.%q] (input and output per million tokens) to it",
-				t.Name, m, x.Cfg.path, spec.Agent.Provider, spec.Agent.Model, spec.Agent.Provider+"/"+spec.Agent.Model))
+				t.Name, m, x.Cfg.File, spec.Agent.Provider, spec.Agent.Model, spec.Agent.Provider+"/"+spec.Agent.Model))
 		case p.price.Currency != m.Currency:
-			errs = append(errs, fmt.Errorf("track %s bounds each run's cost in %s (max_cost %s), and %s prices in %s; the bound cannot be checked in another currency", t.Name, m.Currency, m, x.Cfg.path, p.price.Currency))
+			errs = append(errs, fmt.Errorf("track %s bounds each run's cost in %s (max_cost %s), and %s prices in %s; the bound cannot be checked in another currency", t.Name, m.Currency, m, x.Cfg.File, p.price.Currency))
 		}
 	}
 	if sc, known := scaffolds.Lookup(p.scaffold); ok && known && t.Scaffold.ConfigSHA256 == sc.ConfigSHA256() {
@@ -168,14 +170,14 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 func (x *Executor) checkExam(t *policy.Track, p *pins) []error {
 	var errs []error
 	var err error
-	if p.exam, err = exams.Open(ContentPath(x.Cfg.StateDir, t.Exam.SHA256), t.Exam.SHA256); err != nil {
+	if p.exam, err = exams.Open(api.ContentPath(x.Cfg.StateDir, t.Exam.SHA256), t.Exam.SHA256); err != nil {
 		errs = append(errs, fmt.Errorf("the hidden exam %s: %v; add it with sealrun content add EXAM", t.Exam.SHA256, err))
 	} else if int64(len(p.exam.Questions)) != t.Exam.Questions || int64(p.exam.Header.ContextBytes) != t.Exam.ContextBytes {
 		errs = append(errs, fmt.Errorf("the hidden exam has %d questions and %d bytes of context; the track says %d and %d", len(p.exam.Questions), p.exam.Header.ContextBytes, t.Exam.Questions, t.Exam.ContextBytes))
 	}
-	kitDir := KitPath(x.Cfg.StateDir, t.Kit.SHA256)
+	kitDir := api.KitPath(x.Cfg.StateDir, t.Kit.SHA256)
 	if _, err := os.Stat(kitDir); err != nil {
-		errs = append(errs, fmt.Errorf("track %s pins kit %s, which is not in this host's kit store (%v); add it with sealrun content add KITDIR (sealrun kit build makes one)", t.Name, t.Kit.SHA256, unwrap(err)))
+		errs = append(errs, fmt.Errorf("track %s pins kit %s, which is not in this host's kit store (%v); add it with sealrun content add KITDIR (sealrun kit build makes one)", t.Name, t.Kit.SHA256, fileio.Cause(err)))
 	} else if p.kit, err = kits.Open(kitDir); err != nil {
 		errs = append(errs, fmt.Errorf("track %s: %w", t.Name, err))
 	} else if err := p.kit.Check(t.Kit.SHA256, t.Name); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/airs/datasetstest"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
@@ -67,7 +68,7 @@ func TestUpstreamFormatTaskSealedRun(t *testing.T) {
 		files int
 		bytes int64
 	}{{toyTaskDir, airs.MaxTaskFiles, airs.MaxTaskBytes}, {raw, airs.MaxDataFiles, airs.MaxDataBytes}} {
-		if _, err := airs.InstallTree(d.dir, filepath.Dir(TreePath(tb.state, "x")), d.files, d.bytes); err != nil {
+		if _, err := airs.InstallTree(d.dir, filepath.Dir(api.TreePath(tb.state, "x")), d.files, d.bytes); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,12 +99,12 @@ func TestUpstreamFormatTaskSealedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(tb.state, "runs", id)
-		if out.Status != StateGraded {
+		if out.Status != api.StateGraded {
 			t.Fatalf("%s: %s: %s", id, out.Status, out.Reason)
 		}
 		transcript := string(mustRead(t, filepath.Join(dir, "transcript.log")))
 		t.Logf("%s: %s %q\n%s", id, out.Status, out.Reason, transcript)
-		if out.Status != StateGraded || out.TaskReport == nil || out.TaskReport.Value == nil || *out.TaskReport.Value != 1 {
+		if out.Status != api.StateGraded || out.TaskReport == nil || out.TaskReport.Value == nil || *out.TaskReport.Value != 1 {
 			t.Fatalf("status %s (%s), report %+v; want graded with Accuracy 1", out.Status, out.Reason, out.TaskReport)
 		}
 		ws := regexp.MustCompile(`workspace: (.*)`).FindStringSubmatch(transcript)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
 )
 
@@ -87,13 +88,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
-	writeJSON(w, code, APIError{Error: fmt.Sprintf(format, args...)})
+	writeJSON(w, code, api.APIError{Error: fmt.Sprintf(format, args...)})
 }
 
 func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	var req RunRequest
+	var req api.RunRequest
 	if err := dec.Decode(&req); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -142,7 +143,7 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	enc.Encode(Event{Time: time.Now().UTC(), Run: id, Kind: "record", State: rec.State, Reason: rec.Reason, Data: mustJSON(rec)})
+	enc.Encode(api.Event{Time: time.Now().UTC(), Run: id, Kind: "record", State: rec.State, Reason: rec.Reason, Data: mustJSON(rec)})
 	fl, _ := w.(http.Flusher)
 	if fl != nil {
 		fl.Flush()
@@ -165,12 +166,12 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 			if fl != nil {
 				fl.Flush()
 			}
-			if e.Kind == "state" && (e.State == StateGraded || e.State == StateFailed || e.State == StateInvalid) {
+			if e.Kind == "state" && (e.State == api.StateGraded || e.State == api.StateFailed || e.State == api.StateInvalid) {
 				return
 			}
 		case <-tick.C: // a heartbeat, so that a follower notices a dead daemon
 			rec, _ = d.Run(id)
-			if enc.Encode(Event{Time: time.Now().UTC(), Run: id, Kind: "heartbeat", State: rec.State, Data: mustJSON(rec)}) != nil {
+			if enc.Encode(api.Event{Time: time.Now().UTC(), Run: id, Kind: "heartbeat", State: rec.State, Data: mustJSON(rec)}) != nil {
 				return
 			}
 			if fl != nil {
@@ -265,7 +266,7 @@ func OpenJournalRead(path, run string, w io.Writer) error {
 	dec := json.NewDecoder(f)
 	enc := json.NewEncoder(w)
 	for {
-		var e Event
+		var e api.Event
 		if err := dec.Decode(&e); err != nil {
 			return nil
 		}
@@ -277,7 +278,7 @@ func OpenJournalRead(path, run string, w io.Writer) error {
 
 // Listen opens the admin socket: mode 0660, group-owned by cfg.Group (root and members may use
 // it; nobody else).
-func Listen(cfg *Config) (net.Listener, error) {
+func Listen(cfg *api.Config) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images/registrytest"
@@ -147,7 +148,7 @@ func TestHostileScaffold(t *testing.T) {
 	imagesDir := filepath.Join(testenv.LocalImages(t).State, "images")
 	cfg := map[string]any{
 		"markers": map[string]string{"the hidden exam's answer": masked(examSecret), "the signing key": masked(keyPEM), "the provider key": masked(provKey)},
-		"host_paths": []string{ContentPath(tb.state, examSHA), abs(t, "../attest/testdata/ed25519.key"), tb.cfg.Providers["openai"].KeyFile,
+		"host_paths": []string{api.ContentPath(tb.state, examSHA), abs(t, "../attest/testdata/ed25519.key"), tb.cfg.Providers["openai"].KeyFile,
 			tb.state, filepath.Join(tb.state, "runs"), filepath.Join(tb.state, "journal.jsonl"), imagesDir, "/var/lib/sealrun", "/etc/shadow.sealrun-host-only"},
 		"write_paths": []string{tb.state, imagesDir},
 		"tcp":         tcp,
@@ -324,7 +325,7 @@ func TestHostileScaffold(t *testing.T) {
 	if escapes > 0 {
 		t.Errorf("%d escapes", escapes)
 	}
-	if out.Status != StateGraded {
+	if out.Status != api.StateGraded {
 		t.Errorf("the hostile run ended %s (%s); want graded: attacks must not stop the run", out.Status, out.Reason)
 	}
 }

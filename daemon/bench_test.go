@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -37,7 +38,7 @@ id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p'); runner fina
 		if err != nil {
 			b.Fatal(err)
 		}
-		rec := waitState(b, d, r.ID, StateGraded)
+		rec := waitState(b, d, r.ID, api.StateGraded)
 		total += time.Since(t0)
 		var rep struct {
 			Timings struct {
@@ -74,14 +75,14 @@ func BenchmarkPs10k(b *testing.B) {
 	for i := range 10000 {
 		id := fmt.Sprintf("r-20261122-000000-%06x", i)
 		data, _ := json.Marshal(submitted{Track: track, Agent: "openai/gpt-x@high", Seed: int64(i), User: "bench"})
-		enc.Encode(Event{Time: now, Run: id, Kind: "submitted", Data: data})
-		for _, s := range []string{StatePreparing, StateRunning, StateGrading, StateGraded} {
-			enc.Encode(Event{Time: now, Run: id, Kind: "state", State: s})
+		enc.Encode(api.Event{Time: now, Run: id, Kind: "submitted", Data: data})
+		for _, s := range []string{api.StatePreparing, api.StateRunning, api.StateGrading, api.StateGraded} {
+			enc.Encode(api.Event{Time: now, Run: id, Kind: "state", State: s})
 		}
-		enc.Encode(Event{Time: now, Run: id, Kind: "result", Data: json.RawMessage(`{"passed":3,"questions":20}`)})
+		enc.Encode(api.Event{Time: now, Run: id, Kind: "result", Data: json.RawMessage(`{"passed":3,"questions":20}`)})
 	}
 	f.Close()
-	d := &Daemon{cfg: &Config{StateDir: state}, runs: map[string]*Record{}, spec: map[string]RunSpec{}, subs: map[chan Event]string{}}
+	d := &Daemon{cfg: &api.Config{StateDir: state}, runs: map[string]*api.Record{}, spec: map[string]RunSpec{}, subs: map[chan api.Event]string{}}
 	t0 := time.Now()
 	j, err := OpenJournal(filepath.Join(state, "journal.jsonl"), d.apply)
 	if err != nil {
@@ -159,8 +160,8 @@ func scaffoldFirstRequest(b *testing.B, sc *scaffolds.Scaffold) {
 			b.Fatal(err)
 		}
 		var running time.Time
-		j, _ := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
-			if e.Run == id && e.Kind == "state" && e.State == StateRunning {
+		j, _ := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e api.Event) error {
+			if e.Run == id && e.Kind == "state" && e.State == api.StateRunning {
 				running = e.Time
 			}
 			return nil

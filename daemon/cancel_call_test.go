@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/transcript"
 )
@@ -33,7 +34,7 @@ func TestCancelMidCall(t *testing.T) {
 	})
 	rd.sealrun("cancel", id)
 	rd.waitFor("the run to end", func() bool { rec = rd.show(id); return rec.Final() })
-	if rec.State != StateInvalid || rec.Reason != "cancelled" {
+	if rec.State != api.StateInvalid || rec.Reason != "cancelled" {
 		t.Errorf("cancelled mid-call: %s (%s)", rec.State, rec.Reason)
 	}
 	env := mustRead(t, filepath.Join(rec.Dir, "result.att.json"))
@@ -48,7 +49,7 @@ func TestCancelMidCall(t *testing.T) {
 	if tr.Totals.Calls != 1 || tr.Run.AuditHead != st.Predicate.Audit.Head {
 		t.Errorf("transcript.json: %d calls, audit head %q; want the cut-short call, and the attestation's head %q", tr.Totals.Calls, tr.Run.AuditHead, st.Predicate.Audit.Head)
 	}
-	if _, err := NewClient(rd.sock).Gather(context.Background(), rec, t.TempDir()); err != nil {
+	if _, err := api.NewClient(rd.sock).Gather(context.Background(), rec, t.TempDir()); err != nil {
 		t.Errorf("gather of the run cancelled mid-call: %v", err)
 	}
 }

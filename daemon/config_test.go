@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/policy"
@@ -66,8 +67,8 @@ output = 1
 input = 1
 output = 1
 `
-	_, err := ParseConfig("sealrun.toml", []byte(cfg))
-	ce, ok := err.(*ConfigError)
+	_, err := api.ParseConfig("sealrun.toml", []byte(cfg))
+	ce, ok := err.(*api.ConfigError)
 	if !ok {
 		t.Fatalf("got %v", err)
 	}
@@ -105,10 +106,10 @@ output = 1
 			t.Errorf("missing problem %q in:\n%s", want, got)
 		}
 	}
-	if _, err := ParseConfig("bad.toml", []byte("[keys\n")); err == nil || !strings.Contains(err.Error(), "bad.toml") {
+	if _, err := api.ParseConfig("bad.toml", []byte("[keys\n")); err == nil || !strings.Contains(err.Error(), "bad.toml") {
 		t.Errorf("syntax error: %v", err)
 	}
-	if _, err := LoadConfig(filepath.Join(dir, "none.toml")); err == nil || !strings.Contains(err.Error(), "deploy/sealrun.toml") {
+	if _, err := api.LoadConfig(filepath.Join(dir, "none.toml")); err == nil || !strings.Contains(err.Error(), "deploy/sealrun.toml") {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -116,9 +117,9 @@ output = 1
 // A price table: cached input and cache writes default to the input price; integers are prices
 // too; a table in one currency without models, or with a bad currency code, is refused.
 func TestConfigPrices(t *testing.T) {
-	pc := PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "https://provider.example/pricing", Models: map[string]PriceEntry{}}
+	pc := api.PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "https://provider.example/pricing", Models: map[string]api.PriceEntry{}}
 	in, cached, out := 3.0, 0.3, 15.0
-	pc.Models["openai/gpt-x"] = PriceEntry{Input: &in, CachedInput: &cached, Output: &out}
+	pc.Models["openai/gpt-x"] = api.PriceEntry{Input: &in, CachedInput: &cached, Output: &out}
 	p := pc.Price(controller.Agent{Provider: "openai", Model: "gpt-x", Effort: "high"})
 	if p == nil || *p != (policy.Price{Currency: "USD", Input: 3, CachedInput: 0.3, CacheWrite: 3, Output: 15, Taken: "2026-11-20", Source: "https://provider.example/pricing"}) {
 		t.Errorf("price %+v", p)
@@ -138,7 +139,7 @@ func TestConfigPrices(t *testing.T) {
 		{"[prices]\ncurrency = \"USD\"\ntaken = \"2026-11-20\"\n[prices.models.\"openai/gpt-x\"]\ninput = 3\noutput = 15\nouput = 1\n", "unknown key"},
 	} {
 		cfg := "[keys]\nsigning = \"" + key + "\"\n[providers.openai]\nbase_url = \"https://api.example.com/v1\"\nkey_file = \"" + key + "\"\n" + tc.toml
-		_, err := ParseConfig("sealrun.toml", []byte(cfg))
+		_, err := api.ParseConfig("sealrun.toml", []byte(cfg))
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -155,8 +156,8 @@ func TestConfigPrices(t *testing.T) {
 
 // The shipped default configuration has only known keys; what it lacks on this machine is files.
 func TestDeployConfigKeysKnown(t *testing.T) {
-	_, err := LoadConfig("../deploy/sealrun.toml")
-	ce, ok := err.(*ConfigError)
+	_, err := api.LoadConfig("../deploy/sealrun.toml")
+	ce, ok := err.(*api.ConfigError)
 	if !ok {
 		t.Fatalf("got %v", err)
 	}
@@ -173,21 +174,21 @@ func TestJournalTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.Append(Event{Run: "r-1", Kind: "state", State: StateQueued})
-	j.Append(Event{Run: "r-1", Kind: "state", State: StateRunning})
+	j.Append(api.Event{Run: "r-1", Kind: "state", State: api.StateQueued})
+	j.Append(api.Event{Run: "r-1", Kind: "state", State: api.StateRunning})
 	j.Close()
 	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"run":"r-1","kind":"sta`)
 	f.Close()
 	var n int
-	j, err = OpenJournal(p, func(Event) error { n++; return nil })
+	j, err = OpenJournal(p, func(api.Event) error { n++; return nil })
 	if err != nil || n != 2 {
 		t.Fatalf("replay: %v, %d events", err, n)
 	}
-	j.Append(Event{Run: "r-1", Kind: "state", State: StateGraded})
+	j.Append(api.Event{Run: "r-1", Kind: "state", State: api.StateGraded})
 	j.Close()
 	n = 0
-	j, err = OpenJournal(p, func(Event) error { n++; return nil })
+	j, err = OpenJournal(p, func(api.Event) error { n++; return nil })
 	if err != nil || n != 3 {
 		t.Fatalf("after the torn tail was dropped: %v, %d events", err, n)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger"
@@ -141,8 +142,8 @@ func (rd *realDaemon) sealrun(args ...string) string {
 	return string(out)
 }
 
-func (rd *realDaemon) show(id string) Record {
-	var r Record
+func (rd *realDaemon) show(id string) api.Record {
+	var r api.Record
 	json.Unmarshal([]byte(rd.sealrun("show", id, "--json")), &r)
 	return r
 }
@@ -162,7 +163,7 @@ func (rd *realDaemon) launch(seed string) string {
 }
 
 // verify checks a final run's attestation with its report, audit log and track.
-func (rd *realDaemon) verify(rec Record, phase string) {
+func (rd *realDaemon) verify(rec api.Record, phase string) {
 	t := rd.t
 	t.Helper()
 	af, _ := os.Open(filepath.Join(rec.Dir, "audit.jsonl"))
@@ -184,12 +185,12 @@ func (rd *realDaemon) afterRestart(id, phase string) {
 	t := rd.t
 	t.Helper()
 	r := rd.show(id)
-	if r.State != StateInvalid || r.Reason != "daemon restart" || r.RerunBy == "" {
+	if r.State != api.StateInvalid || r.Reason != "daemon restart" || r.RerunBy == "" {
 		t.Fatalf("killed %s, after restart: %+v", phase, r)
 	}
 	rd.waitFor("the rerun of the run killed "+phase, func() bool { return rd.show(r.RerunBy).Final() })
 	rerun := rd.show(r.RerunBy)
-	if rerun.State != StateGraded || rerun.RerunOf != id {
+	if rerun.State != api.StateGraded || rerun.RerunOf != id {
 		t.Errorf("rerun of the run killed %s: %+v", phase, rerun)
 	}
 	rd.verify(r, phase)
@@ -215,7 +216,7 @@ func TestKill9AndRestart(t *testing.T) {
 	waitFor("the promotion", func() bool {
 		return strings.Contains(string(readOr(filepath.Join(tb.state, "runs", id, "history.jsonl"))), `"kind":"promote"`)
 	})
-	if r := show(id); r.State != StateRunning {
+	if r := show(id); r.State != api.StateRunning {
 		t.Fatalf("run is %s before the kill; want running\n%s", r.State, logs.String())
 	}
 	kill9()
@@ -229,9 +230,9 @@ func TestKill9AndRestart(t *testing.T) {
 	hang := strings.Replace(string(example), "        req = json.loads(line)", "        req = json.loads(line)\n        if req[\"seq\"] >= 7:\n            import time; time.sleep(3600)", 1)
 	os.WriteFile(filepath.Join(tb.kit, "predict.py"), []byte(hang), 0o644)
 	id2 := launch("2")
-	waitFor("grading", func() bool { return show(id2).State == StateGrading })
+	waitFor("grading", func() bool { return show(id2).State == api.StateGrading })
 	time.Sleep(time.Second)
-	if st := show(id2).State; st != StateGrading {
+	if st := show(id2).State; st != api.StateGrading {
 		t.Fatalf("second run is %s; want grading", st)
 	}
 	kill9()
@@ -353,7 +354,7 @@ func TestKill9AtEveryJournalEvent(t *testing.T) {
 			// Killed after its end, or after it was attested and its end in the ledger (only
 			// the final state's journal line was lost: the ledger completes it), or while queued
 			// (it keeps its place): graded, never rerun.
-			if r.State != StateGraded || r.RerunBy != "" {
+			if r.State != api.StateGraded || r.RerunBy != "" {
 				t.Errorf("%s: %+v", name, r)
 			}
 			rd.verify(r, name)
@@ -423,15 +424,15 @@ func TestKill9AtEveryJournalEvent(t *testing.T) {
 	t.Logf("%d kills at journal events, %d runs, 0 acknowledged records lost; the ledger (%d entries) accounts for every run", kills, len(runs), led.Head.Size)
 }
 
-func listRuns(rd *realDaemon) []Record {
-	var rs []Record
+func listRuns(rd *realDaemon) []api.Record {
+	var rs []api.Record
 	json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &rs)
 	return rs
 }
 
-func lastEvent(t *testing.T, journal []byte) Event {
+func lastEvent(t *testing.T, journal []byte) api.Event {
 	lines := bytes.Split(bytes.TrimSpace(journal), []byte("\n"))
-	var e Event
+	var e api.Event
 	if err := json.Unmarshal(lines[len(lines)-1], &e); err != nil {
 		t.Fatal(err)
 	}
@@ -488,12 +489,12 @@ func TestNetnsHiddenAcrossRestart(t *testing.T) {
 		t.Fatalf("ip netns add did not mount %s: the test did not reproduce a fresh machine", sandbox.LegacyNetnsDir)
 	}
 	rd.waitFor("the run's end", func() bool { return rd.show(id).Final() })
-	if r := rd.show(id); r.State != StateGraded {
+	if r := rd.show(id); r.State != api.StateGraded {
 		t.Errorf("the run live during ip netns add: %s %s", r.State, r.Reason)
 	}
 	rd.waitFor("the run's teardown", func() bool { _, err := os.Lstat(gw(id)); return err != nil })
 	nothingLeft(id)
-	if j := string(readOr(filepath.Join(tb.state, "journal.jsonl"))); strings.Contains(j, EventTeardownFailed) {
+	if j := string(readOr(filepath.Join(tb.state, "journal.jsonl"))); strings.Contains(j, api.EventTeardownFailed) {
 		t.Errorf("the journal has a failed teardown:\n%s", j)
 	}
 

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
@@ -45,19 +46,19 @@ type submitted struct {
 
 // Daemon is sealrund: the runs, their queue and the executor.
 type Daemon struct {
-	cfg  *Config
+	cfg  *api.Config
 	x    *Executor
 	j    *Journal
 	log  *slog.Logger
 	mu   sync.Mutex
-	runs map[string]*Record
+	runs map[string]*api.Record
 	spec map[string]RunSpec
 	// cancel of each running run; queued runs are cancelled by state alone.
 	cancel  map[string]context.CancelFunc
 	active  int
 	wake    chan struct{}
-	subs    map[chan Event]string // live event subscribers, by run ("" for all)
-	live    liveTranscripts       // the transcripts of runs being followed (GET /v1/runs/{id}/transcript)
+	subs    map[chan api.Event]string // live event subscribers, by run ("" for all)
+	live    liveTranscripts           // the transcripts of runs being followed (GET /v1/runs/{id}/transcript)
 	wg      sync.WaitGroup
 	metrics *metrics
 	tracks  map[string]*policy.Track // parsed track files, by content
@@ -138,14 +139,14 @@ func (d *Daemon) hostCPUSet() []int {
 // New opens the journal, replays it and reconciles what a previous daemon left: runs that were
 // not finished become invalid (reason: daemon restart), their leftovers are removed, and a rerun
 // of each is queued and linked. Finished runs are untouched.
-func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daemon, error) {
+func New(ctx context.Context, cfg *api.Config, x *Executor, log *slog.Logger) (*Daemon, error) {
 	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "runs")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, err
 		}
 	}
-	d := &Daemon{cfg: cfg, x: x, log: log, runs: map[string]*Record{}, spec: map[string]RunSpec{}, cancel: map[string]context.CancelFunc{},
-		wake: make(chan struct{}, 1), subs: map[chan Event]string{}}
+	d := &Daemon{cfg: cfg, x: x, log: log, runs: map[string]*api.Record{}, spec: map[string]RunSpec{}, cancel: map[string]context.CancelFunc{},
+		wake: make(chan struct{}, 1), subs: map[chan api.Event]string{}}
 	d.metrics = newMetrics(d)
 	j, err := OpenJournal(filepath.Join(cfg.StateDir, "journal.jsonl"), d.apply)
 	if err != nil {
@@ -191,7 +192,7 @@ func New(ctx context.Context, cfg *Config, x *Executor, log *slog.Logger) (*Daem
 // becomes invalid (daemon restart) and is attested so; then every invalid run but a cancelled or
 // dispatched one gets its rerun.
 func (d *Daemon) recover(ctx context.Context) error {
-	var unfinished []*Record
+	var unfinished []*api.Record
 	for _, r := range d.runs {
 		if !r.Final() {
 			unfinished = append(unfinished, r)
@@ -200,7 +201,7 @@ func (d *Daemon) recover(ctx context.Context) error {
 	sort.Slice(unfinished, func(i, k int) bool { return unfinished[i].Queued.Before(unfinished[k].Queued) })
 	for _, r := range unfinished {
 		spec, ok := d.spec[r.ID]
-		if r.State == StateQueued && ok {
+		if r.State == api.StateQueued && ok {
 			continue // still waiting: it keeps its place
 		}
 		reason := "daemon restart"
@@ -208,7 +209,7 @@ func (d *Daemon) recover(ctx context.Context) error {
 			continue // it had ended and been attested; only its last journal event was lost
 		}
 		if !ok {
-			if err := d.setState(r.ID, StateInvalid, reason); err != nil {
+			if err := d.setState(r.ID, api.StateInvalid, reason); err != nil {
 				return err
 			}
 			continue
@@ -219,9 +220,9 @@ func (d *Daemon) recover(ctx context.Context) error {
 	// Every invalid run but a cancelled one gets a rerun, linked both ways. Done here for all of
 	// them, not only those just invalidated: a daemon killed between journaling a run invalid
 	// and queueing its rerun left one without (found by the kill-at-every-journal-event test).
-	var norerun []*Record
+	var norerun []*api.Record
 	for _, r := range d.runs {
-		if s, ok := d.spec[r.ID]; ok && r.State == StateInvalid && r.RerunBy == "" && r.Reason != "cancelled" && s.Dispatcher == "" {
+		if s, ok := d.spec[r.ID]; ok && r.State == api.StateInvalid && r.RerunBy == "" && r.Reason != "cancelled" && s.Dispatcher == "" {
 			norerun = append(norerun, r)
 		}
 	}
@@ -238,7 +239,7 @@ func mustTrackBytes(dir string) []byte {
 }
 
 // apply folds one journal event into the records (replay and live).
-func (d *Daemon) apply(e Event) error {
+func (d *Daemon) apply(e api.Event) error {
 	switch e.Kind {
 	case "submitted":
 		var s submitted
@@ -260,8 +261,8 @@ func (d *Daemon) apply(e Event) error {
 		if err != nil {
 			return err
 		}
-		d.runs[e.Run] = &Record{ID: e.Run, Track: t.Name + " " + t.Version, TrackID: t.ID, Agent: s.Agent, Seed: s.Seed, User: s.User, RerunOf: s.RerunOf,
-			Dispatcher: s.Dispatcher, GPUs: s.GPUs, State: StateQueued, Queued: e.Time, Dir: filepath.Join(d.cfg.StateDir, "runs", e.Run)}
+		d.runs[e.Run] = &api.Record{ID: e.Run, Track: t.Name + " " + t.Version, TrackID: t.ID, Agent: s.Agent, Seed: s.Seed, User: s.User, RerunOf: s.RerunOf,
+			Dispatcher: s.Dispatcher, GPUs: s.GPUs, State: api.StateQueued, Queued: e.Time, Dir: filepath.Join(d.cfg.StateDir, "runs", e.Run)}
 		d.spec[e.Run] = RunSpec{ID: e.Run, RerunOf: s.RerunOf, Track: t, Agent: agent, Seed: s.Seed, Queued: e.Time, User: s.User,
 			WantGPUs: s.GPUs, Dispatcher: s.Dispatcher}
 		if o := d.runs[s.RerunOf]; o != nil {
@@ -274,12 +275,12 @@ func (d *Daemon) apply(e Event) error {
 		}
 		r.State, r.Reason = e.State, e.Reason
 		switch e.State {
-		case StateRunning:
+		case api.StateRunning:
 			r.Started = e.Time
 			if s, ok := d.spec[e.Run]; ok {
 				r.Deadline = e.Time.Add(s.Track.Budget.Wall)
 			}
-		case StateGraded, StateFailed, StateInvalid:
+		case api.StateGraded, api.StateFailed, api.StateInvalid:
 			r.Finished = e.Time
 		}
 	case "result":
@@ -303,7 +304,7 @@ func (d *Daemon) apply(e Event) error {
 
 // record appends an event, then applies it and tells subscribers (publish); it fails when the
 // journal does.
-func (d *Daemon) record(e Event) error {
+func (d *Daemon) record(e api.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
@@ -317,7 +318,7 @@ func (d *Daemon) record(e Event) error {
 
 // publish applies a journaled event to the records (once: the executor journals its own and
 // calls this) and hands it to the live subscribers; a run's end feeds the metrics.
-func (d *Daemon) publish(e Event) {
+func (d *Daemon) publish(e api.Event) {
 	d.mu.Lock()
 	d.apply(e)
 	dir := ""
@@ -333,13 +334,13 @@ func (d *Daemon) publish(e Event) {
 		}
 	}
 	d.mu.Unlock()
-	if e.Kind == "state" && (e.State == StateGraded || e.State == StateFailed || e.State == StateInvalid) && dir != "" {
+	if e.Kind == "state" && (e.State == api.StateGraded || e.State == api.StateFailed || e.State == api.StateInvalid) && dir != "" {
 		d.metrics.observeRun(dir, e.State)
 	}
 }
 
 func (d *Daemon) setState(id, state, reason string) error {
-	return d.record(Event{Run: id, Kind: "state", State: state, Reason: reason})
+	return d.record(api.Event{Run: id, Kind: "state", State: state, Reason: reason})
 }
 
 // NewRunID makes a run id: r-<UTC time>-<random>.
@@ -353,13 +354,13 @@ func NewRunID(now time.Time) string {
 var ErrRefused = errors.New("refused")
 
 // Submit queues a run after checking the track, the agent, every pin and the seed.
-func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, rerun bool, user string) (*Record, error) {
-	return d.SubmitRequest(RunRequest{Track: string(trackFile), TrackName: trackName, Agent: agentS, Seed: seed, Rerun: rerun}, user)
+func (d *Daemon) Submit(trackFile []byte, trackName, agentS string, seed int64, rerun bool, user string) (*api.Record, error) {
+	return d.SubmitRequest(api.RunRequest{Track: string(trackFile), TrackName: trackName, Agent: agentS, Seed: seed, Rerun: rerun}, user)
 }
 
 // SubmitRequest is Submit with an outside scheduler's fields (RunRequest): the GPUs the run
 // must use, the invalid run it reruns, the job that dispatched it.
-func (d *Daemon) SubmitRequest(req RunRequest, user string) (*Record, error) {
+func (d *Daemon) SubmitRequest(req api.RunRequest, user string) (*api.Record, error) {
 	trackFile, trackName, agentS, seed, rerun := []byte(req.Track), req.TrackName, req.Agent, req.Seed, req.Rerun || req.RerunOf != ""
 	t, err := policy.Parse(trackName, trackFile)
 	if err != nil {
@@ -387,7 +388,7 @@ func (d *Daemon) SubmitRequest(req RunRequest, user string) (*Record, error) {
 	if !rerun {
 		d.mu.Lock()
 		for _, r := range d.runs {
-			if r.TrackID == t.ID && r.Agent == agent.String() && r.Seed == seed && r.State != StateInvalid {
+			if r.TrackID == t.ID && r.Agent == agent.String() && r.Seed == seed && r.State != api.StateInvalid {
 				d.mu.Unlock()
 				return nil, fmt.Errorf("%w: seed %d of %s on track %s already has run %s (%s); give another seed, or --rerun to run it again", ErrRefused, seed, agent, t.Name, r.ID, r.State)
 			}
@@ -402,7 +403,7 @@ const maxDispatcher = 200
 
 // checkDispatch checks an outside scheduler's fields of a request: GPUs that are this host's
 // and enough for the track, a rerun link to an invalid run of the same seed, a job name.
-func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req RunRequest) error {
+func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req api.RunRequest) error {
 	if req.CPUs < 0 || req.Memory < 0 {
 		return fmt.Errorf("%w: --cpus and --memory are 0 (not given) or more", ErrRefused)
 	}
@@ -437,7 +438,7 @@ func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req Ru
 		o := d.runs[req.RerunOf]
 		d.mu.Unlock()
 		// A run of another host is not known here; the leaderboard links it by its attestation.
-		if o != nil && (o.State != StateInvalid || o.TrackID != t.ID || o.Agent != agent || o.Seed != seed || o.RerunBy != "") {
+		if o != nil && (o.State != api.StateInvalid || o.TrackID != t.ID || o.Agent != agent || o.Seed != seed || o.RerunBy != "") {
 			return fmt.Errorf("%w: --rerun-of %s: that run is %s (track %s, %s, seed %d, rerun by %q); only an invalid run of the same track, agent and seed without a rerun can be rerun", ErrRefused, o.ID, o.State, o.Track, o.Agent, o.Seed, o.RerunBy)
 		}
 	}
@@ -447,7 +448,7 @@ func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req Ru
 	return nil
 }
 
-func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed int64, user, rerunOf string, gpus []string, dispatcher string) (*Record, error) {
+func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed int64, user, rerunOf string, gpus []string, dispatcher string) (*api.Record, error) {
 	if err := d.Broken(); err != nil {
 		return nil, fmt.Errorf("%w: %w after %v; see the daemon's log, fix the disk and restart sealrund", ErrRefused, ErrBroken, err)
 	}
@@ -460,7 +461,7 @@ func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed in
 		return nil, err
 	}
 	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf, GPUs: gpus, Dispatcher: dispatcher})
-	if err := d.record(Event{Run: id, Kind: "submitted", Data: data}); err != nil {
+	if err := d.record(api.Event{Run: id, Kind: "submitted", Data: data}); err != nil {
 		return nil, err
 	}
 	if err := d.ledgerQueued(id); err != nil {
@@ -483,7 +484,7 @@ func (d *Daemon) kick() {
 }
 
 // Cancel ends a run in any state; it becomes invalid (reason: cancelled).
-func (d *Daemon) Cancel(id string) (*Record, error) {
+func (d *Daemon) Cancel(id string) (*api.Record, error) {
 	d.mu.Lock()
 	r := d.runs[id]
 	if r == nil {
@@ -496,7 +497,7 @@ func (d *Daemon) Cancel(id string) (*Record, error) {
 		return &c, fmt.Errorf("%w: run %s has already ended (%s)", ErrRefused, id, r.State)
 	}
 	cancel := d.cancel[id]
-	queued := r.State == StateQueued && cancel == nil // not yet started by Serve
+	queued := r.State == api.StateQueued && cancel == nil // not yet started by Serve
 	d.mu.Unlock()
 	if queued {
 		d.mu.Lock()
@@ -515,10 +516,10 @@ func (d *Daemon) Cancel(id string) (*Record, error) {
 }
 
 // Runs lists the records, newest first.
-func (d *Daemon) Runs() []Record {
+func (d *Daemon) Runs() []api.Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]Record, 0, len(d.runs))
+	out := make([]api.Record, 0, len(d.runs))
 	for _, r := range d.runs {
 		out = append(out, *r)
 	}
@@ -529,7 +530,7 @@ func (d *Daemon) Runs() []Record {
 	pos := 0
 	for i := len(out) - 1; i >= 0; i-- {
 		r := &out[i]
-		if r.State != StateQueued {
+		if r.State != api.StateQueued {
 			continue
 		}
 		pos++
@@ -558,19 +559,19 @@ func (d *Daemon) Runs() []Record {
 }
 
 // Run is one record.
-func (d *Daemon) Run(id string) (Record, bool) {
+func (d *Daemon) Run(id string) (api.Record, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, ok := d.runs[id]
 	if !ok {
-		return Record{}, false
+		return api.Record{}, false
 	}
 	return *r, true
 }
 
 // Subscribe returns a channel of live events of run ("" for all) and its cancel.
-func (d *Daemon) Subscribe(run string) (chan Event, func()) {
-	ch := make(chan Event, 256)
+func (d *Daemon) Subscribe(run string) (chan api.Event, func()) {
+	ch := make(chan api.Event, 256)
 	d.mu.Lock()
 	d.subs[ch] = run
 	d.mu.Unlock()
@@ -596,7 +597,7 @@ func (d *Daemon) execute(ctx, rctx context.Context, cancel context.CancelFunc, s
 		d.log.Error("run refused at start", "run", spec.ID, "err", err)
 		d.invalidate(context.Background(), spec, err.Error(), time.Time{})
 		reason = err.Error()
-	case err == nil && out.Status == StateInvalid:
+	case err == nil && out.Status == api.StateInvalid:
 		reason = out.Reason
 	}
 	if reason != "" && reason != "cancelled" && ctx.Err() == nil && spec.Dispatcher == "" {
@@ -607,10 +608,10 @@ func (d *Daemon) execute(ctx, rctx context.Context, cancel context.CancelFunc, s
 // nextQueued is the oldest queued run not started yet, or nil; d.mu is held. A run started here
 // stays queued until its Execute records preparing: the cancel func marks it started, so it is
 // never started twice.
-func (d *Daemon) nextQueued() *Record {
-	var next *Record
+func (d *Daemon) nextQueued() *api.Record {
+	var next *api.Record
 	for _, r := range d.runs {
-		if r.State == StateQueued && d.cancel[r.ID] == nil && (next == nil || r.Queued.Before(next.Queued)) {
+		if r.State == api.StateQueued && d.cancel[r.ID] == nil && (next == nil || r.Queued.Before(next.Queued)) {
 			next = r
 		}
 	}
@@ -741,10 +742,10 @@ func (d *Daemon) rerun(spec RunSpec, reason string) {
 func (d *Daemon) invalidate(ctx context.Context, spec RunSpec, reason string, started time.Time) error {
 	if _, err := d.x.Invalidate(ctx, spec, reason, started); err != nil {
 		d.log.Warn("attest an invalid run", "run", spec.ID, "err", err)
-		if err := d.setState(spec.ID, StateInvalid, reason+" (not attested: "+err.Error()+")"); err != nil {
+		if err := d.setState(spec.ID, api.StateInvalid, reason+" (not attested: "+err.Error()+")"); err != nil {
 			return err
 		}
-		return d.x.ledgerEnded(spec.ID, StateInvalid, reason+" (not attested)", "")
+		return d.x.ledgerEnded(spec.ID, api.StateInvalid, reason+" (not attested)", "")
 	}
 	return nil
 }
@@ -758,7 +759,7 @@ func (d *Daemon) Close() error {
 }
 
 // hostOf builds the sandbox host and image store of a configuration.
-func hostOf(cfg *Config) (*sandbox.Host, *images.Store, error) {
+func hostOf(cfg *api.Config) (*sandbox.Host, *images.Store, error) {
 	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: cfg.StateDir, RunDir: cfg.RunDir, Runtime: cfg.Runtime, RoleRuntimes: cfg.RoleRuntimes(), Hook: cfg.Hook, CgroupParent: cfg.CgroupParent})
 	if err != nil {
 		return nil, nil, err

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -103,8 +104,8 @@ func TestDaemonThroughCLI(t *testing.T) {
 	_, slowOut, _ := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "2", "--detach")
 	_, queuedOut, _ := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "3", "--detach")
 	slow, queued := strings.TrimSpace(slowOut), strings.TrimSpace(queuedOut)
-	waitState(t, d, slow, StateRunning)
-	if r, _ := d.Run(queued); r.State != StateQueued {
+	waitState(t, d, slow, api.StateRunning)
+	if r, _ := d.Run(queued); r.State != api.StateQueued {
 		t.Errorf("second run is %s; want queued behind the first", r.State)
 	}
 	if code, out, errs := sealrun("cancel", queued); code != 0 || !strings.Contains(out, "cancel requested") {
@@ -114,7 +115,7 @@ func TestDaemonThroughCLI(t *testing.T) {
 		t.Errorf("cancel running: %d %s %s", code, out, errs)
 	}
 	for _, r := range []string{queued, slow} {
-		rec := waitState(t, d, r, StateInvalid)
+		rec := waitState(t, d, r, api.StateInvalid)
 		if rec.Reason != "cancelled" {
 			t.Errorf("%s: reason %q", r, rec.Reason)
 		}
@@ -191,7 +192,7 @@ func TestDaemonThroughCLI(t *testing.T) {
 			t.Errorf("metric %s = %v; want at least %v (have %v)", key, seen[key], min, seen)
 		}
 	}
-	var recs []Record
+	var recs []api.Record
 	_, out, _ = sealrun("ps", "-a", "--json")
 	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 3 {
 		t.Errorf("ps --json: %v %s", err, out)
@@ -241,7 +242,7 @@ func cancelRun(t *testing.T, d *Daemon, id string) {
 	if _, err := d.Cancel(id); err != nil {
 		t.Fatal(err)
 	}
-	rec := waitState(t, d, id, StateInvalid)
+	rec := waitState(t, d, id, api.StateInvalid)
 	if rec.Reason != "cancelled" {
 		t.Errorf("reason %q", rec.Reason)
 	}
@@ -250,7 +251,7 @@ func cancelRun(t *testing.T, d *Daemon, id string) {
 	}
 }
 
-func waitState(t testing.TB, d *Daemon, id, state string) Record {
+func waitState(t testing.TB, d *Daemon, id, state string) api.Record {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -280,7 +281,7 @@ func startDaemon(t testing.TB, tb *testbed, x *Executor) *Daemon {
 
 // serveAPI serves d's admin API on tb.cfg.Socket (set it, and Group, before startDaemon) until
 // the test ends, and returns a client of it.
-func serveAPI(t testing.TB, tb *testbed, d *Daemon) *Client {
+func serveAPI(t testing.TB, tb *testbed, d *Daemon) *api.Client {
 	t.Helper()
 	l, err := Listen(tb.cfg)
 	if err != nil {
@@ -290,7 +291,7 @@ func serveAPI(t testing.TB, tb *testbed, d *Daemon) *Client {
 	done := make(chan struct{})
 	go func() { d.ServeAPI(ctx, l); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	return NewClient(tb.cfg.Socket)
+	return api.NewClient(tb.cfg.Socket)
 }
 
 // Two runs on a host with one GPU run one after the other; each runner call sees the GPU.
@@ -316,7 +317,7 @@ devices:
           major: 195
           minor: 0
 `), 0o644)
-	tb.cfg.Resources = ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0"}, CDIDirs: []string{cdi}, Concurrency: 2}
+	tb.cfg.Resources = api.ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0"}, CDIDirs: []string{cdi}, Concurrency: 2}
 	script := strings.Replace(agentScript, "PROMOTE", `runner sh -c 'ls /dev/sealrun-test-gpu0 && grep Cpus_allowed_list /proc/self/status && sleep 2'; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
 	x := tb.executor()
@@ -330,8 +331,8 @@ devices:
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, d, a.ID, StateRunning)
-	if r, _ := d.Run(b.ID); r.State != StateQueued {
+	waitState(t, d, a.ID, api.StateRunning)
+	if r, _ := d.Run(b.ID); r.State != api.StateQueued {
 		t.Errorf("the second run is %s while the first holds the only GPU", r.State)
 	}
 	for _, r := range d.Runs() {
@@ -339,8 +340,8 @@ devices:
 			t.Errorf("ps says the second run waits for %q", r.Waiting)
 		}
 	}
-	ra := waitState(t, d, a.ID, StateGraded)
-	rb := waitState(t, d, b.ID, StateGraded)
+	ra := waitState(t, d, a.ID, api.StateGraded)
+	rb := waitState(t, d, b.ID, api.StateGraded)
 	if !rb.Started.After(ra.Finished) && !rb.Started.Equal(ra.Finished) {
 		t.Errorf("runs overlapped: first finished %s, second started %s", ra.Finished, rb.Started)
 	}
@@ -354,7 +355,7 @@ devices:
 			break
 		}
 	}
-	for _, r := range []Record{ra, rb} {
+	for _, r := range []api.Record{ra, rb} {
 		out, err := os.ReadFile(filepath.Join(r.Dir, "calls", "2.log"))
 		if err != nil || !strings.Contains(string(out), node) {
 			t.Errorf("%s: call 2 did not see the GPU: %v %q", r.ID, err, out)
@@ -371,17 +372,17 @@ devices:
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := d.SubmitRequest(RunRequest{Track: string(gpuTrack), TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 4, GPUs: []string{"sealrun.test/gpu=0"}, Dispatcher: "slurm job 9_4"}, "test")
+	p, err := d.SubmitRequest(api.RunRequest{Track: string(gpuTrack), TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 4, GPUs: []string{"sealrun.test/gpu=0"}, Dispatcher: "slurm job 9_4"}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, d, c.ID, StateRunning)
+	waitState(t, d, c.ID, api.StateRunning)
 	for _, r := range d.Runs() {
 		if r.ID == p.ID && r.Waiting != "#1: waiting for its GPUs sealrun.test/gpu=0 (dispatched with them)" {
 			t.Errorf("ps says the dispatched run waits for %q", r.Waiting)
 		}
 	}
-	rp := waitState(t, d, p.ID, StateGraded)
+	rp := waitState(t, d, p.ID, api.StateGraded)
 	if out, err := os.ReadFile(filepath.Join(rp.Dir, "calls", "2.log")); err != nil || !strings.Contains(string(out), node) {
 		t.Errorf("the dispatched run's call 2 did not see its GPU: %v %q", err, out)
 	}
@@ -419,7 +420,7 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	if _, err := d.Submit([]byte(badScaffold), "scaffold.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), `label dev.sealrun.scaffold.version is "1.0.0", the track says "9.9.9"`) {
 		t.Errorf("scaffold pin mismatch: %v", err)
 	}
-	kitDir := KitPath(tb.state, tb.track.Kit.SHA256)
+	kitDir := api.KitPath(tb.state, tb.track.Kit.SHA256)
 	for _, c := range []struct {
 		name, want string
 		damage     func()
@@ -452,7 +453,7 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := waitState(t, d, r.ID, StateGraded)
+	rec := waitState(t, d, r.ID, api.StateGraded)
 	transcript := string(mustRead(t, filepath.Join(rec.Dir, "transcript.log")))
 	if !strings.Contains(transcript, "call exit 124") {
 		t.Errorf("the call was not cut at the reserve start:\n%s", transcript)
@@ -477,7 +478,7 @@ func TestCancelWhileGrading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, d, r.ID, StateGrading)
+	waitState(t, d, r.ID, api.StateGrading)
 	time.Sleep(time.Second) // the grader is answering (and hanging)
 	cancelRun(t, d, r.ID)
 }
@@ -536,7 +537,7 @@ func TestCancelWhilePreparing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, d, r.ID, StatePreparing)
+	waitState(t, d, r.ID, api.StatePreparing)
 	cancelRun(t, d, r.ID)
 }
 
@@ -551,13 +552,13 @@ func TestInfraFailureIsRerun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, d, a.ID, StateRunning)
+	waitState(t, d, a.ID, api.StateRunning)
 	b, err := d.Submit([]byte(tb.trackTOML), "t.toml", "openai/gpt-x@high", 2, false, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The kit's validation set disappears from the host while b waits: its start fails.
-	os.Remove(filepath.Join(KitPath(tb.state, tb.track.Kit.SHA256), "validation.sealrun"))
+	os.Remove(filepath.Join(api.KitPath(tb.state, tb.track.Kit.SHA256), "validation.sealrun"))
 	d.Cancel(a.ID)
 	chain := []string{b.ID}
 	deadline := time.Now().Add(time.Minute)
@@ -569,14 +570,14 @@ func TestInfraFailureIsRerun(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	last := waitState(t, d, chain[len(chain)-1], StateInvalid)
+	last := waitState(t, d, chain[len(chain)-1], api.StateInvalid)
 	time.Sleep(500 * time.Millisecond)
 	if last, _ = d.Run(last.ID); len(chain) != MaxReruns+1 || last.RerunBy != "" {
 		t.Fatalf("rerun chain %v; the last is rerun by %q", chain, last.RerunBy)
 	}
 	for i, id := range chain {
 		r, _ := d.Run(id)
-		if r.State != StateInvalid || !strings.Contains(r.Reason, "validation.sealrun: listed in SHA256SUMS but missing") || (i > 0 && r.RerunOf != chain[i-1]) {
+		if r.State != api.StateInvalid || !strings.Contains(r.Reason, "validation.sealrun: listed in SHA256SUMS but missing") || (i > 0 && r.RerunOf != chain[i-1]) {
 			t.Errorf("%s: %+v", id, r)
 		}
 	}
@@ -610,13 +611,13 @@ func TestQueueNeverStartsARunTwice(t *testing.T) {
 		ids = append(ids, r.ID)
 	}
 	for _, id := range ids {
-		if r := waitState(t, d, id, StateFailed); r.State != StateFailed {
+		if r := waitState(t, d, id, api.StateFailed); r.State != api.StateFailed {
 			t.Errorf("run %s: %s (%s); want failed (its agent promotes nothing)", id, r.State, r.Reason)
 		}
 	}
 	preparing := map[string]int{}
-	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
-		if e.Kind == "state" && e.State == StatePreparing {
+	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e api.Event) error {
+		if e.Kind == "state" && e.State == api.StatePreparing {
 			preparing[e.Run]++
 		}
 		return nil
@@ -665,59 +666,59 @@ func TestTakeGPUs(t *testing.T) {
 // run records them and shows its GPUs in ps while it waits.
 func TestDispatchedRunRequests(t *testing.T) {
 	tb := newTestbed(t)
-	tb.cfg.Resources = ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0", "sealrun.test/gpu=1"}, Concurrency: 1}
+	tb.cfg.Resources = api.ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0", "sealrun.test/gpu=1"}, Concurrency: 1}
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
 	d := startDaemon(t, tb, tb.executor())
 	gpuTrack := strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 1", 1)
-	req := func(mod func(*RunRequest)) RunRequest {
-		r := RunRequest{Track: gpuTrack, TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 1, Dispatcher: "slurm job 812_1", GPUs: []string{"sealrun.test/gpu=0"}}
+	req := func(mod func(*api.RunRequest)) api.RunRequest {
+		r := api.RunRequest{Track: gpuTrack, TrackName: "gpu.toml", Agent: "openai/gpt-x@high", Seed: 1, Dispatcher: "slurm job 812_1", GPUs: []string{"sealrun.test/gpu=0"}}
 		mod(&r)
 		return r
 	}
 	for _, c := range []struct {
 		name string
-		req  RunRequest
+		req  api.RunRequest
 		want string
 	}{
-		{"not this host's", req(func(r *RunRequest) { r.GPUs = []string{"nvidia.com/gpu=0"} }), "--gpus nvidia.com/gpu=0 is not one of this host's GPUs ([resources] gpus: sealrun.test/gpu=0, sealrun.test/gpu=1)"},
-		{"twice", req(func(r *RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1", "sealrun.test/gpu=1"} }), "--gpus names sealrun.test/gpu=1 twice"},
-		{"too few", req(func(r *RunRequest) {
+		{"not this host's", req(func(r *api.RunRequest) { r.GPUs = []string{"nvidia.com/gpu=0"} }), "--gpus nvidia.com/gpu=0 is not one of this host's GPUs ([resources] gpus: sealrun.test/gpu=0, sealrun.test/gpu=1)"},
+		{"twice", req(func(r *api.RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1", "sealrun.test/gpu=1"} }), "--gpus names sealrun.test/gpu=1 twice"},
+		{"too few", req(func(r *api.RunRequest) {
 			r.Track = strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 2", 1)
 			r.GPUs = []string{"sealrun.test/gpu=1"}
 		}), "--gpus gives 1 GPUs (sealrun.test/gpu=1); track"},
-		{"bad rerun id", req(func(r *RunRequest) { r.RerunOf = "../../etc" }), `--rerun-of "../../etc" is not a run id`},
-		{"no GPUs from the scheduler", req(func(r *RunRequest) { r.GPUs = nil }), "--gpus gives 0 GPUs (); track"},
-		{"too few CPUs", req(func(r *RunRequest) {
+		{"bad rerun id", req(func(r *api.RunRequest) { r.RerunOf = "../../etc" }), `--rerun-of "../../etc" is not a run id`},
+		{"no GPUs from the scheduler", req(func(r *api.RunRequest) { r.GPUs = nil }), "--gpus gives 0 GPUs (); track"},
+		{"too few CPUs", req(func(r *api.RunRequest) {
 			r.Track = strings.Replace(gpuTrack, "cpus = 1", "cpus = 2", 1)
 			r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, 1
 		}), "needs 2 CPUs per run; the job was given 1 (sbatch --cpus-per-task=2)"},
-		{"too little memory", req(func(r *RunRequest) { r.GPUs, r.Memory = []string{"sealrun.test/gpu=0"}, 1<<20 }), "MiB of memory per run; the job was given 1 MiB"},
-		{"negative", req(func(r *RunRequest) { r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, -1 }), "--cpus and --memory are 0 (not given) or more"},
-		{"long job", req(func(r *RunRequest) { r.Dispatcher = strings.Repeat("j", 201) }), "--dispatcher is longer than 200 bytes"},
-		{"control", req(func(r *RunRequest) { r.Dispatcher = "job\x1b[2J" }), "holds control characters"},
+		{"too little memory", req(func(r *api.RunRequest) { r.GPUs, r.Memory = []string{"sealrun.test/gpu=0"}, 1<<20 }), "MiB of memory per run; the job was given 1 MiB"},
+		{"negative", req(func(r *api.RunRequest) { r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, -1 }), "--cpus and --memory are 0 (not given) or more"},
+		{"long job", req(func(r *api.RunRequest) { r.Dispatcher = strings.Repeat("j", 201) }), "--dispatcher is longer than 200 bytes"},
+		{"control", req(func(r *api.RunRequest) { r.Dispatcher = "job\x1b[2J" }), "holds control characters"},
 	} {
 		if _, err := d.SubmitRequest(c.req, "test"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want refused with %q", c.name, err, c.want)
 		}
 	}
 	// A dispatched run records its job and GPUs.
-	a, err := d.SubmitRequest(req(func(r *RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1"}; r.Seed = 7; r.Track = tb.trackTOML }), "test")
+	a, err := d.SubmitRequest(req(func(r *api.RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1"}; r.Seed = 7; r.Track = tb.trackTOML }), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Dispatcher != "slurm job 812_1" || strings.Join(a.GPUs, ",") != "sealrun.test/gpu=1" {
 		t.Errorf("the record: dispatcher %q, GPUs %v", a.Dispatcher, a.GPUs)
 	}
-	waitState(t, d, a.ID, StateGraded)
+	waitState(t, d, a.ID, api.StateGraded)
 	// Rerunning a graded run is refused; an unknown id (another host's run) is accepted.
-	if _, err := d.SubmitRequest(req(func(r *RunRequest) { r.Seed = 7; r.Track = tb.trackTOML; r.RerunOf = a.ID }), "test"); err == nil || !strings.Contains(err.Error(), "only an invalid run of the same track, agent and seed without a rerun can be rerun") {
+	if _, err := d.SubmitRequest(req(func(r *api.RunRequest) { r.Seed = 7; r.Track = tb.trackTOML; r.RerunOf = a.ID }), "test"); err == nil || !strings.Contains(err.Error(), "only an invalid run of the same track, agent and seed without a rerun can be rerun") {
 		t.Errorf("rerun of a graded run: %v", err)
 	}
-	b, err := d.SubmitRequest(req(func(r *RunRequest) { r.Seed = 7; r.Track = tb.trackTOML; r.RerunOf = "r-20261122-101500-a1b2c3" }), "test")
+	b, err := d.SubmitRequest(req(func(r *api.RunRequest) { r.Seed = 7; r.Track = tb.trackTOML; r.RerunOf = "r-20261122-101500-a1b2c3" }), "test")
 	if err != nil {
 		t.Fatalf("rerun of another host's run: %v", err)
 	}
-	if rb := waitState(t, d, b.ID, StateGraded); rb.RerunOf != "r-20261122-101500-a1b2c3" {
+	if rb := waitState(t, d, b.ID, api.StateGraded); rb.RerunOf != "r-20261122-101500-a1b2c3" {
 		t.Errorf("the rerun's record: %+v", rb)
 	}
 }
@@ -744,7 +745,7 @@ func TestJournalFailureStopsTheDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, d, rec.ID, StateRunning)
+	waitState(t, d, rec.ID, api.StateRunning)
 	// The journal's file goes away under the daemon.
 	d.j.mu.Lock()
 	d.j.f.Close()
@@ -752,12 +753,12 @@ func TestJournalFailureStopsTheDaemon(t *testing.T) {
 	if _, err := d.Submit([]byte(tb.trackTOML), "track.toml", "openai/gpt-x@high", 2, false, "test"); err == nil {
 		t.Fatal("a run was acknowledged that the journal could not record")
 	}
-	got := waitState(t, d, rec.ID, StateInvalid)
+	got := waitState(t, d, rec.ID, api.StateInvalid)
 	if !strings.Contains(got.Reason, "could not write its journal") {
 		t.Errorf("the running run ended with reason %q", got.Reason)
 	}
 	v, err := attest.Verify(mustRead(t, filepath.Join(got.Dir, "result.att.json")), tb.verifier)
-	if err != nil || v.Statement.Predicate.Result.Status != StateInvalid || !strings.Contains(v.Statement.Predicate.Result.Reason, "journal") {
+	if err != nil || v.Statement.Predicate.Result.Status != api.StateInvalid || !strings.Contains(v.Statement.Predicate.Result.Reason, "journal") {
 		t.Errorf("its attestation: %v %+v", err, v)
 	}
 	_, err = d.Submit([]byte(tb.trackTOML), "track.toml", "openai/gpt-x@high", 3, false, "test")

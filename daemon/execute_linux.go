@@ -14,6 +14,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
@@ -43,7 +44,7 @@ type RunSpec struct {
 
 // Executor runs sealed runs on this host.
 type Executor struct {
-	Cfg     *Config
+	Cfg     *api.Config
 	Host    *sandbox.Host
 	Store   *images.Store
 	Signer  signature.Signer
@@ -67,7 +68,7 @@ type Executor struct {
 	// Limits of every container of a run (the track's CPUs and memory when zero).
 	Limits sandbox.Limits
 
-	onEvent func(Event) // the daemon's live subscribers
+	onEvent func(api.Event) // the daemon's live subscribers
 	// onFail is told when the journal or the ledger cannot be written (Daemon.fail); failure
 	// holds that error, and a run that sees it ends invalid.
 	onFail  func(what string, err error)
@@ -181,7 +182,7 @@ func (x *Executor) Execute(ctx context.Context, spec RunSpec) (*Outcome, error) 
 		return out, err
 	}
 	defer rs.close()
-	status, reason := StateInvalid, rs.prepare(ctx)
+	status, reason := api.StateInvalid, rs.prepare(ctx)
 	if reason == "" {
 		status, reason = rs.serve(ctx)
 	}
@@ -194,12 +195,12 @@ func (rs *runState) end(ctx context.Context, status, reason string) (*Outcome, e
 	if rs.hist == nil && rs.gsvc != nil {
 		rs.hist = rs.gsvc.History()
 	}
-	if ctx.Err() != nil && status != StateGrading {
+	if ctx.Err() != nil && status != api.StateGrading {
 		// Whatever failed once the run was cancelled failed because of the cancel.
-		status, reason = StateInvalid, "cancelled"
+		status, reason = api.StateInvalid, "cancelled"
 	}
 	rs.out = &Outcome{Status: status, Reason: reason}
-	if status == StateGrading {
+	if status == api.StateGrading {
 		rs.grade(ctx)
 	}
 	ctx = context.WithoutCancel(ctx) // the end is recorded and attested even when cancelled
@@ -210,10 +211,10 @@ func (rs *runState) end(ctx context.Context, status, reason string) (*Outcome, e
 	if err := rs.reportUngraded(); err != nil {
 		return nil, err
 	}
-	if f := rs.x.failure.Load(); f != nil && (status != StateInvalid || reason == "cancelled") {
+	if f := rs.x.failure.Load(); f != nil && (status != api.StateInvalid || reason == "cancelled") {
 		// The journal or the ledger could not be written: nothing this run did can be recorded
 		// as it should, so it does not count.
-		rs.out.Status, rs.out.Reason = StateInvalid, "the daemon could not write its "+f.Error()
+		rs.out.Status, rs.out.Reason = api.StateInvalid, "the daemon could not write its "+f.Error()
 	}
 	if err := rs.addUsage(); err != nil {
 		return nil, err
@@ -233,14 +234,14 @@ func (rs *runState) end(ctx context.Context, status, reason string) (*Outcome, e
 }
 
 func (x *Executor) state(run, state, reason string) {
-	x.emit(Event{Run: run, Kind: "state", State: state, Reason: reason})
+	x.emit(api.Event{Run: run, Kind: "state", State: state, Reason: reason})
 }
 
 func (x *Executor) event(run, kind, reason string) {
-	x.emit(Event{Run: run, Kind: kind, Reason: reason})
+	x.emit(api.Event{Run: run, Kind: kind, Reason: reason})
 }
 
-func (x *Executor) emit(e Event) {
+func (x *Executor) emit(e api.Event) {
 	e.Time = time.Now().UTC()
 	if x.Journal != nil {
 		if err := x.Journal.Append(e); err != nil && x.onFail != nil {
@@ -276,7 +277,7 @@ func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string, 
 	if !started.IsZero() {
 		rs.deadline = started.Add(spec.Track.Budget.Wall)
 	}
-	return rs.end(ctx, StateInvalid, reason)
+	return rs.end(ctx, api.StateInvalid, reason)
 }
 
 func mustJSON(v any) json.RawMessage {

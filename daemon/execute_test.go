@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/controller/providertest"
@@ -54,7 +55,7 @@ func addExam(t testing.TB, state string, seed uint64, n int) string {
 
 func addContent(t testing.TB, state string, b []byte) string {
 	t.Helper()
-	p := ContentPath(state, sha(b))
+	p := api.ContentPath(state, sha(b))
 	os.MkdirAll(filepath.Dir(p), 0o700)
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ PROMOTE
 // bundle and a scripted agent.
 type testbed struct {
 	h         *sandbox.Host
-	cfg       *Config
+	cfg       *api.Config
 	track     *policy.Track
 	trackTOML string
 	signer    signature.Signer
@@ -165,7 +166,7 @@ func newTestbed(t testing.TB) *testbed {
 	os.MkdirAll(kit, 0o755)
 	os.WriteFile(filepath.Join(kit, "sealrun-bundle.json"), mustRead(t, "../grader/example/sealrun-bundle.json"), 0o644)
 	os.WriteFile(filepath.Join(kit, "predict.py"), mustRead(t, "../grader/example/predict.py"), 0o644)
-	cfg := &Config{StateDir: state, Runtime: "runc", Runner: sandboxtest.Static(t, "cmd/runner"), path: "test.toml",
+	cfg := &api.Config{StateDir: state, Runtime: "runc", Runner: sandboxtest.Static(t, "cmd/runner"), File: "test.toml",
 		Providers: map[string]controller.ProviderConfig{"openai": {Name: "openai", Kind: "openai", BaseURL: prov.URL + "/v1", KeyFile: keyFile}}}
 	_ = imgs
 
@@ -204,8 +205,8 @@ func TestExecuteSealedRun(t *testing.T) {
 	for _, c := range []struct {
 		id, promote, want string
 	}{
-		{"run-graded", `runner finalize "$id"`, StateGraded},
-		{"run-no-promote", `echo "never promotes"`, StateFailed},
+		{"run-graded", `runner finalize "$id"`, api.StateGraded},
+		{"run-no-promote", `echo "never promotes"`, api.StateFailed},
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			os.WriteFile(filepath.Join(kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", c.promote, 1)), 0o755)
@@ -288,7 +289,7 @@ func TestExecuteSealedRun(t *testing.T) {
 			if !strings.Contains(html, "1 compute calls") || !strings.Contains(html, "2 submissions") || !strings.Contains(html, "<svg") {
 				t.Errorf("report.html lacks the activity or the timeline")
 			}
-			if c.want == StateFailed && (p.Result.Passed != 0 || !strings.Contains(p.Result.Reason, "no candidate was promoted")) {
+			if c.want == api.StateFailed && (p.Result.Passed != 0 || !strings.Contains(p.Result.Reason, "no candidate was promoted")) {
 				t.Errorf("failed result: %+v", p.Result)
 			}
 			for _, f := range []string{"summary.txt", "history.jsonl", "calls", "report.html"} {
@@ -300,7 +301,7 @@ func TestExecuteSealedRun(t *testing.T) {
 	}
 	// The journal recorded every state, in order, for both runs.
 	var states []string
-	j2, err := OpenJournal(filepath.Join(state, "journal.jsonl"), func(e Event) error {
+	j2, err := OpenJournal(filepath.Join(state, "journal.jsonl"), func(e api.Event) error {
 		if e.Kind == "state" {
 			states = append(states, e.Run+":"+e.State)
 		}
@@ -341,7 +342,7 @@ runner submit big; echo "submit exit $?"; sleep 600
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != StateInvalid || !strings.Contains(out.Reason, "no space left on device") {
+	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "no space left on device") {
 		t.Fatalf("status %s (%s); want invalid for the full disk", out.Status, out.Reason)
 	}
 	transcript := string(mustRead(t, filepath.Join(tb.state, "runs", id, "transcript.log")))
@@ -349,7 +350,7 @@ runner submit big; echo "submit exit $?"; sleep 600
 		t.Errorf("the agent was not told:\n%s", transcript)
 	}
 	v, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(tb.track))
-	if err != nil || v.Statement.Predicate.Result.Status != StateInvalid {
+	if err != nil || v.Statement.Predicate.Result.Status != api.StateInvalid {
 		t.Errorf("attestation: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -54,7 +55,7 @@ func checkEnded(t *testing.T, tb *testbed, out *Outcome, id, status string) {
 		t.Errorf("%s: attested %s %q; the run ended %s %q", id, p.Result.Status, p.Result.Reason, status, out.Reason)
 	}
 	last := ""
-	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
+	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e api.Event) error {
 		if e.Run == id && e.Kind == "state" {
 			last = e.State
 		}
@@ -90,10 +91,10 @@ mkdir -p b && cp sealrun-bundle.json predict.py b/
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
 runner finalize "$id"
 `)
-	if out.Status != StateInvalid || !strings.Contains(out.Reason, "provider outage: 1 requests exhausted their retries") {
+	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "provider outage: 1 requests exhausted their retries") {
 		t.Fatalf("status %s %q; want invalid for the provider outage", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, "run-provider-down", StateInvalid)
+	checkEnded(t, tb, out, "run-provider-down", api.StateInvalid)
 	var tries int
 	for _, l := range strings.Split(string(mustRead(t, filepath.Join(tb.state, "runs", "run-provider-down", "audit.jsonl"))), "\n") {
 		if strings.Contains(l, `"gateway"`) {
@@ -138,10 +139,10 @@ runner echo first call; echo "first: exit $?"
 runner echo second call; echo "second: exit $?"
 sleep 600
 `)
-	if out.Status != StateInvalid || !strings.Contains(out.Reason, "runtime is broken") {
+	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "runtime is broken") {
 		t.Fatalf("status %s %q; want invalid with the runtime's message", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, "run-runtime-fails", StateInvalid)
+	checkEnded(t, tb, out, "run-runtime-fails", api.StateInvalid)
 	transcript := string(mustRead(t, filepath.Join(tb.state, "runs", "run-runtime-fails", "transcript.log")))
 	if !strings.Contains(transcript, "first: exit 0") || strings.Contains(transcript, "second: exit 0") {
 		t.Errorf("transcript:\n%s", transcript)
@@ -214,7 +215,7 @@ sleep 600
 	switch {
 	case err != nil && strings.Contains(err.Error(), "no space left on device"):
 		t.Logf("%s: the run could not be recorded: %v", id, err)
-	case err == nil && out.Status == StateInvalid && strings.Contains(out.Reason, "no space left on device"):
+	case err == nil && out.Status == api.StateInvalid && strings.Contains(out.Reason, "no space left on device"):
 		t.Logf("%s: %s %q", id, out.Status, out.Reason)
 	default:
 		t.Fatalf("%s: %+v %v; want invalid for the full disk, or an error naming it", id, out, err)
@@ -254,7 +255,7 @@ sleep 600
 			t.Fatalf("invalidate after freeing space: %v", err)
 		}
 	}
-	checkEnded(t, tb, out, id, StateInvalid)
+	checkEnded(t, tb, out, id, api.StateInvalid)
 }
 
 // The grader's container is taken by the OOM killer: the promoted bundle allocates far past the
@@ -282,10 +283,10 @@ mkdir -p b && cp predict.py b/ && printf '{"protocol": "sealrun-bundle/v1", "ent
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
 runner finalize "$id"
 `)
-	if out.Status != StateGraded {
+	if out.Status != api.StateGraded {
 		t.Fatalf("status %s %q; want graded", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, "run-grader-oom", StateGraded)
+	checkEnded(t, tb, out, "run-grader-oom", api.StateGraded)
 	log := string(mustRead(t, filepath.Join(tb.state, "runs", "run-grader-oom", "grading", "hidden", "answers.jsonl")))
 	lines := strings.Split(strings.TrimSpace(log), "\n")
 	if len(lines) != int(tb.track.Exam.Questions) || !strings.Contains(lines[2], `"crash"`) || !strings.Contains(lines[2], "killed: out of memory") {
@@ -322,10 +323,10 @@ mkdir -p b && cp sealrun-bundle.json predict.py b/
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
 runner finalize "$id"
 `)
-	if out.Status != StateInvalid || !strings.Contains(out.Reason, "a body could not be kept") {
+	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "a body could not be kept") {
 		t.Fatalf("status %s %q; want invalid: a body could not be kept", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, id, StateInvalid)
+	checkEnded(t, tb, out, id, api.StateInvalid)
 	dir := filepath.Join(tb.state, "runs", id)
 	if a := string(mustRead(t, filepath.Join(dir, "audit.jsonl"))); !strings.Contains(a, `"body_error":"the request body: keep `) {
 		t.Errorf("the gateway entry does not say which body was lost:\n%s", a)
@@ -375,10 +376,10 @@ func journalKinds(t *testing.T, tb *testbed, id string) []string {
 }
 
 // journalEvents are the journal's events of run id.
-func journalEvents(t *testing.T, tb *testbed, id string) []Event {
+func journalEvents(t *testing.T, tb *testbed, id string) []api.Event {
 	t.Helper()
-	var evs []Event
-	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e Event) error {
+	var evs []api.Event
+	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), func(e api.Event) error {
 		if e.Run == id {
 			evs = append(evs, e)
 		}
@@ -405,7 +406,7 @@ func TestScaffoldOOMIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != StateFailed {
+	if out.Status != api.StateFailed {
 		t.Fatalf("status %s %q; want failed: the agent's own end", out.Status, out.Reason)
 	}
 	var said string
@@ -427,10 +428,10 @@ func TestFaultControllerNeverRanIsRestarted(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleController, Nth: 1})
 	out := runFault(t, tb, "run-ctl-restarted", submitAndFinalize)
-	if out.Status != StateGraded {
+	if out.Status != api.StateGraded {
 		t.Fatalf("status %s %q; want graded after one restart", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, "run-ctl-restarted", StateGraded)
+	checkEnded(t, tb, out, "run-ctl-restarted", api.StateGraded)
 	kinds := strings.Join(journalKinds(t, tb, "run-ctl-restarted"), " ")
 	if !strings.Contains(kinds, "controller_restarted") || strings.Contains(kinds, "agent_exited") {
 		t.Errorf("journal: %s; want controller_restarted and no agent_exited", kinds)
@@ -443,10 +444,10 @@ func TestFaultControllerNeverRuns(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleController})
 	out := runFault(t, tb, "run-ctl-never", submitAndFinalize)
-	if out.Status != StateInvalid || !strings.Contains(out.Reason, "infrastructure: controller") || !strings.Contains(out.Reason, "never ran") {
+	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "infrastructure: controller") || !strings.Contains(out.Reason, "never ran") {
 		t.Fatalf("status %s %q; want invalid: the controller never ran", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, "run-ctl-never", StateInvalid)
+	checkEnded(t, tb, out, "run-ctl-never", api.StateInvalid)
 	if kinds := strings.Join(journalKinds(t, tb, "run-ctl-never"), " "); strings.Contains(kinds, "agent_exited") {
 		t.Errorf("journal: %s; a scaffold that never ran did not exit", kinds)
 	}
@@ -459,10 +460,10 @@ func TestFaultCallNeverRanIsRetried(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleRunner, Nth: 1})
 	out := runFault(t, tb, "run-call-retried", submitAndFinalize)
-	if out.Status != StateGraded {
+	if out.Status != api.StateGraded {
 		t.Fatalf("status %s %q; want graded after the call's restart", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, "run-call-retried", StateGraded)
+	checkEnded(t, tb, out, "run-call-retried", api.StateGraded)
 	var rec struct {
 		StartRetried string `json:"start_retried"`
 		Exit         int
@@ -487,8 +488,8 @@ func TestFaultGraderNeverRuns(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleGrader})
 	out := runFault(t, tb, "run-grader-never", submitAndFinalize)
-	if out.Status != StateInvalid || !strings.Contains(out.Reason, "never ran") {
+	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "never ran") {
 		t.Fatalf("status %s %q; want invalid: the grader's containers never ran", out.Status, out.Reason)
 	}
-	checkEnded(t, tb, out, "run-grader-never", StateInvalid)
+	checkEnded(t, tb, out, "run-grader-never", api.StateInvalid)
 }

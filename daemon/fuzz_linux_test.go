@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/images"
 )
 
@@ -27,7 +28,7 @@ func FuzzAdminAPI(f *testing.F) {
 		f.Fatal(err)
 	}
 	req := func(track, agent string, seed int64) string {
-		b, _ := json.Marshal(RunRequest{Track: track, TrackName: "demo.toml", Agent: agent, Seed: seed})
+		b, _ := json.Marshal(api.RunRequest{Track: track, TrackName: "demo.toml", Agent: agent, Seed: seed})
 		return string(b)
 	}
 	for _, s := range []struct{ method, path, body string }{
@@ -67,11 +68,11 @@ func FuzzAdminAPI(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg := &Config{StateDir: state, path: "fuzz.toml"}
+	cfg := &api.Config{StateDir: state, File: "fuzz.toml"}
 	d := &Daemon{cfg: cfg, x: &Executor{Cfg: cfg, Store: store, Journal: j}, j: j, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		runs: map[string]*Record{}, spec: map[string]RunSpec{}, cancel: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), subs: map[chan Event]string{}}
+		runs: map[string]*api.Record{}, spec: map[string]RunSpec{}, cancel: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), subs: map[chan api.Event]string{}}
 	d.metrics = newMetrics(d)
-	d.runs["r-1"] = &Record{ID: "r-1", State: StateGraded, Dir: filepath.Join(state, "runs", "r-1"), Queued: time.Unix(1, 0)}
+	d.runs["r-1"] = &api.Record{ID: "r-1", State: api.StateGraded, Dir: filepath.Join(state, "runs", "r-1"), Queued: time.Unix(1, 0)}
 	h := d.Handler()
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
 		if !strings.HasPrefix(path, "/") {
@@ -95,7 +96,7 @@ func FuzzAdminAPI(f *testing.F) {
 			t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, out)
 		}
 		if res.StatusCode >= 400 {
-			var e APIError
+			var e api.APIError
 			if res.StatusCode != http.StatusMethodNotAllowed && (json.Unmarshal(out, &e) != nil || e.Error == "") {
 				t.Fatalf("%s %s: %d with a body that is not {\"error\": ...}: %q", method, path, res.StatusCode, out)
 			}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/grader"
 )
@@ -18,7 +19,7 @@ import (
 // grade grades the run's final submission: the outcome and report.json's digest are set.
 func (rs *runState) grade(ctx context.Context) {
 	x, spec, t, out := rs.x, rs.spec, rs.t, rs.out
-	x.state(spec.ID, StateGrading, "")
+	x.state(spec.ID, api.StateGrading, "")
 	var err error
 	var graded func() // records the report and its outcome, once grading has not failed
 	if t.Task != nil {
@@ -32,9 +33,9 @@ func (rs *runState) grade(ctx context.Context) {
 	}
 	switch {
 	case ctx.Err() != nil:
-		out.Status, out.Reason = StateInvalid, "cancelled"
+		out.Status, out.Reason = api.StateInvalid, "cancelled"
 	case err != nil:
-		out.Status, out.Reason = StateInvalid, "grading: "+err.Error()
+		out.Status, out.Reason = api.StateInvalid, "grading: "+err.Error()
 	default:
 		graded()
 	}
@@ -42,7 +43,7 @@ func (rs *runState) grade(ctx context.Context) {
 
 // sealed journals the pass vector of an exam's first phase before its second may start.
 func (rs *runState) sealed(v grader.PassVector) error {
-	e := Event{Time: time.Now().UTC(), Run: rs.spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
+	e := api.Event{Time: time.Now().UTC(), Run: rs.spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
 	if rs.x.Journal != nil {
 		if err := rs.x.Journal.Append(e); err != nil {
 			return err // not sealed: phase 2 must not start

@@ -10,25 +10,9 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/sealrun/sealrun/api"
 )
-
-// Event is one line of the journal: a run's state change or notable event. Events are appended
-// and fsynced before anything that depends on them is acknowledged.
-type Event struct {
-	Time   time.Time       `json:"time"`
-	Run    string          `json:"run"`
-	Kind   string          `json:"kind"`            // "state", "call", "submit", "sealed", ...
-	State  string          `json:"state,omitempty"` // for kind "state"
-	Reason string          `json:"reason,omitempty"`
-	Data   json.RawMessage `json:"data,omitempty"`
-}
-
-// EventTeardownFailed is the event of a run whose containers, cgroups, mounts or network
-// namespace could not all be removed after it ended: its reason says what is left.
-const EventTeardownFailed = "teardown_failed"
-
-// MaxEventBytes bounds one journal line.
-const MaxEventBytes = 1 << 20
 
 // Journal is the daemon's durable record: JSON Lines, append + fsync per event. Why not bbolt:
 // the journal is only ever appended to and replayed whole at start (the daemon keeps the runs'
@@ -57,7 +41,7 @@ func (j *Journal) KillAfter(point string, n int) {
 }
 
 // OpenJournal opens (creating) the journal and replays it through fn, in order.
-func OpenJournal(path string, fn func(Event) error) (*Journal, error) {
+func OpenJournal(path string, fn func(api.Event) error) (*Journal, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
@@ -79,7 +63,7 @@ func OpenJournal(path string, fn func(Event) error) (*Journal, error) {
 			f.Close()
 			return nil, fmt.Errorf("read journal %s: %w", path, err)
 		}
-		var e Event
+		var e api.Event
 		if err := json.Unmarshal(bytes.TrimSuffix(line, []byte{'\n'}), &e); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("journal %s:%d: %v; the journal is evidence and is not repaired automatically: move it aside and restart", path, n, err)
@@ -100,7 +84,7 @@ func OpenJournal(path string, fn func(Event) error) (*Journal, error) {
 }
 
 // Append writes e and fsyncs.
-func (j *Journal) Append(e Event) error {
+func (j *Journal) Append(e api.Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
@@ -108,8 +92,8 @@ func (j *Journal) Append(e Event) error {
 	if err != nil {
 		return err
 	}
-	if len(b) > MaxEventBytes {
-		return fmt.Errorf("journal event of %d bytes; at most %d", len(b), MaxEventBytes)
+	if len(b) > api.MaxEventBytes {
+		return fmt.Errorf("journal event of %d bytes; at most %d", len(b), api.MaxEventBytes)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -12,12 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/ledger"
 )
 
 // ledgerOrigin names this host's ledger: [ledger] origin, else "sealrun.ledger/<hostname>". An
 // existing ledger keeps the origin it was made with.
-func ledgerOrigin(cfg *Config) string {
+func ledgerOrigin(cfg *api.Config) string {
 	if cfg.Ledger.Origin != "" {
 		return cfg.Ledger.Origin
 	}
@@ -123,7 +124,7 @@ func (d *Daemon) reconcileLedger() error {
 		}
 		state := r.State
 		if digest == "" {
-			state = StateInvalid
+			state = api.StateInvalid
 		}
 		if err := d.x.ledgerEnded(id, state, r.Reason, digest); err != nil {
 			return fmt.Errorf("ledger: %w", err)
@@ -139,7 +140,7 @@ func (d *Daemon) reconcileLedger() error {
 // finishedInLedger completes a run the previous daemon attested and appended to the ledger as
 // ended but was killed before journaling its end: the journal gets the ledger's state, and the
 // attestation the ledger names stays (re-attesting it invalid would contradict the ledger).
-func (d *Daemon) finishedInLedger(r *Record) bool {
+func (d *Daemon) finishedInLedger(r *api.Record) bool {
 	if d.ledger == nil {
 		return false
 	}

@@ -9,7 +9,9 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/runner"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -17,10 +19,10 @@ import (
 // Main is sealrund: it loads the signing key (and checks it against its public half), opens the
 // journal and reconciles, serves the admin API on the socket and runs the queue until ctx ends.
 // ready is called once the socket accepts requests (sd_notify READY=1).
-func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit string, ready func()) error {
+func Main(ctx context.Context, cfg *api.Config, log *slog.Logger, version, commit string, ready func()) error {
 	if len(cfg.Resources.GPUs) > 0 {
-		if _, err := sandbox.ResolveGPUs(cfg.cdiDirs(), cfg.Resources.GPUs); err != nil {
-			return fmt.Errorf("%s:resources.gpus: %w (sealrun doctor lists the CDI devices of this host)", cfg.path, err)
+		if _, err := sandbox.ResolveGPUs(cfg.CDIDirs(), cfg.Resources.GPUs); err != nil {
+			return fmt.Errorf("%s:resources.gpus: %w (sealrun doctor lists the CDI devices of this host)", cfg.File, err)
 		}
 	}
 	h, store, err := hostOf(cfg)
@@ -30,22 +32,22 @@ func Main(ctx context.Context, cfg *Config, log *slog.Logger, version, commit st
 	var pass []byte
 	if cfg.Keys.PassphraseFile != "" {
 		if pass, err = os.ReadFile(cfg.Keys.PassphraseFile); err != nil {
-			return fmt.Errorf("%s:keys.passphrase_file: %w", cfg.path, unwrap(err))
+			return fmt.Errorf("%s:keys.passphrase_file: %w", cfg.File, fileio.Cause(err))
 		}
 		pass = []byte(strings.TrimRight(string(pass), "\r\n"))
 	}
 	signer, err := attest.LoadSigner(ctx, cfg.Keys.Signing, pass)
 	if err != nil {
-		return fmt.Errorf("%s:keys.signing: %w", cfg.path, err)
+		return fmt.Errorf("%s:keys.signing: %w", cfg.File, err)
 	}
 	if err := checkKeyPair(signer, cfg.Keys.Public); err != nil {
-		return fmt.Errorf("%s:keys.public: %w", cfg.path, err)
+		return fmt.Errorf("%s:keys.public: %w", cfg.File, err)
 	}
 	x := &Executor{Cfg: cfg, Host: h, Store: store, Signer: signer, Version: version, Commit: commit}
 	if err := x.readSeamEnv(log); err != nil {
 		return err
 	}
-	b, err := CurrentBuild(version, commit)
+	b, err := api.CurrentBuild(version, commit)
 	if err != nil {
 		return err
 	}
@@ -112,10 +114,10 @@ func checkKeyPair(signer signature.Signer, pubPath string) error {
 // release build refuses to start while any is set (a seam set at run time is never silently
 // ignored, nor honoured).
 func (x *Executor) readSeamEnv(log *slog.Logger) error {
-	if err := CheckSeamEnv(); err != nil {
+	if err := api.CheckSeamEnv(); err != nil {
 		return err
 	}
-	if !TestSeams {
+	if !api.TestSeams {
 		return nil
 	}
 	x.Hold, x.TestOverlay, x.Entrypoint = os.Getenv("SEALRUND_TEST_HOLD"), os.Getenv("SEALRUND_TEST_OVERLAY"), strings.Fields(os.Getenv("SEALRUND_TEST_ENTRYPOINT"))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sealrun/sealrun/api"
 )
 
 // metrics are sealrund's Prometheus metrics, served only on the opt-in loopback listener.
@@ -59,7 +61,7 @@ func newMetrics(d *Daemon) *metrics {
 	m.reg.MustRegister(m.calls, m.callSeconds, m.gatewayRequests, m.gatewayRetries, m.gradingSeconds, m.runsEnded, byState, broken, ledgerSize,
 		collectorFunc{desc: states, collect: func(ch chan<- prometheus.Metric) {
 			count := map[string]int{}
-			for _, s := range []string{StateQueued, StatePreparing, StateRunning, StateGrading, StateGraded, StateFailed, StateInvalid} {
+			for _, s := range []string{api.StateQueued, api.StatePreparing, api.StateRunning, api.StateGrading, api.StateGraded, api.StateFailed, api.StateInvalid} {
 				count[s] = 0
 			}
 			for _, r := range d.Runs() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
@@ -28,7 +29,7 @@ func (rs *runState) prepare(ctx context.Context) string {
 		// to clean, and someone must read that it is left: the journal and the run's followers
 		// say so, sealrun doctor lists it, and sealrund's reap at its next start removes it.
 		if err := run.Destroy(context.Background()); err != nil {
-			x.event(spec.ID, EventTeardownFailed, err.Error()+"; sealrun doctor lists what is left, and sealrund removes it when it next starts (or sealrun sandbox reap, while it is stopped)")
+			x.event(spec.ID, api.EventTeardownFailed, err.Error()+"; sealrun doctor lists what is left, and sealrund removes it when it next starts (or sealrun sandbox reap, while it is stopped)")
 		}
 	})
 	rs.ws = filepath.Join(rs.io.dir, "workspace")
@@ -40,7 +41,7 @@ func (rs *runState) prepare(ctx context.Context) string {
 	}
 	rs.gpus = &sandbox.GPUEdits{}
 	if len(spec.GPUs) > 0 {
-		if rs.gpus, err = sandbox.ResolveGPUs(x.Cfg.cdiDirs(), spec.GPUs); err != nil {
+		if rs.gpus, err = sandbox.ResolveGPUs(x.Cfg.CDIDirs(), spec.GPUs); err != nil {
 			return "GPUs: " + err.Error()
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
@@ -44,7 +45,7 @@ func (rs *runState) record(st *attest.Statement, pred *attest.Predicate) error {
 	if pred.Task != nil {
 		result = map[string]any{"metric": pred.Task.Metric, "value": pred.Result.Value, "valid_submission": pred.Result.ValidSubmission, "attestation": out.Attestation}
 	}
-	x.emit(Event{Run: spec.ID, Kind: "result", Data: mustJSON(result)})
+	x.emit(api.Event{Run: spec.ID, Kind: "result", Data: mustJSON(result)})
 	x.state(spec.ID, out.Status, out.Reason)
 	return nil
 }

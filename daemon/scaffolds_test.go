@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/policy"
@@ -50,7 +51,7 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	}
 	tb.cfg.Providers[kind] = controller.ProviderConfig{Name: kind, Kind: kind, BaseURL: base, KeyFile: keyFile}
 	pin, pcached, pout := 2.0, 0.5, 8.0
-	tb.cfg.Prices = PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "a test's", Models: map[string]PriceEntry{kind + "/model-x": {Input: &pin, CachedInput: &pcached, Output: &pout}}}
+	tb.cfg.Prices = api.PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "a test's", Models: map[string]api.PriceEntry{kind + "/model-x": {Input: &pin, CachedInput: &pcached, Output: &pout}}}
 	track, _ := shippedTrack(t, tb, sc, map[string]string{`wall = "3m"`: `wall = "5m"`})
 	candidate := regexp.MustCompile(`candidate ([0-9a-f]{12})`)
 	tb.prov.Agent(
@@ -83,7 +84,7 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	dir := filepath.Join(tb.state, "runs", id)
 	log := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(string(mustReadOr(filepath.Join(dir, "transcript.log"))), "")
 	t.Logf("%s %s: %s %q in %s\nscaffold's output:\n%s", sc.Name, sc.Version, out.Status, out.Reason, time.Since(start).Round(time.Second), cutLog(log, 6000))
-	if out.Status != StateGraded {
+	if out.Status != api.StateGraded {
 		t.Fatalf("status %s (%s); want graded", out.Status, out.Reason)
 	}
 	ver, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track), attest.WithAuditLog(strings.NewReader(string(mustRead(t, filepath.Join(dir, "audit.jsonl"))))))
@@ -185,7 +186,7 @@ func TestTokenBoundInASealedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tb.state, "runs", "run-bounded")
-	if out.Status != StateFailed {
+	if out.Status != api.StateFailed {
 		t.Errorf("status %s (%s); want failed: the agent spent its tokens", out.Status, out.Reason)
 	}
 	tr, err := transcript.Read(filepath.Join(dir, "transcript.json"))
@@ -235,7 +236,7 @@ func TestCostBoundNeedsAPrice(t *testing.T) {
 		t.Errorf("no price: %v", err)
 	}
 	one := 1.0
-	tb.cfg.Prices = PricesConfig{Currency: "EUR", Taken: "2026-11-20", Models: map[string]PriceEntry{"openai/gpt-x": {Input: &one, Output: &one}}}
+	tb.cfg.Prices = api.PricesConfig{Currency: "EUR", Taken: "2026-11-20", Models: map[string]api.PriceEntry{"openai/gpt-x": {Input: &one, Output: &one}}}
 	if _, err := x.Check(RunSpec{ID: "run-unpriced", Track: track, Agent: agent}); err == nil || !strings.Contains(err.Error(), "bounds each run's cost in USD (max_cost 2.5 USD)") || !strings.Contains(err.Error(), "prices in EUR") {
 		t.Errorf("another currency: %v", err)
 	}

@@ -3,6 +3,8 @@ package daemon
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sealrun/sealrun/api"
 )
 
 // seamsUsed lists the test seams an executor has set.
@@ -25,7 +27,7 @@ func (x *Executor) seamsUsed() []string {
 
 // checkSeams refuses seams in a release build.
 func (x *Executor) checkSeams() error {
-	if s := x.seamsUsed(); len(s) > 0 && !TestSeams {
+	if s := x.seamsUsed(); len(s) > 0 && !api.TestSeams {
 		return fmt.Errorf("test seams %s are set but this is a release build: they exist only in builds made with -tags sealrun_testseams (make test sets it)", strings.Join(s, ", "))
 	}
 	return nil

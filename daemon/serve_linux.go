@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/inflight"
@@ -30,15 +31,15 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	x, spec, t := rs.x, rs.spec, rs.t
 	rs.clock = t.Budget.Start(policy.Clock(rs.now))
 	rs.started, rs.deadline = rs.clock.Start, rs.clock.Deadline
-	x.state(spec.ID, StateRunning, "")
+	x.state(spec.ID, api.StateRunning, "")
 	gw, err := controller.NewGateway(rs.pins.provider, spec.Agent, controller.WithGatewayAudit(rs.io.log), controller.WithBodiesDir(filepath.Join(rs.io.dir, "gateway")), controller.WithGatewayInfraHandler(rs.io.onInfra),
 		controller.WithSpendLimit(t.Budget.MaxTokens, t.Budget.MaxCost.Amount, rs.pins.price))
 	if err != nil {
-		return StateInvalid, "gateway: " + err.Error()
+		return api.StateInvalid, "gateway: " + err.Error()
 	}
 	gl, err := sandbox.ListenGateway(ctx, rs.run.GatewayNetns(), controller.DefaultPort)
 	if err != nil {
-		return StateInvalid, "gateway: " + err.Error()
+		return api.StateInvalid, "gateway: " + err.Error()
 	}
 	// The gateway's requests under way return before the run's end reads the audit log: each
 	// appends its exchange's entry (inflight).
@@ -53,12 +54,12 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	}
 	rs.onClose(closeGateway)
 	if reason := rs.startGrader(); reason != "" {
-		return StateInvalid, reason
+		return api.StateInvalid, reason
 	}
 	finalized := make(chan struct{})
 	rsvc, sock, stopServing, reason := rs.startRunner(finalized)
 	if reason != "" {
-		return StateInvalid, reason
+		return api.StateInvalid, reason
 	}
 	startController := func() (*controller.Controller, error) {
 		return controller.Start(ctx, rs.run, controller.Config{Rootfs: rs.pins.controller, Entrypoint: rs.pins.entrypoint, ImageEnv: rs.pins.imageEnv, Workspace: rs.ws, Runner: x.Cfg.Runner,
@@ -83,19 +84,19 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 			x.event(spec.ID, "controller_restarted", "the scaffold never ran (the host's fault), started again: "+err.Error())
 			continue
 		}
-		return StateInvalid, "infrastructure: controller: " + err.Error()
+		return api.StateInvalid, "infrastructure: controller: " + err.Error()
 	}
 	rsvc.End()
 	if err := ctl.Stop(context.Background()); err != nil && status == "" {
-		status, reason = StateInvalid, "stop controller: "+err.Error()
+		status, reason = api.StateInvalid, "stop controller: "+err.Error()
 	}
 	stopServing()
 	closeGateway()
 	if st := gw.Stats(); status == "" && (st.Exhausted > 0 || st.ProviderLost > t.Budget.Wall/10) {
-		status, reason = StateInvalid, fmt.Sprintf("provider outage: %d requests exhausted their retries, %s of provider time lost (controller/GATEWAY.md)", st.Exhausted, st.ProviderLost.Round(time.Second))
+		status, reason = api.StateInvalid, fmt.Sprintf("provider outage: %d requests exhausted their retries, %s of provider time lost (controller/GATEWAY.md)", st.Exhausted, st.ProviderLost.Round(time.Second))
 	}
 	if status == "" {
-		return StateGrading, ""
+		return api.StateGrading, ""
 	}
 	return status, reason
 }
@@ -191,14 +192,14 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 			if sandbox.NeverRan(err) {
 				return "", "" // serve starts it again, once
 			}
-			return StateInvalid, "infrastructure: controller: " + err.Error()
+			return api.StateInvalid, "infrastructure: controller: " + err.Error()
 		}
 		x.event(id, "agent_exited", ctl.Ended()+" before the deadline; the run ends now")
 	case <-rs.io.infraCh:
-		status, reason = StateInvalid, "infrastructure: "+rs.io.infra.Error()
+		status, reason = api.StateInvalid, "infrastructure: "+rs.io.infra.Error()
 		wind()
 	case <-ctx.Done():
-		status, reason = StateInvalid, "cancelled"
+		status, reason = api.StateInvalid, "cancelled"
 	}
 	return status, reason
 }

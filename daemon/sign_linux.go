@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/sandbox"
@@ -32,7 +33,7 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 	pred.Host = x.hostFacts(ctx)
 	b := x.Build
 	if b == nil { // an executor made in-process (tests): the running binary
-		cb, err := CurrentBuild(x.Version, x.Commit)
+		cb, err := api.CurrentBuild(x.Version, x.Commit)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -88,7 +89,7 @@ func (rs *runState) result(pred *attest.Predicate) []attest.Subject {
 	graded := ""
 	if rep := out.TaskReport; rep != nil {
 		pred.Result = attest.Result{Status: out.Status, Reason: out.Reason}
-		if out.Status == StateGraded {
+		if out.Status == api.StateGraded {
 			pred.Result.Value, pred.Result.ValidSubmission, pred.Result.Invalid = rep.Value, rep.Valid, rep.Invalid
 		}
 		graded = rep.Candidate.ID
@@ -112,9 +113,9 @@ func (rs *runState) sign(ctx context.Context, pred *attest.Predicate, subjects [
 	st := attest.NewStatement(pred, subjects...)
 	x.hold(ctx, id, "sign")
 	env, err := attest.Sign(ctx, st, x.Signer)
-	if err != nil && out.Status != StateInvalid {
+	if err != nil && out.Status != api.StateInvalid {
 		st = attest.NewStatement(pred, subjects...)
-		out.Status, out.Reason = StateInvalid, "attestation: "+err.Error()
+		out.Status, out.Reason = api.StateInvalid, "attestation: "+err.Error()
 		pred.Result.Status, pred.Result.Reason = out.Status, out.Reason
 		env, err = attest.Sign(ctx, st, x.Signer)
 	}
@@ -145,11 +146,11 @@ func (x *Executor) hostFacts(ctx context.Context) attest.Host {
 
 // gpuFacts is the model of each of a run's GPUs and the driver, as the NVIDIA driver reports them
 // (sandbox.GPUFacts); a GPU the driver does not describe is named by its CDI name.
-func gpuFacts(cfg *Config, names []string) (model, driver string) {
+func gpuFacts(cfg *api.Config, names []string) (model, driver string) {
 	if len(names) == 0 {
 		return "", ""
 	}
-	facts, err := sandbox.GPUFacts(cfg.cdiDirs(), "/proc", names)
+	facts, err := sandbox.GPUFacts(cfg.CDIDirs(), "/proc", names)
 	if err != nil {
 		return strings.Join(names, ", "), ""
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/sandbox"
@@ -432,8 +433,8 @@ func (n *clusterNode) ledger(into string) string {
 }
 
 // runsOf are the node's runs, as its sealrund lists them.
-func (n *clusterNode) runs() []Record {
-	var recs []Record
+func (n *clusterNode) runs() []api.Record {
+	var recs []api.Record
 	json.Unmarshal([]byte(n.rd.sealrun("ps", "-a", "--json")), &recs)
 	return recs
 }
@@ -490,11 +491,11 @@ func TestSlurmNodes(t *testing.T) {
 	os.WriteFile(filepath.Join(tb.kit, "slow"), nil, 0o644)
 	job2 := c.submit(env, "--array=7-9", script, trackF, agent)
 	var lost *clusterNode
-	var lostRun Record
+	var lostRun api.Record
 	c.waitLong("a run of the second array running", 3*time.Minute, func() bool {
 		for _, n := range c.nodes {
 			for _, r := range n.runs() {
-				if r.Seed >= 7 && r.State == StateRunning {
+				if r.Seed >= 7 && r.State == api.StateRunning {
 					lost, lostRun = n, r
 					return true
 				}
@@ -512,7 +513,7 @@ func TestSlurmNodes(t *testing.T) {
 	os.Remove(filepath.Join(tb.kit, "slow"))
 	seed := strconv.FormatInt(lostRun.Seed, 10)
 	var rerunNode *clusterNode
-	var rerun Record
+	var rerun api.Record
 	deadline := time.Now().Add(4 * time.Minute)
 	for rerunNode == nil {
 		if time.Now().After(deadline) {
@@ -524,7 +525,7 @@ func TestSlurmNodes(t *testing.T) {
 				continue
 			}
 			for _, r := range n.runs() {
-				if r.Seed == lostRun.Seed && r.State == StateGraded {
+				if r.Seed == lostRun.Seed && r.State == api.StateGraded {
 					rerunNode, rerun = n, r
 				}
 			}
@@ -555,9 +556,9 @@ func TestSlurmNodes(t *testing.T) {
 		}
 		return st == "idle" || st == "mix" || st == "alloc"
 	})
-	var after Record
+	var after api.Record
 	lost.rd.waitFor("the lost run to end", func() bool { after = lost.rd.show(lostRun.ID); return after.Final() })
-	if after.State != StateInvalid {
+	if after.State != api.StateInvalid {
 		t.Errorf("the lost node's run %s: %s (%s); want invalid", lostRun.ID, after.State, after.Reason)
 	}
 	t.Logf("the lost run once its node was back: %s, %q", after.State, after.Reason)
@@ -566,7 +567,7 @@ func TestSlurmNodes(t *testing.T) {
 	// The nodes untouched by the loss ran every other run to its end.
 	for _, n := range c.nodes {
 		for _, r := range n.runs() {
-			if r.ID != lostRun.ID && r.State != StateGraded {
+			if r.ID != lostRun.ID && r.State != api.StateGraded {
 				t.Errorf("%s's run %s (seed %d): %s %q; only the lost run may be other than graded", n.name, r.ID, r.Seed, r.State, r.Reason)
 			}
 		}
@@ -701,7 +702,7 @@ func TestSlurmNodes(t *testing.T) {
 	var wg sync.WaitGroup
 	gathers := 0
 	for _, n := range c.nodes {
-		client, runs := NewClient(n.rd.sock), n.runs()
+		client, runs := api.NewClient(n.rd.sock), n.runs()
 		gathers += 4 * len(runs)
 		for g := range 4 {
 			wg.Add(1)

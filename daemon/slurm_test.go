@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/leaderboard"
@@ -275,14 +276,14 @@ func (c *slurmCluster) output(job, task string) string {
 }
 
 // runningSeed waits until a run of seed is running and returns it.
-func (rd *realDaemon) runningSeed(seed int64) Record {
+func (rd *realDaemon) runningSeed(seed int64) api.Record {
 	rd.t.Helper()
-	var run Record
+	var run api.Record
 	rd.waitFor(fmt.Sprintf("seed %d running", seed), func() bool {
-		var recs []Record
+		var recs []api.Record
 		json.Unmarshal([]byte(rd.sealrun("ps", "-a", "--json")), &recs)
 		for _, r := range recs {
-			if r.Seed == seed && r.State == StateRunning {
+			if r.Seed == seed && r.State == api.StateRunning {
 				run = r
 				return true
 			}
@@ -341,7 +342,7 @@ func TestSlurmArray(t *testing.T) {
 	var toQueued, toStarted, toGathered []time.Duration
 	for _, id := range ids {
 		rec := rd.show(id)
-		if rec.State != StateGraded || !strings.HasPrefix(rec.Dispatcher, "slurm job "+job+"_") {
+		if rec.State != api.StateGraded || !strings.HasPrefix(rec.Dispatcher, "slurm job "+job+"_") {
 			t.Errorf("run %s: %s, dispatcher %q", id, rec.State, rec.Dispatcher)
 		}
 		gathered := filepath.Join(results, id)
@@ -432,7 +433,7 @@ func TestSlurmArray(t *testing.T) {
 				stopped.ID, r.State, r.Reason, r.Finished.Format(time.RFC3339Nano), c.tasks(job5)["6"], c.output(job5, "6"), rd.logs.String())
 		}
 	}
-	if r := rd.show(stopped.ID); r.State != StateInvalid || r.Reason != "cancelled" {
+	if r := rd.show(stopped.ID); r.State != api.StateInvalid || r.Reason != "cancelled" {
 		t.Errorf("the run of the scancelled job: %s (%s); want invalid, cancelled", r.State, r.Reason)
 	}
 	rd.waitFor("seed 6's task to end", func() bool { return strings.HasPrefix(c.tasks(job5)["6"], "CANCELLED") })

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
 )
@@ -103,13 +104,13 @@ func TestSoak(t *testing.T) {
 	}
 	// Every run, and every rerun of an invalid one, ends.
 	deadline := time.Now().Add(time.Duration(n)*90*time.Second + 5*time.Minute)
-	var runs []Record
+	var runs []api.Record
 	said := time.Now()
 	for {
 		runs = d.Runs()
 		open := 0
 		for _, r := range runs {
-			if !r.Final() || (r.State == StateInvalid && r.RerunBy == "") {
+			if !r.Final() || (r.State == api.StateInvalid && r.RerunBy == "") {
 				open++
 			}
 		}
@@ -131,7 +132,7 @@ func TestSoak(t *testing.T) {
 	counts := map[string]int{}
 	for _, r := range runs {
 		counts[r.State]++
-		if r.State == StateInvalid {
+		if r.State == api.StateInvalid {
 			t.Logf("invalid: %s: %s (rerun %s)", r.ID, r.Reason, r.RerunBy)
 			continue
 		}
@@ -169,11 +170,11 @@ func TestSoak(t *testing.T) {
 // leaderboard does: every gather succeeds, the reader never sees a run without its attestation,
 // record, report and audit log, each run arrives once and verifies, and nothing temporary stays
 // (a killed gather's leftover is planted; a gather waits for another holding the run's lock).
-func gatherAtOnce(t *testing.T, tb *testbed, client *Client, runs []Record) {
+func gatherAtOnce(t *testing.T, tb *testbed, client *api.Client, runs []api.Record) {
 	t.Helper()
-	var graded []Record
+	var graded []api.Record
 	for _, r := range runs {
-		if r.State == StateGraded {
+		if r.State == api.StateGraded {
 			graded = append(graded, r)
 		}
 	}
@@ -187,7 +188,7 @@ func gatherAtOnce(t *testing.T, tb *testbed, client *Client, runs []Record) {
 	os.MkdirAll(filepath.Join(results, "."+graded[0].ID+".tmp-killed", "half"), 0o755)
 	// A gather of the second run waits while another holds that run's lock.
 	if len(graded) > 1 {
-		unlock, locked, err := lockGather(context.Background(), results, graded[1].ID)
+		unlock, locked, err := api.LockGather(context.Background(), results, graded[1].ID)
 		if err != nil || !locked {
 			t.Fatalf("lock: %v %v", locked, err)
 		}

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -45,9 +47,9 @@ const TaskDataDir = "task-data"
 // store, each hashed again and compared with the track.
 func (x *Executor) checkTask(t *policy.Track, p *pins) []error {
 	var errs []error
-	dir := TreePath(x.Cfg.StateDir, t.Task.SHA256)
+	dir := api.TreePath(x.Cfg.StateDir, t.Task.SHA256)
 	if _, err := os.Stat(dir); err != nil {
-		errs = append(errs, fmt.Errorf("track %s pins task %s (%s), which is not in this host's content store (%v); add it with sealrun content add TASKDIR", t.Name, t.Task.Name, t.Task.SHA256, unwrap(err)))
+		errs = append(errs, fmt.Errorf("track %s pins task %s (%s), which is not in this host's content store (%v); add it with sealrun content add TASKDIR", t.Name, t.Task.Name, t.Task.SHA256, fileio.Cause(err)))
 	} else if task, err := airs.OpenStored(dir); err != nil {
 		errs = append(errs, fmt.Errorf("track %s: the stored task %s: %v; add the task again (sealrun content add TASKDIR)", t.Name, t.Task.SHA256, err))
 	} else if task.Hash != t.Task.SHA256 {
@@ -60,9 +62,9 @@ func (x *Executor) checkTask(t *policy.Track, p *pins) []error {
 	if p.task != nil {
 		errs = append(errs, checkTaskImages(t, p)...)
 	}
-	data := TreePath(x.Cfg.StateDir, t.Task.DataSHA256)
+	data := api.TreePath(x.Cfg.StateDir, t.Task.DataSHA256)
 	if _, err := os.Stat(data); err != nil {
-		errs = append(errs, fmt.Errorf("track %s pins the raw data %s of task %s, which is not in this host's content store (%v); add it with sealrun content add DATADIR", t.Name, t.Task.DataSHA256, t.Task.Name, unwrap(err)))
+		errs = append(errs, fmt.Errorf("track %s pins the raw data %s of task %s, which is not in this host's content store (%v); add it with sealrun content add DATADIR", t.Name, t.Task.DataSHA256, t.Task.Name, fileio.Cause(err)))
 	} else if _, hash, err := airs.TreeHash(data, airs.MaxDataFiles, airs.MaxDataBytes); err != nil {
 		errs = append(errs, fmt.Errorf("track %s: the stored raw data %s: %v; add it again (sealrun content add DATADIR)", t.Name, t.Task.DataSHA256, err))
 	} else if hash != t.Task.DataSHA256 {
@@ -219,7 +221,7 @@ func storedTask(state string, t *policy.Track) *airs.Task {
 	if t.Task == nil {
 		return nil
 	}
-	task, err := airs.OpenStored(TreePath(state, t.Task.SHA256))
+	task, err := airs.OpenStored(api.TreePath(state, t.Task.SHA256))
 	if err != nil || task.Hash != t.Task.SHA256 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -119,7 +120,7 @@ func TestTaskSealedRun(t *testing.T) {
 		files int
 		bytes int64
 	}{{digitsTaskDir, airs.MaxTaskFiles, airs.MaxTaskBytes}, {raw, airs.MaxDataFiles, airs.MaxDataBytes}} {
-		if _, err := airs.InstallTree(d.dir, filepath.Dir(TreePath(tb.state, "x")), d.files, d.bytes); err != nil {
+		if _, err := airs.InstallTree(d.dir, filepath.Dir(api.TreePath(tb.state, "x")), d.files, d.bytes); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +156,7 @@ func TestTaskSealedRun(t *testing.T) {
 			dir := filepath.Join(tb.state, "runs", c.id)
 			transcript := string(mustRead(t, filepath.Join(dir, "transcript.log")))
 			t.Logf("%s: %s %q in %s\ntranscript:\n%s", c.id, out.Status, out.Reason, time.Since(start).Round(time.Millisecond), transcript)
-			if out.Status != StateGraded || out.TaskReport == nil {
+			if out.Status != api.StateGraded || out.TaskReport == nil {
 				t.Fatalf("status %s (%s); want graded with a task report", out.Status, out.Reason)
 			}
 			labels = mustRead(t, filepath.Join(dir, "grading", "evaluation-data", "test_with_labels", "labels.csv"))

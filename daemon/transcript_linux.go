@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/transcript"
@@ -96,7 +97,7 @@ func (lt *liveTranscript) update(dir string, run transcript.Run) {
 }
 
 // liveRun is what the daemon knows of a run that has not been attested yet.
-func liveRun(rec Record, t *policy.Track) transcript.Run {
+func liveRun(rec api.Record, t *policy.Track) transcript.Run {
 	r := transcript.Run{ID: rec.ID, Track: rec.Track, TrackID: rec.TrackID, Agent: rec.Agent, Seed: rec.Seed, State: rec.State, Reason: rec.Reason,
 		Result: rec.Score(), Started: rec.Started.UTC(), Deadline: rec.Deadline.UTC(), Finished: rec.Finished.UTC(), Live: !rec.Final()}
 	if rec.Started.IsZero() {
@@ -190,7 +191,7 @@ func (d *Daemon) transcriptOf(w http.ResponseWriter, r *http.Request) {
 
 // liveTranscript is the run's transcript as its audit log holds it now, with the events of the
 // entries after from.
-func (d *Daemon) liveTranscript(rec Record, from int) (*transcript.Transcript, error) {
+func (d *Daemon) liveTranscript(rec api.Record, from int) (*transcript.Transcript, error) {
 	d.mu.Lock()
 	track := d.spec[rec.ID].Track
 	d.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/publish"
@@ -51,11 +52,11 @@ func TestTranscriptFollowedLive(t *testing.T) {
 	os.WriteFile(tb.cfg.Providers["openai"].KeyFile, []byte(secret+"\n"), 0o600)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(liveAgent), 0o755)
 	d := startDaemon(t, tb, tb.executor())
-	api := httptest.NewServer(d.Handler())
-	defer api.Close()
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
 	get := func(path string) []byte {
 		t.Helper()
-		resp, err := http.Get(api.URL + "/v1" + path)
+		resp, err := http.Get(srv.URL + "/v1" + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestTranscriptFollowedLive(t *testing.T) {
 	if !final {
 		t.Fatal("the run did not end within 4 minutes")
 	}
-	r := waitState(t, d, rec.ID, StateGraded)
+	r := waitState(t, d, rec.ID, api.StateGraded)
 	want, err := transcript.Read(filepath.Join(r.Dir, "transcript.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +171,7 @@ func readPredicate(t *testing.T, path string) *attest.Predicate {
 
 // The live transcript route refuses what it cannot read, and answers an unknown run 404.
 func TestTranscriptRouteRefusals(t *testing.T) {
-	d := &Daemon{runs: map[string]*Record{"r-1": {ID: "r-1", State: StateQueued, Dir: t.TempDir()}}, subs: map[chan Event]string{}, spec: map[string]RunSpec{}}
+	d := &Daemon{runs: map[string]*api.Record{"r-1": {ID: "r-1", State: api.StateQueued, Dir: t.TempDir()}}, subs: map[chan api.Event]string{}, spec: map[string]RunSpec{}}
 	srv := httptest.NewServer(d.Handler())
 	defer srv.Close()
 	for _, c := range []struct {
@@ -235,7 +236,7 @@ func TestViewFollowsARunInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, d, rec.ID, StateRunning)
+	waitState(t, d, rec.ID, api.StateRunning)
 	if err := b.Do(60*time.Second, chromedp.Navigate(v.URL(ln.Addr().String())), chromedp.WaitVisible(chromedp.CSS(`a[href="/runs/`+rec.ID+`"]`))); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestViewFollowsARunInChromium(t *testing.T) {
 		t.Fatalf("the page shows %+v at the end; want 4 model requests, 4 calls and the end", last)
 	}
 	b.Screenshot("view-run-ended")
-	r := waitState(t, d, rec.ID, StateGraded)
+	r := waitState(t, d, rec.ID, api.StateGraded)
 	tr, err := transcript.Read(filepath.Join(r.Dir, "transcript.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller/providertest"
-	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images"
@@ -124,7 +124,7 @@ type session struct {
 	keys          string            // 4: the keys directory
 	agent         string            // 4: the agent every seed runs
 	socket, log   string            // 4: the daemon's socket and log
-	c             *daemon.Client    // 5
+	c             *api.Client       // 5
 	runs          []*demoRun        // 5
 	atts          []string          // 6: the attestations that verified
 	failed        int               // 6: runs not graded with a valid attestation
@@ -156,7 +156,7 @@ func demoExam(state string, questions int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dst := daemon.ContentPath(state, sum)
+	dst := api.ContentPath(state, sum)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", err
 	}
@@ -188,8 +188,8 @@ func contamination(trainPath, examPath string) (int, error) {
 }
 
 // demoFollow streams a run's events to fn until the run ends and returns its last record.
-func demoFollow(ctx context.Context, c *daemon.Client, id string, fn func(daemon.Event, daemon.Record)) daemon.Record {
-	var last daemon.Record
+func demoFollow(ctx context.Context, c *api.Client, id string, fn func(api.Event, api.Record)) api.Record {
+	var last api.Record
 	for ctx.Err() == nil {
 		r, err := c.Events(ctx, id, fn)
 		if err != nil {
@@ -209,21 +209,21 @@ func demoFollow(ctx context.Context, c *daemon.Client, id string, fn func(daemon
 // demoTimings splits a run's wall time: waiting in the queue, setup (preparing to running: pins
 // checked, workspace seeded, gateway, services, controller), agent (running to grading),
 // grading (both phases, from report.json) and attesting (the rest: report, attestation, record).
-func demoTimings(seed int64, r daemon.Record, t map[string]time.Time) string {
+func demoTimings(seed int64, r api.Record, t map[string]time.Time) string {
 	d := func(a, b time.Time) string {
 		if a.IsZero() || b.IsZero() {
 			return "—"
 		}
 		return roundDuration(b.Sub(a))
 	}
-	grading, attesting := "—", d(t[daemon.StateGrading], r.Finished)
-	if rep, err := readReport(filepath.Join(r.Dir, "report.json")); err == nil && !t[daemon.StateGrading].IsZero() && !r.Finished.IsZero() {
+	grading, attesting := "—", d(t[api.StateGrading], r.Finished)
+	if rep, err := readReport(filepath.Join(r.Dir, "report.json")); err == nil && !t[api.StateGrading].IsZero() && !r.Finished.IsZero() {
 		gd := time.Duration(rep.Timings.AnswersMS+rep.Timings.BitsMS) * time.Millisecond
 		grading = roundDuration(gd)
-		attesting = roundDuration(max(0, r.Finished.Sub(t[daemon.StateGrading])-gd))
+		attesting = roundDuration(max(0, r.Finished.Sub(t[api.StateGrading])-gd))
 	}
 	return fmt.Sprintf("seed %d: queued %s, setup %s, agent %s, grading %s, attesting %s (%s)", seed,
-		d(t["queued"], t[daemon.StatePreparing]), d(t[daemon.StatePreparing], t[daemon.StateRunning]), d(t[daemon.StateRunning], t[daemon.StateGrading]), grading, attesting, r.State)
+		d(t["queued"], t[api.StatePreparing]), d(t[api.StatePreparing], t[api.StateRunning]), d(t[api.StateRunning], t[api.StateGrading]), grading, attesting, r.State)
 }
 
 // roundDuration prints milliseconds under a second, tenths of a second above.
@@ -292,13 +292,13 @@ func scaffoldDemoSteps() []providertest.Step {
 // demoRun is one seed of the demo: its record and when it entered each state.
 type demoRun struct {
 	seed int64
-	rec  daemon.Record
+	rec  api.Record
 	t    map[string]time.Time
 }
 
 // demoPublish gathers the demo's runs as an operator would (sealrun results gather), exports the
 // run ledger, and publishes them with the track and the key (sealrun publish).
-func demoPublish(ctx context.Context, c *daemon.Client, state, demoDir, pubDir, pub, trackFile string, runs []*demoRun) error {
+func demoPublish(ctx context.Context, c *api.Client, state, demoDir, pubDir, pub, trackFile string, runs []*demoRun) error {
 	results := filepath.Join(demoDir, "results")
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return err

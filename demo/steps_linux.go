@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller/providertest"
 	"github.com/sealrun/sealrun/daemon"
@@ -85,7 +86,7 @@ func (s *session) makeContent(context.Context) error {
 	}
 	train, _ := s.kit.File(kits.TrainPath)
 	s.lg.printf("    kit %s: %d files, %d bytes of training text", s.kit.Hash, len(s.kit.Files), train.Size)
-	n, err := contamination(filepath.Join(kitOut, kits.TrainPath), daemon.ContentPath(s.state, s.examSHA))
+	n, err := contamination(filepath.Join(kitOut, kits.TrainPath), api.ContentPath(s.state, s.examSHA))
 	if err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (s *session) startDaemon(ctx context.Context) error {
 // writeConfig writes the keys and sealrun.toml of the demo's daemon; with a real scaffold, it
 // starts the scripted model on loopback (for the demo's lifetime, after the daemon's) as its
 // provider, of the kind the scaffold speaks.
-func (s *session) writeConfig() (*daemon.Config, error) {
+func (s *session) writeConfig() (*api.Config, error) {
 	s.keys = filepath.Join(s.demoDir, "keys")
 	if _, _, _, err := attest.GenerateKeys(s.keys, attest.AlgoED25519, nil); err != nil {
 		return nil, err
@@ -198,13 +199,13 @@ concurrency = %d
 		if kind == "openai" {
 			base += "/v1"
 		}
-		cfgText += fmt.Sprintf("[providers.%s]\nkind = %q\nbase_url = %q\nkey_file = %q\n", daemon.ScriptedProvider, kind, base, keyFile)
-		s.agent = daemon.ScriptedProvider + "/scripted"
+		cfgText += fmt.Sprintf("[providers.%s]\nkind = %q\nbase_url = %q\nkey_file = %q\n", api.ScriptedProvider, kind, base, keyFile)
+		s.agent = api.ScriptedProvider + "/scripted"
 	}
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		return nil, err
 	}
-	return daemon.LoadConfig(cfgPath)
+	return api.LoadConfig(cfgPath)
 }
 
 // runSeeds (5/7) submits each seed through the admin API, follows them to their end, and reads
@@ -215,11 +216,12 @@ func (s *session) runSeeds(ctx context.Context) error {
 		who = s.o.Scaffold + " with the scripted model (" + s.agent + ": a script on loopback behind the gateway, not a model)"
 	}
 	s.lg.printf("5/7 runs: %d seed(s) of %s, %d CPU(s) each, %d CPU(s) here", s.o.Seeds, who, s.track.Resources.CPUs, runtime.NumCPU())
-	s.c = daemon.NewClient(s.socket)
+	s.c = api.NewClient(s.socket)
 	s.runs = make([]*demoRun, s.o.Seeds)
 	for i := range s.runs {
 		r := &demoRun{seed: int64(i + 1)}
-		if err := s.c.Do(ctx, "POST", "/runs", daemon.RunRequest{Track: s.text, TrackName: s.trackFile, Agent: s.agent, Seed: r.seed}, &r.rec); err != nil {
+		rec, err := s.c.Submit(ctx, api.RunRequest{Track: s.text, TrackName: s.trackFile, Agent: s.agent, Seed: r.seed})
+		if r.rec = rec; err != nil {
 			return err
 		}
 		s.runs[i] = r
@@ -230,8 +232,8 @@ func (s *session) runSeeds(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.rec = demoFollow(ctx, s.c, r.rec.ID, func(e daemon.Event, last daemon.Record) {
-				if line := daemon.EventLine(e, last); line != "" {
+			r.rec = demoFollow(ctx, s.c, r.rec.ID, func(e api.Event, last api.Record) {
+				if line := api.EventLine(e, last); line != "" {
 					s.lg.printf("    seed %d %s", r.seed, strings.TrimSpace(line[strings.Index(line, " "):]))
 				}
 			})
@@ -246,7 +248,7 @@ func (s *session) runSeeds(ctx context.Context) error {
 	}
 	if jb, err := os.ReadFile(filepath.Join(s.state, "journal.jsonl")); err == nil { // read only: the daemon still has it open
 		for _, line := range bytes.Split(jb, []byte("\n")) {
-			var e daemon.Event
+			var e api.Event
 			if json.Unmarshal(line, &e) == nil && e.Kind == "state" && byID[e.Run] != nil {
 				byID[e.Run].t[e.State] = e.Time
 			}
@@ -273,7 +275,7 @@ func (s *session) verifyRuns(context.Context) error {
 		}
 		res := v.Statement.Predicate.Result
 		s.lg.printf("    seed %d: VALID %s — %s, %d/%d passed", r.seed, att, res.Status, res.Passed, res.Questions)
-		if r.rec.State != daemon.StateGraded {
+		if r.rec.State != api.StateGraded {
 			s.failed++
 		}
 		s.atts = append(s.atts, att)

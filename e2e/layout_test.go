@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,13 +35,14 @@ var allowed = map[string][]string{
 	"ledger":                 {},                                       // the run ledger: no sibling (portable, like attest)
 	"cmd/runner":             {"sandbox"},                              // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
-	"cmd/sealrund":           {"daemon", "policy"},
-	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit"}, // a publication: written and checked from attestations alone (and the bodies their audit logs hash)
-	"transcript":             {"audit", "attest", "policy"},                                      // a run reassembled: portable, like attest
+	"cmd/sealrund":           {"daemon", "api", "policy"},
+	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit"},   // a publication: written and checked from attestations alone (and the bodies their audit logs hash)
+	"transcript":             {"audit", "attest", "policy"},                                        // a run reassembled: portable, like attest
+	"api":                    {"policy", "attest", "audit", "controller", "sandbox", "transcript"}, // sealrund's contract: records, requests, events, the state dir's layout, its config (providers, runtimes per role), the typed client (a gather checks the transcript)
 	"daemon":                 {"*"},
-	"demo":                   {"*"},                                                   // a client of the daemon, composing the rest as an operator would
-	"trackpin":               {"policy", "exams", "kits", "airs", "images", "daemon"}, // daemon: the state dir's layout only
-	"view":                   {"transcript", "attest"},                                // reads sealrund through an interface (daemon.Client is one), as sealrun view
+	"demo":                   {"*"},                                                // a client of the daemon, composing the rest as an operator would
+	"trackpin":               {"policy", "exams", "kits", "airs", "images", "api"}, // api: the state dir's layout
+	"view":                   {"transcript", "attest"},                             // reads sealrund through an interface (api.Client is one), as sealrun view
 	"cmd/sealrun":            {"*"},
 	"e2e":                    {"*"},
 	"deploy":                 {}, // deploy/kubernetes: a design's manifests and their test, no code
@@ -129,6 +131,22 @@ func TestImportRules(t *testing.T) {
 			}
 			if o == "attest" && impOwner == "sandbox" && imp != module+"/sandbox/netnshook" {
 				t.Errorf("%s imports %s: the verify path may take only the portable air-gap rule (sandbox/netnshook) from the sandbox", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// daemonUsers are the only packages that may import package daemon, the server: what runs a
+// daemon (sealrund; the demo, which runs one in-process). Everything else — the CLI, the viewer,
+// trackpin — speaks to sealrund through its contract, package api. (Tests may import it too.)
+var daemonUsers = []string{"cmd/sealrund", "demo"}
+
+func TestOnlyWhatRunsADaemonImportsIt(t *testing.T) {
+	for _, p := range listPackages(t) {
+		o := owner(p.ImportPath)
+		for _, imp := range p.Imports {
+			if imp == module+"/daemon" && o != "daemon" && !slices.Contains(daemonUsers, o) {
+				t.Errorf("%s imports %s: only %v may (they run a daemon); use package api, its contract and client", p.ImportPath, imp, daemonUsers)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -173,7 +174,7 @@ func loadJobs(paths []string) ([]loadJob, error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, unwrapPath(err))
+			return nil, fmt.Errorf("%s: %w", p, fileio.Cause(err))
 		}
 		if !st.IsDir() {
 			jobs = append(jobs, loadJob{p, true})
@@ -202,19 +203,11 @@ func loadJobs(paths []string) ([]loadJob, error) {
 	return jobs, nil
 }
 
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
 // verifyFile verifies one file; notAtt reports a file that is not an attestation at all.
 func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTracks bool) (e *Entry, reason string, notAtt bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, "cannot open: " + unwrapPath(err).Error(), false
+		return nil, "cannot open: " + fileio.Cause(err).Error(), false
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	f.Close()

@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/sealrun/sealrun/airs"
-	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
@@ -237,7 +237,7 @@ func pinExam(state, v string) (string, exams.Header, error) {
 			return "", exams.Header{}, fmt.Errorf("--exam: %w", err)
 		}
 	}
-	stored := daemon.ContentPath(state, sha)
+	stored := api.ContentPath(state, sha)
 	if _, err := os.Stat(stored); err != nil {
 		return "", exams.Header{}, fmt.Errorf("--exam %s: exam %s is not in this host's content store (%s); add it: sealrun --state-dir %s content add EXAM", v, sha, stored, state)
 	}
@@ -258,7 +258,7 @@ func pinKit(state, v string) (*kits.Kit, error) {
 		}
 		hash = k.Hash
 	}
-	dir := daemon.KitPath(state, hash)
+	dir := api.KitPath(state, hash)
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("--kit %s: kit %s is not installed on this host (%s); add it: sealrun --state-dir %s content add KITDIR", v, hash, dir, state)
 	}
@@ -281,7 +281,7 @@ func pinTree(state, v, flag string, task bool) (*airs.Task, error) {
 			return nil, fmt.Errorf("%s %s: %w", flag, v, err)
 		}
 	}
-	dir := daemon.TreePath(state, hash)
+	dir := api.TreePath(state, hash)
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("%s %s: %s is not in this host's content store (%s); add it: sealrun --state-dir %s content add DIR", flag, v, hash, dir, state)
 	}
@@ -326,11 +326,11 @@ func missingOnHost(state string, t *policy.Track) []string {
 		}
 	}
 	if t.Task != nil {
-		have(daemon.TreePath(state, t.Task.SHA256), "task.sha256", "--task")
-		have(daemon.TreePath(state, t.Task.DataSHA256), "task.data_sha256", "--task-data")
+		have(api.TreePath(state, t.Task.SHA256), "task.sha256", "--task")
+		have(api.TreePath(state, t.Task.DataSHA256), "task.data_sha256", "--task-data")
 	} else {
-		have(daemon.ContentPath(state, t.Exam.SHA256), "exam.sha256", "--exam")
-		have(daemon.KitPath(state, t.Kit.SHA256), "kit.sha256", "--kit")
+		have(api.ContentPath(state, t.Exam.SHA256), "exam.sha256", "--exam")
+		have(api.KitPath(state, t.Kit.SHA256), "kit.sha256", "--kit")
 	}
 	store, err := images.OpenStore(state)
 	for _, im := range []struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sealrun/sealrun/airs"
-	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 )
@@ -49,7 +49,7 @@ container).`,
 				if err != nil {
 					return err
 				}
-				dst := daemon.ContentPath(g.stateDir, sum)
+				dst := api.ContentPath(g.stateDir, sum)
 				if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 					return ioError(err)
 				}
@@ -86,7 +86,7 @@ func addTree(w, progress io.Writer, state, dir string) error {
 		maxFiles, maxBytes = airs.MaxTaskFiles, airs.MaxTaskBytes
 	}
 	start := time.Now()
-	hash, err := airs.InstallTreeWith(dir, filepath.Dir(daemon.TreePath(state, "x")), airs.InstallOptions{MaxFiles: maxFiles, MaxBytes: maxBytes,
+	hash, err := airs.InstallTreeWith(dir, filepath.Dir(api.TreePath(state, "x")), airs.InstallOptions{MaxFiles: maxFiles, MaxBytes: maxBytes,
 		Progress: func(copied, total int64) {
 			fmt.Fprintf(progress, "content add %s: copied and hashed %.1f of %.1f MiB (%.0f%%, %s)\n", dir, float64(copied)/(1<<20), float64(total)/(1<<20),
 				100*float64(copied)/float64(max(total, 1)), time.Since(start).Round(time.Second))

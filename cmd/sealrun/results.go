@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
@@ -49,9 +49,9 @@ holds the same attestation, and an error when it holds another.`,
 			if !attest.ValidRunID(id) {
 				return usage(fmt.Errorf("%q is not a run id (sealrun ps lists them)", id))
 			}
-			c := daemon.NewClient(socket)
-			var rec daemon.Record
-			if err := c.Do(cmd.Context(), "GET", "/runs/"+id, nil, &rec); err != nil {
+			c := api.NewClient(socket)
+			rec, err := c.Run(cmd.Context(), id)
+			if err != nil {
 				return err
 			}
 			if !rec.Final() {
@@ -102,7 +102,7 @@ track (the track file's id):
 			if err != nil {
 				return err
 			}
-			s, err := daemon.ReadSeedState(args[0], t.ID, agent, seed)
+			s, err := api.ReadSeedState(args[0], t.ID, agent, seed)
 			if err != nil {
 				return err
 			}

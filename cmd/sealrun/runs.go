@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/spf13/cobra"
@@ -32,11 +32,11 @@ func addSocketFlag(cmd *cobra.Command, socket *string) {
 
 func stateExit(state, reason string) error {
 	switch state {
-	case daemon.StateGraded:
+	case api.StateGraded:
 		return nil
-	case daemon.StateFailed:
+	case api.StateFailed:
 		return &exitError{code: exitRunFailed, err: fmt.Errorf("the run failed: %s", reason), quiet: true}
-	case daemon.StateInvalid:
+	case api.StateInvalid:
 		return &exitError{code: exitRunInvalid, err: fmt.Errorf("the run is invalid: %s", reason), quiet: true}
 	}
 	return nil
@@ -82,9 +82,8 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 			if err != nil {
 				return err
 			}
-			c := daemon.NewClient(socket)
-			var rec daemon.Record
-			req := daemon.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher, CPUs: cpus}
+			c := api.NewClient(socket)
+			req := api.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher, CPUs: cpus}
 			if memory != "" {
 				if req.Memory, err = policy.ParseBytes(memory); err != nil {
 					return usage(fmt.Errorf("--memory %q: %v (for example 16GiB or 16384MiB)", memory, err))
@@ -98,7 +97,8 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 			// job) must learn the id of the run it started, to cancel it.
 			post, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), time.Minute)
 			defer cancel()
-			if err := c.Do(post, "POST", "/runs", req, &rec); err != nil {
+			rec, err := c.Submit(post, req)
+			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -125,12 +125,12 @@ links a resubmission to the invalid run it reruns, which may be another host's.`
 }
 
 // follow streams a run's events until it ends (or Ctrl-C, which detaches).
-func follow(cmd *cobra.Command, c *daemon.Client, id string, show bool) error {
+func follow(cmd *cobra.Command, c *api.Client, id string, show bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	w := cmd.OutOrStdout()
-	last, err := c.Events(ctx, id, func(e daemon.Event, last daemon.Record) {
-		if line := daemon.EventLine(e, last); show && line != "" {
+	last, err := c.Events(ctx, id, func(e api.Event, last api.Record) {
+		if line := api.EventLine(e, last); show && line != "" {
 			fmt.Fprintln(w, line)
 		}
 	})
@@ -150,7 +150,7 @@ func follow(cmd *cobra.Command, c *daemon.Client, id string, show bool) error {
 		return fmt.Errorf("the event stream of run %s ended before the run did (sealrund stopped?); sealrun show %s", id, id)
 	}
 	if !show {
-		fmt.Fprintln(w, daemon.EventLine(daemon.Event{Time: last.Finished, Kind: "state", State: last.State, Reason: last.Reason}, last))
+		fmt.Fprintln(w, api.EventLine(api.Event{Time: last.Finished, Kind: "state", State: last.State, Reason: last.Reason}, last))
 	}
 	fmt.Fprintf(w, "files: %s\n", last.Dir)
 	return stateExit(last.State, last.Reason)
@@ -164,12 +164,8 @@ func newPsCmd() *cobra.Command {
 		Short: "List runs: id, track, agent, seed, state, time left, score",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var recs []daemon.Record
-			path := "/runs?active=1"
-			if all {
-				path = "/runs"
-			}
-			if err := daemon.NewClient(socket).Do(cmd.Context(), "GET", path, nil, &recs); err != nil {
+			recs, err := api.NewClient(socket).Runs(cmd.Context(), !all, 0)
+			if err != nil {
 				return err
 			}
 			if !all {
@@ -202,8 +198,8 @@ func newShowCmd() *cobra.Command {
 		Short: "Everything about one run, and the paths of its files",
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r daemon.Record
-			if err := daemon.NewClient(socket).Do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
+			r, err := api.NewClient(socket).Run(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -226,8 +222,8 @@ func newCancelCmd() *cobra.Command {
 		Short: "End a run in any state; it ends invalid (reason: cancelled)",
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r daemon.Record
-			if err := daemon.NewClient(socket).Do(cmd.Context(), "POST", "/runs/"+args[0]+"/cancel", nil, &r); err != nil {
+			r, err := api.NewClient(socket).Cancel(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: cancel requested (state %s); it ends invalid, reason cancelled\n", r.ID, r.State)
@@ -250,7 +246,7 @@ files: --agent the scaffold's transcript, --audit the audit log (every call, gat
 submission), --history the submission history, --call N one compute call's output.`,
 		Args: exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := daemon.NewClient(socket)
+			c := api.NewClient(socket)
 			name := file
 			if call > 0 {
 				name = fmt.Sprintf("call-%d", call)
@@ -261,11 +257,11 @@ submission), --history the submission history, --call N one compute call's outpu
 			if name == "" {
 				name = "journal"
 			}
-			var data []byte
-			if err := c.Do(cmd.Context(), "GET", "/runs/"+args[0]+"/files/"+name, nil, &data); err != nil {
+			data, err := c.File(cmd.Context(), args[0], name)
+			if err != nil {
 				return err
 			}
-			_, err := cmd.OutOrStdout().Write(data)
+			_, err = cmd.OutOrStdout().Write(data)
 			return err
 		},
 	}
@@ -287,9 +283,9 @@ func newReportCmd() *cobra.Command {
 		Short: "The run's report.html: timeline of calls and requests, validation scores, result",
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r daemon.Record
-			c := daemon.NewClient(socket)
-			if err := c.Do(cmd.Context(), "GET", "/runs/"+args[0], nil, &r); err != nil {
+			c := api.NewClient(socket)
+			r, err := c.Run(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			if !r.Final() {
@@ -298,8 +294,8 @@ func newReportCmd() *cobra.Command {
 			path := r.Dir + "/report.html"
 			if _, err := os.Stat(path); err != nil {
 				// Not readable from here (another user's state directory): fetch it.
-				var data []byte
-				if err := c.Do(cmd.Context(), "GET", "/runs/"+r.ID+"/files/report-html", nil, &data); err != nil {
+				data, err := c.File(cmd.Context(), r.ID, "report-html")
+				if err != nil {
 					return err
 				}
 				tmp, err := os.CreateTemp("", "sealrun-report-*.html")
@@ -323,19 +319,19 @@ func newReportCmd() *cobra.Command {
 }
 
 // printRuns prints the runs as ps's table; all says finished runs were asked for too.
-func printRuns(w io.Writer, recs []daemon.Record, all bool) error {
+func printRuns(w io.Writer, recs []api.Record, all bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tTRACK\tAGENT\tSEED\tSTATE\tTIME LEFT\tSCORE")
 	for _, r := range recs {
 		left, score := "-", "-"
-		if r.State == daemon.StateRunning && !r.Deadline.IsZero() {
+		if r.State == api.StateRunning && !r.Deadline.IsZero() {
 			left = time.Until(r.Deadline).Round(time.Second).String()
 		}
 		if sc := r.Score(); sc != "" {
 			score = sc
 		}
 		state := r.State
-		if r.Reason != "" && r.State == daemon.StateInvalid {
+		if r.Reason != "" && r.State == api.StateInvalid {
 			state += " (" + r.Reason + ")"
 		}
 		if r.Waiting != "" {
@@ -350,7 +346,7 @@ func printRuns(w io.Writer, recs []daemon.Record, all bool) error {
 }
 
 // printRun prints everything about one run, and the paths of its files (show).
-func printRun(w io.Writer, r *daemon.Record) {
+func printRun(w io.Writer, r *api.Record) {
 	row := func(k, f string, a ...any) { fmt.Fprintf(w, "%-12s %s\n", k, fmt.Sprintf(f, a...)) }
 	row("run", "%s", r.ID)
 	row("track", "%s (%s)", r.Track, r.TrackID)

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/view"
 	"github.com/spf13/cobra"
 )
@@ -36,9 +36,8 @@ after the first page): another user of this machine who finds the port gets noth
   ssh -L 8765:127.0.0.1:8765 gpu-host 'sealrun view'   # then open the printed URL here`,
 		Args: exactArgs(0, "no arguments (--listen sets the address)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := daemon.NewClient(socket)
-			var runs []daemon.Record
-			if err := c.Do(cmd.Context(), http.MethodGet, "/runs?limit=1", nil, &runs); err != nil {
+			c := api.NewClient(socket)
+			if _, err := c.Runs(cmd.Context(), false, 1); err != nil {
 				return err
 			}
 			host, _, err := net.SplitHostPort(listen)

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/daemon"
 )
 
@@ -28,7 +29,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sealrund", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	config := fs.String("config", daemon.DefaultConfigPath, "daemon configuration file")
+	config := fs.String("config", api.DefaultConfigPath, "daemon configuration file")
 	check := fs.Bool("check", false, "validate the configuration and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: sealrund [--config FILE] [--check]\n\nThe sealrun daemon: runs sealed benchmark runs and serves the admin API on its socket\n(/run/sealrun/sealrun.sock). Logs go to stderr (the systemd journal under the unit).\n\n")
@@ -44,11 +45,11 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sealrund: unexpected argument %q; sealrund takes only flags\n", fs.Arg(0))
 		return 2
 	}
-	if err := daemon.CheckSeamEnv(); err != nil {
+	if err := api.CheckSeamEnv(); err != nil {
 		fmt.Fprintf(stderr, "sealrund: %v; nothing was started\n", err)
 		return 1
 	}
-	cfg, err := daemon.LoadConfig(*config)
+	cfg, err := api.LoadConfig(*config)
 	if err != nil {
 		fmt.Fprintf(stderr, "sealrund: the configuration is not valid; nothing was started:\n%v\n", err)
 		return 1

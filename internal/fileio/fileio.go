@@ -70,6 +70,16 @@ func SHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// Cause is err's cause without the path a *fs.PathError repeats ("no such file or directory"),
+// for a message that names the path itself; any other error as it is.
+func Cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // WriteAtomic writes path through write into a temporary file in the same directory, syncs it,
 // gives it perm exactly (no umask) and renames it into place, then syncs the directory: readers
 // see the old file or the whole new one, never a part; a failed write leaves no file (and the old

@@ -1,8 +1,7 @@
-package daemon
+package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,7 +46,7 @@ type SeedState struct {
 func ReadSeedState(dir, trackID, agent string, seed int64) (SeedState, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return SeedState{}, fmt.Errorf("results directory %s: %w; give the shared results directory (SEALRUN_RESULTS for the job script)", dir, unwrapPathErr(err))
+		return SeedState{}, fmt.Errorf("results directory %s: %w; give the shared results directory (SEALRUN_RESULTS for the job script)", dir, fileio.Cause(err))
 	}
 	var runs []Record
 	rerun := map[string]bool{}
@@ -83,13 +82,4 @@ func ReadSeedState(dir, trackID, agent string, seed int64) (SeedState, error) {
 		}
 	}
 	return s, nil
-}
-
-// unwrapPathErr drops the *PathError's repetition of the path.
-func unwrapPathErr(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

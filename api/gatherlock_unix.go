@@ -1,6 +1,6 @@
 //go:build unix
 
-package daemon
+package api
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockGather takes the gather lock of run id in the results directory dir: an flock on the hidden
+// LockGather takes the gather lock of run id in the results directory dir: an flock on the hidden
 // file .<id>.gather, which goes when the lock is let go. locked is false where the file system
 // has no locks (ENOLCK, EOPNOTSUPP): the gather then goes on unlocked, as before locks.
-func lockGather(ctx context.Context, dir, id string) (unlock func(), locked bool, err error) {
+func LockGather(ctx context.Context, dir, id string) (unlock func(), locked bool, err error) {
 	p := filepath.Join(dir, "."+id+".gather")
 	for {
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)

@@ -1,6 +1,7 @@
-package daemon
+package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -111,3 +112,21 @@ func ContentPath(stateDir, sha string) string {
 func TreePath(stateDir, hash string) string {
 	return filepath.Join(stateDir, "content", "tree", hash)
 }
+
+// Event is one line of the journal: a run's state change or notable event. Events are appended
+// and fsynced before anything that depends on them is acknowledged.
+type Event struct {
+	Time   time.Time       `json:"time"`
+	Run    string          `json:"run"`
+	Kind   string          `json:"kind"`            // "state", "call", "submit", "sealed", ...
+	State  string          `json:"state,omitempty"` // for kind "state"
+	Reason string          `json:"reason,omitempty"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// EventTeardownFailed is the event of a run whose containers, cgroups, mounts or network
+// namespace could not all be removed after it ended: its reason says what is left.
+const EventTeardownFailed = "teardown_failed"
+
+// MaxEventBytes bounds one event: a journal line, a line of the events stream.
+const MaxEventBytes = 1 << 20

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"bufio"
@@ -12,8 +12,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +76,54 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 		return nil
 	}
 	return json.Unmarshal(data, out)
+}
+
+// Submit queues a run (POST /runs) and returns its record.
+func (c *Client) Submit(ctx context.Context, req RunRequest) (Record, error) {
+	var rec Record
+	err := c.Do(ctx, http.MethodPost, "/runs", req, &rec)
+	return rec, err
+}
+
+// Runs lists the runs (GET /runs): every run, or with active only those not yet ended, newest
+// first; limit > 0 keeps that many.
+func (c *Client) Runs(ctx context.Context, active bool, limit int) ([]Record, error) {
+	q := url.Values{}
+	if active {
+		q.Set("active", "1")
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/runs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var recs []Record
+	err := c.Do(ctx, http.MethodGet, path, nil, &recs)
+	return recs, err
+}
+
+// Run is one run's record (GET /runs/{id}).
+func (c *Client) Run(ctx context.Context, id string) (Record, error) {
+	var rec Record
+	err := c.Do(ctx, http.MethodGet, "/runs/"+url.PathEscape(id), nil, &rec)
+	return rec, err
+}
+
+// Cancel cancels a run (POST /runs/{id}/cancel) and returns its record.
+func (c *Client) Cancel(ctx context.Context, id string) (Record, error) {
+	var rec Record
+	err := c.Do(ctx, http.MethodPost, "/runs/"+url.PathEscape(id)+"/cancel", nil, &rec)
+	return rec, err
+}
+
+// File is one of a run's files as the admin API serves it (GET /runs/{id}/files/{name}; name as
+// daemon/API.md lists them: journal, report-html, call-N, …), whole.
+func (c *Client) File(ctx context.Context, id, name string) ([]byte, error) {
+	var data []byte
+	err := c.Do(ctx, http.MethodGet, "/runs/"+url.PathEscape(id)+"/files/"+url.PathEscape(name), nil, &data)
+	return data, err
 }
 
 // Get sends GET path (under /v1) and returns the answer as it comes, whatever its status, for a
@@ -259,8 +309,8 @@ func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bo
 		return false, fmt.Errorf("results directory %s: not a directory (%v); create it on the shared filesystem, writable by the jobs' user", dir, err)
 	}
 	dest := filepath.Join(dir, rec.ID)
-	var att []byte
-	if err := c.Do(ctx, "GET", "/runs/"+rec.ID+"/files/attestation", nil, &att); err != nil {
+	att, err := c.File(ctx, rec.ID, "attestation")
+	if err != nil {
 		return false, fmt.Errorf("run %s: %w", rec.ID, err)
 	}
 	if same, err := sameAttestation(dest, att); err != nil || same {
@@ -269,7 +319,7 @@ func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bo
 	// One gather of a run at a time in this directory, whatever node it runs on: another waits,
 	// then finds the run there. Holding the lock, what other gathers of this run left is theirs
 	// from when they were killed, and goes.
-	unlock, locked, err := lockGather(ctx, dir, rec.ID)
+	unlock, locked, err := LockGather(ctx, dir, rec.ID)
 	if err != nil {
 		return false, err
 	}

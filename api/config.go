@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"errors"
@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -50,7 +51,8 @@ type Config struct {
 	Ledger    LedgerConfig                         `toml:"ledger"`
 	Prices    PricesConfig                         `toml:"prices"`
 
-	path string
+	// File is the file the configuration was read from (its errors name it).
+	File string `toml:"-"`
 }
 
 // NoProvider is the built-in provider of runs with no model (a scripted scaffold such as the
@@ -100,22 +102,14 @@ var providerNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w; write one from deploy/sealrun.toml (make install does)", path, unwrap(err))
+		return nil, fmt.Errorf("%s: %w; write one from deploy/sealrun.toml (make install does)", path, fileio.Cause(err))
 	}
 	return ParseConfig(path, data)
 }
 
-func unwrap(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
 // ParseConfig parses and validates configuration data read from path.
 func ParseConfig(path string, data []byte) (*Config, error) {
-	c := &Config{path: path}
+	c := &Config{File: path}
 	md, err := toml.Decode(string(data), c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -180,7 +174,7 @@ func (c *Config) defaults() {
 func (c *Config) Validate() error {
 	var out []string
 	bad := func(key, format string, args ...any) {
-		out = append(out, fmt.Sprintf("%s:%s: %s", c.path, key, fmt.Sprintf(format, args...)))
+		out = append(out, fmt.Sprintf("%s:%s: %s", c.File, key, fmt.Sprintf(format, args...)))
 	}
 	for _, d := range []struct{ key, v string }{{"state_dir", c.StateDir}, {"run_dir", c.RunDir}, {"socket", c.Socket}} {
 		if !filepath.IsAbs(d.v) {
@@ -189,7 +183,7 @@ func (c *Config) Validate() error {
 	}
 	for _, b := range []struct{ key, v string }{{"runner", c.Runner}, {"hook", c.Hook}} {
 		if st, err := os.Stat(b.v); err != nil {
-			bad(b.key, "%s: %v; build it (make build) or give its path", b.v, unwrap(err))
+			bad(b.key, "%s: %v; build it (make build) or give its path", b.v, fileio.Cause(err))
 		} else if st.Mode()&0o111 == 0 {
 			bad(b.key, "%s is not executable", b.v)
 		}
@@ -199,7 +193,7 @@ func (c *Config) Validate() error {
 		bad("keys.signing", "missing; give the attestation signing key (sealrun keys generate --out /etc/sealrun/keys)")
 	case !strings.Contains(c.Keys.Signing, "://"):
 		if st, err := os.Stat(c.Keys.Signing); err != nil {
-			bad("keys.signing", "%s: %v", c.Keys.Signing, unwrap(err))
+			bad("keys.signing", "%s: %v", c.Keys.Signing, fileio.Cause(err))
 		} else if st.Mode().Perm()&0o077 != 0 {
 			bad("keys.signing", "%s is mode %v: readable beyond its owner; chmod 0600 %s", c.Keys.Signing, st.Mode().Perm(), c.Keys.Signing)
 		}
@@ -207,7 +201,7 @@ func (c *Config) Validate() error {
 	if c.Keys.Public == "" {
 		bad("keys.public", "missing; give the public half of keys.signing (verifiers need it)")
 	} else if _, err := os.Stat(c.Keys.Public); err != nil {
-		bad("keys.public", "%s: %v", c.Keys.Public, unwrap(err))
+		bad("keys.public", "%s: %v", c.Keys.Public, fileio.Cause(err))
 	}
 	if _, ok := c.Providers[NoProvider]; ok {
 		bad("providers."+NoProvider, "%q is built in (runs of a scripted scaffold, with no model); name the provider otherwise", NoProvider)
@@ -226,7 +220,7 @@ func (c *Config) Validate() error {
 		if !providerNameRE.MatchString(n) {
 			bad("providers."+n, "the provider name must be lowercase letters, digits, '-' or '_' (it is the first part of --agent NAME/model)")
 		}
-		if err := c.Providers[n].Validate(c.path + ":providers." + n); err != nil {
+		if err := c.Providers[n].Validate(c.File + ":providers." + n); err != nil {
 			out = append(out, strings.Split(err.Error(), "\n")...)
 		}
 	}
@@ -283,7 +277,8 @@ func (c *Config) Validate() error {
 	return errors.New(strings.Join(out, "\n"))
 }
 
-func (c *Config) cdiDirs() []string {
+// CDIDirs are the directories sealrund reads CDI specs from.
+func (c *Config) CDIDirs() []string {
 	if len(c.Resources.CDIDirs) > 0 {
 		return c.Resources.CDIDirs
 	}

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"crypto/sha256"
