@@ -41,7 +41,7 @@ func TestControllerThroughGateway(t *testing.T) {
 	log, _ := audit.Open(filepath.Join(dir, "audit.jsonl"))
 	defer log.Close()
 	agent := Agent{Provider: "openai", Model: "gpt-x", Effort: "high"}
-	g, err := NewGateway(ProviderConfig{Name: "openai", BaseURL: prov.URL + "/v1", KeyFile: keyFile(t, "real-provider-key")}, agent, WithGatewayAudit(log))
+	g, err := NewGateway(ProviderConfig{Name: "openai", BaseURL: prov.URL + "/v1", KeyFile: keyFile(t, "real-provider-key")}, agent, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func FuzzGatewayPin(f *testing.F) {
 		f.Add("/v1/responses", []byte(s))
 	}
 	g, err := NewGateway(ProviderConfig{Name: "openai", Kind: KindOpenAI, BaseURL: "https://x/v1", KeyFile: keyFile(f, "k")},
-		Agent{Provider: "openai", Model: "gpt-x", Effort: "high"}, WithGatewayAudit(&audit.Log{}))
+		Agent{Provider: "openai", Model: "gpt-x", Effort: "high"}, &audit.Log{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -66,9 +66,6 @@ type gwOptions struct {
 // GatewayOption configures a Gateway.
 type GatewayOption func(*gwOptions)
 
-// WithGatewayAudit is the run's audit log (required).
-func WithGatewayAudit(l *audit.Log) GatewayOption { return func(o *gwOptions) { o.log = l } }
-
 // WithBodiesDir keeps each request and response body whole, gzip-compressed, under dir
 // (BodyName): written and synced before the request's audit entry, so that every body the audit
 // log hashes can be checked against it. A body that cannot be kept is the infrastructure's
@@ -135,9 +132,10 @@ type GatewayStats struct {
 	Cost         float64       `json:"cost"`          // their cost at the run's price (0 without one)
 }
 
-// NewGateway makes the gateway of one run for agent through provider p.
-func NewGateway(p ProviderConfig, agent Agent, opts ...GatewayOption) (*Gateway, error) {
-	o := gwOptions{backoffBase: time.Second, backoffMax: time.Minute, maxReq: DefaultMaxRequestBytes, maxResp: DefaultMaxResponseBytes, now: time.Now}
+// NewGateway makes the gateway of one run for agent through provider p, recording each request in
+// the run's audit log log; opts are what is optional.
+func NewGateway(p ProviderConfig, agent Agent, log *audit.Log, opts ...GatewayOption) (*Gateway, error) {
+	o := gwOptions{log: log, backoffBase: time.Second, backoffMax: time.Minute, maxReq: DefaultMaxRequestBytes, maxResp: DefaultMaxResponseBytes, now: time.Now}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -58,8 +58,8 @@ func newGW(t testing.TB, kind, agent string, retries int, opts ...GatewayOption)
 		t.Fatal(err)
 	}
 	p := ProviderConfig{Name: a.Provider, Kind: kind, BaseURL: base, KeyFile: keyFile(t, "real-provider-key"), Retries: retries}
-	all := append([]GatewayOption{WithGatewayAudit(log), WithBodiesDir(filepath.Join(dir, "bodies")), WithBackoff(time.Millisecond, 5*time.Millisecond)}, opts...)
-	g, err := NewGateway(p, a, all...)
+	all := append([]GatewayOption{WithBodiesDir(filepath.Join(dir, "bodies")), WithBackoff(time.Millisecond, 5*time.Millisecond)}, opts...)
+	g, err := NewGateway(p, a, log, all...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestProviderConfigValidate(t *testing.T) {
 		}
 	}
 	empty := keyFile(t, "")
-	if _, err := NewGateway(ProviderConfig{Name: "openai", BaseURL: "https://x/v1", KeyFile: empty}, Agent{Provider: "openai", Model: "m"}, WithGatewayAudit(&audit.Log{})); err == nil || !strings.Contains(err.Error(), "is empty") {
+	if _, err := NewGateway(ProviderConfig{Name: "openai", BaseURL: "https://x/v1", KeyFile: empty}, Agent{Provider: "openai", Model: "m"}, &audit.Log{}); err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("empty key: %v", err)
 	}
 	for _, bad := range []string{"gpt-x", "openai/", "/gpt", "openai/gpt x", "openai/gpt@"} {
@@ -392,7 +392,7 @@ func TestGatewayNoProvider(t *testing.T) {
 	if err := (ProviderConfig{Name: "none", Kind: KindNone, BaseURL: "https://x"}).Validate("providers.none"); err == nil {
 		t.Error("a provider of kind none with a base_url was accepted")
 	}
-	g, err := NewGateway(NoProvider, Agent{Provider: "none", Model: "none"}, WithGatewayAudit(log))
+	g, err := NewGateway(NoProvider, Agent{Provider: "none", Model: "none"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

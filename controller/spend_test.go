@@ -98,7 +98,7 @@ func TestGatewayCostBound(t *testing.T) {
 		t.Errorf("cost %v", st.Cost)
 	}
 	if _, err := NewGateway(ProviderConfig{Name: "openai", BaseURL: "https://x/v1", KeyFile: keyFile(t, "k")}, Agent{Provider: "openai", Model: "m"},
-		WithGatewayAudit(x.log), WithSpendLimit(0, 1, nil)); err == nil || !strings.Contains(err.Error(), "needs the model's price") {
+		x.log, WithSpendLimit(0, 1, nil)); err == nil || !strings.Contains(err.Error(), "needs the model's price") {
 		t.Errorf("a cost bound without a price: %v", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestGatewayServerWithoutKey(t *testing.T) {
 	if !strings.HasPrefix(p.BaseURL, "http://") {
 		t.Fatalf("the scripted server is not plain HTTP: %s", p.BaseURL)
 	}
-	g, err := NewGateway(p, Agent{Provider: "vllm", Model: "Qwen/Qwen3-8B"}, WithGatewayAudit(log))
+	g, err := NewGateway(p, Agent{Provider: "vllm", Model: "Qwen/Qwen3-8B"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

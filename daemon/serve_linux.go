@@ -32,7 +32,7 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	rs.clock = t.Budget.Start(policy.Clock(rs.now))
 	rs.started, rs.deadline = rs.clock.Start, rs.clock.Deadline
 	x.state(spec.ID, api.StateRunning, "")
-	gw, err := controller.NewGateway(rs.pins.provider, spec.Agent, controller.WithGatewayAudit(rs.io.log), controller.WithBodiesDir(filepath.Join(rs.io.dir, "gateway")), controller.WithGatewayInfraHandler(rs.io.onInfra),
+	gw, err := controller.NewGateway(rs.pins.provider, spec.Agent, rs.io.log, controller.WithBodiesDir(filepath.Join(rs.io.dir, "gateway")), controller.WithGatewayInfraHandler(rs.io.onInfra),
 		controller.WithSpendLimit(t.Budget.MaxTokens, t.Budget.MaxCost.Amount, rs.pins.price))
 	if err != nil {
 		return api.StateInvalid, "gateway: " + err.Error()
@@ -123,8 +123,8 @@ func (rs *runState) startGrader() (reason string) {
 func (rs *runState) startRunner(finalized chan struct{}) (rsvc *runner.Service, sock string, stopServing func(), reason string) {
 	x := rs.x
 	var finOnce sync.Once
-	rsvc, err := runner.NewService(rs.run, runner.WithClock(rs.clock), runner.WithImage(rs.pins.runner), runner.WithWorkspace(rs.ws), runner.WithShim(x.Cfg.Runner),
-		runner.WithAudit(rs.io.log), runner.WithCallsDir(filepath.Join(rs.io.dir, "calls")), runner.WithJudge(grader.Judge{Service: rs.gsvc}),
+	rsvc, err := runner.NewService(rs.run, runner.Config{Clock: rs.clock, Image: rs.pins.runner, Workspace: rs.ws, Shim: x.Cfg.Runner,
+		Audit: rs.io.log, CallsDir: filepath.Join(rs.io.dir, "calls")}, runner.WithJudge(grader.Judge{Service: rs.gsvc}),
 		runner.WithLimits(rs.limits), runner.WithInfraHandler(rs.io.onInfra), runner.WithGPUs(rs.gpus),
 		// The run ends on finalize once the agent has been sent its confirmation.
 		runner.WithAnswered(func(verb string) {

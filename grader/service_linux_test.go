@@ -46,7 +46,7 @@ func TestServiceThroughRunnerSocket(t *testing.T) {
 
 	client := sandboxtest.Static(t, "cmd/runner")
 	clock := tr.Budget.Start(time.Now)
-	rs, err := runner.NewService(e.Run, runner.WithClock(clock), runner.WithImage(e.Rootfs), runner.WithWorkspace(ws), runner.WithShim(client), runner.WithJudge(Judge{svc}), runner.WithAudit(log), runner.WithCallsDir(filepath.Join(runDir, "calls")))
+	rs, err := runner.NewService(e.Run, runner.Config{Clock: clock, Image: e.Rootfs, Workspace: ws, Shim: client, Audit: log, CallsDir: filepath.Join(runDir, "calls")}, runner.WithJudge(Judge{svc}))
 	if err != nil {
 		t.Fatal(err)
 	}

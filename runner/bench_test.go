@@ -49,7 +49,7 @@ func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fgo := newFixture(b, WithRate(1000, 1000), WithShim(alone))
+	fgo := newFixtureWith(b, func(c *Config) { c.Shim = alone }, WithRate(1000, 1000))
 	imgs := sandboxtest.LocalImages(b)
 	bare := testenv.BareRuncBundle(b, imgs.Python, "true")
 	root := b.TempDir()

@@ -54,7 +54,7 @@ func refusef(format string, args ...any) *Refusal {
 const ShimPath = "/tmp/.sealrun/runner"
 
 // ExecShim is the name of the call shim (cmd/runner-exec, a small static C program) looked for
-// beside the runner binary WithShim names.
+// beside the runner binary Config.Shim names.
 const ExecShim = "runner-exec"
 
 // ShimFor is the host path of the shim for the static runner binary at runner: ExecShim beside
@@ -64,6 +64,18 @@ func ShimFor(runner string) string {
 		return p
 	}
 	return runner
+}
+
+// Config is what a run's service cannot be made without.
+type Config struct {
+	Clock     *policy.RunClock // the run's budget clock
+	Image     string           // the runner image's rootfs in the store
+	Workspace string           // the run's workspace on the host, mounted rw at /workspace
+	// Shim is the host path of the static runner binary: calls start through ExecShim beside it
+	// where that is installed (make install puts both in one directory).
+	Shim     string
+	Audit    *audit.Log // the run's audit log
+	CallsDir string     // where calls/<n>.log go
 }
 
 type options struct {
@@ -87,19 +99,6 @@ type options struct {
 // Option configures a Service.
 type Option func(*options)
 
-// WithClock is the run's budget clock (required).
-func WithClock(c *policy.RunClock) Option { return func(o *options) { o.clock = c } }
-
-// WithImage is the runner image's rootfs in the store (required).
-func WithImage(rootfs string) Option { return func(o *options) { o.rootfs = rootfs } }
-
-// WithWorkspace is the run's workspace on the host, mounted rw at /workspace (required).
-func WithWorkspace(dir string) Option { return func(o *options) { o.workspace = dir } }
-
-// WithShim is the host path of the static runner binary (required). Calls start through
-// ExecShim beside it where that is installed (make install puts both in one directory).
-func WithShim(path string) Option { return func(o *options) { o.shim = path } }
-
 // WithGPUs gives every call the run's GPUs as their CDI specs say: device nodes, the driver's
 // mounts, environment, and the links their hooks would make (sandbox.GPUEdits).
 func WithGPUs(g *sandbox.GPUEdits) Option {
@@ -108,12 +107,6 @@ func WithGPUs(g *sandbox.GPUEdits) Option {
 
 // WithLimits are the runner containers' cgroup and tmpfs limits (defaults per field).
 func WithLimits(l sandbox.Limits) Option { return func(o *options) { o.limits = l } }
-
-// WithAudit is the run's audit log (required).
-func WithAudit(l *audit.Log) Option { return func(o *options) { o.log = l } }
-
-// WithCallsDir is where calls/<n>.log go (required).
-func WithCallsDir(dir string) Option { return func(o *options) { o.callsDir = dir } }
 
 // WithLogCap caps each calls/<n>.log (default 64 MiB); output beyond it is streamed and hashed
 // but not kept, and the log says so.
@@ -154,9 +147,11 @@ type Service struct {
 	over    bool // the run has ended: every verb but time_left and status is refused
 }
 
-// NewService makes the service of one run.
-func NewService(run Sandbox, opts ...Option) (*Service, error) {
-	o := options{logCap: 64 << 20, rate: 10, burst: 20, wall: time.Now}
+// NewService makes the service of the run run; opts are what is optional. Every field of cfg is
+// needed: one missing is an error naming it.
+func NewService(run Sandbox, cfg Config, opts ...Option) (*Service, error) {
+	o := options{clock: cfg.Clock, rootfs: cfg.Image, workspace: cfg.Workspace, shim: cfg.Shim, log: cfg.Audit, callsDir: cfg.CallsDir,
+		logCap: 64 << 20, rate: 10, burst: 20, wall: time.Now}
 	for _, f := range opts {
 		f(&o)
 	}

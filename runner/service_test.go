@@ -61,6 +61,12 @@ var budget = policy.Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve
 
 func newFixture(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, opts...)
+}
+
+// newFixtureWith is newFixture with edit applied to the service's Config first.
+func newFixtureWith(t testing.TB, edit func(*Config), opts ...Option) *fixture {
+	t.Helper()
 	h := sandboxtest.Host(t)
 	imgs := sandboxtest.LocalImages(t)
 	ctx := context.Background()
@@ -84,8 +90,11 @@ func newFixture(t testing.TB, opts ...Option) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.log.Close() })
-	all := append([]Option{WithClock(f.rc), WithImage(imgs.Python), WithWorkspace(f.ws), WithShim(f.client), WithAudit(f.log), WithCallsDir(f.calls)}, opts...)
-	if f.svc, err = NewService(r, all...); err != nil {
+	cfg := Config{Clock: f.rc, Image: imgs.Python, Workspace: f.ws, Shim: f.client, Audit: f.log, CallsDir: f.calls}
+	if edit != nil {
+		edit(&cfg)
+	}
+	if f.svc, err = NewService(r, cfg, opts...); err != nil {
 		t.Fatal(err)
 	}
 	f.sock = filepath.Join(dir, "agent.sock")
@@ -183,7 +192,7 @@ func TestExitStatusesAndOutput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := newFixture(t, WithShim(alone))
+		f := newFixtureWith(t, func(c *Config) { c.Shim = alone })
 		if f.svc.o.shim != alone {
 			t.Fatalf("calls start through %s, want the runner binary %s", f.svc.o.shim, alone)
 		}
@@ -552,7 +561,7 @@ func TestFromController(t *testing.T) {
 func TestInfraErrorReported(t *testing.T) {
 	var mu sync.Mutex
 	var heard []error
-	f := newFixture(t, WithImage("/nonexistent/rootfs"), WithInfraHandler(func(err error) { mu.Lock(); heard = append(heard, err); mu.Unlock() }))
+	f := newFixtureWith(t, func(c *Config) { c.Image = "/nonexistent/rootfs" }, WithInfraHandler(func(err error) { mu.Lock(); heard = append(heard, err); mu.Unlock() }))
 	r := f.runner("true")
 	if r.code != ExitRefused || !strings.Contains(r.stderr, "infrastructure error (not your program's fault)") || !strings.Contains(r.stderr, "marked invalid") {
 		t.Errorf("runner true: %+v", r)

@@ -48,7 +48,7 @@ func gatewayRun(t *testing.T, kind, agent string, prov *providertest.Provider) (
 	}
 	a, _ := controller.ParseAgent(agent)
 	g, err := controller.NewGateway(controller.ProviderConfig{Name: a.Provider, Kind: kind, BaseURL: base, KeyFile: key, Retries: 1}, a,
-		controller.WithGatewayAudit(log), controller.WithBodiesDir(filepath.Join(dir, audit.GatewayDir)))
+		log, controller.WithBodiesDir(filepath.Join(dir, audit.GatewayDir)))
 	if err != nil {
 		t.Fatal(err)
 	}
