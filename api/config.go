@@ -60,7 +60,7 @@ type Config struct {
 const NoProvider = controller.KindNone
 
 // ScriptedProvider is the provider name kept for a scripted model (sealrun demo --scaffold NAME:
-// controller/providertest on loopback): a [providers.scripted] table must point at
+// controller/scriptedmodel on loopback): a [providers.scripted] table must point at
 // loopback, and the leaderboard never presents its rows as a real model.
 const ScriptedProvider = "scripted"
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 )
 
 // BenchmarkGatewayAddedLatency: the same small chat completion straight to the fake provider and
@@ -52,7 +52,7 @@ func BenchmarkGatewayStreaming(b *testing.B) {
 	}
 	var rates []float64
 	for i := 0; i < b.N; i++ {
-		x.prov.Queue(providertest.Response{Events: events})
+		x.prov.Queue(scriptedmodel.Response{Events: events})
 		t0 := time.Now()
 		resp, err := http.Post(x.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"stream":true}`))
 		if err != nil {

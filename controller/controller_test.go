@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -35,7 +35,7 @@ func TestControllerThroughGateway(t *testing.T) {
 	ws := sandboxtest.Workspace(t, run)
 	os.WriteFile(filepath.Join(ws, "BRIEF.md"), []byte("# the task\n"), 0o644)
 
-	prov := providertest.New()
+	prov := scriptedmodel.New()
 	defer prov.Close()
 	dir := t.TempDir()
 	log, _ := audit.Open(filepath.Join(dir, "audit.jsonl"))

@@ -18,13 +18,13 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 )
 
 type gw struct {
 	t    testing.TB
 	g    *Gateway
-	prov *providertest.Provider
+	prov *scriptedmodel.Provider
 	srv  *httptest.Server
 	log  *audit.Log
 	dir  string
@@ -41,7 +41,7 @@ func keyFile(t testing.TB, key string) string {
 
 func newGW(t testing.TB, kind, agent string, retries int, opts ...GatewayOption) *gw {
 	t.Helper()
-	prov := providertest.New()
+	prov := scriptedmodel.New()
 	t.Cleanup(prov.Close)
 	dir := t.TempDir()
 	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
@@ -217,8 +217,8 @@ func TestGatewayRefusesAmbiguousFraming(t *testing.T) {
 
 func TestGatewayRetries(t *testing.T) {
 	x := newGW(t, KindOpenAI, "openai/gpt-x", 30)
-	x.prov.Queue(providertest.Response{Status: 429, Body: `{"error":"slow down"}`}, providertest.Response{Status: 429, Headers: map[string]string{"Retry-After": "0"}},
-		providertest.Response{Status: 503}, providertest.Response{Body: providertest.ChatCompletion("finally", 1, 1)})
+	x.prov.Queue(scriptedmodel.Response{Status: 429, Body: `{"error":"slow down"}`}, scriptedmodel.Response{Status: 429, Headers: map[string]string{"Retry-After": "0"}},
+		scriptedmodel.Response{Status: 503}, scriptedmodel.Response{Body: scriptedmodel.ChatCompletion("finally", 1, 1)})
 	resp, body := x.do("POST", "/v1/chat/completions", `{"model":"gpt-x"}`, nil)
 	if resp.StatusCode != 200 || !strings.Contains(body, "finally") {
 		t.Fatalf("%d %s", resp.StatusCode, body)
@@ -229,7 +229,7 @@ func TestGatewayRetries(t *testing.T) {
 	}
 	// A provider that drops connections every time: the scaffold gets a 502 with the reason.
 	y := newGW(t, KindOpenAI, "openai/gpt-x", 2)
-	y.prov.Default = providertest.Response{Drop: true}
+	y.prov.Default = scriptedmodel.Response{Drop: true}
 	resp, body = y.do("POST", "/v1/chat/completions", `{}`, nil)
 	if resp.StatusCode != 502 || !strings.Contains(body, "failed 3 tries") {
 		t.Errorf("dropped: %d %s", resp.StatusCode, body)
@@ -239,7 +239,7 @@ func TestGatewayRetries(t *testing.T) {
 	}
 	// One that never answers (a short header time-out here) and one that answers garbage.
 	z := newGW(t, KindOpenAI, "openai/gpt-x", 1, WithTransport(&http.Transport{ResponseHeaderTimeout: 200 * time.Millisecond}))
-	z.prov.Default = providertest.Response{Delay: 2 * time.Second}
+	z.prov.Default = scriptedmodel.Response{Delay: 2 * time.Second}
 	resp, body = z.do("POST", "/v1/chat/completions", `{}`, nil)
 	if resp.StatusCode != 502 || !strings.Contains(body, "timeout awaiting response headers") {
 		t.Errorf("slow: %d %s", resp.StatusCode, body)
@@ -279,7 +279,7 @@ func TestGatewayRetries(t *testing.T) {
 // stream.
 func TestGatewayStreams(t *testing.T) {
 	x := newGW(t, KindOpenAI, "openai/gpt-x", 3)
-	x.prov.Queue(providertest.Response{EventGap: 300 * time.Millisecond, Events: []string{
+	x.prov.Queue(scriptedmodel.Response{EventGap: 300 * time.Millisecond, Events: []string{
 		`{"choices":[{"delta":{"content":"one"}}]}`, `{"choices":[{"delta":{"content":"two"}}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}`}})
 	req, _ := http.NewRequest("POST", x.srv.URL+"/v1/chat/completions", strings.NewReader(`{"stream":true}`))
@@ -310,7 +310,7 @@ func TestGatewayStreams(t *testing.T) {
 
 func TestGatewayAnthropic(t *testing.T) {
 	x := newGW(t, KindAnthropic, "anthropic/claude-x@high", 3)
-	x.prov.Default = providertest.Response{Body: providertest.Message("hi", 12, 4)}
+	x.prov.Default = scriptedmodel.Response{Body: scriptedmodel.Message("hi", 12, 4)}
 	resp, _ := x.do("POST", "/v1/messages", `{"model":"claude-x","max_tokens":10}`, map[string]string{"x-api-key": "agent", "anthropic-version": "2023-06-01", "Authorization": "Bearer x"})
 	got := x.prov.Requests()[0]
 	if resp.StatusCode != 200 || got.Path != "/v1/messages" || got.Header.Get("X-Api-Key") != "real-provider-key" || got.Header.Get("Authorization") != "" || got.Header.Get("Anthropic-Version") != "2023-06-01" {
@@ -445,8 +445,8 @@ func (x *gw) readBody(n int, part string) []byte {
 func TestGatewayKeepsBodiesWhole(t *testing.T) {
 	x := newGW(t, KindOpenAI, "openai/gpt-x", 1)
 	big := strings.Repeat("0123456789abcdef", 40<<20/16)
-	x.prov.Queue(providertest.Response{Body: `{"choices":[{"message":{"role":"assistant","content":"` + big + `"}}],"usage":{"prompt_tokens":3,"completion_tokens":9}}`},
-		providertest.Response{Events: []string{`{"choices":[{"delta":{"content":"` + strings.Repeat("x", 3<<20) + `"}}]}`, `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6}}`}})
+	x.prov.Queue(scriptedmodel.Response{Body: `{"choices":[{"message":{"role":"assistant","content":"` + big + `"}}],"usage":{"prompt_tokens":3,"completion_tokens":9}}`},
+		scriptedmodel.Response{Events: []string{`{"choices":[{"delta":{"content":"` + strings.Repeat("x", 3<<20) + `"}}]}`, `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6}}`}})
 	if resp, body := x.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"`+strings.Repeat("q", 7<<20)+`"}]}`, nil); resp.StatusCode != 200 || len(body) < 40<<20 {
 		t.Fatalf("%d, %d bytes", resp.StatusCode, len(body))
 	}
@@ -526,7 +526,7 @@ func TestUsageReaderSplitsLines(t *testing.T) {
 // usageMetadata, streamed or not; the effort is pinned in the thinking config.
 func TestGatewayGoogle(t *testing.T) {
 	x := newGW(t, KindGoogle, "google/gemini-x@high", 1)
-	x.prov.Default = providertest.Response{Body: providertest.GeminiContent("hi from gemini", 21, 7)}
+	x.prov.Default = scriptedmodel.Response{Body: scriptedmodel.GeminiContent("hi from gemini", 21, 7)}
 	resp, body := x.do("POST", "/v1beta/models/gemini-x:generateContent?key=agent-key&other=1", `{"contents":[{"role":"user","parts":[{"text":"hello"}]}]}`,
 		map[string]string{"x-goog-api-key": "agent", "Authorization": "Bearer x", "Content-Type": "application/json"})
 	if resp.StatusCode != 200 || !strings.Contains(body, "hi from gemini") {
@@ -539,7 +539,7 @@ func TestGatewayGoogle(t *testing.T) {
 	if !strings.Contains(string(got.Body), `"thinkingLevel":"high"`) {
 		t.Errorf("effort not pinned: %s", got.Body)
 	}
-	x.prov.Queue(providertest.Response{Events: []string{
+	x.prov.Queue(scriptedmodel.Response{Events: []string{
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"one "}]},"index":0}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":1}}`,
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"two"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":2,"thoughtsTokenCount":5}}`},
 		NoDone: true})

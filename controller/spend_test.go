@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sealrun/sealrun/audit"
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -51,7 +51,7 @@ func TestUsageCounts(t *testing.T) {
 // is still answered (it costs nothing).
 func TestGatewayTokenBound(t *testing.T) {
 	x := newGW(t, KindOpenAI, "openai/gpt-x", 1, WithSpendLimit(250, 0, nil))
-	x.prov.Default = providertest.Response{Body: providertest.ChatCompletion("ok", 100, 50)} // 150 a request
+	x.prov.Default = scriptedmodel.Response{Body: scriptedmodel.ChatCompletion("ok", 100, 50)} // 150 a request
 	for i := range 2 {
 		if resp, body := x.do("POST", "/v1/chat/completions", `{"messages":[]}`, nil); resp.StatusCode != 200 {
 			t.Fatalf("request %d: %d %s", i+1, resp.StatusCode, body)
@@ -82,7 +82,7 @@ func TestGatewayCostBound(t *testing.T) {
 	price := &policy.Price{Currency: "USD", Input: 2, CachedInput: 0.5, CacheWrite: 2, Output: 8, Taken: "2026-11-01"}
 	x := newGW(t, KindOpenAI, "openai/gpt-x", 1, WithSpendLimit(0, 0.009, price))
 	// 1000 in (800 cached), 500 out: 200*2 + 800*0.5 + 500*8 = 4800 per million: 0.0048 USD.
-	x.prov.Default = providertest.Response{Body: `{"choices":[{"message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1000,"completion_tokens":500,"prompt_tokens_details":{"cached_tokens":800}}}`}
+	x.prov.Default = scriptedmodel.Response{Body: `{"choices":[{"message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1000,"completion_tokens":500,"prompt_tokens_details":{"cached_tokens":800}}}`}
 	for i := range 3 {
 		resp, body := x.do("POST", "/v1/chat/completions", `{"messages":[]}`, nil)
 		x.records()
@@ -106,9 +106,9 @@ func TestGatewayCostBound(t *testing.T) {
 // An OpenAI-compatible model server on the operator's network (vLLM, SGLang, Ollama) over plain
 // HTTP with no key: key_file = "none"; the server sees no credential at all.
 func TestGatewayServerWithoutKey(t *testing.T) {
-	prov := providertest.New()
+	prov := scriptedmodel.New()
 	t.Cleanup(prov.Close)
-	prov.Default = providertest.Response{Body: providertest.ChatCompletion("from an open-weight model", 30, 4)}
+	prov.Default = scriptedmodel.Response{Body: scriptedmodel.ChatCompletion("from an open-weight model", 30, 4)}
 	log, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"))
 	if err != nil {
 		t.Fatal(err)

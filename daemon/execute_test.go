@@ -19,7 +19,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -100,7 +100,7 @@ type testbed struct {
 	kit       string
 	state     string
 	base      string
-	prov      *providertest.Provider
+	prov      *scriptedmodel.Provider
 }
 
 func newTestbed(t testing.TB) *testbed {
@@ -140,7 +140,7 @@ func newTestbed(t testing.TB) *testbed {
 		t.Fatal(err)
 	}
 
-	prov := providertest.New()
+	prov := scriptedmodel.New()
 	t.Cleanup(prov.Close)
 	keyFile := filepath.Join(base, "provider.key")
 	os.WriteFile(keyFile, []byte("real-key\n"), 0o600)

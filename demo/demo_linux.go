@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images"
@@ -262,10 +262,10 @@ func scaffoldDemoTrack(text string, sc *scaffolds.Scaffold) string {
 // scaffoldDemoSteps is the scripted model's conversation with a real scaffold: each turn one
 // call of the scaffold's shell tool, chosen from the last tool output as the scripted demo
 // scaffold chooses (kits/demo-agent/agent.sh, its first half: one training call, one candidate).
-func scaffoldDemoSteps() []providertest.Step {
+func scaffoldDemoSteps() []scriptedmodel.Step {
 	reserve := regexp.MustCompile(`reserve window starts in ([0-9hms.]+)`)
 	candidate := regexp.MustCompile(`candidate ([0-9a-f]{6,})`)
-	return []providertest.Step{
+	return []scriptedmodel.Step{
 		func(string) string { return "head -n 12 BRIEF.md; ls -l starter data validation.sealrun" },
 		func(string) string { return "runner time_left" },
 		func(last string) string {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/kits"
@@ -188,7 +188,7 @@ concurrency = %d
 		filepath.Join(s.keys, "sealrun.key"), filepath.Join(s.keys, "sealrun.pub"), s.o.Seeds)
 	s.agent = "none/none"
 	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
-		prov := providertest.New()
+		prov := scriptedmodel.New()
 		s.onClose(prov.Close)
 		prov.Agent(scaffoldDemoSteps()...)
 		keyFile := filepath.Join(s.demoDir, "scripted.key")

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
-	"github.com/sealrun/sealrun/controller/providertest"
+	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/transcript"
 )
@@ -32,7 +32,7 @@ func sdkClients(t *testing.T) (node, dir string) {
 
 // gatewayRun is a gateway of one provider kind in front of a scripted provider, keeping its
 // audit log and bodies in a run directory, as the daemon runs it.
-func gatewayRun(t *testing.T, kind, agent string, prov *providertest.Provider) (url, dir string) {
+func gatewayRun(t *testing.T, kind, agent string, prov *scriptedmodel.Provider) (url, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
@@ -105,8 +105,8 @@ func texts(ms []transcript.Message) string {
 	return b.String()
 }
 
-func sse(names []string, events ...string) providertest.Response {
-	return providertest.Response{Events: events, EventNames: names}
+func sse(names []string, events ...string) scriptedmodel.Response {
+	return scriptedmodel.Response{Events: events, EventNames: names}
 }
 
 // What the official openai package sends (chat completions and the Responses API, streamed and
@@ -114,17 +114,17 @@ func sse(names []string, events ...string) providertest.Response {
 // each request as what it added, each answer as the SDK itself understood it.
 func TestOpenAISDKThroughTheGateway(t *testing.T) {
 	node, clients := sdkClients(t)
-	prov := providertest.New()
+	prov := scriptedmodel.New()
 	defer prov.Close()
 	chunk := func(delta string) string {
 		return `{"id":"c2","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}`
 	}
 	prov.Queue(
-		providertest.Response{Body: providertest.ToolCall("bash", `{"command":"python3 train.py"}`)},
-		providertest.Response{Events: []string{chunk(`{"role":"assistant","content":""}`), chunk(`{"content":"SDK-CHAT-"}`), chunk(`{"content":"ANSWER"}`),
+		scriptedmodel.Response{Body: scriptedmodel.ToolCall("bash", `{"command":"python3 train.py"}`)},
+		scriptedmodel.Response{Events: []string{chunk(`{"role":"assistant","content":""}`), chunk(`{"content":"SDK-CHAT-"}`), chunk(`{"content":"ANSWER"}`),
 			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 			`{"id":"c2","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[],"usage":{"prompt_tokens":61,"completion_tokens":4,"total_tokens":65}}`}},
-		providertest.Response{Body: `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-x","output":[` +
+		scriptedmodel.Response{Body: `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-x","output":[` +
 			`{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"SDK-RESP-REASONING"}]},` +
 			`{"type":"function_call","id":"fc_1","call_id":"call_r1","name":"shell","arguments":"{\"command\":[\"pytest\"]}","status":"completed"}],` +
 			`"usage":{"input_tokens":40,"output_tokens":12,"total_tokens":52,"output_tokens_details":{"reasoning_tokens":8}}}`},
@@ -189,10 +189,10 @@ func TestOpenAISDKThroughTheGateway(t *testing.T) {
 // Claude Code sends it), tools, a tool result, and the SDK's own stream helper.
 func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 	node, clients := sdkClients(t)
-	prov := providertest.New()
+	prov := scriptedmodel.New()
 	defer prov.Close()
 	prov.Queue(
-		providertest.Response{Body: `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"SDK-ANT-LOOK"},` +
+		scriptedmodel.Response{Body: `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"SDK-ANT-LOOK"},` +
 			`{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls /workspace"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":30,"output_tokens":9}}`},
 		sse([]string{"message_start", "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"},
 			`{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":55,"output_tokens":1}}}`,
@@ -233,12 +233,12 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 // function declaration, the function's response sent back, then generateContentStream (SSE).
 func TestGeminiSDKThroughTheGateway(t *testing.T) {
 	node, clients := sdkClients(t)
-	prov := providertest.New()
+	prov := scriptedmodel.New()
 	defer prov.Close()
 	prov.Queue(
-		providertest.Response{Body: `{"candidates":[{"content":{"role":"model","parts":[{"text":"SDK-GEM-LOOK"},{"functionCall":{"name":"run_shell_command","args":{"command":"python3 train.py"}}}]},"finishReason":"STOP","index":0}],` +
+		scriptedmodel.Response{Body: `{"candidates":[{"content":{"role":"model","parts":[{"text":"SDK-GEM-LOOK"},{"functionCall":{"name":"run_shell_command","args":{"command":"python3 train.py"}}}]},"finishReason":"STOP","index":0}],` +
 			`"usageMetadata":{"promptTokenCount":33,"candidatesTokenCount":12,"totalTokenCount":45},"modelVersion":"gemini-x"}`},
-		providertest.Response{NoDone: true, Events: []string{
+		scriptedmodel.Response{NoDone: true, Events: []string{
 			`{"candidates":[{"content":{"role":"model","parts":[{"text":"SDK-GEM-"}]},"index":0}],"usageMetadata":{"promptTokenCount":60,"candidatesTokenCount":1},"modelVersion":"gemini-x"}`,
 			`{"candidates":[{"content":{"role":"model","parts":[{"text":"ANSWER"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":60,"candidatesTokenCount":3,"thoughtsTokenCount":4},"modelVersion":"gemini-x"}`}},
 	)

@@ -29,7 +29,7 @@ func newDemoCmd(g *globals) *cobra.Command {
      validation score, tries one improvement, promotes the better and finalizes;
      with --scaffold and a shipped scaffold (opencode, codex, claude, gemini, qwen: the real CLI
      from npm, pinned, in its controller-SCAFFOLD image), that agent instead, driven through the
-     gateway by a scripted model: controller/providertest on loopback, speaking the API the CLI
+     gateway by a scripted model: controller/scriptedmodel on loopback, speaking the API the CLI
      speaks (provider "scripted", model scripted), which answers each turn with the next tool
      call: read the brief, runner time_left, train the starter, bundle and submit, promote,
      finalize. It is a script, not a model, and the leaderboard says so;

@@ -1,10 +1,10 @@
-// Package providertest is a fake model provider for tests and for the demo's scripted model
-// (sealrun demo --scaffold opencode): an OpenAI-compatible and
+// Package scriptedmodel is the scripted model provider that ships with sealrun: the demo's model
+// (sealrun demo --scaffold opencode) and the tests' stand-in for a provider: an OpenAI-compatible and
 // Anthropic-compatible HTTP server on loopback that answers from a script — a queue of
 // responses, including tool calls, server-sent event streams, 429s and 500s, slow answers and
 // dropped connections — and records every request it received. It never reaches beyond
 // loopback.
-package providertest
+package scriptedmodel
 
 import (
 	"io"

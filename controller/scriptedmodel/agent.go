@@ -1,4 +1,4 @@
-package providertest
+package scriptedmodel
 
 // The scripted agent (Provider.Agent) in each API a scaffold speaks.
 
