@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
@@ -122,7 +123,7 @@ func newTestbed(t testing.TB) *testbed {
 	trackText := string(mustRead(t, "../tracks/demo.toml"))
 	for old, repl := range map[string]string{
 		strings.Repeat("a", 64): examSHA, strings.Repeat("b", 64): valSHA.SHA256, strings.Repeat("c", 64): k.Hash,
-		strings.Repeat("f", 64): images.DemoScaffoldConfigSHA256(),
+		strings.Repeat("f", 64): builder.DemoScaffoldConfigSHA256(),
 		"questions = 40":        "questions = 12", `wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`,
 		`grading = "3m"`: `grading = "2m"`, `memory = "3GiB"`: `memory = "1GiB"`, `workspace = "2GiB"`: `workspace = "64MiB"`,
 	} {

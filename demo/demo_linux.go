@@ -23,7 +23,7 @@ import (
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
-	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
@@ -45,7 +45,7 @@ type Options struct {
 	// BinDir holds sealrun's runner and sealrun-netns-hook (make build puts them beside sealrun).
 	BinDir   string
 	Seeds    int    // how many seeds of the demo agent, 1 to 16
-	Scaffold string // images.DemoScaffoldName (a shell script), or a shipped scaffold (scaffolds.Names) driven by a scripted model
+	Scaffold string // builder.DemoScaffoldName (a shell script), or a shipped scaffold (scaffolds.Names) driven by a scripted model
 	Keep     bool   // keep the runs' workspaces
 	Quick    bool   // a tighter budget and a smaller exam
 	CacheDir string // where the debootstrap result is kept between builds ("": <state>/build-cache)
@@ -57,8 +57,8 @@ func (o Options) check() error {
 	switch {
 	case o.Seeds < 1 || o.Seeds > 16:
 		return fmt.Errorf("%d seeds: give 1 to 16", o.Seeds)
-	case o.Scaffold != images.DemoScaffoldName && !isShipped(o.Scaffold):
-		return fmt.Errorf("scaffold %q: choose %s (a shell script, no model) or a real agent driven by a scripted model: %s", o.Scaffold, images.DemoScaffoldName, strings.Join(scaffolds.Names(), ", "))
+	case o.Scaffold != builder.DemoScaffoldName && !isShipped(o.Scaffold):
+		return fmt.Errorf("scaffold %q: choose %s (a shell script, no model) or a real agent driven by a scripted model: %s", o.Scaffold, builder.DemoScaffoldName, strings.Join(scaffolds.Names(), ", "))
 	case o.StateDir == "" || o.BinDir == "":
 		return errors.New("the demo needs its state directory and the directory of sealrun's binaries")
 	}

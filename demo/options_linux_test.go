@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/images/builder"
 )
 
 // TestOptionsCheck: a demo refuses what it cannot run, naming the option and what to give.
 func TestOptionsCheck(t *testing.T) {
-	ok := Options{StateDir: "/var/lib/sealrun-demo", BinDir: "/usr/local/bin", Seeds: 3, Scaffold: images.DemoScaffoldName}
+	ok := Options{StateDir: "/var/lib/sealrun-demo", BinDir: "/usr/local/bin", Seeds: 3, Scaffold: builder.DemoScaffoldName}
 	if err := ok.check(); err != nil {
 		t.Fatalf("the default demo is refused: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/policy"
@@ -42,7 +43,7 @@ func (s *session) buildImages(ctx context.Context) error {
 	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
 		s.controllerKey = sc.ImageKey()
 	}
-	built, err := store.BuildLocal(ctx, s.state, images.BuildOptions{Images: []string{s.controllerKey, "python"}, CacheDir: s.o.CacheDir, Log: s.lg})
+	built, err := builder.BuildLocal(ctx, store, s.state, builder.BuildOptions{Images: []string{s.controllerKey, "python"}, CacheDir: s.o.CacheDir, Log: s.lg})
 	if err != nil {
 		return err
 	}

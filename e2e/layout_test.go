@@ -23,8 +23,9 @@ var allowed = map[string][]string{
 	"audit":                  {"policy"}, // a record's tokens as the budget counts them
 	"kits":                   {"exams"},
 	"tracks":                 {},
-	"images":                 {"policy", "kits", "scaffolds"}, // the demo controller image carries kits/demo-agent; the agents' images, scaffolds/
-	"scaffolds":              {},                              // the agents sealrun ships: recipes and config templates, no sibling
+	"images":                 {},                                        // the OCI store: no sibling
+	"images/builder":         {"images", "policy", "kits", "scaffolds"}, // the demo controller image carries kits/demo-agent; the agents' images, scaffolds/
+	"scaffolds":              {},                                        // the agents sealrun ships: recipes and config templates, no sibling
 	"sandbox":                {"policy", "images"},
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},
@@ -58,9 +59,18 @@ var helperImports = map[string][]string{
 	module + "/airs/datasetstest": {"images"},
 }
 
+// ownFolders are packages inside another's folder that are layout folders of their own: the
+// image builder beside the image store.
+var ownFolders = []string{"images/builder"}
+
 // owner maps an import path inside the module to the layout folder that owns it.
 func owner(path string) string {
 	rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+	for _, f := range ownFolders {
+		if rel == f || strings.HasPrefix(rel, f+"/") {
+			return f
+		}
+	}
 	parts := strings.Split(rel, "/")
 	if parts[0] == "cmd" && len(parts) > 1 {
 		return "cmd/" + parts[1]

@@ -178,9 +178,9 @@ func human(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// every prints status() to w every interval until the returned stop is called: what a step of
+// Progress prints status() to w every interval until the returned stop is called: what a step of
 // more than a few seconds (a debootstrap, packing a layer) is doing and how far it is.
-func every(w io.Writer, interval time.Duration, status func() string) (stop func()) {
+func Progress(w io.Writer, interval time.Duration, status func() string) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -197,40 +197,6 @@ func every(w io.Writer, interval time.Duration, status func() string) (stop func
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// lastLine keeps the last line written to it that starts with prefix.
-type lastLine struct {
-	mu     sync.Mutex
-	prefix string
-	line   string
-	buf    []byte
-}
-
-func (l *lastLine) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			break
-		}
-		if line := strings.TrimSpace(string(l.buf[:i])); strings.HasPrefix(line, l.prefix) {
-			l.line = line
-		}
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 64<<10 {
-		l.buf = nil
-	}
-	return len(p), nil
-}
-
-func (l *lastLine) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.line
 }
 
 // counter counts the bytes written through it.

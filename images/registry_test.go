@@ -240,15 +240,9 @@ func TestPullRefusesWrongDiffID(t *testing.T) {
 	assertStoreEmpty(t, s, dir)
 }
 
-func TestLastLineAndEvery(t *testing.T) {
-	l := &lastLine{prefix: "I: "}
-	l.Write([]byte("I: Retrieving a\nW: noise\nI: Unpa"))
-	l.Write([]byte("cking b\npartial"))
-	if got := l.String(); got != "I: Unpacking b" {
-		t.Errorf("last line %q", got)
-	}
+func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
-	stop := every(&buf, 10*time.Millisecond, func() string { return "tick" })
+	stop := Progress(&buf, 10*time.Millisecond, func() string { return "tick" })
 	time.Sleep(55 * time.Millisecond)
 	stop()
 	if n := strings.Count(buf.String(), "tick\n"); n < 2 {

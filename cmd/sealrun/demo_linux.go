@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/sealrun/sealrun/demo"
-	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/spf13/cobra"
 )
@@ -48,9 +48,9 @@ reports, attestations, audit logs and candidates stay.`,
 			if o.Seeds < 1 || o.Seeds > 16 {
 				return usage(fmt.Errorf("--seeds %d: give 1 to 16", o.Seeds))
 			}
-			if o.Scaffold != images.DemoScaffoldName {
+			if o.Scaffold != builder.DemoScaffoldName {
 				if _, ok := scaffolds.Lookup(o.Scaffold); !ok {
-					return usage(fmt.Errorf("--scaffold %q: choose %s (a shell script, no model) or a shipped scaffold driven by a scripted model: %s", o.Scaffold, images.DemoScaffoldName, strings.Join(scaffolds.Names(), ", ")))
+					return usage(fmt.Errorf("--scaffold %q: choose %s (a shell script, no model) or a shipped scaffold driven by a scripted model: %s", o.Scaffold, builder.DemoScaffoldName, strings.Join(scaffolds.Names(), ", ")))
 				}
 			}
 			if os.Geteuid() != 0 {
@@ -69,7 +69,7 @@ reports, attestations, audit logs and candidates stay.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.Seeds, "seeds", 3, "how many seeds of the demo agent to run")
-	cmd.Flags().StringVar(&o.Scaffold, "scaffold", images.DemoScaffoldName, "the scaffold in the controller: "+images.DemoScaffoldName+" (a shell script) or one of "+strings.Join(scaffolds.Names(), ", ")+" (driven by a scripted model)")
+	cmd.Flags().StringVar(&o.Scaffold, "scaffold", builder.DemoScaffoldName, "the scaffold in the controller: "+builder.DemoScaffoldName+" (a shell script) or one of "+strings.Join(scaffolds.Names(), ", ")+" (driven by a scripted model)")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep the runs' workspaces (checkpoints, bundles) after the demo")
 	cmd.Flags().BoolVar(&o.Quick, "quick", false, "a tighter budget and a smaller exam (about 2 minutes a seed)")
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")

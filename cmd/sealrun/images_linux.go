@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/spf13/cobra"
 )
@@ -299,7 +300,7 @@ func newImagesRmCmd(g *globals) *cobra.Command {
 
 func newImagesBuildLocalCmd(g *globals) *cobra.Command {
 	var u unpackFlags
-	var o images.BuildOptions
+	var o builder.BuildOptions
 	var lock string
 	var only []string
 	cmd := &cobra.Command{
@@ -322,7 +323,7 @@ changed reuses the cache (--cache-dir) and takes seconds. All but controller and
 need root.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			known := images.LocalImages()
+			known := builder.LocalImages()
 			for _, k := range only {
 				if !slices.Contains(known, k) {
 					return usage(fmt.Errorf("--only %q: choose among %s", k, strings.Join(known, ", ")))
@@ -333,7 +334,7 @@ need root.`,
 			if err != nil {
 				return err
 			}
-			built, err := s.BuildLocal(cmd.Context(), g.stateDir, o)
+			built, err := builder.BuildLocal(cmd.Context(), s, g.stateDir, o)
 			if err != nil {
 				return err
 			}
@@ -352,8 +353,8 @@ need root.`,
 	}
 	u.addFlags(cmd)
 	cmd.Flags().StringVar(&lock, "lock", "images.lock", "lock file to record the digests in (\"\" for none)")
-	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images ("+strings.Join(images.LocalImages(), ", ")+")")
-	cmd.Flags().StringVar(&o.NPMRegistry, "npm-registry", "", "npm registry the agents' tarballs are fetched from (default "+images.DefaultNPMRegistry+"; each one's sha256 is checked)")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "build only these images ("+strings.Join(builder.LocalImages(), ", ")+")")
+	cmd.Flags().StringVar(&o.NPMRegistry, "npm-registry", "", "npm registry the agents' tarballs are fetched from (default "+builder.DefaultNPMRegistry+"; each one's sha256 is checked)")
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")
 	cmd.Flags().StringVar(&o.Mirror, "mirror", "", "Debian mirror for debootstrap (default http://deb.debian.org/debian)")
 	cmd.Flags().StringVar(&o.Busybox, "busybox", "", "static busybox binary for the controller (default /bin/busybox)")

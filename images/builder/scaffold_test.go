@@ -1,4 +1,4 @@
-package images
+package builder
 
 import (
 	"archive/tar"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/scaffolds"
 )
@@ -110,7 +111,7 @@ func TestExtractNPM(t *testing.T) {
 func TestLocalScaffoldImages(t *testing.T) {
 	testenv.RequireRoot(t)
 	im := testenv.LocalImages(t)
-	s, err := OpenStore(im.State)
+	s, err := images.OpenStore(im.State)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestLocalScaffoldImages(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s/images.lock has no %s image; make test builds it (sealrun images build-local)", im.State, sc.ImageKey())
 			}
-			d, _ := ParsePinned(ref)
+			d, _ := images.ParsePinned(ref)
 			root, err := s.Rootfs(d.DigestStr())
 			if err != nil {
 				t.Fatal(err)
@@ -139,7 +140,7 @@ func TestLocalScaffoldImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l := cf.Config.Labels; l[LabelScaffoldName] != sc.Name || l[LabelScaffoldVer] != sc.Version || l[LabelScaffoldConfig] != sc.ConfigSHA256() {
+			if l := cf.Config.Labels; l[images.LabelScaffoldName] != sc.Name || l[images.LabelScaffoldVer] != sc.Version || l[images.LabelScaffoldConfig] != sc.ConfigSHA256() {
 				t.Errorf("labels %v", l)
 			}
 			if ep := strings.Join(cf.Config.Entrypoint, " "); ep != "/bin/bash "+scaffolds.EntrypointPath {
@@ -151,11 +152,11 @@ func TestLocalScaffoldImages(t *testing.T) {
 	if cache == "" {
 		t.Fatal("SEALRUN_TEST_BUILD_CACHE is not set: make test sets it")
 	}
-	fresh, err := OpenStore(t.TempDir())
+	fresh, err := images.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := fresh.BuildLocal(context.Background(), t.TempDir(), BuildOptions{Images: []string{"controller-opencode"}, CacheDir: cache})
+	built, err := BuildLocal(context.Background(), fresh, t.TempDir(), BuildOptions{Images: []string{"controller-opencode"}, CacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestLocalScaffoldImages(t *testing.T) {
 
 // tracks/ari-v1.toml pins the opencode this sealrun builds: its version and config hash.
 func TestARITrackPinsThisOpencode(t *testing.T) {
-	b, err := os.ReadFile("../tracks/ari-v1.toml")
+	b, err := os.ReadFile("../../tracks/ari-v1.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package images
+package builder
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 )
 
@@ -24,20 +25,20 @@ func TestBuildLocalController(t *testing.T) {
 	var rootfs string
 	for i := 0; i < 2; i++ { // two separate stores and caches: the same rootfs must give the same digest
 		dir := t.TempDir()
-		s, err := OpenStore(dir, WithUnpackOptions(UnpackOptions{Chown: os.Geteuid() == 0}))
+		s, err := images.OpenStore(dir, images.WithUnpackOptions(images.UnpackOptions{Chown: os.Geteuid() == 0}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		built, err := s.BuildLocal(ctx, dir, BuildOptions{Images: []string{"controller"}})
+		built, err := BuildLocal(ctx, s, dir, BuildOptions{Images: []string{"controller"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		refs = append(refs, built[0].Ref)
-		again, err := s.BuildLocal(ctx, dir, BuildOptions{Images: []string{"controller"}})
+		again, err := BuildLocal(ctx, s, dir, BuildOptions{Images: []string{"controller"}})
 		if err != nil || !again[0].Cached || again[0].Ref != built[0].Ref {
 			t.Errorf("second build not served from the cache: %+v %v", again, err)
 		}
-		d, _ := ParsePinned(built[0].Ref)
+		d, _ := images.ParsePinned(built[0].Ref)
 		rootfs, _ = s.Rootfs(d.DigestStr())
 	}
 	if refs[0] != refs[1] {
@@ -80,7 +81,7 @@ func assertNoPython(t *testing.T, rootfs string) {
 func TestLocalPythonImage(t *testing.T) {
 	testenv.RequireRoot(t)
 	state := testenv.LocalImages(t).State
-	lock, err := ReadLock(filepath.Join(state, "images.lock"))
+	lock, err := images.ReadLock(filepath.Join(state, "images.lock"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +89,11 @@ func TestLocalPythonImage(t *testing.T) {
 	if !ok {
 		t.Fatalf("%s/images.lock has no python image", state)
 	}
-	s, err := OpenStore(state)
+	s, err := images.OpenStore(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := ParsePinned(ref)
+	d, _ := images.ParsePinned(ref)
 	rootfs, err := s.Rootfs(d.DigestStr())
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestLocalPythonImage(t *testing.T) {
 	if !ok {
 		t.Fatal("images.lock has no controller image")
 	}
-	cd, _ := ParsePinned(ctrl)
+	cd, _ := images.ParsePinned(ctrl)
 	croot, err := s.Rootfs(cd.DigestStr())
 	if err != nil {
 		t.Fatal(err)
@@ -126,21 +127,21 @@ func TestBuildLocalDemoController(t *testing.T) {
 		testenv.Missing(t, "busybox-static is not installed (make deps installs it)")
 	}
 	dir := t.TempDir()
-	s, err := OpenStore(dir, WithUnpackOptions(UnpackOptions{Chown: os.Geteuid() == 0}))
+	s, err := images.OpenStore(dir, images.WithUnpackOptions(images.UnpackOptions{Chown: os.Geteuid() == 0}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := s.BuildLocal(context.Background(), dir, BuildOptions{Images: []string{"demo-controller"}})
+	built, err := BuildLocal(context.Background(), s, dir, BuildOptions{Images: []string{"demo-controller"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := ParsePinned(built[0].Ref)
+	d, _ := images.ParsePinned(built[0].Ref)
 	cf, err := s.Config(d.DigestStr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := cf.Config.Labels
-	if l[LabelScaffoldName] != DemoScaffoldName || l[LabelScaffoldVer] != DemoScaffoldVersion || l[LabelScaffoldConfig] != DemoScaffoldConfigSHA256() {
+	if l[images.LabelScaffoldName] != DemoScaffoldName || l[images.LabelScaffoldVer] != DemoScaffoldVersion || l[images.LabelScaffoldConfig] != DemoScaffoldConfigSHA256() {
 		t.Errorf("labels %v", l)
 	}
 	if strings.Join(cf.Config.Entrypoint, " ") != "/bin/sh "+demoScaffoldPath {

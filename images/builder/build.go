@@ -1,9 +1,8 @@
-package images
+package builder
 
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,11 +21,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/scaffolds"
@@ -37,13 +33,6 @@ const (
 	LocalControllerName     = "sealrun.local/controller"
 	LocalDemoControllerName = "sealrun.local/demo-controller"
 	LocalPythonName         = "sealrun.local/python"
-)
-
-// The labels a scaffold image carries: the track's [scaffold] pin is checked against them.
-const (
-	LabelScaffoldName   = "dev.sealrun.scaffold.name"
-	LabelScaffoldVer    = "dev.sealrun.scaffold.version"
-	LabelScaffoldConfig = "dev.sealrun.scaffold.config_sha256"
 )
 
 // The scripted demo scaffold (kits/demo-agent) as the demo controller image carries it.
@@ -136,7 +125,7 @@ type Built struct {
 // store: controller (busybox shell and tools, no Python anywhere) and python (debootstrap
 // minbase with python3, numpy and torch). Layers are reproducible, so the same rootfs always
 // gives the same digest. A build whose inputs did not change since the last one reuses it.
-func (s *Store) BuildLocal(ctx context.Context, stateDir string, o BuildOptions) ([]Built, error) {
+func BuildLocal(ctx context.Context, s *images.Store, stateDir string, o BuildOptions) ([]Built, error) {
 	o.defaults(stateDir)
 	if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
 		return nil, fmt.Errorf("build cache %s: %w", o.CacheDir, err)
@@ -147,18 +136,18 @@ func (s *Store) BuildLocal(ctx context.Context, stateDir string, o BuildOptions)
 		var err error
 		switch key {
 		case "controller":
-			b, err = s.buildController(ctx, o)
+			b, err = buildController(ctx, s, o)
 		case "demo-controller":
-			b, err = s.buildDemoController(ctx, o)
+			b, err = buildDemoController(ctx, s, o)
 		case "python":
-			b, err = s.buildPython(ctx, o)
+			b, err = buildPython(ctx, s, o)
 		default:
 			sc, ok := scaffolds.ByImage(key)
 			if !ok {
 				err = fmt.Errorf("unknown local image %q; build-local makes %s", key, strings.Join(LocalImages(), ", "))
 				break
 			}
-			b, err = s.buildScaffold(ctx, o, sc)
+			b, err = buildScaffold(ctx, s, o, sc)
 		}
 		if err != nil {
 			return out, err
@@ -169,7 +158,7 @@ func (s *Store) BuildLocal(ctx context.Context, stateDir string, o BuildOptions)
 }
 
 // stamp is a cache entry: the inputs' hash and the digest they produced.
-func (s *Store) cached(o BuildOptions, key, inputs string) (string, bool) {
+func cached(s *images.Store, o BuildOptions, key, inputs string) (string, bool) {
 	b, err := os.ReadFile(filepath.Join(o.CacheDir, key+".stamp"))
 	if err != nil {
 		return "", false
@@ -178,7 +167,7 @@ func (s *Store) cached(o BuildOptions, key, inputs string) (string, bool) {
 	if !ok || in != inputs {
 		return "", false
 	}
-	d, err := ParsePinned(ref)
+	d, err := images.ParsePinned(ref)
 	if err != nil {
 		return "", false
 	}
@@ -200,13 +189,13 @@ func hashStrings(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, error) {
+func buildController(ctx context.Context, s *images.Store, o BuildOptions) (Built, error) {
 	bb, err := fileio.SHA256(o.Busybox)
 	if err != nil {
 		return Built{}, fmt.Errorf("controller image needs a static busybox at %s (apt-get install busybox-static, or make deps): %w", o.Busybox, err)
 	}
 	inputs := hashStrings(controllerRecipe, bb)
-	if ref, ok := s.cached(o, "controller", inputs); ok {
+	if ref, ok := cached(s, o, "controller", inputs); ok {
 		fmt.Fprintf(o.Log, "controller: unchanged, %s\n", ref)
 		return Built{Key: "controller", Ref: ref, Cached: true}, nil
 	}
@@ -221,7 +210,7 @@ func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, err
 		return Built{}, fmt.Errorf("controller rootfs: %w", err)
 	}
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/bin", "HOME=/workspace"}, WorkingDir: "/workspace", Cmd: []string{"/bin/sh"}}
-	ref, err := s.importRootfs(ctx, root, LocalControllerName, cfg, tmp, nil, o.Log)
+	ref, err := s.ImportRootfs(ctx, root, LocalControllerName, cfg, tmp, nil, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
@@ -231,7 +220,7 @@ func (s *Store) buildController(ctx context.Context, o BuildOptions) (Built, err
 
 // buildDemoController builds the controller image with the scripted demo scaffold
 // (kits/demo-agent) as its command, labelled with the scaffold pin a track checks.
-func (s *Store) buildDemoController(ctx context.Context, o BuildOptions) (Built, error) {
+func buildDemoController(ctx context.Context, s *images.Store, o BuildOptions) (Built, error) {
 	bb, err := fileio.SHA256(o.Busybox)
 	if err != nil {
 		return Built{}, fmt.Errorf("demo controller image needs a static busybox at %s (apt-get install busybox-static, or make deps): %w", o.Busybox, err)
@@ -241,7 +230,7 @@ func (s *Store) buildDemoController(ctx context.Context, o BuildOptions) (Built,
 		return Built{}, err
 	}
 	inputs := hashStrings(demoControllerRecipe, controllerRecipe, bb, string(script), DemoScaffoldVersion)
-	if ref, ok := s.cached(o, "demo-controller", inputs); ok {
+	if ref, ok := cached(s, o, "demo-controller", inputs); ok {
 		fmt.Fprintf(o.Log, "demo-controller: unchanged, %s\n", ref)
 		return Built{Key: "demo-controller", Ref: ref, Cached: true}, nil
 	}
@@ -264,8 +253,8 @@ func (s *Store) buildDemoController(ctx context.Context, o BuildOptions) (Built,
 	}
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/bin", "HOME=/workspace"}, WorkingDir: "/workspace",
 		Entrypoint: []string{"/bin/sh", demoScaffoldPath},
-		Labels:     map[string]string{LabelScaffoldName: DemoScaffoldName, LabelScaffoldVer: DemoScaffoldVersion, LabelScaffoldConfig: DemoScaffoldConfigSHA256()}}
-	ref, err := s.importRootfs(ctx, root, LocalDemoControllerName, cfg, tmp, nil, o.Log)
+		Labels:     map[string]string{images.LabelScaffoldName: DemoScaffoldName, images.LabelScaffoldVer: DemoScaffoldVersion, images.LabelScaffoldConfig: DemoScaffoldConfigSHA256()}}
+	ref, err := s.ImportRootfs(ctx, root, LocalDemoControllerName, cfg, tmp, nil, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
@@ -323,7 +312,7 @@ func controllerRootfs(ctx context.Context, root, busybox string) error {
 	return nil
 }
 
-func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) {
+func buildPython(ctx context.Context, s *images.Store, o BuildOptions) (Built, error) {
 	debootstrap, err := exec.LookPath("debootstrap")
 	if err != nil {
 		return Built{}, errors.New("the python image needs debootstrap (apt-get install debootstrap, or make deps)")
@@ -333,7 +322,7 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 	}
 	debootKey := hashStrings(debootstrapRecipe, o.Suite, o.Mirror, strings.Join(o.Packages, ","), runtime.GOARCH)
 	inputs := hashStrings(pythonRecipe, debootKey)
-	if ref, ok := s.cached(o, "python", inputs); ok {
+	if ref, ok := cached(s, o, "python", inputs); ok {
 		fmt.Fprintf(o.Log, "python: unchanged, %s\n", ref)
 		return Built{Key: "python", Ref: ref, Cached: true}, nil
 	}
@@ -374,7 +363,7 @@ func (s *Store) buildPython(ctx context.Context, o BuildOptions) (Built, error) 
 	}
 	defer os.RemoveAll(tmp)
 	fmt.Fprintf(o.Log, "python: packing the rootfs into a reproducible layer\n")
-	ref, err := s.importRootfs(ctx, root, LocalPythonName, cfg, tmp, skip, o.Log)
+	ref, err := s.ImportRootfs(ctx, root, LocalPythonName, cfg, tmp, skip, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
@@ -436,7 +425,7 @@ func debootstrapInto(ctx context.Context, debootstrap, root string, o BuildOptio
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	start := time.Now()
-	stop := every(o.Log, 5*time.Second, func() string {
+	stop := images.Progress(o.Log, 5*time.Second, func() string {
 		return fmt.Sprintf("  debootstrap %s (%s): %s", o.Suite, time.Since(start).Round(time.Second), strings.TrimPrefix(last.String(), "I: "))
 	})
 	runErr := cmd.Run()
@@ -485,109 +474,4 @@ func lastLines(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
-}
-
-// importRootfs packs root into one reproducible layer, makes an OCI image with cfg, and adds
-// it to the store. work is a scratch directory.
-func (s *Store) importRootfs(ctx context.Context, root, name string, cfg v1.Config, work string, skip func(string) bool, log io.Writer) (string, error) {
-	// One pass: tar and gzip (fastest level; the output is deterministic for a given input) to a
-	// file, which ggcr then reads as an already compressed layer.
-	gzPath := filepath.Join(work, "layer.tar.gz")
-	f, err := os.Create(gzPath)
-	if err != nil {
-		return "", err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	packed := &counter{w: zw}
-	start := time.Now()
-	stop := every(log, 5*time.Second, func() string {
-		return fmt.Sprintf("  %s: packing %s (%s): %s of files read", name, root, time.Since(start).Round(time.Second), human(packed.n.Load()))
-	})
-	err = WriteLayerTar(packed, root, skip)
-	stop()
-	if err != nil {
-		f.Close()
-		return "", fmt.Errorf("pack %s: %w", root, err)
-	}
-	for _, c := range []func() error{zw.Close, bw.Flush, f.Close} {
-		if err := c(); err != nil {
-			f.Close()
-			return "", fmt.Errorf("pack %s: %w", root, err)
-		}
-	}
-	layer, err := tarball.LayerFromFile(gzPath, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return "", err
-	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
-	if err != nil {
-		return "", err
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return "", err
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
-	cf.Config = cfg
-	cf.Created = v1.Time{Time: Epoch}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return "", err
-	}
-	start = time.Now()
-	stop = every(log, 5*time.Second, func() string {
-		return fmt.Sprintf("  %s: verifying and unpacking the layer into the store (%s)", name, time.Since(start).Round(time.Second))
-	})
-	rec, err := s.add(ctx, img, name, SourceLocalBuild, "sealrun images build-local", "")
-	stop()
-	if err != nil {
-		return "", err
-	}
-	return name + "@" + rec.Digest, nil
-}
-
-// Extend adds the tree dir as one more reproducible layer on top of the stored image base and
-// stores the result as name: an image plus files (a package an image lacks, a test stand-in).
-// The base's config is kept; the same base and tree always give the same digest.
-func (s *Store) Extend(ctx context.Context, base, dir, name string) (string, error) {
-	img, err := s.image(base)
-	if err != nil {
-		return "", fmt.Errorf("extend %s: %w", base, err)
-	}
-	work, err := os.MkdirTemp("", "sealrun-extend-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(work)
-	gzPath := filepath.Join(work, "layer.tar.gz")
-	f, err := os.Create(gzPath)
-	if err != nil {
-		return "", err
-	}
-	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	if err := WriteLayerTar(zw, dir, nil); err != nil {
-		f.Close()
-		return "", fmt.Errorf("pack %s: %w", dir, err)
-	}
-	if err := zw.Close(); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	layer, err := tarball.LayerFromFile(gzPath, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return "", err
-	}
-	if img, err = mutate.AppendLayers(img, layer); err != nil {
-		return "", err
-	}
-	rec, err := s.add(ctx, img, name, SourceLocalBuild, "sealrun images extend "+base, "")
-	if err != nil {
-		return "", err
-	}
-	return name + "@" + rec.Digest, nil
 }

@@ -1,4 +1,4 @@
-package images
+package builder
 
 import (
 	"archive/tar"
@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/scaffolds"
 )
@@ -38,7 +39,7 @@ const (
 	DefaultNPMRegistry = "https://registry.npmjs.org"
 )
 
-func (s *Store) buildScaffold(ctx context.Context, o BuildOptions, sc *scaffolds.Scaffold) (Built, error) {
+func buildScaffold(ctx context.Context, s *images.Store, o BuildOptions, sc *scaffolds.Scaffold) (Built, error) {
 	key := sc.ImageKey()
 	debootstrap, err := exec.LookPath("debootstrap")
 	if err != nil {
@@ -50,7 +51,7 @@ func (s *Store) buildScaffold(ctx context.Context, o BuildOptions, sc *scaffolds
 	debootKey := hashStrings(debootstrapRecipe, o.Suite, o.Mirror, strings.Join(sc.Packages(), ","), runtime.GOARCH)
 	parts := []string{scaffoldRecipe, debootKey, string(sc.Recipe()), string(sc.Script()), sc.ConfigSHA256()}
 	inputs := hashStrings(parts...)
-	if ref, ok := s.cached(o, key, inputs); ok {
+	if ref, ok := cached(s, o, key, inputs); ok {
 		fmt.Fprintf(o.Log, "%s: unchanged, %s\n", key, ref)
 		return Built{Key: key, Ref: ref, Cached: true}, nil
 	}
@@ -94,9 +95,9 @@ func (s *Store) buildScaffold(ctx context.Context, o BuildOptions, sc *scaffolds
 	}
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp"}, WorkingDir: "/workspace",
 		Entrypoint: []string{"/bin/bash", scaffolds.EntrypointPath},
-		Labels:     map[string]string{LabelScaffoldName: sc.Name, LabelScaffoldVer: sc.Version, LabelScaffoldConfig: sc.ConfigSHA256()}}
+		Labels:     map[string]string{images.LabelScaffoldName: sc.Name, images.LabelScaffoldVer: sc.Version, images.LabelScaffoldConfig: sc.ConfigSHA256()}}
 	fmt.Fprintf(o.Log, "%s: packing the rootfs into a reproducible layer\n", key)
-	ref, err := s.importRootfs(ctx, root, sc.ImageName(), cfg, tmp, scaffoldSkip, o.Log)
+	ref, err := s.ImportRootfs(ctx, root, sc.ImageName(), cfg, tmp, scaffoldSkip, o.Log)
 	if err != nil {
 		return Built{}, err
 	}
