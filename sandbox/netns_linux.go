@@ -142,10 +142,10 @@ func removeHidden(path string) error {
 	return <-errc
 }
 
-// mountEntry is one line of mountinfo: the mount's id, its parent's, where it is mounted and its
-// filesystem type.
+// mountEntry is one line of mountinfo: the mount's id, where it is mounted and its filesystem
+// type.
 type mountEntry struct {
-	ID, Parent  int
+	ID          int
 	Point, Type string
 }
 
@@ -163,12 +163,11 @@ func mountTable() []mountEntry {
 		if !ok || len(f) < 5 || len(t) < 1 {
 			continue
 		}
-		id, err1 := strconv.Atoi(f[0])
-		parent, err2 := strconv.Atoi(f[1])
-		if err1 != nil || err2 != nil {
+		id, err := strconv.Atoi(f[0])
+		if err != nil {
 			continue
 		}
-		out = append(out, mountEntry{ID: id, Parent: parent, Point: unescapeMountinfo(f[4]), Type: t[0]})
+		out = append(out, mountEntry{ID: id, Point: unescapeMountinfo(f[4]), Type: t[0]})
 	}
 	return out
 }
