@@ -18,7 +18,7 @@ import (
 
 	runc "github.com/containerd/go-runc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
@@ -68,14 +68,14 @@ type Container struct {
 	// Phases is where the container's start went (make bench prints it).
 	Phases   Phases
 	bundle   string
-	cg       cgroupTree // the wrapper
-	leaf     cgroupTree // the runtime's
+	cg       cgroup.Tree // the wrapper
+	leaf     cgroup.Tree // the runtime's
 	Evidence NetnsEvidence
 	pid      int
 	// seccompKey: the key of its seccomp profile's compiled program under crun (seccompcache_linux.go).
 	seccompKey string
 	stdin      io.WriteCloser
-	oom        *oomWatch // v1
+	oom        *cgroup.OOMWatch // v1
 
 	done     chan struct{}
 	exit     int
@@ -101,8 +101,8 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	r.seq++
 	id := fmt.Sprintf("%s%s-%s-%d", Prefix, r.ID, cfg.Role, r.seq)
 	r.mu.Unlock()
-	c := &Container{run: r, ID: id, Role: cfg.Role, rt: r.h.RuntimeFor(cfg.Role), cg: cgroupTree{path: r.cg.path + "/" + id}, done: make(chan struct{}), stderr: &limitedBuffer{max: 8 << 10}}
-	c.leaf = cgroupTree{path: c.cg.path + "/" + runtimeLeaf}
+	c := &Container{run: r, ID: id, Role: cfg.Role, rt: r.h.RuntimeFor(cfg.Role), cg: cgroup.Tree{Path: r.cg.Path + "/" + id}, done: make(chan struct{}), stderr: &limitedBuffer{max: 8 << 10}}
+	c.leaf = cgroup.Tree{Path: c.cg.Path + "/" + runtimeLeaf}
 	defer func() {
 		if err != nil {
 			c.Destroy(context.Background())
@@ -134,7 +134,7 @@ func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
 	spec, err := Spec(Profile{
 		Role: cfg.Role, Rootfs: cfg.Rootfs, Args: cfg.Args, Env: cfg.Env, Cwd: cfg.Cwd, Hostname: string(cfg.Role),
 		UIDs: IDRange{Base: RangeBase, Size: RangeSize}, SharedGID: r.shared.Base, Workspace: cfg.Workspace, Bundle: cfg.Bundle, Runner: cfg.Runner,
-		Extra: cfg.Extra, Limits: cfg.Limits, CgroupsPath: c.leaf.path, Devices: cfg.Devices,
+		Extra: cfg.Extra, Limits: cfg.Limits, CgroupsPath: c.leaf.Path, Devices: cfg.Devices,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
@@ -159,12 +159,12 @@ func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
 	// sealrun writes the spec's device rules itself on the container's own cgroup, above the
 	// runtime's leaf, which can gain nothing beyond them: on v2 always (its eBPF program), and
 	// on v1 under runsc, which leaves a v1 device cgroup as it finds it (allowing everything).
-	if c.cg.unified() || c.rt.Kind == KindRunsc {
-		rules, rerr := allowRules(spec.Linux.Resources.Devices)
-		if rerr == nil && c.cg.unified() {
-			rerr = attachDeviceFilter(c.cg.dirV2(), rules)
+	if cgroup.Unified() || c.rt.Kind == KindRunsc {
+		rules, rerr := cgroup.AllowRules(spec.Linux.Resources.Devices)
+		if rerr == nil && cgroup.Unified() {
+			rerr = cgroup.AttachDeviceFilter(c.cg.Dir(), rules)
 		} else if rerr == nil {
-			rerr = limitDevicesV1(c.cg.path, rules)
+			rerr = cgroup.LimitDevicesV1(c.cg.Path, rules)
 		}
 		if rerr != nil {
 			return nil, infra(id, "device filter", rerr)
@@ -207,7 +207,7 @@ func (c *Container) makeBundle(cfg ContainerConfig, spec *specs.Spec) (string, e
 		return "", infra(id, "mounts", err)
 	}
 	evidencePath := filepath.Join(c.bundle, "netns.json")
-	hook := r.h.hookSpec(c.rt.Kind, cfg.Role, r.GatewayNetns(), evidencePath, c.leaf.path)
+	hook := r.h.hookSpec(c.rt.Kind, cfg.Role, r.GatewayNetns(), evidencePath, c.leaf.Path)
 	spec.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{hook}}
 	if c.rt.marksStarts() {
 		spec.Hooks.Poststart = []specs.Hook{r.h.startedHook(c.bundle)}
@@ -365,7 +365,7 @@ func (c *Container) awaitReady(ctx context.Context, evidencePath string, launche
 				r.evidence[c.Role] = c.Evidence
 			}
 			r.mu.Unlock()
-			c.oom = c.leaf.watchOOM()
+			c.oom = c.leaf.WatchOOM()
 			return nil
 		}
 		select {
@@ -554,7 +554,7 @@ func (c *Container) Kill(ctx context.Context, sig syscall.Signal) error {
 		return nil
 	default:
 	}
-	if err != nil && sig == syscall.SIGKILL && c.cg.empty() {
+	if err != nil && sig == syscall.SIGKILL && c.cg.Empty() {
 		return nil // every process is gone; the runtime only had not noticed
 	}
 	return infra(c.ID, "kill", err)
@@ -570,12 +570,12 @@ func (c *Container) Thaw() error { return infra(c.ID, "thaw", c.cg.Thaw()) }
 
 // Stats returns the container's cgroup counters, read from its wrapper cgroup: exact while it runs
 // and after it exited, until Destroy.
-func (c *Container) Stats() (CgroupStats, error) {
+func (c *Container) Stats() (cgroup.Stats, error) {
 	st, err := c.cg.Stats()
 	if err != nil {
 		return st, infra(c.ID, "stats", err)
 	}
-	if c.oom.seen() && st.OOMKills == 0 {
+	if c.oom.Seen() && st.OOMKills == 0 {
 		st.OOMKills = 1
 	}
 	return st, nil
@@ -601,7 +601,7 @@ func (c *Container) PidsLimitEnded() bool {
 	default:
 		return false
 	}
-	return c.exit != 0 && c.pidsCgroup().pidsLimitHits() > 0
+	return c.exit != 0 && c.pidsCgroup().PidsLimitHits() > 0
 }
 
 // pidsCgroup is where sealrun limits a gVisor container's tasks. On v2 the container's own
@@ -611,8 +611,8 @@ func (c *Container) PidsLimitEnded() bool {
 // which gVisor removes when the container ends unless it found the leaf made (then it neither
 // sets nor removes it, in that hierarchy): sealrun makes it in the pids hierarchy, and removes
 // it with the container.
-func (c *Container) pidsCgroup() cgroupTree {
-	if c.cg.unified() {
+func (c *Container) pidsCgroup() cgroup.Tree {
+	if cgroup.Unified() {
 		return c.cg
 	}
 	return c.leaf

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/containerd/cgroups/v3"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,7 +72,7 @@ func kernelRelease() (string, int, int) {
 // v2 host under systemd whether the daemon's unit delegates its cgroup. It is long because it is
 // the list of those checks, in the order printed.
 func cgroupChecks(ctx context.Context, add func(name, status, detail, fix string)) {
-	mode := CgroupMode()
+	mode := cgroup.Mode()
 	rel, major, minor := kernelRelease()
 	atLeast := func(ma, mi int) bool { return major > ma || major == ma && minor >= mi }
 	switch mode {
@@ -88,7 +89,7 @@ func cgroupChecks(ctx context.Context, add func(name, status, detail, fix string
 		}
 		return
 	}
-	have, _ := controllersOf("/")
+	have, _ := cgroup.Controllers("/")
 	var missing []string
 	for _, c := range []string{"cpu", "memory", "pids"} {
 		if !slices.Contains(have, c) {
@@ -136,7 +137,7 @@ func cgroupChecks(ctx context.Context, add func(name, status, detail, fix string
 func localEvents() bool {
 	data, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.Contains(line, " "+unifiedMountpoint+" ") && strings.Contains(line, " - cgroup2 ") {
+		if strings.Contains(line, " "+cgroup.Mountpoint+" ") && strings.Contains(line, " - cgroup2 ") {
 			return strings.Contains(line, "memory_localevents")
 		}
 	}
@@ -146,19 +147,19 @@ func localEvents() bool {
 // checkDeviceFilter attaches the device filter of the standard nodes to a scratch cgroup, reads it
 // back, and removes the cgroup.
 func checkDeviceFilter() error {
-	dir := filepath.Join(unifiedMountpoint, fmt.Sprintf("%sdoctor-%d", Prefix, os.Getpid()))
+	dir := filepath.Join(cgroup.Mountpoint, fmt.Sprintf("%sdoctor-%d", Prefix, os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("create a scratch cgroup: %w", err)
 	}
 	defer os.Remove(dir)
-	rules, err := allowRules(resources(DefaultLimits(), nil).Devices)
+	rules, err := cgroup.AllowRules(resources(DefaultLimits(), nil).Devices)
 	if err != nil {
 		return err
 	}
-	if err := attachDeviceFilter(dir, rules); err != nil {
+	if err := cgroup.AttachDeviceFilter(dir, rules); err != nil {
 		return err
 	}
-	got, _, err := effectiveDeviceRules(dir)
+	got, _, err := cgroup.EffectiveDeviceRules(dir)
 	if err != nil {
 		return err
 	}
@@ -195,16 +196,16 @@ func judgePlacement(f unitFacts) []Check {
 	case f.Delegate != "yes":
 		return []Check{{name, "fail", fmt.Sprintf("%s has Delegate=%s: systemd owns its cgroup and every cgroup below it, so the runs' cgroups are not sealrun's to make", DaemonUnit, f.Delegate), "add Delegate=yes to [Service] of " + DaemonUnit + " (" + installFix + ")"}}
 	case f.ActiveState != "active" || f.ControlGroup == "":
-		return []Check{{name, "ok", fmt.Sprintf("%s delegates its cgroup (Delegate=yes); once started its runs go to <its cgroup>/%s", DaemonUnit, delegatedRunsLeaf), ""}}
+		return []Check{{name, "ok", fmt.Sprintf("%s delegates its cgroup (Delegate=yes); once started its runs go to <its cgroup>/%s", DaemonUnit, cgroup.RunsLeaf), ""}}
 	}
 	var out []Check
 	d := f.ControlGroup
-	if !delegated(d) {
-		out = append(out, Check{name, "fail", fmt.Sprintf("%s runs in %s, which systemd has not marked delegated (no %s attribute)", DaemonUnit, d, delegateXattr), "systemd 251 or later marks delegated cgroups; restart the unit after adding Delegate=yes"})
+	if !cgroup.Delegated(d) {
+		out = append(out, Check{name, "fail", fmt.Sprintf("%s runs in %s, which systemd has not marked delegated (no %s attribute)", DaemonUnit, d, cgroup.DelegateXattr), "systemd 251 or later marks delegated cgroups; restart the unit after adding Delegate=yes"})
 	}
-	have, err := controllersOf(d)
+	have, err := cgroup.Controllers(d)
 	if err != nil {
-		return append(out, Check{name, "fail", fmt.Sprintf("read %s: %v", path.Join(d, cgroupControllers), err), "restart " + DaemonUnit})
+		return append(out, Check{name, "fail", fmt.Sprintf("read %s: %v", path.Join(d, cgroup.ControllersFile), err), "restart " + DaemonUnit})
 	}
 	var missing []string
 	for _, c := range []string{"cpu", "memory", "pids"} {
@@ -215,19 +216,19 @@ func judgePlacement(f unitFacts) []Check {
 	if len(missing) > 0 {
 		return append(out, Check{name, "fail", fmt.Sprintf("%s's cgroup %s was not delegated the %s controller(s) (it has: %s)", DaemonUnit, d, strings.Join(missing, ", "), strings.Join(have, " ")), "set DelegateControllers=cpu cpuset io memory pids (or Delegate=yes) in the unit and make sure its slice has them"})
 	}
-	procs, _ := os.ReadFile(filepath.Join(unifiedMountpoint, d, "cgroup.procs"))
+	procs, _ := os.ReadFile(filepath.Join(cgroup.Mountpoint, d, "cgroup.procs"))
 	if n := len(strings.Fields(string(procs))); n > 0 {
-		out = append(out, Check{name, "warn", fmt.Sprintf("%d process(es) live in %s itself: sealrund moves into %s/%s when it starts, and no other process may stay", n, d, d, supervisorLeaf), "restart " + DaemonUnit})
+		out = append(out, Check{name, "warn", fmt.Sprintf("%d process(es) live in %s itself: sealrund moves into %s/%s when it starts, and no other process may stay", n, d, d, cgroup.SupervisorLeaf), "restart " + DaemonUnit})
 	}
 	runs := 0
-	if entries, err := os.ReadDir(filepath.Join(unifiedMountpoint, d, delegatedRunsLeaf)); err == nil {
+	if entries, err := os.ReadDir(filepath.Join(cgroup.Mountpoint, d, cgroup.RunsLeaf)); err == nil {
 		for _, e := range entries {
 			if e.IsDir() {
 				runs++
 			}
 		}
 	}
-	return append(out, Check{name, "ok", fmt.Sprintf("delegated by systemd: runs go to %s/%s (%s live; controllers %s)", d, delegatedRunsLeaf, strconv.Itoa(runs), strings.Join(have, " ")), ""})
+	return append(out, Check{name, "ok", fmt.Sprintf("delegated by systemd: runs go to %s/%s (%s live; controllers %s)", d, cgroup.RunsLeaf, strconv.Itoa(runs), strings.Join(have, " ")), ""})
 }
 
 // runRoots are the cgroups where runs of this machine's sealruns may be: /sealrun, and below the
@@ -236,7 +237,7 @@ func runRoots(ctx context.Context) []string {
 	roots := []string{DefaultCgroupRoot}
 	if cgroups.Mode() == cgroups.Unified && systemdRunning() {
 		if f, err := showUnit(ctx, DaemonUnit); err == nil && f.ControlGroup != "" {
-			roots = append(roots, path.Join(f.ControlGroup, delegatedRunsLeaf))
+			roots = append(roots, path.Join(f.ControlGroup, cgroup.RunsLeaf))
 		}
 	}
 	return roots

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 // Check is one line of sealrun doctor.
@@ -144,7 +145,7 @@ func leftovers(roots []string, netnsDir string) string {
 		parts = append(parts, fmt.Sprintf("%d network namespaces hidden under a later mount of their directory (%s)", len(stranded), strings.Join(stranded, ", ")))
 	}
 	seen := map[string]bool{}
-	for _, m := range cgroupMounts() {
+	for _, m := range cgroup.Mounts() {
 		for _, root := range roots {
 			entries, _ := os.ReadDir(filepath.Join(m, root))
 			for _, e := range entries {

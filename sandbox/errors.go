@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 // InfraError is a failure of the infrastructure — the runtime, cgroups, network namespaces,
@@ -53,7 +55,7 @@ var (
 	// ErrRunInUse: a run with this id is live on this machine (this host's or another's).
 	ErrRunInUse = errors.New("run id in use")
 	// ErrBadConfig: a container or limits configuration that can never start.
-	ErrBadConfig = errors.New("bad sandbox configuration")
+	ErrBadConfig = cgroup.ErrBadConfig // "bad sandbox configuration", shared with sandbox/cgroup
 	// ErrNeverRan: the container's process never ran — the runtime failed to create or start it,
 	// or its init failed after the network hook and before the process was executed. Always
 	// wrapped in an InfraError: nothing of the caller's ran, so the caller may start it again.

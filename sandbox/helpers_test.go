@@ -10,10 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
+	"github.com/vishvananda/netlink"
 )
 
 func requireRoot(t testing.TB) { t.Helper(); testenv.RequireRoot(t) }
@@ -141,7 +141,7 @@ func assertNoLeaks(t *testing.T, h *Host) {
 				t.Errorf("leaked network namespace of run %s: %d mounts on %s (hidden under a later mount: %v)", id, len(m), p, slices.Contains(StrandedNetns(h.cfg.NetnsDir), p))
 			}
 		}
-		if (cgroupTree{path: h.placement.Root + "/" + id}).exists() {
+		if (cgroup.Tree{Path: h.placement.Root + "/" + id}).Exists() {
 			t.Errorf("leaked cgroup of run %s", id)
 		}
 		for _, ws := range rec.Workspaces {

@@ -1,7 +1,7 @@
 package sandbox
 
 // The host: the runtimes (one per role), the UID range allocator, the run directory and where
-// runs' cgroups go (placement_linux.go).
+// runs' cgroups go (sandbox/cgroup's Placement).
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	runc "github.com/containerd/go-runc"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 // Prefix starts the name of everything sealrun creates on the host (containers, netns,
@@ -45,7 +46,7 @@ type HostConfig struct {
 	// mounts: image files then appear owned by nobody inside. Off by default: a failed idmap
 	// is an error.
 	AllowUnshiftedRootfs bool
-	// CgroupParent is the cgroup runs are created under ("": where ResolvePlacement says).
+	// CgroupParent is the cgroup runs are created under ("": where cgroup.ResolvePlacement says).
 	CgroupParent string
 	// NetnsDir is where runs' gateway network namespaces are mounted (default DefaultNetnsDir,
 	// shared by every sealrun of the machine: a name there claims a run id).
@@ -55,7 +56,7 @@ type HostConfig struct {
 // Host is the sandbox on one machine.
 type Host struct {
 	cfg       HostConfig
-	placement Placement
+	placement cgroup.Placement
 	// Runtime is the default runtime; runtimes holds it and each role's own.
 	Runtime   *Runtime
 	runtimes  map[Role]*Runtime
@@ -142,7 +143,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 			return nil, err
 		}
 	}
-	placement, err := ResolvePlacement(cfg.CgroupParent)
+	placement, err := cgroup.ResolvePlacement(cfg.CgroupParent)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func (h *Host) Runtimes() []*Runtime {
 }
 
 // Placement says where this host creates its runs' cgroups, and why.
-func (h *Host) Placement() Placement { return h.placement }
+func (h *Host) Placement() cgroup.Placement { return h.placement }
 
 // Ranges is the host's UID range allocator.
 func (h *Host) Ranges() *Ranges { return h.ranges }

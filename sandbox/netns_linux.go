@@ -11,11 +11,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sealrun/sealrun/internal/mountinfo"
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-
-	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // The controller's /30 to its run's gateway (see netnshook).
@@ -142,60 +142,11 @@ func removeHidden(path string) error {
 	return <-errc
 }
 
-// mountEntry is one line of mountinfo: the mount's id, where it is mounted and its filesystem
-// type.
-type mountEntry struct {
-	ID          int
-	Point, Type string
-}
-
-// mountTable reads the calling thread's mountinfo (a thread may have a mount namespace of its own:
-// removeHidden's).
-func mountTable() []mountEntry {
-	data, err := os.ReadFile("/proc/thread-self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []mountEntry
-	for _, line := range strings.Split(string(data), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, t := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(t) < 1 {
-			continue
-		}
-		id, err := strconv.Atoi(f[0])
-		if err != nil {
-			continue
-		}
-		out = append(out, mountEntry{ID: id, Point: unescapeMountinfo(f[4]), Type: t[0]})
-	}
-	return out
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space, …).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // nsfsMountsAt lists the namespace mounts on path in the calling thread's mount namespace,
 // whether the path shows them or not.
-func nsfsMountsAt(path string) []mountEntry {
-	var out []mountEntry
-	for _, m := range mountTable() {
+func nsfsMountsAt(path string) []mountinfo.Entry {
+	var out []mountinfo.Entry
+	for _, m := range mountinfo.Table() {
 		if m.Type == "nsfs" && m.Point == path {
 			out = append(out, m)
 		}
@@ -221,7 +172,7 @@ func visibleMount(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, m := range mountTable() {
+	for _, m := range mountinfo.Table() {
 		if m.ID == id {
 			return m.Point, nil
 		}
@@ -234,7 +185,7 @@ func visibleMount(path string) (string, error) {
 // path no longer shows them. Only removeHidden removes them (deleteNetns, Reap).
 func StrandedNetns(dir string) []string {
 	var out []string
-	for _, m := range mountTable() {
+	for _, m := range mountinfo.Table() {
 		if m.Type != "nsfs" || !strings.HasPrefix(filepath.Base(m.Point), Prefix) {
 			continue
 		}

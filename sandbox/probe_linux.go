@@ -20,10 +20,10 @@ import (
 
 	"github.com/containerd/cgroups/v3"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"github.com/vishvananda/netlink"
-
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"github.com/sealrun/sealrun/sandbox/posture"
+	"github.com/vishvananda/netlink"
 )
 
 // ProbeConfig is one probe: a container of Role from Rootfs running the static runner client's
@@ -186,9 +186,9 @@ func (h *Host) Probe(ctx context.Context, cfg ProbeConfig) (*ProbeResult, error)
 		if c.rt.Kind == KindRunsc {
 			res.Sentry = readSentry(pid)
 		}
-		res.Limits, res.Devices = cgroupLimits(c.leaf.path)
+		res.Limits, res.Devices = cgroupLimits(c.leaf.Path)
 		if c.rt.Kind == KindRunsc { // sealrun's own pids limit, on the container's cgroup
-			b, err := os.ReadFile(c.pidsCgroup().pidsFile("pids.max"))
+			b, err := os.ReadFile(c.pidsCgroup().PidsFile("pids.max"))
 			res.Limits["pids"] = strings.TrimSpace(string(b))
 			if err != nil {
 				res.Limits["pids"] = "absent"
@@ -384,7 +384,7 @@ func (r *ProbeResult) judge(cfg ProbeConfig) {
 		}
 	}
 	wantDev := map[string]bool{}
-	if rules, err := allowRules(resources(cfg.Limits.WithDefaults(), cfg.Devices).Devices); err == nil {
+	if rules, err := cgroup.AllowRules(resources(cfg.Limits.WithDefaults(), cfg.Devices).Devices); err == nil {
 		for _, d := range rules {
 			wantDev[d.String()] = true
 		}
@@ -544,11 +544,11 @@ func cgroupLimits(path string) (limits map[string]string, devices []string) {
 	}
 	limits = map[string]string{}
 	if cgroups.Mode() == cgroups.Unified {
-		base := filepath.Join(unifiedMountpoint, path)
+		base := filepath.Join(cgroup.Mountpoint, path)
 		limits["memory"], limits["swap"], limits["pids"], limits["cpu"] = read(base+"/memory.max"), read(base+"/memory.swap.max"), read(base+"/pids.max"), read(base+"/cpu.max")
 		limits["cpuset"] = read(base + "/cpuset.cpus.effective")
 		limits["io"] = normalizeIOMax(read(base + "/io.max"))
-		rules, _, err := effectiveDeviceRules(base)
+		rules, _, err := cgroup.EffectiveDeviceRules(base)
 		if err != nil {
 			return limits, []string{"unreadable: " + err.Error()}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 // Role is one of the three container profiles of a run.
@@ -36,7 +37,7 @@ func ParseRole(s string) (Role, error) {
 }
 
 // DefaultCgroupRoot is the parent of runs' cgroups where nothing is delegated (see Placement).
-const DefaultCgroupRoot = "/sealrun"
+const DefaultCgroupRoot = cgroup.DefaultRoot
 
 // runtimeLeaf is the runtime's cgroup below each container's wrapper: <root>/<run>/<container>/ctr.
 const runtimeLeaf = "ctr"

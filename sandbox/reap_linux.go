@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 // removeRecorded removes what a run record lists, and then the record (kept if anything failed,
@@ -19,14 +21,14 @@ import (
 func (h *Host) removeRecorded(rec runRecord) []error {
 	var errs []error
 	if rec.Cgroup != "" {
-		t := cgroupTree{path: rec.Cgroup}
+		t := cgroup.Tree{Path: rec.Cgroup}
 		if err := t.KillAll(h.cfg.KillTimeout); err != nil {
 			errs = append(errs, err)
 		}
 		if err := t.Remove(); err != nil {
 			errs = append(errs, err)
 		}
-		removeRootIfEmpty(h.placement.Root)
+		cgroup.RemoveRootIfEmpty(h.placement.Root)
 	}
 	for _, ws := range slices.Concat(rec.Workspaces, rec.Mounts) {
 		if err := unmountWorkspace(ws); err != nil {
@@ -128,7 +130,7 @@ func (h *Host) thawRecorded() {
 	for _, e := range entries {
 		var rec runRecord
 		if b, err := os.ReadFile(filepath.Join(h.runRecordDir(e.Name()), "record.json")); err == nil && json.Unmarshal(b, &rec) == nil && rec.Cgroup != "" {
-			cgroupTree{path: rec.Cgroup}.thawDescendants()
+			cgroup.Tree{Path: rec.Cgroup}.ThawDescendants()
 		}
 	}
 }

@@ -16,10 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sealrun/sealrun/sandbox/cgroup"
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-
-	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
@@ -36,7 +36,7 @@ type Run struct {
 	// ns is the gateway netns, open from its creation to Destroy: GatewayNetns's path reaches it
 	// through this descriptor, whatever is mounted over its directory meanwhile.
 	ns *os.File
-	cg cgroupTree
+	cg cgroup.Tree
 
 	mu   sync.Mutex
 	seq  int
@@ -94,7 +94,7 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 	if !runIDRE.MatchString(id) {
 		return nil, fmt.Errorf("%w: run id %q: use 1 to 31 lowercase letters, digits and dashes", ErrBadConfig, id)
 	}
-	r = &Run{h: h, ID: id, gateway: filepath.Join(h.cfg.NetnsDir, Prefix+id+"-gw"), cg: cgroupTree{path: path.Join(h.placement.Root, id)}, live: map[string]*Container{}}
+	r = &Run{h: h, ID: id, gateway: filepath.Join(h.cfg.NetnsDir, Prefix+id+"-gw"), cg: cgroup.Tree{Path: path.Join(h.placement.Root, id)}, live: map[string]*Container{}}
 	r.rec.ID = id
 	dir := h.runRecordDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -112,8 +112,8 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	if r.cg.exists() {
-		return nil, fmt.Errorf("%w: run %s: cgroup %s already exists (another sealrun on this machine uses this id); choose another id", ErrRunInUse, id, r.cg.path)
+	if r.cg.Exists() {
+		return nil, fmt.Errorf("%w: run %s: cgroup %s already exists (another sealrun on this machine uses this id); choose another id", ErrRunInUse, id, r.cg.Path)
 	}
 	if r.shared, err = h.ranges.Allocate("run " + id); err != nil {
 		return nil, infra(id, "allocate UID range", err)
@@ -136,7 +136,7 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 		return nil, infra(id, "open gateway netns", err)
 	}
 	undo = append(undo, func() { r.ns.Close() })
-	r.rec.Cgroup = r.cg.path
+	r.rec.Cgroup = r.cg.Path
 	if err = r.save(); err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func TestNewRunRefusesLiveID(t *testing.T) {
 	if _, err := os.Stat(r.gateway); err != nil {
 		t.Errorf("the live run's gateway netns is gone: %v", err)
 	}
-	if !r.cg.exists() {
+	if !r.cg.Exists() {
 		t.Error("the live run's cgroup is gone")
 	}
 	// Another host's Reap leaves it alone, too.

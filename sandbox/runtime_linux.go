@@ -16,7 +16,7 @@ import (
 
 	runc "github.com/containerd/go-runc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
@@ -156,7 +156,7 @@ func (r *Runtime) UsableHere() error {
 		return fmt.Errorf("gVisor %q (release %d) cannot start sealrun's containers: its gofer mounts the spec's bind mounts from inside the container's user namespace, where it can neither reach their sources nor create their targets in the read-only rootfs. Install gVisor release %d or newer (docs/INTERNALS.md, \"Runtimes: runc, crun, gVisor\") or use runc or crun", r.VersionLine, r.releaseDate(), RunscMinRelease)
 	case r.Kind == KindRunsc && r.releaseDate() < RunscMinRelease && !runscUnsealedForTests():
 		return fmt.Errorf("gVisor %q (release %d) is older than the oldest release sealrun's suites pass under (%d): install that or a newer one (docs/INTERNALS.md, \"Runtimes: runc, crun, gVisor\") or use runc or crun", r.VersionLine, r.releaseDate(), RunscMinRelease)
-	case r.Kind == KindCrun && CgroupMode() == "hybrid":
+	case r.Kind == KindCrun && cgroup.Mode() == "hybrid":
 		return crunHybridCheck(cgroupUnified)
 	}
 	return nil
@@ -248,7 +248,7 @@ func (r *Runtime) adjustSpec(s *specs.Spec) {
 	if !r.atLeast(1, 14, 2) {
 		s.Version = "1.0.2"
 	}
-	if s.Linux != nil && s.Linux.Resources != nil && s.Linux.Resources.Memory != nil && CgroupMode() == "v2" {
+	if s.Linux != nil && s.Linux.Resources != nil && s.Linux.Resources.Memory != nil && cgroup.Mode() == "v2" {
 		s.Linux.Resources.Memory.Swappiness = nil
 	}
 }

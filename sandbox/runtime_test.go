@@ -14,6 +14,7 @@ import (
 	"time"
 
 	runc "github.com/containerd/go-runc"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 // The driver's verbs one by one on a real container: create (pipes, pid file), state, start,
@@ -40,8 +41,8 @@ func TestRuntimeDriverVerbs(t *testing.T) {
 	id := "sealrun-driver-1"
 	defer func() {
 		h.Runtime.Delete(ctx, id)
-		(cgroupTree{path: h.placement.Root + "/driver"}).Remove()
-		removeRootIfEmpty(h.placement.Root)
+		(cgroup.Tree{Path: h.placement.Root + "/driver"}).Remove()
+		cgroup.RemoveRootIfEmpty(h.placement.Root)
 		os.RemoveAll(bundle)
 	}()
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 // Every role's posture from inside and from the host: own namespaces, unprivileged mapping, no
@@ -159,7 +159,7 @@ func TestForkBombStoppedByPidsLimit(t *testing.T) {
 		default:
 			t.Fatalf("under gVisor: exit %d %v, PidsLimitEnded %v; want a fork refused or the container ended at its pids limit: %s", code, err, c.PidsLimitEnded(), out.String())
 		}
-		if got, want := strings.TrimSpace(readFile(t, c.pidsCgroup().pidsFile("pids.max"))), fmt.Sprint(runscHostTasks(32)); got != want {
+		if got, want := strings.TrimSpace(readFile(t, c.pidsCgroup().PidsFile("pids.max"))), fmt.Sprint(runscHostTasks(32)); got != want {
 			t.Errorf("pids.max on the container's cgroup %q, want %s", got, want)
 		}
 		if err := c.Destroy(ctx); err != nil {
@@ -204,8 +204,8 @@ func TestExitIsNotOOM(t *testing.T) {
 	if code, err := c.Wait(ctx); code != 3 || err != nil {
 		t.Fatalf("exit %d %v; want 3", code, err)
 	}
-	if !c.cg.unified() {
-		mem := filepath.Join("/sys/fs/cgroup/memory", c.leaf.path)
+	if !cgroup.Unified() {
+		mem := filepath.Join("/sys/fs/cgroup/memory", c.leaf.Path)
 		for i := 0; i < 100; i++ {
 			if _, err := os.Stat(mem); err != nil {
 				break
@@ -403,7 +403,7 @@ func TestFreezeAtStartIsBounded(t *testing.T) {
 			stuck++
 			t.Logf("start %d: %v", i, err)
 		}
-		if d := time.Since(t0); d > freezeTimeout+time.Second {
+		if d := time.Since(t0); d > cgroup.FreezeTimeout+time.Second {
 			t.Errorf("start %d: the freeze took %s", i, d)
 		}
 		if err := c.Destroy(ctx); err != nil {

@@ -155,7 +155,7 @@ say "copying the tree and building the test binaries and commands for the guest 
 mkdir -p "$data/repo"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$data/repo"
 export CGO_ENABLED=0 GOTOOLCHAIN=local
-pkgs="sandbox runner grader controller daemon cmd/sealrun"
+pkgs="sandbox sandbox/cgroup runner grader controller daemon cmd/sealrun"
 for p in $pkgs; do
 	go test -tags sealrun_testseams -c -o "$data/tests/$(echo "$p" | tr / _).test" "./$p"
 done

@@ -56,6 +56,7 @@ echo "test binaries and their time:" >>"$out/summary.txt"
 hostOnly='TestSpecGoldenAndSchema|TestLayout|TestCLI.*Golden|TestStartsUnderLoad|TestStartFaultsNeverRan'
 declare -A select=(
 	[sandbox]='.'
+	[sandbox_cgroup]='.'
 	[runner]='.'
 	[grader]='.'
 	[controller]='.'
@@ -108,6 +109,7 @@ lane_daemon() {
 }
 lane_packages() {
 	package sandbox
+	package sandbox_cgroup
 	package runner
 	package grader
 	package controller

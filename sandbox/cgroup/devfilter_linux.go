@@ -1,4 +1,4 @@
-package sandbox
+package cgroup
 
 import (
 	"errors"
@@ -23,18 +23,18 @@ import (
 // standard nodes and its GPUs, whatever the runtime adds. On cgroup v1 the network hook removes
 // runc's extra rules from devices.list instead (netnshook.TightenDevices).
 
-// deviceFilterName names sealrun's program (bpftool prog shows it), so that the probe finds it.
-const deviceFilterName = "sealrun_devices"
+// DeviceFilterName names sealrun's program (bpftool prog shows it), so that the probe finds it.
+const DeviceFilterName = "sealrun_devices"
 
-// A devRule is one allowed access: type 'c' or 'b' ('a' for both), major and minor (-1: any),
+// A DevRule is one allowed access: type 'c' or 'b' ('a' for both), major and minor (-1: any),
 // access a subset of "rwm".
-type devRule struct {
+type DevRule struct {
 	typ          byte
 	major, minor int64
 	access       string
 }
 
-func (d devRule) String() string {
+func (d DevRule) String() string {
 	num := func(n int64) string {
 		if n < 0 {
 			return "*"
@@ -44,9 +44,9 @@ func (d devRule) String() string {
 	return fmt.Sprintf("%c %s:%s %s", d.typ, num(d.major), num(d.minor), d.access)
 }
 
-// limitDevicesV1 makes a cgroup v1 device cgroup allow exactly rules: deny all, then allow each.
+// LimitDevicesV1 makes a cgroup v1 device cgroup allow exactly rules: deny all, then allow each.
 // Cgroups created below it afterwards inherit the list and cannot widen it.
-func limitDevicesV1(cgroupPath string, rules []devRule) error {
+func LimitDevicesV1(cgroupPath string, rules []DevRule) error {
 	dir := filepath.Join("/sys/fs/cgroup/devices", cgroupPath)
 	if err := os.WriteFile(filepath.Join(dir, "devices.deny"), []byte("a"), 0); err != nil {
 		return fmt.Errorf("device cgroup %s: deny all: %w", cgroupPath, err)
@@ -59,9 +59,9 @@ func limitDevicesV1(cgroupPath string, rules []devRule) error {
 	return nil
 }
 
-// allowRules keeps the allow rules of a spec's device cgroup (which starts with deny-all), in order.
-func allowRules(devs []specs.LinuxDeviceCgroup) ([]devRule, error) {
-	var out []devRule
+// AllowRules keeps the allow rules of a spec's device cgroup (which starts with deny-all), in order.
+func AllowRules(devs []specs.LinuxDeviceCgroup) ([]DevRule, error) {
+	var out []DevRule
 	for i, d := range devs {
 		if !d.Allow {
 			if i == 0 && d.Type == "" || d.Type == "a" {
@@ -69,7 +69,7 @@ func allowRules(devs []specs.LinuxDeviceCgroup) ([]devRule, error) {
 			}
 			return nil, fmt.Errorf("device rule %d denies %s %v:%v; only a leading deny-all is supported", i, d.Type, d.Major, d.Minor)
 		}
-		r := devRule{typ: 'a', major: -1, minor: -1, access: d.Access}
+		r := DevRule{typ: 'a', major: -1, minor: -1, access: d.Access}
 		if d.Type != "" {
 			r.typ = d.Type[0]
 		}
@@ -126,7 +126,7 @@ func ins(code uint8, dst, src uint8, off int16, imm int32) bpfInsn {
 //	per rule: if r3 != type goto next; if r5 != major goto next; if r6 != minor goto next;
 //	          r7 = r4 & ^access; if r7 != 0 goto next; r0 = 1; exit
 //	r0 = 0; exit
-func deviceFilterProgram(rules []devRule) []bpfInsn {
+func deviceFilterProgram(rules []DevRule) []bpfInsn {
 	p := []bpfInsn{
 		ins(bpfLdxMemW, 2, 1, 0, 0),
 		ins(bpfMovX, 3, 2, 0, 0),
@@ -181,7 +181,7 @@ func deviceFilterProgram(rules []devRule) []bpfInsn {
 
 // decodeDeviceFilter reads back the rules of a program deviceFilterProgram made (the probe uses it
 // on the program the kernel holds), refusing anything of another shape.
-func decodeDeviceFilter(p []bpfInsn) ([]devRule, error) {
+func decodeDeviceFilter(p []bpfInsn) ([]DevRule, error) {
 	head := deviceFilterProgram(nil)
 	if len(p) < len(head) {
 		return nil, errors.New("not a sealrun device filter: too short")
@@ -191,10 +191,10 @@ func decodeDeviceFilter(p []bpfInsn) ([]devRule, error) {
 			return nil, fmt.Errorf("not a sealrun device filter: instruction %d", i)
 		}
 	}
-	var rules []devRule
+	var rules []DevRule
 	i := len(head) - 2
 	for i < len(p)-2 {
-		r := devRule{typ: 'a', major: -1, minor: -1}
+		r := DevRule{typ: 'a', major: -1, minor: -1}
 		for i < len(p) && p[i].code == bpfJneK {
 			switch p[i].regs & 0xf {
 			case 3:
@@ -273,10 +273,10 @@ type progQueryAttr struct {
 	progCnt     uint32
 }
 
-// attachDeviceFilter loads the program of rules and attaches it to the cgroup directory dir
+// AttachDeviceFilter loads the program of rules and attaches it to the cgroup directory dir
 // (BPF_F_ALLOW_MULTI, so that the runtime's own program below it runs too and both must allow).
 // The attachment keeps the program alive until the cgroup is removed.
-func attachDeviceFilter(dir string, rules []devRule) error {
+func AttachDeviceFilter(dir string, rules []DevRule) error {
 	fd, err := loadDeviceFilter(deviceFilterProgram(rules))
 	if err != nil {
 		return err
@@ -306,7 +306,7 @@ func loadDeviceFilter(prog []bpfInsn) (int, error) {
 		if logBuf != nil {
 			attr.logLevel, attr.logSize, attr.logBuf = 1, uint32(len(logBuf)), unsafe.Pointer(&logBuf[0])
 		}
-		copy(attr.progName[:], deviceFilterName)
+		copy(attr.progName[:], DeviceFilterName)
 		fd, err := bpf(unix.BPF_PROG_LOAD, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
 		runtime.KeepAlive(prog)
 		runtime.KeepAlive(license)
@@ -402,10 +402,10 @@ func readDeviceFilter(id uint32) (string, []bpfInsn, error) {
 	return name, insns, nil
 }
 
-// effectiveDeviceRules reads the device rules that hold for the cgroup directory dir on cgroup v2:
+// EffectiveDeviceRules reads the device rules that hold for the cgroup directory dir on cgroup v2:
 // those of sealrun's program among the effective ones, and how many other programs (the runtime's)
 // also run. Without sealrun's program it is an error: the runtime's rules alone are too wide.
-func effectiveDeviceRules(dir string) (rules []string, others int, err error) {
+func EffectiveDeviceRules(dir string) (rules []string, others int, err error) {
 	ids, err := deviceFilterIDs(dir, true)
 	if err != nil {
 		return nil, 0, err
@@ -416,7 +416,7 @@ func effectiveDeviceRules(dir string) (rules []string, others int, err error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		if name != deviceFilterName {
+		if name != DeviceFilterName {
 			others++
 			continue
 		}

@@ -1,4 +1,4 @@
-package sandbox
+package cgroup
 
 import (
 	"bytes"
@@ -31,12 +31,12 @@ import (
 
 // Leaf names sealrun creates inside a delegated cgroup.
 const (
-	delegatedRunsLeaf  = "runs"
-	supervisorLeaf     = "supervisor"
-	unifiedMountpoint  = "/sys/fs/cgroup"
-	cgroupControllers  = "cgroup.controllers"
+	RunsLeaf           = "runs"
+	SupervisorLeaf     = "supervisor"
+	Mountpoint         = "/sys/fs/cgroup"
+	ControllersFile    = "cgroup.controllers"
 	cgroupSubtreeCtl   = "cgroup.subtree_control"
-	delegateXattr      = "trusted.delegate"
+	DelegateXattr      = "trusted.delegate"
 	delegateXattrUser  = "user.delegate"
 	wantedControllerV2 = "cpu cpuset io memory pids"
 )
@@ -52,8 +52,8 @@ type Placement struct {
 	Reason string `json:"reason"`
 }
 
-// ownCgroupV2 is this process's cgroup in the unified hierarchy ("/system.slice/x.service").
-func ownCgroupV2() (string, error) {
+// OwnV2 is this process's cgroup in the unified hierarchy ("/system.slice/x.service").
+func OwnV2() (string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
@@ -66,10 +66,10 @@ func ownCgroupV2() (string, error) {
 	return "", errors.New("/proc/self/cgroup has no cgroup v2 entry (0::)")
 }
 
-// delegated reports whether systemd delegated the cgroup at path (relative to the mountpoint).
-func delegated(cgPath string) bool {
-	dir := filepath.Join(unifiedMountpoint, cgPath)
-	for _, attr := range []string{delegateXattr, delegateXattrUser} {
+// Delegated reports whether systemd delegated the cgroup at path (relative to the mountpoint).
+func Delegated(cgPath string) bool {
+	dir := filepath.Join(Mountpoint, cgPath)
+	for _, attr := range []string{DelegateXattr, delegateXattrUser} {
 		buf := make([]byte, 8)
 		if n, err := unix.Getxattr(dir, attr, buf); err == nil && strings.TrimSpace(string(buf[:n])) == "1" {
 			return true
@@ -78,10 +78,10 @@ func delegated(cgPath string) bool {
 	return false
 }
 
-// nearestDelegated walks up from cgPath to the first delegated cgroup ("" if none).
-func nearestDelegated(cgPath string) string {
+// NearestDelegated walks up from cgPath to the first delegated cgroup ("" if none).
+func NearestDelegated(cgPath string) string {
 	for p := path.Clean(cgPath); p != "/" && p != "."; p = path.Dir(p) {
-		if delegated(p) {
+		if Delegated(p) {
 			return p
 		}
 	}
@@ -100,23 +100,23 @@ func ResolvePlacement(configured string) (Placement, error) {
 		return Placement{Root: configured, Base: "/", Reason: "configured (cgroup_parent)"}, nil
 	}
 	if cgroups.Mode() != cgroups.Unified {
-		return Placement{Root: DefaultCgroupRoot, Base: "/", Reason: "cgroup v1/hybrid: every hierarchy's /sealrun"}, nil
+		return Placement{Root: DefaultRoot, Base: "/", Reason: "cgroup v1/hybrid: every hierarchy's /sealrun"}, nil
 	}
-	own, err := ownCgroupV2()
+	own, err := OwnV2()
 	if err != nil {
 		return Placement{}, fmt.Errorf("find this process's cgroup: %w", err)
 	}
-	d := nearestDelegated(own)
+	d := NearestDelegated(own)
 	if d == "" {
-		return Placement{Root: DefaultCgroupRoot, Base: "/", Reason: fmt.Sprintf("no delegated cgroup above this process's %s: runs go to /sealrun at the top of the hierarchy", own)}, nil
+		return Placement{Root: DefaultRoot, Base: "/", Reason: fmt.Sprintf("no delegated cgroup above this process's %s: runs go to /sealrun at the top of the hierarchy", own)}, nil
 	}
-	p := Placement{Root: path.Join(d, delegatedRunsLeaf), Delegated: d, Base: d, Reason: fmt.Sprintf("delegated by systemd: %s", d)}
+	p := Placement{Root: path.Join(d, RunsLeaf), Delegated: d, Base: d, Reason: fmt.Sprintf("delegated by systemd: %s", d)}
 	if own == d {
 		if err := moveSelfToLeaf(d); err != nil {
 			return Placement{}, err
 		}
 		p.Moved = true
-		p.Reason += "; this process moved into " + path.Join(d, supervisorLeaf)
+		p.Reason += "; this process moved into " + path.Join(d, SupervisorLeaf)
 	}
 	return p, enableControllers(d)
 }
@@ -124,14 +124,14 @@ func ResolvePlacement(configured string) (Placement, error) {
 // moveSelfToLeaf moves this process from the delegated cgroup d into d/supervisor, and checks that
 // no other process is left in d.
 func moveSelfToLeaf(d string) error {
-	leaf := filepath.Join(unifiedMountpoint, d, supervisorLeaf)
+	leaf := filepath.Join(Mountpoint, d, SupervisorLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create %s: %w", leaf, err)
 	}
 	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
 		return fmt.Errorf("move sealrun (pid %d) into %s: %w", os.Getpid(), leaf, err)
 	}
-	b, err := os.ReadFile(filepath.Join(unifiedMountpoint, d, "cgroup.procs"))
+	b, err := os.ReadFile(filepath.Join(Mountpoint, d, "cgroup.procs"))
 	if err != nil {
 		return err
 	}
@@ -141,9 +141,9 @@ func moveSelfToLeaf(d string) error {
 	return nil
 }
 
-// controllersOf reads a cgroup's cgroup.controllers (what it may hand on to its children).
-func controllersOf(cgPath string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(unifiedMountpoint, cgPath, cgroupControllers))
+// Controllers reads a cgroup's cgroup.controllers (what it may hand on to its children).
+func Controllers(cgPath string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(Mountpoint, cgPath, ControllersFile))
 	if err != nil {
 		return nil, err
 	}
@@ -154,11 +154,11 @@ func controllersOf(cgPath string) ([]string, error) {
 // that cgPath has (writing only those not yet on). A missing one is an error naming it: a unit
 // that delegates fewer controllers than runs need.
 func enableControllers(cgPath string) error {
-	have, err := controllersOf(cgPath)
+	have, err := Controllers(cgPath)
 	if err != nil {
 		return fmt.Errorf("read the controllers of cgroup %s: %w", cgPath, err)
 	}
-	ctl := filepath.Join(unifiedMountpoint, cgPath, cgroupSubtreeCtl)
+	ctl := filepath.Join(Mountpoint, cgPath, cgroupSubtreeCtl)
 	on, err := os.ReadFile(ctl)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", ctl, err)
@@ -197,15 +197,15 @@ func mkdirCgroupV2(base, cgPath string) error {
 			return err
 		}
 		cur = path.Join(cur, part)
-		if err := os.Mkdir(filepath.Join(unifiedMountpoint, cur), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(filepath.Join(Mountpoint, cur), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create cgroup %s: %w", cur, err)
 		}
 	}
 	return nil
 }
 
-// subtreeEnabled lists the controllers enabled for cgPath's children.
-func subtreeEnabled(cgPath string) []string {
-	b, _ := os.ReadFile(filepath.Join(unifiedMountpoint, cgPath, cgroupSubtreeCtl))
+// SubtreeEnabled lists the controllers enabled for cgPath's children.
+func SubtreeEnabled(cgPath string) []string {
+	b, _ := os.ReadFile(filepath.Join(Mountpoint, cgPath, cgroupSubtreeCtl))
 	return strings.Fields(string(bytes.TrimSpace(b)))
 }

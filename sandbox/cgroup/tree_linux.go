@@ -1,4 +1,4 @@
-package sandbox
+package cgroup
 
 import (
 	"bufio"
@@ -19,11 +19,12 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/sealrun/sealrun/internal/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
-// CgroupMode names the host's cgroup setup.
-func CgroupMode() string {
+// Mode names the host's cgroup setup.
+func Mode() string {
 	switch cgroups.Mode() {
 	case cgroups.Legacy:
 		return "v1"
@@ -35,43 +36,44 @@ func CgroupMode() string {
 	return "unavailable"
 }
 
-// CgroupStats is what a container or run used. Read from the container's wrapper cgroup (see
+// Stats is what a container or run used. Read from the container's wrapper cgroup (see
 // Container), they stay exact after the container exited: the kernel carries a removed child's
 // CPU time, memory peak and OOM kills into its parent.
-type CgroupStats struct {
+type Stats struct {
 	CPUNanos   uint64 // CPU time
 	MemoryPeak uint64 // bytes
 	Pids       uint64 // tasks now
 	OOMKills   uint64 // OOM kills
 }
 
-// cgroupTree drives one cgroup subtree, on v1/hybrid (through containerd/cgroups) or v2.
-type cgroupTree struct {
-	path string // "<root>/<run>", "<root>/<run>/<container>" or its runtime leaf
+// Tree drives one cgroup subtree, on v1/hybrid (through containerd/cgroups) or v2.
+type Tree struct {
+	Path string // "<root>/<run>", "<root>/<run>/<container>" or its runtime leaf
 }
 
-func (t cgroupTree) unified() bool { return cgroups.Mode() == cgroups.Unified }
+// Unified reports whether the host has only the unified (v2) hierarchy.
+func Unified() bool { return cgroups.Mode() == cgroups.Unified }
 
-func (t cgroupTree) dirV2() string { return filepath.Join(unifiedMountpoint, t.path) }
+func (t Tree) Dir() string { return filepath.Join(Mountpoint, t.Path) }
 
 // Create makes the cgroup (and its parents) with no limits of its own. On v2 it creates it
 // below base (the highest cgroup sealrun changes) and enables the controllers on the way and in
 // itself, so that its children have them.
-func (t cgroupTree) Create(base string) error {
-	if t.unified() {
-		if err := mkdirCgroupV2(base, t.path); err != nil {
-			return wrapCgroup("create", t.path, err)
+func (t Tree) Create(base string) error {
+	if Unified() {
+		if err := mkdirCgroupV2(base, t.Path); err != nil {
+			return wrapCgroup("create", t.Path, err)
 		}
-		return wrapCgroup("create", t.path, enableControllers(t.path))
+		return wrapCgroup("create", t.Path, enableControllers(t.Path))
 	}
 	var err error
 	// Another run's teardown may remove the empty /sealrun parent between our mkdirs: retry.
 	for try := 0; try < 3; try++ {
-		if _, err = cgroup1.New(cgroup1.StaticPath(t.path), &specs.LinuxResources{}); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if _, err = cgroup1.New(cgroup1.StaticPath(t.Path), &specs.LinuxResources{}); err == nil || !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
-	return wrapCgroup("create", t.path, err)
+	return wrapCgroup("create", t.Path, err)
 }
 
 func wrapCgroup(op, path string, err error) error {
@@ -83,13 +85,13 @@ func wrapCgroup(op, path string, err error) error {
 
 // Stats reads CPU time, memory peak, tasks and OOM kills (v2: every one hierarchical; v1: the
 // OOM kills of this cgroup alone, which the v1 memory cgroup does not carry up).
-func (t cgroupTree) Stats() (CgroupStats, error) {
-	if t.unified() {
-		dir := t.dirV2()
-		var out CgroupStats
+func (t Tree) Stats() (Stats, error) {
+	if Unified() {
+		dir := t.Dir()
+		var out Stats
 		cpu, err := readKV(filepath.Join(dir, "cpu.stat"), "usage_usec")
 		if err != nil {
-			return CgroupStats{}, wrapCgroup("stat", t.path, err)
+			return Stats{}, wrapCgroup("stat", t.Path, err)
 		}
 		out.CPUNanos = cpu * 1000
 		if out.MemoryPeak, err = readUint(filepath.Join(dir, "memory.peak")); err != nil {
@@ -102,45 +104,45 @@ func (t cgroupTree) Stats() (CgroupStats, error) {
 	// v1: the handful of files the stats need, read directly (the library's Stat reads every
 	// subsystem's every file, blkio included: milliseconds per sample).
 	v1 := func(subsys, file string) (uint64, bool) {
-		n, err := readUint(filepath.Join("/sys/fs/cgroup", subsys, t.path, file))
+		n, err := readUint(filepath.Join("/sys/fs/cgroup", subsys, t.Path, file))
 		return n, err == nil
 	}
-	out := CgroupStats{}
+	out := Stats{}
 	var ok bool
 	if out.CPUNanos, ok = v1("cpuacct", "cpuacct.usage"); !ok {
 		if out.CPUNanos, ok = v1("cpu,cpuacct", "cpuacct.usage"); !ok {
-			return CgroupStats{}, wrapCgroup("stat", t.path, fs.ErrNotExist)
+			return Stats{}, wrapCgroup("stat", t.Path, fs.ErrNotExist)
 		}
 	}
 	out.MemoryPeak, _ = v1("memory", "memory.max_usage_in_bytes")
 	out.Pids, _ = v1("pids", "pids.current")
-	out.OOMKills = readOOMKills(t.path)
+	out.OOMKills = readOOMKills(t.Path)
 	return out, nil
 }
 
-// pidsFile is the cgroup's pids control file name on v1 or v2.
-func (t cgroupTree) pidsFile(name string) string {
-	if t.unified() {
-		return filepath.Join(t.dirV2(), name)
+// PidsFile is the cgroup's pids control file name on v1 or v2.
+func (t Tree) PidsFile(name string) string {
+	if Unified() {
+		return filepath.Join(t.Dir(), name)
 	}
-	return filepath.Join("/sys/fs/cgroup/pids", t.path, name)
+	return filepath.Join("/sys/fs/cgroup/pids", t.Path, name)
 }
 
 // SetPidsMax limits the tasks of the cgroup and everything below it; on v1 it creates the
 // cgroup in the pids hierarchy first if it is not there.
-func (t cgroupTree) SetPidsMax(n int64) error {
-	if !t.unified() {
-		if err := os.Mkdir(filepath.Dir(t.pidsFile("pids.max")), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return wrapCgroup("create", t.path, err)
+func (t Tree) SetPidsMax(n int64) error {
+	if !Unified() {
+		if err := os.Mkdir(filepath.Dir(t.PidsFile("pids.max")), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return wrapCgroup("create", t.Path, err)
 		}
 	}
-	return wrapCgroup("limit pids of", t.path, os.WriteFile(t.pidsFile("pids.max"), []byte(strconv.FormatInt(n, 10)), 0))
+	return wrapCgroup("limit pids of", t.Path, os.WriteFile(t.PidsFile("pids.max"), []byte(strconv.FormatInt(n, 10)), 0))
 }
 
 // pidsLimitHits is pids.events' "max": on v1 the forks refused to tasks of this cgroup, on v2
 // the forks refused at this cgroup's limit or one below it.
-func (t cgroupTree) pidsLimitHits() uint64 {
-	n, _ := readKV(t.pidsFile("pids.events"), "max")
+func (t Tree) PidsLimitHits() uint64 {
+	n, _ := readKV(t.PidsFile("pids.events"), "max")
 	return n
 }
 
@@ -188,58 +190,58 @@ func readOOMKills(path string) uint64 {
 	return 0
 }
 
-// freezeTimeout bounds a freeze: the kernel does not freeze a task stuck in uninterruptible sleep,
+// FreezeTimeout bounds a freeze: the kernel does not freeze a task stuck in uninterruptible sleep,
 // and one that is execing waits there for its other threads to die, which a frozen thread never
 // does (seen: runc's init frozen mid-exec, a test hung 15 minutes in the library's unbounded
 // wait). After it the cgroup is left freezing; KillAll kills and thaws it all the same.
-const freezeTimeout = 2 * time.Second
+const FreezeTimeout = 2 * time.Second
 
-// Freeze stops every task of the subtree, waiting (up to freezeTimeout) until the kernel says
+// Freeze stops every task of the subtree, waiting (up to FreezeTimeout) until the kernel says
 // they are all frozen.
-func (t cgroupTree) Freeze() error {
-	file, want, done := filepath.Join("/sys/fs/cgroup/freezer", t.path, "freezer.state"), "FROZEN", func(b []byte) bool { return bytes.HasPrefix(b, []byte("FROZEN")) }
-	if t.unified() {
-		events := filepath.Join(t.dirV2(), "cgroup.events")
-		file, want = filepath.Join(t.dirV2(), "cgroup.freeze"), "1"
+func (t Tree) Freeze() error {
+	file, want, done := filepath.Join("/sys/fs/cgroup/freezer", t.Path, "freezer.state"), "FROZEN", func(b []byte) bool { return bytes.HasPrefix(b, []byte("FROZEN")) }
+	if Unified() {
+		events := filepath.Join(t.Dir(), "cgroup.events")
+		file, want = filepath.Join(t.Dir(), "cgroup.freeze"), "1"
 		done = func([]byte) bool {
 			b, err := os.ReadFile(events)
 			return err == nil && bytes.Contains(b, []byte("frozen 1"))
 		}
 	}
-	deadline := time.Now().Add(freezeTimeout)
+	deadline := time.Now().Add(FreezeTimeout)
 	for {
 		// Written again each time, as runc does: a v1 freeze that raced a fork stays FREEZING
 		// until asked again.
 		if err := os.WriteFile(file, []byte(want), 0); err != nil {
-			return wrapCgroup("freeze", t.path, err)
+			return wrapCgroup("freeze", t.Path, err)
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return wrapCgroup("freeze", t.path, err)
+			return wrapCgroup("freeze", t.Path, err)
 		}
 		if done(b) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return wrapCgroup("freeze", t.path, fmt.Errorf("not frozen after %s: a task is stuck in the kernel (for example mid-exec, waiting for a thread the freeze stopped); left freezing", freezeTimeout))
+			return wrapCgroup("freeze", t.Path, fmt.Errorf("not frozen after %s: a task is stuck in the kernel (for example mid-exec, waiting for a thread the freeze stopped); left freezing", FreezeTimeout))
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
 // Thaw lets every task of the cgroup run again (the kernel thaws at once; nothing to wait for).
-func (t cgroupTree) Thaw() error {
-	file, thawed := filepath.Join("/sys/fs/cgroup/freezer", t.path, "freezer.state"), "THAWED"
-	if t.unified() {
-		file, thawed = filepath.Join(t.dirV2(), "cgroup.freeze"), "0"
+func (t Tree) Thaw() error {
+	file, thawed := filepath.Join("/sys/fs/cgroup/freezer", t.Path, "freezer.state"), "THAWED"
+	if Unified() {
+		file, thawed = filepath.Join(t.Dir(), "cgroup.freeze"), "0"
 	}
-	return wrapCgroup("thaw", t.path, os.WriteFile(file, []byte(thawed), 0))
+	return wrapCgroup("thaw", t.Path, os.WriteFile(file, []byte(thawed), 0))
 }
 
 // pids lists every task in the subtree.
-func (t cgroupTree) pids() ([]int, error) {
-	if t.unified() {
-		m, err := cgroup2.Load(t.path)
+func (t Tree) Pids() ([]int, error) {
+	if Unified() {
+		m, err := cgroup2.Load(t.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +252,7 @@ func (t cgroupTree) pids() ([]int, error) {
 		}
 		return out, err
 	}
-	cg, err := cgroup1.Load(cgroup1.StaticPath(t.path))
+	cg, err := cgroup1.Load(cgroup1.StaticPath(t.Path))
 	if err != nil {
 		return nil, err
 	}
@@ -267,44 +269,44 @@ func (t cgroupTree) pids() ([]int, error) {
 
 // KillAll freezes the subtree so that nothing can fork, SIGKILLs every task, thaws it, and
 // waits (up to timeout) until it is empty.
-func (t cgroupTree) KillAll(timeout time.Duration) error {
+func (t Tree) KillAll(timeout time.Duration) error {
 	// Nothing left is the common case (the container's init exited, its pid namespace with
 	// it): a file read or two, not a freeze, which on v1 costs 10 ms or more. Nothing can enter
 	// an empty cgroup but through its cgroup.procs, which only the host's root writes.
-	if !t.exists() || t.empty() {
+	if !t.Exists() || t.Empty() {
 		return nil
 	}
 	// cgroup v2 (Linux 5.14+) kills a whole subtree in one write, forks racing it included.
-	if t.unified() && os.WriteFile(filepath.Join(t.dirV2(), "cgroup.kill"), []byte("1"), 0) == nil {
+	if Unified() && os.WriteFile(filepath.Join(t.Dir(), "cgroup.kill"), []byte("1"), 0) == nil {
 		return t.waitEmpty(timeout)
 	}
 	// Frozen, nothing forks between the listing and the kills. A freeze that does not complete
-	// (freezeTimeout) still stopped what it could: kill what is listed and thaw all the same;
+	// (FreezeTimeout) still stopped what it could: kill what is listed and thaw all the same;
 	// waitEmpty kills again whatever is left.
 	t.Freeze()
-	ps, err := t.pids()
+	ps, err := t.Pids()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Thaw()
-		return wrapCgroup("list tasks of", t.path, err)
+		return wrapCgroup("list tasks of", t.Path, err)
 	}
 	for _, p := range ps {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
 	t.Thaw()
-	t.thawDescendants()
+	t.ThawDescendants()
 	return t.waitEmpty(timeout)
 }
 
 // empty reports whether no task is left in the subtree (or it is gone): v2's cgroup.events
 // says so of the whole subtree; on v1 every cgroup.procs of the freezer hierarchy's subtree is
 // read (cheaper than loading the cgroup in every hierarchy).
-func (t cgroupTree) empty() bool {
-	if t.unified() {
-		b, err := os.ReadFile(filepath.Join(t.dirV2(), "cgroup.events"))
+func (t Tree) Empty() bool {
+	if Unified() {
+		b, err := os.ReadFile(filepath.Join(t.Dir(), "cgroup.events"))
 		return errors.Is(err, fs.ErrNotExist) || err == nil && bytes.Contains(b, []byte("populated 0"))
 	}
 	empty := true
-	err := filepath.WalkDir(filepath.Join("/sys/fs/cgroup/freezer", t.path), func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join("/sys/fs/cgroup/freezer", t.Path), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -322,10 +324,10 @@ func (t cgroupTree) empty() bool {
 // thawDescendants thaws every cgroup below t that is frozen of its own (a process
 // killed between its Freeze and Thaw leaves one so): a frozen task never dies of SIGKILL, and
 // thawing the parent does not thaw a child frozen of its own.
-func (t cgroupTree) thawDescendants() {
-	root, file, thawed := filepath.Join("/sys/fs/cgroup/freezer", t.path), "freezer.state", "THAWED"
-	if t.unified() {
-		root, file, thawed = t.dirV2(), "cgroup.freeze", "0"
+func (t Tree) ThawDescendants() {
+	root, file, thawed := filepath.Join("/sys/fs/cgroup/freezer", t.Path), "freezer.state", "THAWED"
+	if Unified() {
+		root, file, thawed = t.Dir(), "cgroup.freeze", "0"
 	}
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Name() == file {
@@ -338,15 +340,15 @@ func (t cgroupTree) thawDescendants() {
 }
 
 // waitEmpty waits (up to timeout) until no task is left in the subtree, killing again what is.
-func (t cgroupTree) waitEmpty(timeout time.Duration) error {
+func (t Tree) waitEmpty(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		ps, _ := t.pids()
+		ps, _ := t.Pids()
 		if len(ps) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cgroup %s: %d tasks survived SIGKILL for %s (stuck in the kernel, for example in D state on a GPU driver); run sealrun doctor", t.path, len(ps), timeout)
+			return fmt.Errorf("cgroup %s: %d tasks survived SIGKILL for %s (stuck in the kernel, for example in D state on a GPU driver); run sealrun doctor", t.Path, len(ps), timeout)
 		}
 		for _, p := range ps {
 			syscall.Kill(p, syscall.SIGKILL)
@@ -356,9 +358,9 @@ func (t cgroupTree) waitEmpty(timeout time.Duration) error {
 }
 
 // exists reports whether the cgroup is in any hierarchy.
-func (t cgroupTree) exists() bool {
-	for _, m := range cgroupMounts() {
-		if _, err := os.Stat(filepath.Join(m, t.path)); err == nil {
+func (t Tree) Exists() bool {
+	for _, m := range Mounts() {
+		if _, err := os.Stat(filepath.Join(m, t.Path)); err == nil {
 			return true
 		}
 	}
@@ -367,10 +369,10 @@ func (t cgroupTree) exists() bool {
 
 // Remove deletes the cgroup and everything below it from every hierarchy it exists in
 // (v1 controllers, named hierarchies, the unified one), deepest first. It must be empty.
-func (t cgroupTree) Remove() error {
+func (t Tree) Remove() error {
 	var first error
-	for _, mnt := range cgroupMounts() {
-		base := filepath.Join(mnt, t.path)
+	for _, mnt := range Mounts() {
+		base := filepath.Join(mnt, t.Path)
 		// Nothing below it is the common case (the runtime removed its leaf as the container
 		// exited): one rmdir, no walk.
 		if err := syscall.Rmdir(base); err == nil || errors.Is(err, syscall.ENOENT) {
@@ -400,10 +402,10 @@ func (t cgroupTree) Remove() error {
 	return first
 }
 
-// cgroupMounts lists the mount points of every cgroup and cgroup2 hierarchy.
-func cgroupMounts() []string {
+// Mounts lists the mount points of every cgroup and cgroup2 hierarchy.
+func Mounts() []string {
 	var out []string
-	for _, m := range mountTable() {
+	for _, m := range mountinfo.Table() {
 		if m.Type == "cgroup" || m.Type == "cgroup2" {
 			out = append(out, m.Point)
 		}
@@ -411,24 +413,24 @@ func cgroupMounts() []string {
 	return out
 }
 
-// removeRootIfEmpty removes a host's cgroup root from every hierarchy where no run is left
+// RemoveRootIfEmpty removes a host's cgroup root from every hierarchy where no run is left
 // under it.
-func removeRootIfEmpty(root string) {
-	for _, mnt := range cgroupMounts() {
+func RemoveRootIfEmpty(root string) {
+	for _, mnt := range Mounts() {
 		syscall.Rmdir(filepath.Join(mnt, root)) // fails harmlessly while other runs exist
 	}
 }
 
-// oomWatch knows whether the OOM killer acted in a container's cgroup on v1, where the memory
+// OOMWatch knows whether the OOM killer acted in a container's cgroup on v1, where the memory
 // cgroup keeps its OOM kills to itself and the runtime removes the container's cgroup the moment
 // its init exits: it listens on the cgroup's OOM eventfd, so an OOM kill just before the exit is
 // still known. (On v2 the wrapper cgroup's memory.events counts them, exactly.)
-type oomWatch struct {
+type OOMWatch struct {
 	mu  sync.Mutex
 	oom bool
 }
 
-func (w *oomWatch) seen() bool {
+func (w *OOMWatch) Seen() bool {
 	if w == nil {
 		return false
 	}
@@ -458,12 +460,12 @@ func oomEventFD(path string) (int, error) {
 
 // watchOOM follows the v1 memory cgroup t (the runtime's leaf) until it is removed; on v2 it
 // returns nil: nothing needs following.
-func (t cgroupTree) watchOOM() *oomWatch {
-	if t.unified() {
+func (t Tree) WatchOOM() *OOMWatch {
+	if Unified() {
 		return nil
 	}
-	w := &oomWatch{}
-	fd, err := oomEventFD(t.path)
+	w := &OOMWatch{}
+	fd, err := oomEventFD(t.Path)
 	if err != nil {
 		return w
 	}
@@ -477,8 +479,8 @@ func (t cgroupTree) watchOOM() *oomWatch {
 		// container is destroyed (Container.pidsCgroup), after gVisor removed the others.
 		if n, err := f.Read(buf[:]); err == nil && n == 8 {
 			count := uint64(buf[0]) | uint64(buf[1])<<8 | uint64(buf[2])<<16 | uint64(buf[3])<<24
-			_, statErr := os.Stat(filepath.Join("/sys/fs/cgroup/memory", t.path))
-			if count >= 2 || statErr == nil || readOOMKills(t.path) > 0 {
+			_, statErr := os.Stat(filepath.Join("/sys/fs/cgroup/memory", t.Path))
+			if count >= 2 || statErr == nil || readOOMKills(t.Path) > 0 {
 				w.mu.Lock()
 				w.oom = true
 				w.mu.Unlock()
