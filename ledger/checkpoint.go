@@ -73,20 +73,26 @@ const (
 	algECDSA   = 2
 )
 
-// keyHash is sumdb/note's key id: the first four bytes of SHA-256(name "\n" alg key).
-func keyHash(name string, pub any) (uint32, error) {
-	var key []byte
+// noteKey is a public key as a note key holds it: the algorithm byte and the key.
+func noteKey(pub any) ([]byte, error) {
 	switch k := pub.(type) {
 	case ed25519.PublicKey:
-		key = append([]byte{algEd25519}, k...)
+		return append([]byte{algEd25519}, k...), nil
 	case *ecdsa.PublicKey:
 		der, err := x509.MarshalPKIXPublicKey(k)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		key = append([]byte{algECDSA}, der...)
-	default:
-		return 0, fmt.Errorf("a %T key cannot sign ledger heads; use an ed25519 or ECDSA P-256 key", pub)
+		return append([]byte{algECDSA}, der...), nil
+	}
+	return nil, fmt.Errorf("a %T key cannot sign ledger heads; use an ed25519 or ECDSA P-256 key", pub)
+}
+
+// keyHash is sumdb/note's key id: the first four bytes of SHA-256(name "\n" alg key).
+func keyHash(name string, pub any) (uint32, error) {
+	key, err := noteKey(pub)
+	if err != nil {
+		return 0, err
 	}
 	h := sha256.Sum256(append([]byte(name+"\n"), key...))
 	return binary.BigEndian.Uint32(h[:4]), nil
@@ -179,4 +185,23 @@ func OpenCheckpoint(signed string, origin string, keys []signature.Verifier) (Ch
 		return Checkpoint{}, fmt.Errorf("checkpoint of %q: %v", body, err)
 	}
 	return ParseCheckpoint(n.Text)
+}
+
+// VerifierKey is the note verifier key of origin's checkpoints signed with pub
+// ("origin+id+base64(alg || key)"): what a witness is configured with to follow this log. An
+// Ed25519 key gives the standard form (0x01) every witness takes; an ECDSA P-256 key gives
+// sealrun's own (0x02 and the key's PKIX DER), which only sealrun's witness takes.
+func VerifierKey(origin string, pub any) (string, error) {
+	if err := checkOrigin(origin); err != nil {
+		return "", err
+	}
+	key, err := noteKey(pub)
+	if err != nil {
+		return "", err
+	}
+	h, err := keyHash(origin, pub)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s+%08x+%s", origin, h, base64.StdEncoding.EncodeToString(key)), nil
 }

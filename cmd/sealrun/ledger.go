@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 
 func newLedgerCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "ledger export|verify",
+		Use:   "ledger export|verify|vkey",
 		Short: "Publish and check a host's run ledger: every run it accepted and how each ended",
 		Long: `Every run sealrund accepts is appended to the host's run ledger when it is queued and again when it
 ends (graded, failed or invalid, with the SHA-256 of its signed attestation). The ledger is a
@@ -29,18 +30,19 @@ attestation carries its run's entry, the head it was included under and the incl
 
   export   write the ledger for publication (entries and the latest signed head)
   verify   check a published ledger with the host's key, and heads seen before against it
+  vkey     print the ledger's note verifier key, which witnesses are configured with
 
 sealrun leaderboard --ledger L accounts for every run of each row against the ledgers.
 ledger/FORMAT.md documents the file.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usage(errors.New("missing subcommand: export or verify"))
+				return usage(errors.New("missing subcommand: export, verify or vkey"))
 			}
-			return usage(fmt.Errorf("unknown subcommand %q: export or verify", args[0]))
+			return usage(fmt.Errorf("unknown subcommand %q: export, verify or vkey", args[0]))
 		},
 		RunE: func(*cobra.Command, []string) error { return nil },
 	}
-	cmd.AddCommand(newLedgerExportCmd(g), newLedgerVerifyCmd())
+	cmd.AddCommand(newLedgerExportCmd(g), newLedgerVerifyCmd(), newLedgerVkeyCmd())
 	return cmd
 }
 
@@ -216,4 +218,62 @@ func printLedgerReport(w io.Writer, path string, rep *ledgerReport, asJSON bool)
 		fmt.Fprintf(w, "  consistent with %s\n", h)
 	}
 	return nil
+}
+
+func newLedgerVkeyCmd() *cobra.Command {
+	var keys []string
+	cmd := &cobra.Command{
+		Use:   "vkey LEDGER --key PUB.pem",
+		Short: "Print a ledger's note verifier key: what a witness follows it by",
+		Long: `Vkey checks a published ledger (sealrun ledger export) with the host's public key and prints the
+note verifier key of its heads ("origin+id+base64 key"): the line a witness operator gives sealrun
+witness serve --log (or litewitness, or any C2SP witness) to follow this host.
+
+Standard witnesses verify Ed25519 log keys only. A host whose attestation key is ECDSA P-256 gets a
+key only sealrun's witness follows (algorithm 0x02), and a warning: to be witnessed by others, make
+its key with sealrun keys generate --algo ed25519.
+
+Exit status: 0 printed, 1 the ledger does not check, 2 usage or I/O error.`,
+		Example: `  sealrun ledger vkey ledger-node07.jsonl --key sealrun.pub`,
+		Args:    exactArgs(1, "one ledger file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(keys) == 0 {
+				return usage(errors.New("give the host's public key with --key (a PEM file or a directory of *.pub files)"))
+			}
+			ks, err := leaderboard.LoadKeys(keys)
+			if err != nil {
+				return ioError(err)
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return ioError(err)
+			}
+			defer f.Close()
+			for _, k := range ks {
+				if _, err := f.Seek(0, io.SeekStart); err != nil {
+					return ioError(err)
+				}
+				l, err := ledger.Read(io.LimitReader(f, leaderboard.MaxLedgerBytes), args[0], []signature.Verifier{k.Verifier})
+				if err != nil {
+					continue
+				}
+				pub, err := k.Verifier.PublicKey()
+				if err != nil {
+					return ioError(err)
+				}
+				vkey, err := ledger.VerifierKey(l.Origin, pub)
+				if err != nil {
+					return invalid(err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), vkey)
+				if _, ok := pub.(ed25519.PublicKey); !ok {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s's key is not Ed25519: only sealrun's witness follows it; standard C2SP witnesses (litewitness, ...) take Ed25519 log keys only (sealrun keys generate --algo ed25519)\n", l.Origin)
+				}
+				return nil
+			}
+			return invalid(fmt.Errorf("%s: no --key verifies this ledger's heads (sealrun ledger verify says why)", args[0]))
+		},
+	}
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "the host's public key (PEM), or a directory of *.pub/*.pem")
+	return cmd
 }

@@ -42,7 +42,7 @@ func TestLedgerCommands(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{"bare", []string{"ledger"}, 2, "", "missing subcommand: export or verify"},
+		{"bare", []string{"ledger"}, 2, "", "missing subcommand: export, verify or vkey"},
 		{"export without --out", []string{"--state-dir", state, "ledger", "export"}, 2, "", "--out"},
 		{"export, no ledger", []string{"--state-dir", dir, "ledger", "export", "--out", out}, 2, "", "no run ledger at " + filepath.Join(dir, "ledger.jsonl")},
 		{"export", []string{"--state-dir", state, "ledger", "export", "--out", out}, 0, "3 entries of sealrun.ledger/test-host", ""},
@@ -51,6 +51,10 @@ func TestLedgerCommands(t *testing.T) {
 		{"verify garbage", []string{"ledger", "verify", garbage, "--key", pub}, 1, "NOT VALID", ""},
 		{"verify with another key", []string{"ledger", "verify", out, "--key", "../../attest/testdata/ecdsa.pub"}, 1, "not signed by a trusted key", ""},
 		{"head not a checkpoint", []string{"ledger", "verify", out, "--key", pub, "--head", garbage}, 1, "--head", ""},
+		{"vkey", []string{"ledger", "vkey", out, "--key", pub}, 0, "sealrun.ledger/test-host+", ""},
+		{"vkey without key", []string{"ledger", "vkey", out}, 2, "", "--key"},
+		{"vkey with another key", []string{"ledger", "vkey", out, "--key", "../../attest/testdata/ecdsa.pub"}, 1, "", "no --key verifies this ledger's heads"},
+		{"vkey garbage", []string{"ledger", "vkey", garbage, "--key", pub}, 1, "", "no --key verifies"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := sealrun(t, c.args...)
