@@ -34,6 +34,8 @@ test_packages=(
   buildah         # builds a scaffold image from a Containerfile, as operators do (SCAFFOLD.md)
   skopeo          # the baseline make bench pulls an image with, against images pull
   stress-ng       # the load beside container starts in the start-under-load test and make soak
+  openssh-client  # ssh-agent, ssh-keygen: litewitness (torchwood's witness, the interop test's) keeps its key there
+  sqlite3         #   and its state in SQLite: the test adds sealrun's log to it as witnessctl would
 )
 case "${1:-all}" in
   demo) packages=("${demo_packages[@]}") ;;
