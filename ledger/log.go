@@ -28,7 +28,8 @@ type Log struct {
 	ended   map[string]uint64
 	head    string // the latest signed checkpoint
 	headCP  Checkpoint
-	failure error // an append that failed: the log takes nothing more
+	failure error         // an append that failed: the log takes nothing more
+	changed chan struct{} // a new head was signed (capacity 1: never blocks an append)
 }
 
 // Open opens (creating) the ledger at path, signing heads with s under origin (an existing
@@ -38,7 +39,7 @@ func Open(path, origin string, s signature.Signer) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
-	l := &Log{f: f, path: path, origin: origin, signer: s, tree: NewTree(), queued: map[string]uint64{}, ended: map[string]uint64{}}
+	l := &Log{f: f, path: path, origin: origin, signer: s, tree: NewTree(), queued: map[string]uint64{}, ended: map[string]uint64{}, changed: make(chan struct{}, 1)}
 	var lastCP string
 	good, torn, err := scanLines(f, func(n int, ln line) error {
 		if len(ln.Entry) > 0 {
@@ -124,7 +125,40 @@ func (l *Log) writeHead() error {
 		return err
 	}
 	l.head, l.headCP = s, c
+	l.signal()
 	return nil
+}
+
+// signal tells a follower (Changed) that a new head is signed.
+func (l *Log) signal() {
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Changed receives after each new head (coalesced: one receive may stand for several heads).
+func (l *Log) Changed() <-chan struct{} { return l.changed }
+
+// Head is the latest signed head, and what it says.
+func (l *Log) Head() (string, Checkpoint) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head, l.headCP
+}
+
+// ConsistencyProof proves that the log at size1 is a prefix of the log at size2 (at most its
+// size).
+func (l *Log) ConsistencyProof(size1, size2 uint64) ([][]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if size1 > size2 || size2 > l.tree.Size() {
+		return nil, fmt.Errorf("no consistency proof from size %d to %d of a log of %d entries", size1, size2, l.tree.Size())
+	}
+	if size1 == 0 || size1 == size2 {
+		return nil, nil
+	}
+	return l.tree.ConsistencyProof(size1, size2)
 }
 
 func (l *Log) write(b []byte) error {
@@ -170,6 +204,7 @@ func (l *Log) Append(e *Entry) (uint64, error) {
 		return 0, err
 	}
 	l.head, l.headCP = s, c
+	l.signal()
 	return i, nil
 }
 

@@ -187,7 +187,22 @@ func Same(a, b *Ledger) error {
 // line cut by a crash) to w for publication: every entry under the last head, then that head.
 // Each head's root is checked against the entries before it; signatures are the reader's to
 // check (Read). It returns the head written.
-func Export(r io.Reader, w io.Writer) (Checkpoint, error) {
+func Export(r io.Reader, w io.Writer) (Checkpoint, error) { return ExportWitnessed(r, w, "") }
+
+// ExportWitnessed is Export with a witnessed head (a signed checkpoint of this ledger carrying
+// witnesses' cosignatures, "" for none) in its place: right after the entries it covers, or as
+// the last line where it covers them all. Its root is checked like every head's.
+func ExportWitnessed(r io.Reader, w io.Writer, witnessed string) (Checkpoint, error) {
+	var wc Checkpoint
+	if witnessed != "" {
+		body, _, _ := strings.Cut(witnessed, "\n\n")
+		c, err := ParseCheckpoint(body + "\n")
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("witnessed head: %w", err)
+		}
+		wc = c
+	}
+	placed := witnessed == ""
 	tree := NewTree()
 	var leaves [][]byte
 	var last string
@@ -215,7 +230,13 @@ func Export(r io.Reader, w io.Writer) (Checkpoint, error) {
 		if c.Size < written {
 			return fmt.Errorf("checkpoint of size %d after one of size %d: heads never go back", c.Size, written)
 		}
-		for _, leaf := range leaves[:c.Size-written] {
+		for i, leaf := range leaves[:c.Size-written] {
+			if !placed && wc.Size == written+uint64(i) {
+				if err := placeWitnessed(bw, wc, witnessed, tree, c.Origin); err != nil {
+					return err
+				}
+				placed = true
+			}
 			if _, err := bw.Write(entryLine(leaf)); err != nil {
 				return err
 			}
@@ -230,8 +251,29 @@ func Export(r io.Reader, w io.Writer) (Checkpoint, error) {
 	if last == "" {
 		return Checkpoint{}, errNoHead
 	}
+	if !placed {
+		if wc.Size != lastCP.Size {
+			return Checkpoint{}, fmt.Errorf("witnessed head of size %d is beyond the ledger's last head (%d entries)", wc.Size, lastCP.Size)
+		}
+		if err := placeWitnessed(io.Discard, wc, witnessed, tree, lastCP.Origin); err != nil {
+			return Checkpoint{}, err
+		}
+		last = witnessed // the same head, with its cosignatures
+	}
 	if _, err := bw.Write(checkpointLine(last)); err != nil {
 		return Checkpoint{}, err
 	}
 	return lastCP, bw.Flush()
+}
+
+// placeWitnessed checks a witnessed head against the entries and writes its line.
+func placeWitnessed(w io.Writer, c Checkpoint, signed string, tree *Tree, origin string) error {
+	if c.Origin != origin {
+		return fmt.Errorf("witnessed head of log %q in the ledger of %q", c.Origin, origin)
+	}
+	if root, err := tree.Root(c.Size); err != nil || root != c.Root {
+		return fmt.Errorf("witnessed head of size %d does not match the ledger's entries: the witnesses saw another tree", c.Size)
+	}
+	_, err := w.Write(checkpointLine(signed))
+	return err
 }
