@@ -13,9 +13,9 @@ import (
 	"unicode"
 
 	"github.com/BurntSushi/toml"
-
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -50,6 +50,8 @@ type Config struct {
 	Metrics   MetricsConfig                        `toml:"metrics"`
 	Ledger    LedgerConfig                         `toml:"ledger"`
 	Prices    PricesConfig                         `toml:"prices"`
+	// Witnesses are the outside parties the ledger's heads are shown to ([[witnesses]]).
+	Witnesses []WitnessConfig `toml:"witnesses"`
 
 	// File is the file the configuration was read from (its errors name it).
 	File string `toml:"-"`
@@ -89,6 +91,37 @@ type LedgerConfig struct {
 	// Origin is the ledger's name in its signed heads; "" for sealrun.ledger/<hostname>. It is
 	// fixed when the ledger is made: a later change does not rename it.
 	Origin string `toml:"origin"`
+	// WitnessQuorum is how many of [[witnesses]] must cosign a head before sealrun ledger export
+	// --witnessed takes it (default: all of them).
+	WitnessQuorum int `toml:"witness_quorum"`
+}
+
+// WitnessConfig is one witness (C2SP tlog-witness) the ledger's heads are sent to.
+type WitnessConfig struct {
+	Name string `toml:"name"` // what logs and sealrun doctor call it
+	URL  string `toml:"url"`  // its submission prefix (http or https); POST <url>/add-checkpoint
+	Key  string `toml:"key"`  // its public key, "name+id+base64" (sealrun witness key prints one)
+}
+
+// WitnessTargets are the configured witnesses, their keys parsed (Validate has checked them).
+func (c *Config) WitnessTargets() []witness.Target {
+	var out []witness.Target
+	for _, w := range c.Witnesses {
+		v, err := witness.NewVerifier(w.Key)
+		if err != nil {
+			continue
+		}
+		out = append(out, witness.Target{Name: w.Name, URL: strings.TrimSuffix(w.URL, "/"), Verifier: v})
+	}
+	return out
+}
+
+// Quorum is how many witnesses must cosign a head: witness_quorum, or all of them.
+func (c *Config) Quorum() int {
+	if c.Ledger.WitnessQuorum > 0 {
+		return c.Ledger.WitnessQuorum
+	}
+	return len(c.Witnesses)
 }
 
 type MetricsConfig struct {
@@ -270,6 +303,32 @@ func (c *Config) Validate() error {
 	}
 	if o := c.Ledger.Origin; o != "" && (len(o) > 200 || strings.ContainsAny(o, " +\t\r\n") || strings.ContainsFunc(o, unicode.IsControl)) {
 		bad("ledger.origin", "%q is not a log name (1 to 200 printable characters, no spaces, no '+'); for example sealrun.ledger/gpu-node-07", o)
+	}
+	wnames, wkeys := map[string]bool{}, map[string]bool{}
+	for i, w := range c.Witnesses {
+		key := fmt.Sprintf("witnesses[%d]", i)
+		if w.Name == "" || strings.ContainsAny(w.Name, " \t\n") {
+			bad(key+".name", "%q: give the witness a name without spaces (logs and sealrun doctor use it)", w.Name)
+		} else if wnames[w.Name] {
+			bad(key+".name", "%q is listed twice", w.Name)
+		}
+		wnames[w.Name] = true
+		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			bad(key+".url", "%q is not an http(s) URL of a witness's submission prefix (sealrun posts to <url>/add-checkpoint), like https://witness.example.org", w.URL)
+		}
+		if v, err := witness.NewVerifier(w.Key); err != nil {
+			bad(key+".key", "%v", err)
+		} else if wkeys[v.Name()] {
+			bad(key+".key", "the key %s is listed twice: each witness counts once toward the quorum", v.Name())
+		} else {
+			wkeys[v.Name()] = true
+		}
+	}
+	switch q := c.Ledger.WitnessQuorum; {
+	case q < 0:
+		bad("ledger.witness_quorum", "%d; give 1 to the number of [[witnesses]] (%d), or leave it out for all of them", q, len(c.Witnesses))
+	case q > len(c.Witnesses):
+		bad("ledger.witness_quorum", "%d, but only %d [[witnesses]] are listed: a head could never be witnessed; list more witnesses or lower it", q, len(c.Witnesses))
 	}
 	if len(out) == 0 {
 		return nil

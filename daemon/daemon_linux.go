@@ -20,16 +20,16 @@ import (
 	"time"
 	"unicode"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // submitted is the journal payload of a new run.
@@ -69,6 +69,10 @@ type Daemon struct {
 	// ledger: from then on the daemon takes no run (ErrBroken) until restarted.
 	ledger *ledger.Log
 	broken error
+	// witnesses shows the ledger's heads to [[witnesses]] (nil: none configured); cosigs keeps
+	// what they cosigned.
+	witnesses *witness.Follower
+	cosigs    *witness.Cosignatures
 }
 
 // ErrBroken: the daemon could not write its journal or ledger and takes no new runs.
@@ -164,6 +168,13 @@ func New(ctx context.Context, cfg *api.Config, x *Executor, log *slog.Logger) (*
 		if err := d.reconcileLedger(); err != nil {
 			d.Close()
 			return nil, err
+		}
+		if len(cfg.Witnesses) > 0 {
+			if d.cosigs, err = witness.OpenCosignatures(filepath.Join(cfg.StateDir, witness.CosignaturesFile)); err != nil {
+				d.Close()
+				return nil, err
+			}
+			d.witnesses = witness.NewFollower(d.ledger, cfg.WitnessTargets(), d.cosigs, log.With("part", "witnesses"))
 		}
 	}
 	if x.KillAfter != "" { // a test failpoint: see Journal.KillAfter
@@ -621,6 +632,11 @@ func (d *Daemon) nextQueued() *api.Record {
 // Serve runs the queue until ctx ends: queued runs start in order while the concurrency and
 // the GPUs allow. At the end, running runs are cancelled (they end invalid) and waited for.
 func (d *Daemon) Serve(ctx context.Context) {
+	if d.witnesses != nil {
+		// Heads go to the witnesses beside the runs: nothing here waits for them.
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.witnesses.Run(ctx) }()
+	}
 	gpusFree := append([]string(nil), d.cfg.Resources.GPUs...)
 	cpusFree := d.hostCPUSet()
 	d.mu.Lock()
@@ -754,6 +770,9 @@ func (d *Daemon) invalidate(ctx context.Context, spec RunSpec, reason string, st
 func (d *Daemon) Close() error {
 	if d.ledger != nil {
 		d.ledger.Close()
+	}
+	if d.cosigs != nil {
+		d.cosigs.Close()
 	}
 	return d.j.Close()
 }

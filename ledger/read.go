@@ -16,7 +16,8 @@ type Ledger struct {
 	Name    string // where it was read from, for messages
 	Origin  string
 	Head    Checkpoint
-	Signed  string // the signed head
+	Signed  string   // the signed head
+	Heads   []string // every signed head in the file, in order (the last is Signed)
 	Entries []*Entry
 	Tree    *Tree
 	Queued  map[string]int // run -> index of its queued entry
@@ -74,6 +75,7 @@ func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) 
 			return fmt.Errorf("checkpoint of size %d signs a root the entries before it do not hash to: an entry was edited", c.Size)
 		}
 		last = ln.Checkpoint
+		l.Heads = append(l.Heads, ln.Checkpoint)
 		return nil
 	})
 	if err != nil {

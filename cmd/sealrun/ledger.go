@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
@@ -16,6 +19,7 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/ledger/witness"
 )
 
 func newLedgerCmd(g *globals) *cobra.Command {
@@ -48,19 +52,33 @@ ledger/FORMAT.md documents the file.`,
 
 func newLedgerExportCmd(g *globals) *cobra.Command {
 	var out string
+	var witnessed int
+	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "export --out FILE",
+		Use:   "export --out FILE [--witnessed N [--wait D]]",
 		Short: "Write this host's run ledger for publication",
 		Long: `Export reads the ledger sealrund keeps in its state directory (--state-dir, ledger.jsonl), checks
 that every signed head agrees with the entries before it, and writes every entry under the latest
 head and that head to --out, atomically. Publish it beside the attestations.
 
-Exit status: 0 written, 1 the ledger does not check, 2 usage or I/O error.`,
-		Example: `  sealrun ledger export --out /shared/results/ledger-$(hostname).jsonl`,
-		Args:    exactArgs(0, "no arguments (the ledger is the state directory's)"),
+With --witnessed N it also writes the largest head that N witnesses cosigned (sealrund sends every
+head to its [[witnesses]] and keeps their cosignatures in ledger-cosignatures.jsonl), in its place
+among the entries, with their cosignature lines: what a reader's sealrun ledger verify --witness
+checks. It waits up to --wait for a head over every entry to have them, saying every few seconds
+which witnesses have cosigned what, then takes the largest witnessed head there is; none at all
+is an error naming each witness's last cosigned size.
+
+Exit status: 0 written, 1 the ledger does not check or no head has N cosignatures, 2 usage or
+I/O error.`,
+		Example: `  sealrun ledger export --out /shared/results/ledger-$(hostname).jsonl
+  sealrun ledger export --out ledger.jsonl --witnessed 2 --wait 2m`,
+		Args: exactArgs(0, "no arguments (the ledger is the state directory's)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usage(errors.New("give the file to write with --out"))
+			}
+			if witnessed < 0 || wait < 0 {
+				return usage(errors.New("--witnessed and --wait take a count and a duration of 0 or more"))
 			}
 			src := filepath.Join(g.stateDir, "ledger.jsonl")
 			f, err := os.Open(src)
@@ -71,10 +89,19 @@ Exit status: 0 written, 1 the ledger does not check, 2 usage or I/O error.`,
 				return ioError(err)
 			}
 			defer f.Close()
+			signed := ""
+			if witnessed > 0 {
+				if signed, err = waitWitnessed(cmd, f, filepath.Join(g.stateDir, witness.CosignaturesFile), witnessed, wait); err != nil {
+					return err
+				}
+				if _, err := f.Seek(0, io.SeekStart); err != nil {
+					return ioError(err)
+				}
+			}
 			var c ledger.Checkpoint
 			err = fileio.WriteAtomic(out, 0o644, func(w io.Writer) error {
 				var err error
-				c, err = ledger.Export(f, w)
+				c, err = ledger.ExportWitnessed(f, w, signed)
 				return err
 			})
 			if err != nil {
@@ -85,7 +112,51 @@ Exit status: 0 written, 1 the ledger does not check, 2 usage or I/O error.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "file to write (atomically)")
+	cmd.Flags().IntVar(&witnessed, "witnessed", 0, "also write the largest head this many witnesses cosigned")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for the witnesses to cosign the latest head")
 	return cmd
+}
+
+// waitWitnessed waits (up to wait) until a head over every entry of the ledger f has n
+// cosignatures in the cosignatures file, and returns the largest head with n there is then.
+func waitWitnessed(cmd *cobra.Command, f *os.File, path string, n int, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
+	lastSaid := time.Time{}
+	for {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return "", ioError(err)
+		}
+		head, err := ledger.Export(f, io.Discard)
+		if err != nil {
+			return "", &exitError{code: exitInvalid, err: fmt.Errorf("ledger %s: %w", f.Name(), err)}
+		}
+		cs, err := witness.ReadCosignatures(path)
+		if err != nil {
+			return "", ioError(err)
+		}
+		seen := cs.Witnesses()
+		names := slices.Sorted(maps.Keys(seen))
+		signed, size, by, ok := cs.Best(names, n)
+		if ok && size == head.Size || time.Now().After(deadline) {
+			var state []string
+			for _, w := range names {
+				state = append(state, fmt.Sprintf("%s at %d", w, seen[w]))
+			}
+			if !ok {
+				if len(state) == 0 {
+					state = []string{"no witness has cosigned any head (is [[witnesses]] set in sealrun.toml, and sealrund running?)"}
+				}
+				return "", invalid(fmt.Errorf("no head of %d entries or fewer has %d cosignatures: %s", head.Size, n, strings.Join(state, "; ")))
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "witnessed head: %d of %d entries, cosigned by %s (each witness's latest: %s)\n", size, head.Size, strings.Join(by, ", "), strings.Join(state, "; "))
+			return signed, nil
+		}
+		if time.Since(lastSaid) >= 5*time.Second {
+			fmt.Fprintf(cmd.ErrOrStderr(), "waiting for %d witnesses to cosign the head of %d entries (%d witnessed so far; %s left)\n", n, head.Size, size, time.Until(deadline).Round(time.Second))
+			lastSaid = time.Now()
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 type ledgerReport struct {
@@ -99,11 +170,21 @@ type ledgerReport struct {
 	Open   []string       `json:"not_ended"`
 	Reruns int            `json:"reruns"`
 	Heads  []string       `json:"heads_checked"`
+	// Witnessed: the largest head the quorum of --witness keys cosigned (with --witnesses).
+	Witnessed *witnessedReport `json:"witnessed,omitempty"`
+}
+
+type witnessedReport struct {
+	Size         uint64   `json:"size"`
+	By           []string `json:"by"`
+	NotBy        []string `json:"not_by"`
+	EntriesAfter uint64   `json:"entries_after"`
 }
 
 func newLedgerVerifyCmd() *cobra.Command {
 	var keys, heads []string
 	var asJSON bool
+	var wf witnessFlags
 	cmd := &cobra.Command{
 		Use:   "verify LEDGER --key PUB.pem [--head FILE ...] [--json]",
 		Short: "Check a published run ledger: signatures, the Merkle tree, heads seen before",
@@ -113,15 +194,26 @@ last head, over all entries, signed by a trusted key. Each --head (a signed chec
 earlier, from an attestation's ledger.checkpoint or an earlier export's last line) must be
 consistent with it: a ledger that was truncated, forked or had an entry edited since fails.
 
+With --witness (each a witness's public key, repeatable) and --witnesses N, a head of the ledger
+must also carry N valid cosignatures of those witnesses (sealrun ledger export --witnessed puts
+it there): the ledger is then the one the witnesses were shown, not one kept for readers beside
+another. It names the witnesses that cosigned and those that did not, and how many entries came
+after the witnessed head.
+
 Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.`,
 		Example: `  sealrun ledger verify ledger-node07.jsonl --key sealrun.pub
-  sealrun ledger verify ledger-node07.jsonl --key sealrun.pub --head yesterday.checkpoint`,
+  sealrun ledger verify ledger-node07.jsonl --key sealrun.pub --head yesterday.checkpoint
+  sealrun ledger verify ledger-node07.jsonl --key sealrun.pub --witness "$W1" --witness "$W2" --witnesses 2`,
 		Args: exactArgs(1, "one ledger file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(keys) == 0 {
 				return usage(errors.New("give the host's public key with --key (a PEM file or a directory of *.pub files)"))
 			}
-			rep, err := verifyLedger(args[0], keys, heads)
+			ws, err := wf.verifiers()
+			if err != nil {
+				return err
+			}
+			rep, err := verifyLedger(args[0], keys, heads, ws, wf.quorum)
 			if err != nil {
 				return err
 			}
@@ -137,12 +229,49 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "the host's public key (PEM), or a directory of *.pub/*.pem")
 	cmd.Flags().StringArrayVar(&heads, "head", nil, "a signed head seen before, to check the ledger against (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	wf.add(cmd)
 	return cmd
+}
+
+// witnessFlags are --witness and --witnesses, as every verb that checks a ledger takes them.
+type witnessFlags struct {
+	keys   []string
+	quorum int
+}
+
+func (f *witnessFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.keys, "witness", nil, "a witness's public key (name+id+base64; repeatable)")
+	cmd.Flags().IntVar(&f.quorum, "witnesses", 0, "how many of the --witness keys must have cosigned a head of each ledger (default: all given)")
+}
+
+// verifiers parses the keys (nil when none is given).
+func (f *witnessFlags) verifiers() ([]*witness.Verifier, error) {
+	if len(f.keys) == 0 {
+		if f.quorum != 0 {
+			return nil, usage(errors.New("--witnesses needs the witnesses' public keys: give each with --witness"))
+		}
+		return nil, nil
+	}
+	var out []*witness.Verifier
+	for _, k := range f.keys {
+		v, err := witness.NewVerifier(k)
+		if err != nil {
+			return nil, usage(fmt.Errorf("--witness: %w", err))
+		}
+		out = append(out, v)
+	}
+	if f.quorum == 0 {
+		f.quorum = len(out)
+	}
+	if f.quorum < 1 || f.quorum > len(out) {
+		return nil, usage(fmt.Errorf("--witnesses %d with %d --witness keys: give 1 to %d", f.quorum, len(out), len(out)))
+	}
+	return out, nil
 }
 
 // verifyLedger checks the ledger file path with the keys and against each head file. A ledger
 // that is not valid is a report saying why; an error is one that prevented a verdict.
-func verifyLedger(path string, keys, heads []string) (*ledgerReport, error) {
+func verifyLedger(path string, keys, heads []string, ws []*witness.Verifier, quorum int) (*ledgerReport, error) {
 	ks, err := leaderboard.LoadKeys(keys)
 	if err != nil {
 		return nil, ioError(err)
@@ -178,6 +307,13 @@ func verifyLedger(path string, keys, heads []string) (*ledgerReport, error) {
 			return notValid(err)
 		}
 		rep.Heads = append(rep.Heads, fmt.Sprintf("%s (size %d)", h, c.Size))
+	}
+	if len(ws) > 0 {
+		w, err := witness.CheckLedger(l, vs, ws, quorum)
+		if err != nil {
+			return notValid(err)
+		}
+		rep.Witnessed = &witnessedReport{Size: w.Head.Size, By: w.By, NotBy: w.NotBy, EntriesAfter: w.After}
 	}
 	rep.Valid, rep.Origin, rep.Size, rep.Root = true, l.Origin, l.Head.Size, hex.EncodeToString(l.Head.Root[:])
 	for _, e := range l.Entries {
@@ -216,6 +352,13 @@ func printLedgerReport(w io.Writer, path string, rep *ledgerReport, asJSON bool)
 	fmt.Fprintf(w, "  runs       %d queued (%d reruns); ended: %s; not ended: %d\n", rep.Runs, rep.Reruns, strings.Join(ended, ", "), len(rep.Open))
 	for _, h := range rep.Heads {
 		fmt.Fprintf(w, "  consistent with %s\n", h)
+	}
+	if wr := rep.Witnessed; wr != nil {
+		fmt.Fprintf(w, "  witnessed  head of %d entries cosigned by %s", wr.Size, strings.Join(wr.By, ", "))
+		if len(wr.NotBy) > 0 {
+			fmt.Fprintf(w, "; not by %s", strings.Join(wr.NotBy, ", "))
+		}
+		fmt.Fprintf(w, "; %d entries after it not yet witnessed\n", wr.EntriesAfter)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // The witness verbs as an operator meets them: keygen (never over an existing key), key, serve's
@@ -182,4 +184,167 @@ func TestWitnessSurvivesKill9(t *testing.T) {
 		t.Fatal("no head was ever cosigned")
 	}
 	t.Logf("8 kill -9 rounds: the witness holds %d (acknowledged %d) of %d entries", held, acked, tree.Size())
+}
+
+// hostLedger is a host's ledger in its own state directory, signed with the test key, with a
+// follower sending its heads to the witnesses at urls.
+type hostLedger struct {
+	state string
+	log   *ledger.Log
+	n     int
+}
+
+func newHostLedger(t *testing.T, origin string) *hostLedger {
+	t.Helper()
+	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	l, err := ledger.Open(filepath.Join(state, "ledger.jsonl"), origin, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return &hostLedger{state: state, log: l}
+}
+
+func (h *hostLedger) add(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		if _, err := h.log.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: fmt.Sprintf("r-%d", h.n), Time: time.Now(), Track: strings.Repeat("ab", 32), Scaffold: "s 1", Agent: "none/none", Seed: int64(h.n)}); err != nil {
+			t.Fatal(err)
+		}
+		h.n++
+	}
+}
+
+// follow runs a follower of the host's ledger to the targets until the test ends, and returns
+// it.
+func (h *hostLedger) follow(t *testing.T, targets ...witness.Target) *witness.Follower {
+	t.Helper()
+	cs, err := witness.OpenCosignatures(filepath.Join(h.state, witness.CosignaturesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := witness.NewFollower(h.log, targets, cs, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; cs.Close() })
+	return f
+}
+
+// inProcessWitness serves sealrun's witness for origin's ledger (the test key) on loopback.
+func inProcessWitness(t *testing.T, name, origin string) (witness.Target, string) {
+	t.Helper()
+	skey, vkey, err := witness.GenerateKey(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := witness.NewCosigner(skey)
+	v, _ := witness.NewVerifier(vkey)
+	st, err := witness.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, pk, err := attest.LoadVerifier("../../attest/testdata/ed25519.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logKey, _ := ledger.VerifierKey(origin, pk)
+	lv, err := witness.LogVerifier(logKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := witness.NewServer(witness.Config{Signer: c, Logs: []witness.Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return witness.Target{Name: name, URL: ts.URL, Verifier: v}, vkey
+}
+
+func waitCosigned(t *testing.T, f *witness.Follower, name string, size uint64) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		for _, s := range f.Status() {
+			if s.Name == name && s.Held >= size {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never cosigned size %d: %+v", name, size, f.Status())
+}
+
+// The reader's side of witnessing: a host's ledger exported with its witnessed head verifies
+// with the witness's key; asking for a witness that did not cosign fails naming it; and the
+// split view VERIFY.md names — one key, two ledgers under one origin (a second machine), the
+// hidden one shown to the witness first — leaves the published ledger without a cosignature of
+// that witness: the reader's check with it fails.
+func TestWitnessedLedger(t *testing.T) {
+	pub := "../../attest/testdata/ed25519.pub"
+	origin := "sealrun.ledger/witnessed-host"
+	w1, vkey1 := inProcessWitness(t, "witness.test/w1", origin)
+	_, vkey2 := inProcessWitness(t, "witness.test/w2", origin)
+	host := newHostLedger(t, origin)
+	f := host.follow(t, w1)
+	host.add(t, 5)
+	waitCosigned(t, f, w1.Name, 5)
+	out := filepath.Join(t.TempDir(), "ledger.jsonl")
+	r := sealrun(t, "--state-dir", host.state, "ledger", "export", "--out", out, "--witnessed", "1", "--wait", "5s")
+	if r.code != 0 || !strings.Contains(r.stderr, "witnessed head: 5 of 5 entries, cosigned by witness.test/w1") {
+		t.Fatalf("export --witnessed: %+v", r)
+	}
+	for _, c := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"one witness", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1}, 0, "witnessed  head of 5 entries cosigned by witness.test/w1; 0 entries after it", ""},
+		{"two, one never shown", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1, "--witness", vkey2}, 1, "witness.test/w2 cosigned nothing here", ""},
+		{"one of two", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1, "--witness", vkey2, "--witnesses", "1"}, 0, "cosigned by witness.test/w1; not by witness.test/w2", ""},
+		{"more than given", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1, "--witnesses", "2"}, 2, "", "--witnesses 2 with 1 --witness keys"},
+		{"quorum without keys", []string{"ledger", "verify", out, "--key", pub, "--witnesses", "1"}, 2, "", "give each with --witness"},
+		{"a log key as a witness", []string{"ledger", "verify", out, "--key", pub, "--witness", "sealrun.ledger/x+01234567+AQ=="}, 2, "", "--witness: witness key"},
+		{"export needing two", []string{"--state-dir", host.state, "ledger", "export", "--out", out + ".2", "--witnessed", "2"}, 1, "", "no head of 5 entries or fewer has 2 cosignatures: witness.test/w1 at 5"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := sealrun(t, c.args...)
+			if r.code != c.code || !strings.Contains(r.stdout, c.stdout) || !strings.Contains(r.stderr, c.stderr) {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant %d, %q, %q", r.code, r.stdout, r.stderr, c.code, c.stdout, c.stderr)
+			}
+		})
+	}
+	// The split view. A second machine with the same key and origin shows its ledger to a third
+	// witness first; the published host's heads are then refused by it.
+	w3, vkey3 := inProcessWitness(t, "witness.test/w3", origin)
+	hidden := newHostLedger(t, origin)
+	hf := hidden.follow(t, w3)
+	hidden.add(t, 3)
+	waitCosigned(t, hf, w3.Name, 3)
+	pf := host.follow(t, w3)
+	host.add(t, 2)
+	time.Sleep(500 * time.Millisecond)
+	var st witness.TargetStatus
+	for _, s := range pf.Status() {
+		st = s
+	}
+	if st.Held >= 7 && st.LastError == "" {
+		t.Fatalf("the witness that saw the hidden ledger cosigned the published one: %+v", st)
+	}
+	t.Logf("the published host's follower says of %s: %s", st.Name, st.LastError)
+	out2 := filepath.Join(t.TempDir(), "ledger.jsonl")
+	if r := sealrun(t, "--state-dir", host.state, "ledger", "export", "--out", out2); r.code != 0 {
+		t.Fatal(r)
+	}
+	r = sealrun(t, "ledger", "verify", out2, "--key", pub, "--witness", vkey3)
+	if r.code != 1 || !strings.Contains(r.stdout, "witness.test/w3 cosigned nothing here") {
+		t.Fatalf("a reader checking the published ledger with the witness that saw the hidden one: %+v", r)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -60,8 +61,14 @@ type cosignedHead struct {
 	lines  map[string]string // witness key name -> its line
 }
 
-// OpenCosignatures opens (creating) the cosignatures file at path.
-func OpenCosignatures(path string) (*Cosignatures, error) {
+// OpenCosignatures opens (creating) the cosignatures file at path, for sealrund.
+func OpenCosignatures(path string) (*Cosignatures, error) { return loadCosignatures(path, true) }
+
+// ReadCosignatures reads the cosignatures file at path as it is (for an export while sealrund
+// writes it): a cut last line is skipped, not removed, and Add fails. A missing file is empty.
+func ReadCosignatures(path string) (*Cosignatures, error) { return loadCosignatures(path, false) }
+
+func loadCosignatures(path string, write bool) (*Cosignatures, error) {
 	c := &Cosignatures{path: path, bySize: map[uint64]*cosignedHead{}, latest: map[string]uint64{}}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -85,6 +92,9 @@ func OpenCosignatures(path string) (*Cosignatures, error) {
 			return nil, fmt.Errorf("cosignatures %s, line %d: %v", path, n, err)
 		}
 		good += len(line) + 1
+	}
+	if !write {
+		return c, nil
 	}
 	if good != len(data) {
 		if err := os.Truncate(path, int64(good)); err != nil {
@@ -130,6 +140,9 @@ func (c *Cosignatures) Add(witness, signed, line string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.f == nil {
+		return fmt.Errorf("cosignatures %s: read only", c.path)
+	}
 	if err := c.add(r); err != nil {
 		return err
 	}
@@ -174,8 +187,21 @@ func (c *Cosignatures) Best(witnesses []string, quorum int) (signed string, size
 	return "", 0, nil, false
 }
 
+// Witnesses lists the witnesses (key names) that cosigned anything, with the largest size each
+// cosigned.
+func (c *Cosignatures) Witnesses() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.latest)
+}
+
 // Close closes the file.
-func (c *Cosignatures) Close() error { return c.f.Close() }
+func (c *Cosignatures) Close() error {
+	if c.f == nil {
+		return nil
+	}
+	return c.f.Close()
+}
 
 // TargetStatus is where a Follower stands with one witness.
 type TargetStatus struct {
