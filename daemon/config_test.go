@@ -10,10 +10,12 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 )
 
 func TestConfigEveryProblemAtOnce(t *testing.T) {
+	_, witnessKey, _ := witness.GenerateKey("witness.test/config")
 	dir := t.TempDir()
 	key := filepath.Join(dir, "k")
 	os.WriteFile(key, []byte("x"), 0o644)
@@ -66,6 +68,20 @@ output = 1
 [prices.models."elsewhere/model-d"]
 input = 1
 output = 1
+[ledger]
+witness_quorum = 4
+[[witnesses]]
+name = "lab a"
+url = "ftp://witness.example"
+key = "sealrun.ledger/x+01234567+AQ=="
+[[witnesses]]
+name = "ok"
+url = "https://witness.example/w"
+key = "` + witnessKey + `"
+[[witnesses]]
+name = "ok"
+url = "https://other.example"
+key = "` + witnessKey + `"
 `
 	_, err := api.ParseConfig("sealrun.toml", []byte(cfg))
 	ce, ok := err.(*api.ConfigError)
@@ -101,6 +117,12 @@ output = 1
 		`sealrun.toml:prices.models."scripted": "scripted" does not name a model; write the key as "PROVIDER/MODEL"`,
 		`sealrun.toml:prices.models."scripted/model-c@high": "scripted/model-c@high" does not name a model`,
 		`sealrun.toml:prices.models."elsewhere/model-d": provider "elsewhere" is not configured`,
+		`sealrun.toml:witnesses[0].name: "lab a": give the witness a name without spaces`,
+		`sealrun.toml:witnesses[0].url: "ftp://witness.example" is not an http(s) URL`,
+		`sealrun.toml:witnesses[0].key: witness key "sealrun.ledger/x+01234567+AQ=="`,
+		`sealrun.toml:witnesses[2].name: "ok" is listed twice`,
+		`sealrun.toml:witnesses[2].key: the key witness.test/config is listed twice`,
+		"sealrun.toml:ledger.witness_quorum: 4, but only 3 [[witnesses]] are listed",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing problem %q in:\n%s", want, got)

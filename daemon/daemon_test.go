@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/sys/unix"
 )
 
 // The user's path: sealrund's queue and admin API in this process, the real sealrun CLI against
@@ -35,6 +39,11 @@ func TestDaemonThroughCLI(t *testing.T) {
 	tb.cfg.Resources.Concurrency = 1
 	script := strings.Replace(agentScript, "PROMOTE", `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
+	// Two witnesses: one answering, one down. Runs go on; the answering one cosigns the heads.
+	witnessKey, witnessURL := testWitness(t, ledgerOrigin(tb.cfg), tb.verifier)
+	_, downKey, _ := witness.GenerateKey("witness.test/down")
+	tb.cfg.Witnesses = []api.WitnessConfig{{Name: "up", URL: witnessURL, Key: witnessKey}, {Name: "down", URL: "http://127.0.0.1:1", Key: downKey}}
+	tb.cfg.Ledger.WitnessQuorum = 1
 	x := tb.executor()
 	ctx, stop := context.WithCancel(context.Background())
 	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -219,6 +228,18 @@ func TestDaemonThroughCLI(t *testing.T) {
 	if code, out := cliNoSocket("ledger", "verify", led, "--key", pub); code != 0 || !strings.Contains(out, "3 queued (0 reruns); ended: 1 graded, 0 failed, 2 invalid; not ended: 0") {
 		t.Errorf("ledger verify: %d %s", code, out)
 	}
+	// Witnessed: the export carries the head the answering witness cosigned, and a reader
+	// checks it with that witness's key.
+	wled := filepath.Join(tb.base, "ledger-witnessed.jsonl")
+	if code, out := cliNoSocket("ledger", "export", "--state-dir", tb.state, "--out", wled, "--witnessed", "1", "--wait", "30s"); code != 0 || !strings.Contains(out, "witnessed head: 6 of 6 entries, cosigned by witness.test/daemon") {
+		t.Errorf("ledger export --witnessed: %d %s", code, out)
+	}
+	if code, out := cliNoSocket("ledger", "verify", wled, "--key", pub, "--witness", witnessKey); code != 0 || !strings.Contains(out, "witnessed  head of 6 entries cosigned by witness.test/daemon; 0 entries after it") {
+		t.Errorf("ledger verify --witness: %d %s", code, out)
+	}
+	if code, out := cliNoSocket("ledger", "verify", wled, "--key", pub, "--witness", witnessKey, "--witness", downKey); code != 1 || !strings.Contains(out, "witness.test/down cosigned nothing here") {
+		t.Errorf("ledger verify with the down witness required: %d %s", code, out)
+	}
 	if code, out := cliNoSocket("verify", filepath.Join(results, id, "result.att.json"), "--key", pub); code != 0 || !strings.Contains(out, "ledger     entry 0 of sealrun.ledger/") {
 		t.Errorf("verify shows the ledger entry: %d %s", code, out)
 	}
@@ -229,6 +250,12 @@ func TestDaemonThroughCLI(t *testing.T) {
 	sealrun("results", "gather", queued, results)
 	if code, out := cliNoSocket("leaderboard", "--key", pub, results, "--ledger", led); code != 0 || !strings.Contains(out, "every run accounted for (3 in sealrun.ledger/") {
 		t.Errorf("leaderboard --ledger: %d %s", code, out)
+	}
+	if code, out := cliNoSocket("leaderboard", "--key", pub, results, "--ledger", wled, "--witness", witnessKey); code != 0 || !strings.Contains(out, "head of 6 entries cosigned by witness.test/daemon") {
+		t.Errorf("leaderboard --ledger --witness: %d %s", code, out)
+	}
+	if code, out := cliNoSocket("leaderboard", "--key", pub, results, "--ledger", led, "--witness", witnessKey); code != 1 || !strings.Contains(out, "witness.test/daemon cosigned nothing here") {
+		t.Errorf("leaderboard --witness over a ledger exported without its witnessed head: %d %s", code, out)
 	}
 	os.RemoveAll(filepath.Join(results, slow))
 	if code, out := cliNoSocket("leaderboard", "--key", pub, results, "--ledger", led); code != 1 || !strings.Contains(out, "MISSING "+slow+" (seed 2, invalid") {
@@ -790,4 +817,36 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// testWitness serves sealrun's witness on loopback for origin's ledger signed with key's
+// private half, until the test ends, and returns its public key and URL.
+func testWitness(t *testing.T, origin string, key signature.Verifier) (string, string) {
+	t.Helper()
+	skey, vkey, err := witness.GenerateKey("witness.test/daemon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := witness.NewCosigner(skey)
+	st, err := witness.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	pub, _ := key.PublicKey()
+	logKey, err := ledger.VerifierKey(origin, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := witness.LogVerifier(logKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := witness.NewServer(witness.Config{Signer: c, Logs: []witness.Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return vkey, ts.URL
 }

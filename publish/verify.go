@@ -15,6 +15,8 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 // Verify checks a publication offline: every file against SHA256SUMS, publication.json against
@@ -23,6 +25,12 @@ import (
 // that the boards are exactly what the attestations give. It writes what it checked and what a
 // reader may conclude to w. A publication that does not check is an *Error of Kind Invalid.
 func Verify(dir string, keyPaths []string, w io.Writer) error {
+	return VerifyWitnessed(dir, keyPaths, nil, 0, w)
+}
+
+// VerifyWitnessed is Verify that also requires of each published ledger a head cosigned by
+// quorum of the witnesses ws (none: no such requirement), naming who cosigned it.
+func VerifyWitnessed(dir string, keyPaths []string, ws []*witness.Verifier, quorum int, w io.Writer) error {
 	st, err := os.Stat(dir)
 	if err != nil || !st.IsDir() {
 		return ioErr(fmt.Errorf("publication %s: not a directory (%v)", dir, err))
@@ -51,6 +59,9 @@ func Verify(dir string, keyPaths []string, w io.Writer) error {
 	c.runs(onDisk, keyPaths)
 	c.transcripts(onDisk)
 	boards, ok := c.boards(meta, keyPaths)
+	if len(ws) > 0 {
+		c.witnessed(meta, ks, ws, quorum)
+	}
 	if ok && len(c.problems) == 0 {
 		summarisePublication(w, dir, boards["leaderboard.json"], meta)
 	}
@@ -348,4 +359,36 @@ func pctOrDash(v *float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.1f", *v)
+}
+
+// witnessed checks that each published ledger carries a head quorum of ws cosigned.
+func (c *checker) witnessed(meta Publication, ks []leaderboard.Key, ws []*witness.Verifier, quorum int) {
+	if len(meta.Ledgers) == 0 {
+		c.bad("witnesses: --witness given, but the publication has no ledger to check against them")
+		return
+	}
+	var paths []string
+	for _, l := range meta.Ledgers {
+		paths = append(paths, filepath.Join(c.dir, filepath.FromSlash(l)))
+	}
+	ls, err := leaderboard.LoadLedgers(paths, ks)
+	if err != nil {
+		return // boards named it
+	}
+	vs := make([]signature.Verifier, len(ks))
+	for i, k := range ks {
+		vs[i] = k.Verifier
+	}
+	for i, l := range ls {
+		got, err := witness.CheckLedger(l, vs, ws, quorum)
+		if err != nil {
+			c.bad("%s: %v", meta.Ledgers[i], err)
+			continue
+		}
+		fmt.Fprintf(c.w, "witnessed: %s: head of %d entries cosigned by %s", meta.Ledgers[i], got.Head.Size, strings.Join(got.By, ", "))
+		if len(got.NotBy) > 0 {
+			fmt.Fprintf(c.w, "; not by %s", strings.Join(got.NotBy, ", "))
+		}
+		fmt.Fprintf(c.w, "; %d entries after it\n", got.After)
+	}
 }

@@ -36,6 +36,7 @@ test_packages=(
   stress-ng       # the load beside container starts in the start-under-load test and make soak
   openssh-client  # ssh-agent, ssh-keygen: litewitness (torchwood's witness, the interop test's) keeps its key there
   sqlite3         #   and its state in SQLite: the test adds sealrun's log to it as witnessctl would
+  xxd             # attest/VERIFY.md's by-hand cosignature check, run as written by a test
 )
 case "${1:-all}" in
   demo) packages=("${demo_packages[@]}") ;;

@@ -8,12 +8,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/spf13/cobra"
 )
 
 // leaderboardFlags are the flags of sealrun leaderboard.
@@ -21,6 +22,7 @@ type leaderboardFlags struct {
 	keys, tracks, ledgers         []string
 	format, out, suite, transform string
 	allowRejected                 bool
+	witnesses                     witnessFlags
 }
 
 // newLeaderboardCmd is long for its help text: the flag checks and the work are functions of
@@ -70,6 +72,7 @@ not accounted for (the board is still written; --allow-rejected exits 0), 2 usag
 	}
 	cmd.Flags().StringArrayVar(&f.keys, "key", nil, "trusted public key (PEM), or a directory of *.pub/*.pem; repeat for several")
 	cmd.Flags().StringArrayVar(&f.ledgers, "ledger", nil, "a host's published run ledger (sealrun ledger export; repeatable, one per host): account for every run of each row")
+	f.witnesses.add(cmd)
 	cmd.Flags().StringArrayVar(&f.tracks, "track", nil, "verify against this track file (repeatable); attestations under other tracks are rejected")
 	cmd.Flags().StringVar(&f.format, "format", "text", "text, markdown, html, json or csv (--suite airs: text, markdown or json)")
 	cmd.Flags().StringVar(&f.suite, "suite", leaderboard.SuiteExam, "exam: one table per exam track; airs: the AIRS-Bench task suite (normalized scores, Elo)")
@@ -127,6 +130,26 @@ func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) erro
 		}
 		if in.Ledgers, err = leaderboard.LoadLedgers(f.ledgers, ks); err != nil {
 			return &exitError{code: exitInvalid, err: err}
+		}
+	}
+	ws, err := f.witnesses.verifiers()
+	if err != nil {
+		return err
+	}
+	if len(ws) > 0 {
+		if len(f.ledgers) == 0 {
+			return usage(errors.New("--witness checks the ledgers: give each host's with --ledger"))
+		}
+		vs := make([]signature.Verifier, len(ks))
+		for i, k := range ks {
+			vs[i] = k.Verifier
+		}
+		for _, l := range in.Ledgers {
+			got, err := witness.CheckLedger(l, vs, ws, f.witnesses.quorum)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "ledger %s: head of %d entries cosigned by %s; %d entries after it\n", l.Name, got.Head.Size, strings.Join(got.By, ", "), got.After)
 		}
 	}
 	board, err := leaderboard.BuildSuite(f.suite, in, ks, airs.Options{Transform: airs.Transform(f.transform)})

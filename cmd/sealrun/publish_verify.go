@@ -7,6 +7,7 @@ import (
 
 func newVerifyPublicationCmd() *cobra.Command {
 	var keys []string
+	var wf witnessFlags
 	cmd := &cobra.Command{
 		Use:   "verify-publication DIR [--key OPERATOR.pub ...]",
 		Short: "Check a publication (sealrun publish) offline in one step, and say what a reader may conclude",
@@ -18,16 +19,23 @@ forked, truncated or edited ledger is rejected), and that leaderboard.json, .md 
 exactly what the attestations give. Then it prints what a reader may conclude, and what not.
 
 Give the operator's key as you obtained it (--key, repeatable); without --key the publication's own
-keys/ are trusted and their key ids printed, to compare with the operator's.
+keys/ are trusted and their key ids printed, to compare with the operator's. With --witness (each
+a witness's public key, as you obtained it from the witness, not from the publication) and
+--witnesses N, every published ledger must carry a head N of them cosigned.
 
 Exit status: 0 the publication checks, 1 it does not (every reason listed), 2 usage or I/O error.
 Runs on Linux, macOS and Windows.`,
 		Example: `  sealrun verify-publication ./ari-v1-2026-11 --key operator.pub`,
 		Args:    exactArgs(1, "the publication directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return publishError(publish.Verify(args[0], keys, cmd.OutOrStdout()))
+			ws, err := wf.verifiers()
+			if err != nil {
+				return err
+			}
+			return publishError(publish.VerifyWitnessed(args[0], keys, ws, wf.quorum, cmd.OutOrStdout()))
 		},
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "the operator's public key (PEM) or a directory of *.pub; repeatable (default: the publication's keys/)")
+	wf.add(cmd)
 	return cmd
 }

@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"golang.org/x/mod/sumdb/note"
@@ -497,5 +499,42 @@ func TestCosignatureTime(t *testing.T) {
 	}
 	if v.last != uint64(at.Unix()) {
 		t.Errorf("time %d, want %d", v.last, at.Unix())
+	}
+}
+
+// VERIFY.md's by-hand check of a cosignature, run as written with openssl, xxd and base64.
+func TestCosignatureByHandWithOpenSSL(t *testing.T) {
+	testenv.RequireTool(t, "openssl", "openssl")
+	testenv.RequireTool(t, "xxd", "xxd")
+	doc, err := os.ReadFile("../../attest/VERIFY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "# vkey: the witness's public key")
+	script, _, ok2 := strings.Cut("# vkey: the witness's public key"+rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("VERIFY.md has no by-hand cosignature check")
+	}
+	skey, vkey, _ := GenerateKey("witness.test/byhand")
+	c, _ := NewCosigner(skey)
+	lg := newTestLog(t, "sealrun.ledger/byhand", false)
+	lg.grow(3)
+	body, _, _ := strings.Cut(lg.head(t), "\n\n")
+	line := c.Cosign([]byte(body+"\n"), time.Now())
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "head.txt"), []byte(body+"\n"), 0o644)
+	run := func(sig string) ([]byte, error) {
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "vkey="+vkey, "sig="+sig)
+		return cmd.CombinedOutput()
+	}
+	sig := strings.Fields(line)[2]
+	if out, err := run(sig); err != nil || !strings.Contains(string(out), "Signature Verified Successfully") {
+		t.Fatalf("openssl refuses a good cosignature: %v\n%s", err, out)
+	}
+	other := c.Cosign([]byte(strings.Replace(body, "\n3\n", "\n4\n", 1)+"\n"), time.Now())
+	if out, err := run(strings.Fields(other)[2]); err == nil {
+		t.Fatalf("openssl accepts a cosignature of another head:\n%s", out)
 	}
 }
