@@ -27,7 +27,6 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/scaffolds"
@@ -122,6 +121,7 @@ type session struct {
 	trackFile     string            // 3
 	track         *policy.Track     // 3
 	keys          string            // 4: the keys directory
+	witnessPub    string            // 4: the demo witness's public key file
 	agent         string            // 4: the agent every seed runs
 	socket, log   string            // 4: the daemon's socket and log
 	c             *api.Client       // 5
@@ -298,7 +298,7 @@ type demoRun struct {
 
 // demoPublish gathers the demo's runs as an operator would (sealrun results gather), exports the
 // run ledger, and publishes them with the track and the key (sealrun publish).
-func demoPublish(ctx context.Context, c *api.Client, state, demoDir, pubDir, pub, trackFile string, runs []*demoRun) error {
+func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir, pubDir, pub, trackFile string, runs []*demoRun) error {
 	results := filepath.Join(demoDir, "results")
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return err
@@ -308,15 +308,12 @@ func demoPublish(ctx context.Context, c *api.Client, state, demoDir, pubDir, pub
 			return fmt.Errorf("gather run %s: %w", r.rec.ID, err)
 		}
 	}
-	lf, err := os.Open(filepath.Join(state, "ledger.jsonl"))
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
 	ledgerOut := filepath.Join(demoDir, "ledger-demo.jsonl")
-	if err := fileio.WriteAtomic(ledgerOut, 0o644, func(w io.Writer) error { _, err := ledger.Export(lf, w); return err }); err != nil {
-		return fmt.Errorf("export the run ledger: %w", err)
+	witnessed, err := exportWitnessed(ctx, state, ledgerOut)
+	if err != nil {
+		return fmt.Errorf("export the run ledger with its witnessed head: %w", err)
 	}
+	lg.printf("    run ledger: %s (%s)", ledgerOut, witnessed)
 	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: leaderboard.SuiteExam, Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}}); err != nil {
 		return fmt.Errorf("publish the demo's runs: %w", err)
 	}

@@ -187,6 +187,13 @@ public = %q
 concurrency = %d
 `, s.state, filepath.Join(s.demoDir, "sealrun.sock"), filepath.Join(bin, "runner"), filepath.Join(bin, "sealrun-netns-hook"),
 		filepath.Join(s.keys, "sealrun.key"), filepath.Join(s.keys, "sealrun.pub"), s.o.Seeds)
+	// The ledger's heads go to the demo's witness.
+	origin := demoOrigin(s.state)
+	wkey, wurl, err := s.startWitness(origin)
+	if err != nil {
+		return nil, fmt.Errorf("start the demo's witness: %w", err)
+	}
+	cfgText += fmt.Sprintf("[ledger]\norigin = %q\n[[witnesses]]\nname = \"demo\"\nurl = %q\nkey = %q\n", origin, wurl, wkey)
 	s.agent = "none/none"
 	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
 		prov := scriptedmodel.New()
@@ -309,7 +316,7 @@ func (s *session) rank(ctx context.Context) error {
 	pubDir := filepath.Join(s.demoDir, "publication")
 	if s.failed == 0 {
 		s.lg.printf("    publication: the runs gathered, the run ledger, the track, the key and the boards into %s", pubDir)
-		if err := demoPublish(ctx, s.c, s.state, s.demoDir, pubDir, pub, s.trackFile, s.runs); err != nil {
+		if err := demoPublish(ctx, s.c, s.lg, s.state, s.demoDir, pubDir, pub, s.trackFile, s.runs); err != nil {
 			return err
 		}
 	}
@@ -327,7 +334,7 @@ func (s *session) rank(ctx context.Context) error {
 	fmt.Fprintf(out, "\nVerify one yourself:\n  sealrun verify %s --key %s --track %s\nThe track: %s (sealrun track show %s)\n",
 		filepath.Join(s.runs[0].rec.Dir, "result.att.json"), pub, s.trackFile, s.trackFile, s.trackFile)
 	if s.failed == 0 {
-		fmt.Fprintf(out, "What a reader gets (VERIFY.md says how to check it by hand):\n  sealrun verify-publication %s --key %s\n", pubDir, pub)
+		fmt.Fprintf(out, "What a reader gets (VERIFY.md says how to check it by hand):\n  sealrun verify-publication %s --key %s\nand, with the key of the witness its ledger was shown to:\n  sealrun verify-publication %s --key %s --witness \"$(cat %s)\"\n", pubDir, pub, pubDir, pub, s.witnessPub)
 		return nil
 	}
 	return fmt.Errorf("%d of %d demo runs did not end graded with a valid attestation; see the runs above and %s", s.failed, len(s.runs), s.log)

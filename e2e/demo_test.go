@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sealrun/sealrun/demo"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -74,6 +75,18 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(pv, "publication: VALID") || !strings.Contains(pv, "every run they hold of these tracks ended and is published here") {
 		t.Errorf("README's reader block on the demo's publication:\n%s", pv)
 	}
+	// The demo's ledger was shown to its witness: the publication's ledger carries a head it
+	// cosigned over every entry, and a reader with the witness's key checks it.
+	wpub, err := os.ReadFile(filepath.Join(state, "demo", "witness", "witness.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	wv, err := exec.Command(sealrun, "verify-publication", filepath.Join(state, "demo", "publication"), "--key", filepath.Join(state, "demo", "keys", "sealrun.pub"), "--witness", strings.TrimSpace(string(wpub))).CombinedOutput()
+	if err != nil || !strings.Contains(string(wv), "publication: VALID") || !strings.Contains(string(wv), "cosigned by witness.demo.sealrun/") || !strings.Contains(string(wv), "; 0 entries after it") {
+		t.Errorf("verify-publication --witness: %v\n%s", err, wv)
+	}
+	t.Logf("verify-publication --witness of the demo's publication: %s", time.Since(t0).Round(time.Millisecond))
 
 	// The kit hash recomputes with the shell recipe of kits/KIT.md, as written, twice (from
 	// SHA256SUMS, and from the files alone), and equals the track's pin.
