@@ -6,7 +6,10 @@ export CGO_ENABLED ?= 1
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# The C compiler and C library the static helpers are built with, stamped into sealrund's build
+# record (attestations' build.toolchain): what a rebuild needs beside the Go version.
+TOOLCHAIN ?= $(shell $(CC) --version 2>/dev/null | head -1 | tr -s ' ' '_'),$(shell getconf GNU_LIBC_VERSION 2>/dev/null | tr ' ' '-')
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X github.com/sealrun/sealrun/api.toolchain=$(TOOLCHAIN)
 PREFIX  ?= /usr/local
 FUZZTIME ?= 30s
 # Where make test keeps the local demo/test images and the debootstrap cache between runs.
@@ -26,7 +29,7 @@ ARTIFACTS ?= /tmp/sealrun-test-artifacts
 DEMO_STATE  ?= /var/lib/sealrun-demo
 DEMO_FLAGS  ?=
 
-.PHONY: uninstall all help build cross test test-images test-unit test-cgroup2 bench soak lint fuzz install deps deps-demo clean demo docs
+.PHONY: uninstall all help build toolchain cross test test-images test-unit test-cgroup2 bench soak lint fuzz install deps deps-demo clean demo docs
 
 all: build
 
@@ -49,6 +52,10 @@ help:
 	@echo "make install    binaries to $(PREFIX)/bin; /etc/sealrun and /var/lib/sealrun"
 	@echo "make deps       apt-get install what the project needs (idempotent)"
 	@echo "make deps-demo  only what make demo needs"
+
+# make toolchain prints what make build stamps as build.toolchain (sealrun verify --rebuild compares).
+toolchain:
+	@echo '$(TOOLCHAIN)'
 
 build:
 	@mkdir -p bin

@@ -1,10 +1,7 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -12,11 +9,16 @@ import (
 	"sync"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // SeamEnv are sealrund's test-seam variables: honoured only by a test build (TestSeams), and a
 // release build refuses to start while any is set.
 var SeamEnv = []string{"SEALRUND_TEST_ENTRYPOINT", "SEALRUND_TEST_OVERLAY", "SEALRUND_TEST_HOLD", "SEALRUND_TEST_KILL_AFTER"}
+
+// toolchain is the C compiler and C library make build used ("gcc-14.2.0,glibc-2.41"), stamped
+// with -ldflags -X; "" in a go build that did not.
+var toolchain string
 
 var (
 	buildOnce sync.Once
@@ -29,7 +31,7 @@ var (
 // version, the SHA-256 of the executable and whether test seams are compiled in.
 func CurrentBuild(version, commit string) (attest.Build, error) {
 	buildOnce.Do(func() {
-		b := attest.Build{Version: version, Commit: commit, GoVersion: runtime.Version(), TestSeams: TestSeams}
+		b := attest.Build{Version: version, Commit: commit, GoVersion: runtime.Version(), TestSeams: TestSeams, Toolchain: toolchain}
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, s := range bi.Settings {
 				switch s.Key {
@@ -57,13 +59,7 @@ func CurrentBuild(version, commit string) (attest.Build, error) {
 		}
 		exe, err := os.Executable()
 		if err == nil {
-			var f *os.File
-			if f, err = os.Open(exe); err == nil {
-				h := sha256.New()
-				_, err = io.Copy(h, f)
-				f.Close()
-				b.DaemonSHA256 = hex.EncodeToString(h.Sum(nil))
-			}
+			b.DaemonSHA256, err = fileio.SHA256(exe)
 		}
 		if err != nil {
 			buildErr = fmt.Errorf("hash the sealrund binary for the attestations: %w", err)
@@ -86,4 +82,24 @@ func CheckSeamEnv() error {
 		return nil
 	}
 	return fmt.Errorf("%s set, but this sealrund is a release build: test seams are not compiled in (only builds made with -tags sealrun_testseams, which the tests make, have them); unset %s", strings.Join(set, ", "), strings.Join(set, " and "))
+}
+
+// HelperHashes are the SHA-256 of the binaries sealrund runs beside it, by name (those that
+// exist): what Build.Helpers records.
+func HelperHashes(paths map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for name, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			continue // not installed (the shim and the relay are optional)
+		}
+		h, err := fileio.SHA256(p)
+		if err != nil {
+			return nil, fmt.Errorf("hash %s (%s) for the attestations: %w", name, p, err)
+		}
+		out[name] = h
+	}
+	return out, nil
 }

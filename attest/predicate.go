@@ -2,14 +2,15 @@ package attest
 
 import (
 	"fmt"
-	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"math"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // runIDRE is a run id as the daemon makes them.
@@ -311,8 +312,22 @@ func checkBuild(b *Build) error {
 	if len(b.SeamsUsed) > 0 && !b.TestSeams {
 		return bad("build.seams_used", "a build without test seams used %s", strings.Join(b.SeamsUsed, ", "))
 	}
+	if len(b.Toolchain) > 200 || strings.ContainsFunc(b.Toolchain, unicode.IsControl) {
+		return bad("build.toolchain", "%q is not a compiler and library name", b.Toolchain)
+	}
+	for name, h := range b.Helpers {
+		if !slices.Contains(Helpers, name) {
+			return bad("build.helpers", "%q is not one of %s", name, strings.Join(Helpers, ", "))
+		}
+		if !isHex64(h) {
+			return bad("build.helpers."+name, "%q is not 64 lowercase hex", h)
+		}
+	}
 	return nil
 }
+
+// Helpers are the binaries a build record may hash beside sealrund (Build.Helpers).
+var Helpers = []string{"runner", "runner-exec", "sealrun-netns-hook", "sealrun-hook-relay"}
 
 // checkTrack compares the predicate with a track file: the id first, then every pin.
 func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {

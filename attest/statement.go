@@ -158,6 +158,12 @@ type Build struct {
 	DaemonSHA256 string   `json:"sealrund_sha256"`
 	TestSeams    bool     `json:"test_seams"`
 	SeamsUsed    []string `json:"seams_used,omitempty"`
+	// Toolchain is the C compiler and C library make build built the static helpers with
+	// ("gcc-14.2.0,glibc-2.41"): what a rebuild needs beside the Go version.
+	Toolchain string `json:"toolchain,omitempty"`
+	// Helpers is the SHA-256 of each binary this sealrund runs beside it (runner, runner-exec,
+	// sealrun-netns-hook, sealrun-hook-relay; those installed), by name.
+	Helpers map[string]string `json:"helpers,omitempty"`
 }
 
 // Seams are the test seams a test build may use (Build.SeamsUsed).

@@ -51,6 +51,13 @@ func Main(ctx context.Context, cfg *api.Config, log *slog.Logger, version, commi
 	if err != nil {
 		return err
 	}
+	helpers := map[string]string{"runner": cfg.Runner, "sealrun-netns-hook": cfg.Hook, sandbox.RelayBinary: fileio.Beside(cfg.Hook, sandbox.RelayBinary)}
+	if shim := runner.ShimFor(cfg.Runner); shim != cfg.Runner {
+		helpers[runner.ExecShim] = shim
+	}
+	if b.Helpers, err = api.HelperHashes(helpers); err != nil {
+		return err
+	}
 	x.Build = &b
 	log.Info("sealrund build", "version", b.Version, "commit", b.Commit, "modified", b.Modified, "go", b.GoVersion, "sha256", b.DaemonSHA256, "test_seams", b.TestSeams)
 	d, err := New(ctx, cfg, x, log)

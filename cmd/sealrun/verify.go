@@ -16,8 +16,8 @@ import (
 
 // verifyFlags is the flag group of `sealrun verify`.
 type verifyFlags struct {
-	key, bundle, report, audit, track, transcript string
-	json                                          bool
+	key, bundle, report, audit, track, transcript, rebuild string
+	json                                                   bool
 }
 
 func (f *verifyFlags) addFlags(cmd *cobra.Command) {
@@ -28,6 +28,7 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.track, "track", "", "check the track id and every pin against a track file")
 	cmd.Flags().StringVar(&f.transcript, "transcript", "", "check a run directory's trajectory: its audit log, every body it hashes, transcript.json and transcript.html (implies --audit DIR/audit.jsonl)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
+	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
 }
 
 // verdict is what --json prints.
@@ -49,7 +50,9 @@ type verdict struct {
 	Ledger    *ledgerVerdict    `json:"ledger,omitempty"`
 	// Transcript is what --transcript found.
 	Transcript *transcriptVerdict `json:"transcript,omitempty"`
-	pred       *attest.Predicate  // the verified predicate, for the text
+	// Rebuild is what --rebuild found.
+	Rebuild *rebuildResult    `json:"rebuild,omitempty"`
+	pred    *attest.Predicate // the verified predicate, for the text
 }
 
 // transcriptVerdict is what --transcript found of a run's trajectory.
@@ -122,10 +125,18 @@ body that log hashes (each model request and response, each call's output) again
 and transcript.html are exactly what they give; a body missing or altered makes it not valid
 (docs/TRANSCRIPT.md). attest/VERIFY.md shows how to do the same without sealrun.
 
+With --rebuild SRC (a clone or the URL of sealrun's repository) it rebuilds what ran: it checks
+out the build record's commit in a directory of its own, runs make build with the recorded version
+(the Go toolchain must be the recorded one; it says which to install otherwise, and warns when the
+C compiler or C library differ from build.toolchain), and compares the SHA-256 of sealrund and of
+each helper the record hashes (runner, runner-exec, sealrun-netns-hook, sealrun-hook-relay). A
+binary that differs makes it not valid.
+
 Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.`,
 		Example: `  sealrun verify result.att.json --key sealrun.pub
   sealrun verify result.att.json --key sealrun.pub --bundle bundle.tar.gz --audit audit.jsonl --track tracks/ari-v1.toml --json
-  sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --transcript runs/r-20261126-101500-a1b2c3`,
+  sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --transcript runs/r-20261126-101500-a1b2c3
+  sealrun verify result.att.json --key sealrun.pub --rebuild https://github.com/sealrun/sealrun`,
 		Args: exactArgs(1, "one attestation file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			got, err := verifyAttestation(args[0], &f)
@@ -162,6 +173,17 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 						vf = &attest.VerificationFailure{Reason: attest.ReasonTranscript, Detail: out.Detail}
 					}
 				}
+				if f.rebuild != "" && vf == nil {
+					if out.Rebuild, err = rebuild(f.rebuild, p.Build, cmd.ErrOrStderr()); err != nil {
+						return err
+					}
+					out.Checks = append(out.Checks, "rebuild")
+					if !out.Rebuild.Same {
+						out.Valid, out.Reason = false, "rebuild"
+						out.Detail = fmt.Sprintf("commit %s built from %s does not give the binaries the attestation records", out.Rebuild.Commit, f.rebuild)
+						vf = &attest.VerificationFailure{Reason: "rebuild", Detail: out.Detail}
+					}
+				}
 			}
 			w := cmd.OutOrStdout()
 			if f.json {
@@ -184,6 +206,9 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 func writeVerdict(w io.Writer, path string, v verdict) {
 	if !v.Valid {
 		fmt.Fprintf(w, "%s: NOT VALID (%s)\n  %s\n", path, v.Reason, v.Detail)
+		if v.Rebuild != nil {
+			writeRebuild(w, v.Rebuild)
+		}
 		return
 	}
 	r := v.pred.Result
@@ -222,6 +247,9 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 			tree = "modified tree"
 		}
 		fmt.Fprintf(w, "  build      sealrund %s, commit %s (%s), %s, sha256 %s, %s\n", b.Version, b.Commit, tree, b.GoVersion, b.DaemonSHA256, kind)
+		if b.Toolchain != "" || len(b.Helpers) > 0 {
+			fmt.Fprintf(w, "             helpers built with %s: %d hashed\n", orUnknown(b.Toolchain), len(b.Helpers))
+		}
 	} else {
 		fmt.Fprintf(w, "  build      not recorded (an attestation from before sealrun recorded its build)\n")
 	}
@@ -229,6 +257,9 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 		fmt.Fprintf(w, "  ledger     entry %d of %s, included under the signed head of size %d (root %s)\n", l.Index, l.Origin, l.HeadSize, l.HeadRoot)
 	} else {
 		fmt.Fprintf(w, "  ledger     none (an attestation from before the run ledger)\n")
+	}
+	if v.Rebuild != nil {
+		writeRebuild(w, v.Rebuild)
 	}
 	fmt.Fprintf(w, "  checked    %s\n", strings.Join(v.Checks, ", "))
 	for _, warn := range v.Warnings {
@@ -248,4 +279,11 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 			fmt.Fprintf(w, "             %s\n", n)
 		}
 	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unrecorded C toolchain"
+	}
+	return s
 }
