@@ -49,6 +49,12 @@ gobench_us() { awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {printf "%.1f", $3/1e3}' "$
 gobench_metric() { awk -v n="$1" -v u="$2" '$1 ~ "^"n"(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$work/gobench.txt"; }
 
 echo
+echo "== witnesses: a ledger's heads shown to three witnesses (sealrun's own, on loopback)"
+echo "head to 3 cosignatures kept: p50 $(gobench_metric BenchmarkHeadToCosignature p50-ms) ms, p99 $(gobench_metric BenchmarkHeadToCosignature p99-ms) ms"
+none=$(gobench_us BenchmarkAppendWitnesses/none); up=$(gobench_us BenchmarkAppendWitnesses/up); down=$(gobench_us BenchmarkAppendWitnesses/down)
+echo "a run's ledger append (entry, head, fsync): ${none} us with no witness, ${up} us with 3 answering ($(ratio "$up" "$none")x), ${down} us with all 3 down ($(ratio "$down" "$none")x)   (target: ~1x: runs never wait for witnesses)"
+
+echo
 echo "== exams: build and hash a 100,000-question synthetic exam"
 "$sealrun" exam synth --seed 1 --count 100000 --out "$work/docs.jsonl" >/dev/null
 build_ms=$(median_ms 3 "$sealrun" exam build --documents "$work/docs.jsonl" --out "$work/exam.sealrun")
