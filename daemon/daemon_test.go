@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,11 +19,9 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
-	"github.com/sigstore/sigstore/pkg/signature"
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,7 +37,9 @@ func TestDaemonThroughCLI(t *testing.T) {
 	script := strings.Replace(agentScript, "PROMOTE", `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
 	// Two witnesses: one answering, one down. Runs go on; the answering one cosigns the heads.
-	witnessKey, witnessURL := testWitness(t, ledgerOrigin(tb.cfg), tb.verifier)
+	hostPub, _ := tb.verifier.PublicKey()
+	w := witnesstest.Serve(t, "witness.test/daemon", ledgerOrigin(tb.cfg), hostPub)
+	witnessKey, witnessURL := w.Key, w.URL
 	_, downKey, _ := witness.GenerateKey("witness.test/down")
 	tb.cfg.Witnesses = []api.WitnessConfig{{Name: "up", URL: witnessURL, Key: witnessKey}, {Name: "down", URL: "http://127.0.0.1:1", Key: downKey}}
 	tb.cfg.Ledger.WitnessQuorum = 1
@@ -817,36 +816,4 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
-}
-
-// testWitness serves sealrun's witness on loopback for origin's ledger signed with key's
-// private half, until the test ends, and returns its public key and URL.
-func testWitness(t *testing.T, origin string, key signature.Verifier) (string, string) {
-	t.Helper()
-	skey, vkey, err := witness.GenerateKey("witness.test/daemon")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := witness.NewCosigner(skey)
-	st, err := witness.OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	pub, _ := key.PublicKey()
-	logKey, err := ledger.VerifierKey(origin, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lv, err := witness.LogVerifier(logKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := witness.NewServer(witness.Config{Signer: c, Logs: []witness.Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	return vkey, ts.URL
 }

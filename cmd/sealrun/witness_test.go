@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
-	"golang.org/x/mod/sumdb/note"
+	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
 )
 
 // The witness verbs as an operator meets them: keygen (never over an existing key), key, serve's
@@ -238,33 +237,12 @@ func (h *hostLedger) follow(t *testing.T, targets ...witness.Target) *witness.Fo
 // inProcessWitness serves sealrun's witness for origin's ledger (the test key) on loopback.
 func inProcessWitness(t *testing.T, name, origin string) (witness.Target, string) {
 	t.Helper()
-	skey, vkey, err := witness.GenerateKey(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := witness.NewCosigner(skey)
-	v, _ := witness.NewVerifier(vkey)
-	st, err := witness.OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	_, pk, err := attest.LoadVerifier("../../attest/testdata/ed25519.pub")
 	if err != nil {
 		t.Fatal(err)
 	}
-	logKey, _ := ledger.VerifierKey(origin, pk)
-	lv, err := witness.LogVerifier(logKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := witness.NewServer(witness.Config{Signer: c, Logs: []witness.Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	return witness.Target{Name: name, URL: ts.URL, Verifier: v}, vkey
+	w := witnesstest.Serve(t, name, origin, pk)
+	return w.Target, w.Key
 }
 
 func waitCosigned(t *testing.T, f *witness.Follower, name string, size uint64) {

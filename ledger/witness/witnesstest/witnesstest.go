@@ -1,0 +1,60 @@
+// Package witnesstest serves sealrun's witness on loopback for other packages' tests: a host's
+// ledger shown to a real witness, its cosignatures checked as a reader checks them.
+package witnesstest
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/ledger/witness"
+)
+
+// Witness is a witness serving until the test ends.
+type Witness struct {
+	Name string // its key name
+	Key  string // its public key (vkey), what --witness and [[witnesses]] take
+	URL  string
+	// Target is it as a host's follower sends to it.
+	Target witness.Target
+}
+
+// Serve starts a witness named name following origin's ledger, whose heads are signed with pub
+// (the host's public key), until the test ends.
+func Serve(t testing.TB, name, origin string, pub any) *Witness {
+	t.Helper()
+	skey, vkey, err := witness.GenerateKey(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := witness.NewCosigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := witness.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := witness.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	logKey, err := ledger.VerifierKey(origin, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := witness.LogVerifier(logKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := witness.NewServer(witness.Config{Signer: c, Logs: []witness.Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return &Witness{Name: name, Key: vkey, URL: ts.URL, Target: witness.Target{Name: name, URL: ts.URL, Verifier: v}}
+}
