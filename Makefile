@@ -59,10 +59,10 @@ toolchain:
 
 build:
 	@mkdir -p bin
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrun ./cmd/sealrun
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrund ./cmd/sealrund
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS) -extldflags=-static' -o bin/runner ./cmd/runner
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sealrun-netns-hook ./cmd/sealrun-netns-hook
+	$(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/sealrun ./cmd/sealrun
+	$(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/sealrund ./cmd/sealrund
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS) -extldflags=-static' -o bin/runner ./cmd/runner
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/sealrun-netns-hook ./cmd/sealrun-netns-hook
 	for c in runner-exec sealrun-hook-relay; do $(CC) -static -O2 -Wall -Wextra -Werror -o bin/$$c cmd/$$c/main.c || exit 1; done
 
 # The verify path (sealrun verify, attest, track, exam, leaderboard) builds for macOS and
