@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/BurntSushi/toml"
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger/witness"
@@ -52,6 +53,8 @@ type Config struct {
 	Prices    PricesConfig                         `toml:"prices"`
 	// Witnesses are the outside parties the ledger's heads are shown to ([[witnesses]]).
 	Witnesses []WitnessConfig `toml:"witnesses"`
+	// Timestamp is an RFC 3161 timestamp authority every attestation's signature is sent to.
+	Timestamp TimestampConfig `toml:"timestamp"`
 
 	// File is the file the configuration was read from (its errors name it).
 	File string `toml:"-"`
@@ -94,6 +97,25 @@ type LedgerConfig struct {
 	// WitnessQuorum is how many of [[witnesses]] must cosign a head before sealrun ledger export
 	// --witnessed takes it (default: all of them).
 	WitnessQuorum int `toml:"witness_quorum"`
+}
+
+// TimestampConfig names an RFC 3161 timestamp authority ([timestamp]): each attestation's
+// signature is timestamped, and the token carried in the Sigstore bundle beside it.
+type TimestampConfig struct {
+	URL   string `toml:"url"`   // where to POST application/timestamp-query
+	Chain string `toml:"chain"` // the authority's certificate chain (PEM: its signing certificate, its root)
+}
+
+// TSA is the configured timestamp authority, its chain loaded (nil: none configured).
+func (c *Config) TSA() (*attest.TSA, error) {
+	if c.Timestamp.URL == "" {
+		return nil, nil
+	}
+	chain, err := attest.LoadTSAChain(c.Timestamp.Chain)
+	if err != nil {
+		return nil, err
+	}
+	return &attest.TSA{URL: c.Timestamp.URL, Chain: chain}, nil
 }
 
 // WitnessConfig is one witness (C2SP tlog-witness) the ledger's heads are sent to.
@@ -322,6 +344,16 @@ func (c *Config) Validate() error {
 			bad(key+".key", "the key %s is listed twice: each witness counts once toward the quorum", v.Name())
 		} else {
 			wkeys[v.Name()] = true
+		}
+	}
+	if ts := c.Timestamp; ts.URL != "" || ts.Chain != "" {
+		if u, err := url.Parse(ts.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("timestamp.url", "%q is not the http(s) URL of an RFC 3161 timestamp authority", ts.URL)
+		}
+		if ts.Chain == "" {
+			bad("timestamp.chain", "missing; give the authority's certificate chain (PEM, as it publishes it), which its answers must chain to")
+		} else if _, err := attest.LoadTSAChain(ts.Chain); err != nil {
+			bad("timestamp.chain", "%v", err)
 		}
 	}
 	switch q := c.Ledger.WitnessQuorum; {

@@ -28,6 +28,7 @@ var gatherFiles = []struct {
 	{"bundle", "bundle.tar.gz", false},
 	{"transcript-json", "transcript.json", false},
 	{"transcript-html", "transcript.html", false},
+	{"sigstore", "result.sigstore.json", false},
 }
 
 // maxGatherFile bounds one gathered file (a bundle is far smaller; an audit log is capped at

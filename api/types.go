@@ -128,5 +128,10 @@ type Event struct {
 // namespace could not all be removed after it ended: its reason says what is left.
 const EventTeardownFailed = "teardown_failed"
 
+// EventTimestampFailed is the event of a run whose attestation the host's timestamp authority
+// did not timestamp (three tries): its reason says why; the run is attested all the same, its
+// Sigstore bundle without a timestamp.
+const EventTimestampFailed = "timestamp_failed"
+
 // MaxEventBytes bounds one event: a journal line, a line of the events stream.
 const MaxEventBytes = 1 << 20

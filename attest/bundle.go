@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -38,15 +39,25 @@ type sigstoreBundle struct {
 			Hint string `json:"hint"`
 		} `json:"publicKey"`
 		TlogEntries               []json.RawMessage `json:"tlogEntries"`
-		TimestampVerificationData struct{}          `json:"timestampVerificationData"`
+		TimestampVerificationData timestampData     `json:"timestampVerificationData"`
 	} `json:"verificationMaterial"`
 	DSSEEnvelope bundleEnvelope `json:"dsseEnvelope"`
 }
 
+// timestampData is a bundle's timestampVerificationData: RFC 3161 timestamps of the signature.
+type timestampData struct {
+	RFC3161Timestamps []signedTimestamp `json:"rfc3161Timestamps,omitempty"`
+}
+
+type signedTimestamp struct {
+	SignedTimestamp string `json:"signedTimestamp"` // base64 of the DER TimeStampToken
+}
+
 // SigstoreBundle wraps a signed envelope in a Sigstore bundle (v0.3) with a public-key hint
-// (keyHint: the key's id, KeyID) and no transparency-log entry: the result is verified offline
-// against the operator's public key, as attest/VERIFY.md shows with cosign.
-func SigstoreBundle(env []byte, keyHint string) ([]byte, error) {
+// (keyHint: the key's id, KeyID), no transparency-log entry, and the RFC 3161 timestamps of its
+// signature given (DER tokens; none for none): the result is verified offline against the
+// operator's public key (and the TSA's chain), as attest/VERIFY.md shows with cosign.
+func SigstoreBundle(env []byte, keyHint string, timestamps ...[]byte) ([]byte, error) {
 	var e bundleEnvelope
 	if err := strictDecode(env, &e, true); err != nil {
 		return nil, fmt.Errorf("sigstore bundle: the envelope: %w", err)
@@ -58,6 +69,9 @@ func SigstoreBundle(env []byte, keyHint string) ([]byte, error) {
 	b.MediaType = BundleMediaType
 	b.VerificationMaterial.PublicKey.Hint = keyHint
 	b.VerificationMaterial.TlogEntries = []json.RawMessage{}
+	for _, t := range timestamps {
+		b.VerificationMaterial.TimestampVerificationData.RFC3161Timestamps = append(b.VerificationMaterial.TimestampVerificationData.RFC3161Timestamps, signedTimestamp{base64.StdEncoding.EncodeToString(t)})
+	}
 	b.DSSEEnvelope = e
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
@@ -93,4 +107,25 @@ func EnvelopeOf(data []byte) ([]byte, error) {
 		return nil, failf(ReasonEnvelopeSyntax, "the Sigstore bundle carries no dsseEnvelope (a message-signature bundle is not a sealrun attestation)")
 	}
 	return b.DSSEEnvelope, nil
+}
+
+// BundleTimestamps returns the RFC 3161 timestamps (DER tokens) a Sigstore bundle carries.
+func BundleTimestamps(data []byte) ([][]byte, error) {
+	var b struct {
+		VerificationMaterial struct {
+			TimestampVerificationData timestampData `json:"timestampVerificationData"`
+		} `json:"verificationMaterial"`
+	}
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, failf(ReasonEnvelopeSyntax, "Sigstore bundle: %v", err)
+	}
+	var out [][]byte
+	for i, t := range b.VerificationMaterial.TimestampVerificationData.RFC3161Timestamps {
+		der, err := base64.StdEncoding.DecodeString(t.SignedTimestamp)
+		if err != nil || len(der) > MaxTimestampResponse {
+			return nil, failf(ReasonTimestamp, "rfc3161Timestamps[%d]: not a base64 token of at most %d bytes", i, MaxTimestampResponse)
+		}
+		out = append(out, der)
+	}
+	return out, nil
 }

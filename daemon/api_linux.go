@@ -188,6 +188,7 @@ var runFiles = map[string]string{
 	"transcript": "transcript.log", "audit": "audit.jsonl", "history": "history.jsonl", "report": "report.json",
 	"attestation": "result.att.json", "summary": "summary.txt", "journal": "", "report-html": "report.html",
 	"track": "track.toml", "bundle": "", "transcript-json": "transcript.json", "transcript-html": "transcript.html",
+	"sigstore": "result.sigstore.json",
 }
 
 // gatewayBodyName maps gateway-N-request and gateway-N-response to the body's path in the run

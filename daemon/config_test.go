@@ -68,6 +68,9 @@ output = 1
 [prices.models."elsewhere/model-d"]
 input = 1
 output = 1
+[timestamp]
+url = "ftp://tsa.example"
+chain = "` + key + `"
 [ledger]
 witness_quorum = 4
 [[witnesses]]
@@ -123,6 +126,8 @@ key = "` + witnessKey + `"
 		`sealrun.toml:witnesses[2].name: "ok" is listed twice`,
 		`sealrun.toml:witnesses[2].key: the key witness.test/config is listed twice`,
 		"sealrun.toml:ledger.witness_quorum: 4, but only 3 [[witnesses]] are listed",
+		`sealrun.toml:timestamp.url: "ftp://tsa.example" is not the http(s) URL of an RFC 3161 timestamp authority`,
+		"sealrun.toml:timestamp.chain: " + key + ": no PEM certificate",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing problem %q in:\n%s", want, got)

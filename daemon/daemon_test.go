@@ -19,6 +19,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -43,7 +44,15 @@ func TestDaemonThroughCLI(t *testing.T) {
 	_, downKey, _ := witness.GenerateKey("witness.test/down")
 	tb.cfg.Witnesses = []api.WitnessConfig{{Name: "up", URL: witnessURL, Key: witnessKey}, {Name: "down", URL: "http://127.0.0.1:1", Key: downKey}}
 	tb.cfg.Ledger.WitnessQuorum = 1
+	// A timestamp authority (sigstore's): every attestation's signature is timestamped.
+	tsaURL, tsaChain := testenv.TimestampAuthority(t)
+	tb.cfg.Timestamp = api.TimestampConfig{URL: tsaURL, Chain: tsaChain}
+	x0, err := tb.cfg.TSA()
+	if err != nil {
+		t.Fatal(err)
+	}
 	x := tb.executor()
+	x.TSA = x0
 	ctx, stop := context.WithCancel(context.Background())
 	d, err := New(ctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -238,6 +247,9 @@ func TestDaemonThroughCLI(t *testing.T) {
 	}
 	if code, out := cliNoSocket("ledger", "verify", wled, "--key", pub, "--witness", witnessKey, "--witness", downKey); code != 1 || !strings.Contains(out, "witness.test/down cosigned nothing here") {
 		t.Errorf("ledger verify with the down witness required: %d %s", code, out)
+	}
+	if code, out := cliNoSocket("verify", filepath.Join(results, id, "result.att.json"), "--key", pub, "--tsa-chain", tsaChain); code != 0 || !strings.Contains(out, "timestamp  existed before "+time.Now().UTC().Format("2006-01-02")) {
+		t.Errorf("verify --tsa-chain of a gathered run: %d %s", code, out)
 	}
 	if code, out := cliNoSocket("verify", filepath.Join(results, id, "result.att.json"), "--key", pub); code != 0 || !strings.Contains(out, "ledger     entry 0 of sealrun.ledger/") {
 		t.Errorf("verify shows the ledger entry: %d %s", code, out)

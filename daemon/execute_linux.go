@@ -55,7 +55,10 @@ type Executor struct {
 	Build *attest.Build
 	// Ledger is the host's run ledger: each run's attestation carries its queued entry.
 	Ledger *ledger.Log
-	Now    func() time.Time
+	// TSA is the host's timestamp authority ([timestamp]; nil: none): each attestation's
+	// signature is timestamped, the token in result.sigstore.json beside it.
+	TSA *attest.TSA
+	Now func() time.Time
 	// The test seams, Entrypoint, TestOverlay, Hold and KillAfter, exist only in a test build
 	// (TestSeams; -tags sealrun_testseams): a release build refuses to run with any set, and every
 	// attestation lists those a run used (build.seams_used). Entrypoint replaces the controller image's command (the

@@ -59,6 +59,9 @@ func Main(ctx context.Context, cfg *api.Config, log *slog.Logger, version, commi
 		return err
 	}
 	x.Build = &b
+	if x.TSA, err = cfg.TSA(); err != nil {
+		return fmt.Errorf("%s:timestamp.chain: %w", cfg.File, err)
+	}
 	log.Info("sealrund build", "version", b.Version, "commit", b.Commit, "modified", b.Modified, "go", b.GoVersion, "sha256", b.DaemonSHA256, "test_seams", b.TestSeams)
 	d, err := New(ctx, cfg, x, log)
 	if err != nil {

@@ -8,9 +8,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
@@ -127,7 +129,49 @@ func (rs *runState) sign(ctx context.Context, pred *attest.Predicate, subjects [
 		return nil, fmt.Errorf("write the attestation: %w", err)
 	}
 	out.Attestation = attPath
+	if x.TSA != nil {
+		x.timestamp(ctx, id, env, attPath)
+	}
 	return st, nil
+}
+
+// timestamp asks the host's timestamp authority for a timestamp of the attestation's signature
+// and writes the Sigstore bundle beside it (result.sigstore.json) with the token. An authority
+// that fails (three tries) costs the run nothing: the bundle is written without it, and the log
+// and the run's journal say why.
+func (x *Executor) timestamp(ctx context.Context, id string, env []byte, attPath string) {
+	sig, err := attest.EnvelopeSignature(env)
+	if err != nil {
+		return
+	}
+	var token []byte
+	for try := 1; try <= 3; try++ {
+		tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		token, err = x.TSA.Timestamp(tctx, http.DefaultClient, sig)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(try) * time.Second)
+	}
+	var tokens [][]byte
+	if err != nil {
+		x.event(id, api.EventTimestampFailed, err.Error())
+	} else {
+		tokens = append(tokens, token)
+	}
+	pub, perr := x.Signer.PublicKey()
+	hint := ""
+	if perr == nil {
+		hint, _ = attest.KeyID(pub)
+	}
+	b, berr := attest.SigstoreBundle(env, hint, tokens...)
+	if berr == nil {
+		berr = fileio.WriteFile(attest.BundlePath(attPath), b, 0o644)
+	}
+	if berr != nil {
+		x.event(id, api.EventTimestampFailed, "write the Sigstore bundle: "+berr.Error())
+	}
 }
 
 func (x *Executor) hostFacts(ctx context.Context) attest.Host {

@@ -37,6 +37,7 @@ test_packages=(
   openssh-client  # ssh-agent, ssh-keygen: litewitness (torchwood's witness, the interop test's) keeps its key there
   sqlite3         #   and its state in SQLite: the test adds sealrun's log to it as witnessctl would
   xxd             # attest/VERIFY.md's by-hand cosignature check, run as written by a test
+  jq              # attest/VERIFY.md's by-hand checks read JSON with it, run as written by tests
 )
 case "${1:-all}" in
   demo) packages=("${demo_packages[@]}") ;;

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/transcript"
@@ -16,8 +17,8 @@ import (
 
 // verifyFlags is the flag group of `sealrun verify`.
 type verifyFlags struct {
-	key, bundle, report, audit, track, transcript, rebuild string
-	json                                                   bool
+	key, bundle, report, audit, track, transcript, rebuild, tsaChain string
+	json                                                             bool
 }
 
 func (f *verifyFlags) addFlags(cmd *cobra.Command) {
@@ -28,6 +29,7 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.track, "track", "", "check the track id and every pin against a track file")
 	cmd.Flags().StringVar(&f.transcript, "transcript", "", "check a run directory's trajectory: its audit log, every body it hashes, transcript.json and transcript.html (implies --audit DIR/audit.jsonl)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
+	cmd.Flags().StringVar(&f.tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of the signature (in the Sigstore bundle beside it) with this timestamp authority's certificate chain (PEM)")
 	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
 }
 
@@ -51,8 +53,10 @@ type verdict struct {
 	// Transcript is what --transcript found.
 	Transcript *transcriptVerdict `json:"transcript,omitempty"`
 	// Rebuild is what --rebuild found.
-	Rebuild *rebuildResult    `json:"rebuild,omitempty"`
-	pred    *attest.Predicate // the verified predicate, for the text
+	Rebuild *rebuildResult `json:"rebuild,omitempty"`
+	// Timestamp is what --tsa-chain found.
+	Timestamp *timestampVerdict `json:"timestamp,omitempty"`
+	pred      *attest.Predicate // the verified predicate, for the text
 }
 
 // transcriptVerdict is what --transcript found of a run's trajectory.
@@ -125,6 +129,12 @@ body that log hashes (each model request and response, each call's output) again
 and transcript.html are exactly what they give; a body missing or altered makes it not valid
 (docs/TRANSCRIPT.md). attest/VERIFY.md shows how to do the same without sealrun.
 
+With --tsa-chain PEM (the certificate chain a timestamp authority publishes) it checks the RFC
+3161 timestamp of the attestation's signature, carried in the Sigstore bundle beside it
+(result.sigstore.json; or give the bundle itself): signed by that authority for time-stamping,
+over this signature. It prints the time the attestation existed by; none that checks makes it not
+valid.
+
 With --rebuild SRC (a clone or the URL of sealrun's repository) it rebuilds what ran: it checks
 out the build record's commit in a directory of its own, runs make build with the recorded version
 (the Go toolchain must be the recorded one; it says which to install otherwise, and warns when the
@@ -171,6 +181,17 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 						out.Valid, out.Reason = false, attest.ReasonTranscript
 						out.Detail = fmt.Sprintf("the trajectory in %s does not check: %s", f.transcript, strings.Join(out.Transcript.Problems, "; "))
 						vf = &attest.VerificationFailure{Reason: attest.ReasonTranscript, Detail: out.Detail}
+					}
+				}
+				if f.tsaChain != "" && vf == nil {
+					ts, err := checkTimestamps(args[0], f.tsaChain)
+					if errors.As(err, &vf) {
+						out.Valid, out.Reason, out.Detail = false, vf.Reason, vf.Detail
+					} else if err != nil {
+						return err
+					} else {
+						out.Timestamp = ts
+						out.Checks = append(out.Checks, "timestamp")
 					}
 				}
 				if f.rebuild != "" && vf == nil {
@@ -260,6 +281,9 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	}
 	if v.Rebuild != nil {
 		writeRebuild(w, v.Rebuild)
+	}
+	if ts := v.Timestamp; ts != nil {
+		fmt.Fprintf(w, "  timestamp  existed before %s (%s, RFC 3161, in %s)\n", ts.Time.Format(time.RFC3339), ts.TSA, ts.Bundle)
 	}
 	fmt.Fprintf(w, "  checked    %s\n", strings.Join(v.Checks, ", "))
 	for _, warn := range v.Warnings {
