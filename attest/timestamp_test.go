@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -75,7 +76,7 @@ func (a *testTSA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ts := timestamp.Timestamp{HashAlgorithm: req.HashAlgorithm, HashedMessage: req.HashedMessage, Time: time.Now().Add(a.skew).UTC().Truncate(time.Second),
 		Nonce: nonce, Policy: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 2}, SerialNumber: big.NewInt(time.Now().UnixNano()), AddTSACertificate: true}
-	resp, err := ts.CreateResponse(a.leaf, a.key)
+	resp, err := ts.CreateResponseWithOpts(a.leaf, a.key, crypto.SHA256)
 	if err != nil {
 		http.Error(w, err.Error(), 500)
 		return
