@@ -37,9 +37,9 @@ var allowed = map[string][]string{
 	"cmd/runner":             {"sandbox"},                              // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "api", "policy"},
-	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit"},   // a publication: written and checked from attestations alone (and the bodies their audit logs hash)
-	"transcript":             {"audit", "attest", "policy"},                                        // a run reassembled: portable, like attest
-	"api":                    {"policy", "attest", "audit", "controller", "sandbox", "transcript"}, // sealrund's contract: records, requests, events, the state dir's layout, its config (providers, runtimes per role), the typed client (a gather checks the transcript)
+	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger"},   // a publication: written and checked from attestations alone (and the bodies their audit logs hash); ledger/witness: its ledgers' cosigned heads
+	"transcript":             {"audit", "attest", "policy"},                                                  // a run reassembled: portable, like attest
+	"api":                    {"policy", "attest", "audit", "controller", "sandbox", "transcript", "ledger"}, // sealrund's contract: records, requests, events, the state dir's layout, its config (providers, runtimes per role, witnesses' keys: ledger/witness), the typed client (a gather checks the transcript)
 	"daemon":                 {"*"},
 	"demo":                   {"*"},                                                // a client of the daemon, composing the rest as an operator would
 	"trackpin":               {"policy", "exams", "kits", "airs", "images", "api"}, // api: the state dir's layout
@@ -120,8 +120,8 @@ func TestImportRules(t *testing.T) {
 				continue
 			}
 			impOwner := owner(imp)
-			if imp == module+"/internal/fileio" || imp == module+"/internal/inflight" {
-				continue // the file helpers and the request counter of every floor (no sibling of their own)
+			if imp == module+"/internal/fileio" || imp == module+"/internal/inflight" || imp == module+"/internal/mountinfo" {
+				continue // the file helpers, the request counter and the mount table of every floor (no sibling of their own)
 			}
 			if impOwner == o || (len(rules) == 1 && rules[0] == "*") {
 				continue
