@@ -129,3 +129,21 @@ func BundleTimestamps(data []byte) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// SameEnvelope reports whether two DSSE envelopes (as a file holds one, or as a bundle carries
+// it, formatted otherwise) are the same: payload, payload type and signatures.
+func SameEnvelope(a, b []byte) bool {
+	var x, y bundleEnvelope
+	if strictDecode(a, &x, false) != nil || strictDecode(b, &y, false) != nil {
+		return false
+	}
+	if x.Payload != y.Payload || x.PayloadType != y.PayloadType || len(x.Signatures) != len(y.Signatures) {
+		return false
+	}
+	for i := range x.Signatures {
+		if x.Signatures[i] != y.Signatures[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -105,7 +105,7 @@ func (a *TSA) Timestamp(ctx context.Context, hc *http.Client, sig []byte) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("timestamp authority %s: reading its answer: %w", a.URL, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 { // sigstore's timestamp-authority answers 201 Created
 		return nil, fmt.Errorf("timestamp authority %s answered %s", a.URL, resp.Status)
 	}
 	if len(body) > MaxTimestampResponse {

@@ -35,13 +35,13 @@ func checkTimestamps(path, chainPath string) (*timestampVerdict, error) {
 	bundle := path
 	if string(env) == string(data) { // an envelope: its bundle is beside it
 		bundle = attest.BundlePath(path)
+		if _, err := os.Stat(bundle); os.IsNotExist(err) {
+			return nil, &attest.VerificationFailure{Reason: attest.ReasonTimestamp, Detail: fmt.Sprintf("no Sigstore bundle beside it (%s): the timestamp travels there", bundle)}
+		}
 		if data, err = fileio.ReadLimited(bundle, "Sigstore bundle", attest.MaxEnvelopeBytes); err != nil {
-			if os.IsNotExist(fileio.Cause(err)) {
-				return nil, &attest.VerificationFailure{Reason: attest.ReasonTimestamp, Detail: fmt.Sprintf("no Sigstore bundle beside it (%s): the timestamp travels there", bundle)}
-			}
 			return nil, ioError(err)
 		}
-		if benv, err := attest.EnvelopeOf(data); err != nil || string(benv) != string(env) {
+		if benv, err := attest.EnvelopeOf(data); err != nil || !attest.SameEnvelope(benv, env) {
 			return nil, &attest.VerificationFailure{Reason: attest.ReasonTimestamp, Detail: fmt.Sprintf("%s carries another envelope than %s", bundle, path)}
 		}
 	}
