@@ -61,7 +61,7 @@ func fullPredicate(t *testing.T, task bool) *attest.Statement {
 	}
 	p.Run.RerunOf = "r-earlier"
 	p.Host.Runtimes = map[string]string{"controller": "runc version 1.1.5", "runner": "crun version 1.8.1", "grader": "runsc version release-20260905.0"}
-	p.Build = &attest.Build{Version: "v1", Commit: "abc", Modified: true, GoVersion: "go1.26", DaemonSHA256: "ab", TestSeams: true, SeamsUsed: []string{"hold"}}
+	p.Build = &attest.Build{Version: "v1", Commit: "abc", Modified: true, GoVersion: "go1.26", DaemonSHA256: "ab", TestSeams: true, SeamsUsed: []string{"hold"}, Toolchain: "cc,glibc", Helpers: map[string]string{"runner": "a", "runner-exec": "b", "sealrun-netns-hook": "c", "sealrun-hook-relay": "d"}}
 	p.Ledger = &ledger.Ref{Origin: "o", Index: 1, Entry: "{}", Checkpoint: "c", Inclusion: []string{"aa"}}
 	p.Budget.MaxTokens, p.Budget.MaxCost = 1000, "2 USD"
 	price := policy.Price{Currency: "USD", Input: 1, CachedInput: 0.1, CacheWrite: 1.25, Output: 4, Taken: "2026-11-20", Source: "s"}
