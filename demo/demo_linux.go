@@ -122,6 +122,7 @@ type session struct {
 	track         *policy.Track     // 3
 	keys          string            // 4: the keys directory
 	witnessPub    string            // 4: the demo witness's public key file
+	witnessName   string            // 4: and its key name
 	agent         string            // 4: the agent every seed runs
 	socket, log   string            // 4: the daemon's socket and log
 	c             *api.Client       // 5
@@ -298,7 +299,7 @@ type demoRun struct {
 
 // demoPublish gathers the demo's runs as an operator would (sealrun results gather), exports the
 // run ledger, and publishes them with the track and the key (sealrun publish).
-func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir, pubDir, pub, trackFile string, runs []*demoRun) error {
+func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir, pubDir, pub, trackFile, witnessName string, runs []*demoRun) error {
 	results := filepath.Join(demoDir, "results")
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return err
@@ -309,7 +310,7 @@ func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir
 		}
 	}
 	ledgerOut := filepath.Join(demoDir, "ledger-demo.jsonl")
-	witnessed, err := exportWitnessed(ctx, state, ledgerOut)
+	witnessed, err := exportWitnessed(ctx, state, ledgerOut, witnessName)
 	if err != nil {
 		return fmt.Errorf("export the run ledger with its witnessed head: %w", err)
 	}

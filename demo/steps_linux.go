@@ -316,7 +316,7 @@ func (s *session) rank(ctx context.Context) error {
 	pubDir := filepath.Join(s.demoDir, "publication")
 	if s.failed == 0 {
 		s.lg.printf("    publication: the runs gathered, the run ledger, the track, the key and the boards into %s", pubDir)
-		if err := demoPublish(ctx, s.c, s.lg, s.state, s.demoDir, pubDir, pub, s.trackFile, s.runs); err != nil {
+		if err := demoPublish(ctx, s.c, s.lg, s.state, s.demoDir, pubDir, pub, s.trackFile, s.witnessName, s.runs); err != nil {
 			return err
 		}
 	}

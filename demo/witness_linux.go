@@ -44,7 +44,10 @@ func (s *session) startWitness(origin string) (vkey, url string, err error) {
 	if err := os.RemoveAll(dir); err != nil { // a new key each demo, as the signing keys are
 		return "", "", err
 	}
-	skey, vkey, err := witness.GenerateKey("witness.demo.sealrun/" + filepath.Base(s.demoDir))
+	// A name of its own each demo (its key is new each demo too): cosignatures a demo before kept
+	// in the state directory are another witness's.
+	s.witnessName = fmt.Sprintf("witness.demo.sealrun/%s-%d", filepath.Base(s.demoDir), time.Now().Unix())
+	skey, vkey, err := witness.GenerateKey(s.witnessName)
 	if err != nil {
 		return "", "", err
 	}
@@ -96,7 +99,7 @@ func (s *session) startWitness(origin string) (vkey, url string, err error) {
 
 // exportWitnessed writes the demo's ledger for publication with the head its witness cosigned,
 // waiting (up to a minute) for it to cosign the last one.
-func exportWitnessed(ctx context.Context, state, out string) (string, error) {
+func exportWitnessed(ctx context.Context, state, out, name string) (string, error) {
 	path := filepath.Join(state, "ledger.jsonl")
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -113,11 +116,16 @@ func exportWitnessed(ctx context.Context, state, out string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		var names []string
-		for n := range cs.Witnesses() {
-			names = append(names, n)
+		lf, err = os.Open(path)
+		if err != nil {
+			return "", err
 		}
-		signed, size, by, ok := cs.Best(names, 1)
+		ofThisLedger, err := ledger.HeadOf(lf)
+		lf.Close()
+		if err != nil {
+			return "", err
+		}
+		signed, size, by, ok := cs.Best([]string{name}, 1, ofThisLedger)
 		if ok && size == head.Size || time.Now().After(deadline) {
 			if !ok {
 				return "", errors.New("the demo's witness cosigned no head of the ledger (its errors are in sealrund.log)")

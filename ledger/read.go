@@ -279,3 +279,35 @@ func placeWitnessed(w io.Writer, c Checkpoint, signed string, tree *Tree, origin
 	_, err := w.Write(checkpointLine(signed))
 	return err
 }
+
+// HeadOf reads a ledger file as sealrund keeps it (or an export) and returns a check of a signed
+// head (its note, with any signatures): that it is a head of this ledger — its origin, a size
+// within the ledger, and the root of that many entries. A cosigned head kept from another ledger
+// of the same origin fails it.
+func HeadOf(r io.Reader) (func(signed string) bool, error) {
+	tree := NewTree()
+	origin := ""
+	_, _, err := scanLines(r, func(n int, ln line) error {
+		if len(ln.Entry) > 0 {
+			tree.Append(LeafHash(ln.Entry))
+			return nil
+		}
+		body, _, _ := strings.Cut(ln.Checkpoint, "\n\n")
+		if c, err := ParseCheckpoint(body + "\n"); err == nil {
+			origin = c.Origin
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(signed string) bool {
+		body, _, _ := strings.Cut(signed, "\n\n")
+		c, err := ParseCheckpoint(body + "\n")
+		if err != nil || c.Origin != origin || c.Size > tree.Size() {
+			return false
+		}
+		root, err := tree.Root(c.Size)
+		return err == nil && root == c.Root
+	}, nil
+}

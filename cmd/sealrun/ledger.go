@@ -134,9 +134,16 @@ func waitWitnessed(cmd *cobra.Command, f *os.File, path string, n int, wait time
 		if err != nil {
 			return "", ioError(err)
 		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return "", ioError(err)
+		}
+		ofThisLedger, err := ledger.HeadOf(f)
+		if err != nil {
+			return "", &exitError{code: exitInvalid, err: fmt.Errorf("ledger %s: %w", f.Name(), err)}
+		}
 		seen := cs.Witnesses()
 		names := slices.Sorted(maps.Keys(seen))
-		signed, size, by, ok := cs.Best(names, n)
+		signed, size, by, ok := cs.Best(names, n, ofThisLedger)
 		if ok && size == head.Size || time.Now().After(deadline) {
 			var state []string
 			for _, w := range names {

@@ -52,8 +52,8 @@ type Cosignatures struct {
 	mu     sync.Mutex
 	path   string
 	f      *os.File
-	bySize map[uint64]*cosignedHead
-	latest map[string]uint64 // witness key name -> largest size it cosigned
+	bySize map[uint64][]*cosignedHead // more than one head of a size: two trees were shown (kept, as evidence)
+	latest map[string]uint64          // witness key name -> largest size it cosigned
 }
 
 type cosignedHead struct {
@@ -69,7 +69,7 @@ func OpenCosignatures(path string) (*Cosignatures, error) { return loadCosignatu
 func ReadCosignatures(path string) (*Cosignatures, error) { return loadCosignatures(path, false) }
 
 func loadCosignatures(path string, write bool) (*Cosignatures, error) {
-	c := &Cosignatures{path: path, bySize: map[uint64]*cosignedHead{}, latest: map[string]uint64{}}
+	c := &Cosignatures{path: path, bySize: map[uint64][]*cosignedHead{}, latest: map[string]uint64{}}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("cosignatures %s: %w", path, err)
@@ -119,12 +119,15 @@ func (c *Cosignatures) add(r cosigRecord) error {
 	if !strings.HasPrefix(r.Cosignature, "— "+r.Witness+" ") || !strings.HasSuffix(r.Cosignature, "\n") || strings.Count(r.Cosignature, "\n") != 1 {
 		return fmt.Errorf("cosignature %q is not one signature line of %s", trim(r.Cosignature), r.Witness)
 	}
-	h, ok := c.bySize[cp.Size]
-	if !ok {
+	var h *cosignedHead
+	for _, o := range c.bySize[cp.Size] {
+		if ob, _, _ := strings.Cut(o.signed, "\n\n"); ob == body {
+			h = o
+		}
+	}
+	if h == nil {
 		h = &cosignedHead{signed: r.Checkpoint, lines: map[string]string{}}
-		c.bySize[cp.Size] = h
-	} else if hb, _, _ := strings.Cut(h.signed, "\n\n"); hb != body {
-		return fmt.Errorf("two heads of size %d: the log signed two trees", cp.Size)
+		c.bySize[cp.Size] = append(c.bySize[cp.Size], h)
 	}
 	h.lines[r.Witness] = r.Cosignature
 	c.latest[r.Witness] = max(c.latest[r.Witness], cp.Size)
@@ -159,10 +162,12 @@ func (c *Cosignatures) Latest(witness string) uint64 {
 	return c.latest[witness]
 }
 
-// Best is the largest head cosigned by at least quorum of the witnesses (their key names): the
-// host's signed head with those witnesses' signature lines after its own, and who signed it.
-// ok is false when no head has quorum cosignatures.
-func (c *Cosignatures) Best(witnesses []string, quorum int) (signed string, size uint64, by []string, ok bool) {
+// Best is the largest head cosigned by at least quorum of the witnesses (their key names) that
+// accept takes (nil: any; an export takes only heads of the ledger it writes, so that a file
+// kept from another ledger of the same origin counts for nothing): the host's signed head with
+// those witnesses' signature lines after its own, and who signed it. ok is false when no head
+// qualifies.
+func (c *Cosignatures) Best(witnesses []string, quorum int, accept func(signed string) bool) (signed string, size uint64, by []string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sizes := make([]uint64, 0, len(c.bySize))
@@ -171,17 +176,21 @@ func (c *Cosignatures) Best(witnesses []string, quorum int) (signed string, size
 	}
 	slices.Sort(sizes)
 	for i := len(sizes) - 1; i >= 0; i-- {
-		h := c.bySize[sizes[i]]
-		var names []string
-		out := h.signed
-		for _, w := range witnesses {
-			if l, ok := h.lines[w]; ok {
-				names = append(names, w)
-				out += l
+		for _, h := range c.bySize[sizes[i]] {
+			if accept != nil && !accept(h.signed) {
+				continue
 			}
-		}
-		if len(names) >= max(quorum, 1) {
-			return out, sizes[i], names, true
+			var names []string
+			out := h.signed
+			for _, w := range witnesses {
+				if l, ok := h.lines[w]; ok {
+					names = append(names, w)
+					out += l
+				}
+			}
+			if len(names) >= max(quorum, 1) {
+				return out, sizes[i], names, true
+			}
 		}
 	}
 	return "", 0, nil, false

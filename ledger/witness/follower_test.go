@@ -96,14 +96,14 @@ func TestFollower(t *testing.T) {
 			}
 		}
 	}
-	signed, size, by, ok := store.Best([]string{good.v.Name(), "witness.test/down"}, 1)
+	signed, size, by, ok := store.Best([]string{good.v.Name(), "witness.test/down"}, 1, nil)
 	if !ok || size != 40 || len(by) != 1 {
 		t.Fatalf("best head: %v %d %v", ok, size, by)
 	}
 	if _, err := note.Open([]byte(signed), note.VerifierList(good.v, logV)); err != nil {
 		t.Fatalf("the best head does not open with the host's and the witness's keys: %v", err)
 	}
-	if _, _, _, ok := store.Best([]string{good.v.Name(), "witness.test/down"}, 2); ok {
+	if _, _, _, ok := store.Best([]string{good.v.Name(), "witness.test/down"}, 2, nil); ok {
 		t.Error("a quorum of 2 met with one witness answering")
 	}
 	store.Close()
@@ -152,5 +152,40 @@ func TestFollowerCatchesUpFrom409(t *testing.T) {
 	}
 	if got := store.Latest(w.v.Name()); got != 6 {
 		t.Fatalf("cosigned up to %d, want 6 (status %+v)", got, f.Status())
+	}
+}
+
+// A cosignatures file kept from another ledger of the same origin (the ledger was replaced, or a
+// second machine's was shown): both trees' heads load, kept as evidence, and an export takes only
+// the heads of the ledger it writes.
+func TestCosignaturesOfTwoTrees(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestLog(t, "sealrun.ledger/two", false)
+	b := &testLog{origin: a.origin, signer: a.signer, tree: ledger.NewTree(), vkey: a.vkey}
+	a.grow(3)
+	b.grow(3)
+	w := newTestWitness(t, t.TempDir())
+	cs, err := OpenCosignatures(filepath.Join(dir, CosignaturesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, hb := a.head(t), b.head(t)
+	body := func(s string) []byte { x, _, _ := strings.Cut(s, "\n\n"); return []byte(x + "\n") }
+	if err := cs.Add(w.v.Name(), ha, w.srv.signer.Cosign(body(ha), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Add(w.v.Name(), hb, w.srv.signer.Cosign(body(hb), time.Now())); err != nil {
+		t.Fatalf("a second tree's head: %v", err)
+	}
+	cs.Close()
+	cs, err = OpenCosignatures(filepath.Join(dir, CosignaturesFile))
+	if err != nil {
+		t.Fatalf("reopen a file holding two trees: %v", err)
+	}
+	defer cs.Close()
+	isB := func(signed string) bool { return strings.HasPrefix(signed, strings.SplitN(hb, "\n\n", 2)[0]) }
+	signed, size, _, ok := cs.Best([]string{w.v.Name()}, 1, isB)
+	if !ok || size != 3 || !isB(signed) {
+		t.Fatalf("best of tree b: %v %d", ok, size)
 	}
 }
