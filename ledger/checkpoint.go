@@ -58,9 +58,15 @@ func ParseCheckpoint(text string) (Checkpoint, error) {
 	return c, nil
 }
 
+// ValidName reports whether s may name a note key (a log's origin, a witness): 1 to 200
+// printable characters, no spaces, no '+'.
+func ValidName(s string) bool {
+	return s != "" && len(s) <= 200 && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '+' || !unicode.IsPrint(r) })
+}
+
 // checkOrigin: a note key name, a log origin: printable, no spaces, no '+'.
 func checkOrigin(o string) error {
-	if o == "" || len(o) > 200 || strings.ContainsFunc(o, func(r rune) bool { return unicode.IsSpace(r) || r == '+' || !unicode.IsPrint(r) }) {
+	if !ValidName(o) {
 		return fmt.Errorf("origin %q is not a log name (1 to 200 printable characters, no spaces, no '+')", o)
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -31,7 +30,7 @@ const (
 
 // checkName: a key name is printable, with no spaces and no '+' (signed-note).
 func checkName(what, n string) error {
-	if n == "" || len(n) > 200 || strings.ContainsFunc(n, func(r rune) bool { return unicode.IsSpace(r) || r == '+' || !unicode.IsPrint(r) }) {
+	if !ledger.ValidName(n) {
 		return fmt.Errorf("%s %q is not a key name: 1 to 200 printable characters, no spaces, no '+' (a schema-less URL, like witness.example.org/w1)", what, n)
 	}
 	return nil
@@ -119,13 +118,11 @@ func (c *Cosigner) Cosign(body []byte, t time.Time) string {
 }
 
 // Verifier checks a witness's cosignatures. It is a note.Verifier: note.Open with it accepts a
-// checkpoint carrying the witness's signature line. Time reports the time of the last
-// cosignature it verified.
+// checkpoint carrying the witness's signature line (CosignatureTime reads a line's time).
 type Verifier struct {
 	name string
 	id   uint32
 	key  ed25519.PublicKey
-	last uint64
 }
 
 // NewVerifier reads a witness's public key in the vkey form ("name+id+base64(0x04 || key)").
@@ -152,11 +149,7 @@ func (v *Verifier) Verify(msg, sig []byte) bool {
 		return false
 	}
 	ts := binary.BigEndian.Uint64(sig)
-	if ts > 1<<63-1 || !ed25519.Verify(v.key, cosignedMessage(msg, ts), sig[8:]) {
-		return false
-	}
-	v.last = ts
-	return true
+	return ts <= 1<<63-1 && ed25519.Verify(v.key, cosignedMessage(msg, ts), sig[8:])
 }
 
 // parseVKey splits "name+id+base64" into its parts.
@@ -215,4 +208,22 @@ func LogVerifier(vkey string) (note.Verifier, error) {
 		return v, nil
 	}
 	return nil, fmt.Errorf("log key %q: algorithm 0x%02x; want an Ed25519 (0x01) or sealrun ECDSA P-256 (0x02) note key", vkey, raw[0])
+}
+
+// CosignatureTime is the time a cosignature line says it was made (the witness's clock); it
+// does not verify the line (Verifier does).
+func CosignatureTime(line string) (time.Time, error) {
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "—" {
+		return time.Time{}, fmt.Errorf("%q is not a signature line", trim(line))
+	}
+	sig, err := base64.StdEncoding.DecodeString(f[2])
+	if err != nil || len(sig) != 4+8+ed25519.SignatureSize {
+		return time.Time{}, fmt.Errorf("%q is not a cosignature/v1 line", trim(line))
+	}
+	ts := binary.BigEndian.Uint64(sig[4:])
+	if ts > 1<<63-1 {
+		return time.Time{}, errors.New("a cosignature time past 2^63")
+	}
+	return time.Unix(int64(ts), 0).UTC(), nil
 }
