@@ -17,7 +17,6 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
-	"golang.org/x/mod/sumdb/note"
 )
 
 // The demo shows its ledger to a witness, as an operator shows theirs to a lab's: sealrun's own
@@ -68,19 +67,11 @@ func (s *session) startWitness(origin string) (vkey, url string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	logKey, err := ledger.VerifierKey(origin, pub)
-	if err != nil {
-		return "", "", err
-	}
-	lv, err := witness.LogVerifier(logKey)
-	if err != nil {
-		return "", "", err
-	}
 	st, err := witness.OpenStore(dir)
 	if err != nil {
 		return "", "", err
 	}
-	srv, err := witness.NewServer(witness.Config{Signer: c, Logs: []witness.Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
+	srv, err := witness.ServerFor(c, origin, pub, st)
 	if err != nil {
 		st.Close()
 		return "", "", err

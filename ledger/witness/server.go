@@ -307,3 +307,18 @@ func (l *limiter) allow(key string, now time.Time) bool {
 	b.tokens--
 	return true
 }
+
+// ServerFor is a witness server following one log, origin's, whose heads are signed with logPub
+// (the host's public key), cosigning with c and keeping its heads in st: the demo's witness, and
+// the tests'.
+func ServerFor(c *Cosigner, origin string, logPub any, st *Store) (*Server, error) {
+	logKey, err := ledger.VerifierKey(origin, logPub)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := LogVerifier(logKey)
+	if err != nil {
+		return nil, err
+	}
+	return NewServer(Config{Signer: c, Logs: []Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
+}

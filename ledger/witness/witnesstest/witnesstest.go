@@ -6,9 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"golang.org/x/mod/sumdb/note"
-
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 )
 
@@ -42,15 +39,7 @@ func Serve(t testing.TB, name, origin string, pub any) *Witness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	logKey, err := ledger.VerifierKey(origin, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lv, err := witness.LogVerifier(logKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := witness.NewServer(witness.Config{Signer: c, Logs: []witness.Log{{Origin: origin, Keys: []note.Verifier{lv}}}, Store: st})
+	srv, err := witness.ServerFor(c, origin, pub, st)
 	if err != nil {
 		t.Fatal(err)
 	}
