@@ -87,6 +87,30 @@ func TestDemo(t *testing.T) {
 		t.Errorf("verify-publication --witness: %v\n%s", err, wv)
 	}
 	t.Logf("verify-publication --witness of the demo's publication: %s", time.Since(t0).Round(time.Millisecond))
+	if !regexp.MustCompile(`witnessed: (\d+) of (\d+) runs each queued and ended`).MatchString(string(wv)) {
+		t.Errorf("verify-publication --witness does not say how many runs are witnessed:\n%s", wv)
+	} else if g := regexp.MustCompile(`witnessed: (\d+) of (\d+) runs`).FindStringSubmatch(string(wv)); g[1] != g[2] {
+		t.Errorf("not every run of the demo is under its witnessed head: %s", g[0])
+	}
+	// One row, from its own files: the run's witnessed.json, with the witness's key.
+	pubRun := filepath.Join(state, "demo", "publication", "runs", m[1])
+	one, err := exec.Command(sealrun, "verify", filepath.Join(pubRun, "result.att.json"), "--key", filepath.Join(state, "demo", "keys", "sealrun.pub"), "--witness", strings.TrimSpace(string(wpub))).CombinedOutput()
+	if err != nil || !strings.Contains(string(one), "witnessed  queued (entry") {
+		t.Errorf("sealrun verify --witness of run %s: %v\n%s", m[1], err, one)
+	}
+	// The proof of another run does not stand for this one.
+	runs, _ := os.ReadDir(filepath.Dir(pubRun))
+	for _, r := range runs {
+		if r.Name() == m[1] {
+			continue
+		}
+		bad, err := exec.Command(sealrun, "verify", filepath.Join(pubRun, "result.att.json"), "--key", filepath.Join(state, "demo", "keys", "sealrun.pub"), "--witness", strings.TrimSpace(string(wpub)),
+			"--witnessed", filepath.Join(filepath.Dir(pubRun), r.Name(), "witnessed.json")).CombinedOutput()
+		if err == nil || !strings.Contains(string(bad), "NOT VALID (witnessed)") {
+			t.Errorf("run %s checked with run %s's witnessed proof: %v\n%s", m[1], r.Name(), err, bad)
+		}
+		break
+	}
 
 	// The kit hash recomputes with the shell recipe of kits/KIT.md, as written, twice (from
 	// SHA256SUMS, and from the files alone), and equals the track's pin.

@@ -19,6 +19,7 @@ type Ledger struct {
 	Signed  string   // the signed head
 	Heads   []string // every signed head in the file, in order (the last is Signed)
 	Entries []*Entry
+	Leaves  [][]byte // each entry's exact bytes (what its leaf hash is of)
 	Tree    *Tree
 	Queued  map[string]int // run -> index of its queued entry
 	Ended   map[string]int
@@ -55,6 +56,7 @@ func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) 
 				l.Ended[e.Run] = i
 			}
 			l.Entries = append(l.Entries, e)
+			l.Leaves = append(l.Leaves, ln.Entry)
 			l.Tree.Append(LeafHash(ln.Entry))
 			return nil
 		}
@@ -101,6 +103,17 @@ func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) 
 // VerifyRef checks what an attestation carries of a ledger on its own: the head signed by one
 // of keys, the entry valid, and the inclusion proof of the entry under the head.
 func VerifyRef(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
+	c, e, err := VerifyEntry(r, keys)
+	if err == nil && e.Kind != KindQueued {
+		return Checkpoint{}, nil, fmt.Errorf("ledger.entry: is %s; an attestation carries its run's queued entry", e.Kind)
+	}
+	return c, e, err
+}
+
+// VerifyEntry checks one entry of any kind under a signed head: the head signed by one of keys
+// (other signatures on it, such as witnesses' cosignatures, are left to the caller), the entry
+// valid, and its inclusion proof under the head.
+func VerifyEntry(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
 	c, err := OpenCheckpoint(r.Checkpoint, r.Origin, keys)
 	if err != nil {
 		return Checkpoint{}, nil, fmt.Errorf("ledger.checkpoint: %w", err)
@@ -108,9 +121,6 @@ func VerifyRef(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
 	e, err := DecodeEntry([]byte(r.Entry))
 	if err != nil {
 		return Checkpoint{}, nil, fmt.Errorf("ledger.entry: %w", err)
-	}
-	if e.Kind != KindQueued {
-		return Checkpoint{}, nil, fmt.Errorf("ledger.entry: is %s; an attestation carries its run's queued entry", e.Kind)
 	}
 	if len(r.Inclusion) > 64 {
 		return Checkpoint{}, nil, fmt.Errorf("ledger.inclusion: %d hashes; at most 64", len(r.Inclusion))
@@ -128,6 +138,23 @@ func VerifyRef(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
 		return Checkpoint{}, nil, fmt.Errorf("ledger.inclusion: the entry is not at index %d under the head: %v", r.Index, err)
 	}
 	return c, e, nil
+}
+
+// RefUnder is entry i of l with its inclusion proof under signed, a head of l (its note with
+// every signature on it) of size c.Size.
+func (l *Ledger) RefUnder(i int, signed string, c Checkpoint) (*Ref, error) {
+	if i < 0 || i >= len(l.Leaves) || uint64(i) >= c.Size {
+		return nil, fmt.Errorf("ledger %s: entry %d is not under the head of size %d", l.Name, i, c.Size)
+	}
+	p, err := l.Tree.InclusionProof(uint64(i), c.Size)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", l.Name, err)
+	}
+	r := &Ref{Origin: l.Origin, Index: uint64(i), Entry: string(l.Leaves[i]), Checkpoint: signed, Inclusion: make([]string, len(p))}
+	for k, h := range p {
+		r.Inclusion[k] = hex.EncodeToString(h)
+	}
+	return r, nil
 }
 
 // CheckHead says whether a head seen elsewhere (in an attestation, an earlier export) agrees

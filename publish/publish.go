@@ -21,12 +21,14 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 )
 
 // A publication is a directory a reader checks offline (docs/READER.md, "Publishing results"):
 //
 //	runs/<run id>/     each run as gathered: result.att.json, report.json, track.toml, ...
+//	                   and witnessed.json where the ledger carries a cosigned head it ended under
 //	tracks/            the track files the runs were judged under
 //	keys/              the public keys that signed them
 //	ledgers/           the hosts' run ledgers (sealrun ledger export), when given
@@ -72,6 +74,7 @@ type Options struct {
 // Summary is what a written publication holds.
 type Summary struct {
 	Runs, Tracks, Keys, Ledgers, Files int
+	Witnessed                          int // runs with a witnessed.json
 }
 
 // Write verifies every attestation of the inputs with the keys and writes the publication
@@ -134,6 +137,10 @@ func write(o Options, s *Summary) error {
 	if err := copyKeysAndLedgers(tmp, o.Keys, o.Ledgers, &meta); err != nil {
 		return err
 	}
+	proved, err := proveRuns(tmp, in, meta, log)
+	if err != nil {
+		return err
+	}
 	n, err := seal(tmp, meta, in, log)
 	if err != nil {
 		return err
@@ -143,7 +150,7 @@ func write(o Options, s *Summary) error {
 	}
 	done = true
 	fileio.SyncDir(parent)
-	*s = Summary{Runs: len(meta.Runs), Tracks: len(meta.Tracks), Keys: len(meta.Keys), Ledgers: len(meta.Ledgers), Files: n + 1}
+	*s = Summary{Runs: len(meta.Runs), Tracks: len(meta.Tracks), Keys: len(meta.Keys), Ledgers: len(meta.Ledgers), Witnessed: proved, Files: n + 1}
 	return nil
 }
 
@@ -443,7 +450,20 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 	for _, l := range meta.Ledgers {
 		fmt.Fprintf(&b, "sealrun ledger verify %s --key %s\n", l, key)
 	}
-	fmt.Fprintf(&b, "```\n\nEach run's transcript.html opens in a browser from this directory (no network); transcript.json is the same as data (sealrun's docs/TRANSCRIPT.md), and each body the audit log hashes is beside it (gateway/, calls/) unless the transcript says it was withheld. docs/TRANSCRIPT.md shows how to check the bodies with gunzip, sha256sum and jq alone.\n\n## With cosign (offline)\n\nEach attestation is a DSSE envelope signed with the key above; cosign checks it against one subject file (sealrun's attest/VERIFY.md):\n\n```sh\n")
+	fmt.Fprintf(&b, "```\n\n")
+	fmt.Fprintf(&b, "Each run's transcript.html opens in a browser from this directory (no network); transcript.json is the same as data (sealrun's docs/TRANSCRIPT.md), and each body the audit log hashes is beside it (gateway/, calls/) unless the transcript says it was withheld. docs/TRANSCRIPT.md shows how to check the bodies with gunzip, sha256sum and jq alone.\n\n")
+	var proved []string
+	for _, id := range meta.Runs {
+		if _, err := os.Stat(filepath.Join(dir, "runs", id, witness.RunProofFile)); err == nil {
+			proved = append(proved, id)
+		}
+	}
+	if len(proved) > 0 {
+		fmt.Fprintf(&b, "## Against witnesses\n\n%d of the %d runs carry %s: a head of their host's ledger that witnesses cosigned, and the run's queued and ended entries under it with their inclusion proofs. It shows that those witnesses saw a ledger in which the run ended with exactly this attestation; a host that showed another ledger to anyone they serve would have been refused. Take each witness's public key from the witness itself, not from here:\n\n```sh\n", len(proved), len(meta.Runs), witness.RunProofFile)
+		fmt.Fprintf(&b, "sealrun verify-publication . --key %s --witness WITNESS_KEY --witnesses 1\n", key)
+		fmt.Fprintf(&b, "sealrun verify runs/%s/result.att.json --key %s --witness WITNESS_KEY\n```\n\n", proved[0], key)
+	}
+	fmt.Fprintf(&b, "## With cosign (offline)\n\nEach attestation is a DSSE envelope signed with the key above; cosign checks it against one subject file (sealrun's attest/VERIFY.md):\n\n```sh\n")
 	for _, id := range meta.Runs {
 		p := byID[id]
 		typ := "https://sealrun.dev/attestation/sealed-run/v1"

@@ -61,6 +61,7 @@ func VerifyWitnessed(dir string, keyPaths []string, ws []*witness.Verifier, quor
 	boards, ok := c.boards(meta, keyPaths)
 	if len(ws) > 0 {
 		c.witnessed(meta, ks, ws, quorum)
+		c.witnessedRuns(meta, ks, ws, quorum)
 	}
 	if ok && len(c.problems) == 0 {
 		summarisePublication(w, dir, boards["leaderboard.json"], meta)
@@ -73,6 +74,7 @@ type checker struct {
 	dir      string
 	w        io.Writer
 	problems []string
+	verified map[string]*attest.Verified // run id -> its attestation, as runs verified it
 }
 
 func (c *checker) bad(format string, args ...any) {
@@ -186,6 +188,8 @@ func (c *checker) runs(onDisk, keyPaths []string) {
 			}
 			if v.Statement.Predicate.Run.ID != id {
 				c.bad("runs/%s: its attestation is of run %s", id, v.Statement.Predicate.Run.ID)
+			} else {
+				c.keep(id, v)
 			}
 			verified = true
 			break

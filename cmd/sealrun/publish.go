@@ -59,8 +59,12 @@ withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 			if err != nil {
 				return publishError(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d runs, %d tracks, %d keys, %d ledgers, %d files; check it with: sealrun verify-publication %s\n",
-				out, s.Runs, s.Tracks, s.Keys, s.Ledgers, s.Files, out)
+			witnessed := ""
+			if s.Ledgers > 0 {
+				witnessed = fmt.Sprintf(" (%d runs under a cosigned head)", s.Witnessed)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d runs, %d tracks, %d keys, %d ledgers%s, %d files; check it with: sealrun verify-publication %s\n",
+				out, s.Runs, s.Tracks, s.Keys, s.Ledgers, witnessed, s.Files, out)
 			return nil
 		},
 	}

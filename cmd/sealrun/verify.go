@@ -17,8 +17,9 @@ import (
 
 // verifyFlags is the flag group of `sealrun verify`.
 type verifyFlags struct {
-	key, bundle, report, audit, track, transcript, rebuild, tsaChain string
-	json                                                             bool
+	key, bundle, report, audit, track, transcript, rebuild, tsaChain, witnessed string
+	json                                                                        bool
+	witness                                                                     witnessFlags
 }
 
 func (f *verifyFlags) addFlags(cmd *cobra.Command) {
@@ -30,6 +31,8 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.transcript, "transcript", "", "check a run directory's trajectory: its audit log, every body it hashes, transcript.json and transcript.html (implies --audit DIR/audit.jsonl)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
 	cmd.Flags().StringVar(&f.tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of the signature (in the Sigstore bundle beside it) with this timestamp authority's certificate chain (PEM)")
+	f.witness.add(cmd)
+	cmd.Flags().StringVar(&f.witnessed, "witnessed", "", "with --witness: the run's witnessed proof (default: witnessed.json beside the attestation, as a publication carries it)")
 	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
 }
 
@@ -56,6 +59,8 @@ type verdict struct {
 	Rebuild *rebuildResult `json:"rebuild,omitempty"`
 	// Timestamp is what --tsa-chain found.
 	Timestamp *timestampVerdict `json:"timestamp,omitempty"`
+	// Witnessed is what --witness found.
+	Witnessed *witnessedVerdict `json:"witnessed,omitempty"`
 	pred      *attest.Predicate // the verified predicate, for the text
 }
 
@@ -135,6 +140,13 @@ With --tsa-chain PEM (the certificate chain a timestamp authority publishes) it 
 over this signature. It prints the time the attestation existed by; none that checks makes it not
 valid.
 
+With --witness KEY (each a witness's public key, as you obtained it from the witness; repeatable)
+and --witnesses N (default: all given) it checks the run's witnessed proof (witnessed.json beside
+the attestation, as a publication carries it, or --witnessed FILE): a head of the host's ledger
+signed with --key and cosigned by N of those witnesses, under which this run was queued (the
+entry the attestation carries) and ended naming this very attestation. A proof that is missing,
+of another run or result, or short of cosignatures makes it not valid (reason "witnessed").
+
 With --rebuild SRC (a clone or the URL of sealrun's repository) it rebuilds what ran: it checks
 out the build record's commit in a directory of its own, runs make build with the recorded version
 (the Go toolchain must be the recorded one; it says which to install otherwise, and warns when the
@@ -146,9 +158,17 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 		Example: `  sealrun verify result.att.json --key sealrun.pub
   sealrun verify result.att.json --key sealrun.pub --bundle bundle.tar.gz --audit audit.jsonl --track tracks/ari-v1.toml --json
   sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --transcript runs/r-20261126-101500-a1b2c3
+  sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --witness witness.example.org+1a2b3c4d+AQ...
   sealrun verify result.att.json --key sealrun.pub --rebuild https://github.com/sealrun/sealrun`,
 		Args: exactArgs(1, "one attestation file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ws, err := f.witness.verifiers()
+			if err != nil {
+				return err
+			}
+			if f.witnessed != "" && ws == nil {
+				return usage(errors.New("--witnessed is checked against witnesses: give their keys with --witness"))
+			}
 			got, err := verifyAttestation(args[0], &f)
 			var vf *attest.VerificationFailure
 			if err != nil && !errors.As(err, &vf) {
@@ -192,6 +212,17 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 					} else {
 						out.Timestamp = ts
 						out.Checks = append(out.Checks, "timestamp")
+					}
+				}
+				if ws != nil && vf == nil {
+					wv, err := checkWitnessed(args[0], &f, ws, got)
+					if errors.As(err, &vf) {
+						out.Valid, out.Reason, out.Detail = false, vf.Reason, vf.Detail
+					} else if err != nil {
+						return err
+					} else {
+						out.Witnessed = wv
+						out.Checks = append(out.Checks, "witnessed")
 					}
 				}
 				if f.rebuild != "" && vf == nil {
@@ -281,6 +312,13 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	}
 	if v.Rebuild != nil {
 		writeRebuild(w, v.Rebuild)
+	}
+	if wv := v.Witnessed; wv != nil {
+		notBy := ""
+		if len(wv.NotBy) > 0 {
+			notBy = "; not by " + strings.Join(wv.NotBy, ", ")
+		}
+		fmt.Fprintf(w, "  witnessed  queued (entry %d) and ended with this attestation (entry %d) under the head of size %d of %s, cosigned by %s%s\n", wv.Queued, wv.Ended, wv.HeadSize, wv.Origin, strings.Join(wv.By, ", "), notBy)
 	}
 	if ts := v.Timestamp; ts != nil {
 		fmt.Fprintf(w, "  timestamp  existed before %s (%s, RFC 3161, in %s)\n", ts.Time.Format(time.RFC3339), ts.TSA, ts.Bundle)

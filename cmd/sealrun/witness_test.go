@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -324,5 +325,52 @@ func TestWitnessedLedger(t *testing.T) {
 	r = sealrun(t, "ledger", "verify", out2, "--key", pub, "--witness", vkey3)
 	if r.code != 1 || !strings.Contains(r.stdout, "witness.test/w3 cosigned nothing here") {
 		t.Fatalf("a reader checking the published ledger with the witness that saw the hidden one: %+v", r)
+	}
+}
+
+// sealrun verify --witness without a proof, with a broken one, or --witnessed without keys:
+// not valid or a usage error, naming the file or the flag (the demo's e2e test checks a real
+// publication's proofs, and another run's proof refused).
+func TestVerifyWitnessedRefuses(t *testing.T) {
+	dir := t.TempDir()
+	var st attest.Statement
+	b, _ := os.ReadFile("../../attest/testdata/statement.golden.json")
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := attest.Sign(context.Background(), &st, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att := filepath.Join(dir, "result.att.json")
+	os.WriteFile(att, env, 0o644)
+	pub := "../../attest/testdata/ed25519.pub"
+	_, vkey, _ := witness.GenerateKey("witness.test/v")
+	broken := filepath.Join(dir, "broken.json")
+	os.WriteFile(broken, []byte(`{"format":"sealrun-witnessed-run/v1","checkpoint":"x"`), 0o644)
+	huge := filepath.Join(dir, "huge.json")
+	os.WriteFile(huge, make([]byte, witness.MaxRunProofBytes+1), 0o644)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no proof beside it", []string{"--witness", vkey}, 1, "NOT VALID (witnessed)\n  no witnessed proof at " + filepath.Join(dir, "witnessed.json")},
+		{"a broken proof", []string{"--witness", vkey, "--witnessed", broken}, 1, "broken.json: not a witnessed proof"},
+		{"an oversized proof", []string{"--witness", vkey, "--witnessed", huge}, 1, "a witnessed proof is at most 262144"},
+		{"a proof without keys", []string{"--witnessed", broken}, 2, "give their keys with --witness"},
+		{"a host key as a witness key", []string{"--witness", "sealrun.ledger/x+01234567+AQ=="}, 2, "--witness: witness key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := sealrun(t, append([]string{"verify", att, "--key", pub}, c.args...)...)
+			if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
+				t.Errorf("%+v; want exit %d and %q", r, c.code, c.want)
+			}
+		})
 	}
 }

@@ -46,14 +46,9 @@ func CheckLedger(l *ledger.Ledger, hostKeys []signature.Verifier, ws []*Verifier
 		if err != nil {
 			continue
 		}
-		var by, notBy []string
-		for _, w := range ws {
-			if _, err := Pick(signedBody(signed), sigLines(signed), w); err == nil {
-				by = append(by, w.Name())
-				best[w.Name()] = max(best[w.Name()], cp.Size)
-			} else {
-				notBy = append(notBy, w.Name())
-			}
+		by, notBy := Cosigned(signed, ws)
+		for _, w := range by {
+			best[w] = max(best[w], cp.Size)
 		}
 		if len(by) >= quorum {
 			return &Witnessed{Head: cp, Signed: signed, By: by, NotBy: notBy, After: l.Head.Size - cp.Size}, nil

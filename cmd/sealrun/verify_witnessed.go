@@ -1,0 +1,54 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sigstore/sigstore/pkg/signature"
+)
+
+// witnessedVerdict is what --witness found: the cosigned head the run's entries are under.
+type witnessedVerdict struct {
+	File     string   `json:"file"`
+	Origin   string   `json:"origin"`
+	HeadSize uint64   `json:"head_size"`
+	Queued   uint64   `json:"queued_index"`
+	Ended    uint64   `json:"ended_index"`
+	By       []string `json:"by"`
+	NotBy    []string `json:"not_by"`
+}
+
+// checkWitnessed checks the run's witnessed proof (--witnessed, or witnessed.json beside the
+// attestation) with the host's key and the witnesses' keys.
+func checkWitnessed(attPath string, f *verifyFlags, ws []*witness.Verifier, got *attest.Verified) (*witnessedVerdict, error) {
+	path := f.witnessed
+	if path == "" {
+		path = filepath.Join(filepath.Dir(attPath), witness.RunProofFile)
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, &attest.VerificationFailure{Reason: attest.ReasonWitnessed, Detail: fmt.Sprintf("no witnessed proof at %s: a publication carries one beside each run its ledger's cosigned head covers (give another with --witnessed FILE)", path)}
+	}
+	b, err := fileio.ReadLimited(path, "witnessed proof", witness.MaxRunProofBytes+1)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	p, err := witness.ParseRunProof(b)
+	if err != nil {
+		return nil, &attest.VerificationFailure{Reason: attest.ReasonWitnessed, Detail: fmt.Sprintf("%s: %v", path, err)}
+	}
+	v, _, err := attest.LoadVerifier(f.key)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	p2 := got.Statement.Predicate
+	w, err := p.Check(p2.Run.ID, got.Payload, p2.Ledger, []signature.Verifier{v}, ws, f.witness.quorum)
+	if err != nil {
+		return nil, &attest.VerificationFailure{Reason: attest.ReasonWitnessed, Detail: fmt.Sprintf("%s: %v", path, err)}
+	}
+	return &witnessedVerdict{File: path, Origin: p.Origin, HeadSize: w.Head.Size, Queued: p.Queued.Index, Ended: p.Ended.Index, By: w.By, NotBy: w.NotBy}, nil
+}
