@@ -17,6 +17,8 @@ import (
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
 	"github.com/sealrun/sealrun/scaffolds"
 )
 
@@ -225,4 +227,52 @@ exec chroot --userspec=1000:1000 "$r" /bin/bash ` + scaffolds.EntrypointPath
 		b.Fatalf("bare %s made no request (%v):\n%s", filepath.Base(root), err, out)
 	}
 	return reqs[n1].At.Sub(t0)
+}
+
+// BenchmarkRunsWithWitnesses: runs per hour of the quickest whole run (its agent submits and
+// finalizes at once), one after another, with no witness, with three in network namespaces of
+// their own all cosigning every head, and with all three unreachable (target: the same rate in
+// all three: runs never wait for witnesses). It reports the heads the witnesses cosigned too.
+func BenchmarkRunsWithWitnesses(b *testing.B) {
+	for k, c := range []string{"none", "answering", "down"} {
+		b.Run(c, func(b *testing.B) {
+			tb := newTestbed(b)
+			os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(`mkdir -p b && cp sealrun-bundle.json predict.py b/
+id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p'); runner finalize "$id"
+`), 0o755)
+			hostPub, _ := tb.verifier.PublicKey()
+			for i := range 3 {
+				n := 30 + 3*k + i
+				switch c {
+				case "answering":
+					w := witnesstest.ServeOn(b, newWitnessNet(b, n, true).listen(b), fmt.Sprintf("witness.test/w%d", i), ledgerOrigin(tb.cfg), hostPub)
+					tb.cfg.Witnesses = append(tb.cfg.Witnesses, api.WitnessConfig{Name: fmt.Sprintf("w%d", i), URL: w.URL, Key: w.Key})
+				case "down":
+					dn := newWitnessNet(b, n, false)
+					_, key, _ := witness.GenerateKey(fmt.Sprintf("witness.test/w%d", i))
+					tb.cfg.Witnesses = append(tb.cfg.Witnesses, api.WitnessConfig{Name: fmt.Sprintf("w%d", i), URL: "http://" + dn.ip + ":8080", Key: key})
+				}
+			}
+			d := startDaemon(b, tb, tb.executor())
+			b.ResetTimer()
+			t0 := time.Now()
+			for i := range b.N {
+				r, err := d.Submit([]byte(tb.trackTOML), "bench.toml", "openai/gpt-x@high", int64(i+1), false, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitState(b, d, r.ID, api.StateGraded)
+			}
+			el := time.Since(t0)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/el.Hours(), "runs/h")
+			if d.witnesses != nil {
+				var held uint64
+				for _, st := range d.witnesses.Status() {
+					held += st.Held
+				}
+				b.ReportMetric(float64(held)/float64(len(tb.cfg.Witnesses)), "held-size")
+			}
+		})
+	}
 }

@@ -20,8 +20,6 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
-	"github.com/sealrun/sealrun/ledger/witness"
-	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"golang.org/x/sys/unix"
 )
@@ -37,12 +35,11 @@ func TestDaemonThroughCLI(t *testing.T) {
 	tb.cfg.Resources.Concurrency = 1
 	script := strings.Replace(agentScript, "PROMOTE", `if [ -f /workspace/slow ]; then sleep 600; fi; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
-	// Two witnesses: one answering, one down. Runs go on; the answering one cosigns the heads.
-	hostPub, _ := tb.verifier.PublicKey()
-	w := witnesstest.Serve(t, "witness.test/daemon", ledgerOrigin(tb.cfg), hostPub)
-	witnessKey, witnessURL := w.Key, w.URL
-	_, downKey, _ := witness.GenerateKey("witness.test/down")
-	tb.cfg.Witnesses = []api.WitnessConfig{{Name: "up", URL: witnessURL, Key: witnessKey}, {Name: "down", URL: "http://127.0.0.1:1", Key: downKey}}
+	// Three witnesses, each in a network namespace of its own: one cosigning, one answering
+	// garbage, one unreachable. Runs go on; the cosigning one cosigns the heads.
+	ws, good := netWitnesses(t, tb, 1)
+	witnessKey, downKey := good.Key, ws[2].Key
+	tb.cfg.Witnesses = ws
 	tb.cfg.Ledger.WitnessQuorum = 1
 	// A timestamp authority (sigstore's): every attestation's signature is timestamped.
 	tsaURL, tsaChain := testenv.TimestampAuthority(t)
@@ -227,6 +224,13 @@ func TestDaemonThroughCLI(t *testing.T) {
 			return ee.ExitCode(), string(out)
 		}
 		return 0, string(out)
+	}
+	// What sealrund's follower says of each: the garbage and the unreachable one held nothing.
+	for _, st := range d.witnesses.Status() {
+		t.Logf("witness %s: holds %d, last error %q", st.Name, st.Held, st.LastError)
+		if (st.Name == "cosigns") != (st.Held > 0) || (st.Name != "cosigns") != (st.LastError != "") {
+			t.Errorf("witness %s: %+v", st.Name, st)
+		}
 	}
 	led := filepath.Join(tb.base, "ledger-export.jsonl")
 	pub := "../attest/testdata/ed25519.pub"

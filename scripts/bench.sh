@@ -53,6 +53,10 @@ echo "== witnesses: a ledger's heads shown to three witnesses (sealrun's own, on
 echo "head to 3 cosignatures kept: p50 $(gobench_metric BenchmarkHeadToCosignature p50-ms) ms, p99 $(gobench_metric BenchmarkHeadToCosignature p99-ms) ms"
 none=$(gobench_us BenchmarkAppendWitnesses/none); up=$(gobench_us BenchmarkAppendWitnesses/up); down=$(gobench_us BenchmarkAppendWitnesses/down)
 echo "a run's ledger append (entry, head, fsync): ${none} us with no witness, ${up} us with 3 answering ($(ratio "$up" "$none")x), ${down} us with all 3 down ($(ratio "$down" "$none")x)   (target: ~1x: runs never wait for witnesses)"
+rn=$(gobench_metric BenchmarkRunsWithWitnesses/none runs/h); ra=$(gobench_metric BenchmarkRunsWithWitnesses/answering runs/h); rd=$(gobench_metric BenchmarkRunsWithWitnesses/down runs/h)
+if [ -n "$rn" ] && [ -n "$ra" ] && [ -n "$rd" ]; then
+  echo "whole sealed runs, one after another (3 witnesses each in a network namespace of its own): ${rn} runs/h with none, ${ra} runs/h with all 3 cosigning ($(ratio "$ra" "$rn")x, heads held $(gobench_metric BenchmarkRunsWithWitnesses/answering held-size)), ${rd} runs/h with all 3 unreachable ($(ratio "$rd" "$rn")x)   (target: ~1x)"
+fi
 
 echo
 echo "== exams: build and hash a 100,000-question synthetic exam"

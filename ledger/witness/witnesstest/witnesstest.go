@@ -3,6 +3,8 @@
 package witnesstest
 
 import (
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -21,6 +23,13 @@ type Witness struct {
 // Serve starts a witness named name following origin's ledger, whose heads are signed with pub
 // (the host's public key), until the test ends.
 func Serve(t testing.TB, name, origin string, pub any) *Witness {
+	t.Helper()
+	return ServeOn(t, nil, name, origin, pub)
+}
+
+// ServeOn is Serve on the listener ln (one opened in a network namespace of the test's, say);
+// nil is a loopback one.
+func ServeOn(t testing.TB, ln net.Listener, name, origin string, pub any) *Witness {
 	t.Helper()
 	skey, vkey, err := witness.GenerateKey(name)
 	if err != nil {
@@ -43,7 +52,26 @@ func Serve(t testing.TB, name, origin string, pub any) *Witness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
+	ts := httptest.NewUnstartedServer(srv)
+	if ln != nil {
+		ts.Listener.Close()
+		ts.Listener = ln
+	}
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return &Witness{Name: name, Key: vkey, URL: ts.URL, Target: witness.Target{Name: name, URL: ts.URL, Verifier: v}}
+}
+
+// Garbage serves, on ln, a "witness" that answers every request 200 with text that is no
+// cosignature, until the test ends; its URL.
+func Garbage(t testing.TB, ln net.Listener) string {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("— not-a-witness AAAA\nhello\n"))
+	}))
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts.URL
 }
