@@ -50,12 +50,12 @@ type timestampData struct {
 }
 
 type signedTimestamp struct {
-	SignedTimestamp string `json:"signedTimestamp"` // base64 of the DER TimeStampToken
+	SignedTimestamp string `json:"signedTimestamp"` // base64 of the DER TimeStampResp (RFC 3161 §2.4.2), as Sigstore has it
 }
 
 // SigstoreBundle wraps a signed envelope in a Sigstore bundle (v0.3) with a public-key hint
 // (keyHint: the key's id, KeyID), no transparency-log entry, and the RFC 3161 timestamps of its
-// signature given (DER tokens; none for none): the result is verified offline against the
+// signature given (DER TimeStampResps; none for none): the result is verified offline against the
 // operator's public key (and the TSA's chain), as attest/VERIFY.md shows with cosign.
 func SigstoreBundle(env []byte, keyHint string, timestamps ...[]byte) ([]byte, error) {
 	var e bundleEnvelope
@@ -109,7 +109,7 @@ func EnvelopeOf(data []byte) ([]byte, error) {
 	return b.DSSEEnvelope, nil
 }
 
-// BundleTimestamps returns the RFC 3161 timestamps (DER tokens) a Sigstore bundle carries.
+// BundleTimestamps returns the RFC 3161 timestamps (DER TimeStampResps, or bare tokens) a Sigstore bundle carries.
 func BundleTimestamps(data []byte) ([][]byte, error) {
 	var b struct {
 		VerificationMaterial struct {
@@ -123,7 +123,7 @@ func BundleTimestamps(data []byte) ([][]byte, error) {
 	for i, t := range b.VerificationMaterial.TimestampVerificationData.RFC3161Timestamps {
 		der, err := base64.StdEncoding.DecodeString(t.SignedTimestamp)
 		if err != nil || len(der) > MaxTimestampResponse {
-			return nil, failf(ReasonTimestamp, "rfc3161Timestamps[%d]: not a base64 token of at most %d bytes", i, MaxTimestampResponse)
+			return nil, failf(ReasonTimestamp, "rfc3161Timestamps[%d]: not a base64 timestamp of at most %d bytes", i, MaxTimestampResponse)
 		}
 		out = append(out, der)
 	}

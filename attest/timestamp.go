@@ -80,7 +80,8 @@ func selfSigned(c *x509.Certificate) bool {
 }
 
 // Timestamp asks the TSA for a timestamp over sig (an envelope's raw signature bytes) and checks
-// the answer before it returns the token (DER): granted, the nonce and the imprint sent, signed
+// the answer before it returns it (the DER TimeStampResp of RFC 3161 §2.4.2, as a Sigstore
+// bundle's signedTimestamp holds it): granted, the nonce and the imprint sent, signed
 // by a certificate of the TSA's chain made for time-stamping, at a time within a minute of now.
 func (a *TSA) Timestamp(ctx context.Context, hc *http.Client, sig []byte) ([]byte, error) {
 	nonce, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
@@ -118,28 +119,33 @@ func (a *TSA) Timestamp(ctx context.Context, hc *http.Client, sig []byte) ([]byt
 	if ts.Nonce == nil || ts.Nonce.Cmp(nonce) != 0 {
 		return nil, fmt.Errorf("timestamp authority %s answered another request (nonce %v, sent %v): refused", a.URL, ts.Nonce, nonce)
 	}
-	at, _, err := CheckTimestamp(ts.RawToken, sig, a.Chain)
+	at, _, err := CheckTimestamp(body, sig, a.Chain)
 	if err != nil {
 		return nil, fmt.Errorf("timestamp authority %s: %w", a.URL, err)
 	}
 	if d := time.Since(at); d > time.Minute || d < -time.Minute {
 		return nil, fmt.Errorf("timestamp authority %s says it is %s, %s from this host's clock: refused (fix whichever clock is wrong)", a.URL, at.UTC().Format(time.RFC3339), d.Round(time.Second))
 	}
-	return ts.RawToken, nil
+	return body, nil
 }
 
-// CheckTimestamp verifies a timestamp token over sig with a TSA's chain: its signature, the
-// signing certificate chained to the chain's root and made for time-stamping, valid at the time
-// it states, and the SHA-256 imprint of sig. It returns that time and the TSA's name (its signing
-// certificate's subject).
-func CheckTimestamp(token, sig []byte, chain []*x509.Certificate) (time.Time, string, error) {
+// CheckTimestamp verifies a timestamp over sig with a TSA's chain: its signature, the signing
+// certificate chained to the chain's root and made for time-stamping, valid at the time it
+// states, and the SHA-256 imprint of sig. der is a TSA's whole answer (a TimeStampResp, granted:
+// what a Sigstore bundle carries) or the bare TimeStampToken in it (what openssl ts -token_out
+// writes). It returns that time and the TSA's name (its signing certificate's subject).
+func CheckTimestamp(der, sig []byte, chain []*x509.Certificate) (time.Time, string, error) {
 	if len(chain) == 0 {
 		return time.Time{}, "", errors.New("no certificate chain to check the timestamp with")
 	}
-	ts, err := timestamp.Parse(token)
+	ts, err := timestamp.ParseResponse(der)
 	if err != nil {
-		return time.Time{}, "", fmt.Errorf("not a timestamp token: %v", err)
+		var terr error
+		if ts, terr = timestamp.Parse(der); terr != nil {
+			return time.Time{}, "", fmt.Errorf("not a timestamp response (%v) nor a timestamp token (%v)", err, terr)
+		}
 	}
+	token := ts.RawToken
 	if ts.HashAlgorithm != crypto.SHA256 {
 		return time.Time{}, "", fmt.Errorf("the timestamp's imprint is %v, not SHA-256", ts.HashAlgorithm)
 	}

@@ -102,6 +102,15 @@ func TestTimestamp(t *testing.T) {
 	if _, _, err := CheckTimestamp(token, sig, []*x509.Certificate{good.root}); err != nil {
 		t.Errorf("with the root alone (the token carries its certificate): %v", err)
 	}
+	// What Timestamp returns is the whole answer (a TimeStampResp, as Sigstore bundles hold
+	// it); the bare token inside it (what openssl ts -token_out writes) checks too.
+	resp, err := timestamp.ParseResponse(token)
+	if err != nil {
+		t.Fatalf("Timestamp returned no TimeStampResp: %v", err)
+	}
+	if _, _, err := CheckTimestamp(resp.RawToken, sig, a.Chain); err != nil {
+		t.Errorf("the bare token: %v", err)
+	}
 	if _, _, err := CheckTimestamp(token, []byte("another signature"), a.Chain); err == nil || !strings.Contains(err.Error(), "another signature") {
 		t.Errorf("a timestamp of another signature: %v", err)
 	}

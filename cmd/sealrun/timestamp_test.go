@@ -83,6 +83,32 @@ func TestTimestampedAttestation(t *testing.T) {
 	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
 	other := filepath.Join(dir, "other.pem")
 	os.WriteFile(other, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+
+	// cosign v3's check (VERIFY.md: the trusted root made from the chain as written, then the
+	// bundle verified by sigstore-go, the library cosign v3 verifies with): it passes, and fails
+	// with a trusted root of another authority.
+	_, rest, ok = strings.Cut(string(doc), "# trusted_root.json: the timestamp authority's chain")
+	_, rest, _ = strings.Cut(rest, "\n") // the rest of the comment line
+	rootScript, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("VERIFY.md has no recipe for cosign's trusted root")
+	}
+	sv := testenv.SigstoreVerify(t)
+	for _, c := range []struct {
+		chain, want string
+	}{{chainPath, "Verified OK"}, {other, "threshold not met for verified signed timestamps"}} {
+		w := t.TempDir()
+		os.Symlink(c.chain, filepath.Join(w, "tsa-chain.pem"))
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", rootScript)
+		cmd.Dir = w
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("VERIFY.md's trusted root recipe: %v\n%s", err, out)
+		}
+		out, _ := exec.Command(sv, attest.BundlePath(att), filepath.Join(w, "trusted_root.json"), pub).CombinedOutput()
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("sigstore-go on the bundle, trusted root of %s: %s; want %q", filepath.Base(c.chain), out, c.want)
+		}
+	}
 	plain := filepath.Join(dir, "plain")
 	os.MkdirAll(plain, 0o755)
 	os.WriteFile(filepath.Join(plain, "result.att.json"), env, 0o644)
