@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/demo"
+	"github.com/sealrun/sealrun/export/exporttest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
@@ -110,6 +111,32 @@ func TestDemo(t *testing.T) {
 			t.Errorf("run %s checked with run %s's witnessed proof: %v\n%s", m[1], r.Name(), err, bad)
 		}
 		break
+	}
+
+	// The publication's runs export as ATIF, by its rules, and a reader recomputes an export from
+	// a checked run: exactly equal; one byte changed, not.
+	exp := t.TempDir()
+	if out, err := exec.Command(sealrun, "export", "--format", "atif", filepath.Join(state, "demo", "publication"), "--out", exp).CombinedOutput(); err != nil {
+		t.Fatalf("sealrun export: %v\n%s", err, out)
+	}
+	traj := filepath.Join(exp, m[1], "trajectory.json")
+	tb, err := os.ReadFile(traj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporttest.ATIFRules(t, tb)
+	verifyExport := func(file string) (string, error) {
+		out, err := exec.Command(sealrun, "verify", filepath.Join(pubRun, "result.att.json"), "--key", filepath.Join(state, "demo", "keys", "sealrun.pub"),
+			"--transcript", pubRun, "--export", file).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verifyExport(traj); err != nil || !strings.Contains(out, "export     "+traj+" is exactly the atif export of this run's transcript") {
+		t.Errorf("verify --export: %v\n%s", err, out)
+	}
+	edited := filepath.Join(exp, "edited.json")
+	os.WriteFile(edited, bytes.Replace(tb, []byte(`"source": "agent"`), []byte(`"source": "user" `), 1), 0o644)
+	if out, err := verifyExport(edited); err == nil || !strings.Contains(out, "NOT VALID (export)") {
+		t.Errorf("verify --export of an edited export: %v\n%s", err, out)
 	}
 
 	// The kit hash recomputes with the shell recipe of kits/KIT.md, as written, twice (from

@@ -17,9 +17,9 @@ import (
 
 // verifyFlags is the flag group of `sealrun verify`.
 type verifyFlags struct {
-	key, bundle, report, audit, track, transcript, rebuild, tsaChain, witnessed string
-	json                                                                        bool
-	witness                                                                     witnessFlags
+	key, bundle, report, audit, track, transcript, rebuild, tsaChain, witnessed, export string
+	json                                                                                bool
+	witness                                                                             witnessFlags
 }
 
 func (f *verifyFlags) addFlags(cmd *cobra.Command) {
@@ -32,6 +32,7 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
 	cmd.Flags().StringVar(&f.tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of the signature (in the Sigstore bundle beside it) with this timestamp authority's certificate chain (PEM)")
 	f.witness.add(cmd)
+	cmd.Flags().StringVar(&f.export, "export", "", "with --transcript: check that this export (sealrun export's trajectory.json) is exactly what the run's transcript gives")
 	cmd.Flags().StringVar(&f.witnessed, "witnessed", "", "with --witness: the run's witnessed proof (default: witnessed.json beside the attestation, as a publication carries it)")
 	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
 }
@@ -59,6 +60,8 @@ type verdict struct {
 	Rebuild *rebuildResult `json:"rebuild,omitempty"`
 	// Timestamp is what --tsa-chain found.
 	Timestamp *timestampVerdict `json:"timestamp,omitempty"`
+	// Export is what --export found.
+	Export *exportVerdict `json:"export,omitempty"`
 	// Witnessed is what --witness found.
 	Witnessed *witnessedVerdict `json:"witnessed,omitempty"`
 	pred      *attest.Predicate // the verified predicate, for the text
@@ -147,6 +150,11 @@ signed with --key and cosigned by N of those witnesses, under which this run was
 entry the attestation carries) and ended naming this very attestation. A proof that is missing,
 of another run or result, or short of cosignatures makes it not valid (reason "witnessed").
 
+With --export FILE and --transcript RUNDIR it recomputes an export of the run (sealrun export's
+trajectory.json) from the run's transcript.json, which --transcript has just checked, as the
+sealrun version the file names made it, and compares byte for byte: a file edited after, or made
+from another transcript, makes it not valid (reason "export").
+
 With --rebuild SRC (a clone or the URL of sealrun's repository) it rebuilds what ran: it checks
 out the build record's commit in a directory of its own, runs make build with the recorded version
 (the Go toolchain must be the recorded one; it says which to install otherwise, and warns when the
@@ -165,6 +173,9 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 			ws, err := f.witness.verifiers()
 			if err != nil {
 				return err
+			}
+			if f.export != "" && f.transcript == "" {
+				return usage(errors.New("--export is recomputed from the run's checked transcript: give --transcript RUNDIR too"))
 			}
 			if f.witnessed != "" && ws == nil {
 				return usage(errors.New("--witnessed is checked against witnesses: give their keys with --witness"))
@@ -212,6 +223,17 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 					} else {
 						out.Timestamp = ts
 						out.Checks = append(out.Checks, "timestamp")
+					}
+				}
+				if f.export != "" && vf == nil {
+					ex, err := checkExport(f.export, f.transcript, p.Run.ID)
+					if errors.As(err, &vf) {
+						out.Valid, out.Reason, out.Detail = false, vf.Reason, vf.Detail
+					} else if err != nil {
+						return err
+					} else {
+						out.Export = ex
+						out.Checks = append(out.Checks, "export")
 					}
 				}
 				if ws != nil && vf == nil {
@@ -312,6 +334,9 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	}
 	if v.Rebuild != nil {
 		writeRebuild(w, v.Rebuild)
+	}
+	if ex := v.Export; ex != nil {
+		fmt.Fprintf(w, "  export     %s is exactly the %s export of this run's transcript (transcript.json sha256 %s, sealrun %s)\n", ex.File, ex.Format, ex.TranscriptSHA256, ex.Version)
 	}
 	if wv := v.Witnessed; wv != nil {
 		notBy := ""

@@ -1,0 +1,132 @@
+package export
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/transcript"
+)
+
+// TranscriptFile is a run directory's transcript, what every export is derived from.
+const TranscriptFile = "transcript.json"
+
+// MaxTranscriptBytes bounds a transcript.json an export reads (the 2,000-turn hour is 8 MB).
+const MaxTranscriptBytes = 1 << 30
+
+// FindRuns is the run directories under each path: the path itself when it holds
+// transcript.json, else each directory below it that does (a results directory, a
+// publication's runs/ or the publication itself), sorted.
+func FindRuns(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("%s: not a directory; give a run directory (it holds %s) or a directory of them", p, TranscriptFile)
+		}
+		if _, err := os.Stat(filepath.Join(p, TranscriptFile)); err == nil {
+			out = append(out, p)
+			continue
+		}
+		found := 0
+		for _, pattern := range []string{"*/" + TranscriptFile, "runs/*/" + TranscriptFile} {
+			ms, _ := filepath.Glob(filepath.Join(p, pattern))
+			for _, m := range ms {
+				out = append(out, filepath.Dir(m))
+				found++
+			}
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%s: no %s in it or in the directories below it; sealrund writes it when a run ends (gather runs with sealrun results gather RUN DIR)", p, TranscriptFile)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Load reads a run directory's transcript.json: its bytes (what Source hashes) and the
+// transcript.
+func Load(dir string) ([]byte, *transcript.Transcript, error) {
+	path := filepath.Join(dir, TranscriptFile)
+	b, err := fileio.ReadLimited(path, "transcript", MaxTranscriptBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	var t transcript.Transcript
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, nil, fmt.Errorf("%s: not a transcript: %v", path, err)
+	}
+	if t.Format != transcript.Format {
+		return nil, nil, fmt.Errorf("%s: format %q; this sealrun reads %s", path, t.Format, transcript.Format)
+	}
+	return b, &t, nil
+}
+
+// Exported is what an export file says it was derived from.
+type Exported struct {
+	Format, Run, TranscriptSHA256, Version string
+}
+
+// ReadSource reads what an export file says of its source (an ATIF trajectory's
+// extra.sealrun).
+func ReadSource(b []byte) (*Exported, error) {
+	var f struct {
+		SchemaVersion string `json:"schema_version"`
+		Extra         struct {
+			Sealrun struct {
+				Format           string `json:"format"`
+				Run              string `json:"run"`
+				TranscriptSHA256 string `json:"transcript_sha256"`
+				Version          string `json:"sealrun_version"`
+			} `json:"sealrun"`
+		} `json:"extra"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("not JSON: %v", err)
+	}
+	s := f.Extra.Sealrun
+	if s.Format != Format || s.Run == "" {
+		return nil, errors.New("not an export of sealrun's (no extra.sealrun naming its run and transcript)")
+	}
+	return &Exported{Format: "atif", Run: s.Run, TranscriptSHA256: s.TranscriptSHA256, Version: s.Version}, nil
+}
+
+// Recompute exports the run in dir again as the file b says it was made (its format and
+// sealrun version) and says whether b is exactly that, naming the first difference.
+func Recompute(b []byte, dir string) (*Exported, error) {
+	ex, err := ReadSource(b)
+	if err != nil {
+		return nil, err
+	}
+	tj, t, err := Load(dir)
+	if err != nil {
+		return ex, err
+	}
+	if t.Run.ID != ex.Run {
+		return ex, fmt.Errorf("the export is of run %s; %s is run %s", ex.Run, dir, t.Run.ID)
+	}
+	src := SourceOf(tj, t, ex.Version)
+	if src.TranscriptSHA256 != ex.TranscriptSHA256 {
+		return ex, fmt.Errorf("the export names transcript.json %s; the run's is %s", ex.TranscriptSHA256, src.TranscriptSHA256)
+	}
+	want, err := ATIF(t, src)
+	if err != nil {
+		return ex, err
+	}
+	if !bytes.Equal(b, want) {
+		i := 0
+		for i < len(b) && i < len(want) && b[i] == want[i] {
+			i++
+		}
+		return ex, fmt.Errorf("the export differs from the one the run gives at byte %d (an edited export, or one made by another sealrun than %s)", i, ex.Version)
+	}
+	return ex, nil
+}
