@@ -299,7 +299,7 @@ type demoRun struct {
 
 // demoPublish gathers the demo's runs as an operator would (sealrun results gather), exports the
 // run ledger, and publishes them with the track and the key (sealrun publish).
-func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir, pubDir, pub, trackFile, witnessName string, runs []*demoRun) error {
+func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir, pubDir, pub, trackFile, witnessName, version string, runs []*demoRun) error {
 	results := filepath.Join(demoDir, "results")
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return err
@@ -315,7 +315,7 @@ func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir
 		return fmt.Errorf("export the run ledger with its witnessed head: %w", err)
 	}
 	lg.printf("    run ledger: %s (%s)", ledgerOut, witnessed)
-	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: leaderboard.SuiteExam, Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}}); err != nil {
+	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: leaderboard.SuiteExam, Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}, Version: version}); err != nil {
 		return fmt.Errorf("publish the demo's runs: %w", err)
 	}
 	return nil

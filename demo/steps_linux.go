@@ -316,7 +316,7 @@ func (s *session) rank(ctx context.Context) error {
 	pubDir := filepath.Join(s.demoDir, "publication")
 	if s.failed == 0 {
 		s.lg.printf("    publication: the runs gathered, the run ledger, the track, the key and the boards into %s", pubDir)
-		if err := demoPublish(ctx, s.c, s.lg, s.state, s.demoDir, pubDir, pub, s.trackFile, s.witnessName, s.runs); err != nil {
+		if err := demoPublish(ctx, s.c, s.lg, s.state, s.demoDir, pubDir, pub, s.trackFile, s.witnessName, s.o.Version, s.runs); err != nil {
 			return err
 		}
 	}
@@ -329,7 +329,7 @@ func (s *session) rank(ctx context.Context) error {
 	fmt.Fprintln(out, "\nWhere the reports are:")
 	for _, r := range s.runs {
 		fmt.Fprintf(out, "  seed %d (%s, %s): %s\n", r.seed, r.rec.ID, r.rec.State, r.rec.Dir)
-		fmt.Fprintf(out, "      report.html  summary.txt  report.json  result.att.json  audit.jsonl  transcript.log\n")
+		fmt.Fprintf(out, "      transcript.html (what the agent did: open it first)  report.html  summary.txt  report.json  result.att.json  audit.jsonl  transcript.json  transcript.log\n")
 	}
 	fmt.Fprintf(out, "\nVerify one yourself:\n  sealrun verify %s --key %s --track %s\nThe track: %s (sealrun track show %s)\n",
 		filepath.Join(s.runs[0].rec.Dir, "result.att.json"), pub, s.trackFile, s.trackFile, s.trackFile)

@@ -29,7 +29,7 @@ import (
 // the scripted agent's calls are in the audit log in order, and nothing is left behind.
 func TestDemo(t *testing.T) {
 	sealrun, state, out := runDemo(t)
-	for _, want := range []string{"1/7 images", "contamination check: 0 of 12", "seed 1: VALID", "scripted-demo 1.0.0 · no model (scripted)", "Where the reports are:", "setup "} {
+	for _, want := range []string{"1/7 images", "contamination check: 0 of 12", "seed 1: VALID", "scripted-demo 1.0.0 · no model (scripted)", "Where the reports are:", "transcript.html (what the agent did: open it first)", "setup "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
@@ -132,6 +132,19 @@ func TestDemo(t *testing.T) {
 	}
 	if out, err := verifyExport(traj); err != nil || !strings.Contains(out, "export     "+traj+" is exactly the atif export of this run's transcript") {
 		t.Errorf("verify --export: %v\n%s", err, out)
+	}
+	// The publication carries each run's trajectory.json, made by publish the same way.
+	published := filepath.Join(pubRun, "trajectory.json")
+	if pb, err := os.ReadFile(published); err != nil {
+		t.Errorf("the publication has no trajectory.json beside run %s's transcript: %v", m[1], err)
+	} else {
+		exporttest.ATIFRules(t, pb)
+		if out, err := verifyExport(published); err != nil || !strings.Contains(out, "is exactly the atif export") {
+			t.Errorf("verify --export of the published trajectory.json: %v\n%s", err, out)
+		}
+	}
+	if !strings.Contains(pv, "trajectory.json (ATIF) is what the transcript gives") {
+		t.Errorf("verify-publication does not check the published trajectories:\n%s", pv)
 	}
 	edited := filepath.Join(exp, "edited.json")
 	os.WriteFile(edited, bytes.Replace(tb, []byte(`"source": "agent"`), []byte(`"source": "user" `), 1), 0o644)

@@ -28,6 +28,7 @@ import (
 // A publication is a directory a reader checks offline (docs/READER.md, "Publishing results"):
 //
 //	runs/<run id>/     each run as gathered: result.att.json, report.json, track.toml, ...
+//	                   with transcript.json, transcript.html and trajectory.json (ATIF),
 //	                   and witnessed.json where the ledger carries a cosigned head it ended under
 //	tracks/            the track files the runs were judged under
 //	keys/              the public keys that signed them
@@ -69,6 +70,8 @@ type Options struct {
 	// Redact withholds bodies: "all", "RUN", "RUN:gateway-N", "RUN:call-N" (publish --redact).
 	// Their hashes stay in the audit logs; the transcripts say they were withheld.
 	Redact []string
+	// Version is the sealrun writing it, as each run's trajectory.json names its maker.
+	Version string
 }
 
 // Summary is what a written publication holds.
@@ -128,7 +131,7 @@ func write(o Options, s *Summary) error {
 	}()
 	os.Chmod(tmp, 0o755)
 	meta := Publication{Format: publicationFormat, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}}
-	if err := copyRuns(tmp, in, trackFile, red, &meta); err != nil {
+	if err := copyRuns(tmp, in, trackFile, red, &meta, o.Version); err != nil {
 		return err
 	}
 	if err := copyTracks(tmp, in, trackFile, &meta); err != nil {
@@ -194,7 +197,7 @@ func load(o Options, log io.Writer) (*leaderboard.Inputs, map[string]string, err
 // copyRuns copies each run: a gathered run's directory whole (its files, and the bodies its
 // audit log hashes but those withheld, with a transcript made from them), else the attestation
 // alone; a run's own track.toml is taken for its track when none was given.
-func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, red *redactions, meta *Publication) error {
+func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, red *redactions, meta *Publication, version string) error {
 	for _, e := range in.Entries {
 		id := e.Predicate.Run.ID
 		if !attest.ValidRunID(id) {
@@ -209,8 +212,9 @@ func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, r
 			if err := copyRegularFiles(src, dst); err != nil {
 				return err
 			}
+			os.Remove(filepath.Join(dst, TrajectoryFile)) // a copy's is not this publication's: made again below
 			if _, err := os.Stat(filepath.Join(src, "audit.jsonl")); err == nil {
-				if err := copyTrajectory(src, dst, e.Predicate, red); err != nil {
+				if err := copyTrajectory(src, dst, e.Predicate, red, version); err != nil {
 					return err
 				}
 			}
@@ -451,7 +455,7 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 		fmt.Fprintf(&b, "sealrun ledger verify %s --key %s\n", l, key)
 	}
 	fmt.Fprintf(&b, "```\n\n")
-	fmt.Fprintf(&b, "Each run's transcript.html opens in a browser from this directory (no network); transcript.json is the same as data (sealrun's docs/TRANSCRIPT.md), and each body the audit log hashes is beside it (gateway/, calls/) unless the transcript says it was withheld. docs/TRANSCRIPT.md shows how to check the bodies with gunzip, sha256sum and jq alone.\n\n")
+	fmt.Fprintf(&b, "Each run's transcript.html opens in a browser from this directory (no network); transcript.json is the same as data (sealrun's docs/TRANSCRIPT.md), trajectory.json the same as an ATIF trajectory for other tools (recomputed from transcript.json by verify-publication, or by sealrun verify RUN/result.att.json --key KEY --transcript RUN --export RUN/trajectory.json), and each body the audit log hashes is beside it (gateway/, calls/) unless the transcript says it was withheld. docs/TRANSCRIPT.md shows how to check the bodies with gunzip, sha256sum and jq alone.\n\n")
 	var proved []string
 	for _, id := range meta.Runs {
 		if _, err := os.Stat(filepath.Join(dir, "runs", id, witness.RunProofFile)); err == nil {

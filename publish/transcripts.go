@@ -16,6 +16,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/export"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -80,7 +81,7 @@ func (r *redactions) withheld(run, path string) bool {
 // copyTrajectory copies a gathered run's bodies (all but the withheld) into its publication
 // directory dst and writes its transcript there, made from what is published: a body the
 // transcript does not say is withheld must be there and intact.
-func copyTrajectory(src, dst string, pred *attest.Predicate, red *redactions) error {
+func copyTrajectory(src, dst string, pred *attest.Predicate, red *redactions, version string) error {
 	id := pred.Run.ID
 	f, err := os.Open(filepath.Join(src, "audit.jsonl"))
 	if err != nil {
@@ -128,8 +129,24 @@ func copyTrajectory(src, dst string, pred *attest.Predicate, red *redactions) er
 	if err := transcript.Write(dst, t); err != nil {
 		return ioErr(err)
 	}
+	// The run as an ATIF trajectory, derived from the transcript just written (so withheld
+	// there too), naming it: verify-publication recomputes it.
+	tj, err := transcript.Marshal(t)
+	if err != nil {
+		return err
+	}
+	a, err := export.ATIF(t, export.SourceOf(tj, t, version))
+	if err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(dst, TrajectoryFile), a); err != nil {
+		return ioErr(err)
+	}
 	return nil
 }
+
+// TrajectoryFile is a published run's ATIF trajectory (sealrun export's form).
+const TrajectoryFile = "trajectory.json"
 
 // transcripts checks every run's bodies and transcript (the audit logs were checked against
 // their attestations by runs) and prints a line a run.
@@ -167,6 +184,13 @@ func (c *checker) transcripts(onDisk []string) {
 		}
 		if rep.Page {
 			line += ", and transcript.html"
+		}
+		if b, err := os.ReadFile(filepath.Join(d, TrajectoryFile)); err == nil {
+			if _, err := export.Recompute(b, d); err != nil {
+				c.bad("runs/%s/%s: %v", id, TrajectoryFile, err)
+			} else {
+				line += "; trajectory.json (ATIF) is what the transcript gives"
+			}
 		}
 		fmt.Fprintln(c.w, line)
 		for _, n := range rep.Notes {

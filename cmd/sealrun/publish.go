@@ -55,7 +55,7 @@ withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 			if suite == leaderboard.SuiteAIRS && len(ledgers) > 0 {
 				return usage(errors.New("--ledger is for the exam suite's board for now (sealrun leaderboard --suite airs does not account for runs against ledgers)"))
 			}
-			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr(), Redact: redact})
+			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr(), Redact: redact, Version: version})
 			if err != nil {
 				return publishError(err)
 			}
