@@ -84,15 +84,19 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>sealrun leaderboard</title>
 <style>
-body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; color: #1b1b1b; background: #fff; }
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1320px; padding: 0 1em; color: #1b1b1b; background: #fff; overflow-wrap: break-word; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-table { border-collapse: collapse; width: 100%; margin: 1em 0; }
-th, td { border-bottom: 1px solid #ddd; padding: .35em .6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; cursor: pointer; white-space: nowrap; }
+.scroll { overflow-x: auto; margin: 1em 0; }
+table { border-collapse: collapse; width: 100%; }
+th, td { border-bottom: 1px solid #ddd; padding: .35em .5em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; cursor: pointer; font-size: .92em; }
 td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.agent { min-width: 12em; }
+code { overflow-wrap: anywhere; }
 .note { background: #fff4d6; padding: .4em .8em; border-left: 4px solid #e0a800; }
 .muted { color: #666; font-size: .92em; }
 svg text { font: 12px system-ui, sans-serif; fill: #1b1b1b; }
+@media (max-width: 640px) { body { font-size: 14px; margin: 1em auto; padding: 0 .6em; } th, td { padding: .3em .35em; } td.agent { min-width: 9em; } }
 </style>
 </head>
 <body>
@@ -104,7 +108,7 @@ svg text { font: 12px system-ui, sans-serif; fill: #1b1b1b; }
 <p class="muted">Track id <code>{{$t.Track.ID}}</code> · {{$t.Questions}} questions · official rows need {{$t.SeedsRequired}} valid seeds</p>
 {{range $t.Warnings}}<p class="note">{{.}}</p>{{end}}
 {{with $c := chart $t}}{{if $c.Bars}}
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="mean score with standard error bars, per agent">
+<div class="scroll"><svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="mean score with standard error bars, per agent">
   <rect x="0" y="0" width="{{.Width}}" height="{{.Height}}" fill="#ffffff"/>
   {{range .Ticks}}<line x1="{{.X}}" y1="12" x2="{{.X}}" y2="{{$c.Height}}" stroke="#e3e3e3"/><text x="{{.X}}" y="10" text-anchor="middle">{{.Label}}</text>
   {{end}}{{range .Bars}}<g class="bar"><text x="320" y="{{.Y}}" text-anchor="end" dy="4">{{.Label}}</text>
@@ -113,15 +117,15 @@ svg text { font: 12px system-ui, sans-serif; fill: #1b1b1b; }
     <circle cx="{{.X}}" cy="{{.Y}}" r="6" fill="{{if .Provisional}}#ffffff{{else}}#1f5fbf{{end}}" stroke="#1f5fbf" stroke-width="3"/>
     <text x="{{add .X2 10.0}}" y="{{.Y}}" dy="4">{{.Value}}</text></g>
   {{end}}
-</svg>
+</svg></div>
 <p class="muted">Filled dot: official row; hollow dot: provisional. Bars: ± one standard error.</p>
 {{end}}{{end}}
-<table class="board" id="board-{{$ti}}">
+<div class="scroll"><table class="board" id="board-{{$ti}}">
 <thead><tr>{{range $i, $c := columns}}<th data-col="{{$i}}">{{$c}}</th>{{end}}</tr></thead>
 <tbody>
-{{range $t.Rows}}<tr data-sort="{{sortkey .}}">{{range $i, $c := cells .}}<td{{if or (eq $i 0) (eq $i 2) (eq $i 3) (eq $i 5) (eq $i 7) (eq $i 8)}} class="num"{{end}}>{{$c}}</td>{{end}}</tr>
+{{range $t.Rows}}<tr data-sort="{{sortkey .}}">{{range $i, $c := cells .}}<td{{if or (eq $i 0) (eq $i 2) (eq $i 3) (eq $i 5) (eq $i 7) (eq $i 8)}} class="num"{{else if eq $i 1}} class="agent"{{end}}>{{$c}}</td>{{end}}</tr>
 {{end}}</tbody>
-</table>
+</table></div>
 <details class="runs"><summary>Each row's runs (their report.html: the calls, submissions and validation scores over the hour; their transcript: every model exchange and call the agent made)</summary>
 <ul>{{range $t.Rows}}<li>{{.Agent.Name}}: {{range $i, $r := .Runs}}{{if $i}}, {{end}}<a href="{{runlink $r.Path}}">seed {{$r.Seed}}</a> (<a href="{{transcriptlink $r.Path}}">transcript</a>, {{$r.ID}}, {{$r.Status}}){{end}}{{range .Invalid}}; <a href="{{runlink .Path}}">seed {{.Seed}}</a> (<a href="{{transcriptlink .Path}}">transcript</a>, {{.ID}}, invalid: {{.Reason}}){{end}}</li>
 {{end}}</ul></details>

@@ -3,12 +3,14 @@ package leaderboard
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,75 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	}
 	if blue < 4*20 {
 		t.Errorf("mean dots missing: %d blue pixels", blue)
+	}
+}
+
+// The page fits a laptop and stays readable on a phone, measured in Chromium: at 1,400 px
+// nothing scrolls sideways, the whole table included (its last column, "signed by", shown); at
+// 400 px the page itself does not scroll sideways (the table and the chart scroll in their own
+// boxes). LEADERBOARD_SHOT_DIR keeps the screenshots.
+func TestHTMLFitsLaptopAndPhone(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the browser test runs on the Linux CI machine")
+	}
+	chromium := testenv.RequireTool(t, "chromium", "chromium")
+	dir, keys := scenario(t)
+	in, err := Load([]string{dir}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page bytes.Buffer
+	if err := Build(in, keys).Render(&page, "html"); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	// The test's copy measures itself once laid out and tells the page that frames it at the
+	// width under test (a frame, because Chromium's window is at least 500 px wide).
+	probe := `<script>addEventListener('load', () => { const d = document.documentElement; const boxes = [...document.querySelectorAll('.scroll')];
+parent.postMessage(JSON.stringify({page: d.scrollWidth - d.clientWidth, boxes: boxes.map(b => b.scrollWidth - b.clientWidth)}), '*'); });</script>`
+	os.WriteFile(filepath.Join(work, "board.html"), bytes.Replace(page.Bytes(), []byte("</body>"), []byte(probe+"</body>"), 1), 0o644)
+	for _, w := range []int{1400, 400} {
+		frame := filepath.Join(work, "frame-"+strconv.Itoa(w)+".html")
+		os.WriteFile(frame, []byte(`<!DOCTYPE html><html><body style="margin:0"><iframe src="board.html" style="width:`+strconv.Itoa(w)+`px;height:1100px;border:0"></iframe>
+<script>addEventListener('message', e => document.body.setAttribute('data-fit', e.data));</script></body></html>`), 0o644)
+		run := func(args ...string) []byte {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, chromium, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+				"--disable-background-networking", "--no-first-run", "--hide-scrollbars", "--allow-file-access-from-files", "--user-data-dir=" + filepath.Join(work, "profile"),
+				"--window-size=" + strconv.Itoa(w+20) + ",1120"}, args...)...)
+			cmd.Env = append(os.Environ(), "HOME="+work)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("chromium at %d px: %v", w, err)
+			}
+			return out
+		}
+		dom := run("--virtual-time-budget=3000", "--dump-dom", "file://"+frame)
+		m := regexp.MustCompile(`data-fit="([^"]*)"`).FindSubmatch(dom)
+		if m == nil {
+			t.Fatalf("at %d px the page did not measure itself:\n%s", w, dom)
+		}
+		var fit struct {
+			Page  int
+			Boxes []int
+		}
+		if err := json.Unmarshal([]byte(strings.ReplaceAll(string(m[1]), "&quot;", `"`)), &fit); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("at %d px: the page overflows by %d px, its boxes by %v px", w, fit.Page, fit.Boxes)
+		if fit.Page > 0 {
+			t.Errorf("at %d px the page scrolls sideways by %d px", w, fit.Page)
+		}
+		if w == 1400 {
+			for i, o := range fit.Boxes {
+				if o > 0 {
+					t.Errorf("at 1400 px box %d (a chart or a table) scrolls sideways by %d px: it should fit a laptop", i, o)
+				}
+			}
+		}
+		if d := os.Getenv("LEADERBOARD_SHOT_DIR"); d != "" {
+			run("--virtual-time-budget=3000", "--screenshot="+filepath.Join(d, "leaderboard-"+strconv.Itoa(w)+".png"), "file://"+frame)
+		}
 	}
 }
