@@ -146,6 +146,23 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(pv, "trajectory.json (ATIF) is what the transcript gives") {
 		t.Errorf("verify-publication does not check the published trajectories:\n%s", pv)
 	}
+	// As Inspect eval logs: by Inspect's rules, the publication's own and sealrun export's, each
+	// run's sample recomputed from the run.
+	if !strings.Contains(pv, "samples, each exactly what its run's transcript gives") {
+		t.Errorf("verify-publication does not check the published Inspect logs:\n%s", pv)
+	}
+	if out, err := exec.Command(sealrun, "export", "--format", "inspect", filepath.Join(state, "demo", "publication"), "--out", exp).CombinedOutput(); err != nil {
+		t.Fatalf("sealrun export --format inspect: %v\n%s", err, out)
+	}
+	logs, _ := filepath.Glob(filepath.Join(exp, "*.json"))
+	if len(logs) != 1 {
+		t.Fatalf("the demo's runs (one track, one agent) as %d Inspect logs, want 1: %v", len(logs), logs)
+	}
+	lb, _ := os.ReadFile(logs[0])
+	exporttest.InspectRules(t, lb)
+	if out, err := verifyExport(logs[0]); err != nil || !strings.Contains(out, "is exactly the inspect export of this run's transcript") {
+		t.Errorf("verify --export of the Inspect log: %v\n%s", err, out)
+	}
 	edited := filepath.Join(exp, "edited.json")
 	os.WriteFile(edited, bytes.Replace(tb, []byte(`"source": "agent"`), []byte(`"source": "user" `), 1), 0o644)
 	if out, err := verifyExport(edited); err == nil || !strings.Contains(out, "NOT VALID (export)") {

@@ -136,6 +136,9 @@ func ATIF(t *transcript.Transcript, src Source) ([]byte, error) {
 		c := tot.Cost
 		fm.TotalCostUSD = &c
 	}
+	if v, ok := sampleScore(t); ok {
+		fm.Extra["score"] = v // the hidden exam's percent (or the task's metric); none for an invalid run
+	}
 	tr := atifTrajectory{
 		SchemaVersion: ATIFVersion,
 		SessionID:     t.Run.ID,

@@ -100,15 +100,26 @@ func ReadSource(b []byte) (*Exported, error) {
 }
 
 // Recompute exports the run in dir again as the file b says it was made (its format and
-// sealrun version) and says whether b is exactly that, naming the first difference.
+// sealrun version) and says whether b is exactly that — for an Inspect eval log, whether the
+// run's sample in it is — naming the first difference.
 func Recompute(b []byte, dir string) (*Exported, error) {
-	ex, err := ReadSource(b)
+	tj, t, err := Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	tj, t, err := Load(dir)
+	var head struct {
+		SchemaVersion string          `json:"schema_version"`
+		Eval          json.RawMessage `json:"eval"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("not JSON: %v", err)
+	}
+	if head.SchemaVersion == "" && len(head.Eval) > 0 {
+		return recomputeInspect(b, tj, t)
+	}
+	ex, err := ReadSource(b)
 	if err != nil {
-		return ex, err
+		return nil, err
 	}
 	if t.Run.ID != ex.Run {
 		return ex, fmt.Errorf("the export is of run %s; %s is run %s", ex.Run, dir, t.Run.ID)
@@ -121,12 +132,46 @@ func Recompute(b []byte, dir string) (*Exported, error) {
 	if err != nil {
 		return ex, err
 	}
-	if !bytes.Equal(b, want) {
-		i := 0
-		for i < len(b) && i < len(want) && b[i] == want[i] {
-			i++
-		}
-		return ex, fmt.Errorf("the export differs from the one the run gives at byte %d (an edited export, or one made by another sealrun than %s)", i, ex.Version)
+	return ex, sameBytes(b, want, ex.Version)
+}
+
+func recomputeInspect(b, tj []byte, t *transcript.Transcript) (*Exported, error) {
+	sample, err := SampleOf(b, t.Run.ID)
+	if err != nil {
+		return nil, err
 	}
-	return ex, nil
+	var meta struct {
+		Metadata struct {
+			Sealrun struct {
+				Format           string `json:"format"`
+				TranscriptSHA256 string `json:"transcript_sha256"`
+				Version          string `json:"sealrun_version"`
+			} `json:"sealrun"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(sample, &meta); err != nil || meta.Metadata.Sealrun.Format != Format {
+		return nil, errors.New("the sample is not an export of sealrun's (no metadata.sealrun naming its run and transcript)")
+	}
+	m := meta.Metadata.Sealrun
+	ex := &Exported{Format: "inspect", Run: t.Run.ID, TranscriptSHA256: m.TranscriptSHA256, Version: m.Version}
+	src := SourceOf(tj, t, m.Version)
+	if src.TranscriptSHA256 != m.TranscriptSHA256 {
+		return ex, fmt.Errorf("the sample names transcript.json %s; the run's is %s", m.TranscriptSHA256, src.TranscriptSHA256)
+	}
+	want, err := InspectSample(t, src)
+	if err != nil {
+		return ex, err
+	}
+	return ex, sameBytes(sample, want, m.Version)
+}
+
+func sameBytes(got, want []byte, version string) error {
+	if bytes.Equal(got, want) {
+		return nil
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Errorf("the export differs from the one the run gives at byte %d (an edited export, or one made by another sealrun than %s)", i, version)
 }

@@ -33,6 +33,7 @@ import (
 //	tracks/            the track files the runs were judged under
 //	keys/              the public keys that signed them
 //	ledgers/           the hosts' run ledgers (sealrun ledger export), when given
+//	inspect/           the runs as Inspect eval logs, one per track and agent
 //	leaderboard.{json,md,html}   the boards, built from the attestations above
 //	publication.json   what the directory holds
 //	VERIFY.md          the commands that check it
@@ -132,6 +133,9 @@ func write(o Options, s *Summary) error {
 	os.Chmod(tmp, 0o755)
 	meta := Publication{Format: publicationFormat, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}}
 	if err := copyRuns(tmp, in, trackFile, red, &meta, o.Version); err != nil {
+		return err
+	}
+	if err := writeInspectLogs(tmp, meta, o.Version); err != nil {
 		return err
 	}
 	if err := copyTracks(tmp, in, trackFile, &meta); err != nil {

@@ -7,6 +7,7 @@ package publish
 // still checks every body that is there.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -202,4 +203,84 @@ func (c *checker) transcripts(onDisk []string) {
 	}
 	fmt.Fprintf(c.w, "trajectories: %d runs; bodies %d intact, %d withheld, %d missing, %d altered (each against the SHA-256 its run's signed audit log carries)\n",
 		checked, total.Intact, total.Withheld, total.Missing, total.Altered)
+}
+
+// InspectDir is where a publication keeps its runs as Inspect eval logs, one per track and
+// agent (sealrun export --format inspect's form).
+const InspectDir = "inspect"
+
+// writeInspectLogs writes the published runs that have a transcript as Inspect eval logs under
+// tmp/inspect/, from the transcripts just written.
+func writeInspectLogs(tmp string, meta Publication, version string) error {
+	groups := map[string][]export.Run{}
+	var order []string
+	for _, id := range meta.Runs {
+		d := filepath.Join(tmp, "runs", id)
+		if _, err := os.Stat(filepath.Join(d, export.TranscriptFile)); err != nil {
+			continue
+		}
+		tj, t, err := export.Load(d)
+		if err != nil {
+			return err
+		}
+		k := export.InspectGroup(t)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], export.Run{T: t, Src: export.SourceOf(tj, t, version)})
+	}
+	names := map[string]bool{}
+	for _, k := range order {
+		b, err := export.Inspect(groups[k])
+		if err != nil {
+			return err
+		}
+		base := strings.TrimSuffix(export.InspectName(groups[k][0].T), ".json")
+		name := base + ".json"
+		for i := 2; names[name]; i++ {
+			name = fmt.Sprintf("%s-%d.json", base, i)
+		}
+		names[name] = true
+		os.MkdirAll(filepath.Join(tmp, InspectDir), 0o755)
+		if err := writeFileSync(filepath.Join(tmp, InspectDir, name), b); err != nil {
+			return ioErr(err)
+		}
+	}
+	return nil
+}
+
+// inspectLogs checks every eval log under inspect/: each sample exactly what its run's
+// transcript gives.
+func (c *checker) inspectLogs() {
+	logs, _ := filepath.Glob(filepath.Join(c.dir, InspectDir, "*.json"))
+	for _, p := range logs {
+		rel := InspectDir + "/" + filepath.Base(p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			c.bad("%s: %v", rel, err)
+			continue
+		}
+		var log struct {
+			Samples []struct {
+				UUID string `json:"uuid"`
+			} `json:"samples"`
+		}
+		if err := json.Unmarshal(b, &log); err != nil {
+			c.bad("%s: not an eval log: %v", rel, err)
+			continue
+		}
+		ok := 0
+		for _, s := range log.Samples {
+			if !attest.ValidRunID(s.UUID) {
+				c.bad("%s: a sample of run %q, which cannot be one of this publication's", rel, s.UUID)
+				continue
+			}
+			if _, err := export.Recompute(b, filepath.Join(c.dir, "runs", s.UUID)); err != nil {
+				c.bad("%s: run %s: %v", rel, s.UUID, err)
+				continue
+			}
+			ok++
+		}
+		fmt.Fprintf(c.w, "  %s: %d samples, each exactly what its run's transcript gives\n", rel, ok)
+	}
 }

@@ -58,6 +58,7 @@ func VerifyWitnessed(dir string, keyPaths []string, ws []*witness.Verifier, quor
 	}
 	c.runs(onDisk, keyPaths)
 	c.transcripts(onDisk)
+	c.inspectLogs()
 	boards, ok := c.boards(meta, keyPaths)
 	if len(ws) > 0 {
 		c.witnessed(meta, ks, ws, quorum)

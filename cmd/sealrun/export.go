@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
@@ -15,10 +16,19 @@ import (
 func newExportCmd() *cobra.Command {
 	var format, out string
 	cmd := &cobra.Command{
-		Use:   "export --format atif RUNDIR...|RESULTS_DIR --out DIR",
-		Short: "Write runs as ATIF trajectories, for the tools readers already use",
-		Long: `Export writes each run as an ATIF trajectory (Harbor's Agent Trajectory Interchange Format, read
-by Harbor's viewer, Transluce's Docent, Inspect Scout and Arize Phoenix): DIR/<run id>/trajectory.json.
+		Use:   "export --format atif|inspect RUNDIR...|RESULTS_DIR --out DIR",
+		Short: "Write runs as ATIF trajectories or Inspect eval logs, for the tools readers already use",
+		Long: `Export writes runs in the formats readers' own tools open:
+
+  --format atif     each run as an ATIF trajectory (Harbor's Agent Trajectory Interchange Format,
+                    read by Harbor's viewer, Transluce's Docent, Inspect Scout and Arize Phoenix):
+                    DIR/<run id>/trajectory.json
+  --format inspect  the runs as Inspect eval logs (EvalLog, log format version 2, JSON; read by
+                    inspect view, Docent, Vivaria and Hawk): one log per track and agent,
+                    DIR/<track>-<agent>.json, one sample per run (the track its id, the seed its
+                    epoch, the hidden exam's percent or the task's metric its score; an invalid
+                    run a sample with an error and no score)
+
 It is derived from the run's transcript.json alone: what each model request added as system and
 user steps (a tool's result as the observation of the agent step that called it), each model
 answer as an agent step with its reasoning, tool calls, tokens and cost, each compute call,
@@ -26,7 +36,8 @@ submission, score and clock event as a system step whose extra.sealrun says what
 run's totals as final_metrics. Nothing the transcript does not show is in it: a body the operator
 withheld is withheld there too.
 
-Each file names what it was derived from (extra.sealrun: the run, transcript.json's SHA-256, the
+Each file names what it was derived from (ATIF's extra.sealrun, each Inspect sample's
+metadata.sealrun: the run, transcript.json's SHA-256, the
 attested audit head, this sealrun's version): a reader who holds the run checks it with
 sealrun verify RUNDIR/result.att.json --key PUB --transcript RUNDIR --export FILE, which
 recomputes it and compares byte for byte. docs/TRANSCRIPT.md, "Reading runs with other tools",
@@ -35,11 +46,12 @@ has the mapping and what ATIF cannot carry.
 Arguments are run directories (as the daemon keeps them, gathered or published) or directories
 of them (a results directory, a publication). Exit status: 0 written, 2 usage or I/O error.`,
 		Example: `  sealrun export --format atif /shared/results --out atif/
+  sealrun export --format inspect /srv/www/ari-v1-2026-11 --out logs/ && inspect view --log-dir logs/
   sealrun export --format atif site/runs/r-20261126-101500-a1b2c3 --out /tmp/one`,
 		Args: minArgs(1, "one or more run directories, or directories of them"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "atif" {
-				return usage(fmt.Errorf("--format %q: this sealrun exports atif", format))
+			if format != "atif" && format != "inspect" {
+				return usage(fmt.Errorf("--format %q: give atif or inspect", format))
 			}
 			if out == "" {
 				return usage(fmt.Errorf("give the directory to write into with --out"))
@@ -51,6 +63,8 @@ of them (a results directory, a publication). Exit status: 0 written, 2 usage or
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return ioError(err)
 			}
+			groups := map[string][]export.Run{}
+			var order []string
 			for _, d := range dirs {
 				t0 := time.Now()
 				tj, t, err := export.Load(d)
@@ -60,7 +74,16 @@ of them (a results directory, a publication). Exit status: 0 written, 2 usage or
 				if !attest.ValidRunID(t.Run.ID) {
 					return ioError(fmt.Errorf("%s: run id %q cannot name a directory", d, t.Run.ID))
 				}
-				b, err := export.ATIF(t, export.SourceOf(tj, t, version))
+				src := export.SourceOf(tj, t, version)
+				if format == "inspect" {
+					k := export.InspectGroup(t)
+					if _, ok := groups[k]; !ok {
+						order = append(order, k)
+					}
+					groups[k] = append(groups[k], export.Run{T: t, Src: src})
+					continue
+				}
+				b, err := export.ATIF(t, src)
 				if err != nil {
 					return ioError(err)
 				}
@@ -73,11 +96,30 @@ of them (a results directory, a publication). Exit status: 0 written, 2 usage or
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d bytes from %s (%d events) in %s\n", dst, len(b), filepath.Join(d, export.TranscriptFile), len(t.Events), time.Since(t0).Round(time.Millisecond))
 			}
+			names := map[string]bool{}
+			for _, k := range order {
+				t0 := time.Now()
+				runs := groups[k]
+				b, err := export.Inspect(runs)
+				if err != nil {
+					return ioError(err)
+				}
+				name := export.InspectName(runs[0].T)
+				for i := 2; names[name]; i++ { // two scaffolds of one track and agent
+					name = strings.TrimSuffix(export.InspectName(runs[0].T), ".json") + fmt.Sprintf("-%d.json", i)
+				}
+				names[name] = true
+				dst := filepath.Join(out, name)
+				if err := fileio.WriteFile(dst, b, 0o644); err != nil {
+					return ioError(err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d bytes, %d runs of %s by %s in %s\n", dst, len(b), len(runs), runs[0].T.Run.Track, runs[0].T.Run.Agent, time.Since(t0).Round(time.Millisecond))
+			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "atif", "the format to write: atif")
-	cmd.Flags().StringVar(&out, "out", "", "the directory to write into (DIR/<run id>/trajectory.json)")
+	cmd.Flags().StringVar(&format, "format", "atif", "the format to write: atif or inspect")
+	cmd.Flags().StringVar(&out, "out", "", "the directory to write into")
 	return cmd
 }
 

@@ -46,6 +46,15 @@ func TestExportVerb(t *testing.T) {
 		}
 		exporttest.ATIFRules(t, b)
 	}
+	r = sealrun(t, "export", "--format", "inspect", results, "--out", out)
+	if r.code != 0 || !strings.Contains(r.stdout, "ari-openai_gpt-x.json: ") || !strings.Contains(r.stdout, "2 runs of ari by openai/gpt-x") {
+		t.Fatalf("export --format inspect: %+v", r)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "ari-openai_gpt-x.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporttest.InspectRules(t, b)
 	notJSON := t.TempDir()
 	os.WriteFile(filepath.Join(notJSON, "transcript.json"), []byte("{\"format\":"), 0o644)
 	for _, c := range []struct {
@@ -53,7 +62,7 @@ func TestExportVerb(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"another format", []string{"export", "--format", "csv", results, "--out", out}, `--format "csv": this sealrun exports atif`},
+		{"another format", []string{"export", "--format", "csv", results, "--out", out}, `--format "csv": give atif or inspect`},
 		{"no --out", []string{"export", results}, "give the directory to write into with --out"},
 		{"no run", []string{"export", t.TempDir(), "--out", out}, "no transcript.json in it or in the directories below it"},
 		{"a file", []string{"export", filepath.Join(out, "r-one", "trajectory.json"), "--out", out}, "not a directory"},

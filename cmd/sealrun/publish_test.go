@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/export/exporttest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
@@ -264,9 +265,16 @@ func TestPublishTrajectories(t *testing.T) {
 	}
 	r := sealrun(t, "verify-publication", pub, "--key", f.key)
 	if r.code != 0 || !strings.Contains(r.stdout, "runs/"+f.runs[0]+": 4 model exchanges, 4 calls; bodies 12 intact, 0 withheld, 0 missing, 0 altered; transcript.json is what they give, and transcript.html") ||
-		!strings.Contains(r.stdout, "trajectories: 3 runs; bodies 45 intact") {
+		!strings.Contains(r.stdout, "trajectories: 3 runs; bodies 45 intact") || !strings.Contains(r.stdout, "; trajectory.json (ATIF) is what the transcript gives") ||
+		!strings.Contains(r.stdout, ": 3 samples, each exactly what its run's transcript gives") {
 		t.Fatalf("verify-publication: %+v", r)
 	}
+	logs, _ := filepath.Glob(filepath.Join(pub, "inspect", "*.json"))
+	if len(logs) != 1 {
+		t.Fatalf("inspect logs %v", logs)
+	}
+	exporttest.InspectRules(t, []byte(mustRead(t, logs[0])))
+	exporttest.ATIFRules(t, []byte(mustRead(t, filepath.Join(pub, "runs", f.runs[0], "trajectory.json"))))
 	run0 := filepath.Join(pub, "runs", f.runs[0])
 	if r := sealrun(t, "verify", filepath.Join(run0, "result.att.json"), "--key", f.key, "--transcript", run0); r.code != 0 || !strings.Contains(r.stdout, "transcript 4 model exchanges, 4 calls; bodies 12 intact") {
 		t.Errorf("verify --transcript: %+v", r)
@@ -301,6 +309,14 @@ func TestPublishTrajectories(t *testing.T) {
 			p := filepath.Join(d, rel, "transcript.json")
 			os.WriteFile(p, []byte(strings.Replace(mustRead(t, p), "SEED-1-TURN-2-OUTPUT", "SEED-1-TURN-2-CHANGED", 1)), 0o644)
 		}, rel + "/transcript.json: not what the audit log and the bodies give"},
+		{"the ATIF trajectory edited", func(d string) {
+			p := filepath.Join(d, rel, "trajectory.json")
+			os.WriteFile(p, []byte(strings.Replace(mustRead(t, p), "SEED-1-TURN-2-OUTPUT", "SEED-1-TURN-2-CHANGED", 1)), 0o644)
+		}, rel + "/trajectory.json: the export differs from the one the run gives"},
+		{"the Inspect log edited", func(d string) {
+			ps, _ := filepath.Glob(filepath.Join(d, "inspect", "*.json"))
+			os.WriteFile(ps[0], []byte(strings.Replace(mustRead(t, ps[0]), "SEED-1-TURN-2-OUTPUT", "SEED-1-TURN-2-CHANGED", 1)), 0o644)
+		}, "run " + f.runs[0] + ": the export differs from the one the run gives"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := filepath.Join(f.dir, "t-"+strings.ReplaceAll(c.name, " ", "-"))
@@ -331,9 +347,10 @@ func TestPublishTrajectories(t *testing.T) {
 			t.Errorf("%s was published though withheld", gone)
 		}
 	}
-	for _, name := range []string{"transcript.json", "transcript.html"} {
-		if b := mustRead(t, filepath.Join(red, "runs", f.runs[1], name)); strings.Contains(b, "SEED-2-TURN") || strings.Contains(b, "Turn 1:") {
-			t.Errorf("runs/%s/%s holds text of a withheld body", f.runs[1], name)
+	redLogs, _ := filepath.Glob(filepath.Join(red, "inspect", "*.json"))
+	for _, p := range append([]string{filepath.Join(red, "runs", f.runs[1], "transcript.json"), filepath.Join(red, "runs", f.runs[1], "transcript.html"), filepath.Join(red, "runs", f.runs[1], "trajectory.json")}, redLogs...) {
+		if b := mustRead(t, p); strings.Contains(b, "SEED-2-TURN") || strings.Contains(b, "Turn 1:") && !strings.Contains(p, "inspect") {
+			t.Errorf("%s holds text of a withheld body", p)
 		}
 	}
 	for _, c := range []struct {

@@ -32,7 +32,7 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
 	cmd.Flags().StringVar(&f.tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of the signature (in the Sigstore bundle beside it) with this timestamp authority's certificate chain (PEM)")
 	f.witness.add(cmd)
-	cmd.Flags().StringVar(&f.export, "export", "", "with --transcript: check that this export (sealrun export's trajectory.json) is exactly what the run's transcript gives")
+	cmd.Flags().StringVar(&f.export, "export", "", "with --transcript: check that this export (sealrun export's trajectory.json, or an Inspect eval log holding the run) is exactly what the run's transcript gives")
 	cmd.Flags().StringVar(&f.witnessed, "witnessed", "", "with --witness: the run's witnessed proof (default: witnessed.json beside the attestation, as a publication carries it)")
 	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
 }
@@ -151,7 +151,7 @@ entry the attestation carries) and ended naming this very attestation. A proof t
 of another run or result, or short of cosignatures makes it not valid (reason "witnessed").
 
 With --export FILE and --transcript RUNDIR it recomputes an export of the run (sealrun export's
-trajectory.json) from the run's transcript.json, which --transcript has just checked, as the
+trajectory.json, or the run's sample in an Inspect eval log) from the run's transcript.json, which --transcript has just checked, as the
 sealrun version the file names made it, and compares byte for byte: a file edited after, or made
 from another transcript, makes it not valid (reason "export").
 
