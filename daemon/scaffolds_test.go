@@ -15,6 +15,8 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/export"
+	"github.com/sealrun/sealrun/export/exporttest"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/sealrun/sealrun/transcript"
@@ -96,6 +98,25 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 		t.Fatal(err)
 	}
 	checkUsage(t, dir, ver.Statement.Predicate, tr)
+	// The real CLI's run in the formats readers' tools open, by their rules, with no key in them.
+	tj, tr2, err := export.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := export.SourceOf(tj, tr2, "test")
+	atif, err := export.ATIF(tr2, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporttest.ATIFRules(t, atif)
+	ilog, err := export.Inspect([]export.Run{{T: tr2, Src: src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporttest.InspectRules(t, ilog)
+	if strings.Contains(string(atif), secret) || strings.Contains(string(ilog), secret) {
+		t.Errorf("%s: the provider's key is in an export", sc.Name)
+	}
 	var results strings.Builder
 	var first time.Time
 	var refused []string

@@ -29,7 +29,7 @@ echo "== Go benchmarks"
 # The image and sandbox benchmarks take seconds an iteration: give them fixed iteration counts
 # so that their medians and ratios do not rest on a single run.
 {
-  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$' -e '/transcript$')
+  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$' -e '/transcript$' -e '/export$')
   go test -run '^$' -bench 'UnpackVsTar|VerifyVsSha256sum' -benchmem -benchtime 3x ./images
   go test -run '^$' -bench 'UnpackPythonLayer|HashPythonLayer|PackPythonRootfs' -benchtime 1x ./images
   go test -run '^$' -bench 'PullVsSkopeo' -benchtime 2x ./images
@@ -39,6 +39,7 @@ echo "== Go benchmarks"
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
   go test -run '^$' -bench . -benchtime 5x ./grader
   go test -run '^$' -bench . -benchtime 2x ./leaderboard
+  go test -run '^$' -bench . -benchtime 3x ./export
   go test -run '^$' -bench . -skip 'SlurmNodes' -benchtime 3x ./daemon
   go test -run '^$' -bench 'SlurmNodes' -benchtime 1x ./daemon
 } | tee "$work/gobench.txt" | grep -E '^(Benchmark|ok|pkg:)' || true
@@ -57,6 +58,11 @@ rn=$(gobench_metric BenchmarkRunsWithWitnesses/none runs/h); ra=$(gobench_metric
 if [ -n "$rn" ] && [ -n "$ra" ] && [ -n "$rd" ]; then
   echo "whole sealed runs, one after another (3 witnesses each in a network namespace of its own): ${rn} runs/h with none, ${ra} runs/h with all 3 cosigning ($(ratio "$ra" "$rn")x, heads held $(gobench_metric BenchmarkRunsWithWitnesses/answering held-size)), ${rd} runs/h with all 3 unreachable ($(ratio "$rd" "$rn")x)   (target: ~1x)"
 fi
+
+echo
+echo "== exports: the synthetic 2,000-turn hour from its transcript.json ($(gobench_metric BenchmarkExport2000Turns/atif transcript-MB) MB)"
+echo "ATIF trajectory:   $(gobench_ms BenchmarkExport2000Turns/atif) ms, $(gobench_metric BenchmarkExport2000Turns/atif out-MB) MB   (target: under 2000 ms)"
+echo "Inspect eval log:  $(gobench_ms BenchmarkExport2000Turns/inspect) ms, $(gobench_metric BenchmarkExport2000Turns/inspect out-MB) MB   (target: under 2000 ms)"
 
 echo
 echo "== exams: build and hash a 100,000-question synthetic exam"
