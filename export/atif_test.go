@@ -36,6 +36,8 @@ func run(t *testing.T, turns, window int) (*transcript.Transcript, []byte) {
 	r.Entry(audit.KindSubmitRefused, map[string]any{"dir": "/workspace/c", "reason": "no model.pt"})
 	r.Record(audit.KindGateway, audit.Gateway{Request: 99, Time: r.Now.UTC(), Method: "POST", Path: "/v1/chat/completions", Model: "m", Status: 429,
 		Refused: "the run's token budget is spent", Tries: []audit.Try{}})
+	r.Record(audit.KindGateway, audit.Gateway{Request: 100, Time: r.Now.UTC(), Method: "POST", Path: "/v1/chat/completions", Model: "m", Status: 502,
+		Error: "the provider did not answer", Tries: []audit.Try{{Status: 502, LatencyMS: 30000, WaitMS: 1000}, {Status: 502, LatencyMS: 30000}}, LatencyMS: 61000})
 	run := transcript.Run{ID: "r-export", Track: "ari", TrackVersion: "1", Agent: "openai/gpt-x@high", Scaffold: "codex 0.98.0", Seed: 3, State: "graded",
 		Result: "7/12 passed (58.3%)", Started: start, Deadline: start.Add(time.Hour), Finished: start.Add(40 * time.Minute)}
 	tr, err := transcript.Build(r.Dir, run, transcript.Options{})
@@ -66,7 +68,7 @@ func TestATIF(t *testing.T) {
 	}
 	steps := got["steps"].([]any)
 	var agent, calls, withObs, copied int
-	var refused bool
+	var refused, retried bool
 	for _, sv := range steps {
 		s := sv.(map[string]any)
 		extra, _ := s["extra"].(map[string]any)
@@ -88,9 +90,15 @@ func TestATIF(t *testing.T) {
 		if strings.Contains(fmt.Sprint(s["message"]), "refused by sealrun's gateway: the run's token budget is spent") {
 			refused = true
 		}
+		if strings.Contains(fmt.Sprint(s["message"]), "model request 100 failed: the provider did not answer") && facts["tries"] != nil {
+			retried = true
+		}
 	}
 	// The last answer's tool result never reached the model (no request after it): it is the
 	// last compute call's output only.
+	if !retried {
+		t.Error("the failed request, tried twice, is not shown with its tries")
+	}
 	if agent != 6 || withObs != 5 || calls != 6 || !refused {
 		t.Errorf("%d agent steps (%d with the results of their tool calls), %d call steps, refusal shown %v; want 6, 5, 6, true", agent, withObs, calls, refused)
 	}
