@@ -126,7 +126,7 @@ func Inspect(runs []Run) ([]byte, error) {
 		Version: InspectLogVersion,
 		Status:  "success",
 		Eval: map[string]any{
-			"eval_id": id("eval"), "run_id": id("run"), "created": isoTime(created),
+			"eval_id": id("eval"), "run_id": id("run"), "created": requiredTime(created),
 			"task": first.Track, "task_id": first.TrackID, "task_version": orDefault(first.TrackVersion, "0"),
 			"dataset": map[string]any{"name": first.Track, "samples": 1, "sample_ids": []string{first.Track}},
 			"model":   evalModel, "config": map[string]any{"epochs": len(runs)},
@@ -137,7 +137,7 @@ func Inspect(runs []Run) ([]byte, error) {
 		Plan: map[string]any{"name": "plan", "steps": []any{map[string]any{"solver": name, "params": map[string]any{"version": version}}}, "config": map[string]any{}},
 		Results: map[string]any{"total_samples": len(runs), "completed_samples": done,
 			"scores": []any{map[string]any{"name": "sealrun", "scorer": "sealrun", "scored_samples": len(scores), "unscored_samples": len(runs) - len(scores), "metrics": metrics}}},
-		Stats:   map[string]any{"started_at": isoTime(created), "completed_at": isoTime(completed), "model_usage": usage},
+		Stats:   map[string]any{"started_at": requiredTime(created), "completed_at": requiredTime(completed), "model_usage": usage},
 		Samples: samples,
 	}
 	b, err := json.Marshal(log)
@@ -277,8 +277,11 @@ type inspectBuilder struct {
 }
 
 func (b *inspectBuilder) base(kind string, ev *transcript.Event) map[string]any {
-	e := map[string]any{"event": kind, "uuid": fmt.Sprintf("%s-e%d", b.t.Run.ID, len(b.events)+1), "timestamp": isoTime(ev.Time), "working_start": float64(ev.At) / 1000}
-	return e
+	ts := ev.Time
+	if ts.IsZero() { // Inspect requires a time: the run's start and the event's offset
+		ts = b.t.Run.Started.Add(time.Duration(ev.At) * time.Millisecond)
+	}
+	return map[string]any{"event": kind, "uuid": fmt.Sprintf("%s-e%d", b.t.Run.ID, len(b.events)+1), "timestamp": requiredTime(ts), "working_start": float64(ev.At) / 1000}
 }
 
 func (b *inspectBuilder) event(ev *transcript.Event) {
@@ -502,6 +505,15 @@ func isoTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.999999-07:00")
+}
+
+// requiredTime is t for a field Inspect requires: the Unix epoch where the run has no time
+// (one that ended before it started).
+func requiredTime(t time.Time) string {
+	if t.IsZero() {
+		t = time.Unix(0, 0)
+	}
+	return isoTime(t)
 }
 
 func seconds(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }

@@ -108,3 +108,21 @@ func mustMarshal(t *testing.T, tr *transcript.Transcript) []byte {
 	}
 	return b
 }
+
+// A run that ended before it started (no events, no times: invalid at preparation) still
+// exports, by each format's rules.
+func TestExportEmptyRun(t *testing.T) {
+	tr := &transcript.Transcript{Format: transcript.Format, Run: transcript.Run{ID: "r-empty", Track: "ari", Agent: "m", State: "invalid", Reason: "the image did not unpack"}}
+	tj := mustMarshal(t, tr)
+	src := SourceOf(tj, tr, "v")
+	a, err := ATIF(tr, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporttest.ATIFRules(t, a)
+	i, err := Inspect([]Run{{T: tr, Src: src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporttest.InspectRules(t, i)
+}
