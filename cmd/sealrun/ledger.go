@@ -16,6 +16,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
@@ -51,11 +52,11 @@ ledger/FORMAT.md documents the file.`,
 }
 
 func newLedgerExportCmd(g *globals) *cobra.Command {
-	var out string
+	var out, tsaURL, tsaChain string
 	var witnessed int
 	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "export --out FILE [--witnessed N [--wait D]]",
+		Use:   "export --out FILE [--witnessed N [--wait D] [--tsa URL --tsa-chain PEM]]",
 		Short: "Write this host's run ledger for publication",
 		Long: `Export reads the ledger sealrund keeps in its state directory (--state-dir, ledger.jsonl), checks
 that every signed head agrees with the entries before it, and writes every entry under the latest
@@ -66,7 +67,10 @@ head to its [[witnesses]] and keeps their cosignatures in ledger-cosignatures.js
 among the entries, with their cosignature lines: what a reader's sealrun ledger verify --witness
 checks. It waits up to --wait for a head over every entry to have them, saying every few seconds
 which witnesses have cosigned what, then takes the largest witnessed head there is; none at all
-is an error naming each witness's last cosigned size.
+is an error naming each witness's last cosigned size. With --tsa URL and --tsa-chain PEM (an RFC
+3161 timestamp authority, as sealrun.toml's [timestamp] names one) it also has the witnessed
+head, exactly as the export carries it, timestamped, and writes the authority's answer beside the
+export (FILE.tsr): sealrun ledger verify --tsa-chain checks that the head existed by then.
 
 Exit status: 0 written, 1 the ledger does not check or no head has N cosignatures, 2 usage or
 I/O error.`,
@@ -79,6 +83,9 @@ I/O error.`,
 			}
 			if witnessed < 0 || wait < 0 {
 				return usage(errors.New("--witnessed and --wait take a count and a duration of 0 or more"))
+			}
+			if (tsaURL == "") != (tsaChain == "") || tsaURL != "" && witnessed == 0 {
+				return usage(errors.New("--tsa and --tsa-chain go together, with --witnessed: the witnessed head is what is timestamped"))
 			}
 			src := filepath.Join(g.stateDir, "ledger.jsonl")
 			f, err := os.Open(src)
@@ -108,12 +115,21 @@ I/O error.`,
 				return &exitError{code: exitInvalid, err: fmt.Errorf("ledger %s: %w", src, err)}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d entries of %s, head root %s\n", out, c.Size, c.Origin, hex.EncodeToString(c.Root[:]))
+			if tsaURL != "" {
+				at, name, err := timestampHead(cmd.Context(), tsaURL, tsaChain, signed, out+headTimestampSuffix)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: the witnessed head existed before %s (%s, RFC 3161)\n", out+headTimestampSuffix, at.UTC().Format(time.RFC3339), name)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "file to write (atomically)")
 	cmd.Flags().IntVar(&witnessed, "witnessed", 0, "also write the largest head this many witnesses cosigned")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for the witnesses to cosign the latest head")
+	cmd.Flags().StringVar(&tsaURL, "tsa", "", "an RFC 3161 timestamp authority's URL: timestamp the witnessed head (written to FILE.tsr)")
+	cmd.Flags().StringVar(&tsaChain, "tsa-chain", "", "that authority's certificate chain (PEM), to check its answer")
 	return cmd
 }
 
@@ -179,6 +195,8 @@ type ledgerReport struct {
 	Heads  []string       `json:"heads_checked"`
 	// Witnessed: the largest head the quorum of --witness keys cosigned (with --witnesses).
 	Witnessed *witnessedReport `json:"witnessed,omitempty"`
+	// Timestamp: what --tsa-chain found.
+	Timestamp *headTimestampReport `json:"timestamp,omitempty"`
 }
 
 type witnessedReport struct {
@@ -192,6 +210,7 @@ func newLedgerVerifyCmd() *cobra.Command {
 	var keys, heads []string
 	var asJSON bool
 	var wf witnessFlags
+	var tsaChain, tsr string
 	cmd := &cobra.Command{
 		Use:   "verify LEDGER --key PUB.pem [--head FILE ...] [--json]",
 		Short: "Check a published run ledger: signatures, the Merkle tree, heads seen before",
@@ -207,6 +226,10 @@ it there): the ledger is then the one the witnesses were shown, not one kept for
 another. It names the witnesses that cosigned and those that did not, and how many entries came
 after the witnessed head.
 
+With --tsa-chain PEM it checks the RFC 3161 timestamp beside the ledger (LEDGER.tsr, or
+--timestamp FILE) with that authority's chain: over one of the ledger's heads, exactly as it is
+written there, by that authority for time-stamping. It prints the time that head existed by.
+
 Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.`,
 		Example: `  sealrun ledger verify ledger-node07.jsonl --key sealrun.pub
   sealrun ledger verify ledger-node07.jsonl --key sealrun.pub --head yesterday.checkpoint
@@ -220,9 +243,24 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 			if err != nil {
 				return err
 			}
-			rep, err := verifyLedger(args[0], keys, heads, ws, wf.quorum)
+			rep, l, err := verifyLedger(args[0], keys, heads, ws, wf.quorum)
 			if err != nil {
 				return err
+			}
+			if tsr != "" && tsaChain == "" {
+				return usage(errors.New("--timestamp is checked with the authority's chain: give --tsa-chain PEM"))
+			}
+			if tsaChain != "" && rep.Valid {
+				chain, err := attest.LoadTSAChain(tsaChain)
+				if err != nil {
+					return usage(fmt.Errorf("--tsa-chain: %w", err))
+				}
+				if tsr == "" {
+					tsr = args[0] + headTimestampSuffix
+				}
+				if rep.Timestamp, err = checkHeadTimestamp(l, tsr, chain); err != nil {
+					rep.Valid, rep.Error = false, err.Error()
+				}
 			}
 			if err := printLedgerReport(cmd.OutOrStdout(), args[0], rep, asJSON); err != nil {
 				return ioError(err)
@@ -236,6 +274,8 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "the host's public key (PEM), or a directory of *.pub/*.pem")
 	cmd.Flags().StringArrayVar(&heads, "head", nil, "a signed head seen before, to check the ledger against (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of a head (LEDGER.tsr) with this authority's certificate chain (PEM)")
+	cmd.Flags().StringVar(&tsr, "timestamp", "", "the timestamp file (default: LEDGER.tsr)")
 	wf.add(cmd)
 	return cmd
 }
@@ -278,23 +318,23 @@ func (f *witnessFlags) verifiers() ([]*witness.Verifier, error) {
 
 // verifyLedger checks the ledger file path with the keys and against each head file. A ledger
 // that is not valid is a report saying why; an error is one that prevented a verdict.
-func verifyLedger(path string, keys, heads []string, ws []*witness.Verifier, quorum int) (*ledgerReport, error) {
+func verifyLedger(path string, keys, heads []string, ws []*witness.Verifier, quorum int) (*ledgerReport, *ledger.Ledger, error) {
 	ks, err := leaderboard.LoadKeys(keys)
 	if err != nil {
-		return nil, ioError(err)
+		return nil, nil, ioError(err)
 	}
 	vs := make([]signature.Verifier, len(ks))
 	for i, k := range ks {
 		vs[i] = k.Verifier
 	}
 	rep := &ledgerReport{Ended: map[string]int{}, Open: []string{}, Heads: []string{}}
-	notValid := func(err error) (*ledgerReport, error) {
+	notValid := func(err error) (*ledgerReport, *ledger.Ledger, error) {
 		rep.Valid, rep.Error = false, err.Error()
-		return rep, nil
+		return rep, nil, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, ioError(err)
+		return nil, nil, ioError(err)
 	}
 	l, err := ledger.Read(io.LimitReader(f, leaderboard.MaxLedgerBytes), path, vs)
 	f.Close()
@@ -304,7 +344,7 @@ func verifyLedger(path string, keys, heads []string, ws []*witness.Verifier, quo
 	for _, h := range heads {
 		b, err := fileio.ReadLimited(h, "head", ledger.MaxCheckpointBytes)
 		if err != nil {
-			return nil, ioError(err)
+			return nil, nil, ioError(err)
 		}
 		c, err := ledger.OpenCheckpoint(string(b), l.Origin, vs)
 		if err != nil {
@@ -337,7 +377,7 @@ func verifyLedger(path string, keys, heads []string, ws []*witness.Verifier, quo
 			rep.Ended[e.State]++
 		}
 	}
-	return rep, nil
+	return rep, l, nil
 }
 
 // printLedgerReport prints a ledger's verdict, as JSON or for a reader.
@@ -366,6 +406,9 @@ func printLedgerReport(w io.Writer, path string, rep *ledgerReport, asJSON bool)
 			fmt.Fprintf(w, "; not by %s", strings.Join(wr.NotBy, ", "))
 		}
 		fmt.Fprintf(w, "; %d entries after it not yet witnessed\n", wr.EntriesAfter)
+	}
+	if ts := rep.Timestamp; ts != nil {
+		fmt.Fprintf(w, "  timestamp  the head of %d entries existed before %s (%s, RFC 3161, in %s)\n", ts.Size, ts.Time.UTC().Format(time.RFC3339), ts.TSA, ts.File)
 	}
 	return nil
 }

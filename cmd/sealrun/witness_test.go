@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
@@ -300,6 +301,41 @@ func TestWitnessedLedger(t *testing.T) {
 			}
 		})
 	}
+	// The witnessed head timestamped by sigstore's timestamp-authority, beside the export; a
+	// reader checks it with the authority's chain. Another authority's chain, or the timestamp
+	// beside a ledger it is not of, fails.
+	tsaURL, tsaChain := testenv.TimestampAuthority(t)
+	tsOut := filepath.Join(t.TempDir(), "ledger.jsonl")
+	if r := sealrun(t, "--state-dir", host.state, "ledger", "export", "--out", tsOut, "--witnessed", "1", "--wait", "5s", "--tsa", tsaURL, "--tsa-chain", tsaChain); r.code != 0 || !strings.Contains(r.stdout, "the witnessed head existed before ") {
+		t.Fatalf("export --tsa: %+v", r)
+	}
+	if r := sealrun(t, "ledger", "verify", tsOut, "--key", pub, "--witness", vkey1, "--tsa-chain", tsaChain); r.code != 0 || !strings.Contains(r.stdout, "timestamp  the head of 5 entries existed before "+time.Now().UTC().Format("2006-01-02")) {
+		t.Errorf("verify --tsa-chain: %+v", r)
+	}
+	if r := sealrun(t, "ledger", "verify", tsOut, "--key", pub, "--tsa-chain", "../../attest/testdata/ed25519.pub"); r.code != 2 || !strings.Contains(r.stderr, "--tsa-chain") {
+		t.Errorf("verify with a chain file that is none: %+v", r)
+	}
+	if r := sealrun(t, "ledger", "verify", out, "--key", pub, "--timestamp", tsOut+".tsr", "--tsa-chain", tsaChain); r.code != 0 {
+		t.Errorf("the timestamp of the same head, checked beside another export of it: %+v", r)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"--tsa without --witnessed", []string{"--state-dir", host.state, "ledger", "export", "--out", tsOut + ".x", "--tsa", tsaURL, "--tsa-chain", tsaChain}, 2, "--tsa and --tsa-chain go together, with --witnessed"},
+		{"--timestamp without --tsa-chain", []string{"ledger", "verify", tsOut, "--key", pub, "--timestamp", tsOut + ".tsr"}, 2, "give --tsa-chain PEM"},
+		{"no timestamp beside it", []string{"ledger", "verify", out, "--key", pub, "--tsa-chain", tsaChain}, 1, "no timestamp at " + out + ".tsr"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := sealrun(t, c.args...)
+			if r.code == 0 || !strings.Contains(r.stdout+r.stderr, c.want) {
+				t.Errorf("exit %d %q %q; want failure with %q", r.code, r.stdout, r.stderr, c.want)
+			}
+		})
+	}
+
 	// The split view. A second machine with the same key and origin shows its ledger to a third
 	// witness first; the published host's heads are then refused by it.
 	w3, vkey3 := inProcessWitness(t, "witness.test/w3", origin)
@@ -325,6 +361,15 @@ func TestWitnessedLedger(t *testing.T) {
 	r = sealrun(t, "ledger", "verify", out2, "--key", pub, "--witness", vkey3)
 	if r.code != 1 || !strings.Contains(r.stdout, "witness.test/w3 cosigned nothing here") {
 		t.Fatalf("a reader checking the published ledger with the witness that saw the hidden one: %+v", r)
+	}
+	// The first export's timestamp, beside the ledger that grew since: over a head it still holds.
+	// Beside the hidden machine's ledger, which holds none of those heads: refused.
+	hiddenOut := filepath.Join(t.TempDir(), "hidden.jsonl")
+	if r := sealrun(t, "--state-dir", hidden.state, "ledger", "export", "--out", hiddenOut); r.code != 0 {
+		t.Fatal(r)
+	}
+	if r := sealrun(t, "ledger", "verify", hiddenOut, "--key", pub, "--timestamp", tsOut+".tsr", "--tsa-chain", tsaChain); r.code != 1 || !strings.Contains(r.stdout, "the timestamp is of no head of this ledger") {
+		t.Errorf("a timestamp beside a ledger it is not of: %+v", r)
 	}
 }
 
