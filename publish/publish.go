@@ -285,6 +285,11 @@ func copyKeysAndLedgers(tmp string, keyPaths, ledgerPaths []string, meta *Public
 		if err := copyFile(p, dst); err != nil {
 			return err
 		}
+		if _, err := os.Stat(p + ".tsr"); err == nil { // its witnessed head's timestamp (ledger export --tsa)
+			if err := copyFile(p+".tsr", dst+".tsr"); err != nil {
+				return err
+			}
+		}
 		meta.Ledgers = append(meta.Ledgers, "ledgers/"+filepath.Base(p))
 	}
 	sort.Strings(meta.Keys)
@@ -456,7 +461,11 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 	}
 	fmt.Fprintf(&b, "sealrun leaderboard %s runs/ --format json | diff - leaderboard.json\n", args)
 	for _, l := range meta.Ledgers {
-		fmt.Fprintf(&b, "sealrun ledger verify %s --key %s\n", l, key)
+		fmt.Fprintf(&b, "sealrun ledger verify %s --key %s", l, key)
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(l)) + ".tsr"); err == nil {
+			fmt.Fprintf(&b, " --tsa-chain TSA-CHAIN.pem   # its witnessed head's timestamp, %s.tsr, with the authority's chain", l)
+		}
+		fmt.Fprintln(&b)
 	}
 	fmt.Fprintf(&b, "```\n\n")
 	fmt.Fprintf(&b, "Each run's transcript.html opens in a browser from this directory (no network); transcript.json is the same as data (sealrun's docs/TRANSCRIPT.md), trajectory.json the same as an ATIF trajectory for other tools (recomputed from transcript.json by verify-publication, or by sealrun verify RUN/result.att.json --key KEY --transcript RUN --export RUN/trajectory.json), and each body the audit log hashes is beside it (gateway/, calls/) unless the transcript says it was withheld. docs/TRANSCRIPT.md shows how to check the bodies with gunzip, sha256sum and jq alone.\n\n")
