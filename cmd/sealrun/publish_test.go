@@ -113,17 +113,18 @@ func sumOf(s string) string {
 func TestPublishAndVerify(t *testing.T) {
 	f := newPubFixture(t)
 	pub := filepath.Join(f.dir, "pub")
+	os.WriteFile(f.ledger+".tsr", []byte("a timestamp"), 0o644) // ledger export --tsa's: published beside the ledger
 	r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results)
 	if r.code != 0 || !strings.Contains(r.stdout, "3 runs, 1 tracks, 1 keys, 1 ledgers") {
 		t.Fatalf("publish: %+v", r)
 	}
-	for _, n := range []string{"VERIFY.md", "SHA256SUMS", "publication.json", "leaderboard.json", "leaderboard.md", "leaderboard.html", "keys/ed25519.pub", "ledgers/ledger-pub-host.jsonl", "runs/" + f.runs[0] + "/report.json"} {
+	for _, n := range []string{"VERIFY.md", "SHA256SUMS", "publication.json", "leaderboard.json", "leaderboard.md", "leaderboard.html", "keys/ed25519.pub", "ledgers/ledger-pub-host.jsonl", "ledgers/ledger-pub-host.jsonl.tsr", "runs/" + f.runs[0] + "/report.json"} {
 		if _, err := os.Stat(filepath.Join(pub, n)); err != nil {
 			t.Errorf("publication lacks %s", n)
 		}
 	}
 	verify := mustRead(t, filepath.Join(pub, "VERIFY.md"))
-	for _, want := range []string{"sealrun verify-publication . --key", "sha256sum -c SHA256SUMS", "sealrun verify runs/" + f.runs[0] + "/result.att.json --key keys/ed25519.pub --report runs/" + f.runs[0] + "/report.json --track", "cosign verify-blob-attestation --key keys/ed25519.pub --signature runs/" + f.runs[2]} {
+	for _, want := range []string{"sealrun verify-publication . --key", "sha256sum -c SHA256SUMS", "sealrun verify runs/" + f.runs[0] + "/result.att.json --key keys/ed25519.pub --report runs/" + f.runs[0] + "/report.json --track", "cosign verify-blob-attestation --key keys/ed25519.pub --signature runs/" + f.runs[2], "--tsa-chain TSA-CHAIN.pem"} {
 		if !strings.Contains(verify, want) {
 			t.Errorf("VERIFY.md lacks %q:\n%s", want, verify)
 		}
