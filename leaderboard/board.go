@@ -130,6 +130,9 @@ type Board struct {
 	// Unpublished are runs the ledgers hold of a track on the board whose agent has no row (every
 	// attestation of it withheld).
 	Unpublished []string `json:"unpublished_runs,omitempty"`
+	// Exports, set by publish, links each run's trajectory.json (ATIF) in the HTML board: a
+	// publication has one beside each run's transcript.
+	Exports bool `json:"-"`
 }
 
 // KeyInfo names a trusted key.

@@ -385,6 +385,9 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 	if name == leaderboard.SuiteAIRS {
 		delete(formats, "leaderboard.html") // the AIRS board has no HTML form
 	}
+	if b, ok := suite.Board.(*leaderboard.Board); ok {
+		b.Exports = true // each run's trajectory.json is beside it
+	}
 	boards := map[string][]byte{}
 	for name, f := range formats {
 		var b bytes.Buffer

@@ -276,6 +276,9 @@ func TestPublishTrajectories(t *testing.T) {
 	}
 	exporttest.InspectRules(t, []byte(mustRead(t, logs[0])))
 	exporttest.ATIFRules(t, []byte(mustRead(t, filepath.Join(pub, "runs", f.runs[0], "trajectory.json"))))
+	if !strings.Contains(mustRead(t, filepath.Join(pub, "leaderboard.html")), `href="runs/`+f.runs[0]+`/trajectory.json">ATIF</a>`) {
+		t.Error("the published board does not link the runs' trajectory.json")
+	}
 	run0 := filepath.Join(pub, "runs", f.runs[0])
 	if r := sealrun(t, "verify", filepath.Join(run0, "result.att.json"), "--key", f.key, "--transcript", run0); r.code != 0 || !strings.Contains(r.stdout, "transcript 4 model exchanges, 4 calls; bodies 12 intact") {
 		t.Errorf("verify --transcript: %+v", r)
