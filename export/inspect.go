@@ -13,6 +13,67 @@ import (
 	"github.com/sealrun/sealrun/transcript"
 )
 
+// Inspect's writer writes every field of its objects, null where unset, and its log schema
+// requires them: the export does the same (fill), with these lists of each object's fields.
+var (
+	fieldsGenerateConfig = []string{"max_retries", "timeout", "attempt_timeout", "max_connections", "system_message", "max_tokens", "top_p", "temperature", "stop_seqs",
+		"best_of", "frequency_penalty", "presence_penalty", "logit_bias", "seed", "top_k", "num_choices", "logprobs", "top_logprobs", "parallel_tool_calls",
+		"internal_tools", "max_tool_output", "cache_prompt", "verbosity", "effort", "reasoning_effort", "reasoning_tokens", "reasoning_summary",
+		"reasoning_history", "response_schema", "extra_headers", "extra_body", "modalities", "cache", "batch"}
+	fieldsEvalSpec = []string{"eval_set_id", "eval_id", "run_id", "created", "task", "task_id", "task_version", "task_file", "task_display_name",
+		"task_registry_name", "task_attribs", "task_args", "task_args_passed", "solver", "solver_args", "solver_args_passed", "tags", "dataset", "sandbox",
+		"model", "model_generate_config", "model_base_url", "model_args", "model_roles", "config", "revision", "packages", "metadata", "scorers", "metrics"}
+	fieldsEvalConfig = []string{"limit", "sample_id", "sample_shuffle", "epochs", "epochs_reducer", "approval", "fail_on_error", "continue_on_fail",
+		"retry_on_error", "message_limit", "token_limit", "time_limit", "working_limit", "cost_limit", "max_samples", "max_dataset_memory", "max_tasks",
+		"max_subprocesses", "max_sandboxes", "sandbox_cleanup", "log_samples", "log_realtime", "log_images", "log_model_api", "log_buffer", "log_shared",
+		"score_display"}
+	fieldsDataset   = []string{"name", "location", "samples", "sample_ids", "shuffled"}
+	fieldsPlan      = []string{"name", "steps", "finish", "config"}
+	fieldsPlanStep  = []string{"solver", "params", "params_passed"}
+	fieldsResults   = []string{"total_samples", "completed_samples", "early_stopping", "scores", "metadata"}
+	fieldsEvalScore = []string{"name", "scorer", "reducer", "scored_samples", "unscored_samples", "params", "metrics", "metadata"}
+	fieldsMetric    = []string{"name", "value", "params", "metadata"}
+	fieldsStats     = []string{"started_at", "completed_at", "model_usage", "role_usage"}
+	fieldsSample    = []string{"id", "epoch", "input", "choices", "target", "sandbox", "files", "setup", "messages", "output", "scores", "metadata", "store",
+		"events", "timelines", "model_usage", "role_usage", "started_at", "completed_at", "total_time", "working_time", "uuid", "invalidation", "error",
+		"error_retries", "attachments", "events_data", "limit"}
+	fieldsMessage = map[string][]string{
+		"system":    {"id", "content", "source", "metadata", "role"},
+		"user":      {"id", "content", "source", "metadata", "role", "tool_call_id"},
+		"assistant": {"id", "content", "source", "metadata", "role", "tool_calls", "model"},
+		"tool":      {"id", "content", "source", "metadata", "role", "tool_call_id", "function", "error"},
+	}
+	fieldsContent = map[string][]string{
+		"text":      {"internal", "type", "text", "refusal", "citations"},
+		"reasoning": {"internal", "type", "reasoning", "summary", "signature", "redacted"},
+	}
+	fieldsToolCall = []string{"id", "function", "arguments", "parse_error", "view", "type"}
+	fieldsOutput   = []string{"model", "choices", "completion", "usage", "time", "metadata", "error"}
+	fieldsChoice   = []string{"message", "stop_reason", "logprobs"}
+	fieldsEvent    = map[string][]string{
+		"model": {"uuid", "span_id", "timestamp", "working_start", "metadata", "pending", "event", "model", "role", "input", "input_refs", "tools",
+			"tool_choice", "config", "output", "retries", "error", "traceback", "traceback_ansi", "cache", "call", "completed", "working_time"},
+		"tool": {"uuid", "span_id", "timestamp", "working_start", "metadata", "pending", "event", "type", "id", "function", "arguments", "view", "result",
+			"truncated", "error", "events", "completed", "working_time", "agent", "agent_span_id", "failed", "message_id"},
+		"score": {"uuid", "span_id", "timestamp", "working_start", "metadata", "pending", "event", "score", "target", "intermediate", "model_usage", "role_usage"},
+		"info":  {"uuid", "span_id", "timestamp", "working_start", "metadata", "pending", "event", "source", "data"},
+	}
+	fieldsScore    = []string{"value", "answer", "explanation", "metadata", "history"}
+	fieldsToolInfo = []string{"name", "description", "parameters", "options"}
+)
+
+// fill sets each of fields m lacks to null.
+func fill(m map[string]any, fields []string) map[string]any {
+	for _, f := range fields {
+		if _, ok := m[f]; !ok {
+			m[f] = nil
+		}
+	}
+	return m
+}
+
+func generateConfig() map[string]any { return fill(map[string]any{}, fieldsGenerateConfig) }
+
 // InspectLogVersion is the version of Inspect's eval log format the export writes (EvalLog's
 // version field).
 const InspectLogVersion = 2
@@ -117,27 +178,32 @@ func Inspect(runs []Run) ([]byte, error) {
 	metrics := map[string]any{}
 	if len(scores) > 0 {
 		mean, se := meanSE(scores)
-		metrics["mean"] = map[string]any{"name": "mean", "value": mean}
+		metrics["mean"] = fill(map[string]any{"name": "mean", "value": mean, "params": map[string]any{}}, fieldsMetric)
 		if len(scores) > 1 {
-			metrics["stderr"] = map[string]any{"name": "stderr", "value": se}
+			metrics["stderr"] = fill(map[string]any{"name": "stderr", "value": se, "params": map[string]any{}}, fieldsMetric)
 		}
 	}
 	log := inspectLog{
 		Version: InspectLogVersion,
 		Status:  "success",
-		Eval: map[string]any{
+		Eval: fill(map[string]any{
 			"eval_id": id("eval"), "run_id": id("run"), "created": requiredTime(created),
 			"task": first.Track, "task_id": first.TrackID, "task_version": orDefault(first.TrackVersion, "0"),
-			"dataset": map[string]any{"name": first.Track, "samples": 1, "sample_ids": []string{first.Track}},
-			"model":   evalModel, "config": map[string]any{"epochs": len(runs)},
+			"task_attribs": map[string]any{}, "task_args": map[string]any{}, "task_args_passed": map[string]any{},
+			"dataset":               fill(map[string]any{"name": first.Track, "samples": 1, "sample_ids": []string{first.Track}}, fieldsDataset),
+			"model":                 evalModel,
+			"model_generate_config": generateConfig(), "model_args": map[string]any{},
+			"config": fill(map[string]any{"epochs": len(runs)}, fieldsEvalConfig),
 			"solver": name, "packages": map[string]string{"sealrun": runs[0].Src.Version},
 			"metadata": map[string]any{"sealrun": map[string]any{"format": Format, "agent": first.Agent, "reasoning_effort": effort,
 				"scaffold": first.Scaffold, "scaffold_version": version, "runs": sources}},
-		},
-		Plan: map[string]any{"name": "plan", "steps": []any{map[string]any{"solver": name, "params": map[string]any{"version": version}}}, "config": map[string]any{}},
-		Results: map[string]any{"total_samples": len(runs), "completed_samples": done,
-			"scores": []any{map[string]any{"name": "sealrun", "scorer": "sealrun", "scored_samples": len(scores), "unscored_samples": len(runs) - len(scores), "metrics": metrics}}},
-		Stats:   map[string]any{"started_at": requiredTime(created), "completed_at": requiredTime(completed), "model_usage": usage},
+		}, fieldsEvalSpec),
+		Plan: fill(map[string]any{"name": "plan", "steps": []any{fill(map[string]any{"solver": name, "params": map[string]any{"version": version}, "params_passed": map[string]any{}}, fieldsPlanStep)},
+			"config": generateConfig()}, fieldsPlan),
+		Results: fill(map[string]any{"total_samples": len(runs), "completed_samples": done,
+			"scores": []any{fill(map[string]any{"name": "sealrun", "scorer": "sealrun", "scored_samples": len(scores), "unscored_samples": len(runs) - len(scores),
+				"params": map[string]any{}, "metrics": metrics}, fieldsEvalScore)}}, fieldsResults),
+		Stats:   fill(map[string]any{"started_at": requiredTime(created), "completed_at": requiredTime(completed), "model_usage": usage, "role_usage": map[string]any{}}, fieldsStats),
 		Samples: samples,
 	}
 	b, err := json.Marshal(log)
@@ -165,7 +231,7 @@ type inspectUsage struct {
 	CacheWriteTokens int64    `json:"input_tokens_cache_write"`
 	CacheReadTokens  int64    `json:"input_tokens_cache_read"`
 	ReasoningTokens  int64    `json:"reasoning_tokens"`
-	TotalCost        *float64 `json:"total_cost,omitempty"`
+	TotalCost        *float64 `json:"total_cost"`
 }
 
 func (u *inspectUsage) add(o inspectUsage) {
@@ -245,7 +311,7 @@ func InspectSample(t *transcript.Transcript, src Source) (json.RawMessage, error
 	s := map[string]any{
 		"id": t.Run.Track, "epoch": t.Run.Seed, "input": input, "target": "",
 		"messages": orEmpty(b.messages), "output": b.output(model), "metadata": map[string]any{"sealrun": src.fields(t)},
-		"store": map[string]any{}, "events": orEmpty(b.events), "model_usage": map[string]any{model: totalsUsage(t)},
+		"store": map[string]any{}, "events": orEmpty(b.events), "model_usage": map[string]any{model: totalsUsage(t)}, "role_usage": map[string]any{},
 		"uuid": t.Run.ID, "attachments": map[string]any{},
 	}
 	if !t.Run.Started.IsZero() {
@@ -255,13 +321,13 @@ func InspectSample(t *transcript.Transcript, src Source) (json.RawMessage, error
 		s["working_time"] = seconds(t.Run.Finished.Sub(t.Run.Started))
 	}
 	if v, ok := sampleScore(t); ok {
-		s["scores"] = map[string]any{"sealrun": map[string]any{"value": v, "explanation": orDefault(t.Run.Result, t.Run.State),
-			"metadata": map[string]any{"state": t.Run.State, "reason": t.Run.Reason}}}
+		s["scores"] = map[string]any{"sealrun": fill(map[string]any{"value": v, "explanation": orDefault(t.Run.Result, t.Run.State),
+			"metadata": map[string]any{"state": t.Run.State, "reason": t.Run.Reason}, "history": []any{}}, fieldsScore)}
 	}
 	if t.Run.State == "invalid" {
 		s["error"] = map[string]any{"message": "invalid: " + t.Run.Reason + " (the host's fault, not the agent's: the run counts for nothing and is rerun)", "traceback": "", "traceback_ansi": ""}
 	}
-	out, err := json.Marshal(s)
+	out, err := json.Marshal(fill(s, fieldsSample))
 	if err != nil {
 		return nil, fmt.Errorf("encode the sample of %s: %w", t.Run.ID, err)
 	}
@@ -299,11 +365,11 @@ func (b *inspectBuilder) event(ev *transcript.Event) {
 		e["input"] = orEmpty(input)
 		tools := []any{}
 		for _, n := range ex.Tools {
-			tools = append(tools, map[string]any{"name": n, "description": "", "parameters": map[string]any{"type": "object", "properties": map[string]any{}}})
+			tools = append(tools, fill(map[string]any{"name": n, "description": "", "parameters": map[string]any{"type": "object", "properties": map[string]any{}, "required": []any{}, "additionalProperties": false}}, fieldsToolInfo))
 		}
 		e["tools"] = tools
 		e["tool_choice"] = "auto"
-		e["config"] = map[string]any{}
+		e["config"] = generateConfig()
 		var choices []any
 		var answer map[string]any
 		for _, m := range ex.Output {
@@ -312,7 +378,7 @@ func (b *inspectBuilder) event(ev *transcript.Event) {
 			if answer == nil {
 				answer = cm
 			}
-			choices = append(choices, map[string]any{"message": cm, "stop_reason": stopReason(ex.Stop)})
+			choices = append(choices, fill(map[string]any{"message": cm, "stop_reason": stopReason(ex.Stop)}, fieldsChoice))
 		}
 		u := inspectUsage{InputTokens: ex.Usage.Prompt, OutputTokens: ex.Usage.Completion, TotalTokens: ex.Usage.Prompt + ex.Usage.Completion,
 			CacheWriteTokens: ex.Usage.CacheWrite, CacheReadTokens: ex.Usage.CachedPrompt, ReasoningTokens: ex.Usage.Reasoning}
@@ -320,7 +386,7 @@ func (b *inspectBuilder) event(ev *transcript.Event) {
 			c := ex.Cost
 			u.TotalCost = &c
 		}
-		out := map[string]any{"model": orDefault(ex.Model, "unknown"), "choices": orEmpty(choices), "completion": messageText(answer), "usage": u, "time": float64(ex.LatencyMS) / 1000}
+		out := fill(map[string]any{"model": orDefault(ex.Model, "unknown"), "choices": orEmpty(choices), "completion": messageText(answer), "usage": u, "time": float64(ex.LatencyMS) / 1000}, fieldsOutput)
 		if ex.Refused != "" {
 			out["error"] = "refused by sealrun's gateway: " + ex.Refused
 			e["error"] = out["error"]
@@ -335,7 +401,7 @@ func (b *inspectBuilder) event(ev *transcript.Event) {
 		e["working_time"] = float64(ex.LatencyMS) / 1000
 		e["metadata"] = map[string]any{"sealrun": map[string]any{"seq": ev.Seq, "request": ex.N, "api": ex.API, "status": ex.Status, "note": ex.Note,
 			"input": "the messages this request added; those before it are the earlier model events' input and output"}}
-		b.events = append(b.events, e)
+		b.events = append(b.events, fill(e, fieldsEvent["model"]))
 		if answer != nil {
 			b.last = out
 		}
@@ -360,13 +426,14 @@ func (b *inspectBuilder) event(ev *transcript.Event) {
 		e["completed"] = isoTime(c.End)
 		e["working_time"] = float64(c.DurationMS) / 1000
 		e["metadata"] = map[string]any{"sealrun": map[string]any{"seq": ev.Seq, "call": callFacts(c)}}
-		b.events = append(b.events, e)
+		e["events"] = []any{}
+		b.events = append(b.events, fill(e, fieldsEvent["tool"]))
 	case scoreEvent(ev):
 		v, _ := eventScore(ev)
 		e := b.base("score", ev)
-		e["score"] = map[string]any{"value": v, "explanation": ev.Text, "metadata": map[string]any{"kind": ev.Kind, "submission": ev.Submission}}
+		e["score"] = fill(map[string]any{"value": v, "explanation": ev.Text, "metadata": map[string]any{"kind": ev.Kind, "submission": ev.Submission}, "history": []any{}}, fieldsScore)
 		e["intermediate"] = ev.Kind == transcript.KindValidation
-		b.events = append(b.events, e)
+		b.events = append(b.events, fill(e, fieldsEvent["score"]))
 	default:
 		e := b.base("info", ev)
 		e["source"] = "sealrun"
@@ -378,7 +445,7 @@ func (b *inspectBuilder) event(ev *transcript.Event) {
 			data["failed"] = true
 		}
 		e["data"] = data
-		b.events = append(b.events, e)
+		b.events = append(b.events, fill(e, fieldsEvent["info"]))
 	}
 }
 
@@ -397,7 +464,7 @@ func (b *inspectBuilder) message(m transcript.Message, model string) map[string]
 		case transcript.PartToolCall:
 			cid := orDefault(p.ID, fmt.Sprintf("%s-call-%d", id, len(calls)+1))
 			b.callFunc[cid] = p.Name
-			calls = append(calls, map[string]any{"id": cid, "function": p.Name, "arguments": arguments(p), "type": "function"})
+			calls = append(calls, fill(map[string]any{"id": cid, "function": p.Name, "arguments": arguments(p), "type": "function"}, fieldsToolCall))
 		case transcript.PartToolResult:
 			results = append(results, p)
 		default:
@@ -408,14 +475,14 @@ func (b *inspectBuilder) message(m transcript.Message, model string) map[string]
 	case "assistant":
 		var content any = strings.Join(text, "\n\n")
 		if len(reasoning) > 0 {
-			content = []any{map[string]any{"type": "reasoning", "reasoning": strings.Join(reasoning, "\n\n"), "redacted": false},
-				map[string]any{"type": "text", "text": strings.Join(text, "\n\n")}}
+			content = []any{fill(map[string]any{"type": "reasoning", "reasoning": strings.Join(reasoning, "\n\n"), "redacted": false}, fieldsContent["reasoning"]),
+				fill(map[string]any{"type": "text", "text": strings.Join(text, "\n\n")}, fieldsContent["text"])}
 		}
 		cm := map[string]any{"id": id, "role": "assistant", "content": content, "source": "generate", "model": model}
 		if len(calls) > 0 {
 			cm["tool_calls"] = calls
 		}
-		return cm
+		return fill(cm, fieldsMessage["assistant"])
 	case "tool":
 		var out []string
 		cid := ""
@@ -436,9 +503,9 @@ func (b *inspectBuilder) message(m transcript.Message, model string) map[string]
 		if isErr {
 			cm["error"] = map[string]any{"type": "unknown", "message": "the tool reported an error"}
 		}
-		return cm
+		return fill(cm, fieldsMessage["tool"])
 	case "system", "developer":
-		return map[string]any{"id": id, "role": "system", "content": strings.Join(text, "\n\n"), "source": "input"}
+		return fill(map[string]any{"id": id, "role": "system", "content": strings.Join(text, "\n\n"), "source": "input"}, fieldsMessage["system"])
 	default: // user, and tool results an API sends as a user message
 		for _, p := range results {
 			text = append(text, partText(p))
@@ -453,7 +520,7 @@ func (b *inspectBuilder) message(m transcript.Message, model string) map[string]
 		if len(ids) > 0 {
 			cm["tool_call_id"] = ids
 		}
-		return cm
+		return fill(cm, fieldsMessage["user"])
 	}
 }
 
@@ -462,7 +529,7 @@ func (b *inspectBuilder) output(model string) map[string]any {
 	if b.last != nil {
 		return b.last
 	}
-	return map[string]any{"model": model, "choices": []any{}, "completion": ""}
+	return fill(map[string]any{"model": model, "choices": []any{}, "completion": ""}, fieldsOutput)
 }
 
 func messageText(m map[string]any) string {

@@ -59,6 +59,9 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if d := os.Getenv("SEALRUN_EXPORT_DIR"); d != "" { // for a check by hand with Inspect's own schema
+		os.WriteFile(filepath.Join(d, "inspect-3-runs.json"), b, 0o644)
+	}
 	log := exporttest.InspectRules(t, b)
 	samples := log["samples"].([]any)
 	if len(samples) != 3 {
@@ -66,7 +69,7 @@ func TestInspect(t *testing.T) {
 	}
 	for i, sv := range samples {
 		s := sv.(map[string]any)
-		_, scored := s["scores"]
+		scored := s["scores"] != nil
 		if (i < 2) != scored {
 			t.Errorf("sample %d (seed %v): scored %v; the invalid run has no score, the others theirs", i, s["epoch"], scored)
 		}
@@ -125,4 +128,7 @@ func TestExportEmptyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	exporttest.InspectRules(t, i)
+	if d := os.Getenv("SEALRUN_EXPORT_DIR"); d != "" {
+		os.WriteFile(filepath.Join(d, "inspect-empty.json"), i, 0o644)
+	}
 }

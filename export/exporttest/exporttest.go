@@ -499,7 +499,7 @@ func (c *checker) event(where string, v any) {
 	c.num(where, e, "working_start", true)
 	switch kind := c.str(where, e, "event", true); kind {
 	case "model":
-		c.only(where, e, append(base, "model", "role", "input", "tools", "tool_choice", "config", "output", "retries", "error", "traceback", "traceback_ansi", "cache", "call", "completed", "working_time")...)
+		c.only(where, e, append(base, "model", "role", "input", "input_refs", "tools", "tool_choice", "config", "output", "retries", "error", "traceback", "traceback_ansi", "cache", "call", "completed", "working_time")...)
 		c.str(where, e, "model", true)
 		for i, m := range c.list(where, e, "input") {
 			c.message(fmt.Sprintf("%s.input[%d]", where, i), m, map[string]bool{}, false)
