@@ -123,6 +123,9 @@ func TestExportEmptyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	exporttest.ATIFRules(t, a)
+	if d := os.Getenv("SEALRUN_EXPORT_DIR"); d != "" {
+		os.WriteFile(filepath.Join(d, "atif-empty.json"), a, 0o644)
+	}
 	i, err := Inspect([]Run{{T: tr, Src: src}})
 	if err != nil {
 		t.Fatal(err)
