@@ -1,6 +1,6 @@
-// Package export writes a sealed run in the formats readers' own tools open: an ATIF trajectory
+// Package export writes sealed runs in the formats readers' own tools open: an ATIF trajectory
 // (Harbor's Agent Trajectory Interchange Format, read by Harbor's viewer, Docent, Inspect Scout
-// and Phoenix). Each export is derived from the run's transcript.json alone and says so: the run,
+// and Phoenix) and an Inspect eval log (read by inspect view, Docent, Vivaria and Hawk). Each export is derived from the run's transcript.json alone and says so: the run,
 // transcript.json's SHA-256, the attested audit head and the sealrun version (Source), so that a
 // reader holding the run can recompute it byte for byte (sealrun verify --export). It is
 // portable, like attest and transcript: it reads files, never a daemon.
