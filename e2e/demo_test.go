@@ -164,7 +164,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("verify --export of the Inspect log: %v\n%s", err, out)
 	}
 	edited := filepath.Join(exp, "edited.json")
-	os.WriteFile(edited, bytes.Replace(tb, []byte(`"source": "agent"`), []byte(`"source": "user" `), 1), 0o644)
+	os.WriteFile(edited, bytes.Replace(tb, []byte(`"step_id": 1,`), []byte(`"step_id": 1 ,`), 1), 0o644)
 	if out, err := verifyExport(edited); err == nil || !strings.Contains(out, "NOT VALID (export)") {
 		t.Errorf("verify --export of an edited export: %v\n%s", err, out)
 	}
