@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
@@ -65,19 +66,11 @@ func checkHeadTimestamp(l *ledger.Ledger, file string, chain []*x509.Certificate
 	for i := len(l.Heads) - 1; i >= 0; i-- {
 		at, name, err := attest.CheckTimestamp(der, []byte(l.Heads[i]), chain)
 		if err == nil {
-			cp, _ := ledger.ParseCheckpoint(headBody(l.Heads[i]))
+			body, _, _ := strings.Cut(l.Heads[i], "\n\n")
+			cp, _ := ledger.ParseCheckpoint(body + "\n")
 			return &headTimestampReport{File: file, Size: cp.Size, Time: at, TSA: name}, nil
 		}
 		lastErr = err
 	}
 	return nil, fmt.Errorf("%s: the timestamp is of no head of this ledger, or not by the given authority (%v)", file, lastErr)
-}
-
-func headBody(signed string) string {
-	for i := 0; i+1 < len(signed); i++ {
-		if signed[i] == '\n' && signed[i+1] == '\n' {
-			return signed[:i+1]
-		}
-	}
-	return signed
 }

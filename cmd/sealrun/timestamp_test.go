@@ -33,21 +33,7 @@ func TestTimestampedAttestation(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	var st attest.Statement
-	b, _ := os.ReadFile("../../attest/testdata/statement.golden.json")
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := attest.Sign(context.Background(), &st, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	att := filepath.Join(dir, "result.att.json")
-	os.WriteFile(att, env, 0o644)
+	env, att := signedGolden(t, dir)
 	sig, _ := attest.EnvelopeSignature(env)
 	token, err := (&attest.TSA{URL: url, Chain: chain}).Timestamp(t.Context(), http.DefaultClient, sig)
 	if err != nil {
@@ -139,4 +125,26 @@ func TestTimestampedAttestation(t *testing.T) {
 			t.Errorf("%s: %+v; want exit %d and %q", c.name, r, c.code, c.want)
 		}
 	}
+}
+
+// signedGolden signs attest's golden statement with the test key and writes it as
+// dir/result.att.json; it returns the envelope and that path.
+func signedGolden(t *testing.T, dir string) ([]byte, string) {
+	t.Helper()
+	var st attest.Statement
+	b, _ := os.ReadFile("../../attest/testdata/statement.golden.json")
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := attest.Sign(context.Background(), &st, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att := filepath.Join(dir, "result.att.json")
+	os.WriteFile(att, env, 0o644)
+	return env, att
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -378,21 +377,7 @@ func TestWitnessedLedger(t *testing.T) {
 // publication's proofs, and another run's proof refused).
 func TestVerifyWitnessedRefuses(t *testing.T) {
 	dir := t.TempDir()
-	var st attest.Statement
-	b, _ := os.ReadFile("../../attest/testdata/statement.golden.json")
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := attest.Sign(context.Background(), &st, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	att := filepath.Join(dir, "result.att.json")
-	os.WriteFile(att, env, 0o644)
+	_, att := signedGolden(t, dir)
 	pub := "../../attest/testdata/ed25519.pub"
 	_, vkey, _ := witness.GenerateKey("witness.test/v")
 	broken := filepath.Join(dir, "broken.json")
