@@ -164,7 +164,10 @@ type keySpec struct {
 }
 
 // optionalKeys may be left out; a track without them keeps its id.
-var optionalKeys = map[string]bool{"budget.max_tokens": true, "budget.max_cost": true}
+var optionalKeys = map[string]bool{"budget.max_tokens": true, "budget.max_cost": true, "human.image": true}
+
+// optionalTables may be left out; a track without them keeps its id.
+var optionalTables = map[string]bool{"human": true}
 
 type tableSpec struct {
 	name string
@@ -183,6 +186,7 @@ var schema = []tableSpec{
 	{"scaffold", []keySpec{{"name", kString}, {"version", kString}, {"config_sha256", kSHA256}}},
 	{"seeds", []keySpec{{"required", kPositive}}},
 	{"resources", []keySpec{{"gpus", kNonNegative}, {"cpus", kPositive}, {"memory", kSize}, {"workspace", kSize}}},
+	{"human", []keySpec{{"start", kDuration}, {"image", kImage}}},
 }
 
 type validator struct {
@@ -216,7 +220,7 @@ func (v *validator) track(md toml.MetaData) *Track {
 			v.add(ts.name, "an AIRS task track ([task]) has no [%s]: its task directory and data are pinned in [task]; remove [%s], or [task] for an exam track", ts.name, ts.name)
 			continue
 		}
-		if !ok && (ts.name == "task" || (isTask && (ts.name == "exam" || ts.name == "kit"))) {
+		if !ok && (ts.name == "task" || optionalTables[ts.name] || (isTask && (ts.name == "exam" || ts.name == "kit"))) {
 			continue // [task] replaces [exam] and [kit]
 		}
 		if !ok {
@@ -302,6 +306,9 @@ func (v *validator) track(md toml.MetaData) *Track {
 	t.Scaffold = Scaffold{Name: str("scaffold.name"), Version: str("scaffold.version"), ConfigSHA256: str("scaffold.config_sha256")}
 	t.Seeds.Required = num("seeds.required")
 	t.Resources = Resources{GPUs: num("resources.gpus"), CPUs: num("resources.cpus"), Memory: num("resources.memory"), Workspace: num("resources.workspace")}
+	if _, ok := v.raw["human"].(map[string]any); ok {
+		t.Human = &Human{Start: dur("human.start"), Image: img("human.image")}
+	}
 
 	// Cross-key rules, only where both sides parsed.
 	_, okWall := got["budget.wall"]

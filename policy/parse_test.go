@@ -396,3 +396,44 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHumanTable: [human] is optional (a track without it takes no human runs and keeps its id);
+// with it, start is required and image optional, each checked like any key.
+func TestHumanTable(t *testing.T) {
+	plain, err := Parse("t.toml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Human != nil {
+		t.Errorf("a track without [human] has %+v", plain.Human)
+	}
+	h, err := Parse("t.toml", []byte(base+"\n[human]\nstart = \"15m\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Human == nil || h.Human.Start != 15*time.Minute || h.Human.Image != (ImageRef{}) || h.ID == plain.ID {
+		t.Errorf("human = %+v (id %s)", h.Human, h.ID)
+	}
+	img := "registry.example/sealrun/human@sha256:7777777777777777777777777777777777777777777777777777777777777777"
+	h, err = Parse("t.toml", []byte(base+"\n[human]\nstart = \"1m\"\nimage = \""+img+"\"\n"))
+	if err != nil || h.Human.Image.String() != img {
+		t.Fatalf("human image: %v, %+v", err, h)
+	}
+	for _, c := range []struct{ add, key, want string }{
+		{"[human]\n", "human.start", "missing key"},
+		{"[human]\nstart = \"0s\"\n", "human.start", "positive"},
+		{"[human]\nstart = \"15m\"\npauses = \"5m\"\n", "human.pauses", "unknown key; [human] takes start, image"},
+		{"[human]\nstart = \"15m\"\nimage = \"busybox:latest\"\n", "human.image", "pinned by digest"},
+		{"human = \"yes\"\n", "human", "expected a table [human]"},
+	} {
+		src := base + "\n" + c.add
+		if !strings.HasPrefix(c.add, "[") {
+			src = c.add + base
+		}
+		_, err := Parse("t.toml", []byte(src))
+		var ie *InvalidTrackError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %s: ...%s...", c.add, err, c.key, c.want)
+		}
+	}
+}

@@ -34,6 +34,7 @@ type Track struct {
 	Scaffold  Scaffold
 	Seeds     Seeds
 	Resources Resources
+	Human     *Human // nil: the track takes no human runs
 
 	canonical []byte
 }
@@ -110,6 +111,17 @@ type Resources struct {
 	CPUs      int64
 	Memory    int64 // bytes
 	Workspace int64 // bytes, disk quota on /workspace
+}
+
+// Human lets people run the track by hand (agent human/HANDLE): the controller is a shell a
+// person attaches to (sealrun attach) instead of a scaffold. The same budget, clock and rules
+// hold; the clock starts at the first attach, or when Start has passed without one.
+type Human struct {
+	// Start is how long the run waits for its person to attach before the clock starts anyway.
+	Start time.Duration
+	// Image is the human controller image (a shell, an editor, the usual tools; no GPU, no
+	// Python); zero: the track's controller image, with its shell.
+	Image ImageRef
 }
 
 // TaskAIRS is the kind of an AIRS-Bench task: a directory of metadata.yaml, the description and

@@ -44,6 +44,11 @@ type ContainerConfig struct {
 	// Stdout and Stderr receive the container's output as it comes (nil: discarded). The
 	// runtime's own error messages arrive on Stderr too.
 	Stdout, Stderr io.Writer
+	// Terminal gives the container's process a terminal (terminal_linux.go), Cols x Rows at
+	// first (0: 80x24): everything it shows, and the runtime's own messages, arrive on Stdout;
+	// Container.Console writes its input and sets its size. Stdin and Stderr are then unused.
+	Terminal   bool
+	Cols, Rows int
 }
 
 // Phases splits a container's start: sealrun's preparation (cgroup and device filter, idmapped
@@ -75,7 +80,11 @@ type Container struct {
 	// seccompKey: the key of its seccomp profile's compiled program under crun (seccompcache_linux.go).
 	seccompKey string
 	stdin      io.WriteCloser
-	oom        *cgroup.OOMWatch // v1
+	console    *os.File // the terminal's master (ContainerConfig.Terminal)
+	// consoleReady is closed once crun has sent the terminal (console and consoleErr set).
+	consoleReady chan struct{}
+	consoleErr   error
+	oom          *cgroup.OOMWatch // v1
 
 	done     chan struct{}
 	exit     int
@@ -124,6 +133,16 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	if err = c.awaitReady(ctx, evidencePath, launched); err != nil {
 		return nil, err
 	}
+	if c.consoleReady != nil {
+		select {
+		case <-c.consoleReady:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if c.consoleErr != nil {
+			return nil, infra(id, "terminal", c.consoleErr)
+		}
+	}
 	return c, nil
 }
 
@@ -138,6 +157,12 @@ func (c *Container) makeSpec(cfg ContainerConfig) (*specs.Spec, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, badConfig(err))
+	}
+	if cfg.Terminal && c.rt.Kind == KindRunsc {
+		return nil, fmt.Errorf("container %s: %w", id, badConfig(fmt.Errorf("the %s gets a terminal but runs under gVisor (%s), which sealrun gives none; run this role with runc or crun", cfg.Role, c.rt.VersionLine)))
+	}
+	if cfg.Terminal {
+		spec.Process.Terminal = true
 	}
 	if c.rt.Kind == KindRunsc && len(cfg.Devices) > 0 {
 		// Refused, never weakened: a GPU under gVisor needs its nvproxy, which sealrun does not
@@ -275,15 +300,9 @@ func (c *Container) mountRootfs(cfg ContainerConfig, spec *specs.Spec, targets [
 // its output has been drained.
 func (c *Container) launch(cfg ContainerConfig) (time.Time, error) {
 	r, id := c.run, c.ID
-	pio, err := runc.NewPipeIO(int(c.UIDs.Base+AgentUID), int(r.shared.Base))
-	if err != nil {
-		return time.Time{}, infra(id, "stdio pipes", err)
-	}
-	if cfg.Stdin {
-		c.stdin = pio.Stdin()
-	} else {
-		pio.Stdin().Close() // the container reads EOF: nothing from the host is passed in
-	}
+	var pio runc.IO
+	var err error
+	var sock *consoleSocket // crun's terminal
 	var copies sync.WaitGroup
 	copyOut := func(dst io.Writer, src io.Reader) {
 		defer copies.Done()
@@ -292,26 +311,87 @@ func (c *Container) launch(cfg ContainerConfig) (time.Time, error) {
 		}
 		io.Copy(dst, src) // bounded: a 32 KiB buffer, streamed, never accumulated
 	}
-	copies.Add(2)
-	go copyOut(cfg.Stdout, pio.Stdout())
-	go copyOut(io.MultiWriter(c.stderr, orDiscard(cfg.Stderr)), pio.Stderr())
+	if cfg.Terminal {
+		// The runtime's own messages arrive on the terminal: the first of them are kept for
+		// an error, as its stderr is otherwise.
+		cfg.Stdout = io.MultiWriter(orDiscard(cfg.Stdout), c.stderr)
+	}
+	switch {
+	case cfg.Terminal && c.rt.Kind == KindCrun:
+		if sock, err = newConsoleSocket(); err != nil {
+			return time.Time{}, infra(id, "console socket", err)
+		}
+		if pio, err = runc.NewNullIO(); err != nil {
+			sock.Close()
+			return time.Time{}, infra(id, "stdio", err)
+		}
+		c.consoleReady = make(chan struct{})
+		copies.Add(1)
+		go func() {
+			m, rerr := sock.receive(r.h.cfg.StartTimeout)
+			if cols, rows := cfg.Cols, cfg.Rows; rerr == nil && (cols == 0 || rows == 0) {
+				rerr = SetWinsize(m, 80, 24)
+			} else if rerr == nil {
+				rerr = SetWinsize(m, cols, rows)
+			}
+			c.console, c.consoleErr = m, rerr
+			close(c.consoleReady)
+			if m == nil {
+				copies.Done()
+				return
+			}
+			copyOut(cfg.Stdout, ptyReader{m})
+		}()
+	case cfg.Terminal:
+		var tio *ptyIO
+		if tio, err = newPtyIO(cfg.Cols, cfg.Rows); err != nil {
+			return time.Time{}, infra(id, "terminal", err)
+		}
+		pio, c.console = tio, tio.master
+		copies.Add(1)
+		go copyOut(cfg.Stdout, pio.Stdout())
+	default:
+		if pio, err = runc.NewPipeIO(int(c.UIDs.Base+AgentUID), int(r.shared.Base)); err != nil {
+			return time.Time{}, infra(id, "stdio pipes", err)
+		}
+		if cfg.Stdin {
+			c.stdin = pio.Stdin()
+		} else {
+			pio.Stdin().Close() // the container reads EOF: nothing from the host is passed in
+		}
+		copies.Add(2)
+		go copyOut(cfg.Stdout, pio.Stdout())
+		go copyOut(io.MultiWriter(c.stderr, orDiscard(cfg.Stderr)), pio.Stderr())
+	}
 	r.mu.Lock()
 	r.live[id] = c
 	r.mu.Unlock()
 	c.started = true
 	launched := time.Now()
 	go func() {
-		status, err := c.rt.Run(id, c.bundle, pio)
+		var status int
+		var err error
+		if sock != nil {
+			status, err = c.rt.runConsole(id, c.bundle, pio, sock)
+			sock.Close() // a runtime that failed before sending it: receive ends
+		} else {
+			status, err = c.rt.Run(id, c.bundle, pio)
+		}
 		// Only our copies of the write ends close here: the readers drain what the container
 		// wrote up to its last byte and see EOF once every process holding a write end (the
 		// container's, all gone with its pid namespace's init) has exited. Closing the read ends
 		// before the copies finish loses the output's tail, or all of it (issue 28).
-		pio.(runc.StartCloser).CloseAfterStart()
+		if sc, ok := pio.(runc.StartCloser); ok {
+			sc.CloseAfterStart()
+		}
 		if !waitTimeout(&copies, r.h.cfg.KillTimeout) && err == nil {
 			err = fmt.Errorf("its output was still open %s after it exited (a process outside the container holds the pipe); output may be incomplete", r.h.cfg.KillTimeout)
 		}
 		pio.Close()
 		copies.Wait()
+		if sock != nil && c.console != nil {
+			c.console.Close()
+		}
 		c.exit, c.err = status, err
 		close(c.done)
 	}()
@@ -415,6 +495,11 @@ func (c *Container) Pid() int { return c.pid }
 // Stdin is the write end of the container's stdin (nil unless ContainerConfig.Stdin). The
 // caller closes it.
 func (c *Container) Stdin() io.WriteCloser { return c.stdin }
+
+// Console is the master of the container's terminal (nil unless ContainerConfig.Terminal):
+// what is written to it is typed into the container, and SetWinsize on it resizes the
+// container's terminal. It is closed once the container has exited; never close it.
+func (c *Container) Console() *os.File { return c.console }
 
 // Done is closed when the container has exited.
 func (c *Container) Done() <-chan struct{} { return c.done }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -320,7 +321,17 @@ func (r *Runtime) List(ctx context.Context) ([]*runc.Container, error) {
 // used to kill the runtime (that would orphan the container): callers stop a container with
 // Kill, and Run returns once it is gone.
 func (r *Runtime) Run(id, bundle string, io runc.IO) (int, error) {
-	status, err := r.rc.Run(context.Background(), id, bundle, &runc.CreateOpts{IO: io, PidFile: filepath.Join(bundle, "init.pid")})
+	return r.run(id, bundle, &runc.CreateOpts{IO: io, PidFile: filepath.Join(bundle, "init.pid")})
+}
+
+// runConsole runs a container with a terminal whose master the runtime sends to sock (crun:
+// terminal_linux.go).
+func (r *Runtime) runConsole(id, bundle string, io runc.IO, sock runc.ConsoleSocket) (int, error) {
+	return r.run(id, bundle, &runc.CreateOpts{IO: io, PidFile: filepath.Join(bundle, "init.pid"), ConsoleSocket: sock})
+}
+
+func (r *Runtime) run(id, bundle string, opts *runc.CreateOpts) (int, error) {
+	status, err := r.rc.Run(context.Background(), id, bundle, opts)
 	var ee *runc.ExitError
 	if errors.As(err, &ee) {
 		return ee.Status, nil
@@ -435,14 +446,17 @@ func RunHookIfRequested() {
 
 // --- Output ------------------------------------------------------------------------------
 
-// limitedBuffer keeps at most max bytes and counts the rest.
+// limitedBuffer keeps at most max bytes and counts the rest. It is read while it is written.
 type limitedBuffer struct {
+	mu      sync.Mutex
 	buf     bytes.Buffer
 	max     int
 	dropped int64
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	room := l.max - l.buf.Len()
 	if room > len(p) {
 		room = len(p)
@@ -455,6 +469,8 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	s := l.buf.String()
 	if l.dropped > 0 {
 		s += fmt.Sprintf("\n[... %d more bytes not kept]", l.dropped)
