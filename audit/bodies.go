@@ -14,6 +14,7 @@ import (
 const (
 	GatewayDir   = "gateway"
 	CallsDir     = "calls"
+	TerminalDir  = "terminal"
 	BodyRequest  = "request"
 	BodyResponse = "response"
 )
@@ -34,3 +35,9 @@ func GatewayBodyPath(n int, part string) string {
 
 // CallLogPath is compute call n's output log, relative to the run directory.
 func CallLogPath(n int) string { return path.Join(CallsDir, fmt.Sprintf("%d.log", n)) }
+
+// TerminalSegmentPath is segment n of a human run's terminal recording (asciicast v2 lines,
+// gzip-compressed), relative to the run directory.
+func TerminalSegmentPath(n int) string {
+	return path.Join(TerminalDir, fmt.Sprintf("%06d.cast.gz", n))
+}

@@ -24,6 +24,8 @@ const (
 	KindFinalize      = "finalize"       // Finalize: the grader, the agent's end of the run
 	KindSealed        = "sealed"         // Sealed: the grader, the hidden exam's pass vector
 	KindTaskPrepare   = "task_prepare"   // TaskPrepare: the daemon, a task's own preparation
+	KindTerminal      = "terminal"       // Terminal: the controller, one segment of a human run's recording
+	KindAttach        = "attach"         // Attach: the daemon, a person attaching to or leaving a human run
 )
 
 // Gateway is the record of one model request through the gateway (kind "gateway").
@@ -184,4 +186,45 @@ type TaskPrepare struct {
 	Script   string  `json:"script"`
 	Seconds  float64 `json:"seconds"`
 	TimedOut bool    `json:"timed_out"`
+}
+
+// Terminal is the record of one segment of a human run's terminal recording (kind
+// "terminal"): the asciicast v2 lines of the segment (the first segment begins with the
+// header), kept whole at TerminalSegmentPath, gzip-compressed, and hashed here as they are
+// uncompressed. The recording is the segments in order.
+type Terminal struct {
+	Segment int `json:"segment"` // 1, 2, ...
+	// From and To are the segment's first and last event, in seconds since the recording began
+	// (its header's timestamp).
+	From   float64 `json:"from"`
+	To     float64 `json:"to"`
+	Events int     `json:"events"`
+	// InputBytes and OutputBytes are what the person typed and what the terminal showed in it.
+	InputBytes  int64  `json:"input_bytes"`
+	OutputBytes int64  `json:"output_bytes"`
+	Bytes       int64  `json:"bytes"`
+	SHA256      string `json:"sha256"`
+	// NotRecorded counts the terminal's output past the recording's cap, shown but not kept
+	// (the recording says so in a marker).
+	NotRecorded int64 `json:"not_recorded,omitempty"`
+	// BodyError: the segment could not be kept (the run is invalid for it).
+	BodyError string `json:"body_error,omitempty"`
+}
+
+// The events of a human run's attachments.
+const (
+	AttachStart   = "attach"  // a person took the terminal
+	AttachEnd     = "detach"  // they left it (detached, or their connection dropped)
+	AttachWatch   = "watch"   // a proctor began watching, read-only
+	AttachUnwatch = "unwatch" // and stopped
+)
+
+// Attach is the record of a person attaching to or leaving a human run's terminal, or a proctor
+// watching it (kind "attach").
+type Attach struct {
+	Time   time.Time `json:"time"`
+	Offset string    `json:"offset"` // on the run's clock
+	Event  string    `json:"event"`  // AttachStart, AttachEnd, AttachWatch, AttachUnwatch
+	User   string    `json:"user"`   // who, as the admin socket's peer credentials name them
+	Reason string    `json:"reason,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -98,6 +99,9 @@ type Controller struct {
 	transcript *cappedFile
 	stopOnce   sync.Once
 	memory     int64 // the container's memory limit
+	// a human run's (StartHuman): its recording, and the stop of its periodic flush
+	rec       *Recording
+	stopFlush chan struct{}
 }
 
 // Start starts the scaffold in a controller container of run: as the agent user in /workspace,
@@ -126,6 +130,63 @@ func Start(ctx context.Context, run *sandbox.Run, cfg Config) (*Controller, erro
 	}
 	return &Controller{c: c, transcript: tf, memory: cfg.Limits.WithDefaults().MemoryBytes}, nil
 }
+
+// HumanConfig is a human run's controller: a shell on a terminal (Session) instead of a
+// scaffold, recorded (Recording) in the run directory and its audit log.
+type HumanConfig struct {
+	Session *Session
+	RunDir  string
+	Log     *audit.Log
+	Title   string        // the recording's title
+	Cap     int64         // the recording's cap (0: DefaultRecordingCap)
+	Flush   time.Duration // how often the recording's segment under way is kept (0: 2s)
+}
+
+// StartHuman starts a human run's controller: the same container as a scaffold's (the agent
+// user in /workspace, runner and the agent socket, the environment of Env, no GPU, only the
+// gateway) running HumanShell on a terminal, bound to the session, every byte of it recorded.
+func StartHuman(ctx context.Context, run *sandbox.Run, cfg Config, h HumanConfig) (*Controller, error) {
+	cols, rows := h.Session.Size()
+	start := time.Now()
+	rec, err := NewRecording(h.RunDir, h.Log, start, cols, rows, h.Title, h.Cap)
+	if err != nil {
+		return nil, err
+	}
+	env := append(Env(cfg), "TERM="+TerminalType, "SHELL="+HumanShell, "HOME="+sandbox.WorkspacePath, "PS1=\\w \\$ ")
+	c, err := run.Start(ctx, sandbox.ContainerConfig{
+		Role: sandbox.RoleController, Rootfs: cfg.Rootfs, Args: []string{HumanShell, "-l"}, Env: env, Cwd: sandbox.WorkspacePath,
+		Workspace: cfg.Workspace, Runner: cfg.Runner, Limits: cfg.Limits,
+		Extra:    []specs.Mount{{Destination: SocketPath, Type: "bind", Source: cfg.Socket, Options: []string{"bind", "nosuid", "nodev", "noexec"}}},
+		Terminal: true, Cols: cols, Rows: rows, Stdout: h.Session,
+	})
+	if err != nil {
+		rec.Close(time.Now())
+		return nil, err
+	}
+	console := c.Console()
+	h.Session.Bind(console, func(cols, rows int) error { return sandbox.SetWinsize(console, cols, rows) }, rec)
+	every := h.Flush
+	if every == 0 {
+		every = 2 * time.Second
+	}
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				rec.Flush()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return &Controller{c: c, memory: cfg.Limits.WithDefaults().MemoryBytes, rec: rec, stopFlush: stop}, nil
+}
+
+// Recording is a human run's recording (nil for a scaffold's).
+func (c *Controller) Recording() *Recording { return c.rec }
 
 // Container is the controller's container (its air-gap evidence, pid, stats).
 func (c *Controller) Container() *sandbox.Container { return c.c }
@@ -179,7 +240,13 @@ func (c *Controller) Stop(ctx context.Context) error {
 		defer cancel()
 		c.c.Wait(wctx)
 		err = c.c.Destroy(ctx)
-		c.transcript.Close()
+		if c.transcript != nil {
+			c.transcript.Close()
+		}
+		if c.rec != nil {
+			close(c.stopFlush)
+			err = errors.Join(err, c.rec.Close(time.Now()))
+		}
 	})
 	return err
 }

@@ -1,0 +1,311 @@
+package controller
+
+// A human run's terminal session: the one shell of the run's controller (its terminal's master,
+// held by sealrund), the person attached to it, the proctors watching, and the recording. The
+// shell lives as long as the run: a person who detaches, or whose connection drops, leaves it
+// and its processes running, and attaching again returns to it.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// What a human run's shell is.
+const (
+	HumanShell   = "/bin/sh"
+	TerminalType = "xterm-256color"
+)
+
+// Session limits: an attachment that breaks one is ended with the reason, and the run goes on.
+const (
+	MaxWatchers     = 8                     // proctors watching one run at once
+	MaxInputRate    = 64 << 10              // bytes a second a person may type (a paste included) ...
+	MaxInputBurst   = 256 << 10             // ... with this much at once
+	ResizeInterval  = 50 * time.Millisecond // resizes closer than this are coalesced
+	attachmentQueue = 1024                  // output chunks an attachment may fall behind by
+	historyBytes    = 64 << 10              // the output a new attachment is shown first
+)
+
+// ErrTooManyWatchers refuses a watcher past MaxWatchers.
+var ErrTooManyWatchers = fmt.Errorf("%d proctors already watch this run; one must leave first", MaxWatchers)
+
+// Session is a human run's terminal.
+type Session struct {
+	now    func() time.Time
+	notify func(event, user, reason string) // an attach or a detach, for the audit log
+
+	mu       sync.Mutex
+	console  io.Writer
+	resize   func(cols, rows int) error
+	rec      *Recording
+	history  []byte
+	person   *Attachment
+	watchers map[*Attachment]bool
+	attached chan struct{} // closed at the first attach of a person
+	first    time.Time
+	ended    string // why the session ended ("" while it lasts)
+	cols     int
+	rows     int
+	// resizing: a coalesced resize is pending (applied at lastResize + ResizeInterval).
+	resizing   bool
+	lastResize time.Time
+}
+
+// NewSession makes a run's session before its shell exists: people may attach at once (the
+// first attach is what starts a human run's clock). notify is told of each attach and detach.
+func NewSession(notify func(event, user, reason string)) *Session {
+	if notify == nil {
+		notify = func(string, string, string) {}
+	}
+	return &Session{now: time.Now, notify: notify, watchers: map[*Attachment]bool{}, attached: make(chan struct{}), cols: 80, rows: 24}
+}
+
+// Attached is closed when a person first attaches; FirstAttach is then when.
+func (s *Session) Attached() <-chan struct{} { return s.attached }
+
+// FirstAttach is when a person first attached (zero if none has).
+func (s *Session) FirstAttach() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first
+}
+
+// Size is the terminal's size: the last a person asked for, 80x24 before.
+func (s *Session) Size() (cols, rows int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cols, s.rows
+}
+
+// Bind connects the session to the shell once it runs: console is what input is written to,
+// resize sets its size, rec records it.
+func (s *Session) Bind(console io.Writer, resize func(cols, rows int) error, rec *Recording) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.console, s.resize, s.rec = console, resize, rec
+	s.applyResize() // the size asked for while the shell started
+}
+
+// Write is the shell's output: recorded, kept for the next attachment and sent to everyone
+// attached. It never blocks on an attachment: one that falls behind is ended.
+func (s *Session) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rec != nil {
+		s.rec.Output(p, s.now())
+	}
+	s.history = append(s.history, p...)
+	if n := len(s.history) - historyBytes; n > 0 {
+		s.history = append(s.history[:0], s.history[n:]...)
+	}
+	chunk := append([]byte(nil), p...)
+	for _, a := range s.attachments() {
+		select {
+		case a.out <- chunk:
+		default:
+			s.endLocked(a, "your terminal fell behind the shell's output (a slow connection); attach again")
+		}
+	}
+	return len(p), nil
+}
+
+func (s *Session) attachments() []*Attachment {
+	out := make([]*Attachment, 0, len(s.watchers)+1)
+	if s.person != nil {
+		out = append(out, s.person)
+	}
+	for a := range s.watchers {
+		out = append(out, a)
+	}
+	return out
+}
+
+// Attach attaches user: a person (watch false) takes the terminal, and one attached before is
+// detached; a proctor (watch true) watches it read-only. The attachment is first shown the
+// shell's last output.
+func (s *Session) Attach(user string, watch bool) (*Attachment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != "" {
+		return nil, errors.New(s.ended)
+	}
+	if watch && len(s.watchers) >= MaxWatchers {
+		return nil, ErrTooManyWatchers
+	}
+	a := &Attachment{s: s, User: user, Watch: watch, out: make(chan []byte, attachmentQueue), done: make(chan struct{}),
+		tokens: MaxInputBurst, filled: s.now()}
+	if len(s.history) > 0 {
+		a.out <- append([]byte(nil), s.history...)
+	}
+	event := "attach"
+	if watch {
+		event = "watch"
+		s.watchers[a] = true
+	} else {
+		if s.person != nil {
+			s.endLocked(s.person, "another attach took the terminal ("+user+")")
+		}
+		s.person = a
+		if s.first.IsZero() {
+			s.first = s.now()
+			close(s.attached)
+		}
+	}
+	if s.rec != nil {
+		s.rec.Marker(event+" "+user, s.now())
+	}
+	s.notify(event, user, "")
+	return a, nil
+}
+
+// endLocked ends an attachment with its reason.
+func (s *Session) endLocked(a *Attachment, reason string) {
+	if a.reason != "" {
+		return
+	}
+	a.reason = reason
+	close(a.done)
+	event := "detach"
+	if a.Watch {
+		event = "unwatch"
+		delete(s.watchers, a)
+	} else if s.person == a {
+		s.person = nil
+	}
+	if s.rec != nil {
+		s.rec.Marker(event+" "+a.User, s.now())
+	}
+	s.notify(event, a.User, reason)
+}
+
+// End ends the session (the run ended): everyone attached is told why, and no one may attach.
+func (s *Session) End(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != "" {
+		return
+	}
+	s.ended = reason
+	for _, a := range s.attachments() {
+		s.endLocked(a, reason)
+	}
+}
+
+// Attachment is one person or proctor attached to a session.
+type Attachment struct {
+	s      *Session
+	User   string
+	Watch  bool
+	out    chan []byte
+	done   chan struct{}
+	reason string // why it ended; set under s.mu before done is closed
+
+	tokens float64 // the input allowance (MaxInputRate, MaxInputBurst)
+	filled time.Time
+}
+
+// Output is the shell's output for this attachment, in order.
+func (a *Attachment) Output() <-chan []byte { return a.out }
+
+// Done is closed when the attachment has ended; Reason says why.
+func (a *Attachment) Done() <-chan struct{} { return a.done }
+
+// Reason is why the attachment ended ("" while it lasts).
+func (a *Attachment) Reason() string {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	return a.reason
+}
+
+// Detach ends the attachment; the shell goes on.
+func (a *Attachment) Detach(reason string) {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	a.s.endLocked(a, reason)
+}
+
+// Input types p into the shell. A proctor cannot type; a person typing faster than
+// MaxInputRate is detached, their input refused (the shell gets none of it).
+func (a *Attachment) Input(p []byte) error {
+	s := a.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case a.reason != "":
+		return errors.New(a.reason)
+	case a.Watch:
+		return errors.New("a proctor watches read-only: nothing typed reaches the shell")
+	}
+	now := s.now()
+	a.tokens = min(MaxInputBurst, a.tokens+now.Sub(a.filled).Seconds()*MaxInputRate)
+	a.filled = now
+	if float64(len(p)) > a.tokens {
+		reason := fmt.Sprintf("input over %d KiB a second (%d KiB at once): a terminal is typed into; put files in the workspace instead", MaxInputRate>>10, MaxInputBurst>>10)
+		s.endLocked(a, reason)
+		return errors.New(reason)
+	}
+	a.tokens -= float64(len(p))
+	if s.console == nil {
+		return errors.New("the shell has not started yet; type once it shows its prompt")
+	}
+	if s.rec != nil {
+		s.rec.Input(p, now)
+	}
+	if _, err := s.console.Write(p); err != nil {
+		return fmt.Errorf("the shell: %w", err)
+	}
+	return nil
+}
+
+// Resize sets the terminal's size (a person's only). Resizes closer than ResizeInterval are
+// coalesced: the last is applied, the ones between are not.
+func (a *Attachment) Resize(cols, rows int) error {
+	s := a.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case a.reason != "":
+		return errors.New(a.reason)
+	case a.Watch:
+		return nil // a proctor's window is theirs
+	case cols < 1 || rows < 1 || cols > 4096 || rows > 4096:
+		return fmt.Errorf("window size %dx%d: columns and rows are 1 to 4096", cols, rows)
+	}
+	s.cols, s.rows = cols, rows
+	if s.resizing {
+		return nil
+	}
+	wait := ResizeInterval - s.now().Sub(s.lastResize)
+	if wait <= 0 {
+		s.applyResize()
+		return nil
+	}
+	s.resizing = true
+	time.AfterFunc(wait, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.resizing = false
+		s.applyResize()
+	})
+	return nil
+}
+
+func (s *Session) applyResize() {
+	s.lastResize = s.now()
+	if s.resize == nil || s.ended != "" {
+		return
+	}
+	if err := s.resize(s.cols, s.rows); err == nil && s.rec != nil {
+		s.rec.Resize(s.cols, s.rows, s.now())
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

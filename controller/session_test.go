@@ -1,0 +1,357 @@
+package controller
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sealrun/sealrun/audit"
+)
+
+// readRecording reads a run directory's recording back from its audit log: each segment's
+// body checked against its entry, the segments joined in order.
+func readRecording(t *testing.T, dir string) (cast []byte, recs []audit.Terminal) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var env audit.Entry
+		json.Unmarshal(sc.Bytes(), &env)
+		if env.Kind != audit.KindTerminal {
+			continue
+		}
+		var r audit.Terminal
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		gz, err := os.ReadFile(filepath.Join(dir, audit.TerminalSegmentPath(r.Segment)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(zr)
+		sum := sha256.Sum256(body)
+		if hex.EncodeToString(sum[:]) != r.SHA256 || int64(len(body)) != r.Bytes {
+			t.Errorf("segment %d: body %d bytes %x, entry %d bytes %s", r.Segment, len(body), sum, r.Bytes, r.SHA256)
+		}
+		if r.Segment != len(recs)+1 {
+			t.Errorf("segment %d follows %d", r.Segment, len(recs))
+		}
+		recs = append(recs, r)
+		cast = append(cast, body...)
+	}
+	return cast, recs
+}
+
+func newTestRecording(t *testing.T, cap int64) (*Recording, string, time.Time) {
+	t.Helper()
+	dir := t.TempDir()
+	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	start := time.Unix(1_800_000_000, 0)
+	r, err := NewRecording(dir, log, start, 100, 30, "run r1", cap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, dir, start
+}
+
+// TestRecordingIsAsciicast: the recording is an asciicast v2 stream (a header, then events in
+// time order) whatever the terminal wrote: a character split between reads is whole, invalid
+// bytes are U+FFFD, escape sequences and markup are data; it is kept in segments, each hashed
+// in the audit log as it was written.
+func TestRecordingIsAsciicast(t *testing.T) {
+	r, dir, start := newTestRecording(t, 0)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	euro := []byte("€") // 3 bytes, split over two reads
+	r.Input([]byte("ls\r"), at(100))
+	r.Output(append([]byte("price "), euro[:2]...), at(150))
+	r.Output(append(euro[2:], '\n'), at(160))
+	r.Output([]byte("bad \xff\xfe bytes\n"), at(200))
+	hostile := "\x1b]52;c;ZXZpbA==\x07\x1b]0;title\x07\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\x1bP+q\x1b\\</script><img src=x onerror=alert(1)>"
+	r.Output([]byte(hostile), at(300))
+	r.Resize(132, 43, at(400))
+	r.Marker("detach alice", at(500))
+	r.Output([]byte{0xe2, 0x82}, at(600)) // an incomplete character at the end
+	if err := r.Close(at(700)); err != nil {
+		t.Fatal(err)
+	}
+	cast, recs := readRecording(t, dir)
+	lines := strings.Split(strings.TrimSuffix(string(cast), "\n"), "\n")
+	var h CastHeader
+	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil || h.Version != 2 || h.Width != 100 || h.Height != 30 || h.Timestamp != start.Unix() {
+		t.Fatalf("header %q: %+v, %v", lines[0], h, err)
+	}
+	var got [][3]any
+	last := 0.0
+	for _, l := range lines[1:] {
+		var ev []any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || len(ev) != 3 {
+			t.Fatalf("event line %q: %v", l, err)
+		}
+		if ev[0].(float64) < last {
+			t.Errorf("event %q goes back in time", l)
+		}
+		last = ev[0].(float64)
+		if !utf8.ValidString(ev[2].(string)) {
+			t.Errorf("event %q is not UTF-8", l)
+		}
+		if strings.ContainsAny(l, "<>\x1b\x07") {
+			t.Errorf("event line %q carries raw markup or control bytes", l)
+		}
+		got = append(got, [3]any{ev[0], ev[1], ev[2]})
+	}
+	want := [][3]any{{0.1, "i", "ls\r"}, {0.15, "o", "price "}, {0.16, "o", "€\n"}, {0.2, "o", "bad \uFFFD bytes\n"}, {0.3, "o", hostile},
+		{0.4, "r", "132x43"}, {0.5, "m", "detach alice"}, {0.7, "o", "\uFFFD"}}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("event %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+	if len(recs) != 1 || recs[0].Events != 8 || recs[0].InputBytes != 3 || recs[0].OutputBytes != int64(6+3+1+13+len(hostile)+2) || recs[0].To != 0.7 {
+		t.Errorf("entries %+v", recs)
+	}
+}
+
+// TestRecordingSegmentsAndCap: a long session is kept in segments of about SegmentBytes, each
+// its own audit entry; past the cap the output is counted, not kept, and the recording says so.
+func TestRecordingSegmentsAndCap(t *testing.T) {
+	r, dir, start := newTestRecording(t, 3<<20)
+	line := bytes.Repeat([]byte("x"), 32<<10)
+	for i := range 200 { // 6.4 MiB shown, 3 MiB kept
+		r.Output(line, start.Add(time.Duration(i)*time.Millisecond))
+	}
+	r.Input([]byte("exit\r"), start.Add(time.Second))
+	if err := r.Close(start.Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cast, recs := readRecording(t, dir)
+	if len(recs) < 10 || int64(len(cast)) > 3<<20+SegmentBytes {
+		t.Errorf("%d segments, %d bytes", len(recs), len(cast))
+	}
+	var notRecorded, out int64
+	for _, rec := range recs {
+		notRecorded += rec.NotRecorded
+		out += rec.OutputBytes
+		if rec.Bytes > SegmentBytes+64<<10 {
+			t.Errorf("segment %d is %d bytes", rec.Segment, rec.Bytes)
+		}
+	}
+	if out+notRecorded != 200*32<<10 || notRecorded == 0 {
+		t.Errorf("output %d + not recorded %d, want %d", out, notRecorded, 200*32<<10)
+	}
+	if !bytes.Contains(cast, []byte(`"m", "sealrun: the recording keeps its first`)) || !bytes.Contains(cast, []byte(`"i", "exit\r"`)) {
+		t.Error("the recording does not say where it stopped keeping output, or lost the input after")
+	}
+}
+
+// chanWriter is a shell's console in the session tests: what the person typed.
+type chanWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *chanWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *chanWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func next(t *testing.T, a *Attachment) string {
+	t.Helper()
+	select {
+	case b := <-a.Output():
+		return string(b)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no output")
+	}
+	return ""
+}
+
+// TestSessionAttach: the first attach is noted (it starts a human run's clock); a person types,
+// a proctor only watches; a second attach takes the terminal from the first, which is told; a
+// new attachment is first shown the shell's last output; the session's end tells everyone.
+func TestSessionAttach(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	s := NewSession(func(event, user, reason string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, event+" "+user)
+	})
+	select {
+	case <-s.Attached():
+		t.Fatal("attached before anyone attached")
+	default:
+	}
+	alice, err := s.Attach("alice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-s.Attached()
+	if s.FirstAttach().IsZero() {
+		t.Error("no first attach time")
+	}
+	if err := alice.Input([]byte("ls\r")); err == nil || !strings.Contains(err.Error(), "not started yet") {
+		t.Errorf("input before the shell runs: %v", err)
+	}
+	console := &chanWriter{}
+	r, _, _ := newTestRecording(t, 0)
+	var sizes []string
+	s.Bind(console, func(c, r int) error { sizes = append(sizes, strconv.Itoa(c)+"x"+strconv.Itoa(r)); return nil }, r)
+	s.Write([]byte("$ "))
+	if got := next(t, alice); got != "$ " {
+		t.Errorf("alice saw %q", got)
+	}
+	if len(sizes) != 1 || sizes[0] != "80x24" {
+		t.Errorf("the shell was sized %v on binding, want 80x24", sizes)
+	}
+	if err := alice.Input([]byte("echo hi\r")); err != nil || console.String() != "echo hi\r" {
+		t.Errorf("typed: %v, console %q", err, console.String())
+	}
+	proctor, err := s.Attach("proctor", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, proctor); got != "$ " {
+		t.Errorf("the proctor was first shown %q, want the last output", got)
+	}
+	if err := proctor.Input([]byte("rm -rf /\r")); err == nil || strings.Contains(console.String(), "rm") {
+		t.Errorf("a proctor typed: %v, console %q", err, console.String())
+	}
+	bob, err := s.Attach("bob", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-alice.Done()
+	if !strings.Contains(alice.Reason(), "another attach took the terminal (bob)") {
+		t.Errorf("alice's end: %q", alice.Reason())
+	}
+	if err := alice.Input([]byte("x")); err == nil {
+		t.Error("a detached person typed")
+	}
+	s.End("the run ended: finalize")
+	for _, a := range []*Attachment{bob, proctor} {
+		<-a.Done()
+		if a.Reason() != "the run ended: finalize" {
+			t.Errorf("%s's end: %q", a.User, a.Reason())
+		}
+	}
+	if _, err := s.Attach("carol", false); err == nil || !strings.Contains(err.Error(), "the run ended") {
+		t.Errorf("attach after the end: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(events, ","); got != "attach alice,watch proctor,detach alice,attach bob,detach bob,unwatch proctor" {
+		t.Errorf("events %s", got)
+	}
+}
+
+// TestSessionBounds: a flood of input, a storm of resizes, too many proctors and an attachment
+// that reads nothing each meet a clear refusal, and the session (the run) goes on.
+func TestSessionBounds(t *testing.T) {
+	s := NewSession(nil)
+	console := &chanWriter{}
+	r, _, _ := newTestRecording(t, 0)
+	var mu sync.Mutex
+	var resizes [][2]int
+	s.Bind(console, func(c, rw int) error { mu.Lock(); resizes = append(resizes, [2]int{c, rw}); mu.Unlock(); return nil }, r)
+
+	flood, _ := s.Attach("flood", false)
+	err := flood.Input(bytes.Repeat([]byte("y"), MaxInputBurst+1))
+	if err == nil || !strings.Contains(err.Error(), "input over") || !strings.Contains(flood.Reason(), "input over") {
+		t.Errorf("a flood: %v, %q", err, flood.Reason())
+	}
+	if console.String() != "" {
+		t.Errorf("a refused flood reached the shell: %d bytes", len(console.String()))
+	}
+
+	p, _ := s.Attach("p", false)
+	for i := 1; i <= 1000; i++ {
+		if err := p.Resize(10+i%100, 5+i%50); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Resize(120, 40)
+	if err := p.Resize(0, 40); err == nil {
+		t.Error("a 0-column window was taken")
+	}
+	if err := p.Resize(5000, 40); err == nil {
+		t.Error("a 5000-column window was taken")
+	}
+	time.Sleep(3 * ResizeInterval)
+	mu.Lock()
+	n, lastSize := len(resizes), resizes[len(resizes)-1]
+	mu.Unlock()
+	if n > 5 || lastSize != [2]int{120, 40} {
+		t.Errorf("a storm of 1000 resizes made %d, the last %v; want a few, the last 120x40", n, lastSize)
+	}
+
+	var watchers []*Attachment
+	for range MaxWatchers {
+		w, err := s.Attach("w", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watchers = append(watchers, w)
+	}
+	if _, err := s.Attach("one too many", true); err != ErrTooManyWatchers {
+		t.Errorf("watcher %d: %v", MaxWatchers+1, err)
+	}
+	// The watchers read nothing: each is ended once it falls behind, and the shell never waits.
+	done := make(chan struct{})
+	go func() {
+		for range attachmentQueue + 10 {
+			s.Write([]byte("output\n"))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shell's output waited for an attachment that reads nothing")
+	}
+	for _, w := range watchers {
+		<-w.Done()
+		if !strings.Contains(w.Reason(), "fell behind") {
+			t.Errorf("a stuck watcher's end: %q", w.Reason())
+		}
+	}
+	if err := p.Input([]byte("still here\r")); err == nil {
+		t.Error("the person reading nothing was kept") // they fell behind too
+	}
+	if _, err := s.Attach("back", false); err != nil {
+		t.Errorf("attaching again after all that: %v", err)
+	}
+}
