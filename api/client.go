@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -247,7 +248,14 @@ func (c *Client) fetchBodies(ctx context.Context, id, tmp string) error {
 		}
 	}
 	var missing []string
+	terminal := false
 	for _, r := range refs {
+		if dir := path.Dir(r.Path); dir == audit.TerminalDir && !terminal {
+			terminal = true
+			if err := os.MkdirAll(filepath.Join(tmp, dir), 0o755); err != nil {
+				return err
+			}
+		}
 		_, ok, err := c.FetchFile(ctx, id, r.APIName, filepath.Join(tmp, filepath.FromSlash(r.Path)))
 		if err != nil {
 			return err
@@ -259,7 +267,11 @@ func (c *Client) fetchBodies(ctx context.Context, id, tmp string) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("run %s: sealrund has no %s, which its audit log hashes; the run's bodies were lost on this host (a run that lost one ends invalid)", id, strings.Join(missing, ", "))
 	}
-	for _, d := range []string{audit.GatewayDir, audit.CallsDir} {
+	dirs := []string{audit.GatewayDir, audit.CallsDir}
+	if terminal {
+		dirs = append(dirs, audit.TerminalDir)
+	}
+	for _, d := range dirs {
 		if err := fileio.SyncDir(filepath.Join(tmp, d)); err != nil {
 			return err
 		}

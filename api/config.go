@@ -64,6 +64,14 @@ type Config struct {
 // demo agent): agent none/MODEL. Its gateway refuses every request.
 const NoProvider = controller.KindNone
 
+// HumanProvider is the built-in provider of human runs: agent human/HANDLE, a person at the
+// run's terminal (sealrun attach) instead of a scaffold, on a track with [human]. The run has no
+// model: its gateway refuses every request.
+const HumanProvider = "human"
+
+// IsHuman says whether an agent (PROVIDER/MODEL[@EFFORT]) is a person's.
+func IsHuman(agent string) bool { return strings.HasPrefix(agent, HumanProvider+"/") }
+
 // ScriptedProvider is the provider name kept for a scripted model (sealrun demo --scaffold NAME:
 // controller/scriptedmodel on loopback): a [providers.scripted] table must point at
 // loopback, and the leaderboard never presents its rows as a real model.
@@ -260,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if _, ok := c.Providers[NoProvider]; ok {
 		bad("providers."+NoProvider, "%q is built in (runs of a scripted scaffold, with no model); name the provider otherwise", NoProvider)
+	}
+	if _, ok := c.Providers[HumanProvider]; ok {
+		bad("providers."+HumanProvider, "%q is built in (human runs: agent human/HANDLE); name the provider otherwise", HumanProvider)
 	}
 	if p, ok := c.Providers[ScriptedProvider]; ok {
 		if u, err := url.Parse(p.BaseURL); err == nil && !isLoopback(u.Hostname()) {

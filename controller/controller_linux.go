@@ -13,7 +13,6 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -99,9 +98,6 @@ type Controller struct {
 	transcript *cappedFile
 	stopOnce   sync.Once
 	memory     int64 // the container's memory limit
-	// a human run's (StartHuman): its recording, and the stop of its periodic flush
-	rec       *Recording
-	stopFlush chan struct{}
 }
 
 // Start starts the scaffold in a controller container of run: as the agent user in /workspace,
@@ -131,62 +127,31 @@ func Start(ctx context.Context, run *sandbox.Run, cfg Config) (*Controller, erro
 	return &Controller{c: c, transcript: tf, memory: cfg.Limits.WithDefaults().MemoryBytes}, nil
 }
 
-// HumanConfig is a human run's controller: a shell on a terminal (Session) instead of a
-// scaffold, recorded (Recording) in the run directory and its audit log.
-type HumanConfig struct {
-	Session *Session
-	RunDir  string
-	Log     *audit.Log
-	Title   string        // the recording's title
-	Cap     int64         // the recording's cap (0: DefaultRecordingCap)
-	Flush   time.Duration // how often the recording's segment under way is kept (0: 2s)
-}
+// HumanShellLoop is what a human run's controller runs: a login shell on its terminal, started
+// again when the person leaves it (exit, ^D), so that the run ends only as an agent's does (runner
+// finalize, the deadline), never by a slip of the keyboard.
+var HumanShellLoop = []string{HumanShell, "-c", `while :; do ` + HumanShell + ` -l; echo; echo "[sealrun: the shell ended; a new one starts. The run ends on runner finalize or at its deadline.]"; done`}
 
 // StartHuman starts a human run's controller: the same container as a scaffold's (the agent
 // user in /workspace, runner and the agent socket, the environment of Env, no GPU, only the
-// gateway) running HumanShell on a terminal, bound to the session, every byte of it recorded.
-func StartHuman(ctx context.Context, run *sandbox.Run, cfg Config, h HumanConfig) (*Controller, error) {
-	cols, rows := h.Session.Size()
-	start := time.Now()
-	rec, err := NewRecording(h.RunDir, h.Log, start, cols, rows, h.Title, h.Cap)
-	if err != nil {
-		return nil, err
-	}
+// gateway) running HumanShellLoop on a terminal, bound to sess, every byte of it recorded in rec
+// (which the caller closes once the controller has stopped).
+func StartHuman(ctx context.Context, run *sandbox.Run, cfg Config, sess *Session, rec *Recording) (*Controller, error) {
+	cols, rows := sess.Size()
 	env := append(Env(cfg), "TERM="+TerminalType, "SHELL="+HumanShell, "HOME="+sandbox.WorkspacePath, "PS1=\\w \\$ ")
 	c, err := run.Start(ctx, sandbox.ContainerConfig{
-		Role: sandbox.RoleController, Rootfs: cfg.Rootfs, Args: []string{HumanShell, "-l"}, Env: env, Cwd: sandbox.WorkspacePath,
+		Role: sandbox.RoleController, Rootfs: cfg.Rootfs, Args: HumanShellLoop, Env: env, Cwd: sandbox.WorkspacePath,
 		Workspace: cfg.Workspace, Runner: cfg.Runner, Limits: cfg.Limits,
 		Extra:    []specs.Mount{{Destination: SocketPath, Type: "bind", Source: cfg.Socket, Options: []string{"bind", "nosuid", "nodev", "noexec"}}},
-		Terminal: true, Cols: cols, Rows: rows, Stdout: h.Session,
+		Terminal: true, Cols: cols, Rows: rows, Stdout: sess,
 	})
 	if err != nil {
-		rec.Close(time.Now())
 		return nil, err
 	}
 	console := c.Console()
-	h.Session.Bind(console, func(cols, rows int) error { return sandbox.SetWinsize(console, cols, rows) }, rec)
-	every := h.Flush
-	if every == 0 {
-		every = 2 * time.Second
-	}
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				rec.Flush()
-			case <-stop:
-				return
-			}
-		}
-	}()
-	return &Controller{c: c, memory: cfg.Limits.WithDefaults().MemoryBytes, rec: rec, stopFlush: stop}, nil
+	sess.Bind(console, func(cols, rows int) error { return sandbox.SetWinsize(console, cols, rows) }, rec)
+	return &Controller{c: c, memory: cfg.Limits.WithDefaults().MemoryBytes}, nil
 }
-
-// Recording is a human run's recording (nil for a scaffold's).
-func (c *Controller) Recording() *Recording { return c.rec }
 
 // Container is the controller's container (its air-gap evidence, pid, stats).
 func (c *Controller) Container() *sandbox.Container { return c.c }
@@ -242,10 +207,6 @@ func (c *Controller) Stop(ctx context.Context) error {
 		err = c.c.Destroy(ctx)
 		if c.transcript != nil {
 			c.transcript.Close()
-		}
-		if c.rec != nil {
-			close(c.stopFlush)
-			err = errors.Join(err, c.rec.Close(time.Now()))
 		}
 	})
 	return err

@@ -147,6 +147,26 @@ func (r *Recording) event(t time.Time, code, data string) {
 	}
 }
 
+// FlushEvery commits the segment under way every d while events come, until stop is called:
+// what was typed and shown is in the audit chain within d.
+func (r *Recording) FlushEvery(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				r.Flush()
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
+}
+
 // Flush commits the segment under way, if it holds events.
 func (r *Recording) Flush() error {
 	r.mu.Lock()

@@ -109,7 +109,11 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		}
 		*im.dst = root
 	}
-	if p.controller != "" {
+	human := api.IsHuman(spec.Agent.String())
+	switch {
+	case human:
+		errs = append(errs, x.checkHuman(t, &p)...)
+	case p.controller != "":
 		ep, name, env, err := x.scaffold(t)
 		if err != nil {
 			errs = append(errs, err)
@@ -122,8 +126,8 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		errs = append(errs, x.checkExam(t, &p)...)
 	}
 	prov, ok := x.Cfg.Providers[spec.Agent.Provider]
-	if spec.Agent.Provider == api.NoProvider {
-		prov, ok = controller.NoProvider, true
+	if spec.Agent.Provider == api.NoProvider || human {
+		prov, ok = controller.NoProvider, true // a person has no model
 	}
 	if !ok {
 		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.File, spec.Agent.Provider))

@@ -73,6 +73,7 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/events", d.events)
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/files/{name}", d.file)
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/transcript", d.transcriptOf)
+	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/attach", d.attach)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "%s %s is not an API path; see daemon/API.md (paths start with %s)", r.Method, r.URL.Path, apiVersion)
 	})
@@ -221,6 +222,13 @@ func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
 	contentType := "text/plain; charset=utf-8"
 	if p, ok := gatewayBodyName(name); ok {
 		name, contentType = filepath.FromSlash(p), "application/gzip"
+	} else if rest, ok := strings.CutPrefix(name, "terminal-"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 1 || strconv.Itoa(n) != rest {
+			writeErr(w, http.StatusBadRequest, "%.40q is not terminal-N (a segment of a human run's recording)", name)
+			return
+		}
+		name, contentType = filepath.FromSlash(audit.TerminalSegmentPath(n)), "application/gzip"
 	} else if strings.HasPrefix(name, "call-") {
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "call-"))
 		if err != nil || n < 1 {

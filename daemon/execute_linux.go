@@ -72,6 +72,8 @@ type Executor struct {
 	Limits sandbox.Limits
 
 	onEvent func(api.Event) // the daemon's live subscribers
+	// sessions are the terminals of the human runs being served (human_linux.go).
+	sessions sessions
 	// onFail is told when the journal or the ledger cannot be written (Daemon.fail); failure
 	// holds that error, and a run that sees it ends invalid.
 	onFail  func(what string, err error)

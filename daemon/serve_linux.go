@@ -29,9 +29,31 @@ import (
 // should (deadline, finalize, the scaffold done), else StateInvalid and the reason.
 func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	x, spec, t := rs.x, rs.spec, rs.t
+	// A human run waits for its person first (human_linux.go): its clock starts at the first
+	// attach, or when human.start is over.
+	var human *humanRun
+	if api.IsHuman(spec.Agent.String()) {
+		x.state(spec.ID, api.StateRunning, "")
+		var st, why string
+		if human, st, why = rs.openHuman(ctx); st != "" {
+			return st, why
+		}
+	}
 	rs.clock = t.Budget.Start(policy.Clock(rs.now))
 	rs.started, rs.deadline = rs.clock.Start, rs.clock.Deadline
-	x.state(spec.ID, api.StateRunning, "")
+	if human == nil {
+		x.state(spec.ID, api.StateRunning, "")
+	} else {
+		stopFlush, err := human.startRecording(rs)
+		if err != nil {
+			human.sess.End("the host failed")
+			return api.StateInvalid, "infrastructure: " + err.Error()
+		}
+		defer func() {
+			stopFlush()
+			status, reason = human.end(rs, status, reason)
+		}()
+	}
 	gw, err := controller.NewGateway(rs.pins.provider, spec.Agent, rs.io.log, controller.WithBodiesDir(filepath.Join(rs.io.dir, "gateway")), controller.WithGatewayInfraHandler(rs.io.onInfra),
 		controller.WithSpendLimit(t.Budget.MaxTokens, t.Budget.MaxCost.Amount, rs.pins.price))
 	if err != nil {
@@ -62,9 +84,13 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 		return api.StateInvalid, reason
 	}
 	startController := func() (*controller.Controller, error) {
-		return controller.Start(ctx, rs.run, controller.Config{Rootfs: rs.pins.controller, Entrypoint: rs.pins.entrypoint, ImageEnv: rs.pins.imageEnv, Workspace: rs.ws, Runner: x.Cfg.Runner,
+		cfg := controller.Config{Rootfs: rs.pins.controller, Entrypoint: rs.pins.entrypoint, ImageEnv: rs.pins.imageEnv, Workspace: rs.ws, Runner: x.Cfg.Runner,
 			Socket: sock, Agent: spec.Agent, Kind: providerKind(rs.pins.provider), Transcript: filepath.Join(rs.io.dir, "transcript.log"), Limits: rs.limits,
-			Env: append([]string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}, rs.pins.scaffoldEnv...)})
+			Env: append([]string{"SEALRUN_RUN_ID=" + spec.ID, fmt.Sprintf("SEALRUN_SEED=%d", spec.Seed)}, rs.pins.scaffoldEnv...)}
+		if human != nil {
+			return controller.StartHuman(ctx, rs.run, cfg, human.sess, human.rec)
+		}
+		return controller.Start(ctx, rs.run, cfg)
 	}
 	// A controller whose scaffold never ran (the runtime failed to start it: sandbox.NeverRan)
 	// is started once more, recorded: nothing of the agent's ran, and the clock it lost is seconds.

@@ -68,7 +68,7 @@ type Options struct {
 	Ledgers []string
 	Inputs  []string  // results directories (sealrun results gather) or attestation files
 	Log     io.Writer // each rejected attestation or unaccounted run, one per line (nil: discarded)
-	// Redact withholds bodies: "all", "RUN", "RUN:gateway-N", "RUN:call-N" (publish --redact).
+	// Redact withholds bodies: "all", "RUN", "RUN:gateway-N", "RUN:call-N", "RUN:terminal-N" (publish --redact).
 	// Their hashes stay in the audit logs; the transcripts say they were withheld.
 	Redact []string
 	// Version is the sealrun writing it, as each run's trajectory.json names its maker.

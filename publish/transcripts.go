@@ -32,7 +32,8 @@ type redactions struct {
 
 // parseRedactions reads --redact values: "all", "RUN" (every body of the run), "RUN:gateway-N"
 // (the request and response of the run's model exchange N), "RUN:call-N" (the output of its
-// compute call N); several at once separated by commas.
+// compute call N), "RUN:terminal-N" (segment N of a human run's recording); several at once
+// separated by commas.
 func parseRedactions(values []string, runs map[string]bool) (*redactions, error) {
 	r := &redactions{runs: map[string]map[string]bool{}}
 	for _, v := range values {
@@ -44,7 +45,7 @@ func parseRedactions(values []string, runs map[string]bool) (*redactions, error)
 			}
 			run, what, one := strings.Cut(item, ":")
 			if !runs[run] {
-				return nil, fmt.Errorf("--redact %q: no run %q among the inputs; give all, RUN, RUN:gateway-N or RUN:call-N", item, run)
+				return nil, fmt.Errorf("--redact %q: no run %q among the inputs; give all, RUN, RUN:gateway-N, RUN:call-N or RUN:terminal-N", item, run)
 			}
 			if r.runs[run] == nil {
 				r.runs[run] = map[string]bool{}
@@ -56,14 +57,17 @@ func parseRedactions(values []string, runs map[string]bool) (*redactions, error)
 			}
 			kind, num, _ := strings.Cut(what, "-")
 			n, err := strconv.Atoi(num)
-			if err != nil || n < 1 || strconv.Itoa(n) != num || (kind != "gateway" && kind != "call") {
-				return nil, fmt.Errorf("--redact %q: %q is not gateway-N (a model exchange) or call-N (a compute call)", item, what)
+			if err != nil || n < 1 || strconv.Itoa(n) != num || (kind != "gateway" && kind != "call" && kind != "terminal") {
+				return nil, fmt.Errorf("--redact %q: %q is not gateway-N (a model exchange), call-N (a compute call) or terminal-N (a segment of a human run's recording)", item, what)
 			}
-			if kind == "gateway" {
+			switch kind {
+			case "gateway":
 				r.runs[run][audit.GatewayBodyPath(n, audit.BodyRequest)] = true
 				r.runs[run][audit.GatewayBodyPath(n, audit.BodyResponse)] = true
-			} else {
+			case "call":
 				r.runs[run][audit.CallLogPath(n)] = true
+			default:
+				r.runs[run][audit.TerminalSegmentPath(n)] = true
 			}
 		}
 	}

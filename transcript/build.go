@@ -597,6 +597,38 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 		}
 		ev.Time, s.Candidate, s.Passed, s.Questions = e.Time, e.Candidate, &e.Passed, e.Questions
 		ev.Text = fmt.Sprintf("the hidden exam's pass vector sealed: %d/%d", e.Passed, e.Questions)
+	case audit.KindTerminal:
+		var e audit.Terminal
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		tm := &Terminal{Segment: e.Segment, From: e.From, To: e.To, Events: e.Events, InputBytes: e.InputBytes, OutputBytes: e.OutputBytes, NotRecorded: e.NotRecorded}
+		ev.Submission, ev.Terminal = nil, tm
+		if !b.t.Run.Started.IsZero() {
+			ev.Time = b.t.Run.Started.Add(time.Duration(e.To * float64(time.Second)))
+		}
+		switch {
+		case e.BodyError != "":
+			ev.Failed = true
+			ev.Text = fmt.Sprintf("terminal segment %d could not be kept: %s", e.Segment, e.BodyError)
+		case e.Segment < 1:
+			return Event{}, fmt.Errorf("terminal segment %d: segments count from 1", e.Segment)
+		default:
+			tm.Body = Body{Path: audit.TerminalSegmentPath(e.Segment), Bytes: e.Bytes, SHA256: e.SHA256}
+			b.readBody(&tm.Body, true)
+			b.count(&tm.Body)
+			ev.Text = fmt.Sprintf("terminal %.0f–%.0f s: %d bytes typed, %d shown", e.From, e.To, e.InputBytes, e.OutputBytes)
+		}
+	case audit.KindAttach:
+		var e audit.Attach
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, ev.Submission = e.Time, nil
+		ev.Text = e.Event + " " + e.User
+		if e.Reason != "" {
+			ev.Text += ": " + e.Reason
+		}
 	case KindTaskPrepare:
 		var e audit.TaskPrepare
 		if err := decode(&e); err != nil {

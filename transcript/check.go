@@ -54,6 +54,14 @@ func BodyRefs(r io.Reader) ([]BodyRef, error) {
 			if e.Request > 0 && e.ResponseSHA256 != "" {
 				out = append(out, BodyRef{audit.GatewayBodyPath(e.Request, audit.BodyResponse), fmt.Sprintf("gateway-%d-%s", e.Request, audit.BodyResponse)})
 			}
+		case audit.KindTerminal:
+			var e audit.Terminal
+			if err := json.Unmarshal(line, &e); err != nil {
+				return nil, fmt.Errorf("audit log line %d is not a terminal entry: %v", n, err)
+			}
+			if e.Segment > 0 && e.SHA256 != "" && e.BodyError == "" {
+				out = append(out, BodyRef{audit.TerminalSegmentPath(e.Segment), fmt.Sprintf("terminal-%d", e.Segment)})
+			}
 		case audit.KindCall:
 			var e audit.Call
 			if err := json.Unmarshal(line, &e); err != nil {
@@ -100,7 +108,7 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 			otherFormat = t.Format
 		}
 		for _, e := range t.Events {
-			for _, b := range []*Body{modelBody(e, true), modelBody(e, false), callBody(e)} {
+			for _, b := range eventBodies(e) {
 				if b != nil && b.State == BodyWithheld {
 					opts.Withheld[b.Path] = true
 				}
@@ -115,7 +123,7 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	}
 	rep := &Report{Exchanges: t.Totals.Exchanges, Calls: t.Totals.Calls, Bodies: t.Bodies}
 	for _, e := range t.Events {
-		for _, b := range []*Body{modelBody(e, true), modelBody(e, false), callBody(e)} {
+		for _, b := range eventBodies(e) {
 			switch {
 			case b == nil:
 			case b.State == BodyMissing:
@@ -181,6 +189,21 @@ func wantSum(b *Body) string {
 		return b.KeptSHA256
 	}
 	return b.SHA256
+}
+
+// eventBodies are the bodies an event hashes: a model exchange's request and response, a
+// call's output, a terminal segment.
+func eventBodies(e Event) []*Body {
+	var out []*Body
+	for _, b := range []*Body{modelBody(e, true), modelBody(e, false), callBody(e)} {
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	if e.Terminal != nil && e.Terminal.Body.Path != "" {
+		out = append(out, &e.Terminal.Body)
+	}
+	return out
 }
 
 func modelBody(e Event, request bool) *Body {

@@ -134,6 +134,21 @@ type Event struct {
 	Model      *Exchange   `json:"model,omitempty"`
 	Call       *Call       `json:"call,omitempty"`
 	Submission *Submission `json:"submission,omitempty"`
+	Terminal   *Terminal   `json:"terminal,omitempty"`
+}
+
+// Terminal is one segment of a human run's terminal recording (an asciicast v2 stream, the
+// segments in order; docs/TRANSCRIPT.md, "Human runs"): its span in seconds since the recording
+// began, what was typed and shown in it, and its body, checked like any.
+type Terminal struct {
+	Segment     int     `json:"segment"`
+	From        float64 `json:"from"`
+	To          float64 `json:"to"`
+	Events      int     `json:"events"`
+	InputBytes  int64   `json:"input_bytes"`
+	OutputBytes int64   `json:"output_bytes"`
+	NotRecorded int64   `json:"not_recorded,omitempty"`
+	Body        Body    `json:"body"`
 }
 
 // Exchange is one model request and its response.

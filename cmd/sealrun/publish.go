@@ -13,7 +13,7 @@ func newPublishCmd() *cobra.Command {
 	var keys, tracks, ledgers, redact []string
 	var out, suite string
 	cmd := &cobra.Command{
-		Use:   "publish --out DIR --key PUB.pem [--key ...] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] [--redact all|RUN|RUN:gateway-N|RUN:call-N] RESULTS...",
+		Use:   "publish --out DIR --key PUB.pem [--key ...] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] [--redact all|RUN|RUN:gateway-N|RUN:call-N|RUN:terminal-N] RESULTS...",
 		Short: "Write a self-contained directory of results a reader can check offline (verify-publication)",
 		Long: `Publish verifies every attestation under RESULTS (results directories as sealrun results gather
 writes them, or attestation files) with the keys, and writes DIR: each run's directory as gathered
@@ -26,8 +26,9 @@ those attestations alone, publication.json, VERIFY.md with the exact commands a 
 failed, invalid and their reruns.
 
 --redact withholds bodies for operators who may not release prompts: "all" (every body of every
-run), RUN (every body of one run), RUN:gateway-N (model exchange N's request and response) or
-RUN:call-N (compute call N's output); repeatable, or comma-separated. The audit logs keep every
+run), RUN (every body of one run), RUN:gateway-N (model exchange N's request and response),
+RUN:call-N (compute call N's output) or RUN:terminal-N (segment N of a human run's terminal
+recording); repeatable, or comma-separated. The audit logs keep every
 hash, and each transcript says what was withheld. A scaffold resends its conversation, so the
 requests after exchange N carry what N said again: withhold from there on, or the whole run
 (docs/TRANSCRIPT.md).
@@ -73,7 +74,7 @@ withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 	cmd.Flags().StringArrayVar(&tracks, "track", nil, "a track file the runs were judged under (repeatable; default: each run's own track.toml)")
 	cmd.Flags().StringArrayVar(&ledgers, "ledger", nil, "a host's run ledger (sealrun ledger export; repeatable, one per host)")
 	cmd.Flags().StringVar(&suite, "suite", leaderboard.SuiteExam, "exam: one board per exam track; airs: the AIRS-Bench task suite")
-	cmd.Flags().StringArrayVar(&redact, "redact", nil, "withhold bodies, publishing their hashes only: all, RUN, RUN:gateway-N or RUN:call-N (repeatable; comma-separated)")
+	cmd.Flags().StringArrayVar(&redact, "redact", nil, "withhold bodies, publishing their hashes only: all, RUN, RUN:gateway-N, RUN:call-N or RUN:terminal-N (repeatable; comma-separated)")
 	return cmd
 }
 

@@ -1,0 +1,310 @@
+package daemon
+
+// Human runs (agent human/HANDLE, on a track with [human]): the controller is a shell on a
+// terminal a person attaches to (sealrun attach, through the admin API's attach), under the same
+// seal, budget and rules as a scaffold. The run waits for its person up to the track's
+// human.start; the clock starts at the first attach, or when that wait is over, and never stops.
+// A person who never attaches fails the run (their own fault); the host failing is invalid, as
+// for agents.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/policy"
+)
+
+// MaxAttaches bounds the attach connections sealrund serves at once, all runs together.
+const MaxAttaches = 64
+
+// checkHuman checks a human run's pins: the track takes human runs, and its human controller
+// image (human.image, or the controller image) is in the store with a shell.
+func (x *Executor) checkHuman(t *policy.Track, p *pins) []error {
+	if t.Human == nil {
+		return []error{fmt.Errorf("track %s takes no human runs (agent %s/HANDLE): it has no [human] table; add one (start = how long a run waits for its person) to the track, as docs/OPERATING.md shows", t.Name, api.HumanProvider)}
+	}
+	if t.Human.Image.Digest != "" {
+		root, err := x.Store.Rootfs(t.Human.Image.Digest)
+		if err != nil {
+			return []error{fmt.Errorf("track %s pins the human controller image %s, which is not in the image store (%v); pull or import it (sealrun images pull %s)", t.Name, t.Human.Image, err, t.Human.Image)}
+		}
+		p.controller = root
+	}
+	if p.controller == "" {
+		return nil // reported with the controller image
+	}
+	img := t.Images.Controller
+	if t.Human.Image.Digest != "" {
+		img = t.Human.Image
+	}
+	cf, err := x.Store.Config(img.Digest)
+	if err != nil {
+		return []error{fmt.Errorf("the human controller image %s: %v", img, err)}
+	}
+	if err := controller.CheckImageEnv(cf.Config.Env); err != nil {
+		return []error{fmt.Errorf("the human controller image %s: %w", img, err)}
+	}
+	p.imageEnv, p.scaffold = cf.Config.Env, api.HumanProvider
+	if _, err := os.Lstat(filepath.Join(p.controller, controller.HumanShell)); err != nil {
+		return []error{fmt.Errorf("the human controller image %s has no %s: a person's run needs a shell; pin an image with one ([human] image)", img, controller.HumanShell)}
+	}
+	return nil
+}
+
+// humanRun is a human run's terminal while it is served.
+type humanRun struct {
+	sess    *controller.Session
+	rec     *controller.Recording
+	started atomic.Pointer[time.Time] // the clock's start, once it has started
+}
+
+// sessions are the human runs being served, by run id (the attach handler's way in).
+type sessions struct {
+	mu       sync.Mutex
+	m        map[string]*humanRun
+	attaches int // connections served (MaxAttaches)
+}
+
+func (s *sessions) acquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attaches >= MaxAttaches {
+		return false
+	}
+	s.attaches++
+	return true
+}
+
+func (s *sessions) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attaches--
+}
+
+func (s *sessions) get(id string) *humanRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id]
+}
+
+func (s *sessions) put(id string, h *humanRun) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*humanRun{}
+	}
+	if h == nil {
+		delete(s.m, id)
+		return
+	}
+	s.m[id] = h
+}
+
+// openHuman makes a human run's session, its attaches recorded in the audit log and the
+// journal, and waits for its person: until the first attach or human.start. It returns a
+// status when the run ends before its clock starts (cancelled, the host failing).
+func (rs *runState) openHuman(ctx context.Context) (*humanRun, string, string) {
+	x, id, t := rs.x, rs.spec.ID, rs.t
+	h := &humanRun{}
+	h.sess = controller.NewSession(func(event, user, reason string) {
+		rec := audit.Attach{Time: time.Now().UTC(), Event: event, User: user, Reason: reason}
+		if st := h.started.Load(); st != nil {
+			rec.Offset = time.Since(*st).Round(time.Millisecond).String()
+		}
+		if _, _, err := rs.io.log.Append(audit.KindAttach, rec); err != nil {
+			rs.io.onInfra(fmt.Errorf("audit log: %w", err))
+		}
+		msg := user
+		if reason != "" {
+			msg += ": " + reason
+		}
+		x.event(id, event, msg)
+	})
+	x.sessions.put(id, h)
+	rs.onClose(func() { x.sessions.put(id, nil) })
+	x.event(id, "human_waiting", fmt.Sprintf("waiting up to %s (human.start) for %s to attach: sealrun attach %s", t.Human.Start, rs.spec.Agent.Model, id))
+	timer := time.NewTimer(t.Human.Start)
+	defer timer.Stop()
+	select {
+	case <-h.sess.Attached():
+	case <-timer.C:
+		x.event(id, "human_start_passed", fmt.Sprintf("no one attached within human.start (%s): the clock starts now, without them", t.Human.Start))
+	case <-rs.io.infraCh:
+		h.sess.End("the run ended before it began: the host failed")
+		return nil, api.StateInvalid, "infrastructure: " + rs.io.infra.Error()
+	case <-ctx.Done():
+		h.sess.End("the run was cancelled before it began")
+		return nil, api.StateInvalid, "cancelled"
+	}
+	return h, "", ""
+}
+
+// startRecording begins the recording once the clock has started.
+func (h *humanRun) startRecording(rs *runState) (stop func(), err error) {
+	st := rs.started
+	h.started.Store(&st)
+	cols, rows := h.sess.Size()
+	if h.rec, err = controller.NewRecording(rs.io.dir, rs.io.log, rs.now(), cols, rows, "sealrun "+rs.spec.ID+" ("+rs.spec.Agent.String()+")", 0); err != nil {
+		return nil, err
+	}
+	return h.rec.FlushEvery(2 * time.Second), nil
+}
+
+// end ends the session and the recording once the controller has stopped; a person who never
+// attached fails the run, unless it ended otherwise.
+func (h *humanRun) end(rs *runState, status, reason string) (string, string) {
+	why := "the run ended"
+	if reason != "" {
+		why += ": " + reason
+	}
+	h.sess.End(why)
+	if h.rec != nil {
+		if err := h.rec.Close(rs.now()); err != nil && status == "" {
+			status, reason = api.StateInvalid, "infrastructure: the terminal recording: "+err.Error()
+		}
+	}
+	if (status == "" || status == api.StateGrading) && h.sess.FirstAttach().IsZero() {
+		return api.StateFailed, fmt.Sprintf("never attached: no one attached to the run's terminal (sealrun attach %s) in human.start (%s) or after, before its deadline", rs.spec.ID, rs.t.Human.Start)
+	}
+	return status, reason
+}
+
+// attach serves POST /v1/runs/{id}/attach: a person's terminal (or a proctor's view with
+// ?watch=1), upgraded to api.AttachProtocol.
+func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	rec, ok := d.Run(id)
+	switch {
+	case !ok:
+		writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", id)
+		return
+	case !api.IsHuman(rec.Agent):
+		writeErr(w, http.StatusConflict, "run %s is %s's, not a person's: only a human run (--agent %s/HANDLE) has a terminal to attach to; sealrun logs %s follows an agent", id, rec.Agent, api.HumanProvider, id)
+		return
+	case rec.Final():
+		writeErr(w, http.StatusConflict, "run %s has ended (%s): there is no terminal to attach to; sealrun view shows its recording", id, rec.State)
+		return
+	case r.Header.Get("Upgrade") != api.AttachProtocol:
+		w.Header().Set("Upgrade", api.AttachProtocol)
+		writeErr(w, http.StatusUpgradeRequired, "attach upgrades the connection to %s (sealrun attach %s does)", api.AttachProtocol, id)
+		return
+	}
+	h := d.x.sessions.get(id)
+	if h == nil {
+		writeErr(w, http.StatusConflict, "run %s is %s: its terminal opens once it is running; attach again in a moment", id, rec.State)
+		return
+	}
+	watch := r.URL.Query().Get("watch") == "1"
+	cols, rows := 0, 0
+	if c, rw := r.URL.Query().Get("cols"), r.URL.Query().Get("rows"); c != "" || rw != "" {
+		var err error
+		if cols, rows, err = api.ParseSize([]byte(c + "x" + rw)); err != nil {
+			writeErr(w, http.StatusBadRequest, "?cols=%.10q&rows=%.10q: %v", c, rw, err)
+			return
+		}
+	}
+	if !d.x.sessions.acquire() {
+		writeErr(w, http.StatusTooManyRequests, "sealrund serves %d attaches at once, all runs together; detach one, or attach again later", MaxAttaches)
+		return
+	}
+	defer d.x.sessions.release()
+	who, _ := r.Context().Value(peerKey{}).(string)
+	a, err := h.sess.Attach(who, watch)
+	switch {
+	case errors.Is(err, controller.ErrTooManyWatchers):
+		writeErr(w, http.StatusTooManyRequests, "run %s: %v", id, err)
+		return
+	case err != nil:
+		writeErr(w, http.StatusConflict, "run %s: %v", id, err)
+		return
+	}
+	if cols > 0 && !watch {
+		a.Resize(cols, rows)
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		a.Detach("the server cannot upgrade this connection")
+		writeErr(w, http.StatusInternalServerError, "this connection cannot be upgraded")
+		return
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		a.Detach("the connection could not be upgraded: " + err.Error())
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Time{})
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + api.AttachProtocol + "\r\nConnection: Upgrade\r\n\r\n")
+	if err := brw.Flush(); err != nil {
+		a.Detach("the connection dropped")
+		return
+	}
+	// From the client: input, resizes, the detach; a connection that drops detaches.
+	go func() {
+		for {
+			typ, p, err := api.ReadFrame(brw.Reader)
+			if err != nil {
+				a.Detach("the connection dropped (" + err.Error() + ")")
+				return
+			}
+			switch typ {
+			case api.FrameInput:
+				err = a.Input(p)
+			case api.FrameResize:
+				var c, rw int
+				if c, rw, err = api.ParseSize(p); err == nil {
+					err = a.Resize(c, rw)
+				}
+			case api.FrameDetach:
+				a.Detach("detached")
+				return
+			default:
+				a.Detach("the client sent a frame of unknown type " + strconv.QuoteRune(rune(typ)) + "; sealrun attach speaks " + api.AttachProtocol)
+				return
+			}
+			if err != nil && a.Reason() != "" {
+				return // the attachment ended (its reason goes to the client)
+			}
+		}
+	}()
+	// To the client: the terminal's output, then why the attachment ended. A client that stops
+	// reading is cut off after 30 s; the attachment was ended long before (it fell behind).
+	send := func(typ byte, p []byte) error {
+		conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		return api.WriteFrame(conn, typ, p)
+	}
+	for {
+		select {
+		case out := <-a.Output():
+			if send(api.FrameOutput, out) != nil {
+				a.Detach("the connection dropped")
+				return
+			}
+		case <-a.Done():
+			for {
+				select {
+				case out := <-a.Output():
+					if send(api.FrameOutput, out) != nil {
+						return
+					}
+					continue
+				default:
+				}
+				break
+			}
+			send(api.FrameEnd, []byte(a.Reason()))
+			return
+		}
+	}
+}
