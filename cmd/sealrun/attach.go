@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sealrun/sealrun/api"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// detachKeys end an attach and leave the shell running (as docker attach's): ^P then ^Q.
+var detachKeys = []byte{0x10, 0x11}
+
+func newAttachCmd() *cobra.Command {
+	var socket string
+	var watch bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "attach RUN [--watch]",
+		Short: "Take the terminal of a human run (or watch it, read-only)",
+		Long: `Attach gives you the terminal of a human run (sealrun run --agent human/HANDLE): a shell in the
+run's sealed controller, with runner, the workspace and the brief, and no more than an agent has
+(no GPU, no Python, no network but runner). The run's clock starts at its first attach (or when the
+track's human.start has passed without one) and never stops.
+
+Detach with ^P ^Q: the shell and everything running in it go on, and attaching again returns to
+it; a dropped connection detaches too. Only one person holds the terminal: a second attach takes it
+from the first. --watch lets a proctor watch, read-only (^C stops watching). The run ends on
+runner finalize or at its deadline, as an agent's does; exit or ^D in the shell starts a new one.
+Everything typed and shown is recorded (asciicast v2), hashed into the run's audit log as it is
+written, and published with the run.
+
+People on other machines reach it through ssh, with a ForceCommand (docs/OPERATOR.md, "Human
+runs"): the admin socket is only for users in the sealrun group.`,
+		Args: exactArgs(1, "one run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return attach(cmd, api.NewClient(socket), args[0], watch, wait)
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	cmd.Flags().BoolVar(&watch, "watch", false, "watch read-only (a proctor)")
+	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "how long to wait for a queued or preparing run to open its terminal")
+	return cmd
+}
+
+// attach waits for the run's terminal to open, then relays the local terminal to it until the
+// attachment ends.
+func attach(cmd *cobra.Command, c *api.Client, id string, watch bool, wait time.Duration) error {
+	ctx := cmd.Context()
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	inFd, outFd := int(os.Stdin.Fd()), int(os.Stdout.Fd())
+	tty := term.IsTerminal(inFd) && term.IsTerminal(outFd)
+	cols, rows := 0, 0
+	if tty {
+		cols, rows, _ = term.GetSize(outFd)
+	}
+	deadline := time.Now().Add(wait)
+	var a *api.Attachment
+	var said time.Time
+	for {
+		var err error
+		if a, err = c.Attach(ctx, id, watch, cols, rows); err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "its terminal opens once it is running") || time.Now().After(deadline) {
+			return err
+		}
+		if time.Since(said) > 5*time.Second {
+			fmt.Fprintf(stderr, "sealrun: %v (waiting up to %s more)\n", err, time.Until(deadline).Round(time.Second))
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	defer a.Close()
+	restore := func() {}
+	if tty && !watch {
+		old, err := term.MakeRaw(inFd)
+		if err != nil {
+			return fmt.Errorf("the local terminal cannot be put in raw mode: %w", err)
+		}
+		restore = func() { term.Restore(inFd, old) }
+		fmt.Fprintf(stderr, "sealrun: attached to %s; detach with ^P ^Q\r\n", id)
+	} else if watch {
+		fmt.Fprintf(stderr, "sealrun: watching %s read-only; ^C stops watching\n", id)
+	}
+	defer restore()
+	// The local window's size follows the local terminal.
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			if c, r, err := term.GetSize(outFd); err == nil && !watch {
+				a.Resize(c, r)
+			}
+		}
+	}()
+	if watch {
+		intr := make(chan os.Signal, 1)
+		signal.Notify(intr, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(intr)
+		go func() { <-intr; a.Detach() }()
+	} else {
+		go relayInput(os.Stdin, a)
+	}
+	for {
+		out, ended, err := a.Next()
+		switch {
+		case err != nil:
+			restore()
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("sealrund closed the connection to %s's terminal; the shell goes on: sealrun attach %s", id, id)
+			}
+			return fmt.Errorf("the connection to %s's terminal: %w; the shell goes on: sealrun attach %s", id, err, id)
+		case out != nil:
+			stdout.Write(out)
+		default:
+			restore()
+			fmt.Fprintf(stderr, "\nsealrun: %s\n", ended)
+			if ended == "detached" {
+				fmt.Fprintf(stderr, "sealrun: the shell goes on; sealrun attach %s returns to it\n", id)
+			}
+			return nil
+		}
+	}
+}
+
+// relayInput sends what is typed, until the detach keys (^P ^Q) or the end of input. A ^P not
+// followed by ^Q is sent as typed.
+func relayInput(in io.Reader, a *api.Attachment) {
+	buf := make([]byte, 4096)
+	held := false // a ^P read last, not yet sent
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			p := buf[:n]
+			if held {
+				if p[0] == detachKeys[1] {
+					a.Detach()
+					return
+				}
+				p = append([]byte{detachKeys[0]}, p...)
+				held = false
+			}
+			if i := bytes.Index(p, detachKeys); i >= 0 {
+				a.Input(p[:i])
+				a.Detach()
+				return
+			}
+			if p[len(p)-1] == detachKeys[0] {
+				p, held = p[:len(p)-1], true
+			}
+			if len(p) > 0 && a.Input(p) != nil {
+				return
+			}
+		}
+		if err != nil {
+			a.Detach()
+			return
+		}
+	}
+}
