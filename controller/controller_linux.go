@@ -138,7 +138,7 @@ var HumanShellLoop = []string{HumanShell, "-c", `while :; do ` + HumanShell + ` 
 // (which the caller closes once the controller has stopped).
 func StartHuman(ctx context.Context, run *sandbox.Run, cfg Config, sess *Session, rec *Recording) (*Controller, error) {
 	cols, rows := sess.Size()
-	env := append(Env(cfg), "TERM="+TerminalType, "SHELL="+HumanShell, "HOME="+sandbox.WorkspacePath, "PS1=\\w \\$ ")
+	env := append(Env(cfg), "TERM="+TerminalType, "SHELL="+HumanShell, "HOME="+sandbox.WorkspacePath, "PS1=[sealrun] \\w \\$ ")
 	c, err := run.Start(ctx, sandbox.ContainerConfig{
 		Role: sandbox.RoleController, Rootfs: cfg.Rootfs, Args: HumanShellLoop, Env: env, Cwd: sandbox.WorkspacePath,
 		Workspace: cfg.Workspace, Runner: cfg.Runner, Limits: cfg.Limits,

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 	"time"
 )
@@ -30,6 +31,12 @@ const (
 	attachmentQueue = 1024                  // output chunks an attachment may fall behind by
 	historyBytes    = 64 << 10              // the output a new attachment is shown first
 )
+
+// terminalQueries are the escape sequences by which a program asks the terminal something (the
+// cursor's position, the device's attributes): the terminal answers with input. They are left
+// out of the output a new attachment is first shown, which would otherwise be answered again,
+// as typed (busybox's shell asks where the cursor is at each prompt).
+var terminalQueries = regexp.MustCompile(`\x1b\[[0-9;?>=]*[nc]`)
 
 // ErrTooManyWatchers refuses a watcher past MaxWatchers.
 var ErrTooManyWatchers = fmt.Errorf("%d proctors already watch this run; one must leave first", MaxWatchers)
@@ -140,7 +147,7 @@ func (s *Session) Attach(user string, watch bool) (*Attachment, error) {
 	a := &Attachment{s: s, User: user, Watch: watch, out: make(chan []byte, attachmentQueue), done: make(chan struct{}),
 		tokens: MaxInputBurst, filled: s.now()}
 	if len(s.history) > 0 {
-		a.out <- append([]byte(nil), s.history...)
+		a.out <- terminalQueries.ReplaceAll(s.history, nil)
 	}
 	event := "attach"
 	if watch {

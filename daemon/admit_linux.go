@@ -126,8 +126,11 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		errs = append(errs, x.checkExam(t, &p)...)
 	}
 	prov, ok := x.Cfg.Providers[spec.Agent.Provider]
-	if spec.Agent.Provider == api.NoProvider || human {
-		prov, ok = controller.NoProvider, true // a person has no model
+	switch {
+	case spec.Agent.Provider == api.NoProvider:
+		prov, ok = controller.NoProvider, true
+	case human:
+		prov, ok = controller.ProviderConfig{Name: api.HumanProvider, Kind: controller.KindNone}, true // a person has no model
 	}
 	if !ok {
 		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.File, spec.Agent.Provider))

@@ -38,6 +38,7 @@ test_packages=(
   sqlite3         #   and its state in SQLite: the test adds sealrun's log to it as witnessctl would
   xxd             # attest/VERIFY.md's by-hand cosignature check, run as written by a test
   jq              # attest/VERIFY.md's by-hand checks read JSON with it, run as written by tests
+  tmux            # the human-run test drives a person at sealrun attach with send-keys and capture-pane
 )
 case "${1:-all}" in
   demo) packages=("${demo_packages[@]}") ;;

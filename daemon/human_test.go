@@ -1,0 +1,275 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+)
+
+// tmux is a private tmux server a test drives a person through: send-keys types, capture-pane
+// reads the screen.
+type tmux struct {
+	t    *testing.T
+	sock string
+}
+
+func newTmux(t *testing.T) *tmux {
+	testenv.RequireTool(t, "tmux", "tmux")
+	m := &tmux{t: t, sock: fmt.Sprintf("sealrun-test-%d", os.Getpid())}
+	t.Cleanup(func() { exec.Command("tmux", "-L", m.sock, "kill-server").Run() })
+	return m
+}
+
+func (m *tmux) run(args ...string) string {
+	m.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", m.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	if err != nil {
+		m.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// keys types into a pane: words are tmux key names (Enter, C-p) or literal text (-l).
+func (m *tmux) typeLine(pane, line string) {
+	m.t.Helper()
+	m.run("send-keys", "-t", pane, "-l", line)
+	m.run("send-keys", "-t", pane, "Enter")
+}
+
+// screen is a pane's whole history and screen, its lines joined.
+func (m *tmux) screen(pane string) string {
+	m.t.Helper()
+	return m.run("capture-pane", "-p", "-J", "-S", "-", "-t", pane)
+}
+
+// waitFor waits until a pane shows want (a regexp), and returns its first match.
+func (m *tmux) waitFor(pane, want string, timeout time.Duration) []string {
+	m.t.Helper()
+	re := regexp.MustCompile(want)
+	deadline := time.Now().Add(timeout)
+	for {
+		s := m.screen(pane)
+		if got := re.FindStringSubmatch(s); got != nil {
+			return got
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("pane %s never showed %q in %s; it shows:\n%s", pane, want, timeout, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// humanTestbed is a testbed whose track takes human runs, its daemon served on a socket.
+func humanTestbed(t *testing.T, humanStart string) (*testbed, *Daemon, string, string) {
+	tb := newTestbed(t)
+	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
+	tb.cfg.Group = "root"
+	tb.trackTOML += "\n[human]\nstart = \"" + humanStart + "\"\n"
+	trackFile := filepath.Join(tb.base, "track.toml")
+	os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
+	d := startDaemon(t, tb, tb.executor())
+	serveAPI(t, tb, d)
+	return tb, d, trackFile, sandboxtest.Static(t, "cmd/sealrun")
+}
+
+// TestHumanRunThroughTmux: a person, driven through tmux, attaches to a human run with sealrun
+// attach, reads the brief, asks the time left, trains, detaches mid-call and comes back to the
+// same shell, loses their client to a kill and comes back again, is watched by a proctor who
+// cannot type, tries the wall from inside, submits and finalizes; the run ends graded, verifies,
+// and its recording holds the whole session, each segment hashed in the audit log.
+func TestHumanRunThroughTmux(t *testing.T) {
+	tb, d, trackFile, cli := humanTestbed(t, "2m")
+	m := newTmux(t)
+	out, err := exec.Command(cli, "run", "--track", trackFile, "--agent", "human/alice", "--seed", "1", "--detach", "--socket", tb.cfg.Socket).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sealrun run --agent human/alice: %v\n%s", err, out)
+	}
+	id := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	attachCmd := fmt.Sprintf("%s attach %s --socket %s", cli, id, tb.cfg.Socket)
+
+	// The person's terminal: a shell in tmux, from which they run sealrun attach.
+	m.run("new-session", "-d", "-s", "h", "-x", "120", "-y", "40", "sh")
+	m.typeLine("h", attachCmd)
+	m.waitFor("h", `\[sealrun\] ~ \$`, 60*time.Second)
+	if r, _ := d.Run(id); r.State != api.StateRunning {
+		t.Errorf("attached, the run is %s", r.State)
+	}
+	m.typeLine("h", "head -1 BRIEF.md; runner time_left")
+	m.waitFor("h", `# The task`, 10*time.Second)
+	m.waitFor("h", `(?i)left`, 10*time.Second)
+
+	// A training call; the person detaches while it runs (^P ^Q) and the call goes on.
+	m.typeLine("h", `runner python3 -c 'import time; print("epoch 1", flush=True); time.sleep(4); print("trained")'`)
+	m.waitFor("h", `epoch 1`, 30*time.Second)
+	m.run("send-keys", "-t", "h", "C-p", "C-q")
+	m.waitFor("h", `sealrun attach `+id+` returns to it`, 10*time.Second)
+	time.Sleep(5 * time.Second)
+	m.typeLine("h", attachCmd)
+	m.waitFor("h", `(?s)returns to it.*trained`, 30*time.Second) // the same shell, the call done while away
+
+	// A proctor watches: they see the shell, and nothing they type reaches it.
+	m.run("new-window", "-t", "h", "-n", "proctor", "sh")
+	m.typeLine("h:proctor", fmt.Sprintf("%s attach --watch %s --socket %s", cli, id, tb.cfg.Socket))
+	m.waitFor("h:proctor", `watching `+id+` read-only`, 30*time.Second)
+	m.typeLine("h:proctor", "echo proctor-typed-this")
+	m.typeLine("h:0", "echo person-$((6*7))")
+	m.waitFor("h:0", `person-42`, 10*time.Second)
+	m.waitFor("h:proctor", `person-42`, 10*time.Second)
+
+	// The wall, from inside the person's shell: no Python, no GPU, no network, no host path.
+	// (Each marker is printed by arithmetic, so that the echo of the typed line never matches it.)
+	m.typeLine("h:0", `for c in python3 python perl gcc; do command -v $c >/dev/null && echo HAS-$c-$((1)); done; echo NVIDIA-$(ls /dev | grep -c nvidia); wget -T 3 -q -O- http://10.0.0.1/ >/dev/null 2>&1 || echo NO-NET-$((1)); ls /var/lib/sealrun 2>/dev/null || echo NO-HOST-PATH-$((1)); echo WALL-$((2))-DONE`)
+	m.waitFor("h:0", `WALL-2-DONE`, 30*time.Second)
+	screen := m.screen("h:0")
+	if has := regexp.MustCompile(`HAS-\w+-1`).FindString(screen); has != "" {
+		t.Errorf("the person's shell has what an agent's has not: %s", has)
+	}
+	for _, want := range []string{"NVIDIA-0", "NO-NET-1", "NO-HOST-PATH-1"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the wall from inside: no %s in\n%s", want, screen)
+		}
+	}
+
+	// The client is killed: the shell goes on, and attaching again returns to it.
+	if o, err := exec.Command("pkill", "-KILL", "-f", "attach "+id+" --socket").CombinedOutput(); err != nil {
+		t.Fatalf("kill the attach client: %v %s", err, o)
+	}
+	time.Sleep(time.Second)
+	// A killed client leaves the local terminal raw, as any would: the person types reset.
+	m.run("send-keys", "-t", "h:0", "-l", "stty sane")
+	m.run("send-keys", "-t", "h:0", "C-j")
+	m.typeLine("h:0", attachCmd)
+	m.waitFor("h:0", `(?s)person-42.*WALL-2-DONE`, 30*time.Second)
+
+	// Submit, then finalize the candidate.
+	m.typeLine("h:0", `mkdir -p b1 && cp sealrun-bundle.json predict.py b1/ && runner submit b1`)
+	cand := m.waitFor("h:0", `candidate ([0-9a-f]{12,})`, 60*time.Second)[1]
+	m.typeLine("h:0", "runner finalize "+cand)
+	rec := waitState(t, d, id, api.StateGraded)
+	m.waitFor("h:0", `sealrun: the run ended`, 30*time.Second)
+	m.waitFor("h:proctor", `sealrun: the run ended`, 30*time.Second)
+
+	// The run verifies with its whole trajectory, the recording's segments among its bodies.
+	vout, err := exec.Command(cli, "verify", filepath.Join(rec.Dir, "result.att.json"), "--key", "../attest/testdata/ed25519.pub", "--transcript", rec.Dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(vout), "VALID") {
+		t.Errorf("sealrun verify --transcript: %v\n%s", err, vout)
+	}
+	cast, attaches := readHumanRun(t, rec.Dir)
+	typed, shown := castStreams(t, cast)
+	for _, want := range []string{"head -1 BRIEF.md; runner time_left\r", "runner finalize " + cand + "\r"} {
+		if !strings.Contains(typed, want) {
+			t.Errorf("the recording's input has no %q", want)
+		}
+	}
+	for _, want := range []string{"trained", "person-42", "WALL-2-DONE", "# The task"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the recording's output has no %q", want)
+		}
+	}
+	for _, want := range []string{`"m", "attach `, `"m", "detach `, `"m", "watch `} {
+		if !bytes.Contains(cast, []byte(want)) {
+			t.Errorf("the recording has no %s marker", want)
+		}
+	}
+	if strings.Contains(typed+shown, "proctor-typed-this") {
+		t.Error("what the proctor typed is in the recording")
+	}
+	got := strings.Join(attaches, ",")
+	for _, want := range []string{"attach,detach:detached,attach", "watch", "the connection dropped"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the audit log's attaches %s have no %s", got, want)
+		}
+	}
+}
+
+// castStreams reads an asciicast v2 recording: its header, then every event in time order; it
+// returns what was typed and what was shown, each joined.
+func castStreams(t *testing.T, cast []byte) (typed, shown string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(string(cast), "\n"), "\n")
+	var h struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil || h.Version != 2 {
+		t.Fatalf("the recording's header %q: %v", lines[0], err)
+	}
+	last := 0.0
+	var in, out strings.Builder
+	for _, l := range lines[1:] {
+		var ev []any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || len(ev) != 3 {
+			t.Fatalf("recording line %q: %v", l, err)
+		}
+		at, _ := ev[0].(float64)
+		if at < last {
+			t.Errorf("recording line %q goes back in time", l)
+		}
+		last = at
+		switch ev[1] {
+		case "i":
+			in.WriteString(ev[2].(string))
+		case "o":
+			out.WriteString(ev[2].(string))
+		}
+	}
+	return in.String(), out.String()
+}
+
+// readHumanRun reads a human run's recording back from its directory (each segment against its
+// audit entry) and the attach entries of its audit log.
+func readHumanRun(t *testing.T, dir string) (cast []byte, attaches []string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, audit.MaxLineBytes)
+	for sc.Scan() {
+		var env audit.Entry
+		json.Unmarshal(sc.Bytes(), &env)
+		switch env.Kind {
+		case audit.KindTerminal:
+			var r audit.Terminal
+			json.Unmarshal(sc.Bytes(), &r)
+			gz, err := os.ReadFile(filepath.Join(dir, audit.TerminalSegmentPath(r.Segment)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(gz))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(zr)
+			if sha(body) != r.SHA256 {
+				t.Errorf("segment %d is not what its entry hashes", r.Segment)
+			}
+			cast = append(cast, body...)
+		case audit.KindAttach:
+			var a audit.Attach
+			json.Unmarshal(sc.Bytes(), &a)
+			s := a.Event
+			if a.Reason != "" {
+				s += ":" + a.Reason
+			}
+			attaches = append(attaches, s)
+		}
+	}
+	return cast, attaches
+}
