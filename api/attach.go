@@ -97,9 +97,12 @@ func (c *Client) Attach(ctx context.Context, id string, watch bool, cols, rows i
 	if err != nil {
 		return nil, c.dialError(err)
 	}
-	q := "?cols=" + strconv.Itoa(cols) + "&rows=" + strconv.Itoa(rows)
+	q := ""
+	if cols > 0 && rows > 0 {
+		q = "?cols=" + strconv.Itoa(cols) + "&rows=" + strconv.Itoa(rows)
+	}
 	if watch {
-		q += "&watch=1"
+		q += map[bool]string{true: "?", false: "&"}[q == ""] + "watch=1"
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://sealrund/v1/runs/"+id+"/attach"+q, nil)
 	req.Header.Set("Connection", "Upgrade")

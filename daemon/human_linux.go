@@ -210,7 +210,7 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 	if c, rw := r.URL.Query().Get("cols"), r.URL.Query().Get("rows"); c != "" || rw != "" {
 		var err error
 		if cols, rows, err = api.ParseSize([]byte(c + "x" + rw)); err != nil {
-			writeErr(w, http.StatusBadRequest, "?cols=%.10q&rows=%.10q: %v", c, rw, err)
+			writeErr(w, http.StatusBadRequest, "?cols=%.10q&rows=%.10q: give the window's columns and rows, each a whole number 1 to 4096 (or neither)", c, rw)
 			return
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -272,4 +274,154 @@ func readHumanRun(t *testing.T, dir string) (cast []byte, attaches []string) {
 		}
 	}
 	return cast, attaches
+}
+
+// TestHumanNeverAttached: a human run no person attaches to fails as theirs (never attached,
+// scored 0), its clock started when human.start had passed. Meanwhile the attach API refuses what
+// is malformed, hostile or too much, each with a clear answer, and the run goes on.
+func TestHumanNeverAttached(t *testing.T) {
+	tb := newTestbed(t)
+	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
+	tb.cfg.Group = "root"
+	for old, repl := range map[string]string{`wall = "3m"`: `wall = "25s"`, `reserve = "30s"`: `reserve = "5s"`, `call_limit = "1m"`: `call_limit = "10s"`} {
+		if !strings.Contains(tb.trackTOML, old) {
+			t.Fatalf("the testbed's track has no %s", old)
+		}
+		tb.trackTOML = strings.Replace(tb.trackTOML, old, repl, 1)
+	}
+	tb.trackTOML += "\n[human]\nstart = \"2s\"\n"
+	d := startDaemon(t, tb, tb.executor())
+	c := serveAPI(t, tb, d)
+	ctx := t.Context()
+	rec, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "track.toml", Agent: "human/bob", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := rec.ID
+	if _, err := c.Attach(ctx, "r-nope", true, 0, 0); err == nil || !strings.Contains(err.Error(), "no run r-nope") {
+		t.Errorf("attach to no run: %v", err)
+	}
+	// The terminal opens once the run is served; until then, a clear answer.
+	var w *api.Attachment
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if w, err = c.Attach(ctx, id, true, 0, 0); err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "its terminal opens once it is running") || time.Now().After(deadline) {
+			t.Fatalf("watch the run: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A proctor is not a person: watching starts no clock and counts as no attach.
+	rawAttach := func(path string, headers map[string]string) string {
+		t.Helper()
+		args := []string{"-sS", "--max-time", "5", "--unix-socket", tb.cfg.Socket, "-X", "POST"}
+		for k, v := range headers {
+			args = append(args, "-H", k+": "+v)
+		}
+		out, _ := exec.Command("curl", append(args, "http://sealrund"+path)...).CombinedOutput()
+		return string(out)
+	}
+	for _, c := range []struct {
+		path    string
+		headers map[string]string
+		want    string
+	}{
+		{"/v1/runs/" + id + "/attach", nil, "upgrades the connection to " + api.AttachProtocol},
+		{"/v1/runs/" + id + "/attach?cols=0&rows=9", map[string]string{"Upgrade": api.AttachProtocol, "Connection": "Upgrade"}, "each a whole number 1 to 4096"},
+		{"/v1/runs/" + id + "/attach?cols=x&rows=" + strings.Repeat("9", 5000), map[string]string{"Upgrade": api.AttachProtocol, "Connection": "Upgrade"}, "each a whole number 1 to 4096"},
+	} {
+		if got := rawAttach(c.path, c.headers); !strings.Contains(got, c.want) {
+			t.Errorf("POST %.60s: %s; want %q", c.path, got, c.want)
+		}
+	}
+	// A thousand attaches at once: every one answered, each attached or refused with why.
+	errs := make(chan error, 1000)
+	for range 1000 {
+		go func() {
+			a, err := c.Attach(ctx, id, true, 0, 0)
+			if err == nil {
+				a.Close()
+			}
+			errs <- err
+		}()
+	}
+	refused := 0
+	for range 1000 {
+		if err := <-errs; err != nil {
+			refused++
+			if !strings.Contains(err.Error(), "watch this run; one must leave first") && !strings.Contains(err.Error(), "attaches at once") {
+				t.Errorf("an attach among a thousand: %v", err)
+			}
+		}
+	}
+	t.Logf("1000 attaches at once: %d refused", refused)
+	// Hostile frames end the attachment that sent them, with why.
+	for _, c := range []struct {
+		frame []byte
+		want  string
+	}{
+		{[]byte{'i', 0xff, 0xff, 0xff, 0xff}, "at most 65536"},
+		{[]byte{'z', 0, 0, 0, 1, 'x'}, "unknown type"},
+		{[]byte{'r', 0, 0, 0, 3, '0', 'x', '0'}, ""}, // a proctor's resize is theirs: ignored
+	} {
+		conn, br := rawUpgrade(t, tb.cfg.Socket, id)
+		conn.Write(c.frame)
+		if c.want == "" {
+			conn.Close()
+			continue
+		}
+		ended := ""
+		for {
+			typ, p, err := api.ReadFrame(br)
+			if err != nil {
+				t.Errorf("frame %q: the connection ended without saying why: %v", c.frame, err)
+				break
+			}
+			if typ == api.FrameEnd {
+				ended = string(p)
+				break
+			}
+		}
+		if !strings.Contains(ended, c.want) {
+			t.Errorf("frame %q: the attachment ended %q; want %q", c.frame, ended, c.want)
+		}
+		conn.Close()
+	}
+	w.Close()
+	r := waitState(t, d, id, api.StateFailed)
+	if !strings.Contains(r.Reason, "never attached") {
+		t.Errorf("the run failed for %q; want never attached", r.Reason)
+	}
+	var rep struct {
+		Status string
+		Score  struct{ Passed int }
+	}
+	json.Unmarshal(mustRead(t, filepath.Join(r.Dir, "report.json")), &rep)
+	if rep.Status != api.StateFailed || rep.Score.Passed != 0 {
+		t.Errorf("report.json: %+v", rep)
+	}
+	if _, attaches := readHumanRun(t, r.Dir); strings.Contains(strings.Join(attaches, ","), "attach,") {
+		t.Errorf("a person attached: %v", attaches)
+	}
+	if _, err := c.Attach(ctx, id, false, 0, 0); err == nil || !strings.Contains(err.Error(), "has ended") {
+		t.Errorf("attach to an ended run: %v", err)
+	}
+}
+
+// rawUpgrade attaches as a proctor by hand (the request and the 101 written and read here), so
+// that a test can send what sealrun attach never would.
+func rawUpgrade(t *testing.T, socket, id string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/runs/%s/attach?watch=1 HTTP/1.1\r\nHost: sealrund\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", id, api.AttachProtocol)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade by hand: %v %v", resp, err)
+	}
+	return conn, br
 }
