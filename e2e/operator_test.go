@@ -83,8 +83,8 @@ func TestOperatorWalkthrough(t *testing.T) {
 	for _, b := range blocks {
 		seen[b.marker]++
 	}
-	if seen["choices"] != 1 || seen["gpu-only"] != 1 || seen["systemd"] != 1 || seen["elsewhere"] != 2 || seen[""] < 8 {
-		t.Fatalf("docs/OPERATOR.md: want one block each of choices, gpu-only and systemd, the two witness blocks walked elsewhere, and the rest plain; found %v", seen)
+	if seen["choices"] != 1 || seen["gpu-only"] != 1 || seen["systemd"] != 1 || seen["elsewhere"] != 2 || seen["human"] != 1 || seen[""] < 8 {
+		t.Fatalf("docs/OPERATOR.md: want one block each of choices, gpu-only, systemd and human runs, the two witness blocks walked elsewhere, and the rest plain; found %v", seen)
 	}
 
 	root := t.TempDir()
@@ -142,6 +142,10 @@ OPENAI_KEY_FILE=$ROOT/openai.key
 `, runnerTag, regFlags)
 		case "gpu-only":
 			script.WriteString("# skipped: no GPU here\n")
+		case "human":
+			// A person at a terminal: the daemon's TestHumanRunThroughTmux drives one through
+			// sealrun attach in tmux.
+			script.WriteString("# walked elsewhere: TestHumanRunThroughTmux (a person through tmux)\n")
 		case "elsewhere":
 			// The witness blocks need a witness answering this host: the daemon's
 			// TestDaemonThroughCLI exports --witnessed from a sealrund with [[witnesses]], and
