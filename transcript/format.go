@@ -148,7 +148,7 @@ type Terminal struct {
 	InputBytes  int64   `json:"input_bytes"`
 	OutputBytes int64   `json:"output_bytes"`
 	NotRecorded int64   `json:"not_recorded,omitempty"`
-	Body        Body    `json:"body"`
+	Body        Body    `json:"body,omitzero"` // absent when the segment could not be kept (the event is failed)
 }
 
 // Exchange is one model request and its response.

@@ -53,6 +53,10 @@ func (r *Run) Close() error { return r.log.Close() }
 // Head is the audit log's head and entry count.
 func (r *Run) Head() (string, int) { return r.log.Head() }
 
+// Log is the run's audit log, for a writer of entries this package does not make (a human run's
+// recording, controller.Recording).
+func (r *Run) Log() *audit.Log { return r.log }
+
 func sum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
