@@ -26,8 +26,12 @@ type Agent struct {
 // Name is the agent as the tables print it: "opencode 1.2 · model@effort". A scripted scaffold
 // (provider none: model "none/…") is never presented as a model: "scripted-demo 1.0.0 · no model";
 // nor is a scripted model (provider scripted, as sealrun demo --scaffold opencode runs):
-// "opencode 1.18.33 · scripted (not a model)".
+// "opencode 1.18.33 · scripted (not a model)". A person (a human run, model "human/HANDLE") is
+// "human · HANDLE": no scaffold drove the run.
 func (a Agent) Name() string {
+	if handle, ok := strings.CutPrefix(a.Model, "human/"); ok {
+		return "human · " + handle
+	}
 	if a.Model == "scripted" || strings.HasPrefix(a.Model, "scripted/") {
 		return a.Scaffold + " " + a.ScaffoldVersion + " · scripted (not a model)"
 	}

@@ -442,6 +442,7 @@ func TestAgentName(t *testing.T) {
 		{Agent{"opencode", "1.18.33", "openai/gpt-x", "high"}, "opencode 1.18.33 · openai/gpt-x@high"},
 		{Agent{"opencode", "1.18.33", "openai/gpt-x", ""}, "opencode 1.18.33 · openai/gpt-x"},
 		{Agent{"scripted-demo", "1.0.0", "none/none", ""}, "scripted-demo 1.0.0 · no model (scripted)"},
+		{Agent{"scripted-demo", "1.0.0", "human/alice", ""}, "human · alice"},
 		{Agent{"opencode", "1.18.33", "scripted/scripted", ""}, "opencode 1.18.33 · scripted (not a model)"},
 		{Agent{"opencode", "1.18.33", "scripted/scripted", "high"}, "opencode 1.18.33 · scripted (not a model)"},
 		{Agent{"opencode", "1.18.33", "scriptedx/m", ""}, "opencode 1.18.33 · scriptedx/m"},
