@@ -66,8 +66,13 @@ For an outside scheduler (deploy/slurm/sealrun-seed.sbatch): --gpus pins the run
 scheduler allocated (CDI names among the daemon's [resources] gpus), --cpus and --memory are the
 job's allocation (a track that needs more per run is refused), --dispatcher names the job
 (an invalid end is then not rerun by the daemon: the resubmission is the rerun), and --rerun-of
-links a resubmission to the invalid run it reruns, which may be another host's.`,
+links a resubmission to the invalid run it reruns, which may be another host's.
+
+--agent human/HANDLE is a human run, on a track with [human]: a person instead of a scaffold, in
+the same sealed controller under the same rules. The run waits for them (the track's human.start)
+and its clock starts when they first attach: sealrun attach RUN.`,
 		Example: `  sealrun run --track tracks/ari-v1.toml --agent openai/gpt-x@high --seed 1
+  sealrun run --track ari-v1.toml --agent human/alice --seed 1 --detach   # then: sealrun attach RUN
   sealrun run --track ari-v1.toml --agent openai/gpt-x@high --seed 3 --wait \
       --gpus nvidia.com/gpu=2 --dispatcher "slurm job 812_3" --rerun-of r-20261122-101500-a1b2c3`,
 		Args: exactArgs(0, "no arguments (use --track, --agent, --seed)"),
