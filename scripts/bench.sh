@@ -241,6 +241,10 @@ for sc in opencode codex claude gemini qwen; do
     echo "$sc start to its first model request: sealed controller (from the run's running event: container, mounts and gateway included) $(gobench_metric "$m" sealed-s) s vs its entrypoint bare on the host $(gobench_metric "$m" bare-s) s (ratio $(gobench_metric "$m" ratio)x) and bare on one CPU like the track's controller $(gobench_metric "$m" bare-1cpu-s) s (ratio $(gobench_metric "$m" ratio-1cpu)x): the seal adds $(gobench_metric "$m" added-s) s   (target: <= 1 s)"
   fi
 done
+if [ -n "$(gobench_metric BenchmarkAttachEcho attach-p50-ms)" ]; then
+  echo "human runs: a keystroke to its echo in the run's shell through sealrun attach (admin socket, frames, sealrund, the terminal, the runtime's relay): p50 $(gobench_metric BenchmarkAttachEcho attach-p50-ms) ms, p99 $(gobench_metric BenchmarkAttachEcho attach-p99-ms) ms vs runc exec -t into the same container: p50 $(gobench_metric BenchmarkAttachEcho exec-p50-ms) ms, p99 $(gobench_metric BenchmarkAttachEcho exec-p99-ms) ms (ratio p50 $(ratio "$(gobench_metric BenchmarkAttachEcho attach-p50-ms)" "$(gobench_metric BenchmarkAttachEcho exec-p50-ms)")x)"
+  echo "  the recording: $(gobench_metric BenchmarkAttachEcho recording-B/key) bytes a keystroke (its input and echo events), $(gobench_metric BenchmarkAttachEcho recording-MiB/h-at-5-keys/s) MiB an hour of typing 5 keys a second (output beyond the echo adds its own bytes)"
+fi
 echo "sealrun ps with 10,000 runs in the journal: $(gobench_metric BenchmarkPs10k ps-ms) ms (active runs), ps -a $(gobench_metric BenchmarkPs10k ps-all-ms) ms (all 10,000)   (target: <= 100 ms); journal replay at start $(gobench_metric BenchmarkPs10k replay-ms) ms"
 
 echo
