@@ -49,6 +49,7 @@ type Builder struct {
 	stash   bool
 	stashed []stashed
 	best    *float64 // the best validation score so far
+	cast    int64    // the recording's bytes inlined so far (MaxInlineCast)
 }
 
 type prefixRef struct{ n, k int }
@@ -615,7 +616,15 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 			return Event{}, fmt.Errorf("terminal segment %d: segments count from 1", e.Segment)
 		default:
 			tm.Body = Body{Path: audit.TerminalSegmentPath(e.Segment), Bytes: e.Bytes, SHA256: e.SHA256}
-			b.readBody(&tm.Body, true)
+			data := b.readBody(&tm.Body, true)
+			switch {
+			case data == nil:
+			case b.cast+int64(len(data)) > MaxInlineCast:
+				tm.CastCut = true
+			default:
+				b.cast += int64(len(data))
+				tm.Cast = strings.ToValidUTF8(string(data), "\uFFFD")
+			}
 			b.count(&tm.Body)
 			ev.Text = fmt.Sprintf("terminal %.0f–%.0f s: %d bytes typed, %d shown", e.From, e.To, e.InputBytes, e.OutputBytes)
 		}

@@ -149,7 +149,16 @@ type Terminal struct {
 	OutputBytes int64   `json:"output_bytes"`
 	NotRecorded int64   `json:"not_recorded,omitempty"`
 	Body        Body    `json:"body,omitzero"` // absent when the segment could not be kept (the event is failed)
+	// Cast is the segment itself (its asciicast lines; the first segment's begins with the
+	// header), for the page's player: present when the body is intact and the run's recording so
+	// far is within MaxInlineCast; CastCut says it was left out for that bound.
+	Cast    string `json:"cast,omitempty"`
+	CastCut bool   `json:"cast_cut,omitempty"`
 }
+
+// MaxInlineCast bounds the recording a transcript carries inline (the page's player); past it
+// the segments are in the run directory alone (played with asciinema).
+const MaxInlineCast = 16 << 20
 
 // Exchange is one model request and its response.
 type Exchange struct {

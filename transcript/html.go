@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"strings"
 )
 
 // pageLayout names the page's frame as Render writes it; change it with that frame.
@@ -19,7 +20,14 @@ const pageLayout = "sealrun-transcript-page/1"
 var pageCSS string
 
 //go:embed page.js
-var pageJS string
+var pageScript string
+
+//go:embed player.js
+var playerJS string
+
+// pageJS is the page's one script: the terminal player (human runs), then the page, which tells
+// the player the transcript.
+var pageJS = playerJS + "\n" + pageScript
 
 // PageVersion names the page Render makes, its frame and the digest of its style and script: a
 // reader re-renders a transcript.html to check it only when it was made by the same page (another
@@ -42,6 +50,18 @@ func cspHash(s string) string {
 func PageCSP() string {
 	style, script := CSPHashes()
 	return "default-src 'none'; script-src " + script + "; style-src " + style + "; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'"
+}
+
+func hasTerminal(t *Transcript) bool {
+	if strings.HasPrefix(t.Run.Agent, "human/") {
+		return true // a live page's recording is still to come
+	}
+	for _, e := range t.Events {
+		if e.Terminal != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // PageOptions change the page.
@@ -86,7 +106,15 @@ func Render(w io.Writer, t *Transcript, o PageOptions) error {
 		"<label><input type=\"checkbox\" name=\"model\" checked> model</label><label><input type=\"checkbox\" name=\"call\" checked> calls</label>"+
 		"<label><input type=\"checkbox\" name=\"sub\" checked> submissions</label><label><input type=\"checkbox\" name=\"clock\" checked> clock</label>"+
 		"<label><input type=\"checkbox\" name=\"failed\"> failures only</label><span id=\"live\" class=\"live\"></span></div>\n")
-	fmt.Fprintf(&b, "<canvas id=\"axis\" title=\"the run on its time axis: click to jump\"></canvas>\n<main id=\"list\"></main>\n")
+	fmt.Fprintf(&b, "<canvas id=\"axis\" title=\"the run on its time axis: click to jump\"></canvas>\n")
+	if hasTerminal(t) {
+		// A human run's recording, played by the page's own terminal (player.js).
+		fmt.Fprintf(&b, "<section id=\"term\" hidden><div class=\"tbar\"><b>terminal</b><button id=\"tplay\">play</button>"+
+			"<select id=\"tspeed\" aria-label=\"speed\"><option value=\"1\">1×</option><option value=\"4\" selected>4×</option><option value=\"16\">16×</option><option value=\"64\">64×</option></select>"+
+			"<input type=\"range\" id=\"tpos\" min=\"0\" max=\"1\" value=\"0\" aria-label=\"position in the recording\"><span id=\"ttime\" class=\"at\"></span><span id=\"tnote\" class=\"sub\"></span></div>"+
+			"<div id=\"tscreen\" class=\"tscreen\" title=\"the person's terminal: click a row of the run to see it then\"></div></section>\n")
+	}
+	fmt.Fprintf(&b, "<main id=\"list\"></main>\n")
 	fmt.Fprintf(&b, "<script type=\"application/json\" id=\"transcript\">")
 	b.Write(bytes.TrimSuffix(data.Bytes(), []byte("\n")))
 	fmt.Fprintf(&b, "</script>\n<script>%s</script>\n</body></html>\n", pageJS)

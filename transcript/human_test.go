@@ -2,16 +2,19 @@ package transcript_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -95,5 +98,91 @@ func TestHumanRunTranscript(t *testing.T) {
 	refs, err := transcript.BodyRefs(bytes.NewReader(mustReadFile(t, filepath.Join(r.Dir, "audit.jsonl"))))
 	if err != nil || len(refs) != 2 || refs[1].APIName != "terminal-2" || refs[1].Path != audit.TerminalSegmentPath(2) {
 		t.Errorf("body refs %+v, %v", refs, err)
+	}
+}
+
+// TestPlayerInChromium: a human run's page plays its recording in a real browser, with the
+// page's own terminal: text, colours, cursor movement, clearing and the alternate screen as a
+// terminal shows them, at the time the reader picks (the slider, or a row of the run); hostile
+// bytes (OSC 52 clipboard writes, titles, hyperlinks, DCS, markup, invalid UTF-8, a 1 MiB line)
+// are data: nothing runs, loads or becomes an element. Screenshots are kept.
+func TestPlayerInChromium(t *testing.T) {
+	b := browsertest.New(t)
+	r := newRun(t)
+	rec, err := controller.NewRecording(r.Dir, r.Log(), start, 100, 20, "r-test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	out := func(s float64, text string) { rec.Output([]byte(text), at(s)) }
+	rec.Marker("attach alice", at(0.5))
+	out(1, "[sealrun] ~ $ ")
+	rec.Input([]byte("ls\r"), at(2))
+	out(2, "ls\r\n\x1b[1;34mdata\x1b[0m  \x1b[32mtrain.py\x1b[0m  BRIEF.md\r\n[sealrun] ~ $ ")
+	out(3, "\x1b]52;c;cm0gLXJmIC8=\x07\x1b]0;pwned title\x07\x1b]8;;http://evil.example/\x1b\\a link\x1b]8;;\x1b\\ \x1bP+q544e\x1b\\<img src=x onerror=\"window.pwned=1\"></script><script>window.pwned=2</script> bad\xff\xfe bytes\r\n")
+	out(4, strings.Repeat("L", 1<<20)+"\r\n") // a 1 MiB line
+	out(5, "\x1b[?1049h\x1b[2J\x1b[HFULLSCREEN EDITOR\x1b[5;10Hline five")
+	out(6, "\x1b[?1049l[sealrun] ~ $ echo after\r\nafter\r\n[sealrun] ~ $ ")
+	rec.Marker("detach alice", at(7))
+	if err := rec.Close(at(8)); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Do(60*time.Second, chromedp.Navigate(writePage(t, tr)), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	screenAt := func(sec float64) string {
+		t.Helper()
+		s, err := browsertest.Eval[string](b, fmt.Sprintf(`(function(){var p=document.getElementById('tpos');p.value=String(Math.round(%g*10));p.dispatchEvent(new Event('input'));return document.getElementById('tscreen').textContent;})()`, sec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// As the recording left it first.
+	end, err := browsertest.Eval[string](b, `document.getElementById('tscreen').textContent`)
+	if err != nil || !strings.Contains(end, "after") || strings.Contains(end, "FULLSCREEN") {
+		t.Errorf("the screen at first (the recording's end): %q, %v", end, err)
+	}
+	if s := screenAt(2.5); !strings.Contains(s, "train.py") || strings.Contains(s, "a link") {
+		t.Errorf("the screen at 2.5 s: %q", s)
+	}
+	colored, _ := browsertest.Eval[int](b, `Array.from(document.querySelectorAll('#tscreen span')).filter(function(s){return s.style.color!==''}).length`)
+	if colored < 2 {
+		t.Errorf("%d coloured spans at 2.5 s; want the ls colours", colored)
+	}
+	b.Screenshot("player-ls")
+	if s := screenAt(3.5); !strings.Contains(s, `<img src=x onerror="window.pwned=1"></script><script>window.pwned=2</script> bad`) || !strings.Contains(s, "a link") || strings.Contains(s, "pwned title") || strings.Contains(s, "544e") {
+		t.Errorf("the screen at 3.5 s (hostile bytes as text, escape sequences dropped): %q", s)
+	}
+	b.Screenshot("player-hostile")
+	if s := screenAt(5.5); !strings.Contains(s, "FULLSCREEN EDITOR") || !strings.Contains(s, "line five") || strings.Contains(s, "train.py") {
+		t.Errorf("the alternate screen at 5.5 s: %q", s)
+	}
+	b.Screenshot("player-fullscreen")
+	if s := screenAt(6.5); strings.Contains(s, "FULLSCREEN") || !strings.Contains(s, "after") {
+		t.Errorf("back from the alternate screen at 6.5 s: %q", s)
+	}
+	// A row of the run takes the player to its time.
+	if err := b.Do(20*time.Second, chromedp.Click(chromedp.CSS(`.row.k-sub`))); err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := browsertest.Eval[string](b, `document.getElementById('ttime').textContent`)
+	if !strings.HasPrefix(tm, "+0:0") {
+		t.Errorf("after clicking a row the player shows %q", tm)
+	}
+	st, err := browsertest.Eval[struct {
+		Pwned  int    `json:"pwned"`
+		Images int    `json:"images"`
+		Title  string `json:"title"`
+	}](b, `({pwned: window.pwned || 0, images: document.images.length, title: document.title})`)
+	if err != nil || st.Pwned != 0 || st.Images != 0 || st.Title != "r-test — sealrun transcript" {
+		t.Errorf("page state %+v, %v: want nothing run, no image, the title kept", st, err)
+	}
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("the page logged errors: %q", errs)
 	}
 }

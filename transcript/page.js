@@ -6,6 +6,8 @@
   'use strict';
   var COLLAPSED_LINES = 14, COLLAPSED_CHARS = 2400, OVERSCAN = 900;
   var t = JSON.parse(document.getElementById('transcript').textContent);
+  // The terminal player (player.js) hears of the transcript and of where the reader goes.
+  function tell(name, detail) { document.dispatchEvent(new CustomEvent('sealrun:' + name, { detail: detail })); }
   var live = document.body.getAttribute('data-live');
   var listEl = document.getElementById('list');
   var spacer = document.createElement('div');
@@ -452,11 +454,16 @@
     var w = axis.clientWidth, L = 70, W = w - L - 12, v = (e.offsetX - L) / W * span(), best = -1, d = Infinity;
     items.forEach(function (ev, i) { var dd = Math.abs(ev.at_ms - v); if (dd < d) { d = dd; best = i; } });
     if (best >= 0) goTo(best);
+    tell('seek', Math.max(0, v));
   });
 
   listEl.addEventListener('click', function (e) {
     var b = e.target.closest('button.more');
-    if (!b) return;
+    if (!b) {
+      var row = e.target.closest('.row');
+      for (var en of rendered) if (row && en[1] === row && items[en[0]]) { tell('seek', items[en[0]].at_ms); break; }
+      return;
+    }
     var key = b.getAttribute('data-key'), r = b.closest('.row');
     if (expanded.has(key)) expanded.delete(key); else expanded.add(key);
     for (var entry of rendered) if (entry[1] === r) { rerow(entry[0]); break; }
@@ -496,6 +503,7 @@
       merge(d);
       header();
       rebuild();
+      tell('transcript', t);
       if (atEnd && items.length) { follow = true; window.scrollTo(0, listTop() + offsets[items.length]); draw(); }
       liveEl.className = 'live';
       liveEl.textContent = t.run.live ? 'live: following the run (' + t.run.state + ')' : 'the run has ended';
@@ -509,6 +517,7 @@
 
   header();
   rebuild();
+  tell('transcript', t);
   if (live) {
     liveEl.textContent = t.run.live ? 'live: following the run (' + t.run.state + ')' : 'the run has ended';
     if (t.run.live) { follow = true; window.scrollTo(0, document.body.scrollHeight); poll(); }
