@@ -17,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -190,6 +193,24 @@ func TestHumanRunThroughTmux(t *testing.T) {
 	}
 	if strings.Contains(typed+shown, "proctor-typed-this") {
 		t.Error("what the proctor typed is in the recording")
+	}
+	// The recording replays in a browser, in the run's own page: its last screen first.
+	br := browsertest.New(t)
+	if err := br.Do(60*time.Second, chromedp.Navigate("file://"+filepath.Join(rec.Dir, "transcript.html")), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	last, err := browsertest.Eval[string](br, `document.getElementById('tscreen').textContent`)
+	if err != nil || !strings.Contains(last, "runner finalize "+cand) {
+		t.Errorf("the page's player shows last %q (%v); want the finalize", last, err)
+	}
+	br.Screenshot("human-run-last-screen")
+	mid, err := browsertest.Eval[string](br, `(function(){var p=document.getElementById('tpos');p.value=String(Math.round(Number(p.max)/2));p.dispatchEvent(new Event('input'));return document.getElementById('tscreen').textContent;})()`)
+	if err != nil || strings.Contains(mid, "runner finalize") {
+		t.Errorf("the player halfway: %q (%v)", mid, err)
+	}
+	br.Screenshot("human-run-halfway")
+	if errs := br.Errors(); len(errs) > 0 {
+		t.Errorf("the page logged errors: %q", errs)
 	}
 	got := strings.Join(attaches, ",")
 	for _, want := range []string{"attach,detach:detached,attach", "watch", "the connection dropped"} {

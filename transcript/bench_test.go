@@ -1,6 +1,8 @@
 package transcript_test
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/transcript"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
@@ -116,14 +119,17 @@ func BenchmarkOpenInChromium(b *testing.B) {
 	if err := transcript.Write(out, tr); err != nil {
 		b.Fatal(err)
 	}
-	pages := []string{filepath.Join(out, "transcript.html")}
+	pages := []string{filepath.Join(out, "transcript.html"), humanHourPage(b)}
 	if env := os.Getenv("SEALRUN_BENCH_PAGES"); env != "" {
 		pages = append(pages, strings.Split(env, ":")...)
 	}
 	br := browsertest.New(b)
 	for i, p := range pages {
 		name := "synthetic-2000"
-		if i > 0 {
+		switch {
+		case i == 1:
+			name = "human-hour"
+		case i > 1:
 			name = filepath.Base(filepath.Dir(p))
 		}
 		b.Run(name, func(b *testing.B) {
@@ -156,6 +162,14 @@ func BenchmarkOpenInChromium(b *testing.B) {
 				}
 				paint, ready, worst = append(paint, t.Paint), append(ready, t.Ready), append(worst, frame)
 			}
+			if name == "human-hour" {
+				// The player: the screen halfway through the hour, from the slider.
+				seek, err := browsertest.Eval[float64](br, `(function(){var p=document.getElementById('tpos'),t0=performance.now();p.value=String(Math.round(Number(p.max)/2));p.dispatchEvent(new Event('input'));return performance.now()-t0;})()`)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(seek, "player-seek-ms")
+			}
 			fi, _ := os.Stat(p)
 			b.ReportMetric(median(paint), "first-paint-ms")
 			b.ReportMetric(median(ready), "drawn-ms")
@@ -163,6 +177,45 @@ func BenchmarkOpenInChromium(b *testing.B) {
 			b.ReportMetric(float64(fi.Size())/1e6, "html-MB")
 		})
 	}
+}
+
+// humanHourPage is the page of a synthetic human run's hour: a command every 20 s typed at 5 keys
+// a second (each key echoed), 2 KiB of output each, and a 20-minute training call printing a line
+// a second, recorded as sealrun records it.
+func humanHourPage(b *testing.B) string {
+	r := newRun(b)
+	rec, err := controller.NewRecording(r.Dir, r.Log(), start, 120, 40, "r-test", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	out := bytes.Repeat([]byte("\x1b[32mok\x1b[0m output of the command, a line of it\r\n"), 2048/48)
+	for c := 0; c < 180; c++ {
+		t0 := float64(c * 20)
+		for k, ch := range "runner python3 train.py --x 1" {
+			rec.Input([]byte(string(ch)), at(t0+float64(k)/5))
+			rec.Output([]byte(string(ch)), at(t0+float64(k)/5+0.002))
+		}
+		rec.Output(out, at(t0+7))
+		if c%12 == 0 {
+			rec.Flush()
+		}
+	}
+	for i := 0; i < 1200; i++ {
+		rec.Output([]byte(fmt.Sprintf("step %d loss %.4f\r\n", i, 3/float64(i+1))), at(1800+float64(i)))
+	}
+	if err := rec.Close(at(3600)); err != nil {
+		b.Fatal(err)
+	}
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := transcript.Write(dir, tr); err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(dir, "transcript.html")
 }
 
 func median(xs []float64) float64 {

@@ -356,7 +356,7 @@
     fact('track', r.track + (r.track_version ? ' ' + r.track_version : ''));
     fact('agent', r.agent);
     fact('seed', r.seed);
-    if (r.scaffold) fact('scaffold', r.scaffold);
+    if (r.scaffold && !/^human\//.test(r.agent || '')) fact('scaffold', r.scaffold); else if (r.scaffold) fact('at the terminal', 'a person (no scaffold)');
     fact('state', r.state + (r.reason ? ' — ' + r.reason : ''), 'state-' + r.state);
     if (r.result) fact('result', r.result);
     if (r.started) fact('started', new Date(r.started).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC'));
