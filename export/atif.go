@@ -102,12 +102,18 @@ func ATIF(t *transcript.Transcript, src Source) ([]byte, error) {
 	b := &atifBuilder{pending: map[string]*atifStep{}}
 	model, effort := splitAgent(t.Run.Agent)
 	name, version := splitScaffold(t.Run.Scaffold)
+	if strings.HasPrefix(t.Run.Agent, "human/") {
+		// A person, not a scaffold driving a model: their steps are the user's.
+		name, version, model = "human", "n/a", ""
+	}
 	for i := range t.Events {
 		ev := &t.Events[i]
 		ts := stamp(ev.Time)
 		switch {
 		case ev.Model != nil:
 			b.exchange(ev, ts, effort)
+		case ev.Terminal != nil:
+			b.terminal(ev, ts)
 		case ev.Call != nil:
 			c := ev.Call
 			b.add(&atifStep{Timestamp: ts, Source: "system", Message: "compute call " + fmt.Sprint(c.N) + ": " + strings.Join(c.Argv, " "),
@@ -165,6 +171,36 @@ const atifNotes = "Exported by sealrun from the run's transcript.json (a sealed 
 	"submission, score and clock event (system steps; extra.sealrun says which). Texts over 48 KiB keep their " +
 	"first 48 KiB and last 16 KiB, as the transcript does. extra.sealrun names the transcript and audit head it " +
 	"was derived from: sealrun verify --export recomputes it."
+
+// terminal adds a step of a person's (a human run's recording segment): what they typed, as a
+// user step, and what the terminal showed them as its observation.
+func (b *atifBuilder) terminal(ev *transcript.Event, ts string) {
+	tm := ev.Terminal
+	facts := map[string]any{"kind": ev.Kind, "seq": ev.Seq, "at_ms": ev.At, "segment": tm.Segment, "from": tm.From, "to": tm.To,
+		"input_bytes": tm.InputBytes, "output_bytes": tm.OutputBytes, "body": tm.Body.State}
+	if tm.Cast == "" {
+		why := "the segment is not in the transcript (" + tm.Body.State + ")"
+		if tm.CastCut {
+			why = "the segment is past what the transcript carries inline (16 MiB): it is in the run's terminal/ directory"
+		}
+		b.add(&atifStep{Timestamp: ts, Source: "user", Message: fmt.Sprintf("[terminal %.0f–%.0f s: %s]", tm.From, tm.To, why), Extra: map[string]any{"sealrun": facts}})
+		return
+	}
+	typed, shown := castText(tm.Cast)
+	msg := strings.Join(typed, "\n")
+	if msg == "" {
+		msg = fmt.Sprintf("[terminal %.0f–%.0f s: nothing typed]", tm.From, tm.To)
+	}
+	s := &atifStep{Timestamp: ts, Source: "user", Message: msg, Extra: map[string]any{"sealrun": facts}}
+	if shown != "" {
+		head, tail, cut := shown, "", int64(0)
+		if len(shown) > 64<<10 {
+			head, tail, cut = shown[:48<<10], shown[len(shown)-16<<10:], int64(len(shown)-64<<10)
+		}
+		s.Observation = &atifObservation{Results: []atifResult{{Content: strings.ToValidUTF8(cutText(head, tail, cut), "\uFFFD")}}}
+	}
+	b.add(s)
+}
 
 // exchange adds the steps of one model exchange.
 func (b *atifBuilder) exchange(ev *transcript.Event, ts, effort string) {
