@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/browsertest"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -445,4 +446,67 @@ func rawUpgrade(t *testing.T, socket, id string) (net.Conn, *bufio.Reader) {
 		t.Fatalf("upgrade by hand: %v %v", resp, err)
 	}
 	return conn, br
+}
+
+// TestHumanKill9MidSession: sealrund killed while a person is at the terminal is the host's
+// fault: the person's client is told the connection went, and after the restart the run is
+// invalid (daemon restart) with an attestation that verifies and its recording up to the kill
+// intact, and its rerun waits for the person again.
+func TestHumanKill9MidSession(t *testing.T) {
+	tb := newTestbed(t)
+	tb.trackTOML += "\n[human]\nstart = \"2m\"\n"
+	var err error
+	if tb.track, err = policy.Parse("track.toml", []byte(tb.trackTOML)); err != nil {
+		t.Fatal(err)
+	}
+	rd := newRealDaemon(t, tb)
+	rd.start()
+	id := strings.TrimSpace(rd.sealrun("run", "--track", rd.trackF, "--agent", "human/alice", "--seed", "1", "--detach"))
+	c := api.NewClient(rd.sock)
+	var a *api.Attachment
+	rd.waitFor("the run's terminal", func() bool { a, err = c.Attach(t.Context(), id, false, 100, 30); return err == nil })
+	defer a.Close()
+	seen := ""
+	next := func(want string) {
+		t.Helper()
+		for !strings.Contains(seen, want) {
+			p, ended, err := a.Next()
+			if err != nil || ended != "" {
+				t.Fatalf("the terminal ended (%q, %v) before showing %q: %q", ended, err, want, seen)
+			}
+			seen += string(p)
+		}
+	}
+	next("[sealrun] ~ $")
+	a.Input([]byte("echo before-$((20+1))-the-kill\r"))
+	next("before-21-the-kill")
+	time.Sleep(3 * time.Second) // a flush of the recording (every 2 s)
+	rd.kill9()
+	if _, _, err := a.Next(); err == nil {
+		t.Error("the person's connection outlived sealrund")
+	}
+	rd.start()
+	r := rd.show(id)
+	if r.State != api.StateInvalid || r.Reason != "daemon restart" || r.RerunBy == "" {
+		t.Fatalf("killed mid-session, after the restart: %+v", r)
+	}
+	rd.verify(r, "mid-session")
+	if _, shown := castStreams(t, mustCast(t, r.Dir)); !strings.Contains(shown, "before-21-the-kill") {
+		t.Errorf("the recording up to the kill lost what was shown: %q", shown)
+	}
+	rerun := rd.show(r.RerunBy)
+	if rerun.RerunOf != id || rerun.Agent != "human/alice" {
+		t.Errorf("the rerun: %+v", rerun)
+	}
+	rd.sealrun("cancel", rerun.ID)
+	rd.waitFor("the rerun's end", func() bool { return rd.show(rerun.ID).Final() })
+}
+
+func mustCast(t *testing.T, dir string) []byte {
+	t.Helper()
+	cast, _ := readHumanRun(t, dir)
+	if len(cast) == 0 {
+		t.Fatalf("%s has no recording", dir)
+	}
+	return cast
 }
