@@ -22,8 +22,8 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/browsertest"
-	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
 
