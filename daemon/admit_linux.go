@@ -112,7 +112,7 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 	human := api.IsHuman(spec.Agent.String())
 	switch {
 	case human:
-		errs = append(errs, x.checkHuman(t, &p)...)
+		errs = append(errs, x.checkHuman(t, &p, spec.Agent)...)
 	case p.controller != "":
 		ep, name, env, err := x.scaffold(t)
 		if err != nil {

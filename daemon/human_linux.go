@@ -30,7 +30,10 @@ const MaxAttaches = 64
 
 // checkHuman checks a human run's pins: the track takes human runs, and its human controller
 // image (human.image, or the controller image) is in the store with a shell.
-func (x *Executor) checkHuman(t *policy.Track, p *pins) []error {
+func (x *Executor) checkHuman(t *policy.Track, p *pins, agent controller.Agent) []error {
+	if agent.Effort != "" {
+		return []error{fmt.Errorf("agent %s: a person has no reasoning effort; write %s/%s", agent, api.HumanProvider, agent.Model)}
+	}
 	if t.Human == nil {
 		return []error{fmt.Errorf("track %s takes no human runs (agent %s/HANDLE): it has no [human] table; add one (start = how long a run waits for its person) to the track, as docs/OPERATING.md shows", t.Name, api.HumanProvider)}
 	}

@@ -170,10 +170,20 @@ func TestHumanRunThroughTmux(t *testing.T) {
 	m.waitFor("h:0", `sealrun: the run ended`, 30*time.Second)
 	m.waitFor("h:proctor", `sealrun: the run ended`, 30*time.Second)
 
-	// The run verifies with its whole trajectory, the recording's segments among its bodies.
-	vout, err := exec.Command(cli, "verify", filepath.Join(rec.Dir, "result.att.json"), "--key", "../attest/testdata/ed25519.pub", "--transcript", rec.Dir).CombinedOutput()
-	if err != nil || !strings.Contains(string(vout), "VALID") {
-		t.Errorf("sealrun verify --transcript: %v\n%s", err, vout)
+	// The run verifies with its whole trajectory, the recording's segments among its bodies, as
+	// the daemon keeps it and as gathered.
+	results := t.TempDir()
+	if out, err := exec.Command(cli, "results", "gather", id, results, "--socket", tb.cfg.Socket).CombinedOutput(); err != nil {
+		t.Fatalf("sealrun results gather: %v\n%s", err, out)
+	}
+	for _, dir := range []string{rec.Dir, filepath.Join(results, id)} {
+		vout, err := exec.Command(cli, "verify", filepath.Join(dir, "result.att.json"), "--key", "../attest/testdata/ed25519.pub", "--transcript", dir).CombinedOutput()
+		if err != nil || !strings.Contains(string(vout), "VALID") || !strings.Contains(string(vout), "intact") {
+			t.Errorf("sealrun verify --transcript %s: %v\n%s", dir, err, vout)
+		}
+	}
+	if segs, _ := filepath.Glob(filepath.Join(results, id, "terminal", "*.cast.gz")); len(segs) == 0 {
+		t.Error("the gathered run has no recording")
 	}
 	cast, attaches := readHumanRun(t, rec.Dir)
 	typed, shown := castStreams(t, cast)
@@ -320,6 +330,15 @@ func TestHumanNeverAttached(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := rec.ID
+	for agent, want := range map[string]string{"human/bob@high": "a person has no reasoning effort"} {
+		if _, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "track.toml", Agent: agent, Seed: 2}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("run --agent %s: %v; want %q", agent, err, want)
+		}
+	}
+	plain := strings.Replace(tb.trackTOML, "\n[human]\nstart = \"2s\"\n", "", 1)
+	if _, err := c.Submit(ctx, api.RunRequest{Track: plain, TrackName: "plain.toml", Agent: "human/bob", Seed: 3}); err == nil || !strings.Contains(err.Error(), "takes no human runs") {
+		t.Errorf("a human run on a track without [human]: %v", err)
+	}
 	if _, err := c.Attach(ctx, "r-nope", true, 0, 0); err == nil || !strings.Contains(err.Error(), "no run r-nope") {
 		t.Errorf("attach to no run: %v", err)
 	}
