@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -110,6 +111,19 @@ func InspectName(t *transcript.Transcript) string {
 // its score the hidden exam's (or the task's metric). It is written compact, so that each
 // sample's bytes are those InspectSample gives: sealrun verify --export recomputes one run's.
 func Inspect(runs []Run) ([]byte, error) {
+	log, err := inspectLogOf(runs)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(log)
+	if err != nil {
+		return nil, fmt.Errorf("encode the eval log of %s: %w", runs[0].T.Run.ID, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// inspectLogOf is the eval log of runs (all of one InspectGroup), sorted by seed then id.
+func inspectLogOf(runs []Run) (*inspectLog, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no run to export")
 	}
@@ -206,11 +220,7 @@ func Inspect(runs []Run) ([]byte, error) {
 		Stats:   fill(map[string]any{"started_at": requiredTime(created), "completed_at": requiredTime(completed), "model_usage": usage, "role_usage": map[string]any{}}, fieldsStats),
 		Samples: samples,
 	}
-	b, err := json.Marshal(log)
-	if err != nil {
-		return nil, fmt.Errorf("encode the eval log of %s: %w", first.ID, err)
-	}
-	return append(b, '\n'), nil
+	return &log, nil
 }
 
 type inspectLog struct {
@@ -614,8 +624,12 @@ func meanSE(xs []float64) (mean, se float64) {
 	return mean, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
 }
 
-// SampleOf finds run's sample in an Inspect eval log's bytes: its exact bytes.
+// SampleOf finds run's sample in an Inspect eval log's bytes (the .json form, or the .eval zip):
+// its exact bytes.
 func SampleOf(b []byte, run string) (json.RawMessage, error) {
+	if bytes.HasPrefix(b, []byte("PK\x03\x04")) {
+		return sampleOfEval(b, run)
+	}
 	var log struct {
 		Samples []json.RawMessage `json:"samples"`
 	}

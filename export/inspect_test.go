@@ -1,8 +1,11 @@
 package export
 
 import (
+	"archive/zip"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +70,7 @@ func TestInspect(t *testing.T) {
 	if len(samples) != 3 {
 		t.Fatalf("%d samples", len(samples))
 	}
+	checkEval(t, runs, b)
 	for i, sv := range samples {
 		s := sv.(map[string]any)
 		scored := s["scores"] != nil
@@ -133,5 +137,89 @@ func TestExportEmptyRun(t *testing.T) {
 	exporttest.InspectRules(t, i)
 	if d := os.Getenv("SEALRUN_EXPORT_DIR"); d != "" {
 		os.WriteFile(filepath.Join(d, "inspect-empty.json"), i, 0o644)
+	}
+}
+
+// checkEval: the .eval form of the same runs is Inspect's zip (start.json, the samples, their
+// summaries, header.json, in that order), its parts the JSON log's (the header the log without
+// its samples, each sample the same bytes), the same bytes each time, and verify finds each run's
+// sample in it.
+func checkEval(t *testing.T, runs []Run, jsonLog []byte) {
+	t.Helper()
+	z, err := InspectEval(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := InspectEval(runs); !bytes.Equal(z, again) {
+		t.Error("two .eval exports of the same runs differ")
+	}
+	if d := os.Getenv("SEALRUN_EXPORT_DIR"); d != "" {
+		os.WriteFile(filepath.Join(d, "inspect-3-runs.eval"), z, 0o644)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(z), int64(len(z)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	parts := map[string][]byte{}
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+		rc, _ := f.Open()
+		parts[f.Name], _ = io.ReadAll(rc)
+		rc.Close()
+	}
+	if got := strings.Join(names, ","); got != "_journal/start.json,samples/ari_epoch_1.json,samples/ari_epoch_2.json,samples/ari_epoch_3.json,summaries.json,header.json" {
+		t.Errorf("entries %s", got)
+	}
+	var whole map[string]json.RawMessage
+	json.Unmarshal(jsonLog, &whole)
+	var samples []json.RawMessage
+	json.Unmarshal(whole["samples"], &samples)
+	for i, s := range samples {
+		if name := fmt.Sprintf("samples/ari_epoch_%d.json", i+1); !bytes.Equal(parts[name], s) {
+			t.Errorf("%s is not the JSON log's sample %d", name, i)
+		}
+	}
+	// The header and the samples put together are the JSON log, by Inspect's rules.
+	var header map[string]any
+	json.Unmarshal(parts["header.json"], &header)
+	if header["samples"] != nil {
+		t.Error("header.json carries the samples")
+	}
+	var all []any
+	for i := range samples {
+		var s any
+		json.Unmarshal(parts[fmt.Sprintf("samples/ari_epoch_%d.json", i+1)], &s)
+		all = append(all, s)
+	}
+	header["samples"] = all
+	rebuilt, _ := json.Marshal(header)
+	exporttest.InspectRules(t, rebuilt)
+	var sums []map[string]any
+	if err := json.Unmarshal(parts["summaries.json"], &sums); err != nil || len(sums) != 3 {
+		t.Fatalf("summaries.json: %v, %d", err, len(sums))
+	}
+	for i, s := range sums {
+		if s["uuid"] != runs[i].T.Run.ID || s["epoch"] != float64(i+1) || s["id"] != "ari" || s["completed"] != (runs[i].T.Run.State != "invalid") {
+			t.Errorf("summary %d: %v", i, s)
+		}
+		if e, ok := s["error"]; ok && e != nil {
+			if _, isString := e.(string); !isString {
+				t.Errorf("summary %d: its error is %T; Inspect's EvalSampleSummary takes a string", i, e)
+			}
+		}
+	}
+	for _, r := range runs {
+		got, err := SampleOf(z, r.T.Run.ID)
+		want, _ := InspectSample(r.T, r.Src)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("run %s's sample in the .eval: %v", r.T.Run.ID, err)
+		}
+	}
+	if _, err := SampleOf(z, "r-nope"); err == nil || !strings.Contains(err.Error(), "no sample of run r-nope") {
+		t.Errorf("a run not in the .eval: %v", err)
+	}
+	if _, err := SampleOf([]byte("PK\x03\x04garbage"), "r"); err == nil || !strings.Contains(err.Error(), "not a .eval log") {
+		t.Errorf("a broken zip: %v", err)
 	}
 }

@@ -15,8 +15,9 @@ import (
 
 func newExportCmd() *cobra.Command {
 	var format, out string
+	var evalZip bool
 	cmd := &cobra.Command{
-		Use:   "export --format atif|inspect RUNDIR...|RESULTS_DIR --out DIR",
+		Use:   "export --format atif|inspect [--eval] RUNDIR...|RESULTS_DIR --out DIR",
 		Short: "Write runs as ATIF trajectories or Inspect eval logs, for the tools readers already use",
 		Long: `Export writes runs in the formats readers' own tools open:
 
@@ -27,7 +28,10 @@ func newExportCmd() *cobra.Command {
                     inspect view, Docent, Vivaria and Hawk): one log per track and agent,
                     DIR/<track>-<agent>.json, one sample per run (the track its id, the seed its
                     epoch, the hidden exam's percent or the task's metric its score; an invalid
-                    run a sample with an error and no score)
+                    run a sample with an error and no score); with --eval, in Inspect's .eval
+                    form instead (DIR/<track>-<agent>.eval: a zip of header.json, the samples
+                    and their summaries, as Inspect writes it; an invalid run and its rerun,
+                    one seed, are one sample there: the rerun)
 
 It is derived from the run's transcript.json alone: what each model request added as system and
 user steps (a tool's result as the observation of the agent step that called it), each model
@@ -47,11 +51,15 @@ Arguments are run directories (as the daemon keeps them, gathered or published) 
 of them (a results directory, a publication). Exit status: 0 written, 2 usage or I/O error.`,
 		Example: `  sealrun export --format atif /shared/results --out atif/
   sealrun export --format inspect /srv/www/ari-v1-2026-11 --out logs/ && inspect view --log-dir logs/
+  sealrun export --format inspect --eval results/ --out logs/
   sealrun export --format atif site/runs/r-20261126-101500-a1b2c3 --out /tmp/one`,
 		Args: minArgs(1, "one or more run directories, or directories of them"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "atif" && format != "inspect" {
 				return usage(fmt.Errorf("--format %q: give atif or inspect", format))
+			}
+			if evalZip && format != "inspect" {
+				return usage(fmt.Errorf("--eval is Inspect's .eval form: give it with --format inspect"))
 			}
 			if out == "" {
 				return usage(fmt.Errorf("give the directory to write into with --out"))
@@ -100,13 +108,18 @@ of them (a results directory, a publication). Exit status: 0 written, 2 usage or
 			for _, k := range order {
 				t0 := time.Now()
 				runs := groups[k]
-				b, err := export.Inspect(runs)
+				write, ext := export.Inspect, ".json"
+				if evalZip {
+					write, ext = export.InspectEval, ".eval"
+				}
+				b, err := write(runs)
 				if err != nil {
 					return ioError(err)
 				}
-				name := export.InspectName(runs[0].T)
+				base := strings.TrimSuffix(export.InspectName(runs[0].T), ".json")
+				name := base + ext
 				for i := 2; names[name]; i++ { // two scaffolds of one track and agent
-					name = strings.TrimSuffix(export.InspectName(runs[0].T), ".json") + fmt.Sprintf("-%d.json", i)
+					name = base + fmt.Sprintf("-%d", i) + ext
 				}
 				names[name] = true
 				dst := filepath.Join(out, name)
@@ -120,6 +133,7 @@ of them (a results directory, a publication). Exit status: 0 written, 2 usage or
 	}
 	cmd.Flags().StringVar(&format, "format", "atif", "the format to write: atif or inspect")
 	cmd.Flags().StringVar(&out, "out", "", "the directory to write into")
+	cmd.Flags().BoolVar(&evalZip, "eval", false, "with --format inspect: write Inspect's .eval form (a zip) instead of .json")
 	return cmd
 }
 
