@@ -185,7 +185,7 @@ func Build(in *Inputs, keys []Key) *Board {
 		byTrack[id] = append(byTrack[id], e)
 	}
 	for _, id := range ids {
-		b.Tables = append(b.Tables, buildTable(byTrack[id]))
+		b.Tables = append(b.Tables, buildTable(byTrack[id], in.HumanBaseline))
 	}
 	if len(in.Ledgers) > 0 {
 		n := len(b.Rejected)
@@ -220,7 +220,7 @@ func orEmpty(r []Rejection) []Rejection {
 // buildTable builds one track's table from its verified entries: a row per agent with its valid
 // seeds, failed runs and invalid runs (each with the runs that rerun it), then the rows' statistics
 // and ranks. It is long because it sorts each kind of run into its row in one pass.
-func buildTable(entries []Entry) Table {
+func buildTable(entries []Entry, humanBaseline bool) Table {
 	p0 := entries[0].Predicate
 	t := Table{Track: p0.Track, Questions: p0.Exam.Questions, SeedsRequired: p0.Track.SeedsRequired, Ranked: p0.Track.Status != "withdrawn", Warnings: []string{}}
 	switch p0.Track.Status {
@@ -231,6 +231,7 @@ func buildTable(entries []Entry) Table {
 	}
 	rows := map[Agent]*Row{}
 	var order []Agent
+	people := map[Agent][]string{}  // a human baseline row's people
 	reruns := map[string][]string{} // invalid run id -> the runs that rerun it
 	for _, e := range entries {
 		if r := e.Predicate.Run.RerunOf; r != "" {
@@ -240,6 +241,12 @@ func buildTable(entries []Entry) Table {
 	for _, e := range entries {
 		p := e.Predicate
 		a := Agent{Scaffold: p.Scaffold.Name, ScaffoldVersion: p.Scaffold.Version, Model: p.Agent.Model, Effort: p.Agent.ReasoningEffort}
+		if handle, ok := strings.CutPrefix(a.Model, "human/"); ok && humanBaseline {
+			a.Model = "human/baseline"
+			if !slices.Contains(people[a], handle) {
+				people[a] = append(people[a], handle)
+			}
+		}
 		row := rows[a]
 		if row == nil {
 			row = &Row{Agent: a, Required: t.SeedsRequired, Runs: []Run{}, Invalid: []InvalidRun{}}
@@ -279,6 +286,10 @@ func buildTable(entries []Entry) Table {
 	}
 	for _, a := range order {
 		row := rows[a]
+		if ps := people[a]; len(ps) > 0 {
+			slices.Sort(ps)
+			row.Agent.Model = "human/baseline: " + strings.Join(ps, ", ")
+		}
 		sort.Slice(row.Runs, func(i, j int) bool {
 			if row.Runs[i].Seed != row.Runs[j].Seed {
 				return row.Runs[i].Seed < row.Runs[j].Seed

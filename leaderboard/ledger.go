@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -147,6 +148,11 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 				agent += "@" + row.Agent.Effort
 			}
 			scaffold := row.Agent.Scaffold + " " + row.Agent.ScaffoldVersion
+			match := func(a string) bool { return a == agent }
+			if ps, ok := strings.CutPrefix(row.Agent.Model, "human/baseline: "); ok { // every person's runs (--human-baseline)
+				people := strings.Split(ps, ", ")
+				match = func(a string) bool { h, ok := strings.CutPrefix(a, "human/"); return ok && slices.Contains(people, h) }
+			}
 			rl := &RowLedger{Missing: []string{}, Pending: []string{}, NotInLedger: []string{}, Reruns: []string{}, Ledgers: []string{}}
 			for _, o := range origins {
 				l := ledgers[o]
@@ -158,7 +164,7 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 					}
 				}
 				for _, e := range l.Entries {
-					if e.Kind != ledger.KindQueued || e.Track != t.Track.ID || e.Agent != agent || e.Scaffold != scaffold {
+					if e.Kind != ledger.KindQueued || e.Track != t.Track.ID || !match(e.Agent) || e.Scaffold != scaffold {
 						continue
 					}
 					used = true

@@ -258,3 +258,61 @@ func mustReadFile(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// TestHumanRows: people's runs are rows of their own (human · HANDLE), or with HumanBaseline one
+// row over every person (human · baseline: HANDLES) with the same rules: its runs, the failed one
+// counted, mean ± SE over them, and every run accounted for by the ledger.
+func TestHumanRows(t *testing.T) {
+	f, _, results := ledgerScenario(t, "sealrun.ledger/node-h")
+	ari := loadTrack(t, "../tracks/ari-v1.toml", nil)
+	for _, r := range []runSpec{
+		{ari, "human/alice", "", 1, "h-a1", "", "graded", 30, 40, nil, ""},
+		{ari, "human/alice", "", 2, "h-a2", "", "graded", 36, 45, nil, ""},
+		{ari, "human/bob", "", 1, "h-b1", "", "failed", 0, 0, nil, ""},
+	} {
+		f.write(filepath.Join("results", r.id, "result.att.json"), f.attestation(r))
+	}
+	pub := exportLedger(t, f.led, filepath.Join(f.dir, "ledger.jsonl"))
+	keys, _ := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	for _, baseline := range []bool{false, true} {
+		in, err := Load([]string{results}, keys, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Ledgers, err = LoadLedgers([]string{pub}, keys); err != nil {
+			t.Fatal(err)
+		}
+		in.HumanBaseline = baseline
+		b := Build(in, keys)
+		rows := map[string]Row{}
+		for _, r := range b.Tables[0].Rows {
+			rows[r.Agent.Name()] = r
+		}
+		if !baseline {
+			a, bob := rows["human · alice"], rows["human · bob"]
+			if a.N != 2 || bob.N != 1 || bob.Failed != 1 || a.Ledger == nil || !a.Ledger.Accounted || !bob.Ledger.Accounted {
+				t.Errorf("a row each: alice %+v, bob %+v (of %v)", a, bob, keysOf(rows))
+			}
+			continue
+		}
+		h, ok := rows["human · baseline: alice, bob"]
+		if !ok || h.N != 3 || h.Failed != 1 || h.Ledger == nil || !h.Ledger.Accounted || h.Ledger.Runs != 3 || h.MeanPct == nil || h.SEPct == nil {
+			t.Fatalf("the baseline row: %+v (rows %v)", h, keysOf(rows))
+		}
+		if _, ok := rows["human · alice"]; ok {
+			t.Error("a person's own row beside the baseline")
+		}
+		var md bytes.Buffer
+		if err := b.Render(&md, "markdown"); err != nil || !strings.Contains(md.String(), "human · baseline: alice, bob") {
+			t.Errorf("the markdown board: %v\n%s", err, md.String())
+		}
+	}
+}
+
+func keysOf(m map[string]Row) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -97,6 +97,9 @@ type Inputs struct {
 	Skipped  []Rejection // files in a directory that are not attestations (report.json, ...)
 	// Ledgers are published run ledgers (LoadLedgers) to account for every run against.
 	Ledgers []*ledger.Ledger
+	// HumanBaseline makes every person's runs of a track one row, "human · baseline: HANDLES",
+	// instead of a row each (sealrun leaderboard --human-baseline).
+	HumanBaseline bool
 }
 
 // Load reads every path (an attestation file, or a directory searched recursively for *.json

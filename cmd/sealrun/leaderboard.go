@@ -21,7 +21,7 @@ import (
 type leaderboardFlags struct {
 	keys, tracks, ledgers         []string
 	format, out, suite, transform string
-	allowRejected                 bool
+	allowRejected, humanBaseline  bool
 	witnesses                     witnessFlags
 }
 
@@ -79,6 +79,7 @@ not accounted for (the board is still written; --allow-rejected exits 0), 2 usag
 	cmd.Flags().StringVar(&f.transform, "transform", string(airs.MarchOf9s), "--suite airs: the normalized score's φ, march-of-9s or identity")
 	cmd.Flags().StringVar(&f.out, "out", "", "write to this file (atomically) instead of stdout")
 	cmd.Flags().BoolVar(&f.allowRejected, "allow-rejected", false, "exit 0 even if some input was rejected")
+	cmd.Flags().BoolVar(&f.humanBaseline, "human-baseline", false, "one row, human · baseline, for every person's runs of a track (human runs: agent human/HANDLE), instead of a row each")
 	return cmd
 }
 
@@ -152,6 +153,7 @@ func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) erro
 			fmt.Fprintf(cmd.ErrOrStderr(), "ledger %s: head of %d entries cosigned by %s; %d entries after it\n", l.Name, got.Head.Size, strings.Join(got.By, ", "), got.After)
 		}
 	}
+	in.HumanBaseline = f.humanBaseline
 	board, err := leaderboard.BuildSuite(f.suite, in, ks, airs.Options{Transform: airs.Transform(f.transform)})
 	if err != nil {
 		return ioError(err)
