@@ -139,13 +139,14 @@ func TestHumanRunThroughTmux(t *testing.T) {
 
 	// The wall, from inside the person's shell: no Python, no GPU, no network, no host path.
 	// (Each marker is printed by arithmetic, so that the echo of the typed line never matches it.)
-	m.typeLine("h:0", `for c in python3 python perl gcc; do command -v $c >/dev/null && echo HAS-$c-$((1)); done; echo NVIDIA-$(ls /dev | grep -c nvidia); wget -T 3 -q -O- http://10.0.0.1/ >/dev/null 2>&1 || echo NO-NET-$((1)); ls /var/lib/sealrun 2>/dev/null || echo NO-HOST-PATH-$((1)); echo WALL-$((2))-DONE`)
+	m.typeLine("h:0", `for c in python3 python perl gcc; do command -v $c >/dev/null && echo HAS-$c-$((1)); done; echo NVIDIA-$(ls /dev | grep -c nvidia); wget -T 3 -q -O- http://10.0.0.1/ >/dev/null 2>&1 || echo NO-NET-$((1)); ls /var/lib/sealrun 2>/dev/null || echo NO-HOST-PATH-$((1)); echo PTS-$(ls /dev/pts | tr '\n' ,); echo WALL-$((2))-DONE`)
 	m.waitFor("h:0", `WALL-2-DONE`, 30*time.Second)
 	screen := m.screen("h:0")
 	if has := regexp.MustCompile(`HAS-\w+-1`).FindString(screen); has != "" {
 		t.Errorf("the person's shell has what an agent's has not: %s", has)
 	}
-	for _, want := range []string{"NVIDIA-0", "NO-NET-1", "NO-HOST-PATH-1"} {
+	// Only its own terminal: the container's devpts is a new instance (no host pty to read).
+	for _, want := range []string{"NVIDIA-0", "NO-NET-1", "NO-HOST-PATH-1", "PTS-0,ptmx,"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("the wall from inside: no %s in\n%s", want, screen)
 		}
@@ -339,6 +340,15 @@ func TestHumanNeverAttached(t *testing.T) {
 	if _, err := c.Submit(ctx, api.RunRequest{Track: plain, TrackName: "plain.toml", Agent: "human/bob", Seed: 3}); err == nil || !strings.Contains(err.Error(), "takes no human runs") {
 		t.Errorf("a human run on a track without [human]: %v", err)
 	}
+	// An agent's run has no terminal, whatever its state.
+	agentRun, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "track.toml", Agent: "openai/gpt-x@high", Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Attach(ctx, agentRun.ID, false, 0, 0); err == nil || !strings.Contains(err.Error(), "not a person's") {
+		t.Errorf("attach to an agent's run: %v", err)
+	}
+	c.Cancel(ctx, agentRun.ID)
 	if _, err := c.Attach(ctx, "r-nope", true, 0, 0); err == nil || !strings.Contains(err.Error(), "no run r-nope") {
 		t.Errorf("attach to no run: %v", err)
 	}
