@@ -511,7 +511,18 @@ func TestHumanKill9MidSession(t *testing.T) {
 	next("before-21-the-kill")
 	time.Sleep(3 * time.Second) // a flush of the recording (every 2 s)
 	rd.kill9()
-	if _, _, err := a.Next(); err == nil {
+	gone := make(chan struct{})
+	go func() { // what was still on its way, then the end
+		defer close(gone)
+		for {
+			if _, ended, err := a.Next(); err != nil || ended != "" {
+				return
+			}
+		}
+	}()
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
 		t.Error("the person's connection outlived sealrund")
 	}
 	rd.start()
