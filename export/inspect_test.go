@@ -90,6 +90,19 @@ func TestInspect(t *testing.T) {
 			t.Errorf("run %s recomputed from its directory: %+v %v", id, ex, err)
 		}
 	}
+	// The .eval form recomputes from each run's directory as well; an edited one is caught.
+	z, err := InspectEval(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, dir := range dirs {
+		if ex, err := Recompute(z, dir); err != nil || ex.Format != "inspect .eval" {
+			t.Errorf("run %s recomputed from its directory, in the .eval: %+v %v", id, ex, err)
+		}
+	}
+	if _, err := Recompute(bytes.Replace(z, []byte(`"epoch":2`), []byte(`"epoch":7`), 1), dirs["r-seed-2"]); err == nil {
+		t.Error("an edited .eval was taken")
+	}
 	// An edited sample is caught; a run the log does not hold is named.
 	edited := bytes.Replace(b, []byte(`"epoch":2`), []byte(`"epoch":7`), 1)
 	if _, err := Recompute(edited, dirs["r-seed-2"]); err == nil || !strings.Contains(err.Error(), "differs") {

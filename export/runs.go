@@ -107,6 +107,13 @@ func Recompute(b []byte, dir string) (*Exported, error) {
 	if err != nil {
 		return nil, err
 	}
+	if bytes.HasPrefix(b, []byte("PK\x03\x04")) { // Inspect's .eval form
+		ex, err := recomputeInspect(b, tj, t)
+		if ex != nil {
+			ex.Format = "inspect .eval"
+		}
+		return ex, err
+	}
 	var head struct {
 		SchemaVersion string          `json:"schema_version"`
 		Eval          json.RawMessage `json:"eval"`

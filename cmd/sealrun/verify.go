@@ -32,7 +32,7 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
 	cmd.Flags().StringVar(&f.tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of the signature (in the Sigstore bundle beside it) with this timestamp authority's certificate chain (PEM)")
 	f.witness.add(cmd)
-	cmd.Flags().StringVar(&f.export, "export", "", "with --transcript: check that this export (sealrun export's trajectory.json, or an Inspect eval log holding the run) is exactly what the run's transcript gives")
+	cmd.Flags().StringVar(&f.export, "export", "", "with --transcript: check that this export (sealrun export's trajectory.json, or an Inspect eval log holding the run, .json or .eval) is exactly what the run's transcript gives")
 	cmd.Flags().StringVar(&f.witnessed, "witnessed", "", "with --witness: the run's witnessed proof (default: witnessed.json beside the attestation, as a publication carries it)")
 	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
 }
