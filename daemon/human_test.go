@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -366,12 +367,20 @@ func TestHumanNeverAttached(t *testing.T) {
 	// A proctor is not a person: watching starts no clock and counts as no attach.
 	rawAttach := func(path string, headers map[string]string) string {
 		t.Helper()
-		args := []string{"-sS", "--max-time", "5", "--unix-socket", tb.cfg.Socket, "-X", "POST"}
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", tb.cfg.Socket)
+		}}}
+		req, _ := http.NewRequest(http.MethodPost, "http://sealrund"+path, nil)
 		for k, v := range headers {
-			args = append(args, "-H", k+": "+v)
+			req.Header.Set(k, v)
 		}
-		out, _ := exec.Command("curl", append(args, "http://sealrund"+path)...).CombinedOutput()
-		return string(out)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
 	}
 	for _, c := range []struct {
 		path    string
