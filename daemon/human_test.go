@@ -37,14 +37,15 @@ type tmux struct {
 
 func newTmux(t *testing.T) *tmux {
 	testenv.RequireTool(t, "tmux", "tmux")
-	m := &tmux{t: t, sock: fmt.Sprintf("sealrun-test-%d", os.Getpid())}
-	t.Cleanup(func() { exec.Command("tmux", "-L", m.sock, "kill-server").Run() })
+	// Its socket in the test's own directory (removed with it), not tmux's shared one.
+	m := &tmux{t: t, sock: filepath.Join(t.TempDir(), "tmux.sock")}
+	t.Cleanup(func() { exec.Command("tmux", "-S", m.sock, "kill-server").Run() })
 	return m
 }
 
 func (m *tmux) run(args ...string) string {
 	m.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-L", m.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-S", m.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
 	if err != nil {
 		m.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
