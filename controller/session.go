@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/sealrun/sealrun/audit"
 )
 
 // What a human run's shell is.
@@ -64,7 +66,8 @@ type Session struct {
 }
 
 // NewSession makes a run's session before its shell exists: people may attach at once (the
-// first attach is what starts a human run's clock). notify is told of each attach and detach.
+// first attach is what starts a human run's clock). notify is told of each attach and detach
+// (event one of audit.AttachStart, AttachEnd, AttachWatch, AttachUnwatch).
 func NewSession(notify func(event, user, reason string)) *Session {
 	if notify == nil {
 		notify = func(string, string, string) {}
@@ -149,9 +152,9 @@ func (s *Session) Attach(user string, watch bool) (*Attachment, error) {
 	if len(s.history) > 0 {
 		a.out <- terminalQueries.ReplaceAll(s.history, nil)
 	}
-	event := "attach"
+	event := audit.AttachStart
 	if watch {
-		event = "watch"
+		event = audit.AttachWatch
 		s.watchers[a] = true
 	} else {
 		if s.person != nil {
@@ -177,9 +180,9 @@ func (s *Session) endLocked(a *Attachment, reason string) {
 	}
 	a.reason = reason
 	close(a.done)
-	event := "detach"
+	event := audit.AttachEnd
 	if a.Watch {
-		event = "unwatch"
+		event = audit.AttachUnwatch
 		delete(s.watchers, a)
 	} else if s.person == a {
 		s.person = nil
