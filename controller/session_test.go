@@ -1,14 +1,8 @@
 package controller
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,48 +12,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/transcript/transcripttest"
 )
 
-// readRecording reads a run directory's recording back from its audit log: each segment's
-// body checked against its entry, the segments joined in order.
-func readRecording(t *testing.T, dir string) (cast []byte, recs []audit.Terminal) {
+// readRecording reads a run directory's recording back from its audit log (each segment checked
+// against its entry).
+func readRecording(t *testing.T, dir string) ([]byte, []audit.Terminal) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	cast, segs, _, err := transcripttest.Recording(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var env audit.Entry
-		json.Unmarshal(sc.Bytes(), &env)
-		if env.Kind != audit.KindTerminal {
-			continue
-		}
-		var r audit.Terminal
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		gz, err := os.ReadFile(filepath.Join(dir, audit.TerminalSegmentPath(r.Segment)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(gz))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(zr)
-		sum := sha256.Sum256(body)
-		if hex.EncodeToString(sum[:]) != r.SHA256 || int64(len(body)) != r.Bytes {
-			t.Errorf("segment %d: body %d bytes %x, entry %d bytes %s", r.Segment, len(body), sum, r.Bytes, r.SHA256)
-		}
-		if r.Segment != len(recs)+1 {
-			t.Errorf("segment %d follows %d", r.Segment, len(recs))
-		}
-		recs = append(recs, r)
-		cast = append(cast, body...)
-	}
-	return cast, recs
+	return cast, segs
 }
 
 func newTestRecording(t *testing.T, cap int64) (*Recording, string, time.Time) {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,11 +20,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sealrun/sealrun/api"
-	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+	"github.com/sealrun/sealrun/transcript/transcripttest"
 )
 
 // tmux is a private tmux server a test drives a person through: send-keys types, capture-pane
@@ -268,45 +267,19 @@ func castStreams(t *testing.T, cast []byte) (typed, shown string) {
 }
 
 // readHumanRun reads a human run's recording back from its directory (each segment against its
-// audit entry) and the attach entries of its audit log.
+// audit entry) and the attach entries of its audit log, as "event[:reason]".
 func readHumanRun(t *testing.T, dir string) (cast []byte, attaches []string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	cast, _, as, err := transcripttest.Recording(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, audit.MaxLineBytes)
-	for sc.Scan() {
-		var env audit.Entry
-		json.Unmarshal(sc.Bytes(), &env)
-		switch env.Kind {
-		case audit.KindTerminal:
-			var r audit.Terminal
-			json.Unmarshal(sc.Bytes(), &r)
-			gz, err := os.ReadFile(filepath.Join(dir, audit.TerminalSegmentPath(r.Segment)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			zr, err := gzip.NewReader(bytes.NewReader(gz))
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(zr)
-			if sha(body) != r.SHA256 {
-				t.Errorf("segment %d is not what its entry hashes", r.Segment)
-			}
-			cast = append(cast, body...)
-		case audit.KindAttach:
-			var a audit.Attach
-			json.Unmarshal(sc.Bytes(), &a)
-			s := a.Event
-			if a.Reason != "" {
-				s += ":" + a.Reason
-			}
-			attaches = append(attaches, s)
+	for _, a := range as {
+		s := a.Event
+		if a.Reason != "" {
+			s += ":" + a.Reason
 		}
+		attaches = append(attaches, s)
 	}
 	return cast, attaches
 }

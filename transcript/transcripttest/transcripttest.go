@@ -213,3 +213,53 @@ func WriteGzip(path string, b []byte) error {
 	zw.Close()
 	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
+
+// Recording reads a human run's terminal recording back from its run directory: the segments its
+// audit log's terminal entries name, in order, each checked against its entry's size and hash,
+// joined; and the log's attach entries.
+func Recording(dir string) (cast []byte, segments []audit.Terminal, attaches []audit.Attach, err error) {
+	log, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, line := range bytes.Split(log, []byte("\n")) {
+		var env audit.Entry
+		if json.Unmarshal(line, &env) != nil {
+			continue
+		}
+		switch env.Kind {
+		case audit.KindAttach:
+			var a audit.Attach
+			if err := json.Unmarshal(line, &a); err != nil {
+				return nil, nil, nil, err
+			}
+			attaches = append(attaches, a)
+		case audit.KindTerminal:
+			var r audit.Terminal
+			if err := json.Unmarshal(line, &r); err != nil {
+				return nil, nil, nil, err
+			}
+			if r.Segment != len(segments)+1 {
+				return nil, nil, nil, fmt.Errorf("terminal segment %d follows %d", r.Segment, len(segments))
+			}
+			gz, err := os.ReadFile(filepath.Join(dir, audit.TerminalSegmentPath(r.Segment)))
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(gz))
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("terminal segment %d: %w", r.Segment, err)
+			}
+			body, err := io.ReadAll(zr)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("terminal segment %d: %w", r.Segment, err)
+			}
+			if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != r.SHA256 || int64(len(body)) != r.Bytes {
+				return nil, nil, nil, fmt.Errorf("terminal segment %d: %d bytes, not the %d with sha256 %s its entry names", r.Segment, len(body), r.Bytes, r.SHA256)
+			}
+			segments = append(segments, r)
+			cast = append(cast, body...)
+		}
+	}
+	return cast, segments, attaches, nil
+}
