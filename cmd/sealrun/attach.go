@@ -98,7 +98,7 @@ func attach(cmd *cobra.Command, c *api.Client, id string, watch bool, wait time.
 	defer restore()
 	// The local window's size follows the local terminal.
 	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
+	notifyResize(winch)
 	defer signal.Stop(winch)
 	go func() {
 		for range winch {
