@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"text/tabwriter"
@@ -40,14 +41,19 @@ type attackRow struct {
 	Escaped  bool   `json:"escaped"`
 }
 
-// TestHostileScaffold runs a whole sealed run whose scaffold is e2e/hostile: from the controller,
-// from a compute call (runner container) and from submitted bundles (grader container, during
-// validation and the hidden grading) it tries every attack of the catalogue. The host side adds
-// what only it can see (did a listener accept, does a stored candidate hold a secret, did a
-// call log outgrow its cap). The table is printed; any escape fails the test.
-func TestHostileScaffold(t *testing.T) {
-	tb := newTestbed(t)
-	ctx := context.Background()
+// hostileBed is what both attack tests share: the host's listeners and secrets, and the hostile
+// image (e2e/hostile, built by buildah, pushed to a registry, pulled by digest) pinned in the
+// track as its scaffold.
+type hostileBed struct {
+	tb                          *testbed
+	track                       *policy.Track
+	trackText, ref              string
+	examSecret, keyPEM, provKey string
+	accepted                    *atomic.Int64
+}
+
+// newHostileBed readies tb for the attack suite.
+func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 	base := tb.base
 
 	// Secrets the run must never see: a hidden question's answer, the signing key, the provider key.
@@ -173,22 +179,42 @@ func TestHostileScaffold(t *testing.T) {
 	reg := registrytest.Start(t)
 	ctxDir, configSHA := userImageContext(t, "hostile", "1", "etc/hostile/attack.json",
 		map[string][]byte{"usr/bin/hostile": mustRead(t, sandboxtest.Static(t, "e2e/hostile")), "etc/hostile/attack.json": b}, `["/usr/bin/hostile", "controller"]`)
-	_, trackText = tb.pullScaffold(t, reg, trackText, ctxDir, "attack/hostile:1", "hostile", "1", configSHA)
+	ref, trackText := tb.pullScaffold(t, reg, trackText, ctxDir, "attack/hostile:1", "hostile", "1", configSHA)
 	if track, err = policy.Parse("attack.toml", []byte(trackText)); err != nil {
 		t.Fatal(err)
 	}
+	return &hostileBed{tb: tb, track: track, trackText: trackText, ref: ref, examSecret: examSecret, keyPEM: keyPEM, provKey: provKey, accepted: &accepted}
+}
+
+// TestHostileScaffold runs a whole sealed run whose scaffold is e2e/hostile: from the controller,
+// from a compute call (runner container) and from submitted bundles (grader container, during
+// validation and the hidden grading) it tries every attack of the catalogue. The host side adds
+// what only it can see (did a listener accept, does a stored candidate hold a secret, did a
+// call log outgrow its cap). The table is printed; any escape fails the test.
+func TestHostileScaffold(t *testing.T) {
+	tb := newTestbed(t)
+	hb := newHostileBed(t, tb)
 	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Journal: tb.journal}
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
 	id := "run-hostile"
 	start := time.Now()
-	out, err := x.Execute(ctx, RunSpec{ID: id, Track: track, Agent: agent, Seed: 1, Queued: time.Now()})
+	out, err := x.Execute(context.Background(), RunSpec{ID: id, Track: hb.track, Agent: agent, Seed: 1, Queued: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tb.state, "runs", id)
-	transcript := mustRead(t, filepath.Join(dir, "transcript.log"))
 	t.Logf("%s: %s %q in %s", id, out.Status, out.Reason, time.Since(start).Round(time.Second))
+	hb.judge(t, dir, string(mustRead(t, filepath.Join(dir, "transcript.log"))), out.Status, false)
+}
 
+// judge reads the attack table of the run in dir: the rows from inside (transcript: what the
+// controller's attacks printed, the run's transcript or, for a person, their terminal), the
+// bundles' stderr, and the host's own checks. It fails the test on any escape or on a role that
+// did not run the suite.
+func (hb *hostileBed) judge(t *testing.T, dir, transcript, status string, human bool) {
+	t.Helper()
+	tb := hb.tb
+	examSecret, keyPEM, provKey, accepted := hb.examSecret, hb.keyPEM, hb.provKey, hb.accepted
 	// The rows from inside: the transcript (controller, runner) and the bundles' stderr.
 	var rows []attackRow
 	seen := map[string]int{}
@@ -203,7 +229,7 @@ func TestHostileScaffold(t *testing.T) {
 		seen[k] = len(rows)
 		rows = append(rows, r)
 	}
-	for _, l := range strings.Split(string(transcript), "\n") {
+	for _, l := range strings.Split(transcript, "\n") {
 		if j, ok := strings.CutPrefix(l, "ROW "); ok {
 			var r attackRow
 			if json.Unmarshal([]byte(j), &r) == nil {
@@ -250,11 +276,11 @@ func TestHostileScaffold(t *testing.T) {
 		}
 	}
 	host(fmt.Sprintf("call logs over the 64 MiB cap (%d calls)", len(logs)), "none", strings.Join(append(bigLogs, "none")[:max(1, len(bigLogs))], ", "), "runner.WithLogCap", len(bigLogs) > 0)
-	if strings.Contains(string(transcript), examSecret) || strings.Contains(string(transcript), provKey) {
+	if strings.Contains(transcript, examSecret) || strings.Contains(transcript, provKey) {
 		host("secrets in the transcript", "none", "FOUND", "", true)
 	}
 	// Hostile bundles, as the grader judged them (the per-question logs of their validation).
-	validation := validations(t, dir, string(transcript))
+	validation := validations(t, dir, transcript)
 	for _, mode := range []struct {
 		mode, name, outcome, reason string
 	}{
@@ -271,7 +297,7 @@ func TestHostileScaffold(t *testing.T) {
 	if tb.h.RuntimeFor(sandbox.RoleGrader).Kind == sandbox.KindRunsc {
 		// gVisor fails some forks at the limit (ENOMEM) and ends at others; then the memory
 		// bomb's child takes the sandbox with it. Either way the feedback names the limit.
-		note := bundleNote(string(transcript), "b-bomb")
+		note := bundleNote(transcript, "b-bomb")
 		if i := strings.Index(note, "validation "); i >= 0 {
 			note = note[i:]
 		}
@@ -287,8 +313,10 @@ func TestHostileScaffold(t *testing.T) {
 	host("bundle: tell the hidden grading from validation", "only by the requests", diff,
 		"same image, limits, environment and mounts; only the questions differ (their count and prefixes)", !strings.Contains(diff, "differ: none"))
 	// The gateway refused and audited the hostile requests.
-	audit := string(mustRead(t, filepath.Join(dir, "audit.jsonl")))
-	host("gateway refusals in the audit log", "each refused request audited", fmt.Sprint(strings.Count(audit, `"refused`)), "controller/GATEWAY.md", !strings.Contains(audit, "refus"))
+	if !human { // a person's run has no gateway unless the track gives one
+		audit := string(mustRead(t, filepath.Join(dir, "audit.jsonl")))
+		host("gateway refusals in the audit log", "each refused request audited", fmt.Sprint(strings.Count(audit, `"refused`)), "controller/GATEWAY.md", !strings.Contains(audit, "refus"))
+	}
 
 	// Every role ran its share.
 	per := map[string]int{}
@@ -329,8 +357,8 @@ func TestHostileScaffold(t *testing.T) {
 	if escapes > 0 {
 		t.Errorf("%d escapes", escapes)
 	}
-	if out.Status != api.StateGraded {
-		t.Errorf("the hostile run ended %s (%s); want graded: attacks must not stop the run", out.Status, out.Reason)
+	if status != api.StateGraded {
+		t.Errorf("the hostile run ended %s; want graded: attacks must not stop the run", status)
 	}
 }
 
@@ -511,4 +539,84 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// TestHostileHuman is the same attack suite typed by a person: a human run whose controller image
+// (human.image) is the hostile image, attached through sealrund's admin socket, where the person
+// runs e2e/hostile from their shell. Everything it tries from the controller, from a compute call
+// and from its bundles is judged as for a scaffold, its rows read from the person's terminal as
+// the recording kept it: the wall holds from inside an attached shell exactly as from a
+// scaffold's process.
+func TestHostileHuman(t *testing.T) {
+	tb := newTestbed(t)
+	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
+	tb.cfg.Group = "root"
+	hb := newHostileBed(t, tb)
+	trackText := hb.trackText + fmt.Sprintf("\n[human]\nstart = \"1m\"\nimage = %q\n", hb.ref)
+	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Journal: tb.journal}
+	d := startDaemon(t, tb, x)
+	c := serveAPI(t, tb, d)
+	r, err := d.Submit([]byte(trackText), "attack.toml", "human/mallory", 1, false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.ID
+	var a *api.Attachment
+	for deadline := time.Now().Add(time.Duration(testenv.Slow()) * 2 * time.Minute); ; time.Sleep(time.Second) {
+		if a, err = c.Attach(t.Context(), id, false, 200, 50); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the human run's terminal did not open: %v", err)
+		}
+	}
+	defer a.Close()
+	shown := make(chan string, 1)
+	prompt, once := make(chan struct{}), sync.Once{}
+	go func() { // what the terminal shows, until the run ends it
+		var b strings.Builder
+		for {
+			p, ended, err := a.Next()
+			b.Write(p)
+			// As a terminal does, it answers the cursor position report busybox's line editor
+			// asks for at each prompt (and waits for, reading what is typed meanwhile as the answer).
+			if bytes.Contains(p, []byte("\x1b[6n")) {
+				a.Input([]byte("\x1b[50;20R"))
+				once.Do(func() { close(prompt) })
+			}
+			if err != nil || ended != "" {
+				shown <- b.String()
+				return
+			}
+		}
+	}()
+	select {
+	case <-prompt:
+	case <-time.After(time.Minute):
+		t.Fatal("no prompt in the person's shell")
+	}
+	start := time.Now()
+	a.Input([]byte("cd /workspace && /usr/bin/hostile controller; echo HOSTILE-EXIT-$?\r"))
+	var rec api.Record
+	for deadline := time.Now().Add(time.Duration(testenv.Slow()) * 12 * time.Minute); ; time.Sleep(2 * time.Second) {
+		if rec, _ = d.Run(id); rec.Final() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hostile person's run has not ended: %+v", rec)
+		}
+	}
+	t.Logf("%s: %s %q in %s", id, rec.State, rec.Reason, time.Since(start).Round(time.Second))
+	select {
+	case <-shown:
+	case <-time.After(30 * time.Second):
+		t.Error("the person's terminal stayed open after the run ended")
+	}
+	// The rows as the recording kept them (what a reader of the published run sees), the
+	// terminal's line endings made plain.
+	_, screen := castStreams(t, mustCast(t, rec.Dir))
+	hb.judge(t, rec.Dir, strings.ReplaceAll(screen, "\r\n", "\n"), rec.State, true)
+	if t.Failed() {
+		t.Logf("the person's terminal showed (%d bytes; its start):\n%s", len(screen), cut(screen, 4000))
+	}
 }

@@ -77,8 +77,9 @@ func (f *fixture) checkCall(t *testing.T, n int, c outputCase, got result, e aud
 // No output is ever lost (issue 28): compute calls of several runs at once, short and long
 // outputs, output right before the exit, and calls killed at their limit; every byte each call
 // wrote is compared with what the agent received, the call log and the audit's output_bytes and
-// output_sha256. SEALRUN_TEST_OUTPUT_CALLS sets the number of calls (default 1,000; the cgroup v2
-// guest under emulation runs fewer).
+// output_sha256. SEALRUN_TEST_OUTPUT_CALLS sets the number of calls (default 1,000,
+// as make test's runc stage runs it; its crun and gVisor stages run 300, the emulated cgroup v2
+// guest 100: the same paths, fewer times).
 func TestNoOutputLost(t *testing.T) {
 	total := 1000
 	if s := os.Getenv("SEALRUN_TEST_OUTPUT_CALLS"); s != "" {
