@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -192,6 +193,7 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 // what only it can see (did a listener accept, does a stored candidate hold a secret, did a
 // call log outgrow its cap). The table is printed; any escape fails the test.
 func TestHostileScaffold(t *testing.T) {
+	t.Parallel() // most of its time is the run waiting for its reserve window: the two attack runs wait together
 	tb := newTestbed(t)
 	hb := newHostileBed(t, tb)
 	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Journal: tb.journal}
@@ -339,7 +341,8 @@ func (hb *hostileBed) judge(t *testing.T, dir, transcript, status string, human 
 		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t\n", flag, cut(r.Attack, 70), r.Role, cut(r.Expected, 50), cut(r.Observed, 90), cut(r.Reason, 80))
 	}
 	w.Flush()
-	t.Logf("attack table: %d attacks (%v), %d escapes\n%s", len(rows), per, escapes, tbl.String())
+	took := regexp.MustCompile(`hostile: attacks took \S+`).FindString(transcript)
+	t.Logf("attack table: %d attacks (%v), %d escapes (%s)\n%s", len(rows), per, escapes, took, tbl.String())
 	if d := os.Getenv("SEALRUN_ATTACK_TABLE"); d != "" { // the table, and every row in full
 		var full bytes.Buffer
 		enc := json.NewEncoder(&full)
@@ -548,6 +551,7 @@ func sortedKeys(m map[string]string) []string {
 // the recording kept it: the wall holds from inside an attached shell exactly as from a
 // scaffold's process.
 func TestHostileHuman(t *testing.T) {
+	t.Parallel() // most of its time is the run waiting for its reserve window: the two attack runs wait together
 	tb := newTestbed(t)
 	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
 	tb.cfg.Group = "root"
