@@ -40,7 +40,8 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 		}
 	}
 	rs.clock = t.Budget.Start(policy.Clock(rs.now))
-	rs.started, rs.deadline = rs.clock.Start, rs.clock.Deadline
+	sched := rs.clock.Schedule()
+	rs.started, rs.deadline = sched.Start, sched.Deadline
 	if human == nil {
 		x.state(spec.ID, api.StateRunning, "")
 	} else {

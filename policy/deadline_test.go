@@ -70,3 +70,51 @@ func TestRunClockUsesInjectedClock(t *testing.T) {
 		t.Error("Phase.String")
 	}
 }
+
+// A pause stops the clock where it is, and its end moves the deadline and the reserve window by
+// its length; something due on the clock is not due while paused, and due later by the pause.
+func TestRunClockPause(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	c := Budget{Wall: 10 * time.Minute, CallLimit: 3 * time.Minute, Reserve: 2 * time.Minute}.Start(func() time.Time { return now })
+	now = now.Add(4 * time.Minute)
+	mark := c.PausedFor()
+	changed := c.Changed()
+	if at, ok := c.Pause(); !ok || !at.Equal(now) {
+		t.Fatalf("Pause = %v %v", at, ok)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Error("a pause did not signal Changed")
+	}
+	if _, ok := c.Pause(); ok {
+		t.Error("a second Pause while paused was granted")
+	}
+	now = now.Add(30 * time.Minute) // long past the deadline, on the wall
+	if c.Phase() != PhaseRunning || c.TimeLeft() != 6*time.Minute || c.CallLimit() != 3*time.Minute || c.UntilReserve() != 4*time.Minute {
+		t.Errorf("paused: %v %v %v %v", c.Phase(), c.TimeLeft(), c.CallLimit(), c.UntilReserve())
+	}
+	if _, due := c.Due(start.Add(5*time.Minute), mark); due {
+		t.Error("something was due while the clock was paused")
+	}
+	if c.PausedFor() != 30*time.Minute {
+		t.Errorf("PausedFor = %v", c.PausedFor())
+	}
+	if d := c.Resume(); d != 30*time.Minute {
+		t.Errorf("Resume = %v", d)
+	}
+	if c.Resume() != 0 {
+		t.Error("Resume while running moved the clock")
+	}
+	s := c.Schedule()
+	if !s.Deadline.Equal(start.Add(40*time.Minute)) || !s.ReserveStart.Equal(start.Add(38*time.Minute)) || !s.Start.Equal(start) {
+		t.Errorf("after the pause: %+v", s)
+	}
+	if c.TimeLeft() != 6*time.Minute || c.Phase() != PhaseRunning {
+		t.Errorf("resumed: %v %v", c.TimeLeft(), c.Phase())
+	}
+	if due, ok := c.Due(start.Add(5*time.Minute), mark); !ok || !due.Equal(start.Add(35*time.Minute)) {
+		t.Errorf("Due = %v %v", due, ok)
+	}
+}

@@ -164,7 +164,7 @@ type keySpec struct {
 }
 
 // optionalKeys may be left out; a track without them keeps its id.
-var optionalKeys = map[string]bool{"budget.max_tokens": true, "budget.max_cost": true, "human.image": true}
+var optionalKeys = map[string]bool{"budget.max_tokens": true, "budget.max_cost": true, "human.image": true, "human.pauses": true}
 
 // optionalTables may be left out; a track without them keeps its id.
 var optionalTables = map[string]bool{"human": true}
@@ -186,7 +186,7 @@ var schema = []tableSpec{
 	{"scaffold", []keySpec{{"name", kString}, {"version", kString}, {"config_sha256", kSHA256}}},
 	{"seeds", []keySpec{{"required", kPositive}}},
 	{"resources", []keySpec{{"gpus", kNonNegative}, {"cpus", kPositive}, {"memory", kSize}, {"workspace", kSize}}},
-	{"human", []keySpec{{"start", kDuration}, {"image", kImage}}},
+	{"human", []keySpec{{"start", kDuration}, {"image", kImage}, {"pauses", kDuration}}},
 }
 
 type validator struct {
@@ -307,7 +307,10 @@ func (v *validator) track(md toml.MetaData) *Track {
 	t.Seeds.Required = num("seeds.required")
 	t.Resources = Resources{GPUs: num("resources.gpus"), CPUs: num("resources.cpus"), Memory: num("resources.memory"), Workspace: num("resources.workspace")}
 	if _, ok := v.raw["human"].(map[string]any); ok {
-		t.Human = &Human{Start: dur("human.start"), Image: img("human.image")}
+		t.Human = &Human{Start: dur("human.start"), Image: img("human.image"), Pauses: dur("human.pauses")}
+		if _, ok := got["budget.wall"]; ok && t.Human.Pauses > t.Budget.Wall {
+			v.add("human.pauses", "%s is longer than budget.wall (%s): pauses stop the clock of a run, and a run may not stop for longer than it runs; set pauses <= %s", t.Human.Pauses, t.Budget.Wall, t.Budget.Wall)
+		}
 	}
 
 	// Cross-key rules, only where both sides parsed.

@@ -419,10 +419,16 @@ func TestHumanTable(t *testing.T) {
 	if err != nil || h.Human.Image.String() != img {
 		t.Fatalf("human image: %v, %+v", err, h)
 	}
+	h, err = Parse("t.toml", []byte(base+"\n[human]\nstart = \"1m\"\npauses = \"10m\"\n"))
+	if err != nil || h.Human.Pauses != 10*time.Minute {
+		t.Fatalf("human pauses: %v, %+v", err, h)
+	}
 	for _, c := range []struct{ add, key, want string }{
 		{"[human]\n", "human.start", "missing key"},
 		{"[human]\nstart = \"0s\"\n", "human.start", "positive"},
-		{"[human]\nstart = \"15m\"\npauses = \"5m\"\n", "human.pauses", "unknown key; [human] takes start, image"},
+		{"[human]\nstart = \"15m\"\nbreaks = \"5m\"\n", "human.breaks", "unknown key; [human] takes start, image, pauses"},
+		{"[human]\nstart = \"15m\"\npauses = \"0s\"\n", "human.pauses", "positive"},
+		{"[human]\nstart = \"15m\"\npauses = \"100h\"\n", "human.pauses", "longer than budget.wall"},
 		{"[human]\nstart = \"15m\"\nimage = \"busybox:latest\"\n", "human.image", "pinned by digest"},
 		{"human = \"yes\"\n", "human", "expected a table [human]"},
 	} {

@@ -122,6 +122,10 @@ type Human struct {
 	// Image is the human controller image (a shell, an editor, the usual tools; no GPU, no
 	// Python); zero: the track's controller image, with its shell.
 	Image ImageRef
+	// Pauses is how long, in all, the operator may pause one run (sealrun pause): the clock,
+	// the person's shell and their compute stop, and the deadline moves by the pause. Zero: the
+	// track allows no pauses.
+	Pauses time.Duration
 }
 
 // TaskAIRS is the kind of an AIRS-Bench task: a directory of metadata.yaml, the description and

@@ -33,6 +33,16 @@ type callState struct {
 	argv  []string
 	start time.Time
 	limit time.Duration
+
+	mu sync.Mutex
+	c  *sandbox.Container // its container while it runs: frozen for a pause
+}
+
+// container sets (or, nil, clears) the call's running container.
+func (cs *callState) container(c *sandbox.Container) {
+	cs.mu.Lock()
+	cs.c = c
+	cs.mu.Unlock()
 }
 
 // resolveDir maps a directory the agent named (absolute under /workspace, or relative to its
@@ -164,6 +174,11 @@ func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
 		st.stderrf("refused: compute is refused in the reserve window; the reserve window is for runner submit, promote and finalize")
 		st.exit(ExitRefused)
 		return
+	case s.paused:
+		s.mu.Unlock()
+		st.stderrf("refused: the run is paused by its operator; compute starts again when the pause ends")
+		st.exit(ExitRefused)
+		return
 	case s.running != nil:
 		run := s.running
 		s.mu.Unlock()
@@ -246,7 +261,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 		c, err = s.startCall(ctx, cs, req, cwd, out)
 		if err == nil {
 			rec.Container = c.ID
-			code, werr = superviseCall(ctx, c, cs, &rec)
+			code, werr = s.superviseCall(ctx, c, cs, &rec)
 			if !sandbox.NeverRan(werr) || rec.LimitHit || rec.Status == audit.CallCancelled {
 				break
 			}
@@ -299,28 +314,84 @@ func (s *Service) startCall(ctx context.Context, cs *callState, req CallRequest,
 }
 
 // superviseCall waits for the call's container to exit, killing it at the call's limit (frozen
-// first, so that nothing more happens in between) or when the client goes away.
-func superviseCall(ctx context.Context, c *sandbox.Container, cs *callState, rec *audit.Call) (code int, werr error) {
-	limitTimer := time.NewTimer(cs.limit)
-	defer limitTimer.Stop()
+// first, so that nothing more happens in between) or when the client goes away. The limit is on
+// the run's clock: a pause of the run (its container frozen meanwhile) moves it later by the
+// pause's length.
+func (s *Service) superviseCall(ctx context.Context, c *sandbox.Container, cs *callState, rec *audit.Call) (code int, werr error) {
 	waited := make(chan struct{})
 	go func() {
 		code, werr = c.Wait(context.Background())
 		close(waited)
 	}()
-	select {
-	case <-waited:
-	case <-limitTimer.C:
-		rec.LimitHit = true
-		c.Freeze() // nothing more happens between the limit and the kill
-		c.Kill(context.Background(), syscall.SIGKILL)
-		<-waited
-	case <-ctx.Done():
-		rec.Status = audit.CallCancelled
-		c.Kill(context.Background(), syscall.SIGKILL)
-		<-waited
+	cs.container(c)
+	defer cs.container(nil)
+	s.mu.Lock()
+	if s.paused { // paused between the admission and the start
+		c.Freeze()
 	}
-	return code, werr
+	s.mu.Unlock()
+	// The limit runs from now (a retried start has what was left of it) on the run's clock.
+	limitAt, mark := time.Now().Add(cs.limit), s.o.clock.PausedFor()
+	limitTimer := time.NewTimer(time.Hour)
+	defer limitTimer.Stop()
+	for {
+		changed := s.o.clock.Changed()
+		limitTimer.Stop()
+		var limitC <-chan time.Time
+		if due, ok := s.o.clock.Due(limitAt, mark); ok {
+			limitTimer.Reset(time.Until(due))
+			limitC = limitTimer.C
+		}
+		select {
+		case <-waited:
+			return code, werr
+		case <-changed:
+			continue
+		case <-limitC:
+			rec.LimitHit = true
+			c.Freeze() // nothing more happens between the limit and the kill
+			c.Kill(context.Background(), syscall.SIGKILL)
+			<-waited
+			return code, werr
+		case <-ctx.Done():
+			rec.Status = audit.CallCancelled
+			c.Kill(context.Background(), syscall.SIGKILL)
+			c.Thaw() // a call paused when its client went away
+			<-waited
+			return code, werr
+		}
+	}
+}
+
+// Pause freezes the compute call under way, if any, and refuses new ones until Resume: the run's
+// operator paused the run (its clock, paused with it, moves the call's limit by the pause).
+func (s *Service) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paused = true
+	if cs := s.running; cs != nil {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.c != nil {
+			return cs.c.Freeze()
+		}
+	}
+	return nil
+}
+
+// Resume thaws the call Pause froze and lets new ones start.
+func (s *Service) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paused = false
+	if cs := s.running; cs != nil {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.c != nil {
+			return cs.c.Thaw()
+		}
+	}
+	return nil
 }
 
 // endCall records how the call ended, tells the agent why a kill happened, and finishes the
@@ -344,7 +415,7 @@ func (s *Service) endCall(st *stream, cs *callState, rec *audit.Call, out *outpu
 	case rec.LimitHit:
 		rec.Status, rec.Exit = audit.CallLimit, ExitLimit
 		code = ExitLimit
-		st.stderrf("[killed: the call limit of %s was reached at %s (call limit = min(%s, time until the reserve window))]", FormatDuration(cs.limit), s.o.wall().UTC().Format(time.RFC3339), FormatDuration(s.o.clock.Schedule.CallLimit))
+		st.stderrf("[killed: the call limit of %s was reached at %s (call limit = min(%s, time until the reserve window))]", FormatDuration(cs.limit), s.o.wall().UTC().Format(time.RFC3339), FormatDuration(s.o.clock.Schedule().CallLimit))
 	case rec.Status == audit.CallCancelled:
 		rec.Exit = code
 		rec.Error = "the client disconnected; the call was killed"

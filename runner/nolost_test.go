@@ -126,7 +126,7 @@ func TestNoOutputLost(t *testing.T) {
 	// a loaded host (CI runs packages in parallel): with 2 s, a call was once killed before seq
 	// had written anything, which is a limit doing its job, not output lost.
 	lim := newFixture(t)
-	lim.clock.set(lim.rc.Start.Add(55*time.Minute - time.Duration(8*testenv.Slow())*time.Second))
+	lim.clock.set(lim.rc.Started().Add(55*time.Minute - time.Duration(8*testenv.Slow())*time.Second))
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

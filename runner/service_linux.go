@@ -145,6 +145,7 @@ type Service struct {
 	running *callState
 	done    int
 	over    bool // the run has ended: every verb but time_left and status is refused
+	paused  bool // the run is paused (Pause): compute calls are refused
 }
 
 // NewService makes the service of the run run; opts are what is optional. Every field of cfg is

@@ -278,7 +278,7 @@ func TestOutputStreamsLive(t *testing.T) {
 // while submit/promote/finalize/history still answer.
 func TestLimitAndReserveWindow(t *testing.T) {
 	f := newFixture(t, WithJudge(&fakeJudge{}))
-	start := f.rc.Start
+	start := f.rc.Started()
 	f.clock.set(start.Add(55*time.Minute - 2*time.Second)) // 2 s before the reserve window
 	t0 := time.Now()
 	r := f.runner("sh", "-c", "sleep 60 & sleep 60; echo never")
@@ -649,4 +649,70 @@ func TestServeWaitsForCallsUnderWay(t *testing.T) {
 		t.Errorf("when Serve returned, the audit log held %d entries; want the cut-short call's", len(es))
 	}
 	<-done
+}
+
+// A pause of the run freezes the compute call under way (nothing of it runs meanwhile) and
+// refuses new ones; its end thaws the call, whose limit has moved by the pause: a call that
+// needs 2 s of its 3 s limit, paused for 4 s of the wall, ends well.
+func TestPauseFreezesTheCall(t *testing.T) {
+	f := newFixture(t)
+	start := f.rc.Started()
+	f.clock.set(start.Add(55*time.Minute - 3*time.Second)) // a 3 s limit: the reserve window's
+	cmd := exec.Command(f.client, "sh", "-c", `i=0; while [ $i -lt 20 ]; do i=$((i+1)); echo tick $i; sleep 0.1; done; echo done`)
+	cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+	out, _ := cmd.StdoutPipe()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		at   time.Time
+		text string
+	}
+	lines := make(chan line, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- line{time.Now(), sc.Text()}
+		}
+		close(lines)
+	}()
+	if l := <-lines; l.text != "tick 1" {
+		t.Fatalf("first line %q", l.text)
+	}
+	f.rc.Pause()
+	if err := f.svc.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	if r := f.runner("true"); r.code != ExitRefused || !strings.Contains(r.stderr, "paused") {
+		t.Errorf("a call while paused: %+v", r)
+	}
+	time.Sleep(4 * time.Second) // past the call's limit, on the wall
+	f.clock.set(f.clock.now().Add(4 * time.Second))
+	resumed := time.Now()
+	f.rc.Resume()
+	if err := f.svc.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	var during []string
+	last := ""
+	for l := range lines {
+		// What was on its way when the freeze took (a line or two) may arrive just after.
+		if l.at.After(paused.Add(500*time.Millisecond)) && l.at.Before(resumed) {
+			during = append(during, l.text)
+		}
+		last = l.text
+	}
+	err := cmd.Wait()
+	if err != nil || last != "done" {
+		t.Errorf("the paused call: %v, last line %q, stderr %q", err, last, errb.String())
+	}
+	if len(during) > 0 {
+		t.Errorf("the call ran while paused: %q", during)
+	}
+	if e := f.entries()[0]; e.LimitHit || e.Status != "exited" || e.Exit != 0 {
+		t.Errorf("audit: %+v", e)
+	}
 }

@@ -28,7 +28,7 @@ func (s *Service) handleTimeLeft(w http.ResponseWriter, r *http.Request) {
 	var line string
 	switch s.o.clock.Phase() {
 	case policy.PhaseRunning:
-		line = fmt.Sprintf("%s left; reserve window starts in %s", FormatDuration(left), FormatDuration(s.o.clock.ReserveStart.Sub(s.o.clock.Now())))
+		line = fmt.Sprintf("%s left; reserve window starts in %s", FormatDuration(left), FormatDuration(s.o.clock.UntilReserve()))
 	case policy.PhaseReserve:
 		line = fmt.Sprintf("%s left; in the reserve window: submit, promote and finalize only", FormatDuration(left))
 	default:
