@@ -119,6 +119,25 @@ func (c *Client) Cancel(ctx context.Context, id string) (Record, error) {
 	return rec, err
 }
 
+// Pause pauses human run id (POST /runs/{id}/pause): its clock, its shell and its compute stop
+// until Resume or for at most d (zero: what the track's allowance leaves).
+func (c *Client) Pause(ctx context.Context, id, reason string, d time.Duration) (Record, error) {
+	req := PauseRequest{Reason: reason}
+	if d > 0 {
+		req.For = d.String()
+	}
+	var rec Record
+	err := c.Do(ctx, http.MethodPost, "/runs/"+url.PathEscape(id)+"/pause", req, &rec)
+	return rec, err
+}
+
+// Resume ends the pause of run id (POST /runs/{id}/resume).
+func (c *Client) Resume(ctx context.Context, id string) (Record, error) {
+	var rec Record
+	err := c.Do(ctx, http.MethodPost, "/runs/"+url.PathEscape(id)+"/resume", nil, &rec)
+	return rec, err
+}
+
 // File is one of a run's files as the admin API serves it (GET /runs/{id}/files/{name}; name as
 // daemon/API.md lists them: journal, report-html, call-N, …), whole.
 func (c *Client) File(ctx context.Context, id, name string) ([]byte, error) {

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Run states.
@@ -46,6 +49,39 @@ type Record struct {
 	Dir    string   `json:"dir"`
 	// Waiting says, for a queued run, its place and what it waits for.
 	Waiting string `json:"waiting,omitempty"`
+	// Paused is when a pause of the run began, while it lasts (sealrun pause); Deadline moves
+	// when it ends.
+	Paused time.Time `json:"paused,omitzero"`
+}
+
+// PauseRequest is the body of POST /v1/runs/{id}/pause: why (shown in the audit log, the
+// attestation and the leaderboard's row) and for how long at most (a Go duration; empty: what
+// the track's human.pauses leaves).
+type PauseRequest struct {
+	Reason string `json:"reason"`
+	For    string `json:"for,omitempty"`
+}
+
+// MaxPauseReason bounds a pause's reason, in bytes.
+const MaxPauseReason = 300
+
+// CheckPauseReason says what is wrong with a pause's reason: it is text a reader of the published
+// run sees, one line of 1 to MaxPauseReason bytes of UTF-8 without control characters.
+func CheckPauseReason(s string) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return fmt.Errorf("a pause needs its reason (--reason \"fire alarm\"): it is published with the run")
+	case len(s) > MaxPauseReason:
+		return fmt.Errorf("the reason is %d bytes; at most %d", len(s), MaxPauseReason)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("the reason is not UTF-8 text")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("the reason holds a control character (%U): write it on one line of plain text", r)
+		}
+	}
+	return nil
 }
 
 // Score is the run's result in a few words: "7/12" for an exam run, "Accuracy 0.95" (or

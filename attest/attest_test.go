@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
 )
@@ -339,6 +340,48 @@ func TestSignRefusesBrokenAirGap(t *testing.T) {
 		mutate(&st.Predicate.AirGap.Containers[1]) // the runner
 		if _, err := Sign(context.Background(), st, signer(t, "ed25519")); err == nil || !strings.Contains(err.Error(), "air_gap.containers[1]") || !strings.Contains(err.Error(), "runner netns") {
 			t.Errorf("%s: Sign = %v; want a refusal naming air_gap.containers[1]", name, err)
+		}
+	}
+}
+
+// A human run's pauses: signed and verified where the track allows them and the deadline moved
+// by them; refused where they break a rule, each naming its field.
+func TestPauses(t *testing.T) {
+	paused := func(edit func(p *Predicate)) *Statement {
+		st, _ := fixture(t, 2, 3)
+		p := st.Predicate
+		p.Budget.Pauses = "15m0s"
+		s := p.Timeline.Started
+		p.Timeline.Pauses = []Pause{
+			{Start: s.Add(5 * time.Minute), End: s.Add(9 * time.Minute), By: "root", Reason: "fire alarm"},
+			{Start: s.Add(20 * time.Minute), End: s.Add(30 * time.Minute), By: "root", Reason: "the person's laptop died"},
+		}
+		p.Timeline.Deadline = p.Timeline.Deadline.Add(14 * time.Minute)
+		p.Timeline.Finished = p.Timeline.Finished.Add(14 * time.Minute)
+		if edit != nil {
+			edit(p)
+		}
+		return st
+	}
+	env := sign(t, paused(nil), "ed25519")
+	if _, err := Verify(env, verifier(t, "ed25519")); err != nil {
+		t.Fatalf("a run with two pauses: %v", err)
+	}
+	for _, c := range []struct {
+		name, want string
+		edit       func(p *Predicate)
+	}{
+		{"no allowance", "budget.pauses", func(p *Predicate) { p.Budget.Pauses = "" }},
+		{"deadline not moved", "timeline.deadline", func(p *Predicate) { p.Timeline.Deadline = p.Timeline.Deadline.Add(-14 * time.Minute) }},
+		{"over the allowance", "more than budget.pauses", func(p *Predicate) { p.Budget.Pauses = "10m0s" }},
+		{"overlapping", "timeline.pauses[1].start", func(p *Predicate) { p.Timeline.Pauses[1].Start = p.Timeline.Pauses[0].Start.Add(time.Minute) }},
+		{"ends before it starts", "timeline.pauses[0].end", func(p *Predicate) { p.Timeline.Pauses[0].End = p.Timeline.Pauses[0].Start.Add(-time.Second) }},
+		{"before the run", "timeline.pauses[0].start", func(p *Predicate) { p.Timeline.Pauses[0].Start = p.Timeline.Started.Add(-time.Second) }},
+		{"no reason", "timeline.pauses[0]", func(p *Predicate) { p.Timeline.Pauses[0].Reason = " " }},
+	} {
+		_, err := Sign(context.Background(), paused(c.edit), signer(t, "ed25519"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Sign = %v, want %s", c.name, err, c.want)
 		}
 	}
 }

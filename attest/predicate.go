@@ -210,15 +210,50 @@ func checkTimeline(p *Predicate, dur map[string]time.Duration) error {
 			return bad("timeline."+x.field, "is missing")
 		}
 	}
-	switch {
-	case t.Started.Before(t.Queued):
+	if t.Started.Before(t.Queued) {
 		return bad("timeline", "started %s is before queued %s", t.Started.Format(time.RFC3339Nano), t.Queued.Format(time.RFC3339Nano))
-	case !t.Deadline.Equal(t.Started.Add(dur["wall"])):
-		return bad("timeline.deadline", "is %s but started + wall is %s", t.Deadline.Format(time.RFC3339Nano), t.Started.Add(dur["wall"]).Format(time.RFC3339Nano))
+	}
+	if err := checkPauses(p); err != nil {
+		return err
+	}
+	switch {
+	case !t.Deadline.Equal(t.Started.Add(dur["wall"] + t.PausedFor())):
+		return bad("timeline.deadline", "is %s but started + wall + the pauses (%s) is %s", t.Deadline.Format(time.RFC3339Nano), t.PausedFor(), t.Started.Add(dur["wall"]+t.PausedFor()).Format(time.RFC3339Nano))
 	case t.Finished.Before(t.Started):
 		return bad("timeline.finished", "is before started")
 	case r.Status != StatusInvalid && t.Finished.After(t.Deadline.Add(dur["grading"])):
 		return bad("timeline.finished", "%s is after deadline + grading limit (%s)", t.Finished.Format(time.RFC3339Nano), t.Deadline.Add(dur["grading"]).Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// checkPauses checks the pauses: only where the track allows them, each within the run, after
+// the one before it, with its reason, and all of them within the allowance.
+func checkPauses(p *Predicate) error {
+	t := p.Timeline
+	if len(t.Pauses) == 0 {
+		return nil
+	}
+	allowed, err := time.ParseDuration(p.Budget.Pauses)
+	if p.Budget.Pauses == "" || err != nil || allowed <= 0 {
+		return bad("timeline.pauses", "the run has %d pauses but budget.pauses is %q: a track that allows pauses says how long", len(t.Pauses), p.Budget.Pauses)
+	}
+	prev := t.Started
+	for i, x := range t.Pauses {
+		field := fmt.Sprintf("timeline.pauses[%d]", i)
+		switch {
+		case x.Start.Before(prev) || x.Start.After(t.Finished):
+			return bad(field+".start", "%s is before the run's start or the pause before it, or after the run's end", x.Start.Format(time.RFC3339Nano))
+		case x.End.Before(x.Start) || x.End.After(t.Finished):
+			return bad(field+".end", "%s is before its start or after the run's end", x.End.Format(time.RFC3339Nano))
+		case strings.TrimSpace(x.Reason) == "" || x.By == "":
+			return bad(field, "has no reason or no one who granted it")
+		}
+		prev = x.End
+	}
+	// A pause the allowance ended is ended by a timer: a second of slack for it.
+	if d := t.PausedFor(); d > allowed+time.Second {
+		return bad("timeline.pauses", "last %s in all, more than budget.pauses (%s)", d, allowed)
 	}
 	return nil
 }
@@ -400,12 +435,12 @@ func normDur(s string) string {
 func PredicateFromTrack(t *policy.Track) *Predicate {
 	if t.Task != nil {
 		p := PredicateFromTrack(&policy.Track{ID: t.ID, Name: t.Name, Version: t.Version, Status: t.Status, Seeds: t.Seeds,
-			Images: t.Images, Scaffold: t.Scaffold, Budget: t.Budget, Artifact: t.Artifact})
+			Images: t.Images, Scaffold: t.Scaffold, Budget: t.Budget, Artifact: t.Artifact, Human: t.Human})
 		p.Exam, p.Kit = ExamInfo{}, KitInfo{}
 		p.Task = &TaskInfo{Kind: t.Task.Kind, Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256}
 		return p
 	}
-	return &Predicate{
+	p := &Predicate{
 		Track:    TrackInfo{ID: t.ID, Name: t.Name, Version: t.Version, Status: string(t.Status), SeedsRequired: t.Seeds.Required},
 		Exam:     ExamInfo{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions)},
 		Images:   ImagesInfo{Controller: t.Images.Controller.String(), Runner: t.Images.Runner.String(), Grader: t.Images.Grader.String()},
@@ -414,6 +449,10 @@ func PredicateFromTrack(t *policy.Track) *Predicate {
 		Budget: Budget{Wall: t.Budget.Wall.String(), CallLimit: t.Budget.CallLimit.String(), Reserve: t.Budget.Reserve.String(),
 			Grading: t.Budget.Grading.String(), MaxGzipBytes: t.Artifact.MaxGzipBytes, MaxTokens: t.Budget.MaxTokens, MaxCost: maxCost(t.Budget.MaxCost)},
 	}
+	if t.Human != nil && t.Human.Pauses > 0 {
+		p.Budget.Pauses = t.Human.Pauses.String()
+	}
+	return p
 }
 
 func maxCost(m policy.Money) string {

@@ -239,6 +239,9 @@ type Budget struct {
 	// MaxTokens and MaxCost are the track's bounds on the model (absent when it has none).
 	MaxTokens int64  `json:"max_tokens,omitempty"`
 	MaxCost   string `json:"max_cost,omitempty"`
+	// Pauses is how long, in all, the operator may pause a human run (the track's human.pauses;
+	// absent when it allows none).
+	Pauses string `json:"pauses,omitempty"`
 }
 
 // Host describes the machine and software the run used.
@@ -274,8 +277,27 @@ type AirGapContainer struct {
 type Timeline struct {
 	Queued   time.Time `json:"queued"`
 	Started  time.Time `json:"started"`
-	Deadline time.Time `json:"deadline"`
+	Deadline time.Time `json:"deadline"` // started + wall + the pauses' lengths
 	Finished time.Time `json:"finished"`
+	// Pauses are the pauses the operator granted a human run, in order (absent: none).
+	Pauses []Pause `json:"pauses,omitempty"`
+}
+
+// Pause is one pause of a run: from Start to End its clock, its shell and its compute stood still.
+type Pause struct {
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+}
+
+// PausedFor is the pauses' lengths in all.
+func (t Timeline) PausedFor() time.Duration {
+	var d time.Duration
+	for _, p := range t.Pauses {
+		d += p.End.Sub(p.Start)
+	}
+	return d
 }
 
 // Submissions is the append-only history of candidates and the head of its hash chain.

@@ -26,6 +26,7 @@ const (
 	KindTaskPrepare   = "task_prepare"   // TaskPrepare: the daemon, a task's own preparation
 	KindTerminal      = "terminal"       // Terminal: the controller, one segment of a human run's recording
 	KindAttach        = "attach"         // Attach: the daemon, a person attaching to or leaving a human run
+	KindPause         = "pause"          // Pause: the daemon, a pause of a human run beginning or ending
 )
 
 // Gateway is the record of one model request through the gateway (kind "gateway").
@@ -227,4 +228,24 @@ type Attach struct {
 	Event  string    `json:"event"`  // AttachStart, AttachEnd, AttachWatch, AttachUnwatch
 	User   string    `json:"user"`   // who, as the admin socket's peer credentials name them
 	Reason string    `json:"reason,omitempty"`
+}
+
+// The events of a pause.
+const (
+	PauseStart = "pause"  // the operator paused the run: the clock, the shell and compute stop
+	PauseEnd   = "resume" // the pause ended: the deadline moved by its length
+)
+
+// Pause is the record of a pause of a human run beginning (PauseStart: who granted it, why, for
+// how long at most) or ending (PauseEnd: who or what ended it, its length, the deadline it moved
+// to) (kind "pause").
+type Pause struct {
+	Time     time.Time `json:"time"`
+	Event    string    `json:"event"`
+	By       string    `json:"by"`
+	Reason   string    `json:"reason"`
+	For      string    `json:"for,omitempty"`     // PauseStart: its longest length (the allowance left, or less)
+	Length   string    `json:"length,omitempty"`  // PauseEnd
+	Deadline time.Time `json:"deadline,omitzero"` // PauseEnd: the run's deadline now
+	Left     string    `json:"allowance_left"`    // what the track's human.pauses leaves after it
 }
