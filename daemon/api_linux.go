@@ -74,6 +74,8 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/files/{name}", d.file)
 	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/transcript", d.transcriptOf)
 	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/attach", d.attach)
+	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/pause", d.pauseRun)
+	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/resume", d.resumeRun)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "%s %s is not an API path; see daemon/API.md (paths start with %s)", r.Method, r.URL.Path, apiVersion)
 	})

@@ -292,7 +292,21 @@ func (d *Daemon) apply(e api.Event) error {
 				r.Deadline = e.Time.Add(s.Track.Budget.Wall)
 			}
 		case api.StateGraded, api.StateFailed, api.StateInvalid:
-			r.Finished = e.Time
+			r.Finished, r.Paused = e.Time, time.Time{}
+		}
+	case eventPaused:
+		if r := d.runs[e.Run]; r != nil {
+			r.Paused = e.Time
+		}
+	case eventResumed:
+		if r := d.runs[e.Run]; r != nil {
+			var data struct {
+				Deadline time.Time `json:"deadline"`
+			}
+			if json.Unmarshal(e.Data, &data) == nil && !data.Deadline.IsZero() {
+				r.Deadline = data.Deadline
+			}
+			r.Paused = time.Time{}
 		}
 	case "result":
 		if r := d.runs[e.Run]; r != nil {

@@ -148,7 +148,8 @@ type runState struct {
 
 	// serve's (zero when the run ended before its clock started)
 	clock             *policy.RunClock
-	started, deadline time.Time
+	started, deadline time.Time      // deadline: moved by the pauses
+	pauses            []attest.Pause // a human run's, granted by its operator
 	gsvc              *grader.Service
 	hist              *grader.History // gsvc's, or the one Invalidate opened
 

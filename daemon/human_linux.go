@@ -70,6 +70,7 @@ type humanRun struct {
 	sess    *controller.Session
 	rec     *controller.Recording
 	started atomic.Pointer[time.Time] // the clock's start, once it has started
+	pauser  atomic.Pointer[pauser]    // while its controller runs: what a pause freezes
 }
 
 // sessions are the human runs being served, by run id (the attach handler's way in).

@@ -82,11 +82,11 @@ func (m *tmux) waitFor(pane, want string, timeout time.Duration) []string {
 }
 
 // humanTestbed is a testbed whose track takes human runs, its daemon served on a socket.
-func humanTestbed(t *testing.T, humanStart string) (*testbed, *Daemon, string, string) {
+func humanTestbed(t *testing.T, humanStart string, more ...string) (*testbed, *Daemon, string, string) {
 	tb := newTestbed(t)
 	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
 	tb.cfg.Group = "root"
-	tb.trackTOML += "\n[human]\nstart = \"" + humanStart + "\"\n"
+	tb.trackTOML += "\n[human]\nstart = \"" + humanStart + "\"\n" + strings.Join(more, "")
 	trackFile := filepath.Join(tb.base, "track.toml")
 	os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
 	d := startDaemon(t, tb, tb.executor())

@@ -100,7 +100,16 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 		var err error
 		ctl, err = startController()
 		if err == nil {
+			var pz *pauser
+			if human != nil {
+				pz = &pauser{rs: rs, ctl: ctl, rsvc: rsvc}
+				human.pauser.Store(pz)
+			}
 			status, reason = rs.await(ctx, ctl, rsvc, finalized)
+			if pz != nil { // a pause under way ends with the run: the shell and compute thawed to stop
+				human.pauser.Store(nil)
+				rs.pauses = append(rs.pauses, pz.stop("the run ended")...)
+			}
 			if status != "" || !rs.neverRan(ctl) {
 				break
 			}
@@ -199,6 +208,9 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 	x, id := rs.x, rs.spec.ID
 	timer := time.NewTimer(time.Until(rs.deadline))
 	defer timer.Stop()
+	// The deadline moves when a pause ends (a human run's): the timer follows the clock, and
+	// is not set while the clock stands still.
+	defer func() { rs.deadline = rs.clock.Schedule().Deadline }()
 	// After finalize or a failure nothing new may start; the scaffold gets a moment to read
 	// the confirmation or why (its runner client prints it) before it is frozen.
 	wind := func() {
@@ -208,25 +220,36 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 		case <-time.After(time.Second):
 		}
 	}
-	select {
-	case <-timer.C:
-		x.event(id, "deadline", "")
-	case <-finalized:
-		x.event(id, "finalized", "")
-		wind()
-	case <-ctl.Done():
-		if err := ctl.Exited(); err != nil {
-			if sandbox.NeverRan(err) {
-				return "", "" // serve starts it again, once
-			}
-			return api.StateInvalid, "infrastructure: controller: " + err.Error()
+	for {
+		changed := rs.clock.Changed()
+		timer.Stop()
+		var deadline <-chan time.Time
+		if _, paused := rs.clock.Paused(); !paused {
+			timer.Reset(time.Until(rs.clock.Schedule().Deadline))
+			deadline = timer.C
 		}
-		x.event(id, "agent_exited", ctl.Ended()+" before the deadline; the run ends now")
-	case <-rs.io.infraCh:
-		status, reason = api.StateInvalid, "infrastructure: "+rs.io.infra.Error()
-		wind()
-	case <-ctx.Done():
-		status, reason = api.StateInvalid, "cancelled"
+		select {
+		case <-changed:
+			continue
+		case <-deadline:
+			x.event(id, "deadline", "")
+		case <-finalized:
+			x.event(id, "finalized", "")
+			wind()
+		case <-ctl.Done():
+			if err := ctl.Exited(); err != nil {
+				if sandbox.NeverRan(err) {
+					return "", "" // serve starts it again, once
+				}
+				return api.StateInvalid, "infrastructure: controller: " + err.Error()
+			}
+			x.event(id, "agent_exited", ctl.Ended()+" before the deadline; the run ends now")
+		case <-rs.io.infraCh:
+			status, reason = api.StateInvalid, "infrastructure: "+rs.io.infra.Error()
+			wind()
+		case <-ctx.Done():
+			status, reason = api.StateInvalid, "cancelled"
+		}
+		return status, reason
 	}
-	return status, reason
 }

@@ -46,6 +46,10 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 	pred.Build = &build
 	pred.Host.GPUModel, pred.Host.GPUDriver = gpuFacts(x.Cfg, spec.GPUs)
 	pred.Timeline = attest.Timeline{Queued: spec.Queued.UTC(), Started: rs.started.UTC(), Deadline: rs.deadline.UTC(), Finished: finished.UTC()}
+	for _, p := range rs.pauses {
+		p.Start, p.End = p.Start.UTC(), p.End.UTC()
+		pred.Timeline.Pauses = append(pred.Timeline.Pauses, p)
+	}
 	if pred.Timeline.Queued.After(pred.Timeline.Started) {
 		pred.Timeline.Queued = pred.Timeline.Started
 	}

@@ -638,6 +638,18 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 		if e.Reason != "" {
 			ev.Text += ": " + e.Reason
 		}
+	case audit.KindPause:
+		var e audit.Pause
+		if err := decode(&e); err != nil {
+			return Event{}, err
+		}
+		ev.Time, ev.Submission = e.Time, nil
+		switch e.Event {
+		case audit.PauseStart:
+			ev.Text = fmt.Sprintf("paused by %s for at most %s: %s", e.By, e.For, e.Reason)
+		default:
+			ev.Text = fmt.Sprintf("resumed after %s (%s: %s); the deadline is now %s", e.Length, e.By, e.Reason, e.Deadline.UTC().Format(time.TimeOnly))
+		}
 	case KindTaskPrepare:
 		var e audit.TaskPrepare
 		if err := decode(&e); err != nil {

@@ -172,3 +172,55 @@ func relayInput(in io.Reader, a *api.Attachment) {
 		}
 	}
 }
+
+func newPauseCmd() *cobra.Command {
+	var socket, reason string
+	var length time.Duration
+	cmd := &cobra.Command{
+		Use:   "pause RUN --reason TEXT [--for DURATION]",
+		Short: "Pause a human run, where its track allows pauses: its clock, shell and compute stop",
+		Long: `Pause stops a human run's clock and freezes its person's shell and the compute call under way,
+where the track allows pauses ([human] pauses: how long, in all, one run may be paused). The pause
+ends with sealrun resume, or when --for (or what the allowance leaves) is up; its end moves the
+deadline by its length. Each pause is the operator's to grant: its reason, who granted it and its
+length are in the run's audit log, its attestation and its leaderboard row.`,
+		Args: exactArgs(1, "one run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := api.CheckPauseReason(reason); err != nil {
+				return fmt.Errorf("--reason: %w", err)
+			}
+			if length < 0 {
+				return fmt.Errorf("--for %s: give a positive length (such as 10m), or leave it out for what the track's allowance leaves", length)
+			}
+			r, err := api.NewClient(socket).Pause(cmd.Context(), args[0], reason, length)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: paused at %s; its clock, shell and compute stand still until sealrun resume %s (or the pause's length is up)\n", r.ID, r.Paused.Local().Format(time.TimeOnly), r.ID)
+			return nil
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (published with the run; required)")
+	cmd.Flags().DurationVar(&length, "for", 0, "the pause's longest length (default: what the track's allowance leaves)")
+	return cmd
+}
+
+func newResumeCmd() *cobra.Command {
+	var socket string
+	cmd := &cobra.Command{
+		Use:   "resume RUN",
+		Short: "End the pause of a human run: its deadline moves by the pause's length",
+		Args:  exactArgs(1, "one run id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := api.NewClient(socket).Resume(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: resumed; its deadline is now %s\n", r.ID, r.Deadline.Local().Format(time.TimeOnly))
+			return nil
+		},
+	}
+	addSocketFlag(cmd, &socket)
+	return cmd
+}
