@@ -61,9 +61,11 @@ type Run struct {
 	Tokens   *int64   `json:"tokens,omitempty"`
 	Cost     *float64 `json:"cost,omitempty"`
 	Currency string   `json:"currency,omitempty"`
-	Key      string   `json:"key"` // the key file that verified it
-	KeyID    string   `json:"key_id"`
-	Path     string   `json:"path"`
+	// Pauses are the pauses its operator granted (a human run's; absent: none).
+	Pauses []attest.Pause `json:"pauses,omitempty"`
+	Key    string         `json:"key"` // the key file that verified it
+	KeyID  string         `json:"key_id"`
+	Path   string         `json:"path"`
 }
 
 // InvalidRun is a run excluded from the means, with the runs that rerun it.
@@ -98,9 +100,18 @@ type Row struct {
 	TestBuild bool `json:"test_build"`
 	// Ledger is what the given run ledgers say of the row (--ledger); nil without ledgers.
 	Ledger *RowLedger `json:"ledger,omitempty"`
+	// Pauses counts the pauses granted to the row's valid runs, and their length in all (a
+	// human row's; nil: none).
+	Pauses *PauseStat `json:"pauses,omitempty"`
 
 	// Exact values: the mean fraction of questions and the squared standard error.
 	mean, se2 *big.Rat
+}
+
+// PauseStat is the pauses of a row's valid runs.
+type PauseStat struct {
+	Count   int     `json:"count"`
+	Seconds float64 `json:"seconds"` // in all
 }
 
 // CostStat is a row's mean cost per run.
@@ -266,6 +277,7 @@ func buildTable(entries []Entry, humanBaseline bool) Table {
 				run.Cost, run.Currency = &v, c.Price.Currency
 			}
 		}
+		run.Pauses = p.Timeline.Pauses
 		for _, s := range p.Submissions.History {
 			if run.BestValidation == nil || s.ValidationScore > *run.BestValidation {
 				v := s.ValidationScore
@@ -279,6 +291,13 @@ func buildTable(entries []Entry, humanBaseline bool) Table {
 			row.Invalid = append(row.Invalid, InvalidRun{Run: run, Reruns: append([]string{}, rr...)})
 		default:
 			row.Runs = append(row.Runs, run)
+			if n := len(run.Pauses); n > 0 {
+				if row.Pauses == nil {
+					row.Pauses = &PauseStat{}
+				}
+				row.Pauses.Count += n
+				row.Pauses.Seconds += p.Timeline.PausedFor().Seconds()
+			}
 			if p.Result.Status == attest.StatusFailed {
 				row.Failed++
 			}

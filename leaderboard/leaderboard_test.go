@@ -109,6 +109,11 @@ func (f *fixture) attestation(r runSpec) []byte {
 	start := time.Date(2026, 11, 21, 12, 0, 10, 0, time.UTC)
 	wall := r.track.Budget.Wall
 	p.Timeline = attest.Timeline{Queued: start.Add(-10 * time.Second), Started: start, Deadline: start.Add(wall), Finished: start.Add(wall + time.Minute)}
+	if strings.HasPrefix(r.model, "human/") && r.seed == 2 { // a person's run with a pause of 5 minutes
+		p.Budget.Pauses = "10m0s"
+		p.Timeline.Pauses = []attest.Pause{{Start: start.Add(20 * time.Minute), End: start.Add(25 * time.Minute), By: "root", Reason: "fire alarm"}}
+		p.Timeline.Deadline, p.Timeline.Finished = p.Timeline.Deadline.Add(5*time.Minute), p.Timeline.Finished.Add(5*time.Minute)
+	}
 	bundle := digest(r.id)
 	p.Submissions.History = []attest.Submission{{Digest: "sha256:" + bundle, Size: 1000, Time: start.Add(time.Minute), ValidationScore: r.validation, Promoted: r.status == "graded"}}
 	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)

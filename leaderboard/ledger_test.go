@@ -293,6 +293,23 @@ func TestHumanRows(t *testing.T) {
 			if a.N != 2 || bob.N != 1 || bob.Failed != 1 || a.Ledger == nil || !a.Ledger.Accounted || !bob.Ledger.Accounted {
 				t.Errorf("a row each: alice %+v, bob %+v (of %v)", a, bob, keysOf(rows))
 			}
+			// The pauses granted, in the row and every rendering of it.
+			if a.Pauses == nil || a.Pauses.Count != 1 || a.Pauses.Seconds != 300 || bob.Pauses != nil {
+				t.Errorf("pauses: alice %+v, bob %+v", a.Pauses, bob.Pauses)
+			}
+			for _, format := range []string{"text", "markdown", "html", "json"} {
+				var out bytes.Buffer
+				if err := b.Render(&out, format); err != nil {
+					t.Fatal(err)
+				}
+				want := "1 pause granted, 5m0s in all"
+				if format == "json" {
+					want = `"reason": "fire alarm"`
+				}
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the %s board has no %q", format, want)
+				}
+			}
 			continue
 		}
 		h, ok := rows["human · baseline: alice, bob"]

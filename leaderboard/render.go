@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sealrun/sealrun/policy"
 )
@@ -61,6 +62,13 @@ func (r *Row) flags() string {
 	}
 	if r.N < 2 {
 		f = append(f, "repeatability not tested")
+	}
+	if p := r.Pauses; p != nil {
+		n := fmt.Sprintf("%d pauses", p.Count)
+		if p.Count == 1 {
+			n = "1 pause"
+		}
+		f = append(f, fmt.Sprintf("%s granted, %s in all", n, time.Duration(p.Seconds*float64(time.Second)).Round(time.Second)))
 	}
 	return strings.Join(f, ", ")
 }
