@@ -144,8 +144,8 @@ OPENAI_KEY_FILE=$ROOT/openai.key
 			script.WriteString("# skipped: no GPU here\n")
 		case "human":
 			// A person at a terminal: the daemon's TestHumanRunThroughTmux drives one through
-			// sealrun attach in tmux.
-			script.WriteString("# walked elsewhere: TestHumanRunThroughTmux (a person through tmux)\n")
+			// sealrun attach in tmux, and TestPausesOfAHumanRun pauses and resumes one.
+			script.WriteString("# walked elsewhere: TestHumanRunThroughTmux (a person through tmux), TestPausesOfAHumanRun (sealrun pause, resume)\n")
 		case "elsewhere":
 			// The witness blocks need a witness answering this host: the daemon's
 			// TestDaemonThroughCLI exports --witnessed from a sealrund with [[witnesses]], and

@@ -50,3 +50,27 @@ func TestAttachForceCommand(t *testing.T) {
 		}
 	}
 }
+
+// Pause's flags are checked before anything is asked of sealrund: a reason is required, text on
+// one line; a length is positive.
+func TestPauseFlags(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pause", "r-1"}, "--reason: a pause needs its reason"},
+		{[]string{"pause", "r-1", "--reason", "two\nlines"}, "control character"},
+		{[]string{"pause", "r-1", "--reason", strings.Repeat("x", 301)}, "at most 300"},
+		{[]string{"pause", "r-1", "--reason", "ok", "--for", "-5s"}, "give a positive length"},
+		{[]string{"pause", "r-1", "--reason", "ok", "--for", "soon"}, "invalid argument \"soon\""},
+		{[]string{"pause"}, "one run id"},
+		{[]string{"resume"}, "one run id"},
+		{[]string{"pause", "r-1", "--reason", "fire alarm"}, "sealrund"}, // well formed: asks the daemon, which is not there
+	} {
+		r := sealrun(t, append(c.args, "--socket", sock)...)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("sealrun %q: exit %d, %q; want %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}

@@ -331,6 +331,9 @@ func printRuns(w io.Writer, recs []api.Record, all bool) error {
 		left, score := "-", "-"
 		if r.State == api.StateRunning && !r.Deadline.IsZero() {
 			left = time.Until(r.Deadline).Round(time.Second).String()
+			if !r.Paused.IsZero() { // the clock stands still: what was left when the pause began
+				left = r.Deadline.Sub(r.Paused).Round(time.Second).String() + " (paused)"
+			}
 		}
 		if sc := r.Score(); sc != "" {
 			score = sc
@@ -367,6 +370,9 @@ func printRun(w io.Writer, r *api.Record) {
 	}
 	if !r.Started.IsZero() {
 		row("started", "%s (deadline %s)", r.Started.Local().Format(time.RFC3339), r.Deadline.Local().Format(time.RFC3339))
+		if !r.Paused.IsZero() {
+			row("paused", "since %s (sealrun resume %s ends the pause)", r.Paused.Local().Format(time.RFC3339), r.ID)
+		}
 	}
 	if !r.Finished.IsZero() {
 		row("finished", "%s", r.Finished.Local().Format(time.RFC3339))
