@@ -55,6 +55,9 @@ type Publication struct {
 	Tracks  []string `json:"tracks"`
 	Keys    []string `json:"keys"`
 	Ledgers []string `json:"ledgers"`
+	// HumanBaseline: the boards show every person's runs of a track as one row (publish
+	// --human-baseline, leaderboard's HumanBaseline).
+	HumanBaseline bool `json:"human_baseline,omitempty"`
 }
 
 // Options are what Write publishes.
@@ -73,6 +76,8 @@ type Options struct {
 	Redact []string
 	// Version is the sealrun writing it, as each run's trajectory.json names its maker.
 	Version string
+	// HumanBaseline makes every person's runs of a track one row on the boards.
+	HumanBaseline bool
 }
 
 // Summary is what a written publication holds.
@@ -131,7 +136,7 @@ func write(o Options, s *Summary) error {
 		}
 	}()
 	os.Chmod(tmp, 0o755)
-	meta := Publication{Format: publicationFormat, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}}
+	meta := Publication{Format: publicationFormat, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}, HumanBaseline: o.HumanBaseline}
 	if err := copyRuns(tmp, in, trackFile, red, &meta, o.Version); err != nil {
 		return err
 	}
@@ -356,6 +361,7 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 	if err != nil {
 		return nil, nil, err
 	}
+	in.HumanBaseline = meta.HumanBaseline
 	rel := relativize(dir, in)
 	var problems []string
 	for _, r := range in.Rejected {
@@ -461,6 +467,9 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 	args := "--key keys/ --suite " + meta.Suite
 	for _, l := range meta.Ledgers {
 		args += " --ledger " + l
+	}
+	if meta.HumanBaseline {
+		args += " --human-baseline"
 	}
 	fmt.Fprintf(&b, "sealrun leaderboard %s runs/ --format json | diff - leaderboard.json\n", args)
 	for _, l := range meta.Ledgers {

@@ -12,8 +12,9 @@ import (
 func newPublishCmd() *cobra.Command {
 	var keys, tracks, ledgers, redact []string
 	var out, suite string
+	var humanBaseline bool
 	cmd := &cobra.Command{
-		Use:   "publish --out DIR --key PUB.pem [--key ...] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] [--redact all|RUN|RUN:gateway-N|RUN:call-N|RUN:terminal-N] RESULTS...",
+		Use:   "publish --out DIR --key PUB.pem [--key ...] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] [--human-baseline] [--redact all|RUN|RUN:gateway-N|RUN:call-N|RUN:terminal-N] RESULTS...",
 		Short: "Write a self-contained directory of results a reader can check offline (verify-publication)",
 		Long: `Publish verifies every attestation under RESULTS (results directories as sealrun results gather
 writes them, or attestation files) with the keys, and writes DIR: each run's directory as gathered
@@ -56,7 +57,7 @@ withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 			if suite == leaderboard.SuiteAIRS && len(ledgers) > 0 {
 				return usage(errors.New("--ledger is for the exam suite's board for now (sealrun leaderboard --suite airs does not account for runs against ledgers)"))
 			}
-			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr(), Redact: redact, Version: version})
+			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr(), Redact: redact, Version: version, HumanBaseline: humanBaseline})
 			if err != nil {
 				return publishError(err)
 			}
@@ -74,6 +75,7 @@ withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 	cmd.Flags().StringArrayVar(&tracks, "track", nil, "a track file the runs were judged under (repeatable; default: each run's own track.toml)")
 	cmd.Flags().StringArrayVar(&ledgers, "ledger", nil, "a host's run ledger (sealrun ledger export; repeatable, one per host)")
 	cmd.Flags().StringVar(&suite, "suite", leaderboard.SuiteExam, "exam: one board per exam track; airs: the AIRS-Bench task suite")
+	cmd.Flags().BoolVar(&humanBaseline, "human-baseline", false, "one row, human · baseline, for every person's runs of a track (recorded in publication.json), instead of a row each")
 	cmd.Flags().StringArrayVar(&redact, "redact", nil, "withhold bodies, publishing their hashes only: all, RUN, RUN:gateway-N, RUN:call-N or RUN:terminal-N (repeatable; comma-separated)")
 	return cmd
 }

@@ -33,7 +33,8 @@ func newPubFixture(t *testing.T) *pubFixture { return newPubFixtureWith(t, false
 // newPubFixtureWith gathers the runs with their trajectories when trajectories is set: each run
 // directory holds an audit log of a synthetic agent loop (model exchanges and calls), the
 // bodies it hashes, and its transcript, and its attestation carries that log's head.
-func newPubFixtureWith(t *testing.T, trajectories bool) *pubFixture {
+// With people, seed N's run is theirs (agent human/PERSON), not a model's.
+func newPubFixtureWith(t *testing.T, trajectories bool, people ...string) *pubFixture {
 	t.Helper()
 	f := &pubFixture{dir: t.TempDir(), key: "../../attest/testdata/ed25519.pub"}
 	f.results = filepath.Join(f.dir, "results")
@@ -66,6 +67,11 @@ func newPubFixtureWith(t *testing.T, trajectories bool) *pubFixture {
 		os.WriteFile(filepath.Join(rd, "track.toml"), b, 0o644)
 		p["run"] = map[string]any{"id": id, "rerun_of": ""}
 		p["seed"] = seed
+		agent := "example-model-2026-10@high"
+		if len(people) > 0 {
+			agent = "human/" + people[seed-1]
+			p["agent"] = map[string]any{"model": agent, "reasoning_effort": ""}
+		}
 		if trajectories {
 			started, _ := time.Parse(time.RFC3339, "2026-11-21T12:00:10Z")
 			tr, err := transcripttest.New(rd, started)
@@ -92,7 +98,7 @@ func newPubFixtureWith(t *testing.T, trajectories bool) *pubFixture {
 		json.Unmarshal(env, &e)
 		payload, _ := base64.StdEncoding.DecodeString(e.Payload)
 		sc := p["scaffold"].(map[string]any)
-		l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: id, Time: time.Now(), Track: track, Scaffold: fmt.Sprint(sc["name"], " ", sc["version"]), Agent: "example-model-2026-10@high", Seed: int64(seed)})
+		l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: id, Time: time.Now(), Track: track, Scaffold: fmt.Sprint(sc["name"], " ", sc["version"]), Agent: agent, Seed: int64(seed)})
 		l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: id, Time: time.Now(), State: "graded", Attestation: sumOf(string(payload))})
 	}
 	f.ledger = filepath.Join(f.dir, "ledger-pub-host.jsonl")
@@ -389,5 +395,29 @@ func mustGzip(t *testing.T, p string, b []byte) {
 	t.Helper()
 	if err := transcripttest.WriteGzip(p, b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// People's runs published with --human-baseline: one row over every person, recorded in
+// publication.json so that verify-publication and VERIFY.md's command rebuild the same board.
+func TestPublishHumanBaseline(t *testing.T) {
+	f := newPubFixtureWith(t, false, "alice", "alice", "bob")
+	pub := filepath.Join(f.dir, "pub")
+	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, "--human-baseline", f.results); r.code != 0 {
+		t.Fatalf("publish --human-baseline: %+v", r)
+	}
+	board := mustRead(t, filepath.Join(pub, "leaderboard.md"))
+	if !strings.Contains(board, "human · baseline: alice, bob") || strings.Contains(board, "human · alice") {
+		t.Errorf("the board:\n%s", board)
+	}
+	if !strings.Contains(mustRead(t, filepath.Join(pub, "publication.json")), `"human_baseline": true`) {
+		t.Error("publication.json does not say the board has a human baseline")
+	}
+	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") {
+		t.Fatalf("verify-publication: %+v", r)
+	}
+	r := sealrunIn(t, pub, "leaderboard", "--key", "keys/", "--suite", "exam", "--ledger", "ledgers/ledger-pub-host.jsonl", "--human-baseline", "runs/", "--format", "json")
+	if r.code != 0 || r.stdout != mustRead(t, filepath.Join(pub, "leaderboard.json")) || !strings.Contains(mustRead(t, filepath.Join(pub, "VERIFY.md")), "--human-baseline") {
+		t.Errorf("VERIFY.md's leaderboard command does not reproduce leaderboard.json: %+v", r)
 	}
 }
