@@ -186,3 +186,68 @@ func TestPlayerInChromium(t *testing.T) {
 		t.Errorf("the page logged errors: %q", errs)
 	}
 }
+
+// A 100 MB line of output (no newline until its end) in a person's terminal: the recording keeps
+// it whole, hashed segment by segment; the transcript inlines what fits its 16 MiB for the page
+// and says where it cut; the page opens, plays what it has and stays responsive.
+func TestRecordingOfA100MBLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 100 MB")
+	}
+	b := browsertest.New(t)
+	r := newRun(t)
+	rec, err := controller.NewRecording(r.Dir, r.Log(), start, 100, 20, "r-test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	rec.Output([]byte("[sealrun] ~ $ "), at(1))
+	rec.Input([]byte("runner python3 big.py\r"), at(2))
+	chunk := []byte(strings.Repeat("0123456789abcdef", 4096)) // 64 KiB, as a pty hands it over
+	const total = 100 << 20
+	for n := 0; n < total; n += len(chunk) {
+		rec.Output(chunk, at(3+float64(n)/total*60))
+	}
+	rec.Output([]byte("\r\nBIG-LINE-END\r\n[sealrun] ~ $ "), at(64))
+	if err := rec.Close(at(65)); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := time.Since(t0)
+	var segs, cut, inline int
+	var shown int64
+	for _, e := range tr.Events {
+		if tm := e.Terminal; tm != nil {
+			segs++
+			shown += tm.OutputBytes
+			inline += len(tm.Cast)
+			if tm.CastCut {
+				cut++
+			}
+			if tm.Body.State != transcript.BodyIntact {
+				t.Errorf("segment %d: %s", tm.Segment, tm.Body.State)
+			}
+		}
+	}
+	if shown < total || cut == 0 || inline > transcript.MaxInlineCast {
+		t.Errorf("%d segments, %d bytes shown, %d cut, %d inline", segs, shown, cut, inline)
+	}
+	t.Logf("a 100 MB line: %d segments, built in %s, %d MiB inline", segs, built.Round(time.Millisecond), inline>>20)
+	t0 = time.Now()
+	if err := b.Do(120*time.Second, chromedp.Navigate(writePage(t, tr)), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the page opened in %s", time.Since(t0).Round(time.Millisecond))
+	note, err := browsertest.Eval[string](b, `document.body.textContent`)
+	if err != nil || !strings.Contains(note, "0123456789abcdef") {
+		t.Errorf("the page does not show the line: %v", err)
+	}
+	b.Screenshot("player-100mb-line")
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("the page logged errors: %q", errs)
+	}
+}
