@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/ledger"
@@ -63,7 +64,9 @@ func fullPredicate(t *testing.T, task bool) *attest.Statement {
 	p.Host.Runtimes = map[string]string{"controller": "runc version 1.1.5", "runner": "crun version 1.8.1", "grader": "runsc version release-20260905.0"}
 	p.Build = &attest.Build{Version: "v1", Commit: "abc", Modified: true, GoVersion: "go1.26", DaemonSHA256: "ab", TestSeams: true, SeamsUsed: []string{"hold"}, Toolchain: "cc,glibc", Helpers: map[string]string{"runner": "a", "runner-exec": "b", "sealrun-netns-hook": "c", "sealrun-hook-relay": "d"}}
 	p.Ledger = &ledger.Ref{Origin: "o", Index: 1, Entry: "{}", Checkpoint: "c", Inclusion: []string{"aa"}}
-	p.Budget.MaxTokens, p.Budget.MaxCost = 1000, "2 USD"
+	p.Budget.MaxTokens, p.Budget.MaxCost, p.Budget.Pauses = 1000, "2 USD", "10m0s"
+	p.Timeline.Pauses = []attest.Pause{{Start: p.Timeline.Started.Add(time.Minute), End: p.Timeline.Started.Add(2 * time.Minute), By: "root", Reason: "fire alarm"}}
+	p.Timeline.Deadline, p.Timeline.Finished = p.Timeline.Deadline.Add(time.Minute), p.Timeline.Finished.Add(time.Minute)
 	price := policy.Price{Currency: "USD", Input: 1, CachedInput: 0.1, CacheWrite: 1.25, Output: 4, Taken: "2026-11-20", Source: "s"}
 	p.Usage = &attest.Usage{Requests: 3, Tokens: policy.Tokens{Input: 10, CachedInput: 2, CacheWrite: 1, Output: 5, Reasoning: 1}}
 	p.Usage.Cost = &attest.Cost{Amount: price.Cost(p.Usage.Tokens), Price: price}
