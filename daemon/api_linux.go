@@ -90,21 +90,30 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// decodeRequest decodes the request's JSON body into v, known fields only; it answers 413 (over
+// MaxRequestBytes) or 400 (not what, the request's kind) and reports false when it cannot.
+func decodeRequest(w http.ResponseWriter, r *http.Request, v any, what string) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeErr(w, http.StatusRequestEntityTooLarge, "the request is over %d bytes", MaxRequestBytes)
+			return false
+		}
+		writeErr(w, http.StatusBadRequest, "the request is not %s: %v", what, err)
+		return false
+	}
+	return true
+}
+
 func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, api.APIError{Error: fmt.Sprintf(format, args...)})
 }
 
 func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
 	var req api.RunRequest
-	if err := dec.Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeErr(w, http.StatusRequestEntityTooLarge, "the request is over %d bytes", MaxRequestBytes)
-			return
-		}
-		writeErr(w, http.StatusBadRequest, "the request is not a run request (JSON with track, track_name, agent, seed, rerun; gpus, cpus, memory, rerun_of, dispatcher): %v", err)
+	if !decodeRequest(w, r, &req, "a run request (JSON with track, track_name, agent, seed, rerun; gpus, cpus, memory, rerun_of, dispatcher)") {
 		return
 	}
 	if req.Track == "" || req.Agent == "" {

@@ -154,16 +154,8 @@ func (d *Daemon) pauseRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
 	var req api.PauseRequest
-	if err := dec.Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeErr(w, http.StatusRequestEntityTooLarge, "the request is over %d bytes", MaxRequestBytes)
-			return
-		}
-		writeErr(w, http.StatusBadRequest, "the request is not a pause request (JSON with reason and, optionally, for: a duration such as \"10m\"): %v", err)
+	if !decodeRequest(w, r, &req, `a pause request (JSON with reason and, optionally, for: a duration such as "10m")`) {
 		return
 	}
 	if err := api.CheckPauseReason(req.Reason); err != nil {
