@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,11 +176,7 @@ func (d *Daemon) pauseRun(w http.ResponseWriter, r *http.Request) {
 		who = "unknown"
 	}
 	if err := p.pause(who, req.Reason, length); err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, errPause) {
-			code = http.StatusConflict
-		}
-		writeErr(w, code, "%s", err.Error()[len(errPause.Error())+2:])
+		writePauseErr(w, err)
 		return
 	}
 	rec, _ := d.Run(id)
@@ -198,11 +195,20 @@ func (d *Daemon) resumeRun(w http.ResponseWriter, r *http.Request) {
 		who = "unknown"
 	}
 	if err := p.resume(who, "resumed by the operator"); err != nil {
-		writeErr(w, http.StatusConflict, "%s", err.Error()[len(errPause.Error())+2:])
+		writePauseErr(w, err)
 		return
 	}
 	rec, _ := d.Run(id)
 	writeJSON(w, http.StatusOK, rec)
+}
+
+// writePauseErr answers a refused pause or resume (409, its reason) or the host's failure (500).
+func writePauseErr(w http.ResponseWriter, err error) {
+	if errors.Is(err, errPause) {
+		writeErr(w, http.StatusConflict, "%s", strings.TrimPrefix(err.Error(), errPause.Error()+": "))
+		return
+	}
+	writeErr(w, http.StatusInternalServerError, "%v", err)
 }
 
 // pauserOf is the pauser of run id, or false with the refusal written.
