@@ -124,6 +124,9 @@ func TestPlayerInChromium(t *testing.T) {
 	out(5, "\x1b[?1049h\x1b[2J\x1b[HFULLSCREEN EDITOR\x1b[5;10Hline five")
 	out(6, "\x1b[?1049l[sealrun] ~ $ echo after\r\nafter\r\n[sealrun] ~ $ ")
 	rec.Marker("detach alice", at(7))
+	// A pause the operator granted, its reason hostile too: rows of the run like any.
+	r.Log().Append(audit.KindPause, audit.Pause{Time: at(7.2), Event: audit.PauseStart, By: "root", Reason: "fire alarm <script>window.pwned=3</script>", For: "10m0s", Left: "5m0s"})
+	r.Log().Append(audit.KindPause, audit.Pause{Time: at(7.6), Event: audit.PauseEnd, By: "sealrund", Reason: "resumed by the operator", Length: "400ms", Deadline: at(3600.4), Left: "9m59.6s"})
 	if err := rec.Close(at(8)); err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +137,13 @@ func TestPlayerInChromium(t *testing.T) {
 	if err := b.Do(60*time.Second, chromedp.Navigate(writePage(t, tr)), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
 		t.Fatal(err)
 	}
+	rows, err := browsertest.Eval[string](b, `Array.from(document.querySelectorAll('.row')).map(function(r){return r.textContent}).join('\n')`)
+	if err != nil || !strings.Contains(rows, "paused by root for at most 10m0s: fire alarm <script>window.pwned=3</script>") || !strings.Contains(rows, "resumed after 400ms") {
+		t.Errorf("the page's rows have no pause (as text): %v\n%s", err, rows)
+	}
+	browsertest.Eval[bool](b, `(function(){var r=Array.from(document.querySelectorAll('.row')).find(function(r){return r.textContent.indexOf('paused by')>=0});r.scrollIntoView();return true})()`)
+	b.Screenshot("player-pause-rows")
+	browsertest.Eval[bool](b, `(window.scrollTo(0,0),true)`)
 	screenAt := func(sec float64) string {
 		t.Helper()
 		s, err := browsertest.Eval[string](b, fmt.Sprintf(`(function(){var p=document.getElementById('tpos');p.value=String(Math.round(%g*10));p.dispatchEvent(new Event('input'));return document.getElementById('tscreen').textContent;})()`, sec))
