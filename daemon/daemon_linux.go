@@ -292,21 +292,30 @@ func (d *Daemon) apply(e api.Event) error {
 				r.Deadline = e.Time.Add(s.Track.Budget.Wall)
 			}
 		case api.StateGraded, api.StateFailed, api.StateInvalid:
-			r.Finished, r.Paused = e.Time, time.Time{}
+			r.Finished, r.Paused, r.Waiting = e.Time, time.Time{}, ""
 		}
-	case eventPaused:
-		if r := d.runs[e.Run]; r != nil {
+	case eventHumanWaiting:
+		if r := d.runs[e.Run]; r != nil && r.State == api.StateRunning { // its clock has not started
+			r.Waiting, r.Started, r.Deadline = e.Reason, time.Time{}, time.Time{}
+		}
+	case eventClockStarted, eventPaused, eventResumed:
+		r := d.runs[e.Run]
+		if r == nil {
+			return nil
+		}
+		var data struct {
+			Started, Deadline time.Time
+		}
+		json.Unmarshal(e.Data, &data)
+		if !data.Started.IsZero() {
+			r.Started = data.Started
+		}
+		if !data.Deadline.IsZero() {
+			r.Deadline = data.Deadline
+		}
+		r.Waiting, r.Paused = "", time.Time{}
+		if e.Kind == eventPaused {
 			r.Paused = e.Time
-		}
-	case eventResumed:
-		if r := d.runs[e.Run]; r != nil {
-			var data struct {
-				Deadline time.Time `json:"deadline"`
-			}
-			if json.Unmarshal(e.Data, &data) == nil && !data.Deadline.IsZero() {
-				r.Deadline = data.Deadline
-			}
-			r.Paused = time.Time{}
 		}
 	case "result":
 		if r := d.runs[e.Run]; r != nil {

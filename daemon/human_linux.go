@@ -137,7 +137,7 @@ func (rs *runState) openHuman(ctx context.Context) (*humanRun, string, string) {
 	})
 	x.sessions.put(id, h)
 	rs.onClose(func() { x.sessions.put(id, nil) })
-	x.event(id, "human_waiting", fmt.Sprintf("waiting up to %s (human.start) for %s to attach: sealrun attach %s", t.Human.Start, rs.spec.Agent.Model, id))
+	x.event(id, eventHumanWaiting, fmt.Sprintf("waiting up to %s (human.start, until %s) for %s to attach: sealrun attach %s", t.Human.Start, time.Now().Add(t.Human.Start).UTC().Format(time.TimeOnly), rs.spec.Agent.Model, id))
 	timer := time.NewTimer(t.Human.Start)
 	defer timer.Stop()
 	select {

@@ -26,10 +26,13 @@ import (
 // MaxPause bounds the length one pause request may ask for.
 const MaxPause = 24 * time.Hour
 
-// Journal events of pauses (api.Event kinds): the record's Paused and Deadline follow them.
+// Journal events of a human run's clock (api.Event kinds): the record's Started, Deadline,
+// Paused and Waiting follow them.
 const (
-	eventPaused  = "paused"
-	eventResumed = "resumed" // Data: {"deadline": the run's deadline now}
+	eventHumanWaiting = "human_waiting" // the run waits for its person (Reason: until when)
+	eventClockStarted = "clock_started" // Data: {"started", "deadline"}
+	eventPaused       = "paused"
+	eventResumed      = "resumed" // Data: {"deadline": the run's deadline now}
 )
 
 // errPause is a pause or resume refused for the run's state: the API answers 409 with it.

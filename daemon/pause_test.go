@@ -36,9 +36,23 @@ func TestPausesOfAHumanRun(t *testing.T) {
 		o, err := exec.Command(cli, append(args, "--socket", tb.cfg.Socket)...).CombinedOutput()
 		return string(o), err
 	}
-	// Before its clock starts, there is nothing to pause.
+	// Before its clock starts, there is nothing to pause, and the record says what it waits for.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if r, _ := d.Run(id); r.Waiting != "" {
+			if !strings.Contains(r.Waiting, "sealrun attach "+id) || !r.Started.IsZero() || !r.Deadline.IsZero() {
+				t.Errorf("waiting for its person, the record says %+v", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the human run's record never said it waits for its person")
+		}
+	}
 	if o, err := sealrun("pause", id, "--reason", "too early"); err == nil || !strings.Contains(o, "nothing to pause yet") {
 		t.Errorf("a pause before the first attach: %v %s", err, o)
+	}
+	if o, _ := sealrun("ps"); !strings.Contains(o, "waiting up to 2m0s") {
+		t.Errorf("sealrun ps while the run waits for its person:\n%s", o)
 	}
 	c := api.NewClient(tb.cfg.Socket)
 	var a *api.Attachment
@@ -113,6 +127,9 @@ func TestPausesOfAHumanRun(t *testing.T) {
 		t.Fatal("no prompt on the person's terminal")
 	}
 	rec0, _ := d.Run(id)
+	if rec0.Waiting != "" || rec0.Started.IsZero() || time.Since(rec0.Started) > 30*time.Second || rec0.Deadline.Sub(rec0.Started) != tb.track.Budget.Wall {
+		t.Errorf("attached, the record says %+v", rec0)
+	}
 	// A call of 3 s of ticks; the pause comes at its first.
 	a.Input([]byte(`runner sh -c 'i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo tick$i; sleep 0.1; done; echo call-$((6*7))'` + "\r"))
 	waitLine("tick1")

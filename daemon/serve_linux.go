@@ -8,6 +8,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -45,6 +46,9 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	if human == nil {
 		x.state(spec.ID, api.StateRunning, "")
 	} else {
+		// The record's start and deadline are the clock's, not the wait's.
+		data, _ := json.Marshal(map[string]time.Time{"started": rs.started.UTC(), "deadline": rs.deadline.UTC()})
+		x.emit(api.Event{Run: spec.ID, Kind: eventClockStarted, Data: data})
 		stopFlush, err := human.startRecording(rs)
 		if err != nil {
 			human.sess.End("the host failed")

@@ -329,7 +329,7 @@ func printRuns(w io.Writer, recs []api.Record, all bool) error {
 	fmt.Fprintln(tw, "RUN\tTRACK\tAGENT\tSEED\tSTATE\tTIME LEFT\tSCORE")
 	for _, r := range recs {
 		left, score := "-", "-"
-		if r.State == api.StateRunning && !r.Deadline.IsZero() {
+		if r.State == api.StateRunning && !r.Deadline.IsZero() && r.Waiting == "" {
 			left = time.Until(r.Deadline).Round(time.Second).String()
 			if !r.Paused.IsZero() { // the clock stands still: what was left when the pause began
 				left = r.Deadline.Sub(r.Paused).Round(time.Second).String() + " (paused)"
