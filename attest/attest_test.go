@@ -186,6 +186,14 @@ func TestTamperingCases(t *testing.T) {
 			}
 			m["payload"] = base64.RawStdEncoding.EncodeToString(b)
 		}), ReasonEnvelopeSyntax},
+		{"base64 payload broken by a newline", mutate(t, env, func(m map[string]any) {
+			p := m["payload"].(string)
+			m["payload"] = p[:40] + "\r\n" + p[40:]
+		}), ReasonEnvelopeSyntax},
+		{"base64 sig broken by a newline", mutate(t, env, func(m map[string]any) {
+			s := sigObj(m)["sig"].(string)
+			sigObj(m)["sig"] = s[:20] + "\n" + s[20:]
+		}), ReasonEnvelopeSyntax},
 		{"url base64 payload", mutate(t, env, func(m map[string]any) {
 			m["payload"] = base64.URLEncoding.EncodeToString(append([]byte{0xfb, 0xff}, canon...))
 		}), ReasonEnvelopeSyntax},

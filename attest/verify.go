@@ -190,14 +190,16 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 	case e.Payload == nil:
 		return nil, failf(ReasonEnvelopeSyntax, "envelope has no payload")
 	}
-	if _, err := canonicalBase64(*e.Payload); err != nil {
+	payload, err := canonicalBase64(*e.Payload)
+	if err != nil {
 		return nil, failf(ReasonEnvelopeSyntax, "payload: %v", err)
 	}
+	sigs := make([][]byte, len(e.Signatures))
 	for i, s := range e.Signatures {
 		if s.Sig == nil {
 			return nil, failf(ReasonEnvelopeSyntax, "signatures[%d] has no sig", i)
 		}
-		if _, err := canonicalBase64(*s.Sig); err != nil {
+		if sigs[i], err = canonicalBase64(*s.Sig); err != nil {
 			return nil, failf(ReasonEnvelopeSyntax, "signatures[%d].sig: %v", i, err)
 		}
 	}
@@ -223,9 +225,7 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 	// The signature over the DSSE pre-authentication encoding, checked directly: keyid is only a
 	// hint (other DSSE tools fill in the key's id, a fingerprint or a KMS name) and never part of
 	// the verdict.
-	payload, _ := canonicalBase64(*e.Payload)
-	sigBytes, _ := canonicalBase64(*e.Signatures[0].Sig)
-	if err := v.VerifySignature(bytes.NewReader(sigBytes), bytes.NewReader(PAE(PayloadType, payload)), options.WithContext(context.Background())); err != nil {
+	if err := v.VerifySignature(bytes.NewReader(sigs[0]), bytes.NewReader(PAE(PayloadType, payload)), options.WithContext(context.Background())); err != nil {
 		return nil, failf(ReasonSignature, "the signature does not verify with key %s (%v); the envelope was altered or signed by another key", out.KeyID, err)
 	}
 	out.check("signature")
@@ -253,7 +253,8 @@ func readStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement,
 	}
 	out.check("predicate type")
 	st := &Statement{Type: *head.Type, PredicateType: *head.PredicateType}
-	if err := strictDecode(head.Subject, &st.Subject, true); err != nil {
+	// The subject and the predicate are parts of the payload, whose keys were all checked above.
+	if err := decodeChecked(head.Subject, &st.Subject, true); err != nil {
 		return nil, failf(ReasonSubject, "subject is malformed: %v", err)
 	}
 	if err := checkSubjects(st.Subject); err != nil {
@@ -274,7 +275,7 @@ func readStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement,
 	}
 	out.check("subjects")
 	st.Predicate = new(Predicate)
-	if err := strictDecode(head.Predicate, st.Predicate, true); err != nil {
+	if err := decodeChecked(head.Predicate, st.Predicate, true); err != nil {
 		return nil, failf(ReasonPredicate, "predicate is malformed: %v", err)
 	}
 	if want := st.Predicate.Type(); st.PredicateType != want {
@@ -322,7 +323,9 @@ func canonicalBase64(s string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not standard base64 with padding (%v)", err)
 	}
-	if base64.StdEncoding.EncodeToString(b) != s {
+	// Strict decoding with padding refuses non-zero trailing bits; it skips CR and LF, which
+	// make the text longer than the canonical encoding of what it decodes to.
+	if base64.StdEncoding.EncodedLen(len(b)) != len(s) {
 		return nil, errors.New("base64 is not in canonical form")
 	}
 	return b, nil
@@ -336,6 +339,14 @@ func strictDecode(data []byte, v any, strict bool) error {
 	}
 	if err := noDuplicateKeys(data); err != nil {
 		return err
+	}
+	return decodeChecked(data, v, strict)
+}
+
+// decodeChecked is strictDecode for a part of a document noDuplicateKeys already passed whole.
+func decodeChecked(data []byte, v any, strict bool) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("empty")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if strict {
