@@ -365,33 +365,28 @@ func (s *Service) superviseCall(ctx context.Context, c *sandbox.Container, cs *c
 
 // Pause freezes the compute call under way, if any, and refuses new ones until Resume: the run's
 // operator paused the run (its clock, paused with it, moves the call's limit by the pause).
-func (s *Service) Pause() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.paused = true
-	if cs := s.running; cs != nil {
-		cs.mu.Lock()
-		defer cs.mu.Unlock()
-		if cs.c != nil {
-			return cs.c.Freeze()
-		}
-	}
-	return nil
-}
+func (s *Service) Pause() error { return s.setPaused(true) }
 
 // Resume thaws the call Pause froze and lets new ones start.
-func (s *Service) Resume() error {
+func (s *Service) Resume() error { return s.setPaused(false) }
+
+func (s *Service) setPaused(paused bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.paused = false
-	if cs := s.running; cs != nil {
-		cs.mu.Lock()
-		defer cs.mu.Unlock()
-		if cs.c != nil {
-			return cs.c.Thaw()
-		}
+	s.paused = paused
+	cs := s.running
+	if cs == nil {
+		return nil
 	}
-	return nil
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	switch {
+	case cs.c == nil:
+		return nil
+	case paused:
+		return cs.c.Freeze()
+	}
+	return cs.c.Thaw()
 }
 
 // endCall records how the call ended, tells the agent why a kill happened, and finishes the

@@ -188,7 +188,6 @@ func humanHourPage(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
 	out := bytes.Repeat([]byte("\x1b[32mok\x1b[0m output of the command, a line of it\r\n"), 2048/48)
 	for c := 0; c < 180; c++ {
 		t0 := float64(c * 20)

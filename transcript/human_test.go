@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/transcript"
+	"github.com/sealrun/sealrun/transcript/transcripttest"
 )
 
 // TestHumanRunTranscript: a human run's recording segments and attaches are events of its
@@ -108,12 +109,7 @@ func TestHumanRunTranscript(t *testing.T) {
 // are data: nothing runs, loads or becomes an element. Screenshots are kept.
 func TestPlayerInChromium(t *testing.T) {
 	b := browsertest.New(t)
-	r := newRun(t)
-	rec, err := controller.NewRecording(r.Dir, r.Log(), start, 100, 20, "r-test", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	r, rec := newRecording(t)
 	out := func(s float64, text string) { rec.Output([]byte(text), at(s)) }
 	rec.Marker("attach alice", at(0.5))
 	out(1, "[sealrun] ~ $ ")
@@ -205,12 +201,7 @@ func TestRecordingOfA100MBLine(t *testing.T) {
 		t.Skip("writes 100 MB")
 	}
 	b := browsertest.New(t)
-	r := newRun(t)
-	rec, err := controller.NewRecording(r.Dir, r.Log(), start, 100, 20, "r-test", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	r, rec := newRecording(t)
 	rec.Output([]byte("[sealrun] ~ $ "), at(1))
 	rec.Input([]byte("runner python3 big.py\r"), at(2))
 	chunk := []byte(strings.Repeat("0123456789abcdef", 4096)) // 64 KiB, as a pty hands it over
@@ -261,3 +252,17 @@ func TestRecordingOfA100MBLine(t *testing.T) {
 		t.Errorf("the page logged errors: %q", errs)
 	}
 }
+
+// newRecording is a run with a human run's recording of a 100x20 terminal begun at start.
+func newRecording(t *testing.T) (*transcripttest.Run, *controller.Recording) {
+	t.Helper()
+	r := newRun(t)
+	rec, err := controller.NewRecording(r.Dir, r.Log(), start, 100, 20, "r-test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, rec
+}
+
+// at is start plus s seconds.
+func at(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
