@@ -90,13 +90,20 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 		}
 		trackText = strings.Replace(trackText, old, repl, 1)
 	}
-	// The attacks must get to the reserve window before it opens (the straddling call): with the
-	// runner and grader under gVisor they took 2m40s on a fresh machine of this project's size,
-	// past the testbed's 3-minute wall's window, so the hostile run gets 4 minutes.
-	if !strings.Contains(trackText, `wall = "3m"`) {
-		t.Fatal(`the testbed's track has no wall = "3m"`)
+	// The compute attacks must end before the reserve window opens (the straddling call comes
+	// then; the bundles are submitted inside the window, as submit is allowed there). Alone they
+	// take 34 s here, but beside the rest of `go test ./...` on a fresh machine of this project's
+	// size the whole suite took 3m34s (about 3× alone): the window opens at 3m30s and lasts
+	// 2m30s for the submissions (36 s alone). The run ends when the suite finalizes.
+	for old, repl := range map[string]string{
+		`wall = "3m"`:     fmt.Sprintf(`wall = "%dm"`, 6*testenv.Slow()),
+		`reserve = "30s"`: fmt.Sprintf(`reserve = "%ds"`, 150*testenv.Slow()),
+	} {
+		if !strings.Contains(trackText, old) {
+			t.Fatalf("the testbed's track has no %s", old)
+		}
+		trackText = strings.Replace(trackText, old, repl, 1)
 	}
-	trackText = strings.Replace(trackText, `wall = "3m"`, fmt.Sprintf(`wall = "%dm"`, 4*testenv.Slow()), 1)
 	track, err := policy.Parse("attack.toml", []byte(trackText))
 	if err != nil {
 		t.Fatal(err)
@@ -322,12 +329,16 @@ func (hb *hostileBed) judge(t *testing.T, dir, transcript, status string, human 
 
 	// Every role ran its share.
 	per := map[string]int{}
-	escapes := 0
+	var escaped []string
 	for _, r := range rows {
 		per[r.Role]++
 		if r.Escaped {
-			escapes++
+			escaped = append(escaped, fmt.Sprintf("%s (%s): expected %s, observed %s", r.Attack, r.Role, r.Expected, r.Observed))
 		}
+	}
+	escapes := len(escaped)
+	if escapes > 0 { // first and whole, before the table (a CI log keeps a failure's start)
+		t.Errorf("%d escapes:\n%s", escapes, strings.Join(escaped, "\n"))
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return roleOrder(rows[i].Role) < roleOrder(rows[j].Role) })
 	var tbl strings.Builder
@@ -341,7 +352,7 @@ func (hb *hostileBed) judge(t *testing.T, dir, transcript, status string, human 
 		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t\n", flag, cut(r.Attack, 70), r.Role, cut(r.Expected, 50), cut(r.Observed, 90), cut(r.Reason, 80))
 	}
 	w.Flush()
-	took := regexp.MustCompile(`hostile: attacks took \S+`).FindString(transcript)
+	took := strings.Join(regexp.MustCompile(`hostile: (compute )?attacks took \S+`).FindAllString(transcript, 2), "; ")
 	t.Logf("attack table: %d attacks (%v), %d escapes (%s)\n%s", len(rows), per, escapes, took, tbl.String())
 	if d := os.Getenv("SEALRUN_ATTACK_TABLE"); d != "" { // the table, and every row in full
 		var full bytes.Buffer
@@ -356,9 +367,6 @@ func (hb *hostileBed) judge(t *testing.T, dir, transcript, status string, human 
 		if per[r] < 30 {
 			t.Errorf("the %s role reported %d attacks; the suite did not run there\ntranscript:\n%s", r, per[r], transcript)
 		}
-	}
-	if escapes > 0 {
-		t.Errorf("%d escapes", escapes)
 	}
 	if status != api.StateGraded {
 		t.Errorf("the hostile run ended %s; want graded: attacks must not stop the run", status)
