@@ -86,6 +86,11 @@ func SigstoreBundle(env []byte, keyHint string, timestamps ...[]byte) ([]byte, e
 // EnvelopeOf returns the DSSE envelope of a file that is either an envelope or a Sigstore
 // bundle (v0.3 or later carrying a dsseEnvelope), so verify takes both.
 func EnvelopeOf(data []byte) ([]byte, error) {
+	// No key can be mediaType (encoding/json matches keys without case, and after unescaping)
+	// where neither the word in any case nor an escape is in the bytes: an envelope, as is.
+	if !bytes.Contains(data, []byte(`\u`)) && !containsFoldASCII(data, "mediatype") {
+		return data, nil
+	}
 	var probe struct {
 		MediaType *string `json:"mediaType"`
 	}
@@ -107,6 +112,20 @@ func EnvelopeOf(data []byte) ([]byte, error) {
 		return nil, failf(ReasonEnvelopeSyntax, "the Sigstore bundle carries no dsseEnvelope (a message-signature bundle is not a sealrun attestation)")
 	}
 	return b.DSSEEnvelope, nil
+}
+
+// containsFoldASCII reports whether data holds word (lower-case ASCII letters whose only case
+// folds are ASCII: not k or s) in any mix of cases.
+func containsFoldASCII(data []byte, word string) bool {
+	for i := 0; i+len(word) <= len(data); i++ {
+		j := 0
+		for ; j < len(word) && data[i+j]|0x20 == word[j]; j++ {
+		}
+		if j == len(word) {
+			return true
+		}
+	}
+	return false
 }
 
 // BundleTimestamps returns the RFC 3161 timestamps (DER TimeStampResps, or bare tokens) a Sigstore bundle carries.

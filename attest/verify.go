@@ -10,6 +10,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/options"
@@ -181,7 +183,14 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxEnvelopeBytes)
 	}
 	var e envelope
-	if err := strictDecode(env, &e, false); err != nil {
+	// One decode (which checks the syntax) and one pass for duplicate keys; when the decode
+	// fails, strictDecode says why as it always has.
+	if json.Unmarshal(env, &e) != nil {
+		if err := strictDecode(env, &e, false); err != nil {
+			return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+		}
+	}
+	if err := duplicateKeys(env); err != nil {
 		return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
 	}
 	switch {
@@ -235,6 +244,20 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 // readStatement reads the in-toto statement from the verified payload: its type, the predicate
 // type, the subjects (against the given files' digests) and the predicate.
 func readStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement, error) {
+	if st := fastStatement(payload); st != nil {
+		if err := checkTypes(&st.Type, &st.PredicateType, out); err != nil {
+			return nil, err
+		}
+		if err := checkSubjectsGiven(st.Subject, cfg, out); err != nil {
+			return nil, err
+		}
+		return st, checkPredicateType(st)
+	}
+	return slowStatement(payload, cfg, out)
+}
+
+// slowStatement is readStatement member by member, each with its own verdict.
+func slowStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement, error) {
 	var head struct {
 		Type          *string         `json:"_type"`
 		Subject       json.RawMessage `json:"subject"`
@@ -244,44 +267,87 @@ func readStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement,
 	if err := strictDecode(payload, &head, false); err != nil {
 		return nil, failf(ReasonStatementType, "the payload is not an in-toto statement: %v", err)
 	}
-	if head.Type == nil || *head.Type != StatementType {
-		return nil, failf(ReasonStatementType, "_type is %s; expected %q", quoteOrMissing(head.Type), StatementType)
+	if err := checkTypes(head.Type, head.PredicateType, out); err != nil {
+		return nil, err
 	}
-	out.check("statement type")
-	if head.PredicateType == nil || !slices.Contains(AllowedPredicateTypes, *head.PredicateType) {
-		return nil, failf(ReasonPredicateType, "predicateType is %s; this verifier accepts %s", quoteOrMissing(head.PredicateType), strings.Join(AllowedPredicateTypes, ", "))
-	}
-	out.check("predicate type")
 	st := &Statement{Type: *head.Type, PredicateType: *head.PredicateType}
 	// The subject and the predicate are parts of the payload, whose keys were all checked above.
 	if err := decodeChecked(head.Subject, &st.Subject, true); err != nil {
 		return nil, failf(ReasonSubject, "subject is malformed: %v", err)
 	}
-	if err := checkSubjects(st.Subject); err != nil {
+	if err := checkSubjectsGiven(st.Subject, cfg, out); err != nil {
 		return nil, err
+	}
+	st.Predicate = new(Predicate)
+	if err := decodeChecked(head.Predicate, st.Predicate, true); err != nil {
+		return nil, failf(ReasonPredicate, "predicate is malformed: %v", err)
+	}
+	return st, checkPredicateType(st)
+}
+
+// fastStatement decodes a payload that is an in-toto statement with exactly its four members in
+// one strict pass (and one for duplicate keys), or returns nil: then readStatement's member by
+// member reading judges it, and names what is wrong. Whatever this accepts, that reading accepts
+// and reads the same.
+func fastStatement(payload []byte) *Statement {
+	var full struct {
+		Type          *string    `json:"_type"`
+		Subject       []Subject  `json:"subject"`
+		PredicateType *string    `json:"predicateType"`
+		Predicate     *Predicate `json:"predicate"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&full) != nil || full.Type == nil || full.PredicateType == nil || full.Subject == nil || full.Predicate == nil {
+		return nil
+	}
+	if _, err := dec.Token(); err != io.EOF || duplicateKeys(payload) != nil {
+		return nil
+	}
+	return &Statement{Type: *full.Type, Subject: full.Subject, PredicateType: *full.PredicateType, Predicate: full.Predicate}
+}
+
+// checkTypes checks the statement's _type and predicateType.
+func checkTypes(typ, predicateType *string, out *Verified) error {
+	if typ == nil || *typ != StatementType {
+		return failf(ReasonStatementType, "_type is %s; expected %q", quoteOrMissing(typ), StatementType)
+	}
+	out.check("statement type")
+	if predicateType == nil || !slices.Contains(AllowedPredicateTypes, *predicateType) {
+		return failf(ReasonPredicateType, "predicateType is %s; this verifier accepts %s", quoteOrMissing(predicateType), strings.Join(AllowedPredicateTypes, ", "))
+	}
+	out.check("predicate type")
+	return nil
+}
+
+// checkSubjectsGiven checks the subjects, and the digests of the files given to compare.
+func checkSubjectsGiven(subjects []Subject, cfg verifyConfig, out *Verified) error {
+	if err := checkSubjects(subjects); err != nil {
+		return err
 	}
 	for _, c := range []struct{ name, want string }{{SubjectBundle, cfg.bundleSHA256}, {SubjectReport, cfg.reportSHA256}} {
 		if c.want == "" {
 			continue
 		}
-		got, ok := subjectDigest(st.Subject, c.name)
+		got, ok := subjectDigest(subjects, c.name)
 		if !ok {
-			return nil, failf(ReasonSubject, "a %s file was given but the attestation has no %q subject", c.name, c.name)
+			return failf(ReasonSubject, "a %s file was given but the attestation has no %q subject", c.name, c.name)
 		}
 		if got != c.want {
-			return nil, failf(ReasonSubject, "the given %s has sha256 %s but the attestation binds %s", c.name, c.want, got)
+			return failf(ReasonSubject, "the given %s has sha256 %s but the attestation binds %s", c.name, c.want, got)
 		}
 		out.check(c.name + " digest")
 	}
 	out.check("subjects")
-	st.Predicate = new(Predicate)
-	if err := decodeChecked(head.Predicate, st.Predicate, true); err != nil {
-		return nil, failf(ReasonPredicate, "predicate is malformed: %v", err)
-	}
+	return nil
+}
+
+// checkPredicateType checks that the predicate is of the statement's predicateType.
+func checkPredicateType(st *Statement) error {
 	if want := st.Predicate.Type(); st.PredicateType != want {
-		return nil, failf(ReasonPredicateType, "predicateType is %q but the predicate is a %s run's (%s)", st.PredicateType, map[bool]string{true: "task", false: "exam"}[st.Predicate.Task != nil], want)
+		return failf(ReasonPredicateType, "predicateType is %q but the predicate is a %s run's (%s)", st.PredicateType, map[bool]string{true: "task", false: "exam"}[st.Predicate.Task != nil], want)
 	}
-	return st, nil
+	return nil
 }
 
 // checkLedger verifies the run's ledger reference (the entry's inclusion under a head signed by
@@ -363,17 +429,25 @@ func decodeChecked(data []byte, v any, strict bool) error {
 
 // noDuplicateKeys refuses JSON with a repeated key in any object: two parsers must never read
 // two different things from the same signed bytes. It is one pass over the bytes; keys with
-// escapes are unescaped first, so "a" and "\u0061" are the same key.
+// escapes are unescaped first, so "a" and "\u0061" are the same key, and keys are compared as
+// encoding/json matches them to fields, without case ("run" and "RUN" are the same key).
 func noDuplicateKeys(data []byte) error {
 	if !json.Valid(data) {
 		var v any
 		return json.Unmarshal(data, &v) // the syntax error, with its offset
 	}
+	return duplicateKeys(data)
+}
+
+// duplicateKeys is noDuplicateKeys for bytes known to be one valid JSON value (a decoder took
+// them whole).
+func duplicateKeys(data []byte) error {
 	type frame struct {
 		object, wantKey bool
 		keys            map[string]struct{}
 	}
 	var stack []frame
+	var fold []byte
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{', '[':
@@ -397,25 +471,51 @@ func noDuplicateKeys(data []byte) error {
 			}
 			if len(stack) > 0 && stack[len(stack)-1].wantKey {
 				top := &stack[len(stack)-1]
-				key := string(data[i+1 : j])
+				key := data[i+1 : j]
 				if escaped {
-					if err := json.Unmarshal(data[i:j+1], &key); err != nil {
+					var k string
+					if err := json.Unmarshal(data[i:j+1], &k); err != nil {
 						return err
 					}
+					key = []byte(k)
 				}
+				fold = foldKey(fold[:0], key)
 				if top.keys == nil {
 					top.keys = map[string]struct{}{}
 				}
-				if _, dup := top.keys[key]; dup {
-					return fmt.Errorf("key %q appears twice in one object", key)
+				if _, dup := top.keys[string(fold)]; dup {
+					return fmt.Errorf("key %q appears twice in one object (keys are matched without case)", key)
 				}
-				top.keys[key] = struct{}{}
+				top.keys[string(fold)] = struct{}{}
 				top.wantKey = false
 			}
 			i = j
 		}
 	}
 	return nil
+}
+
+// foldKey appends key with each character replaced by the least of its simple case folds, so
+// that two keys bytes.EqualFold (as encoding/json matches a key to a field) fold the same.
+func foldKey(dst, key []byte) []byte {
+	for len(key) > 0 {
+		if c := key[0]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			dst = append(dst, c)
+			key = key[1:]
+			continue
+		}
+		r, n := utf8.DecodeRune(key)
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		dst = utf8.AppendRune(dst, least)
+		key = key[n:]
+	}
+	return dst
 }
 
 func subjectDigest(subjects []Subject, name string) (string, bool) {

@@ -212,7 +212,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 	if err != nil {
 		return nil, "cannot open: " + fileio.Cause(err).Error(), false
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	data, err := readCapped(f, MaxFileBytes)
 	f.Close()
 	if err != nil {
 		return nil, "cannot read: " + err.Error(), false
@@ -256,6 +256,29 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 		return nil, fmt.Sprintf("not valid with any of the %d keys: %v", len(keys), last), false
 	}
 	return nil, last.Error(), false
+}
+
+// readCapped reads f whole, at most max+1 bytes (one more tells an oversized file), into one
+// buffer of the size its stat gives.
+func readCapped(f *os.File, max int) ([]byte, error) {
+	size := 512
+	if st, err := f.Stat(); err == nil && st.Size() < int64(max) {
+		size = int(st.Size()) + 1 // one more, to see EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF || len(buf) > max {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }
 
 // looksLikeEnvelope tells a broken attestation from some other JSON file.
