@@ -3,6 +3,7 @@ package attest
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -234,7 +235,7 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 	// The signature over the DSSE pre-authentication encoding, checked directly: keyid is only a
 	// hint (other DSSE tools fill in the key's id, a fingerprint or a KMS name) and never part of
 	// the verdict.
-	if err := v.VerifySignature(bytes.NewReader(sigs[0]), bytes.NewReader(PAE(PayloadType, payload)), options.WithContext(context.Background())); err != nil {
+	if err := verifySignature(v, sigs[0], PAE(PayloadType, payload)); err != nil {
 		return nil, failf(ReasonSignature, "the signature does not verify with key %s (%v); the envelope was altered or signed by another key", out.KeyID, err)
 	}
 	out.check("signature")
@@ -348,6 +349,24 @@ func checkPredicateType(st *Statement) error {
 		return failf(ReasonPredicateType, "predicateType is %q but the predicate is a %s run's (%s)", st.PredicateType, map[bool]string{true: "task", false: "exam"}[st.Predicate.Task != nil], want)
 	}
 	return nil
+}
+
+// verifySignature checks sig over msg with v. An ed25519 verifier's check is made here as
+// sigstore's ED25519Verifier makes it (ed25519.Verify over the message itself), without its
+// copy of the message through a reader: at a board of ten thousand runs that copy was a tenth
+// of the verification.
+func verifySignature(v signature.Verifier, sig, msg []byte) error {
+	if ev, ok := v.(*signature.ED25519Verifier); ok {
+		if pub, err := ev.PublicKey(); err == nil {
+			if k, ok := pub.(ed25519.PublicKey); ok && len(k) == ed25519.PublicKeySize {
+				if !ed25519.Verify(k, msg, sig) {
+					return errors.New("failed to verify signature")
+				}
+				return nil
+			}
+		}
+	}
+	return v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(msg), options.WithContext(context.Background()))
 }
 
 // checkLedger verifies the run's ledger reference (the entry's inclusion under a head signed by
