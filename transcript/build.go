@@ -44,7 +44,11 @@ type Builder struct {
 	tools    map[int][]string   // each exchange's tools, for saying when they change
 	contexts map[int][][32]byte // the latest exchanges' message keys (request, then output)
 	lastN    int                // the last exchange read
-	rd       *reader
+	// lastKeys and lastChain: the last exchange's message keys and their prefix chain (each
+	// prefix's hash), read-only; the next request, mostly the same messages, reuses the chain.
+	lastKeys, lastChain [][32]byte
+	reqBuf              []byte // the request bodies' buffer (readBodyInto)
+	rd                  *reader
 	// stash: gateway entries wait for flush (Build), to be read in their requests' order.
 	stash   bool
 	stashed []stashed
@@ -260,7 +264,12 @@ func (b *Builder) at(t time.Time) int64 {
 // readBody reads a kept body and checks it against what its audit entry says: the body's
 // state, and its bytes when intact. A body kept gzip-compressed (gateway bodies) is
 // uncompressed first.
-func (b *Builder) readBody(body *Body, gz bool) []byte {
+func (b *Builder) readBody(body *Body, gz bool) []byte { return b.readBodyInto(body, gz, nil) }
+
+// readBodyInto is readBody into *buf where buf is given (grown there as needed): the bytes are
+// the caller's until its next read into buf. A request is read only into the messages it holds
+// (strings of their own), so its bytes need not outlive its exchange: one buffer serves them all.
+func (b *Builder) readBodyInto(body *Body, gz bool, buf *[]byte) []byte {
 	wantBytes, wantSum := body.Bytes, body.SHA256
 	if body.KeptSHA256 != "" {
 		wantBytes, wantSum = body.Kept, body.KeptSHA256
@@ -288,7 +297,14 @@ func (b *Builder) readBody(body *Body, gz bool) []byte {
 		}
 		r = zr
 	}
-	data, err := io.ReadAll(io.LimitReader(r, wantBytes+1))
+	var into []byte
+	if buf != nil {
+		into = *buf
+	}
+	data, err := readSized(r, wantBytes, into)
+	if buf != nil {
+		*buf = data[:0]
+	}
 	sum := sha256.Sum256(data)
 	if err != nil || int64(len(data)) != wantBytes || hex.EncodeToString(sum[:]) != wantSum {
 		body.State = BodyAltered
@@ -296,6 +312,30 @@ func (b *Builder) readBody(body *Body, gz bool) []byte {
 	}
 	body.State = BodyIntact
 	return data
+}
+
+// readSized reads r whole up to want+1 bytes (one more tells a longer body) into buf, or a new
+// buffer of that size as the record gives it (up to 64 MiB at first: a record's size is not
+// trusted) where buf is smaller.
+func readSized(r io.Reader, want int64, buf []byte) ([]byte, error) {
+	if size := min(max(want, 0), 64<<20) + 1; int64(cap(buf)) < size {
+		buf = make([]byte, 0, size)
+	}
+	buf = buf[:0]
+	lr := io.LimitReader(r, want+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 func (b *Builder) count(body *Body) {
@@ -339,7 +379,7 @@ func (b *Builder) exchange(line []byte) (Event, error) {
 	var req, resp []byte
 	if e.RequestSHA256 != "" {
 		x.Request = Body{Path: audit.GatewayBodyPath(e.Request, audit.BodyRequest), Bytes: e.RequestBytes, SHA256: e.RequestSHA256}
-		req = b.readBody(&x.Request, true)
+		req = b.readBodyInto(&x.Request, true, &b.reqBuf)
 		b.count(&x.Request)
 	}
 	if e.ResponseSHA256 != "" {
@@ -395,13 +435,19 @@ func (b *Builder) conversation(x *Exchange, c *conversation, out []msg) {
 	all := append(slices.Clip(c.msgs), out...)
 	keys := make([][32]byte, len(all))
 	chain := make([][32]byte, len(all)+1)
+	same := true // so far, the messages of the previous exchange: its chain holds
 	for i := range all {
 		keys[i] = all[i].key()
+		if same = same && i < len(b.lastKeys) && keys[i] == b.lastKeys[i]; same {
+			chain[i+1] = b.lastChain[i+1]
+			continue
+		}
 		h := sha256.New()
 		h.Write(chain[i][:])
 		h.Write(keys[i][:])
 		h.Sum(chain[i+1][:0])
 	}
+	b.lastKeys, b.lastChain = keys, chain
 	x.Messages = len(c.msgs)
 	for k := len(c.msgs); k >= 1; k-- {
 		if r, ok := b.prefixes[chain[k]]; ok {

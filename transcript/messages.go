@@ -20,9 +20,29 @@ import (
 type reader struct {
 	norm     map[string]string
 	normSize int
+	// msgs: the message each request message's bytes were read into, by those bytes. A scaffold
+	// sends the whole conversation again with every request, almost always in the same bytes:
+	// each is read once (a 2,000-turn hour's requests are 236 MB, nearly all repeated).
+	msgs     map[string]msg
+	msgsSize int
 }
 
-func newReader() *reader { return &reader{norm: map[string]string{}} }
+func newReader() *reader { return &reader{norm: map[string]string{}, msgs: map[string]msg{}} }
+
+// memoMsg returns the message raw was read into before, or reads it with read and remembers
+// it (while the memo holds under maxNormMemo bytes of keys).
+func (rd *reader) memoMsg(raw json.RawMessage, read func() (msg, error)) (msg, error) {
+	if m, ok := rd.msgs[string(raw)]; ok {
+		return m, nil
+	}
+	m, err := read()
+	if err == nil && rd.msgsSize+len(raw) <= maxNormMemo {
+		m.k, m.keyed = m.key(), true
+		rd.msgs[string(raw)] = m
+		rd.msgsSize += len(raw)
+	}
+	return m, err
+}
 
 // maxNormMemo bounds what the memo of argument forms holds (bytes of keys and values).
 const maxNormMemo = 64 << 20
@@ -31,6 +51,9 @@ const maxNormMemo = 64 << 20
 type msg struct {
 	role  string
 	parts []part
+	// k is key's value once known (keyed): a remembered message carries it.
+	k     [32]byte
+	keyed bool
 }
 
 type part struct {
@@ -40,6 +63,9 @@ type part struct {
 
 // key is the message's identity for finding what a request repeats: its role and parts, whole.
 func (m *msg) key() [32]byte {
+	if m.keyed {
+		return m.k
+	}
 	h := sha256.New()
 	var n [8]byte
 	field := func(s string) {
@@ -131,14 +157,31 @@ func (rd *reader) readRequest(api string, body []byte) (*conversation, error) {
 	switch api {
 	case APIChat:
 		var chat struct {
-			Messages  []chatMessage   `json:"messages"`
-			Tools     json.RawMessage `json:"tools"`
-			Functions json.RawMessage `json:"functions"`
+			Messages  []json.RawMessage `json:"messages"`
+			Tools     json.RawMessage   `json:"tools"`
+			Functions json.RawMessage   `json:"functions"`
 		}
-		if err := json.Unmarshal(body, &chat); err != nil {
+		other := make([]json.RawMessage, 2)
+		var ok bool
+		if chat.Messages, ok = rd.requestMembers(body, "messages", []string{"tools", "functions"}, other); ok {
+			chat.Tools, chat.Functions = other[0], other[1]
+		} else if err := json.Unmarshal(body, &chat); err != nil {
 			return c, fmt.Errorf("messages: %v", err)
 		}
-		c.readChatRequest(rd, chat.Messages, chat.Tools, chat.Functions)
+		for _, raw := range chat.Messages {
+			m, err := rd.memoMsg(raw, func() (msg, error) {
+				var cm chatMessage
+				if err := json.Unmarshal(raw, &cm); err != nil {
+					return msg{}, err
+				}
+				return rd.chatMsg(cm), nil
+			})
+			if err != nil {
+				return c, fmt.Errorf("messages: %v", err)
+			}
+			c.msgs = append(c.msgs, m)
+		}
+		c.readChatRequest(rd, nil, chat.Tools, chat.Functions)
 	case APIResponses:
 		var req struct {
 			Instructions json.RawMessage `json:"instructions"`
@@ -151,14 +194,33 @@ func (rd *reader) readRequest(api string, body []byte) (*conversation, error) {
 		err = c.readResponsesRequest(rd, req.Instructions, req.Input, req.Tools)
 	case APIMessages:
 		var m struct {
-			System   json.RawMessage    `json:"system"`
-			Messages []anthropicMessage `json:"messages"`
-			Tools    json.RawMessage    `json:"tools"`
+			System   json.RawMessage   `json:"system"`
+			Messages []json.RawMessage `json:"messages"`
+			Tools    json.RawMessage   `json:"tools"`
 		}
-		if err := json.Unmarshal(body, &m); err != nil {
+		other := make([]json.RawMessage, 2)
+		var ok bool
+		if m.Messages, ok = rd.requestMembers(body, "messages", []string{"system", "tools"}, other); ok {
+			m.System, m.Tools = other[0], other[1]
+		} else if err := json.Unmarshal(body, &m); err != nil {
 			return c, fmt.Errorf("messages: %v", err)
 		}
-		c.readMessagesRequest(rd, m.System, m.Messages, m.Tools)
+		c.readMessagesRequest(rd, m.System, nil, m.Tools)
+		for _, raw := range m.Messages {
+			am, err := rd.memoMsg(raw, func() (msg, error) {
+				var a anthropicMessage
+				if err := json.Unmarshal(raw, &a); err != nil {
+					return msg{}, err
+				}
+				out := msg{role: a.Role}
+				rd.anthropicBlocks(&out, a.Content)
+				return out, nil
+			})
+			if err != nil {
+				return c, fmt.Errorf("messages: %v", err)
+			}
+			c.msgs = append(c.msgs, am)
+		}
 	case APIGemini:
 		var g struct {
 			SystemInstruction *geminiContent  `json:"systemInstruction"`
