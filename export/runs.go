@@ -147,6 +147,27 @@ func recomputeInspect(b, tj []byte, t *transcript.Transcript) (*Exported, error)
 	if err != nil {
 		return nil, err
 	}
+	return recomputeSample(sample, tj, t)
+}
+
+// RecomputeSample is Recompute of one sample of an Inspect eval log (as the log holds it, its
+// uuid the run's id) against the run in dir: a reader of a log of many runs reads the log
+// once, not once a run.
+func RecomputeSample(sample json.RawMessage, dir string) (*Exported, error) {
+	tj, t, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		UUID string `json:"uuid"`
+	}
+	if err := json.Unmarshal(sample, &head); err != nil || head.UUID != t.Run.ID {
+		return nil, fmt.Errorf("the sample is of run %q; %s is run %s", head.UUID, dir, t.Run.ID)
+	}
+	return recomputeSample(sample, tj, t)
+}
+
+func recomputeSample(sample json.RawMessage, tj []byte, t *transcript.Transcript) (*Exported, error) {
 	var meta struct {
 		Metadata struct {
 			Sealrun struct {

@@ -156,33 +156,29 @@ const TrajectoryFile = "trajectory.json"
 // transcripts checks every run's bodies and transcript (the audit logs were checked against
 // their attestations by runs) and prints a line a run.
 func (c *checker) transcripts(onDisk []string) {
-	var total transcript.Counts
-	checked := 0
-	for _, id := range onDisk {
+	found := make([]finding, len(onDisk))
+	eachParallel(len(onDisk), func(i int) {
+		id, out := onDisk[i], &found[i]
 		d := filepath.Join(c.dir, "runs", id)
 		env, err := os.ReadFile(filepath.Join(d, "result.att.json"))
 		if err != nil {
-			continue
+			return
 		}
 		st, err := attest.ReadUnverified(env) // verified by runs; read here for the header alone
 		if err != nil {
-			continue
+			return
 		}
 		if _, err := os.Stat(filepath.Join(d, "audit.jsonl")); err != nil {
-			fmt.Fprintf(c.w, "  runs/%s: no audit log, so no trajectory to check\n", id)
-			continue
+			out.say("  runs/%s: no audit log, so no trajectory to check", id)
+			return
 		}
 		rep, err := transcript.Check(d, st.Predicate)
 		if err != nil {
-			c.bad("runs/%s: its transcript cannot be checked: %v", id, err)
-			continue
+			out.bad("runs/%s: its transcript cannot be checked: %v", id, err)
+			return
 		}
-		checked++
+		out.ok, out.bodies = true, rep.Bodies
 		b := rep.Bodies
-		total.Intact += b.Intact
-		total.Withheld += b.Withheld
-		total.Missing += b.Missing
-		total.Altered += b.Altered
 		line := fmt.Sprintf("  runs/%s: %d model exchanges, %d calls; bodies %d intact, %d withheld, %d missing, %d altered", id, rep.Exchanges, rep.Calls, b.Intact, b.Withheld, b.Missing, b.Altered)
 		if rep.Transcript {
 			line += "; transcript.json is what they give"
@@ -192,17 +188,29 @@ func (c *checker) transcripts(onDisk []string) {
 		}
 		if b, err := os.ReadFile(filepath.Join(d, TrajectoryFile)); err == nil {
 			if _, err := export.Recompute(b, d); err != nil {
-				c.bad("runs/%s/%s: %v", id, TrajectoryFile, err)
+				out.bad("runs/%s/%s: %v", id, TrajectoryFile, err)
 			} else {
 				line += "; trajectory.json (ATIF) is what the transcript gives"
 			}
 		}
-		fmt.Fprintln(c.w, line)
+		out.say("%s", line)
 		for _, n := range rep.Notes {
-			fmt.Fprintf(c.w, "    %s\n", n)
+			out.say("    %s", n)
 		}
 		for _, p := range rep.Problems {
-			c.bad("runs/%s/%s", id, p)
+			out.bad("runs/%s/%s", id, p)
+		}
+	})
+	var total transcript.Counts
+	checked := 0
+	for _, f := range found {
+		c.replay(f)
+		if f.ok {
+			checked++
+			total.Intact += f.bodies.Intact
+			total.Withheld += f.bodies.Withheld
+			total.Missing += f.bodies.Missing
+			total.Altered += f.bodies.Altered
 		}
 	}
 	fmt.Fprintf(c.w, "trajectories: %d runs; bodies %d intact, %d withheld, %d missing, %d altered (each against the SHA-256 its run's signed audit log carries)\n",
@@ -264,26 +272,36 @@ func (c *checker) inspectLogs() {
 			c.bad("%s: %v", rel, err)
 			continue
 		}
+		// Read once: a log holds a sample of every run of its track and agent.
 		var log struct {
-			Samples []struct {
-				UUID string `json:"uuid"`
-			} `json:"samples"`
+			Samples []json.RawMessage `json:"samples"`
 		}
 		if err := json.Unmarshal(b, &log); err != nil {
 			c.bad("%s: not an eval log: %v", rel, err)
 			continue
 		}
-		ok := 0
-		for _, s := range log.Samples {
+		found := make([]finding, len(log.Samples))
+		eachParallel(len(log.Samples), func(i int) {
+			var s struct {
+				UUID string `json:"uuid"`
+			}
+			json.Unmarshal(log.Samples[i], &s)
 			if !attest.ValidRunID(s.UUID) {
-				c.bad("%s: a sample of run %q, which cannot be one of this publication's", rel, s.UUID)
-				continue
+				found[i].bad("%s: a sample of run %q, which cannot be one of this publication's", rel, s.UUID)
+				return
 			}
-			if _, err := export.Recompute(b, filepath.Join(c.dir, "runs", s.UUID)); err != nil {
-				c.bad("%s: run %s: %v", rel, s.UUID, err)
-				continue
+			if _, err := export.RecomputeSample(log.Samples[i], filepath.Join(c.dir, "runs", s.UUID)); err != nil {
+				found[i].bad("%s: run %s: %v", rel, s.UUID, err)
+				return
 			}
-			ok++
+			found[i].ok = true
+		})
+		ok := 0
+		for _, f := range found {
+			c.replay(f)
+			if f.ok {
+				ok++
+			}
 		}
 		fmt.Fprintf(c.w, "  %s: %d samples, each exactly what its run's transcript gives\n", rel, ok)
 	}

@@ -9,13 +9,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/transcript"
 	"github.com/sigstore/sigstore/pkg/signature"
 )
 
@@ -160,17 +163,18 @@ func (c *checker) meta() (meta Publication, onDisk []string, ok bool) {
 }
 
 // runs checks that every run's attestation verifies with a trusted key, names its run, and binds
-// the run's files.
+// the run's files (the runs on every CPU, their findings in order).
 func (c *checker) runs(onDisk, keyPaths []string) {
 	dir := c.dir
-	for _, id := range onDisk {
+	found := make([]finding, len(onDisk))
+	eachParallel(len(onDisk), func(i int) {
+		id, out := onDisk[i], &found[i]
 		d := filepath.Join(dir, "runs", id)
 		att := filepath.Join(d, "result.att.json")
 		if _, err := os.Stat(att); err != nil {
-			c.bad("runs/%s: no result.att.json", id)
-			continue
+			out.bad("runs/%s: no result.att.json", id)
+			return
 		}
-		var verified bool
 		var lastErr error
 		for _, kp := range keyFiles(keyPaths) {
 			f := attest.Files{Key: kp}
@@ -188,17 +192,64 @@ func (c *checker) runs(onDisk, keyPaths []string) {
 				continue
 			}
 			if v.Statement.Predicate.Run.ID != id {
-				c.bad("runs/%s: its attestation is of run %s", id, v.Statement.Predicate.Run.ID)
+				out.bad("runs/%s: its attestation is of run %s", id, v.Statement.Predicate.Run.ID)
 			} else {
-				c.keep(id, v)
+				out.verified = v
 			}
-			verified = true
-			break
+			return
 		}
-		if !verified {
-			c.bad("runs/%s: the attestation or a file it binds does not verify with a trusted key: %v", id, lastErr)
+		out.bad("runs/%s: the attestation or a file it binds does not verify with a trusted key: %v", id, lastErr)
+	})
+	for i, f := range found {
+		c.replay(f)
+		if f.verified != nil {
+			c.keep(onDisk[i], f.verified)
 		}
 	}
+}
+
+// finding is what the check of one run (or sample) found, kept to be replayed in order.
+type finding struct {
+	lines, problems []string
+	verified        *attest.Verified
+	ok              bool
+	bodies          transcript.Counts
+}
+
+func (f *finding) bad(format string, args ...any) {
+	f.problems = append(f.problems, fmt.Sprintf(format, args...))
+}
+
+func (f *finding) say(format string, args ...any) {
+	f.lines = append(f.lines, fmt.Sprintf(format, args...))
+}
+
+// replay writes a finding's lines and records its problems, as the check would have one by one.
+func (c *checker) replay(f finding) {
+	for _, l := range f.lines {
+		fmt.Fprintln(c.w, l)
+	}
+	c.problems = append(c.problems, f.problems...)
+}
+
+// eachParallel calls f(0) … f(n-1) on every CPU; each call writes only its own result.
+func eachParallel(n int, f func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(n, max(1, runtime.NumCPU())) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // boards rebuilds the boards from the publication's own files, with the ledgers' accounting, and

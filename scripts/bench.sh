@@ -29,7 +29,7 @@ echo "== Go benchmarks"
 # The image and sandbox benchmarks take seconds an iteration: give them fixed iteration counts
 # so that their medians and ratios do not rest on a single run.
 {
-  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$' -e '/transcript$' -e '/export$')
+  go test -run '^$' -bench . -benchmem $(go list ./... | grep -v -e '/images$' -e '/sandbox$' -e '/runner$' -e '/grader$' -e '/leaderboard$' -e '/daemon$' -e '/transcript$' -e '/export$' -e '/cmd/sealrun$')
   go test -run '^$' -bench 'UnpackVsTar|VerifyVsSha256sum' -benchmem -benchtime 3x ./images
   go test -run '^$' -bench 'UnpackPythonLayer|HashPythonLayer|PackPythonRootfs' -benchtime 1x ./images
   go test -run '^$' -bench 'PullVsSkopeo' -benchtime 2x ./images
@@ -39,6 +39,7 @@ echo "== Go benchmarks"
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
   go test -run '^$' -bench . -benchtime 5x ./grader
   go test -run '^$' -bench . -benchtime 2x ./leaderboard
+  go test -run '^$' -bench 'VerifyPublication' -benchtime 1x ./cmd/sealrun
   go test -run '^$' -bench . -benchtime 3x ./export
   go test -run '^$' -bench . -skip 'SlurmNodes' -benchtime 3x ./daemon
   go test -run '^$' -bench 'SlurmNodes' -benchtime 1x ./daemon
@@ -207,6 +208,9 @@ l10k=$(gobench_metric 'BenchmarkLeaderboardLedger/runs=10000' total-s); l1k=$(go
 echo "with each run's host ledger (--ledger): 10,000 runs (20,000 entries) ${l10k} s   (target: <= 1 s); of it the ledger (read, verify, check every attestation's head, account per row) $(gobench_metric 'BenchmarkLeaderboardLedger/runs=10000' ledger-s) s"
 echo "  baseline, the 20,000 ed25519 checks alone (each run's envelope and ledger head) on every CPU: ${floor} s: the board is $(ratio "$l10k" "$floor")x them"
 echo "  1,000 runs ${l1k} s: 10x the runs take $(ratio "$l10k" "$l1k")x the time   (target: <= 11x)"
+v1k=$(gobench_metric 'BenchmarkVerifyPublication/runs=1000' verify-s); v100=$(gobench_metric 'BenchmarkVerifyPublication/runs=100' verify-s)
+echo "verify-publication of 1,000 runs (attestations and the files they bind, every transcript and export rebuilt, the ledger, the boards): ${v1k} s   (target: <= 10 s)"
+echo "  baseline, every file of it read and hashed once: $(gobench_metric 'BenchmarkVerifyPublication/runs=1000' hash-s) s; 100 runs ${v100} s: 10x the runs take $(ratio "$v1k" "$v100")x the time   (target: <= 11x)"
 echo
 echo "== ledger: the run ledger (a signed Merkle log, RFC 6962 hashing)"
 echo "append one entry and its signed head, written and fsynced: $(gobench_ms BenchmarkAppend) ms   (target: <= 1 ms)"

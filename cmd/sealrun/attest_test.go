@@ -14,7 +14,7 @@ const (
 )
 
 // goldenPredicate extracts the predicate and subjects of the attest golden statement.
-func goldenPredicate(t *testing.T) (pred []byte, subjects []string) {
+func goldenPredicate(t testing.TB) (pred []byte, subjects []string) {
 	t.Helper()
 	b, err := os.ReadFile("../../attest/testdata/statement.golden.json")
 	if err != nil {

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/publish"
+	"github.com/sealrun/sealrun/transcript/transcripttest"
+)
+
+// BenchmarkVerifyPublication: sealrun verify-publication of a publication of 100 and of 1,000
+// runs of the flagship track, each gathered with its audit log of a synthetic agent loop (model
+// exchanges and calls), the bodies it hashes and its transcript, all in one host ledger: every
+// file against SHA256SUMS, every attestation and the files it binds, every transcript and
+// export rebuilt, the ledger's accounting, the boards (verify-s; target: 1,000 runs in <= 10 s,
+// and 10× the runs in <= 11× the time), beside the floor any reader pays, every file of it read
+// and hashed once (hash-s).
+func BenchmarkVerifyPublication(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
+			pub := benchPublication(b, n)
+			var verify, hash time.Duration
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				var out bytes.Buffer
+				if err := publish.Verify(pub, []string{"../../attest/testdata/ed25519.pub"}, &out); err != nil {
+					b.Fatalf("%v\n%s", err, out.String())
+				}
+				t1 := time.Now()
+				hashAll(b, pub)
+				verify, hash = verify+t1.Sub(t0), hash+time.Since(t1)
+			}
+			b.ReportMetric(verify.Seconds()/float64(b.N), "verify-s")
+			b.ReportMetric(hash.Seconds()/float64(b.N), "hash-s")
+		})
+	}
+}
+
+// benchPublication writes a publication of n runs (seeds 1..n of one agent) and returns it.
+func benchPublication(b *testing.B, n int) string {
+	b.Helper()
+	dir := b.TempDir()
+	results := filepath.Join(dir, "results")
+	pred, _ := goldenPredicate(b)
+	var p map[string]any
+	if err := json.Unmarshal(pred, &p); err != nil {
+		b.Fatal(err)
+	}
+	track := p["track"].(map[string]any)["id"].(string)
+	trackFile, err := os.ReadFile("../../tracks/ari-v1.toml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	signer, err := attest.LoadSigner(ctx, "../../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	os.MkdirAll(state, 0o755)
+	l, err := ledger.Open(filepath.Join(state, "ledger.jsonl"), "sealrun.ledger/bench-host", signer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	started, _ := time.Parse(time.RFC3339, "2026-11-21T12:00:10Z")
+	for seed := 1; seed <= n; seed++ {
+		id := fmt.Sprintf("r-20261124-%06d-b%05d", seed, seed)
+		rd := filepath.Join(results, id)
+		os.MkdirAll(rd, 0o755)
+		report := fmt.Sprintf(`{"run":%q,"seed":%d}`+"\n", id, seed)
+		for name, data := range map[string][]byte{"report.json": []byte(report), "summary.txt": []byte("run " + id + "\n"), "track.toml": trackFile} {
+			if err := os.WriteFile(filepath.Join(rd, name), data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tr, err := transcripttest.New(rd, started)
+		if err != nil {
+			b.Fatal(err)
+		}
+		transcripttest.Conversation(tr, 6, 500, 200, func(i int) string { return fmt.Sprintf("SEED-%d-TURN-%d-OUTPUT\n", seed, i) })
+		head, entries := tr.Head()
+		tr.Close()
+		p["run"] = map[string]any{"id": id, "rerun_of": ""}
+		p["seed"] = seed
+		p["audit"] = map[string]any{"head": head, "entries": entries}
+		res := p["result"].(map[string]any)
+		res["passed"], res["score"] = seed%100, seed%100
+		pj, _ := json.Marshal(p)
+		var pr attest.Predicate
+		if err := json.Unmarshal(pj, &pr); err != nil {
+			b.Fatal(err)
+		}
+		reportSum := sha256.Sum256([]byte(report))
+		st := attest.NewStatement(&pr,
+			attest.NewSubject("bundle.tar.gz", "8694ff758e31db8ecef363d4bfd657ea3a361da85c37d5ba32c7edec188e664d"), // the golden's promoted candidate (not gathered here)
+			attest.NewSubject("report.json", hex.EncodeToString(reportSum[:])))
+		env, err := attest.Sign(ctx, st, signer)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(rd, "result.att.json"), env, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		var e struct{ Payload string }
+		json.Unmarshal(env, &e)
+		payload, _ := base64.StdEncoding.DecodeString(e.Payload)
+		ps := sha256.Sum256(payload)
+		sc := p["scaffold"].(map[string]any)
+		l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: id, Time: started, Track: track, Scaffold: fmt.Sprint(sc["name"], " ", sc["version"]), Agent: "example-model-2026-10@high", Seed: int64(seed)})
+		l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: id, Time: started, State: "graded", Attestation: hex.EncodeToString(ps[:])})
+	}
+	exported := filepath.Join(dir, "ledger-bench-host.jsonl")
+	var out bytes.Buffer
+	if err := l.Export(&out); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(exported, out.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	pub := filepath.Join(dir, "pub")
+	if _, err := publish.Write(publish.Options{Out: pub, Suite: leaderboard.SuiteExam, Keys: []string{"../../attest/testdata/ed25519.pub"}, Ledgers: []string{exported}, Inputs: []string{results}, Version: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	return pub
+}
+
+// hashAll reads and hashes every file under dir once.
+func hashAll(b *testing.B, dir string) {
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(sha256.New(), f)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
