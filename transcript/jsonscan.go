@@ -67,10 +67,10 @@ func stringEnd(data []byte, i int) int {
 // requestMembers reads a request body — one JSON object — as encoding/json's decode into
 // json.RawMessage fields (names, into out) and a []json.RawMessage (messages) would: keys
 // matched without case, the last of a repeated key kept. It checks the body as json.Valid
-// does, member by member, but a message whose bytes rd read before (remembered in rd.msgs,
-// valid when they were) is not scanned again. ok is false where the decode would refuse the
+// does, member by member, but a message whose bytes rd read before for api (remembered in
+// rd.msgs, valid when they were) is not scanned again. ok is false where the decode would refuse the
 // body or this walk cannot say: then the caller decodes it, for its verdict.
-func (rd *reader) requestMembers(body []byte, messages string, names []string, out []json.RawMessage) (msgs []json.RawMessage, ok bool) {
+func (rd *reader) requestMembers(api string, body []byte, messages string, names []string, out []json.RawMessage) (msgs []json.RawMessage, ok bool) {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, false
@@ -107,7 +107,7 @@ func (rd *reader) requestMembers(body []byte, messages string, names []string, o
 			val := body[i:vend]
 			switch {
 			case strings.EqualFold(key, messages) && val[0] == '[':
-				if msgs, ok = rd.messageArray(val); !ok {
+				if msgs, ok = rd.messageArray(api, val); !ok {
 					return nil, false
 				}
 				list = val
@@ -147,7 +147,7 @@ func (rd *reader) requestMembers(body []byte, messages string, names []string, o
 
 // messageArray splits a JSON array into its elements, checking it as json.Valid does; an
 // element rd read before is known valid.
-func (rd *reader) messageArray(list []byte) ([]json.RawMessage, bool) {
+func (rd *reader) messageArray(api string, list []byte) ([]json.RawMessage, bool) {
 	msgs := []json.RawMessage{}
 	i := skipSpace(list, 1)
 	if i < len(list) && list[i] == ']' {
@@ -162,7 +162,7 @@ func (rd *reader) messageArray(list []byte) ([]json.RawMessage, bool) {
 			return nil, false
 		}
 		el := list[i:end]
-		if _, known := rd.msgs[string(el)]; !known && !json.Valid(el) {
+		if _, known := rd.msgs[api][string(el)]; !known && !json.Valid(el) {
 			return nil, false
 		}
 		msgs = append(msgs, el)

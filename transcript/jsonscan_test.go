@@ -26,13 +26,12 @@ func FuzzRequestMembers(f *testing.F) {
 	}
 	rd := newReader()
 	// Messages read before, as a scaffold resends them (the walk takes them as valid).
-	rd.msgs[`{"role":"user","content":"hi"}`] = msg{role: "user"}
-	rd.msgs[`[1]`] = msg{}
+	rd.msgs[APIChat] = map[string]msg{`{"role":"user","content":"hi"}`: {role: "user"}, `[1]`: {}}
 	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"},[1],{"role":"user","content":"hi"}],"tools":[]}`))
 	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}x,[1]]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		other := make([]json.RawMessage, 2)
-		msgs, ok := rd.requestMembers(body, "messages", []string{"tools", "functions"}, other)
+		msgs, ok := rd.requestMembers(APIChat, body, "messages", []string{"tools", "functions"}, other)
 		var want struct {
 			Messages  []json.RawMessage `json:"messages"`
 			Tools     json.RawMessage   `json:"tools"`
@@ -57,4 +56,29 @@ func FuzzRequestMembers(f *testing.F) {
 			t.Fatalf("members: %q, want %q %q", other, want.Tools, want.Functions)
 		}
 	})
+}
+
+// The same message bytes in two APIs' requests are each read as their API reads them, not as
+// the first one read them.
+func TestMessagesRememberedPerAPI(t *testing.T) {
+	rd := newReader()
+	m := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}`
+	chat, err := rd.readRequest(APIChat, []byte(`{"messages":[`+m+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anthropic, err := rd.readRequest(APIMessages, []byte(`{"messages":[`+m+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := chat.msgs[0].parts[0].typ; got != PartOther {
+		t.Errorf("chat: part %q, want %q", got, PartOther)
+	}
+	if got := anthropic.msgs[0].parts[0].typ; got != PartToolResult {
+		t.Errorf("messages: part %q, want %q", got, PartToolResult)
+	}
+	again, _ := rd.readRequest(APIChat, []byte(`{"messages":[`+m+`,`+m+`]}`))
+	if len(again.msgs) != 2 || again.msgs[1].parts[0].typ != PartOther {
+		t.Errorf("chat again: %+v", again.msgs)
+	}
 }

@@ -20,25 +20,28 @@ import (
 type reader struct {
 	norm     map[string]string
 	normSize int
-	// msgs: the message each request message's bytes were read into, by those bytes. A scaffold
+	// msgs: the message each request message's bytes were read into, by API and those bytes. A scaffold
 	// sends the whole conversation again with every request, almost always in the same bytes:
 	// each is read once (a 2,000-turn hour's requests are 236 MB, nearly all repeated).
-	msgs     map[string]msg
+	msgs     map[string]map[string]msg
 	msgsSize int
 }
 
-func newReader() *reader { return &reader{norm: map[string]string{}, msgs: map[string]msg{}} }
+func newReader() *reader { return &reader{norm: map[string]string{}, msgs: map[string]map[string]msg{}} }
 
-// memoMsg returns the message raw was read into before, or reads it with read and remembers
-// it (while the memo holds under maxNormMemo bytes of keys).
-func (rd *reader) memoMsg(raw json.RawMessage, read func() (msg, error)) (msg, error) {
-	if m, ok := rd.msgs[string(raw)]; ok {
+// memoMsg returns the message raw was read into before under api, or reads it with read and
+// remembers it (while the memo holds under maxNormMemo bytes of keys).
+func (rd *reader) memoMsg(api string, raw json.RawMessage, read func() (msg, error)) (msg, error) {
+	if m, ok := rd.msgs[api][string(raw)]; ok {
 		return m, nil
 	}
 	m, err := read()
 	if err == nil && rd.msgsSize+len(raw) <= maxNormMemo {
 		m.k, m.keyed = m.key(), true
-		rd.msgs[string(raw)] = m
+		if rd.msgs[api] == nil {
+			rd.msgs[api] = map[string]msg{}
+		}
+		rd.msgs[api][string(raw)] = m
 		rd.msgsSize += len(raw)
 	}
 	return m, err
@@ -163,13 +166,13 @@ func (rd *reader) readRequest(api string, body []byte) (*conversation, error) {
 		}
 		other := make([]json.RawMessage, 2)
 		var ok bool
-		if chat.Messages, ok = rd.requestMembers(body, "messages", []string{"tools", "functions"}, other); ok {
+		if chat.Messages, ok = rd.requestMembers(api, body, "messages", []string{"tools", "functions"}, other); ok {
 			chat.Tools, chat.Functions = other[0], other[1]
 		} else if err := json.Unmarshal(body, &chat); err != nil {
 			return c, fmt.Errorf("messages: %v", err)
 		}
 		for _, raw := range chat.Messages {
-			m, err := rd.memoMsg(raw, func() (msg, error) {
+			m, err := rd.memoMsg(api, raw, func() (msg, error) {
 				var cm chatMessage
 				if err := json.Unmarshal(raw, &cm); err != nil {
 					return msg{}, err
@@ -200,14 +203,14 @@ func (rd *reader) readRequest(api string, body []byte) (*conversation, error) {
 		}
 		other := make([]json.RawMessage, 2)
 		var ok bool
-		if m.Messages, ok = rd.requestMembers(body, "messages", []string{"system", "tools"}, other); ok {
+		if m.Messages, ok = rd.requestMembers(api, body, "messages", []string{"system", "tools"}, other); ok {
 			m.System, m.Tools = other[0], other[1]
 		} else if err := json.Unmarshal(body, &m); err != nil {
 			return c, fmt.Errorf("messages: %v", err)
 		}
 		c.readMessagesRequest(rd, m.System, nil, m.Tools)
 		for _, raw := range m.Messages {
-			am, err := rd.memoMsg(raw, func() (msg, error) {
+			am, err := rd.memoMsg(api, raw, func() (msg, error) {
 				var a anthropicMessage
 				if err := json.Unmarshal(raw, &a); err != nil {
 					return msg{}, err
