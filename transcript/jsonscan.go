@@ -68,8 +68,8 @@ func stringEnd(data []byte, i int) int {
 // json.RawMessage fields (names, into out) and a []json.RawMessage (messages) would: keys
 // matched without case, the last of a repeated key kept. It checks the body as json.Valid
 // does, member by member, but a message whose bytes rd read before for api (remembered in
-// rd.msgs, valid when they were) is not scanned again. ok is false where the decode would refuse the
-// body or this walk cannot say: then the caller decodes it, for its verdict.
+// rd.msgs, valid when they were) is not scanned again. ok is false where the decode would
+// refuse the body or this walk cannot say: then the caller decodes it, for its verdict.
 func (rd *reader) requestMembers(api string, body []byte, messages string, names []string, out []json.RawMessage) (msgs []json.RawMessage, ok bool) {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {

@@ -20,9 +20,10 @@ import (
 type reader struct {
 	norm     map[string]string
 	normSize int
-	// msgs: the message each request message's bytes were read into, by API and those bytes. A scaffold
-	// sends the whole conversation again with every request, almost always in the same bytes:
-	// each is read once (a 2,000-turn hour's requests are 236 MB, nearly all repeated).
+	// msgs: the message each request message's bytes were read into, by API and those bytes.
+	// A scaffold sends the whole conversation again with every request, almost always in the
+	// same bytes: each is read once (a 2,000-turn hour's requests are 236 MB, nearly all
+	// repeated).
 	msgs     map[string]map[string]msg
 	msgsSize int
 }
