@@ -28,7 +28,9 @@ type reader struct {
 	msgsSize int
 }
 
-func newReader() *reader { return &reader{norm: map[string]string{}, msgs: map[string]map[string]msg{}} }
+func newReader() *reader {
+	return &reader{norm: map[string]string{}, msgs: map[string]map[string]msg{}}
+}
 
 // memoMsg returns the message raw was read into before under api, or reads it with read and
 // remembers it (while the memo holds under maxNormMemo bytes of keys).
