@@ -3,12 +3,14 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,4 +289,104 @@ func BenchmarkCPUBoundCall(b *testing.B) {
 	b.ReportMetric(mo.Seconds(), "call-s")
 	b.ReportMetric(mt.Seconds(), "runc-call-s")
 	b.ReportMetric(float64(mo)/float64(mt), "ratio")
+}
+
+// BenchmarkRuntimeByFeature: the runtime's own time (SEALRUN_TEST_RUNTIME; runc by default) for
+// `run` of the bare bundle of the same image running `true`, and of that bundle with each part of
+// the isolation a sealed runner container has added, from its own spec: its seccomp profile, its
+// user namespace (the image's /sys bound, as no cgroup mount can be made in it there), its
+// cgroup namespace, its masked and read-only paths, its limits, and all of them. What a sealed
+// container costs beyond these is sealrun's own (BenchmarkContainerVsBareRunc's phases).
+func BenchmarkRuntimeByFeature(b *testing.B) {
+	requireRoot(b)
+	imgs := localImages(b)
+	ws := b.TempDir()
+	sealed, err := Spec(Profile{Role: RoleRunner, Rootfs: imgs.controller, Args: []string{"true"}, UIDs: IDRange{Base: RangeBase, Size: RangeSize}, SharedGID: RangeBase, Workspace: ws, CgroupsPath: "/sealrun-bench-features"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := testenv.Runtime()
+	if rt == "" || rt == "runsc" || strings.HasSuffix(rt, "/runsc") {
+		rt = "runc" // gVisor's sandbox is its own runtime; it is measured whole elsewhere
+	}
+	base := testenv.BareRuncBundle(b, imgs.controller, "true")
+	var spec map[string]any
+	if err := json.Unmarshal(mustReadFile(b, filepath.Join(base, "config.json")), &spec); err != nil {
+		b.Fatal(err)
+	}
+	features := map[string]func(s map[string]any){
+		"seccomp": func(s map[string]any) { linuxOf(s)["seccomp"] = sealed.Linux.Seccomp },
+		"userns": func(s map[string]any) {
+			l := linuxOf(s)
+			l["namespaces"] = append(l["namespaces"].([]any), map[string]any{"type": "user"})
+			l["uidMappings"], l["gidMappings"] = sealed.Linux.UIDMappings, sealed.Linux.UIDMappings // one range: the shared group is sealrun's own
+			var mounts []any
+			for _, m := range s["mounts"].([]any) {
+				if d := m.(map[string]any)["destination"]; d != "/sys" && d != "/sys/fs/cgroup" {
+					mounts = append(mounts, m)
+				}
+			}
+			s["mounts"] = append(mounts, map[string]any{"destination": "/sys", "type": "none", "source": "/sys", "options": []string{"rbind", "nosuid", "noexec", "nodev", "ro"}})
+		},
+		"cgroupns": func(s map[string]any) {
+			l := linuxOf(s)
+			l["namespaces"] = append(l["namespaces"].([]any), map[string]any{"type": "cgroup"})
+		},
+		"masks": func(s map[string]any) {
+			l := linuxOf(s)
+			l["maskedPaths"], l["readonlyPaths"] = sealed.Linux.MaskedPaths, sealed.Linux.ReadonlyPaths
+		},
+		"limits": func(s map[string]any) { linuxOf(s)["resources"] = sealed.Linux.Resources },
+	}
+	variants := [][]string{{}, {"seccomp"}, {"userns"}, {"cgroupns"}, {"masks"}, {"limits"}, {"seccomp", "userns", "cgroupns", "masks", "limits"}}
+	bundles := make([]string, len(variants))
+	for i, v := range variants {
+		var s map[string]any
+		data, _ := json.Marshal(spec)
+		json.Unmarshal(data, &s) // a deep copy
+		for _, f := range v {
+			features[f](s)
+		}
+		bundles[i] = filepath.Join(b.TempDir(), "bundle")
+		os.MkdirAll(bundles[i], 0o755)
+		data, _ = json.Marshal(s)
+		if err := os.WriteFile(filepath.Join(bundles[i], "config.json"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	root, _ := os.MkdirTemp("/run", "sealrun-bench-")
+	defer os.RemoveAll(root)
+	times := make([][]time.Duration, len(variants))
+	b.ResetTimer()
+	for n := range b.N {
+		for i := range variants { // alternating, so that each variant sees the same machine
+			t0 := time.Now()
+			if out, err := exec.Command(rt, "--root", root, "run", "--bundle", bundles[i], fmt.Sprintf("sealrun-feature-%d-%d", n, i)).CombinedOutput(); err != nil {
+				b.Fatalf("%s run with %v: %v %s", rt, variants[i], err, out)
+			}
+			times[i] = append(times[i], time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	for i, v := range variants {
+		name := strings.Join(v, "+")
+		switch {
+		case len(v) == 0:
+			name = "bare"
+		case len(v) > 1:
+			name = "all"
+		}
+		b.ReportMetric(float64(median(times[i]).Microseconds())/1000, name+"-ms")
+	}
+}
+
+func linuxOf(s map[string]any) map[string]any { return s["linux"].(map[string]any) }
+
+func mustReadFile(t testing.TB, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

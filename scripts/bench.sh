@@ -132,6 +132,9 @@ phases() {
   local f=$1 m
   m() { awk -v u="$1" '$1 ~ "^BenchmarkContainerVsBareRunc(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$f"; }
   echo "  where it went: sealrun's preparation (cgroup, device filter, idmapped rootfs, overlay, spec) $(m prepare-ms) ms, the runtime until the hook (process, namespaces, mounts, seccomp, cgroup) $(m runtime-ms) ms, the network hook $(m hook-ms) ms, until seen registered $(m ready-ms) ms, the process and its wait $(m run-ms) ms, teardown (runtime delete, cgroups, bundle, mounts) $(m teardown-ms) ms"
+  local fm
+  fm() { awk -v u="$1" '$1 ~ "^BenchmarkRuntimeByFeature(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$f"; }
+  [ -n "$(fm bare-ms)" ] && echo "  the runtime's own run of the bare bundle $(fm bare-ms) ms; with the sealed container's seccomp profile $(fm seccomp-ms) ms, user namespace $(fm userns-ms) ms, cgroup namespace $(fm cgroupns-ms) ms, masked paths $(fm masks-ms) ms, limits $(fm limits-ms) ms; all of them $(fm all-ms) ms (the rest of a sealed container is sealrun's own)"
 }
 if [ "$(gobench_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
   echo "(skipped: needs root and the local images; run make bench as root after make test)"
@@ -140,7 +143,7 @@ elif ! command -v crun >/dev/null; then
   echo "(crun skipped: not installed; make deps installs it)"
 else
   {
-    SEALRUN_TEST_RUNTIME=crun go test -run '^$' -bench 'ContainerVsBareRunc' -benchtime 20x ./sandbox
+    SEALRUN_TEST_RUNTIME=crun go test -run '^$' -bench 'ContainerVsBareRunc|RuntimeByFeature' -benchtime 20x ./sandbox
     SEALRUN_TEST_RUNTIME=crun go test -run '^$' -bench 'RunnerTrue' -benchtime 20x ./runner
     SEALRUN_TEST_RUNTIME=crun go test -run '^$' -bench 'HarnessPerQuestion' -benchtime 5x ./grader
   } >"$work/crun.txt" 2>&1 || true
