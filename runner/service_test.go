@@ -653,12 +653,13 @@ func TestServeWaitsForCallsUnderWay(t *testing.T) {
 
 // A pause of the run freezes the compute call under way (nothing of it runs meanwhile) and
 // refuses new ones; its end thaws the call, whose limit has moved by the pause: a call that
-// needs 2 s of its 3 s limit, paused for 4 s of the wall, ends well.
+// needs about 1 s of its 5 s limit (2 s in the emulated cgroup v2 guest), paused for 6 s of the
+// wall, ends well.
 func TestPauseFreezesTheCall(t *testing.T) {
 	f := newFixture(t)
 	start := f.rc.Started()
-	f.clock.set(start.Add(55*time.Minute - 3*time.Second)) // a 3 s limit: the reserve window's
-	cmd := exec.Command(f.client, "sh", "-c", `i=0; while [ $i -lt 20 ]; do i=$((i+1)); echo tick $i; sleep 0.1; done; echo done`)
+	f.clock.set(start.Add(55*time.Minute - 5*time.Second)) // a 5 s limit: the reserve window is 5 s away
+	cmd := exec.Command(f.client, "sh", "-c", `i=0; while [ $i -lt 10 ]; do i=$((i+1)); echo tick $i; sleep 0.1; done; echo done`)
 	cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
 	out, _ := cmd.StdoutPipe()
 	var errb bytes.Buffer
@@ -689,8 +690,8 @@ func TestPauseFreezesTheCall(t *testing.T) {
 	if r := f.runner("true"); r.code != ExitRefused || !strings.Contains(r.stderr, "paused") {
 		t.Errorf("a call while paused: %+v", r)
 	}
-	time.Sleep(4 * time.Second) // past the call's limit, on the wall
-	f.clock.set(f.clock.now().Add(4 * time.Second))
+	time.Sleep(6 * time.Second) // past the call's limit, on the wall
+	f.clock.set(f.clock.now().Add(6 * time.Second))
 	resumed := time.Now()
 	f.rc.Resume()
 	if err := f.svc.Resume(); err != nil {

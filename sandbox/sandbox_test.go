@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,7 +225,7 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 	ctx := context.Background()
 	limits := DefaultLimits()
 	limits.MemoryBytes = 96 << 20
-	oomBefore := vmstatOOMKills(t)
+	oomLog := openOOMLog(t)
 	var out bytes.Buffer
 	c, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.python, Workspace: workspace(t, r), Limits: limits, Stdout: &out, Stderr: &out,
 		Args: []string{"python3", "-c", "b = []\nwhile True: b.append(bytearray(8 << 20))"}})
@@ -245,8 +246,23 @@ func TestMemoryBombOOMKilled(t *testing.T) {
 	if err != nil || st.OOMKills == 0 || !c.OOMKilled() {
 		t.Errorf("cgroup stats after the OOM: %+v %v; want oom kills counted", st, err)
 	}
-	if delta := vmstatOOMKills(t) - oomBefore; delta != st.OOMKills {
-		t.Errorf("the host counted %d OOM kills during the test, the container's cgroup %d: the OOM killer acted outside the container", delta, st.OOMKills)
+	// Each kill the kernel logged meanwhile was bounded by a memory cgroup (other tests' containers
+	// may be OOM-killed beside this one), and this container's kills were in its own cgroup.
+	ours, recs := 0, oomLog.kills(t)
+	leaf := "/" + strings.Trim(c.leaf.Path, "/")
+	for _, rec := range recs {
+		if oomField(rec, "constraint") != "CONSTRAINT_MEMCG" {
+			t.Errorf("the kernel's OOM killer acted on the host, not inside a memory cgroup: %s", rec)
+		}
+		if strings.HasSuffix(oomField(rec, "task_memcg"), leaf) {
+			if !strings.HasSuffix(oomField(rec, "oom_memcg"), leaf) {
+				t.Errorf("the container's process was killed for a limit outside its cgroup: %s", rec)
+			}
+			ours++
+		}
+	}
+	if uint64(ours) != st.OOMKills {
+		t.Errorf("the kernel logged %d OOM kills in the container's cgroup %s, its memory.events counted %d; the records: %q", ours, leaf, st.OOMKills, recs)
 	}
 	// The run goes on: a new container starts and works.
 	c2, err := r.Start(ctx, ContainerConfig{Role: RoleRunner, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"true"}})
@@ -504,20 +520,56 @@ func TestGatewayListenerReachableOnlyFromController(t *testing.T) {
 	c.Destroy(ctx)
 }
 
-// vmstatOOMKills is the kernel's count of OOM kills on the whole machine.
-func vmstatOOMKills(t *testing.T) uint64 {
+// oomLog follows the kernel's log from the moment it is opened: the OOM killer writes one
+// "oom-kill:" record per kill naming its constraint and the memory cgroup it acted in. A count on
+// the whole machine (/proc/vmstat) cannot tell this container's kill from one in another
+// package's test running beside it; the records can.
+type oomLog struct{ fd int }
+
+func openOOMLog(t *testing.T) *oomLog {
 	t.Helper()
-	b, err := os.ReadFile("/proc/vmstat")
+	// The raw descriptor, not an *os.File: Go's poller would wait on an empty log, not return.
+	fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the kernel log (/dev/kmsg), to see where the OOM killer acted: %v", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			var n uint64
-			fmt.Sscan(v, &n)
-			return n
+	t.Cleanup(func() { syscall.Close(fd) })
+	if _, err := syscall.Seek(fd, 0, io.SeekEnd); err != nil {
+		t.Fatalf("/dev/kmsg: seeking to its end: %v", err)
+	}
+	return &oomLog{fd}
+}
+
+// oomField is one "key=value" of an "oom-kill:" record.
+func oomField(rec, key string) string {
+	for _, kv := range strings.Split(strings.TrimPrefix(rec, "oom-kill:"), ",") {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
 		}
 	}
-	t.Fatal("/proc/vmstat has no oom_kill counter")
-	return 0
+	return ""
+}
+
+// kills returns the "oom-kill:" records written since the log was opened (or last read).
+func (l *oomLog) kills(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := syscall.Read(l.fd, buf)
+		if err == syscall.EPIPE || err == syscall.EINTR {
+			continue // records were overwritten before we read them; the next read goes on
+		}
+		if err == syscall.EAGAIN || (err == nil && n <= 0) {
+			return out // no more records
+		}
+		if err != nil {
+			t.Fatalf("/dev/kmsg: %v", err)
+		}
+		_, msg, _ := strings.Cut(string(buf[:n]), ";")
+		msg, _, _ = strings.Cut(msg, "\n")
+		if strings.HasPrefix(msg, "oom-kill:") {
+			out = append(out, msg)
+		}
+	}
 }
