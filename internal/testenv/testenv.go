@@ -212,7 +212,7 @@ func Slow() int {
 }
 
 // Alone reports whether SEALRUN_TEST_ALONE=1: the test binary runs by itself on the machine
-// (make test's crun and gVisor stages, after go test ./...), so a test that waits on a run's
+// (make test's crun daemon stage, after go test ./...), so a test that waits on a run's
 // clock need not leave room for the load of other packages' tests beside it.
 func Alone() bool { return os.Getenv("SEALRUN_TEST_ALONE") == "1" }
 
