@@ -46,7 +46,7 @@ mkdir -p "/sys/fs/cgroup$D/harness"
 echo $$ >"/sys/fs/cgroup$D/harness/cgroup.procs"
 
 export CI=true GOTOOLCHAIN=local SEALRUN_TEST_STATE=$G/state SEALRUN_TEST_BIN_DIR=$G/testbin
-export SEALRUN_TEST_OUTPUT_CALLS=${output_calls:-40} SEALRUN_TEST_SLOW=2
+export SEALRUN_TEST_OUTPUT_CALLS=${output_calls:-100} SEALRUN_TEST_SLOW=2
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 echo "test binaries and their time:" >>"$out/summary.txt"
 # Each package's root tests, in its own directory (tests read testdata and ../ relative to it).
