@@ -41,6 +41,18 @@ func TestShippedScaffoldsSealedRun(t *testing.T) {
 	}
 }
 
+// clockRead is the scripted model's first command, reading the run's clock. Qwen Code's shell
+// tool can lose the whole output of a command that exits at once under load (the fresh CI of
+// 2026-11-29 saw `runner time_left` answer "(empty)" with exit 0; upstream fixed the like for its
+// interactive mode in QwenLM/qwen-code#2389), so under it the command stays up half a second
+// after it prints, as a person's terminal would show it anyway.
+func clockRead(sc *scaffolds.Scaffold) string {
+	if sc.Name == "qwen" {
+		return "runner time_left; sleep 0.5"
+	}
+	return "runner time_left"
+}
+
 func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	tb := newTestbed(t)
 	const secret = "sk-scripted-provider-SECRET-9d2f"
@@ -56,16 +68,8 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	tb.cfg.Prices = api.PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "a test's", Models: map[string]api.PriceEntry{kind + "/model-x": {Input: &pin, CachedInput: &pcached, Output: &pout}}}
 	track, _ := shippedTrack(t, tb, sc, map[string]string{`wall = "3m"`: `wall = "5m"`})
 	candidate := regexp.MustCompile(`candidate ([0-9a-f]{12})`)
-	// Qwen Code's shell tool can lose the whole output of a command that exits at once under load
-	// (the fresh CI of 2026-11-29 saw `runner time_left` answer "(empty)" with exit 0; upstream
-	// fixed the like for its interactive mode in QwenLM/qwen-code#2389). The clock read stays up
-	// half a second after it prints, as a person's terminal would show it anyway.
-	timeLeft := "runner time_left"
-	if sc.Name == "qwen" {
-		timeLeft += "; sleep 0.5"
-	}
 	tb.prov.Agent(
-		func(string) string { return timeLeft },
+		func(string) string { return clockRead(sc) },
 		func(string) string { return `runner python3 -c 'print("compute call:", 6 * 7)'` },
 		func(string) string {
 			return `env | grep -ci -e 'sk-scripted' -e 'SECRET' || echo "no key in the controller"; mkdir -p b && cp sealrun-bundle.json predict.py b/ && runner submit b`
@@ -201,16 +205,8 @@ func TestTokenBoundInASealedRun(t *testing.T) {
 	// Each scripted turn uses 140 input and 20 output tokens: the bound is reached by the
 	// second answer.
 	track, _ := shippedTrack(t, tb, sc, map[string]string{`question_limit = "10s"`: "question_limit = \"10s\"\nmax_tokens = 300"})
-	// Qwen Code's shell tool can lose the whole output of a command that exits at once under load
-	// (the fresh CI of 2026-11-29 saw `runner time_left` answer "(empty)" with exit 0; upstream
-	// fixed the like for its interactive mode in QwenLM/qwen-code#2389). The clock read stays up
-	// half a second after it prints, as a person's terminal would show it anyway.
-	timeLeft := "runner time_left"
-	if sc.Name == "qwen" {
-		timeLeft += "; sleep 0.5"
-	}
 	tb.prov.Agent(
-		func(string) string { return timeLeft },
+		func(string) string { return clockRead(sc) },
 		func(string) string { return "echo second turn" },
 		func(string) string { return "echo never answered" },
 		func(string) string { return "runner finalize" },
