@@ -1,8 +1,10 @@
 package attest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -101,4 +103,158 @@ func FuzzStatementPaths(f *testing.F) {
 			t.Fatalf("the two readings differ:\n%+v\n%+v", fast, slow)
 		}
 	})
+}
+
+// FuzzEnvelopePaths: whatever envelope the one-pass reading (fastEnvelope) accepts, the general
+// one (encoding/json and the duplicate-key pass) accepts too and reads the same; so the fast
+// path changes no verdict, only the time to reach it.
+func FuzzEnvelopePaths(f *testing.F) {
+	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := string(b)
+	f.Add(b)
+	for _, edit := range [][2]string{
+		{`"payloadType"`, `"PayloadType"`},
+		{`"payloadType"`, `"payload\u0054ype"`},
+		{`"payload":`, `"payload":"e30=","payload":`},
+		{`"signatures": [`, `"signatures": null, "x": [`},
+		{`"signatures": [`, `"signatures": [], "signatures": [`},
+		{`"sig":`, `"sig": "AA==", "sig":`},
+		{`"sig":`, `"SIG":`},
+		{`"keyid": "`, `"keyid": "\"`},
+		{`"keyid"`, `"extra": 1, "keyid"`},
+		{`{`, "\ufeff{"},
+		{`"payload": "`, `"payload": "\n`},
+		{`"payload": "`, "\"payload\": \"\x7f"},
+		{`"payload": "`, `"payload": "é`},
+	} {
+		f.Add([]byte(strings.Replace(s, edit[0], edit[1], 1)))
+	}
+	for _, x := range []string{"", "{}", "[]", "null", `{"payloadType":"a","payload":"b","signatures":[]}`, `{"payloadType":"a","payload":"b","signatures":[{}]}`, `{"payloadType":"a","payload":"b","signatures":[{"keyid":"k"}]}`, `{"payloadType":"a","payload":"b","signatures":[{"sig":"s"},]}`, `{"payloadType":"a","payload":"b","signatures":[{"sig":"s"}]} x`, `{"payloadType":"a","payload":"b","signatures":[{"sig":"s"}],}`, `{"payloadType":"a","payload":"b"}`} {
+		f.Add([]byte(x))
+	}
+	f.Fuzz(func(t *testing.T, env []byte) {
+		fast, ok := fastEnvelope(env)
+		if !ok {
+			return
+		}
+		var slow envelope
+		if err := json.Unmarshal(env, &slow); err != nil {
+			t.Fatalf("read in one pass, refused by encoding/json: %v", err)
+		}
+		if err := duplicateKeys(env); err != nil {
+			t.Fatalf("read in one pass, refused by the duplicate-key pass: %v", err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("the two readings differ:\n%+v\n%+v", fast, slow)
+		}
+	})
+}
+
+// TestEnvelopeFastPath: the form Sign writes is the one read in one pass.
+func TestEnvelopeFastPath(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fastEnvelope(b); !ok {
+		t.Fatal("the golden envelope (as Sign writes it) is not read by the one-pass reading")
+	}
+}
+
+// TestDuplicateKeysManyKeys: an object past the listed keys switches to a set and still finds
+// a duplicate, in it and in objects nested in it.
+func TestDuplicateKeysManyKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 40 {
+		fmt.Fprintf(&b, `"k%d":{"a":1,"b":2},`, i)
+	}
+	ok := b.String() + `"z":0}`
+	if err := noDuplicateKeys([]byte(ok)); err != nil {
+		t.Fatalf("no duplicate: %v", err)
+	}
+	for _, bad := range []string{b.String() + `"K3":0}`, b.String() + `"z":{"a":1,"A":2}}`, strings.Replace(ok, `"k0":{"a":1,"b":2}`, `"k0":{"a":1,"b":2,"a":3}`, 1)} {
+		if err := noDuplicateKeys([]byte(bad)); err == nil {
+			t.Errorf("duplicate not found in %.60s…", bad[len(bad)-60:])
+		}
+	}
+}
+
+// FuzzDuplicateKeys: the one-pass duplicate-key check agrees with a plain reading of the tokens
+// (encoding/json's decoder, keys compared with bytes.EqualFold as it matches them to fields).
+func FuzzDuplicateKeys(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":{"a":2},"c":[{"a":1},{"a":2}]}`, `{"a":1,"A":2}`, `{"a":"\"","b":{"k":1,"K":2}}`, `{"\u212a":1,"k":2}`, `[{"x":{}},{"x":[]}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		want, deep := tokenDuplicates(data)
+		if deep {
+			return
+		}
+		if got := duplicateKeys(data) != nil; got != want {
+			t.Fatalf("duplicateKeys says %v, the tokens say %v: %s", got, want, data)
+		}
+	})
+}
+
+// tokenDuplicates reads valid JSON token by token: does an object repeat a key (without case),
+// and is it nested more than 64 levels deep?
+func tokenDuplicates(data []byte) (dup, deep bool) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	type frame struct {
+		object  bool
+		keys    []string
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return dup, deep
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				if top != nil && top.object {
+					top.wantKey = true
+				}
+				stack = append(stack, &frame{object: v == '{', wantKey: v == '{'})
+				if len(stack) > 64 {
+					deep = true
+				}
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].object {
+					stack[len(stack)-1].wantKey = true
+				}
+				continue
+			}
+		case string:
+			if top != nil && top.object && top.wantKey {
+				for _, k := range top.keys {
+					if bytes.EqualFold([]byte(k), []byte(v)) {
+						dup = true
+					}
+				}
+				top.keys = append(top.keys, v)
+				top.wantKey = false
+				continue
+			}
+		}
+		if top != nil && top.object {
+			top.wantKey = true
+		}
+	}
 }

@@ -100,12 +100,15 @@ func WithTrack(t *policy.Track) VerifyOption { return func(c *verifyConfig) { c.
 
 // envelope is the DSSE envelope, decoded strictly.
 type envelope struct {
-	PayloadType *string `json:"payloadType"`
-	Payload     *string `json:"payload"`
-	Signatures  []struct {
-		KeyID string  `json:"keyid"`
-		Sig   *string `json:"sig"`
-	} `json:"signatures"`
+	PayloadType *string       `json:"payloadType"`
+	Payload     *string       `json:"payload"`
+	Signatures  []envelopeSig `json:"signatures"`
+}
+
+// envelopeSig is one of an envelope's signatures.
+type envelopeSig struct {
+	KeyID string  `json:"keyid"`
+	Sig   *string `json:"sig"`
 }
 
 // Verify checks an attestation offline against a public key, in this order: envelope size and
@@ -183,16 +186,20 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 	if len(env) > MaxEnvelopeBytes {
 		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxEnvelopeBytes)
 	}
-	var e envelope
-	// One decode (which checks the syntax) and one pass for duplicate keys; when the decode
-	// fails, strictDecode says why as it always has.
-	if json.Unmarshal(env, &e) != nil {
-		if err := strictDecode(env, &e, false); err != nil {
+	// The one form signers write, read in one pass (fastEnvelope); any other, one decode (which
+	// checks the syntax) and one pass for duplicate keys; when the decode fails, strictDecode
+	// says why as it always has.
+	e, ok := fastEnvelope(env)
+	if !ok {
+		e = envelope{}
+		if json.Unmarshal(env, &e) != nil {
+			if err := strictDecode(env, &e, false); err != nil {
+				return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+			}
+		}
+		if err := duplicateKeys(env); err != nil {
 			return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
 		}
-	}
-	if err := duplicateKeys(env); err != nil {
-		return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
 	}
 	switch {
 	case e.PayloadType == nil:
@@ -459,35 +466,41 @@ func noDuplicateKeys(data []byte) error {
 }
 
 // duplicateKeys is noDuplicateKeys for bytes known to be one valid JSON value (a decoder took
-// them whole).
+// them whole). An object's keys are compared in a list while it has few (no allocation), in a
+// set once it has many (a hostile object of a million keys stays linear).
 func duplicateKeys(data []byte) error {
+	const listed = 16 // keys an object keeps in the list before it gets a set
 	type frame struct {
 		object, wantKey bool
-		keys            map[string]struct{}
+		first           int // the object's first key in spans
+		set             map[string]struct{}
 	}
-	var stack []frame
-	var fold []byte
+	type span struct{ from, to int } // a folded key in arena
+	var (
+		stack []frame
+		spans []span
+		arena []byte
+	)
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{', '[':
 			if len(stack) == 64 {
 				return errors.New("nested more than 64 levels deep")
 			}
-			stack = append(stack, frame{object: data[i] == '{', wantKey: data[i] == '{'})
+			stack = append(stack, frame{object: data[i] == '{', wantKey: data[i] == '{', first: len(spans)})
 		case '}', ']':
+			top := stack[len(stack)-1]
+			if top.object && top.first < len(spans) {
+				arena = arena[:spans[top.first].from]
+				spans = spans[:top.first]
+			}
 			stack = stack[:len(stack)-1]
 		case ',':
 			if top := &stack[len(stack)-1]; top.object {
 				top.wantKey = true
 			}
 		case '"':
-			j, escaped := i+1, false
-			for ; data[j] != '"'; j++ {
-				if data[j] == '\\' {
-					j++
-					escaped = true
-				}
-			}
+			j, escaped := stringEnd(data, i+1)
 			if len(stack) > 0 && stack[len(stack)-1].wantKey {
 				top := &stack[len(stack)-1]
 				key := data[i+1 : j]
@@ -498,20 +511,53 @@ func duplicateKeys(data []byte) error {
 					}
 					key = []byte(k)
 				}
-				fold = foldKey(fold[:0], key)
-				if top.keys == nil {
-					top.keys = map[string]struct{}{}
+				from := len(arena)
+				arena = foldKey(arena, key)
+				fold := arena[from:]
+				dup := false
+				if top.set != nil {
+					_, dup = top.set[string(fold)]
+					top.set[string(fold)] = struct{}{}
+				} else {
+					for _, sp := range spans[top.first:] {
+						if bytes.Equal(arena[sp.from:sp.to], fold) {
+							dup = true
+							break
+						}
+					}
+					spans = append(spans, span{from, len(arena)})
+					if len(spans)-top.first > listed {
+						top.set = make(map[string]struct{}, 2*listed)
+						for _, sp := range spans[top.first:] {
+							top.set[string(arena[sp.from:sp.to])] = struct{}{}
+						}
+					}
 				}
-				if _, dup := top.keys[string(fold)]; dup {
+				if dup {
 					return fmt.Errorf("key %q appears twice in one object (keys are matched without case)", key)
 				}
-				top.keys[string(fold)] = struct{}{}
 				top.wantKey = false
 			}
 			i = j
 		}
 	}
 	return nil
+}
+
+// stringEnd returns the index of the quote that ends the JSON string starting at from (just
+// after its opening quote) in valid JSON, and whether the string has escapes.
+func stringEnd(data []byte, from int) (end int, escaped bool) {
+	q := bytes.IndexByte(data[from:], '"')
+	if q >= 0 && bytes.IndexByte(data[from:from+q], '\\') < 0 {
+		return from + q, false
+	}
+	j := from
+	for ; data[j] != '"'; j++ {
+		if data[j] == '\\' {
+			j++
+		}
+	}
+	return j, true
 }
 
 // foldKey appends key with each character replaced by the least of its simple case folds, so
