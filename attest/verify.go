@@ -402,14 +402,14 @@ func quoteOrMissing(s *string) string {
 	return fmt.Sprintf("%q", *s)
 }
 
-// canonicalBase64 decodes standard base64 with padding and refuses any other spelling of the same
-// bytes (URL alphabet, missing padding, non-zero trailing bits, whitespace).
 // PAE is the DSSE v1 pre-authentication encoding that is signed:
 // "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in ASCII decimal.
 func PAE(payloadType string, body []byte) []byte {
 	return append([]byte(fmt.Sprintf("DSSEv1 %d %s %d ", len(payloadType), payloadType, len(body))), body...)
 }
 
+// canonicalBase64 decodes standard base64 with padding and refuses any other spelling of the same
+// bytes (URL alphabet, missing padding, non-zero trailing bits, whitespace).
 func canonicalBase64(s string) ([]byte, error) {
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
 	if err != nil {
