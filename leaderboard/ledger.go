@@ -41,6 +41,25 @@ func LoadLedgers(paths []string, keys []Key) ([]*ledger.Ledger, error) {
 	return out, nil
 }
 
+// GoLoadLedgers is LoadLedgers on a goroutine of its own, so that reading the ledgers (one pass
+// each, on one CPU) overlaps Load's verification of the attestations (on every CPU); wait
+// returns what LoadLedgers would. Call wait once, on every path, so that the goroutine ends.
+func GoLoadLedgers(paths []string, keys []Key) (wait func() ([]*ledger.Ledger, error)) {
+	type result struct {
+		ls  []*ledger.Ledger
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ls, err := LoadLedgers(paths, keys)
+		done <- result{ls, err}
+	}()
+	return func() ([]*ledger.Ledger, error) {
+		r := <-done
+		return r.ls, r.err
+	}
+}
+
 // RowLedger is what the ledgers say of a row: every run of its track and agent that a ledger
 // holds, and whether each is accounted for by a published attestation.
 type RowLedger struct {

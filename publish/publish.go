@@ -21,6 +21,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -357,7 +358,23 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 		}
 		ts = append(ts, t)
 	}
+	var ledgers func() ([]*ledger.Ledger, error)
+	if len(meta.Ledgers) > 0 {
+		var paths []string
+		for _, l := range meta.Ledgers {
+			paths = append(paths, at(l))
+		}
+		ledgers = leaderboard.GoLoadLedgers(paths, ks) // read while the attestations verify
+	}
 	in, err := leaderboard.Load([]string{at("runs")}, ks, ts)
+	var ledgerErr error
+	if ledgers != nil {
+		var ls []*ledger.Ledger
+		ls, ledgerErr = ledgers()
+		if err == nil {
+			in.Ledgers = ls
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -368,12 +385,8 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 		problems = append(problems, fmt.Sprintf("%s: %s", r.Path, r.Reason))
 	}
 	if len(meta.Ledgers) > 0 {
-		var paths []string
-		for _, l := range meta.Ledgers {
-			paths = append(paths, at(l))
-		}
-		if in.Ledgers, err = leaderboard.LoadLedgers(paths, ks); err != nil {
-			return nil, append(problems, err.Error()), nil
+		if ledgerErr != nil {
+			return nil, append(problems, ledgerErr.Error()), nil
 		}
 		for _, l := range in.Ledgers {
 			l.Name = rel(l.Name)

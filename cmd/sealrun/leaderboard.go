@@ -11,6 +11,7 @@ import (
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -121,17 +122,25 @@ func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) erro
 		}
 		ts = append(ts, t)
 	}
-	in, err := leaderboard.Load(args, ks, ts)
-	if err != nil {
-		return ioError(err)
-	}
+	var ledgers func() ([]*ledger.Ledger, error)
 	if len(f.ledgers) > 0 {
 		if f.suite == leaderboard.SuiteAIRS {
 			return usage(errors.New("--ledger is for the exam suite's board for now"))
 		}
-		if in.Ledgers, err = leaderboard.LoadLedgers(f.ledgers, ks); err != nil {
-			return &exitError{code: exitInvalid, err: err}
+		ledgers = leaderboard.GoLoadLedgers(f.ledgers, ks) // read while the attestations verify
+	}
+	in, err := leaderboard.Load(args, ks, ts)
+	if ledgers != nil {
+		ls, lerr := ledgers()
+		if err == nil && lerr != nil {
+			return &exitError{code: exitInvalid, err: lerr}
 		}
+		if err == nil {
+			in.Ledgers = ls
+		}
+	}
+	if err != nil {
+		return ioError(err)
 	}
 	ws, err := f.witnesses.verifiers()
 	if err != nil {
