@@ -143,10 +143,19 @@ func (s *jsonScan) str() (string, bool) {
 	}
 	v := s.b[s.i : s.i+n]
 	for _, c := range v {
-		if c < 0x20 || c > 0x7e || c == '\\' {
+		if !plainASCII[c] {
 			return "", false
 		}
 	}
 	s.i += n + 1
 	return string(v), true
 }
+
+// plainASCII: the bytes a JSON string holds as themselves (printable ASCII but the backslash;
+// the quote ends it).
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '\\'
+	}
+	return t
+}()
