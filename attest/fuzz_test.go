@@ -258,3 +258,95 @@ func tokenDuplicates(data []byte) (dup, deep bool) {
 		}
 	}
 }
+
+// FuzzStatementOnePass: whatever statement the one-pass reading (onePassStatement) accepts,
+// encoding/json's strict reading with its duplicate-key pass (fastStatement) accepts too and
+// reads the same; so the one pass changes no verdict, only the time to reach it.
+func FuzzStatementOnePass(f *testing.F) {
+	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	env, err := ReadUnverified(b)
+	if err != nil {
+		f.Fatal(err)
+	}
+	golden, _ := json.Marshal(env)
+	s := string(golden)
+	f.Add(golden)
+	if e, ok := fastEnvelope(b); ok {
+		if signed, err := canonicalBase64(*e.Payload); err == nil {
+			f.Add(signed) // the bytes as signed (RFC 8785)
+		}
+	}
+	for _, edit := range [][2]string{
+		{`"_type"`, `"_TYPE"`},
+		{`"_type"`, `"_typ\u0065"`},
+		{`{"_type"`, `{"extra":1,"_type"`},
+		{`"predicate":{`, `"predicate":{"seed":1,`},
+		{`"predicate":{`, `"predicate":{"Seed":1,`},
+		{`"seed":`, `"seed":1.5,"x":`},
+		{`"seed":`, `"seed":01,"x":`},
+		{`"seed":`, `"seed":"1","x":`},
+		{`"seed":`, `"seed":null,"x":`},
+		{`"sha256":"`, `"sha256":"\u00e9`},
+		{`"sha256":"`, `"SHA256":"x","sha256":"`},
+		{`"sha256":"`, "\"sha256\":\"\xff"},
+		{`"sha256":"`, "\"sha256\":\"\x01"},
+		{`"queued":"`, `"queued":"x`},
+		{`"queued":`, `"queued":null,"x":`},
+		{`"history":[`, `"history":null,"x":[`},
+		{`"digest":{`, `"digest":{"SHA256":"a",`},
+		{`"index":`, `"index":-1,"x":`},
+		{`"bits_per_byte":`, `"bits_per_byte":1e999,"x":`},
+	} {
+		f.Add([]byte(strings.Replace(s, edit[0], edit[1], 1)))
+	}
+	f.Add([]byte(s + " {}"))
+	f.Add([]byte(" \n" + s + "\t"))
+	f.Add([]byte(`{"_type":"x","subject":[],"predicateType":"y","predicate":{}}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		one := onePassStatement(payload)
+		if one == nil {
+			return
+		}
+		std := fastStatement(payload)
+		if std == nil {
+			t.Fatalf("read in one pass, refused by encoding/json's strict reading: %s", payload)
+		}
+		if !reflect.DeepEqual(one, std) {
+			t.Fatalf("the two readings differ:\n%+v\n%+v", one.Predicate, std.Predicate)
+		}
+	})
+}
+
+// TestStatementOnePath: the statements sealrun signs are read in one pass, and every type of
+// the statement is one it reads (else all would quietly take the slower reading).
+func TestStatementOnePath(t *testing.T) {
+	if statementCodec() == nil {
+		t.Fatal("the statement's types have one the one-pass reading does not read")
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := ReadUnverified(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marshalled, _ := json.Marshal(env)
+	e, _ := fastEnvelope(b)
+	signed, err := canonicalBase64(*e.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, payload := range [][]byte{signed, marshalled} {
+		one := onePassStatement(payload)
+		if one == nil {
+			t.Fatalf("the golden statement is not read in one pass: %.80s…", payload)
+		}
+		if std := fastStatement(payload); !reflect.DeepEqual(one, std) {
+			t.Fatalf("the two readings differ:\n%+v\n%+v", one.Predicate, std.Predicate)
+		}
+	}
+}

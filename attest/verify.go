@@ -252,7 +252,11 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 // readStatement reads the in-toto statement from the verified payload: its type, the predicate
 // type, the subjects (against the given files' digests) and the predicate.
 func readStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement, error) {
-	if st := fastStatement(payload); st != nil {
+	st := onePassStatement(payload)
+	if st == nil {
+		st = fastStatement(payload)
+	}
+	if st != nil {
 		if err := checkTypes(&st.Type, &st.PredicateType, out); err != nil {
 			return nil, err
 		}
@@ -298,12 +302,7 @@ func slowStatement(payload []byte, cfg verifyConfig, out *Verified) (*Statement,
 // member reading judges it, and names what is wrong. Whatever this accepts, that reading accepts
 // and reads the same.
 func fastStatement(payload []byte) *Statement {
-	var full struct {
-		Type          *string    `json:"_type"`
-		Subject       []Subject  `json:"subject"`
-		PredicateType *string    `json:"predicateType"`
-		Predicate     *Predicate `json:"predicate"`
-	}
+	var full statementFields
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if dec.Decode(&full) != nil || full.Type == nil || full.PredicateType == nil || full.Subject == nil || full.Predicate == nil {
