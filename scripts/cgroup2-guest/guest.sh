@@ -82,7 +82,8 @@ suite() {
 	say "  $line"
 	if [ $rc != 0 ]; then
 		fail "go test $log"
-		grep -E '^(--- FAIL|    .*_test.go:[0-9]+:)' "$out/$log.log" | head -n 30
+		# Each failure's lines, with the first lines of a message that goes on (an escape's row).
+		awk '/^--- FAIL|^    .*_test\.go:[0-9]+:/ {print; more = 12; next} more > 0 && /^        / {print; more--; next} {more = 0}' "$out/$log.log" | head -n 80
 	fi
 }
 want() { [ "${bench:-0}" != only ] && { [ -z "${run:-}" ] || [[ $1 =~ $run ]]; }; }
