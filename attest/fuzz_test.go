@@ -62,15 +62,7 @@ func TestNoDuplicateKeys(t *testing.T) {
 // FuzzStatementPaths: whatever statement the one-pass reading accepts, the member-by-member
 // reading accepts too and reads the same; what that reading refuses, the one-pass one refuses.
 func FuzzStatementPaths(f *testing.F) {
-	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	env, err := ReadUnverified(b)
-	if err != nil {
-		f.Fatal(err)
-	}
-	golden, _ := json.Marshal(env)
+	_, golden := goldenStatement(f)
 	s := string(golden)
 	f.Add(golden)
 	for _, edit := range [][2]string{
@@ -263,15 +255,7 @@ func tokenDuplicates(data []byte) (dup, deep bool) {
 // encoding/json's strict reading with its duplicate-key pass (fastStatement) accepts too and
 // reads the same; so the one pass changes no verdict, only the time to reach it.
 func FuzzStatementOnePass(f *testing.F) {
-	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	env, err := ReadUnverified(b)
-	if err != nil {
-		f.Fatal(err)
-	}
-	golden, _ := json.Marshal(env)
+	b, golden := goldenStatement(f)
 	s := string(golden)
 	f.Add(golden)
 	if e, ok := fastEnvelope(b); ok {
@@ -326,15 +310,7 @@ func TestStatementOnePath(t *testing.T) {
 	if statementCodec() == nil {
 		t.Fatal("the statement's types have one the one-pass reading does not read")
 	}
-	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := ReadUnverified(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	marshalled, _ := json.Marshal(env)
+	b, marshalled := goldenStatement(t)
 	e, _ := fastEnvelope(b)
 	signed, err := canonicalBase64(*e.Payload)
 	if err != nil {
@@ -349,4 +325,19 @@ func TestStatementOnePath(t *testing.T) {
 			t.Fatalf("the two readings differ:\n%+v\n%+v", one.Predicate, std.Predicate)
 		}
 	}
+}
+
+// goldenStatement returns the golden envelope and its statement as encoding/json writes it.
+func goldenStatement(t testing.TB) (envelope, statement []byte) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "envelope.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadUnverified(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statement, _ = json.Marshal(st)
+	return b, statement
 }

@@ -34,7 +34,7 @@ func onePassStatement(payload []byte) *Statement {
 		return nil
 	}
 	var full statementFields
-	d := onePass{b: payload}
+	d := onePass{jsonScan: jsonScan{b: payload}}
 	if !d.value(reflect.ValueOf(&full).Elem(), c) {
 		return nil
 	}
@@ -178,20 +178,8 @@ func codecOf(t reflect.Type, made map[reflect.Type]*codec) (*codec, bool) {
 // onePass reads JSON for codecs; each method reports false for anything outside the subset
 // onePassStatement reads (and then its result is thrown away).
 type onePass struct {
-	b     []byte
-	i     int
-	depth int
-}
-
-func (d *onePass) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
+	jsonScan // the bytes, the place, and space()
+	depth    int
 }
 
 // peek skips whitespace and returns the next byte (0 at the end).
