@@ -134,21 +134,27 @@ func (s *jsonScan) take(c byte) bool {
 // str reads a string of printable ASCII without escapes (the only strings whose JSON text is
 // their value byte for byte).
 func (s *jsonScan) str() (string, bool) {
+	v, ok := s.plain()
+	return string(v), ok
+}
+
+// plain is str without the copy: the string's bytes where they lie.
+func (s *jsonScan) plain() ([]byte, bool) {
 	if !s.take('"') {
-		return "", false
+		return nil, false
 	}
 	n := bytes.IndexByte(s.b[s.i:], '"')
 	if n < 0 {
-		return "", false
+		return nil, false
 	}
 	v := s.b[s.i : s.i+n]
 	for _, c := range v {
 		if !plainASCII[c] {
-			return "", false
+			return nil, false
 		}
 	}
 	s.i += n + 1
-	return string(v), true
+	return v, true
 }
 
 // plainASCII: the bytes a JSON string holds as themselves (printable ASCII but the backslash;

@@ -333,7 +333,7 @@ func (d *onePass) object(v reflect.Value, c *codec) bool {
 		if c.kind == cMap {
 			k, ok = d.str()
 		} else {
-			raw, ok = d.plainKey()
+			raw, ok = d.plain() // a field's name: printable ASCII, no escape
 		}
 		if !ok || d.peek() != ':' {
 			return false
@@ -371,26 +371,6 @@ func (d *onePass) object(v reflect.Value, c *codec) bool {
 			return false
 		}
 	}
-}
-
-// plainKey reads a key of printable ASCII without escapes, as a field's name is written, and
-// returns its bytes (no copy); any other key is not read (false).
-func (d *onePass) plainKey() ([]byte, bool) {
-	if d.peek() != '"' {
-		return nil, false
-	}
-	n := bytes.IndexByte(d.b[d.i+1:], '"')
-	if n < 0 {
-		return nil, false
-	}
-	raw := d.b[d.i+1 : d.i+1+n]
-	for _, c := range raw {
-		if !plainASCII[c] {
-			return nil, false
-		}
-	}
-	d.i += n + 2
-	return raw, true
 }
 
 // str reads a string: as itself when it has no escape and is valid UTF-8 without control
