@@ -13,6 +13,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // MaxLedgerBytes bounds one ledger file (about 2 KB per run: a million runs).
@@ -41,23 +42,25 @@ func LoadLedgers(paths []string, keys []Key) ([]*ledger.Ledger, error) {
 	return out, nil
 }
 
-// GoLoadLedgers is LoadLedgers on a goroutine of its own, so that reading the ledgers (one pass
-// each, on one CPU) overlaps Load's verification of the attestations (on every CPU); wait
-// returns what LoadLedgers would. Call wait once, on every path, so that the goroutine ends.
-func GoLoadLedgers(paths []string, keys []Key) (wait func() ([]*ledger.Ledger, error)) {
-	type result struct {
-		ls  []*ledger.Ledger
-		err error
-	}
-	done := make(chan result, 1)
+// LoadWithLedgers is Load, and LoadLedgers of ledgerPaths (none: no ledger) on a goroutine of
+// its own meanwhile, so that reading the ledgers (one pass each, on one CPU) overlaps the
+// attestations' verification (on every CPU). in.Ledgers holds the ledgers when both succeed; a
+// ledger that does not verify is ledgerErr, apart from err (Load's), as callers judge them apart.
+func LoadWithLedgers(paths []string, keys []Key, tracks []*policy.Track, ledgerPaths []string) (in *Inputs, ledgerErr, err error) {
+	var ledgers []*ledger.Ledger
+	done := make(chan struct{})
 	go func() {
-		ls, err := LoadLedgers(paths, keys)
-		done <- result{ls, err}
+		defer close(done)
+		if len(ledgerPaths) > 0 {
+			ledgers, ledgerErr = LoadLedgers(ledgerPaths, keys)
+		}
 	}()
-	return func() ([]*ledger.Ledger, error) {
-		r := <-done
-		return r.ls, r.err
+	in, err = Load(paths, keys, tracks)
+	<-done
+	if err == nil && ledgerErr == nil {
+		in.Ledgers = ledgers
 	}
+	return in, ledgerErr, err
 }
 
 // RowLedger is what the ledgers say of a row: every run of its track and agent that a ledger

@@ -21,7 +21,6 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -358,23 +357,11 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 		}
 		ts = append(ts, t)
 	}
-	var ledgers func() ([]*ledger.Ledger, error)
-	if len(meta.Ledgers) > 0 {
-		var paths []string
-		for _, l := range meta.Ledgers {
-			paths = append(paths, at(l))
-		}
-		ledgers = leaderboard.GoLoadLedgers(paths, ks) // read while the attestations verify
+	var ledgerPaths []string
+	for _, l := range meta.Ledgers {
+		ledgerPaths = append(ledgerPaths, at(l))
 	}
-	in, err := leaderboard.Load([]string{at("runs")}, ks, ts)
-	var ledgerErr error
-	if ledgers != nil {
-		var ls []*ledger.Ledger
-		ls, ledgerErr = ledgers()
-		if err == nil {
-			in.Ledgers = ls
-		}
-	}
+	in, ledgerErr, err := leaderboard.LoadWithLedgers([]string{at("runs")}, ks, ts, ledgerPaths)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -122,25 +121,15 @@ func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) erro
 		}
 		ts = append(ts, t)
 	}
-	var ledgers func() ([]*ledger.Ledger, error)
-	if len(f.ledgers) > 0 {
-		if f.suite == leaderboard.SuiteAIRS {
-			return usage(errors.New("--ledger is for the exam suite's board for now"))
-		}
-		ledgers = leaderboard.GoLoadLedgers(f.ledgers, ks) // read while the attestations verify
+	if len(f.ledgers) > 0 && f.suite == leaderboard.SuiteAIRS {
+		return usage(errors.New("--ledger is for the exam suite's board for now"))
 	}
-	in, err := leaderboard.Load(args, ks, ts)
-	if ledgers != nil {
-		ls, lerr := ledgers()
-		if err == nil && lerr != nil {
-			return &exitError{code: exitInvalid, err: lerr}
-		}
-		if err == nil {
-			in.Ledgers = ls
-		}
-	}
+	in, lerr, err := leaderboard.LoadWithLedgers(args, ks, ts, f.ledgers)
 	if err != nil {
 		return ioError(err)
+	}
+	if lerr != nil {
+		return &exitError{code: exitInvalid, err: lerr}
 	}
 	ws, err := f.witnesses.verifiers()
 	if err != nil {
