@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"golang.org/x/sys/unix"
 )
@@ -229,22 +231,17 @@ func TestDaemonThroughCLI(t *testing.T) {
 	// The unreachable one's error comes only when its first request gives up (no route to host
 	// after about 3 s unanswered ARP, at most the 20 s timeout), which the runs' end can
 	// precede (the fresh CI: 2.9 s): polled until then.
-	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		bad := 0
-		sts := d.witnesses.Status()
-		for _, st := range sts {
-			if (st.Name == "cosigns") != (st.Held > 0) || (st.Name != "cosigns") != (st.LastError != "") {
-				bad++
-			}
-		}
-		if bad == 0 || time.Now().After(deadline) {
-			for _, st := range sts {
-				t.Logf("witness %s: holds %d, last error %q", st.Name, st.Held, st.LastError)
-				if (st.Name == "cosigns") != (st.Held > 0) || (st.Name != "cosigns") != (st.LastError != "") {
-					t.Errorf("witness %s: %+v", st.Name, st)
-				}
-			}
-			break
+	wrong := func(st witness.TargetStatus) bool {
+		return (st.Name == "cosigns") != (st.Held > 0) || (st.Name != "cosigns") != (st.LastError != "")
+	}
+	sts := d.witnesses.Status()
+	for deadline := time.Now().Add(40 * time.Second); slices.ContainsFunc(sts, wrong) && time.Now().Before(deadline); sts = d.witnesses.Status() {
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, st := range sts {
+		t.Logf("witness %s: holds %d, last error %q", st.Name, st.Held, st.LastError)
+		if wrong(st) {
+			t.Errorf("witness %s: %+v", st.Name, st)
 		}
 	}
 	led := filepath.Join(tb.base, "ledger-export.jsonl")
