@@ -115,13 +115,26 @@ func EnvelopeOf(data []byte) ([]byte, error) {
 }
 
 // containsFoldASCII reports whether data holds word (lower-case ASCII letters whose only case
-// folds are ASCII: not k or s) in any mix of cases.
+// folds are ASCII: not k or s) in any mix of cases. It compares from the word's end and skips
+// ahead by the last byte compared (Horspool's rule): in an envelope's base64 most bytes are not
+// in the word, and most places are skipped whole.
 func containsFoldASCII(data []byte, word string) bool {
-	for i := 0; i+len(word) <= len(data); i++ {
-		j := 0
-		for ; j < len(word) && data[i+j]|0x20 == word[j]; j++ {
+	n := len(word)
+	if n == 0 {
+		return true
+	}
+	var skip [256]int
+	for c := range skip {
+		skip[c] = n
+	}
+	for j := range n - 1 {
+		skip[word[j]], skip[word[j]&^0x20] = n-1-j, n-1-j
+	}
+	for i := 0; i+n <= len(data); i += skip[data[i+n-1]] {
+		j := n - 1
+		for ; j >= 0 && data[i+j]|0x20 == word[j]; j-- {
 		}
-		if j == len(word) {
+		if j < 0 {
 			return true
 		}
 	}

@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
+
+	"github.com/sealrun/sealrun/internal/jsonpass"
 )
 
 // FuzzVerify: any bytes as an envelope give a valid verdict or a *VerificationFailure, never a
@@ -307,7 +313,7 @@ func FuzzStatementOnePass(f *testing.F) {
 // TestStatementOnePath: the statements sealrun signs are read in one pass, and every type of
 // the statement is one it reads (else all would quietly take the slower reading).
 func TestStatementOnePath(t *testing.T) {
-	if statementCodec() == nil {
+	if !jsonpass.Reads(reflect.TypeFor[statementFields]()) {
 		t.Fatal("the statement's types have one the one-pass reading does not read")
 	}
 	b, marshalled := goldenStatement(t)
@@ -340,4 +346,59 @@ func goldenStatement(t testing.TB) (envelope, statement []byte) {
 	}
 	statement, _ = json.Marshal(st)
 	return b, statement
+}
+
+// FuzzCanonicalSubmission holds appendCanonicalSubmission to what it replaces: json.Marshal of
+// the submission, then RFC 8785 canonicalization by jsoncanonicalizer. Both fail or both give the
+// same bytes.
+func FuzzCanonicalSubmission(f *testing.F) {
+	f.Add("sha256:"+strings.Repeat("ab", 32), int64(4096), int64(1767225600), int64(123456789), 0, 87.5, true)
+	f.Add("a\"b\\c\b\f\n\r\t\x00\x01\x1f\x7f<>&\u2028\u2029é\xff\xfe", int64(1)<<53+1, int64(-62135596800), int64(0), 3600, math.Copysign(0, -1), false)
+	f.Add("", int64(math.MaxInt64), int64(253402300800), int64(1), -45*60, 1e21, true) // year 10000: an error
+	f.Add("x", int64(math.MinInt64), int64(0), int64(999999999), 14*3600, 5e-324, false)
+	f.Add("y", int64(-1), int64(1), int64(10), 0, 1e-7, false)
+	f.Add("z", int64(0), int64(2), int64(100), 0, math.NaN(), false)
+	f.Add("z", int64(0), int64(2), int64(100), 0, math.Inf(1), false)
+	f.Add("z", int64(9007199254740993), int64(2), int64(100), 59, 123456789012345680000.0, false)
+	f.Fuzz(func(t *testing.T, digest string, size, sec, nsec int64, offset int, score float64, promoted bool) {
+		s := Submission{Digest: digest, Size: size, Time: time.Unix(sec, nsec).In(time.FixedZone("z", offset)), ValidationScore: score, Promoted: promoted}
+		var want []byte
+		plain, err := json.Marshal(&s)
+		if err == nil {
+			want, err = jsoncanonicalizer.Transform(plain)
+		}
+		got, gerr := appendCanonicalSubmission(nil, &s)
+		if (err == nil) != (gerr == nil) {
+			t.Fatalf("%+v: the reference's error %v, ours %v", s, err, gerr)
+		}
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("%+v:\nours      %s\nreference %s", s, got, want)
+		}
+	})
+}
+
+// FuzzContainsFoldASCII holds containsFoldASCII's skipping search to the plain one: at every
+// place, every byte of the word compared with its case folded.
+func FuzzContainsFoldASCII(f *testing.F) {
+	f.Add([]byte("a MediaType b"), "mediatype")
+	f.Add([]byte("mediatyp"), "mediatype")
+	f.Add([]byte("xxmEDIATYPExx"), "mediatype")
+	f.Add([]byte("mmediatypemediatyp"), "mediatype")
+	f.Add([]byte("aaab"), "aab")
+	f.Add([]byte("ME\x00IATYPE mediatype"), "mediatype")
+	f.Fuzz(func(t *testing.T, data []byte, word string) {
+		if word == "" || strings.ContainsFunc(word, func(r rune) bool { return r < 'a' || r > 'z' || r == 'k' || r == 's' }) {
+			return
+		}
+		want := false
+		for i := 0; i+len(word) <= len(data) && !want; i++ {
+			want = true
+			for j := range len(word) {
+				want = want && data[i+j]|0x20 == word[j]
+			}
+		}
+		if got := containsFoldASCII(data, word); got != want {
+			t.Fatalf("containsFoldASCII(%q, %q) = %v; the plain search says %v", data, word, got, want)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -93,13 +94,28 @@ func GenerateKeys(dir, algo string, passphrase []byte) (privPath, pubPath, keyID
 
 // KeyID is the lowercase hex SHA-256 of the public key's PKIX DER encoding.
 func KeyID(pub crypto.PublicKey) (string, error) {
+	// An Ed25519 key's id is remembered by its bytes: a board verifies thousands of envelopes
+	// with one key, and its DER encoding cost more than reading a statement.
+	k, ed := pub.(ed25519.PublicKey)
+	if ed {
+		if id, ok := ed25519KeyIDs.Load(string(k)); ok {
+			return id.(string), nil
+		}
+	}
 	der, err := cryptoutils.MarshalPublicKeyToDER(pub)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(der)
-	return hex.EncodeToString(sum[:]), nil
+	id := hex.EncodeToString(sum[:])
+	if ed && len(k) == ed25519.PublicKeySize {
+		ed25519KeyIDs.Store(string(k), id)
+	}
+	return id, nil
 }
+
+// ed25519KeyIDs: KeyID's answers for Ed25519 keys, by the key's bytes.
+var ed25519KeyIDs sync.Map
 
 // isKMS reports whether ref names a KMS key (scheme://...) rather than a file.
 func isKMS(ref string) bool {

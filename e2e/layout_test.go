@@ -49,8 +49,8 @@ var allowed = map[string][]string{
 	"e2e":                    {"*"},
 	"deploy":                 {}, // deploy/kubernetes: a design's manifests and their test, no code
 	// internal/testenv gates tests on the machine (root, tools, the local images), as Go's own
-	// internal/testenv does; only _test files import it. internal/fileio (file helpers) may be
-	// imported by every package.
+	// internal/testenv does; only _test files import it. internal/fileio (file helpers) and
+	// internal/jsonpass (one-pass JSON reading) may be imported by every package.
 	"internal": {},
 }
 
@@ -121,8 +121,8 @@ func TestImportRules(t *testing.T) {
 				continue
 			}
 			impOwner := owner(imp)
-			if imp == module+"/internal/fileio" || imp == module+"/internal/inflight" || imp == module+"/internal/mountinfo" {
-				continue // the file helpers, the request counter and the mount table of every floor (no sibling of their own)
+			if imp == module+"/internal/fileio" || imp == module+"/internal/inflight" || imp == module+"/internal/mountinfo" || imp == module+"/internal/jsonpass" {
+				continue // the file helpers, the request counter, the mount table and the one-pass JSON reading of every floor (no sibling of their own)
 			}
 			if impOwner == o || (len(rules) == 1 && rules[0] == "*") {
 				continue

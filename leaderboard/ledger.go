@@ -118,20 +118,29 @@ func (b *Board) checkLedgers(in *Inputs) map[string]*ledger.Ledger {
 			good[l.Origin] = l
 		}
 	}
-	for _, e := range in.Entries {
+	// Each attestation's reference is checked on every CPU (they only read the ledgers), and the
+	// findings are taken in the attestations' order, so that the first reason per ledger is the
+	// same on every machine.
+	refErr := make([]error, len(in.Entries))
+	refLedger := make([]*ledger.Ledger, len(in.Entries))
+	EachParallel(len(in.Entries), func(i int) {
+		e := &in.Entries[i]
 		r := e.Predicate.Ledger
 		if r == nil {
-			continue
+			return
 		}
 		body, _, _ := strings.Cut(r.Checkpoint, "\n\n")
 		cp, err := ledger.ParseCheckpoint(body + "\n")
 		if err != nil {
-			continue // attest.Verify checked it
+			return // attest.Verify checked it
 		}
 		if l := good[r.Origin]; l != nil {
-			if err := l.CheckRef(r, cp, "the attestation "+e.Path); err != nil {
-				reject(l, err)
-			}
+			refLedger[i], refErr[i] = l, l.CheckRef(r, cp, "the attestation "+e.Path)
+		}
+	})
+	for i, err := range refErr {
+		if err != nil {
+			reject(refLedger[i], err)
 		}
 	}
 	for _, l := range in.Ledgers {

@@ -124,30 +124,17 @@ func Load(paths []string, keys []Key, tracks []*policy.Track) (*Inputs, error) {
 		skipped bool
 	}
 	results := make([]result, len(jobs))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range max(1, runtime.NumCPU()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				e, reason, notAtt := verifyFile(jobs[i].path, keys, byTrack, len(tracks) > 0)
-				switch {
-				case e != nil:
-					results[i].entry = e
-				case notAtt && !jobs[i].explicit:
-					results[i].skipped, results[i].reject = true, &Rejection{jobs[i].path, reason}
-				default:
-					results[i].reject = &Rejection{jobs[i].path, reason}
-				}
-			}
-		}()
-	}
-	for i := range jobs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	EachParallel(len(jobs), func(i int) {
+		e, reason, notAtt := verifyFile(jobs[i].path, keys, byTrack, len(tracks) > 0)
+		switch {
+		case e != nil:
+			results[i].entry = e
+		case notAtt && !jobs[i].explicit:
+			results[i].skipped, results[i].reject = true, &Rejection{jobs[i].path, reason}
+		default:
+			results[i].reject = &Rejection{jobs[i].path, reason}
+		}
+	})
 	in := &Inputs{}
 	for _, r := range results {
 		switch {
@@ -162,6 +149,25 @@ func Load(paths []string, keys []Key, tracks []*policy.Track) (*Inputs, error) {
 	in.dedupe()
 	sort.Slice(in.Rejected, func(i, j int) bool { return in.Rejected[i].Path < in.Rejected[j].Path })
 	return in, nil
+}
+
+// EachParallel calls do(i) for each i below n on every CPU, and returns when all have returned.
+// Each i is given once; do writes only its own i's results.
+func EachParallel(n int, do func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int, 64)
+	for range min(n, max(1, runtime.NumCPU())) {
+		wg.Go(func() {
+			for i := range next {
+				do(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // loadJob is a file Load reads; explicit: named on the command line, not found in a directory.

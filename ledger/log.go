@@ -43,7 +43,7 @@ func Open(path, origin string, s signature.Signer) (*Log, error) {
 	var lastCP string
 	good, torn, err := scanLines(f, func(n int, ln line) error {
 		if len(ln.Entry) > 0 {
-			e, err := DecodeEntry(ln.Entry)
+			e, err := ln.entry()
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) 
 	_, torn, err := scanLines(r, func(n int, ln line) error {
 		last = ""
 		if len(ln.Entry) > 0 {
-			e, err := DecodeEntry(ln.Entry)
+			e, err := ln.entry()
 			if err != nil {
 				return fmt.Errorf("entry %d: %w", len(l.Entries), err)
 			}
@@ -239,7 +239,7 @@ func ExportWitnessed(r io.Reader, w io.Writer, witnessed string) (Checkpoint, er
 	bw := bufio.NewWriterSize(w, 1<<20)
 	_, _, err := scanLines(r, func(n int, ln line) error {
 		if len(ln.Entry) > 0 {
-			if _, err := DecodeEntry(ln.Entry); err != nil {
+			if _, err := ln.entry(); err != nil {
 				return fmt.Errorf("entry %d: %w", tree.Size(), err)
 			}
 			tree.Append(LeafHash(ln.Entry))

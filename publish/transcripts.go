@@ -18,6 +18,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/export"
+	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -157,7 +158,7 @@ const TrajectoryFile = "trajectory.json"
 // their attestations by runs) and prints a line a run.
 func (c *checker) transcripts(onDisk []string) {
 	found := make([]finding, len(onDisk))
-	eachParallel(len(onDisk), func(i int) {
+	leaderboard.EachParallel(len(onDisk), func(i int) {
 		id, out := onDisk[i], &found[i]
 		d := filepath.Join(c.dir, "runs", id)
 		env, err := os.ReadFile(filepath.Join(d, "result.att.json"))
@@ -281,7 +282,7 @@ func (c *checker) inspectLogs() {
 			continue
 		}
 		found := make([]finding, len(log.Samples))
-		eachParallel(len(log.Samples), func(i int) {
+		leaderboard.EachParallel(len(log.Samples), func(i int) {
 			var s struct {
 				UUID string `json:"uuid"`
 			}

@@ -9,10 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
@@ -167,7 +165,7 @@ func (c *checker) meta() (meta Publication, onDisk []string, ok bool) {
 func (c *checker) runs(onDisk, keyPaths []string) {
 	dir := c.dir
 	found := make([]finding, len(onDisk))
-	eachParallel(len(onDisk), func(i int) {
+	leaderboard.EachParallel(len(onDisk), func(i int) {
 		id, out := onDisk[i], &found[i]
 		d := filepath.Join(dir, "runs", id)
 		att := filepath.Join(d, "result.att.json")
@@ -230,26 +228,6 @@ func (c *checker) replay(f finding) {
 		fmt.Fprintln(c.w, l)
 	}
 	c.problems = append(c.problems, f.problems...)
-}
-
-// eachParallel calls f(0) … f(n-1) on every CPU; each call writes only its own result.
-func eachParallel(n int, f func(i int)) {
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(n, max(1, runtime.NumCPU())) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				f(i)
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }
 
 // boards rebuilds the boards from the publication's own files, with the ledgers' accounting, and
