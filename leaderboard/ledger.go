@@ -170,6 +170,12 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 		origins = append(origins, o)
 	}
 	sort.Strings(origins)
+	// Each ledger indexed once: a row then reads its own runs, not every entry (a board of a
+	// hundred rows over a ledger of 20,000 entries compared two million names).
+	index := map[string]*ledgerIndex{}
+	for _, o := range origins {
+		index[o] = indexLedger(ledgers[o])
+	}
 	for ti := range b.Tables {
 		t := &b.Tables[ti]
 		for ri := range t.Rows {
@@ -179,22 +185,26 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 				agent += "@" + row.Agent.Effort
 			}
 			scaffold := row.Agent.Scaffold + " " + row.Agent.ScaffoldVersion
+			// The row's queued entries in each ledger, in the ledger's order: those of its
+			// track, scaffold and agent, or, for the human baseline's row, of every person in it.
+			// The index gives the candidates (a key holds every entry of its fields); each is
+			// still matched field by field.
 			match := func(a string) bool { return a == agent }
+			key := rowKey(t.Track.ID, scaffold, agent)
+			candidates := func(x *ledgerIndex) []int { return x.byRow[key] }
 			if ps, ok := strings.CutPrefix(row.Agent.Model, "human/baseline: "); ok { // every person's runs (--human-baseline)
 				people := strings.Split(ps, ", ")
 				match = func(a string) bool { h, ok := strings.CutPrefix(a, "human/"); return ok && slices.Contains(people, h) }
+				key = rowKey(t.Track.ID, scaffold, "")
+				candidates = func(x *ledgerIndex) []int { return x.byTrack[key] }
 			}
 			rl := &RowLedger{Missing: []string{}, Pending: []string{}, NotInLedger: []string{}, Reruns: []string{}, Ledgers: []string{}}
 			for _, o := range origins {
-				l := ledgers[o]
+				x := index[o]
+				l, rerunBy := x.l, x.rerunBy
 				used := false
-				rerunBy := map[string]string{}
-				for _, e := range l.Entries {
-					if e.Kind == ledger.KindQueued && e.RerunOf != "" {
-						rerunBy[e.RerunOf] = e.Run
-					}
-				}
-				for _, e := range l.Entries {
+				for _, i := range candidates(x) {
+					e := l.Entries[i]
 					if e.Kind != ledger.KindQueued || e.Track != t.Track.ID || !match(e.Agent) || e.Scaffold != scaffold {
 						continue
 					}
@@ -260,6 +270,34 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 		}
 	}
 }
+
+// ledgerIndex is a ledger's queued entries by row, and its reruns.
+type ledgerIndex struct {
+	l       *ledger.Ledger
+	byRow   map[string][]int  // rowKey(track, scaffold, agent) -> its queued entries, in order
+	byTrack map[string][]int  // rowKey(track, scaffold, "") -> its queued entries, in order
+	rerunBy map[string]string // run -> the run that reran it
+}
+
+func indexLedger(l *ledger.Ledger) *ledgerIndex {
+	x := &ledgerIndex{l: l, byRow: map[string][]int{}, byTrack: map[string][]int{}, rerunBy: map[string]string{}}
+	for i, e := range l.Entries {
+		if e.Kind != ledger.KindQueued {
+			continue
+		}
+		if e.RerunOf != "" {
+			x.rerunBy[e.RerunOf] = e.Run
+		}
+		k := rowKey(e.Track, e.Scaffold, e.Agent)
+		x.byRow[k] = append(x.byRow[k], i)
+		k = rowKey(e.Track, e.Scaffold, "")
+		x.byTrack[k] = append(x.byTrack[k], i)
+	}
+	return x
+}
+
+// rowKey joins a row's track, scaffold and agent with a byte none of them holds.
+func rowKey(track, scaffold, agent string) string { return track + "\x00" + scaffold + "\x00" + agent }
 
 // Text is the row's ledger line.
 func (rl *RowLedger) Text() string {
