@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sealrun/sealrun/internal/testenv"
 )
@@ -295,12 +298,15 @@ func BenchmarkCPUBoundCall(b *testing.B) {
 // `run` of the bare bundle of the same image running `true`, and of that bundle with each part of
 // the isolation a sealed runner container has added, from its own spec: its seccomp profile, its
 // user namespace (the image's /sys bound, as no cgroup mount can be made in it there), its
-// cgroup namespace, its masked and read-only paths, its limits, and all of them. What a sealed
-// container costs beyond these is sealrun's own (BenchmarkContainerVsBareRunc's phases).
+// cgroup namespace, its masked and read-only paths, its limits, and all of them; and the sealed
+// runner's whole spec as Spec writes it (its mounts and namespaces besides), without what sealrun
+// adds at a start (the idmapped rootfs, the network hook, its own netns). What a sealed container
+// costs beyond that is sealrun's own (BenchmarkContainerVsBareRunc's phases).
 func BenchmarkRuntimeByFeature(b *testing.B) {
 	requireRoot(b)
 	imgs := localImages(b)
 	ws := b.TempDir()
+	os.Chmod(ws, 0o777) // the container's user works in it (the "spec" variant)
 	sealed, err := Spec(Profile{Role: RoleRunner, Rootfs: imgs.controller, Args: []string{"true"}, UIDs: IDRange{Base: RangeBase, Size: RangeSize}, SharedGID: RangeBase, Workspace: ws, CgroupsPath: "/sealrun-bench-features"})
 	if err != nil {
 		b.Fatal(err)
@@ -338,7 +344,25 @@ func BenchmarkRuntimeByFeature(b *testing.B) {
 		},
 		"limits": func(s map[string]any) { linuxOf(s)["resources"] = sealed.Linux.Resources },
 	}
-	variants := [][]string{{}, {"seccomp"}, {"userns"}, {"cgroupns"}, {"masks"}, {"limits"}, {"seccomp", "userns", "cgroupns", "masks", "limits"}}
+	// "spec": the sealed runner's whole spec as Spec writes it (its mounts, namespaces and all
+	// of the above), without what sealrun adds when it starts one (the idmapped rootfs, the
+	// network hook, its own netns): run on an overlay of the image in which the mount targets
+	// are made beforehand (as sealrun's mount-target overlay does; the container's root could
+	// not make them, and the image's store is never written).
+	specRoot := overlayWithTargets(b, imgs.controller, sealed.Mounts)
+	features["spec"] = func(s map[string]any) {
+		var whole map[string]any
+		data, _ := json.Marshal(sealed)
+		json.Unmarshal(data, &whole)
+		version := s["ociVersion"] // the bare bundle's, which every runtime here takes (crun 1.8 refuses 1.1 and later)
+		clear(s)
+		maps.Copy(s, whole)
+		s["root"] = map[string]any{"path": specRoot, "readonly": true}
+		s["ociVersion"] = version
+		l := linuxOf(s)
+		l["gidMappings"] = l["uidMappings"] // one range: the shared group is sealrun's own (Run's)
+	}
+	variants := [][]string{{}, {"seccomp"}, {"userns"}, {"cgroupns"}, {"masks"}, {"limits"}, {"seccomp", "userns", "cgroupns", "masks", "limits"}, {"spec"}}
 	bundles := make([]string, len(variants))
 	for i, v := range variants {
 		var s map[string]any
@@ -381,6 +405,29 @@ func BenchmarkRuntimeByFeature(b *testing.B) {
 }
 
 func linuxOf(s map[string]any) map[string]any { return s["linux"].(map[string]any) }
+
+// overlayWithTargets mounts an overlay of rootfs (read-only below, a temporary directory above)
+// with a directory made for each mount's destination, and returns where it is mounted; it is
+// unmounted when the benchmark ends.
+func overlayWithTargets(b *testing.B, rootfs string, mounts []specs.Mount) string {
+	dir := b.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o711) // the container's root (an unprivileged ID outside) reaches it
+	os.Chmod(dir, 0o711)
+	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "merged")
+	for _, d := range []string{upper, work, merged} {
+		os.MkdirAll(d, 0o755)
+	}
+	if out, err := exec.Command("mount", "-t", "overlay", "overlay", "-o", "lowerdir="+rootfs+",upperdir="+upper+",workdir="+work, merged).CombinedOutput(); err != nil {
+		b.Fatalf("overlay of %s: %v %s", rootfs, err, out)
+	}
+	b.Cleanup(func() { exec.Command("umount", merged).Run() })
+	for _, m := range mounts {
+		if err := os.MkdirAll(filepath.Join(merged, m.Destination), 0o755); err != nil {
+			b.Fatalf("mount target %s: %v", m.Destination, err)
+		}
+	}
+	return merged
+}
 
 func mustReadFile(t testing.TB, p string) []byte {
 	t.Helper()

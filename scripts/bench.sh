@@ -134,7 +134,7 @@ phases() {
   echo "  where it went: sealrun's preparation (cgroup, device filter, idmapped rootfs, overlay, spec) $(m prepare-ms) ms, the runtime until the hook (process, namespaces, mounts, seccomp, cgroup) $(m runtime-ms) ms, the network hook $(m hook-ms) ms, until seen registered $(m ready-ms) ms, the process and its wait $(m run-ms) ms, teardown (runtime delete, cgroups, bundle, mounts) $(m teardown-ms) ms"
   local fm
   fm() { awk -v u="$1" '$1 ~ "^BenchmarkRuntimeByFeature(-[0-9]+)?$" {for (i = 2; i < NF; i++) if ($(i+1) == u) printf "%s", $i}' "$f"; }
-  [ -n "$(fm bare-ms)" ] && echo "  the runtime's own run of the bare bundle $(fm bare-ms) ms; with the sealed container's seccomp profile $(fm seccomp-ms) ms, user namespace $(fm userns-ms) ms, cgroup namespace $(fm cgroupns-ms) ms, masked paths $(fm masks-ms) ms, limits $(fm limits-ms) ms; all of them $(fm all-ms) ms (the rest of a sealed container is sealrun's own)"
+  [ -n "$(fm bare-ms)" ] && echo "  the runtime's own run of the bare bundle $(fm bare-ms) ms; with the sealed container's seccomp profile $(fm seccomp-ms) ms, user namespace $(fm userns-ms) ms, cgroup namespace $(fm cgroupns-ms) ms, masked paths $(fm masks-ms) ms, limits $(fm limits-ms) ms; all of them $(fm all-ms) ms; the sealed runner's whole spec (its mounts and namespaces too) without the idmapped rootfs, the hook and its netns $(fm spec-ms) ms (the rest of a sealed container is sealrun's own)"
 }
 if [ "$(gobench_metric BenchmarkContainerVsBareRunc ratio)" = "" ]; then
   echo "(skipped: needs root and the local images; run make bench as root after make test)"
