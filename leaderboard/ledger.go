@@ -195,8 +195,14 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 			if ps, ok := strings.CutPrefix(row.Agent.Model, "human/baseline: "); ok { // every person's runs (--human-baseline)
 				people := strings.Split(ps, ", ")
 				match = func(a string) bool { h, ok := strings.CutPrefix(a, "human/"); return ok && slices.Contains(people, h) }
-				key = rowKey(t.Track.ID, scaffold, "")
-				candidates = func(x *ledgerIndex) []int { return x.byTrack[key] }
+				candidates = func(x *ledgerIndex) []int { // each person's, in the ledger's order
+					var is []int
+					for _, p := range people {
+						is = append(is, x.byRow[rowKey(t.Track.ID, scaffold, "human/"+p)]...)
+					}
+					slices.Sort(is)
+					return slices.Compact(is)
+				}
 			}
 			rl := &RowLedger{Missing: []string{}, Pending: []string{}, NotInLedger: []string{}, Reruns: []string{}, Ledgers: []string{}}
 			for _, o := range origins {
@@ -275,12 +281,11 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 type ledgerIndex struct {
 	l       *ledger.Ledger
 	byRow   map[string][]int  // rowKey(track, scaffold, agent) -> its queued entries, in order
-	byTrack map[string][]int  // rowKey(track, scaffold, "") -> its queued entries, in order
 	rerunBy map[string]string // run -> the run that reran it
 }
 
 func indexLedger(l *ledger.Ledger) *ledgerIndex {
-	x := &ledgerIndex{l: l, byRow: map[string][]int{}, byTrack: map[string][]int{}, rerunBy: map[string]string{}}
+	x := &ledgerIndex{l: l, byRow: map[string][]int{}, rerunBy: map[string]string{}}
 	for i, e := range l.Entries {
 		if e.Kind != ledger.KindQueued {
 			continue
@@ -290,8 +295,6 @@ func indexLedger(l *ledger.Ledger) *ledgerIndex {
 		}
 		k := rowKey(e.Track, e.Scaffold, e.Agent)
 		x.byRow[k] = append(x.byRow[k], i)
-		k = rowKey(e.Track, e.Scaffold, "")
-		x.byTrack[k] = append(x.byTrack[k], i)
 	}
 	return x
 }
