@@ -51,15 +51,27 @@ func valueEnd(data []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just past the JSON string that starts at i, or -1.
+// stringEnd returns the index just past the JSON string that starts at i, or -1. Each quote
+// is found by bytes.IndexByte (a message's text is most of a request, and most of it strings);
+// a quote ends the string unless an odd run of backslashes stands just before it, which is
+// where a byte-by-byte walk that skips the byte after each backslash would stop too
+// (stringEndBytewise, held to it by FuzzStringEnd).
 func stringEnd(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			return i + 1
-		case '\\':
-			i++
+	from := i + 1
+	for j := from; j < len(data); {
+		q := bytes.IndexByte(data[j:], '"')
+		if q < 0 {
+			return -1
 		}
+		q += j
+		k := q
+		for k > from && data[k-1] == '\\' {
+			k--
+		}
+		if (q-k)%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
 	return -1
 }
@@ -100,16 +112,18 @@ func (rd *reader) requestMembers(api string, body []byte, messages string, names
 			if i = skipSpace(body, i+1); i >= len(body) {
 				return nil, false
 			}
-			vend := valueEnd(body, i)
-			if vend <= i {
+			isMessages := strings.EqualFold(key, messages) && body[i] == '['
+			var vend int
+			if isMessages { // split as it is walked: one pass over most of the body
+				if msgs, vend, ok = rd.messageArray(api, body, i); !ok {
+					return nil, false
+				}
+			} else if vend = valueEnd(body, i); vend <= i {
 				return nil, false
 			}
 			val := body[i:vend]
 			switch {
-			case strings.EqualFold(key, messages) && val[0] == '[':
-				if msgs, ok = rd.messageArray(api, val); !ok {
-					return nil, false
-				}
+			case isMessages:
 				list = val
 			case !json.Valid(val):
 				return nil, false
@@ -145,34 +159,35 @@ func (rd *reader) requestMembers(api string, body []byte, messages string, names
 	return msgs, true
 }
 
-// messageArray splits a JSON array into its elements, checking it as json.Valid does; an
-// element rd read before is known valid.
-func (rd *reader) messageArray(api string, list []byte) ([]json.RawMessage, bool) {
+// messageArray splits the JSON array that starts at data[start] into its elements, checking
+// it as json.Valid does (an element rd read before is known valid), and returns where it ends:
+// just past its closing bracket.
+func (rd *reader) messageArray(api string, data []byte, start int) ([]json.RawMessage, int, bool) {
 	msgs := []json.RawMessage{}
-	i := skipSpace(list, 1)
-	if i < len(list) && list[i] == ']' {
-		return msgs, skipSpace(list, i+1) == len(list)
+	i := skipSpace(data, start+1)
+	if i < len(data) && data[i] == ']' {
+		return msgs, i + 1, true
 	}
 	for {
-		if i >= len(list) {
-			return nil, false
+		if i >= len(data) {
+			return nil, 0, false
 		}
-		end := valueEnd(list, i)
+		end := valueEnd(data, i)
 		if end <= i {
-			return nil, false
+			return nil, 0, false
 		}
-		el := list[i:end]
+		el := data[i:end]
 		if _, known := rd.msgs[api][string(el)]; !known && !json.Valid(el) {
-			return nil, false
+			return nil, 0, false
 		}
 		msgs = append(msgs, el)
-		if i = skipSpace(list, end); i < len(list) && list[i] == ',' {
-			i = skipSpace(list, i+1)
+		if i = skipSpace(data, end); i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
 			continue
 		}
-		if i < len(list) && list[i] == ']' {
-			return msgs, i+1 == len(list)
+		if i < len(data) && data[i] == ']' {
+			return msgs, i + 1, true
 		}
-		return nil, false
+		return nil, 0, false
 	}
 }

@@ -82,3 +82,34 @@ func TestMessagesRememberedPerAPI(t *testing.T) {
 		t.Errorf("chat again: %+v", again.msgs)
 	}
 }
+
+// stringEndBytewise is stringEnd as a walk byte by byte: the reference FuzzStringEnd holds the
+// fast one to.
+func stringEndBytewise(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i++
+		}
+	}
+	return -1
+}
+
+// FuzzStringEnd: stringEnd finds the same end as the byte-by-byte walk, on any bytes and from
+// any start (valid JSON or not: requestMembers checks validity apart).
+func FuzzStringEnd(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b"`, `"a\\"b"`, `"a\\\"b"`, `"\\\\"`, `"\"`, `"`, `""`, `"\u0022"x"`, `x"\\\\\"\\"`, "\"\xff\\\"\"", `"a\`} {
+		f.Add([]byte(s), 0)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, start int) {
+		if len(data) == 0 {
+			return
+		}
+		start = ((start % len(data)) + len(data)) % len(data)
+		if got, want := stringEnd(data, start), stringEndBytewise(data, start); got != want {
+			t.Fatalf("stringEnd(%q, %d) = %d; the byte-by-byte walk says %d", data, start, got, want)
+		}
+	})
+}
