@@ -61,29 +61,30 @@ func TestTerminal(t *testing.T) {
 			t.Errorf("the terminal showed no %q:\n%q", want, out.String())
 		}
 	}
-	// The size set at the start reaches the container's terminal: asked until it shows, like
-	// the resize below. Once in CI (the gVisor lane, the controller under runc) the first
+	// sizeShows asks the shell for its terminal's size until it answers want (rows, then
+	// columns), for at most 10 s.
+	sizeShows := func(want string) bool {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if strings.Contains(out.String(), want) {
+				return true
+			}
+			io.WriteString(c.Console(), "stty size\r")
+		}
+		return strings.Contains(out.String(), want)
+	}
+	// The size set at the start reaches the container's terminal. Asked until it shows, like
+	// the resize below: once in CI (the gVisor lane, the controller under runc) the first
 	// "stty size" found no size ("stty: standard input: No child processes", busybox's answer
 	// to a zero size) and the next showed it; the cause was not found, and one answer is not
 	// this test's point, the size reaching the terminal is.
-	asked := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "30 100") && time.Now().Before(asked) {
-		io.WriteString(c.Console(), "stty size\r")
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !strings.Contains(out.String(), "30 100") {
+	if !sizeShows("30 100") {
 		t.Errorf("the container's terminal never showed its starting size 100x30:\n%q", out.String())
 	}
 	if err := SetWinsize(c.Console(), 132, 43); err != nil {
 		t.Fatal(err)
 	}
-	// The runtime passes the new size on when it gets SIGWINCH: asked until it shows.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "43 132") && time.Now().Before(deadline) {
-		io.WriteString(c.Console(), "stty size\r")
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !strings.Contains(out.String(), "43 132") {
+	// The runtime passes the new size on when it gets SIGWINCH.
+	if !sizeShows("43 132") {
 		t.Errorf("the container's terminal never took the new size 132x43:\n%q", out.String())
 	}
 	for _, bad := range [][2]int{{0, 10}, {10, 0}, {5000, 10}, {-1, 1}} {
