@@ -48,7 +48,7 @@ type Builder struct {
 	// prefix's hash), read-only; the next request, mostly the same messages, reuses the chain.
 	lastKeys, lastChain [][32]byte
 	reqBuf              []byte // the request bodies' buffer (readBodyInto)
-	// zr is reset onto each compressed body: a new gzip reader a body allocated its 32 KiB
+	// zr is reset onto each compressed body: a new reader for each would allocate its 32 KiB
 	// window and tables again (about 130 MB over the 4,000 bodies of a 2,000-turn hour).
 	zr *gzip.Reader
 	rd *reader
@@ -186,7 +186,13 @@ func (b *Builder) processRead(seq int, kind string, t time.Time, line []byte, gw
 	var err error
 	switch env.Kind {
 	case audit.KindGateway:
-		ev, err = b.exchange(line, gw, gwErr)
+		if gw == nil {
+			gw = new(audit.Gateway)
+			gwErr = json.Unmarshal(line, gw)
+		}
+		if err = gwErr; err == nil {
+			ev, err = b.exchange(gw)
+		}
 	case audit.KindCall:
 		ev, err = b.call(line)
 	default:
@@ -366,16 +372,8 @@ func (b *Builder) count(body *Body) {
 	}
 }
 
-func (b *Builder) exchange(line []byte, read *audit.Gateway, readErr error) (Event, error) {
-	var e audit.Gateway
-	if read != nil {
-		if readErr != nil {
-			return Event{}, readErr
-		}
-		e = *read
-	} else if err := json.Unmarshal(line, &e); err != nil {
-		return Event{}, err
-	}
+// exchange reads one gateway entry, its bodies and what they say, into its event.
+func (b *Builder) exchange(e *audit.Gateway) (Event, error) {
 	x := &Exchange{N: e.Request, Method: e.Method, Path: e.Path, API: apiOf(e.Path), Model: e.Model, Status: e.Status, Refused: e.Refused,
 		Error: e.Error, Streamed: e.Streamed, LatencyMS: e.LatencyMS, ProviderLostMS: e.ProviderLostMS, Tries: e.Tries, Usage: e.Usage,
 		Added: []Message{}, Output: []Message{}}
@@ -473,18 +471,18 @@ func (b *Builder) conversation(x *Exchange, c *conversation, out []msg) {
 	// and chain[k] holds chain[k-1], so the prefixes of this request that an earlier one began
 	// are exactly its first K for some K (a scaffold that keeps a window of its history shares
 	// only a few; looking from the longest down cost one lookup a message).
-	lo, hi := 0, len(c.msgs)+1 // chain[lo] found (or lo 0), chain[hi] not (or past the end)
+	lo, hi := 0, len(c.msgs)+1 // chain[lo] found (its ref: at, or lo 0), chain[hi] not (or past the end)
+	var at prefixRef
 	for hi-lo > 1 {
 		mid := int(uint(lo+hi) >> 1)
-		if _, ok := b.prefixes[chain[mid]]; ok {
-			lo = mid
+		if r, ok := b.prefixes[chain[mid]]; ok {
+			lo, at = mid, r
 		} else {
 			hi = mid
 		}
 	}
 	if lo > 0 {
-		r := b.prefixes[chain[lo]]
-		x.Extends, x.Shared = r.n, lo
+		x.Extends, x.Shared = at.n, lo
 	}
 	from := x.Shared
 	ext := x.Extends
