@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -349,7 +350,7 @@ func BenchmarkRuntimeByFeature(b *testing.B) {
 	// network hook, its own netns): run on an overlay of the image in which the mount targets
 	// are made beforehand (as sealrun's mount-target overlay does; the container's root could
 	// not make them, and the image's store is never written).
-	specRoot := overlayWithTargets(b, imgs.controller, sealed.Mounts)
+	specRoot := overlayWithTargets(b, imgs.controller, sealed, sealed.Linux.UIDMappings, sealed.Linux.UIDMappings)
 	features["spec"] = func(s map[string]any) {
 		var whole map[string]any
 		data, _ := json.Marshal(sealed)
@@ -406,26 +407,29 @@ func BenchmarkRuntimeByFeature(b *testing.B) {
 
 func linuxOf(s map[string]any) map[string]any { return s["linux"].(map[string]any) }
 
-// overlayWithTargets mounts an overlay of rootfs (read-only below, a temporary directory above)
-// with a directory made for each mount's destination, and returns where it is mounted; it is
-// unmounted when the benchmark ends.
-func overlayWithTargets(b *testing.B, rootfs string, mounts []specs.Mount) string {
+// overlayWithTargets mounts, read-only, rootfs under a layer holding the mount targets it lacks,
+// made as a sealed start makes them (resolveMountTargets, makeTargetLayer, owned for the
+// mappings) but over the image itself rather than its idmapped view; it returns where it is
+// mounted, unmounted when the benchmark ends.
+func overlayWithTargets(b *testing.B, rootfs string, spec *specs.Spec, uids, gids []specs.LinuxIDMapping) string {
 	dir := b.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o711) // the container's root (an unprivileged ID outside) reaches it
 	os.Chmod(dir, 0o711)
-	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "merged")
-	for _, d := range []string{upper, work, merged} {
-		os.MkdirAll(d, 0o755)
+	layer, merged := filepath.Join(dir, "targets"), filepath.Join(dir, "rootfs")
+	targets, err := resolveMountTargets(rootfs, spec.Mounts, false)
+	if err == nil {
+		err = errors.Join(os.Mkdir(layer, 0o755), os.Mkdir(merged, 0o755))
 	}
-	if out, err := exec.Command("mount", "-t", "overlay", "overlay", "-o", "lowerdir="+rootfs+",upperdir="+upper+",workdir="+work, merged).CombinedOutput(); err != nil {
-		b.Fatalf("overlay of %s: %v %s", rootfs, err, out)
+	if err == nil {
+		err = makeTargetLayer(layer, rootfs, targets, uids, gids)
 	}
-	b.Cleanup(func() { exec.Command("umount", merged).Run() })
-	for _, m := range mounts {
-		if err := os.MkdirAll(filepath.Join(merged, m.Destination), 0o755); err != nil {
-			b.Fatalf("mount target %s: %v", m.Destination, err)
-		}
+	if err == nil {
+		err = mountOverlayIn(dir, layer+":"+rootfs, filepath.Base(merged))
 	}
+	if err != nil {
+		b.Fatalf("the mount targets over %s: %v", rootfs, err)
+	}
+	b.Cleanup(func() { unmountRootfs(merged) })
 	return merged
 }
 
