@@ -85,7 +85,7 @@ deps-demo:
 # numpy and torch) into TEST_STATE: minutes the first time, seconds once BUILD_CACHE holds them;
 # and fetches the raw data of the shipped AIRS task (scripts/airs-digits-data.sh: Debian's
 # python3-sklearn, sha256-pinned) into TEST_STATE/airs-digits-raw, and the official OpenAI and
-# Anthropic SDKs (scripts/sdk-clients.sh: npm ci from a lock file) into TEST_STATE/sdk-clients,
+# Anthropic SDKs and asciinema's web player (scripts/sdk-clients.sh: npm ci from a lock file) into TEST_STATE/sdk-clients,
 # which tests may not fetch.
 # -count=1: tests that touch the host (runc, cgroups, netns) are never served from the cache.
 # Packages run in parallel: each root test's sandbox host has its own run directory, reaps and

@@ -1,8 +1,9 @@
 #!/bin/sh
-# sdk-clients.sh OUT: the official OpenAI, Anthropic and Google SDKs (npm's openai, @anthropic-ai/sdk and @google/genai,
-# the versions and integrity hashes transcript/testdata/sdk/package-lock.json pins), installed
-# with npm ci into OUT/node_modules for transcript's tests, which drive them through sealrun's
-# gateway (transcript/testdata/sdk/drive.js). Node.js comes from the machine, or from Debian
+# sdk-clients.sh OUT: the official OpenAI, Anthropic and Google SDKs (npm's openai, @anthropic-ai/sdk and @google/genai)
+# and asciinema's web player (asciinema-player), the versions and integrity hashes
+# transcript/testdata/sdk/package-lock.json pins, installed with npm ci into OUT/node_modules for
+# transcript's tests, which drive the SDKs through sealrun's gateway (transcript/testdata/sdk/drive.js)
+# and play a human run's recording in the player beside the page's own. Node.js comes from the machine, or from Debian
 # (nodejs, npm) when it has none. Nothing is done when OUT holds this lock file's install; OUT is
 # written whole or not at all.
 set -eu
@@ -21,7 +22,7 @@ fi
 tmp=$(mktemp -d "${out%/}.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cp "$src/package.json" "$src/package-lock.json" "$tmp/"
-echo "sdk-clients.sh: npm ci of openai, @anthropic-ai/sdk and @google/genai into $out (the lock file's versions and hashes)"
+echo "sdk-clients.sh: npm ci of openai, @anthropic-ai/sdk, @google/genai and asciinema-player into $out (the lock file's versions and hashes)"
 (cd "$tmp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >npm.log 2>&1) || {
 	cat "$tmp/npm.log" >&2
 	echo "sdk-clients.sh: npm ci failed (is the npm registry reachable? npm config get registry)" >&2

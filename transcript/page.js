@@ -66,8 +66,8 @@
 
   function clockItems() {
     var r = t.run, out = [];
-    if (r.started) out.push({ clock: true, kind: 'start', at_ms: 0, seq: -4, text: 'the clock starts: ' + (r.wall || '') + ' of wall time' + (r.call_limit ? ', at most ' + r.call_limit + ' a compute call' : '') });
-    if (r.reserve_at) out.push({ clock: true, kind: 'reserve', at_ms: at(r.reserve_at), seq: 1e12, text: 'the reserve window opens (' + (r.reserve || '') + ' before the deadline): compute is refused from here; submit, promote and finalize still work' });
+    if (r.started) out.push({ clock: true, kind: 'start', at_ms: 0, seq: -4, text: 'the clock starts' + (r.wall ? ': ' + r.wall + ' of wall time' : '') + (r.call_limit ? ', at most ' + r.call_limit + ' a compute call' : '') });
+    if (r.reserve_at) out.push({ clock: true, kind: 'reserve', at_ms: at(r.reserve_at), seq: 1e12, text: 'the reserve window opens' + (r.reserve ? ' (' + r.reserve + ' before the deadline)' : '') + ': compute is refused from here; submit, promote and finalize still work' });
     if (r.deadline) out.push({ clock: true, kind: 'deadline', at_ms: at(r.deadline), seq: 1e12 + 1, text: 'the deadline' });
     if (r.finished || (r.state && !r.live)) {
       var bad = r.state === 'invalid' || r.state === 'failed';

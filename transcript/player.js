@@ -1,15 +1,17 @@
 // The terminal player of a human run's page: plays the run's recording (the asciicast v2 lines
 // its transcript carries, segment by segment) on the run's own time axis. A small terminal of its
 // own: printable text, line ends, cursor movement, erasing, scrolling regions, the alternate
-// screen and colours; every other escape sequence (titles, OSC 52 clipboard writes, hyperlinks,
-// DCS and the like) is read and dropped, never acted on. Text reaches the screen only through
-// textContent. The page tells it the transcript (sealrun:transcript) and where the reader went
-// on the time axis (sealrun:seek, in milliseconds of the run).
+// screen, colours and a resized window (as asciinema's own player shows them); every other
+// escape sequence (titles, OSC 52 clipboard writes, hyperlinks, DCS and the like) is read and
+// dropped, never acted on. Text reaches the screen only through textContent. The page tells it
+// the transcript (sealrun:transcript) and where the reader went on the time axis (sealrun:seek,
+// in milliseconds of the run).
 (function () {
   'use strict';
   var PALETTE = ['#000000', '#cd3131', '#0dbc79', '#b58900', '#2472c8', '#bc3fbc', '#11a8cd', '#c0c0c0',
     '#666666', '#f14c4c', '#23d18b', '#d7ba7d', '#3b8eea', '#d670d6', '#29b8db', '#ffffff'];
   var CHECKPOINT = 2000, IDLE = 2; // events between saved states; longer pauses play as this (s)
+  var SCROLLBACK = 100; // lines kept above the main screen, as asciinema's own player keeps
 
   function color(n) {
     if (n < 16) return PALETTE[n];
@@ -22,31 +24,87 @@
   function Term(cols, rows) { this.attrs = ['']; this.attrIx = { '': 0 }; this.reset(cols, rows); }
   Term.prototype.reset = function (cols, rows) {
     this.cols = Math.max(1, Math.min(cols || 80, 500)); this.rows = Math.max(1, Math.min(rows || 24, 200));
-    this.main = this.blank(); this.alt = null; this.buf = this.main;
+    this.main = this.blank(); this.alt = null; this.buf = this.main; this.sb = [];
     this.x = 0; this.y = 0; this.wrap = false; this.top = 0; this.bot = this.rows - 1;
     this.sgr = {}; this.cur = 0; this.saved = null; this.st = 0; this.seq = ''; this.hidden = false;
   };
   Term.prototype.blank = function () { var b = []; for (var i = 0; i < this.rows; i++) b.push(this.line()); return b; };
-  Term.prototype.line = function () { var c = new Array(this.cols).fill(' '), a = new Array(this.cols).fill(0); return { c: c, a: a }; };
+  // A line: its characters, their attributes, and w: the terminal wrapped it onto the next.
+  Term.prototype.line = function (cols) { cols = cols || this.cols; return { c: new Array(cols).fill(' '), a: new Array(cols).fill(0), w: false }; };
+  // resize gives the terminal a new size as asciinema's terminal does (so that the page shows what
+  // asciinema's player shows): the screen in use and, for the main screen, the lines above it
+  // are reflowed and fitted (refit); the other screen is fitted the same way.
   Term.prototype.resize = function (cols, rows) {
     cols = Math.max(1, Math.min(cols, 500)); rows = Math.max(1, Math.min(rows, 200));
-    var self = this;
-    function fit(b) {
-      if (!b) return b;
-      b.forEach(function (l) { while (l.c.length < cols) { l.c.push(' '); l.a.push(0); } l.c.length = cols; l.a.length = cols; });
-      while (b.length > rows) b.shift();
-      self.cols = cols;
-      while (b.length < rows) b.push(self.line());
-      return b;
+    if (cols === this.cols && rows === this.rows) return;
+    var inAlt = this.buf !== this.main, oc = this.cols, or = this.rows;
+    var mainAt = inAlt ? (this.saved ? { x: this.saved.x, y: this.saved.y } : { x: 0, y: or - 1 }) : { x: this.x, y: this.y };
+    var m = this.refit(this.sb.concat(this.main), oc, or, cols, rows, mainAt.x, mainAt.y);
+    this.main = m.lines.slice(m.lines.length - rows); this.sb = m.lines.slice(Math.max(0, m.lines.length - rows - SCROLLBACK), m.lines.length - rows);
+    if (inAlt) {
+      if (this.saved) { this.saved.x = m.x; this.saved.y = m.y; }
+      var a = this.refit(this.alt, oc, or, cols, rows, this.x, this.y);
+      this.alt = a.lines.slice(a.lines.length - rows); this.buf = this.alt; this.x = a.x; this.y = a.y;
+    } else {
+      this.buf = this.main; this.x = m.x; this.y = m.y;
     }
-    this.cols = cols; this.main = fit(this.main); this.alt = fit(this.alt); this.rows = rows;
-    this.buf = this.alt && this.buf !== this.main ? this.alt : this.main;
-    this.x = Math.min(this.x, cols - 1); this.y = Math.min(this.y, rows - 1); this.top = 0; this.bot = rows - 1;
+    this.cols = cols; this.rows = rows; this.top = 0; this.bot = rows - 1;
+    if (cols !== oc) this.wrap = false;
+  };
+  // refit: lines (those above the screen, then the screen's oldRows) at a new size, and where the
+  // cursor (x, y on the screen) goes. A new width joins each line the terminal wrapped with the
+  // next and cuts the whole again at the new width (a line's trailing blanks dropped); a taller
+  // screen takes lines back from above it, then adds blank ones; a shorter one drops rows below
+  // the cursor first, then lets lines go above it.
+  Term.prototype.refit = function (lines, oldCols, oldRows, cols, rows, x, y) {
+    var out = lines, i;
+    if (cols !== oldCols) {
+      var abs = lines.length - oldRows + y, lrow = 0, off = 0;
+      for (i = 0; i < abs; i++) { if (lines[i].w) off += oldCols; else { off = 0; lrow++; } }
+      var lcol = x + off, cs = [], as = [];
+      out = [];
+      var emit = function () {
+        var n = cs.length, k = 0;
+        while (n > 0 && cs[n - 1] === ' ' && as[n - 1] === 0) n--;
+        do {
+          var l = { c: cs.slice(k, k + cols), a: as.slice(k, k + cols), w: k + cols < n };
+          while (l.c.length < cols) { l.c.push(' '); l.a.push(0); }
+          out.push(l); k += cols;
+        } while (k < n);
+        cs = []; as = [];
+      };
+      for (i = 0; i < lines.length; i++) {
+        cs = cs.concat(lines[i].c); as = as.concat(lines[i].a);
+        if (!lines[i].w || i === lines.length - 1) emit();
+      }
+      while (out.length < oldRows) out.push(this.line(cols));
+      var r = 0, row = 0;
+      while (r < lrow && row < out.length - 1) { if (!out[row].w) r++; row++; }
+      while (lcol >= cols && out[row].w) { lcol -= cols; row++; }
+      x = Math.min(lcol, cols - 1); y = row - (out.length - oldRows);
+      if (y < 0) { oldRows -= y; y = 0; }
+    } else {
+      out = lines.slice();
+    }
+    var d;
+    if (rows < oldRows) {
+      d = oldRows - rows;
+      var ex = Math.min(d, oldRows - 1 - y);
+      if (ex > 0) { out.length -= ex; out[out.length - 1].w = false; }
+      y -= d - ex;
+    } else if (rows > oldRows) {
+      d = rows - oldRows;
+      var back = Math.min(out.length - Math.min(oldRows, out.length), d);
+      d -= back;
+      if (y < oldRows) y += back;
+      for (i = 0; i < d; i++) out.push(this.line(cols));
+    }
+    return { lines: out, x: Math.min(x, cols - 1), y: Math.max(0, Math.min(y, rows - 1)) };
   };
   Term.prototype.clone = function () {
     var c = Object.assign(Object.create(Term.prototype), this);
-    function copy(b) { return b && b.map(function (l) { return { c: l.c.slice(), a: l.a.slice() }; }); }
-    c.main = copy(this.main); c.alt = copy(this.alt); c.buf = this.buf === this.main ? c.main : c.alt;
+    function copy(b) { return b && b.map(function (l) { return { c: l.c.slice(), a: l.a.slice(), w: l.w }; }); }
+    c.main = copy(this.main); c.alt = copy(this.alt); c.buf = this.buf === this.main ? c.main : c.alt; c.sb = copy(this.sb);
     c.sgr = Object.assign({}, this.sgr); c.saved = this.saved && Object.assign({}, this.saved);
     return c;
   };
@@ -57,19 +115,29 @@
     if (this.attrIx[k] === undefined) { this.attrIx[k] = this.attrs.length; this.attrs.push(Object.assign({}, s)); }
     return this.attrIx[k];
   };
+  // A line scrolled off the top of the main screen goes above it (SCROLLBACK kept), as in
+  // asciinema's terminal; the lines at a scrolled region's edges no longer wrap across them.
   Term.prototype.scrollUp = function (n) {
-    for (var i = 0; i < n; i++) { this.buf.splice(this.top, 1); this.buf.splice(this.bot, 0, this.line()); }
+    if (this.bot < this.rows - 1) this.buf[this.bot].w = false;
+    if (this.top > 0) this.buf[this.top - 1].w = false;
+    for (var i = 0; i < n; i++) {
+      var gone = this.buf.splice(this.top, 1)[0];
+      if (this.top === 0 && this.buf === this.main) { this.sb.push(gone); if (this.sb.length > SCROLLBACK) this.sb.shift(); }
+      this.buf.splice(this.bot, 0, this.line());
+    }
   };
   Term.prototype.scrollDown = function (n) {
     for (var i = 0; i < n; i++) { this.buf.splice(this.bot, 1); this.buf.splice(this.top, 0, this.line()); }
+    if (this.top > 0) this.buf[this.top - 1].w = false;
+    this.buf[this.bot].w = false;
   };
   Term.prototype.lf = function () { if (this.y === this.bot) this.scrollUp(1); else if (this.y < this.rows - 1) this.y++; };
   Term.prototype.put = function (ch) {
-    if (this.wrap) { this.x = 0; this.lf(); this.wrap = false; }
+    if (this.wrap) { this.buf[this.y].w = true; this.x = 0; this.lf(); this.wrap = false; }
     var l = this.buf[this.y]; l.c[this.x] = ch; l.a[this.x] = this.cur;
     if (this.x === this.cols - 1) this.wrap = true; else this.x++;
   };
-  Term.prototype.erase = function (l, from, to) { for (var i = from; i < to; i++) { l.c[i] = ' '; l.a[i] = 0; } };
+  Term.prototype.erase = function (l, from, to) { for (var i = from; i < to; i++) { l.c[i] = ' '; l.a[i] = 0; } if (to >= this.cols) l.w = false; };
   Term.prototype.write = function (s) {
     for (var i = 0; i < s.length; i++) {
       var ch = s[i], code = s.charCodeAt(i);
