@@ -206,7 +206,7 @@ func checkIdmap(stateDir string) error {
 // model and bus, the loaded driver, and whether the CDI spec was generated for that driver.
 func gpuChecks(dirs []string, procRoot string) []Check {
 	const name = "GPUs (CDI)"
-	regen := "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+	regen := "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml (without NVIDIA's Container Toolkit: sealrun sandbox cdi)"
 	devices, errs := CDIDevices(dirs)
 	switch {
 	case len(errs) > 0:

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/images"
+	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -114,12 +116,12 @@ func newSandboxCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Sealed containers: print their specs, probe their posture, run one-off commands",
-		Args:  exactArgs(0, "a subcommand: spec, probe, run or reap"),
+		Args:  exactArgs(0, "a subcommand: spec, probe, run, reap or cdi"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usage(errors.New("missing subcommand: spec, probe, run or reap"))
+			return usage(errors.New("missing subcommand: spec, probe, run, reap or cdi"))
 		},
 	}
-	cmd.AddCommand(newSandboxSpecCmd(g), newSandboxProbeCmd(g), newSandboxRunCmd(g), newSandboxReapCmd(g))
+	cmd.AddCommand(newSandboxSpecCmd(g), newSandboxProbeCmd(g), newSandboxRunCmd(g), newSandboxReapCmd(g), newSandboxCDICmd())
 	return cmd
 }
 
@@ -361,6 +363,70 @@ func (f *sandboxRunFlags) mounts(run *sandbox.Run, cc *sandbox.ContainerConfig) 
 		return cleanup, err
 	}
 	return cleanup, run.PrepareWorkspace(cc.Workspace, 0)
+}
+
+func newSandboxCDICmd() *cobra.Command {
+	var root, out string
+	cmd := &cobra.Command{
+		Use:   "cdi [--out FILE|-] [--root DIR]",
+		Short: "Write a CDI spec for this host's NVIDIA GPUs, where NVIDIA's Container Toolkit is not installed",
+		Long: `Cdi writes the CDI spec runs get their GPUs from (--gpu, [resources] gpus) on a host without
+nvidia-ctk: the GPUs the loaded driver shows (/proc/driver/nvidia, else the /dev/nvidiaN nodes),
+named as nvidia-ctk names them (nvidia.com/gpu=0, =GPU-<uuid>, =all), its control nodes, every
+library of the driver's version (under its SONAME too) and nvidia-smi, read-only. It runs no hooks
+and needs none. Where nvidia-ctk is installed, use its spec instead (nvidia-ctk cdi generate): two
+specs naming the same GPUs are refused, and so is writing one beside the other. Run it again
+after a driver upgrade (sealrun doctor says when the spec is stale). --root reads another root's
+driver (tests; a chroot).`,
+		Example: `  sealrun sandbox cdi                       # writes ` + sandbox.NVIDIACDIFile + `
+  sealrun sandbox cdi --out -               # prints it`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usage(errors.New("--out is empty: give a file under /etc/cdi or /var/run/cdi, or - to print the spec"))
+			}
+			g, err := sandbox.GenerateNVIDIACDI(root)
+			if err != nil {
+				return err
+			}
+			if out == "-" {
+				_, err := cmd.OutOrStdout().Write(g.JSON())
+				return err
+			}
+			if !strings.HasSuffix(out, ".json") {
+				return usage(fmt.Errorf("--out %s: a CDI spec file's name ends in .json (the CDI library reads nothing else here)", out))
+			}
+			abs, err := filepath.Abs(out)
+			if err != nil {
+				return err
+			}
+			if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+				return fmt.Errorf("--out %s: its directory %s does not exist (mkdir -p it; sealrun reads CDI specs from %s)", out, filepath.Dir(abs), strings.Join(sandbox.DefaultCDIDirs, " and "))
+			}
+			for _, name := range g.GPUs {
+				if f := sandbox.CDISpecFile([]string{filepath.Dir(abs)}, name); f != "" && f != abs {
+					return fmt.Errorf("%s is already in %s (nvidia-ctk's?): use that spec, or remove it first; two specs naming the same GPU are refused", name, f)
+				}
+			}
+			if err := fileio.WriteFile(abs, g.JSON(), 0o644); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			smi := "no nvidia-smi found"
+			if len(g.Binaries) > 0 {
+				smi = g.Binaries[0]
+			}
+			fmt.Fprintf(w, "wrote %s: NVIDIA driver %s, %d libraries, %s\n", abs, g.Driver, len(g.Libraries), smi)
+			fmt.Fprintf(w, "GPUs: %s\n", strings.Join(g.GPUs, ", "))
+			if !slices.Contains(sandbox.DefaultCDIDirs, filepath.Dir(abs)) {
+				fmt.Fprintf(w, "note: sealrun reads CDI specs from %s only; this one is elsewhere\n", strings.Join(sandbox.DefaultCDIDirs, " and "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", sandbox.NVIDIACDIFile, "the spec file to write (- prints it)")
+	cmd.Flags().StringVar(&root, "root", "/", "the root whose driver to read")
+	return cmd
 }
 
 func newSandboxReapCmd(g *globals) *cobra.Command {

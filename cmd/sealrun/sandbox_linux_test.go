@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -134,5 +135,60 @@ func TestProcessesShareTheHost(t *testing.T) {
 		if filepath.Base(d) != ".reap.lock" && !sandbox.RunDirHeld(d) {
 			t.Errorf("a sandbox run left its run directory %s", d)
 		}
+	}
+}
+
+// sealrun sandbox cdi on a stand-in driver (--root): the spec written where asked, or printed;
+// every bad --out and a host whose GPUs another spec already names refused with the fix.
+func TestSandboxCDI(t *testing.T) {
+	testenv.RequireRoot(t) // the stand-in device nodes
+	root := t.TempDir()
+	for _, d := range []string{"dev", "usr/lib/x86_64-linux-gnu", "usr/bin", "cdi"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	for name, minor := range map[string]int{"nvidia0": 0, "nvidiactl": 255} {
+		if err := syscall.Mknod(filepath.Join(root, "dev", name), syscall.S_IFCHR|0o666, 195<<8|minor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(root, "usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05"), []byte("stand-in\n"), 0o755)
+	cdiDir := filepath.Join(root, "cdi")
+	r := sealrun(t, "sandbox", "cdi", "--root", root, "--out", "-")
+	var spec struct {
+		Kind    string
+		Devices []struct{ Name string }
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &spec) != nil || spec.Kind != "nvidia.com/gpu" || len(spec.Devices) != 2 {
+		t.Fatalf("--out -: %+v", r)
+	}
+	out := filepath.Join(cdiDir, "sealrun-nvidia.json")
+	if r := sealrun(t, "sandbox", "cdi", "--root", root, "--out", out); r.code != 0 || !strings.Contains(r.stdout, "wrote "+out+": NVIDIA driver 580.95.05, 1 libraries, no nvidia-smi found") ||
+		!strings.Contains(r.stdout, "GPUs: nvidia.com/gpu=0, nvidia.com/gpu=all") || !strings.Contains(r.stdout, "sealrun reads CDI specs from /etc/cdi and /var/run/cdi only") {
+		t.Errorf("written: %+v", r)
+	}
+	if r := sealrun(t, "sandbox", "cdi", "--root", root, "--out", out); r.code != 0 { // again: its own file is replaced
+		t.Errorf("written again: %+v", r)
+	}
+	os.Rename(out, filepath.Join(cdiDir, "nvidia.json")) // as if nvidia-ctk had written it
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--out", out}, 1, "nvidia.com/gpu=0 is already in " + filepath.Join(cdiDir, "nvidia.json")},
+		{[]string{"--out", filepath.Join(cdiDir, "x.yaml")}, 2, "ends in .json"},
+		{[]string{"--out", filepath.Join(root, "absent", "x.json")}, 1, "does not exist (mkdir -p it"},
+		{[]string{"--out", ""}, 2, "--out is empty"},
+		{[]string{"--out", "-", "--root", filepath.Join(root, "absent")}, 1, "is not a directory"},
+		{[]string{"--out", "-", "--root", cdiDir}, 1, "no NVIDIA GPU under"},
+		{[]string{"extra"}, 2, "no arguments"},
+	} {
+		args := append([]string{"sandbox", "cdi", "--root", root}, tc.args...)
+		if r := sealrun(t, args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d stderr %q, want %d %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused spec was written")
 	}
 }
