@@ -34,6 +34,11 @@ type ProbeConfig struct {
 	Runner  string // host path of the static runner binary
 	Limits  Limits
 	Devices []specs.LinuxDevice
+	// What the GPUs' CDI specs add besides their nodes (ResolveGPUs): the nodes' host paths
+	// where they differ, the driver's files, its environment and links.
+	Extra    []specs.Mount
+	Env      []string
+	Symlinks map[string]string
 }
 
 // EgressAttempt is one connection attempted from inside.
@@ -265,14 +270,14 @@ func listenProbeTargets(ctx context.Context, run *Run, role Role) (attempts []Eg
 // probeConfig is the probed container: the role's mounts (a scratch workspace or bundle), with the
 // posture client run from where the role can reach it, trying each target.
 func probeConfig(cfg ProbeConfig, run *Run, scratch string, targets []string) (ContainerConfig, error) {
-	cc := ContainerConfig{Role: cfg.Role, Rootfs: cfg.Rootfs, Limits: cfg.Limits, Devices: cfg.Devices}
+	cc := ContainerConfig{Role: cfg.Role, Rootfs: cfg.Rootfs, Limits: cfg.Limits, Devices: cfg.Devices, Extra: cfg.Extra, Env: cfg.Env, Symlinks: cfg.Symlinks}
 	probe := RunnerPath
 	switch cfg.Role {
 	case RoleController:
 		cc.Runner = cfg.Runner
 	default:
 		probe = "/tmp/.sealrun-probe"
-		cc.Extra = []specs.Mount{{Destination: probe, Type: "bind", Source: cfg.Runner, Options: []string{"rbind", "ro", "nosuid", "nodev"}}}
+		cc.Extra = append(slices.Clone(cfg.Extra), specs.Mount{Destination: probe, Type: "bind", Source: cfg.Runner, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
 	}
 	if cfg.Role == RoleGrader {
 		cc.Bundle = filepath.Join(scratch, "bundle")

@@ -189,7 +189,7 @@ prints the result. Exit status 1 if any property is not as the role requires. Ne
 			if err != nil {
 				return err
 			}
-			pc.Devices = edits.Devices
+			pc.Devices, pc.Extra, pc.Env, pc.Symlinks = edits.Devices, edits.Mounts, edits.Env, edits.Symlinks
 			res, err := h.Probe(cmd.Context(), pc)
 			if err != nil {
 				return err
