@@ -48,6 +48,14 @@ type Options struct {
 	Keep     bool   // keep the runs' workspaces
 	Quick    bool   // a tighter budget and a smaller exam
 	CacheDir string // where the debootstrap result is kept between builds ("": <state>/build-cache)
+	// RunnerImage, when set, is an image already in the store (sealrun images import|pull) the
+	// runs' runner and grader use instead of the CPU python image the demo builds: a GPU host's
+	// own PyTorch. GPUs are CDI device names the demo's daemon hands out, one per run.
+	RunnerImage string
+	GPUs        []string
+	// Kit, when set, is a built ARI kit (sealrun kit build) to use instead of building one here
+	// (a machine without Debian's licence texts the kit's training text is made from).
+	Kit string
 	// Version and Commit are sealrun's, recorded by the demo's daemon in each attestation.
 	Version, Commit string
 }
@@ -58,6 +66,8 @@ func (o Options) check() error {
 		return fmt.Errorf("%d seeds: give 1 to 16", o.Seeds)
 	case o.Scaffold != builder.DemoScaffoldName && !isShipped(o.Scaffold):
 		return fmt.Errorf("scaffold %q: choose %s (a shell script, no model) or a real agent driven by a scripted model: %s", o.Scaffold, builder.DemoScaffoldName, strings.Join(scaffolds.Names(), ", "))
+	case len(o.GPUs) > 16:
+		return fmt.Errorf("%d GPUs: give at most 16", len(o.GPUs))
 	case o.StateDir == "" || o.BinDir == "":
 		return errors.New("the demo needs its state directory and the directory of sealrun's binaries")
 	}

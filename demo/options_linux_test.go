@@ -20,6 +20,7 @@ func TestOptionsCheck(t *testing.T) {
 		{func(o *Options) { o.Seeds = 0 }, "0 seeds: give 1 to 16"},
 		{func(o *Options) { o.Seeds = 17 }, "17 seeds: give 1 to 16"},
 		{func(o *Options) { o.Scaffold = "aider" }, `scaffold "aider": choose scripted-demo`},
+		{func(o *Options) { o.GPUs = make([]string, 17) }, "17 GPUs: give at most 16"},
 		{func(o *Options) { o.StateDir = "" }, "state directory"},
 		{func(o *Options) { o.BinDir = "" }, "sealrun's binaries"},
 	} {

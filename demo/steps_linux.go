@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,13 +44,24 @@ func (s *session) buildImages(ctx context.Context) error {
 	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
 		s.controllerKey = sc.ImageKey()
 	}
-	built, err := builder.BuildLocal(ctx, store, s.state, builder.BuildOptions{Images: []string{s.controllerKey, "python"}, CacheDir: s.o.CacheDir, Log: s.lg})
+	want := []string{s.controllerKey, "python"}
+	if s.o.RunnerImage != "" {
+		want = want[:1] // the runner and grader are the image given
+	}
+	built, err := builder.BuildLocal(ctx, store, s.state, builder.BuildOptions{Images: want, CacheDir: s.o.CacheDir, Log: s.lg})
 	if err != nil {
 		return err
 	}
 	s.refs = map[string]string{}
 	for _, b := range built {
 		s.refs[b.Key] = b.Ref
+	}
+	if r := s.o.RunnerImage; r != "" {
+		if _, err := store.Get(r[strings.LastIndex(r, "@")+1:]); err != nil {
+			return fmt.Errorf("--runner-image: %w", err)
+		}
+		s.refs["python"] = r
+		s.lg.printf("    runner and grader: %s (given)", r)
 	}
 	// The demo's daemon keeps its runs in this state dir: it must be the demo's own.
 	if _, err := os.Stat(filepath.Join(s.state, "journal.jsonl")); err == nil {
@@ -77,10 +89,18 @@ func (s *session) makeContent(context.Context) error {
 	if s.examSHA, err = demoExam(s.state, s.questions); err != nil {
 		return err
 	}
-	s.lg.printf("    kit: building the ARI kit (sealrun kit build kits/ari)")
 	kitOut := filepath.Join(s.demoDir, "kit")
-	if s.kit, err = kits.Build(kits.ARI(), "kits/ari", kitOut, kits.BuildOptions{}); err != nil {
-		return err
+	if s.o.Kit != "" {
+		kitOut = s.o.Kit
+		s.lg.printf("    kit: %s (given; sealrun kit build made it)", kitOut)
+		if s.kit, err = kits.Open(kitOut); err != nil {
+			return fmt.Errorf("--kit: %w", err)
+		}
+	} else {
+		s.lg.printf("    kit: building the ARI kit (sealrun kit build kits/ari)")
+		if s.kit, err = kits.Build(kits.ARI(), "kits/ari", kitOut, kits.BuildOptions{}); err != nil {
+			return err
+		}
 	}
 	if _, err := kits.Install(kitOut, filepath.Join(s.state, "kits")); err != nil {
 		return err
@@ -102,6 +122,9 @@ func (s *session) writeTrack(context.Context) error {
 	text := tracks.Demo
 	if sc, ok := scaffolds.Lookup(s.o.Scaffold); ok {
 		text = scaffoldDemoTrack(text, sc)
+	}
+	if len(s.o.GPUs) > 0 {
+		text = strings.Replace(text, "gpus = 0", "gpus = 1", 1) // each run gets one of them
 	}
 	if s.o.Quick {
 		for old, repl := range map[string]string{`wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`, `grading = "3m"`: `grading = "2m"`} {
@@ -185,8 +208,9 @@ signing = %q
 public = %q
 [resources]
 concurrency = %d
+gpus = [%s]
 `, s.state, filepath.Join(s.demoDir, "sealrun.sock"), filepath.Join(bin, "runner"), filepath.Join(bin, "sealrun-netns-hook"),
-		filepath.Join(s.keys, "sealrun.key"), filepath.Join(s.keys, "sealrun.pub"), s.o.Seeds)
+		filepath.Join(s.keys, "sealrun.key"), filepath.Join(s.keys, "sealrun.pub"), s.o.Seeds, quoteList(s.o.GPUs))
 	// The ledger's heads go to the demo's witness.
 	origin := demoOrigin(s.state)
 	wkey, wurl, err := s.startWitness(origin)
@@ -338,4 +362,13 @@ func (s *session) rank(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("%d of %d demo runs did not end graded with a valid attestation; see the runs above and %s", s.failed, len(s.runs), s.log)
+}
+
+// quoteList is names as a TOML array's items.
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }

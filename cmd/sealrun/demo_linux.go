@@ -42,7 +42,9 @@ reports, attestations, audit logs and candidates stay.`,
 		Example: `  sealrun demo                          # state in /var/lib/sealrun-demo
   sealrun demo --seeds 1 --quick        # the shortened demo make test runs
   sealrun demo --scaffold opencode      # opencode in the sealed controller, a scripted model
-  sealrun demo --scaffold codex --seeds 1  # Codex CLI the same way`,
+  sealrun demo --scaffold codex --seeds 1  # Codex CLI the same way
+  sealrun demo --seeds 1 --quick --runner-image sealrun-gpu/python@sha256:... --gpu nvidia.com/gpu=0
+                                        # on a GPU host, with its own PyTorch image (scripts/gpu-check.sh)`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Seeds < 1 || o.Seeds > 16 {
@@ -51,6 +53,11 @@ reports, attestations, audit logs and candidates stay.`,
 			if o.Scaffold != builder.DemoScaffoldName {
 				if _, ok := scaffolds.Lookup(o.Scaffold); !ok {
 					return usage(fmt.Errorf("--scaffold %q: choose %s (a shell script, no model) or a shipped scaffold driven by a scripted model: %s", o.Scaffold, builder.DemoScaffoldName, strings.Join(scaffolds.Names(), ", ")))
+				}
+			}
+			for _, gpu := range o.GPUs {
+				if !strings.Contains(gpu, "=") || !strings.Contains(gpu, "/") {
+					return usage(fmt.Errorf("--gpu %q is not a CDI device name (vendor/class=name, as sealrun doctor lists them)", gpu))
 				}
 			}
 			if os.Geteuid() != 0 {
@@ -73,5 +80,8 @@ reports, attestations, audit logs and candidates stay.`,
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep the runs' workspaces (checkpoints, bundles) after the demo")
 	cmd.Flags().BoolVar(&o.Quick, "quick", false, "a tighter budget and a smaller exam (about 2 minutes a seed)")
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")
+	cmd.Flags().StringVar(&o.RunnerImage, "runner-image", "", "an image in the store (sealrun images import|pull; name@sha256:... or its digest) to run as runner and grader instead of the CPU python image the demo builds: a GPU host's own PyTorch")
+	cmd.Flags().StringVar(&o.Kit, "kit", "", "a built ARI kit (sealrun kit build kits/ari --out DIR) to use instead of building it here from Debian's licence texts")
+	cmd.Flags().StringArrayVar(&o.GPUs, "gpu", nil, "a CDI GPU (nvidia.com/gpu=0; sealrun doctor lists them) for the demo's daemon to hand out, one per run; repeat for more (the track then asks for one GPU a run)")
 	return cmd
 }

@@ -48,6 +48,7 @@ func TestKitVerbs(t *testing.T) {
 		{"source without recipe", []string{"kit", "build", dir, "--out", filepath.Join(dir, "o3")}, 1, "kit.toml: missing"},
 		{"bare kit", []string{"kit"}, 2, "missing subcommand"},
 		{"demo seeds", []string{"demo", "--seeds", "0"}, 2, "--seeds 0: give 1 to 16"},
+		{"demo gpu", []string{"demo", "--gpu", "gpu0"}, 2, `--gpu "gpu0" is not a CDI device name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := sealrun(t, c.args...)
