@@ -29,7 +29,7 @@ ARTIFACTS ?= /tmp/sealrun-test-artifacts
 DEMO_STATE  ?= /var/lib/sealrun-demo
 DEMO_FLAGS  ?=
 
-.PHONY: uninstall all help build toolchain cross test test-images test-unit test-cgroup2 bench soak lint fuzz install deps deps-demo clean demo docs
+.PHONY: gpu-kit uninstall all help build toolchain cross test test-images test-unit test-cgroup2 bench soak lint fuzz install deps deps-demo clean demo docs
 
 all: build
 
@@ -172,6 +172,12 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,sealrun sealrund runner runner-exec sealrun-netns-hook sealrun-hook-relay) $(DESTDIR)/etc/systemd/system/sealrund.service
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/sealrun*.1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sealrun
 	@echo "removed the binaries and the unit; /etc/sealrun and /var/lib/sealrun (keys, runs, attestations) are kept"
+
+# make gpu-kit: what scripts/gpu-check.sh check needs on a bare GPU machine, in gpu-kit/ (under
+# 64 MiB: sealrun's binaries static and stripped, Debian's runc, libseccomp2 and busybox-static
+# .debs, the ARI kit); docs/DEVELOPING.md says how to run the check there.
+gpu-kit: build
+	GO=$(GO) LDFLAGS='$(LDFLAGS)' scripts/gpu-check.sh pack gpu-kit
 
 # make docs: the CLI reference (docs/cli, one page per command) from the commands themselves;
 # TestCLIReferenceIsGenerated fails when the checked-in pages differ from what this writes.
