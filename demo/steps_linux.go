@@ -161,6 +161,14 @@ func (s *session) startDaemon(ctx context.Context) error {
 	}
 	s.onClose(func() { logf.Close() })
 	s.socket, s.log = cfg.Socket, logf.Name()
+	// Once the daemon has stopped (the closers run last first), its run directory goes if
+	// nothing is left in it: each demo's state dir has its own under /run.
+	runDir := cfg.RunDir
+	s.onClose(func() {
+		for _, p := range []string{"runtime", "bundles", "runs", ".lock", ""} {
+			os.Remove(filepath.Join(runDir, p)) // never RemoveAll: what a crash left stays for sealrun sandbox reap
+		}
+	})
 	dctx, stopDaemon := context.WithCancel(ctx)
 	ready := make(chan struct{})
 	var readyOnce sync.Once
