@@ -252,21 +252,28 @@ func (c *slurmCluster) submit(env []string, args ...string) string {
 }
 
 // tasks are the job's array tasks: index -> "STATE EXIT:SIGNAL" (scontrol keeps ended jobs
-// for MinJobAge).
+// for MinJobAge). A task still COMPLETING (its end being cleaned up after sbatch --wait
+// returned, which a loaded machine makes last) is read again until it has its final state,
+// 30 s at most.
 func (c *slurmCluster) tasks(job string) map[string]string {
 	c.t.Helper()
-	out, err := c.cmd("scontrol", "show", "job", "-o", job).CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("scontrol show job %s: %v %s", job, err, out)
-	}
 	re := regexp.MustCompile(`JobId=\d+ (?:ArrayJobId=\d+ ArrayTaskId=(\d+) )?.*?JobState=(\S+) .*?ExitCode=(\S+)`)
-	m := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if s := re.FindStringSubmatch(l); s != nil {
-			m[s[1]] = s[2] + " " + s[3]
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err := c.cmd("scontrol", "show", "job", "-o", job).CombinedOutput()
+		if err != nil {
+			c.t.Fatalf("scontrol show job %s: %v %s", job, err, out)
+		}
+		m, completing := map[string]string{}, false
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if s := re.FindStringSubmatch(l); s != nil {
+				m[s[1]] = s[2] + " " + s[3]
+				completing = completing || s[2] == "COMPLETING"
+			}
+		}
+		if !completing || time.Now().After(deadline) {
+			return m
 		}
 	}
-	return m
 }
 
 // output is a task's Slurm output file.
