@@ -68,29 +68,15 @@ func GenerateNVIDIACDI(root string) (*NVIDIACDI, error) {
 		uuid  string
 	}
 	var gpus []gpu
-	infos, _ := filepath.Glob(under("proc/driver/nvidia/gpus/*/information"))
-	for _, p := range infos {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
+	for minor, g := range nvidiaGPUs(under("proc")) {
+		n, err := strconv.Atoi(minor)
+		if err != nil || n < 0 || n > 255 {
+			continue // not a minor the driver gives
 		}
-		g := gpu{minor: -1}
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(line, ":")
-			switch v = strings.TrimSpace(v); strings.TrimSpace(k) {
-			case "Device Minor":
-				if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < 256 {
-					g.minor = n
-				}
-			case "GPU UUID":
-				if nvidiaUUIDRE.MatchString(v) {
-					g.uuid = v
-				}
-			}
+		if !nvidiaUUIDRE.MatchString(g.UUID) {
+			g.UUID = "" // never a name that is not a GPU's UUID
 		}
-		if g.minor >= 0 {
-			gpus = append(gpus, g)
-		}
+		gpus = append(gpus, gpu{minor: n, uuid: g.UUID})
 	}
 	if len(gpus) == 0 { // no /proc/driver/nvidia (some sandboxes show only the nodes)
 		ents, _ := os.ReadDir(under("dev"))

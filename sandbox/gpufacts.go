@@ -51,30 +51,38 @@ func NVIDIADriverVersion(procRoot string) string {
 	return ""
 }
 
-// nvidiaGPUs reads procRoot/driver/nvidia/gpus/*/information: model and bus id by device minor.
-func nvidiaGPUs(procRoot string) map[string][2]string {
-	out := map[string][2]string{}
+// nvidiaGPU is what the driver's information file says of one GPU.
+type nvidiaGPU struct{ Model, BusID, UUID string }
+
+// nvidiaGPUs reads procRoot/driver/nvidia/gpus/*/information: model, bus id and UUID by device
+// minor.
+func nvidiaGPUs(procRoot string) map[string]nvidiaGPU {
+	out := map[string]nvidiaGPU{}
 	infos, _ := filepath.Glob(filepath.Join(procRoot, "driver", "nvidia", "gpus", "*", "information"))
 	for _, p := range infos {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
-		var model, minor string
+		var g nvidiaGPU
+		var minor string
 		for _, line := range strings.Split(string(b), "\n") {
 			k, v, ok := strings.Cut(line, ":")
 			if !ok {
 				continue
 			}
-			switch strings.TrimSpace(k) {
+			switch v = strings.TrimSpace(v); strings.TrimSpace(k) {
 			case "Model":
-				model = strings.TrimSpace(v)
+				g.Model = v
+			case "GPU UUID":
+				g.UUID = v
 			case "Device Minor":
-				minor = strings.TrimSpace(v)
+				minor = v
 			}
 		}
 		if minor != "" {
-			out[minor] = [2]string{model, filepath.Base(filepath.Dir(p))}
+			g.BusID = filepath.Base(filepath.Dir(p))
+			out[minor] = g
 		}
 	}
 	return out
@@ -101,7 +109,7 @@ func GPUFacts(dirs []string, procRoot string, names []string) ([]GPUFact, error)
 		for _, n := range dev.ContainerEdits.DeviceNodes {
 			if m := nvidiaNodeRE.FindStringSubmatch(n.Path); m != nil {
 				g := gpus[m[1]]
-				f.Model, f.BusID = g[0], g[1]
+				f.Model, f.BusID = g.Model, g.BusID
 			}
 		}
 		for _, m := range spec.ContainerEdits.Mounts {
