@@ -48,6 +48,8 @@ func TestGPUCheckDryRun(t *testing.T) {
 	} else {
 		t.Logf("pack:\n%s", out)
 	}
+	_, err := os.Stat("/etc/cdi")
+	cdiBefore := err == nil
 	out := filepath.Join(work, "out")
 	check := exec.Command("bash", "scripts/gpu-check.sh", "check", "--dry-run", kit, out)
 	check.Dir = ".."
@@ -104,9 +106,12 @@ func TestGPUCheckDryRun(t *testing.T) {
 		stmt.Predicate.Host.GPUModel != "nvidia.com/gpu=0" || stmt.Predicate.Host.Runtime == "" {
 		t.Errorf("the run's attestation: host %+v; want the stand-in GPU and Debian's runc", stmt.Predicate.Host)
 	}
-	// The check leaves nothing mounted: its mounts were its namespace's.
-	if m, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(m), work) {
-		t.Errorf("a mount of the check's is left:\n%s", m)
+	// The stand-in GPU's spec stayed in the check's own /etc/cdi: this machine's is as it was.
+	if _, err := os.Stat(filepath.Join("/etc/cdi", "sealrun-nvidia.json")); err == nil {
+		t.Error("the dry run's CDI spec reached this machine's /etc/cdi")
+	}
+	if _, err := os.Stat("/etc/cdi"); (err == nil) != cdiBefore {
+		t.Errorf("/etc/cdi existed before the check: %v; after: %v", cdiBefore, err == nil)
 	}
 }
 
