@@ -35,10 +35,13 @@ func pct(d []time.Duration, p float64) time.Duration {
 // BenchmarkRunnerTrueVsBareRunc: `runner true` end to end — the real client, the socket, the
 // service, a fresh runner container from the python image started through the C shim
 // (runner-exec), output and exit back, the audit entry fsynced — against bare `runc run` of
-// `true` from the same image, alternating in one run with the same call started through the
-// Go fallback shim (`runner _exec`, where runner-exec is not installed; each shim first in every
-// other round): go-shim-ms. The socket's rate limit (10 requests a second by default) is
-// lifted: calls back to back outrun it.
+// `true` from the same image, alternating in one run. The service starts each call's container
+// ahead of it, between calls (warm_linux.go), as it does for an agent: runner-ms. The same call
+// where the service starts none ahead, the container started for the call (cold-ms), and
+// started through the Go fallback shim (`runner _exec`, where runner-exec is not installed):
+// go-shim-ms. Every timing begins once no container is starting in the background, so that
+// none of them, the bare run's included, shares the CPUs with a start. The socket's rate limit
+// (10 requests a second by default) is lifted: calls back to back outrun it.
 func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
 	f := newFixture(b, WithRate(1000, 1000))
 	alone := filepath.Join(b.TempDir(), "runner")
@@ -49,11 +52,18 @@ func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fgo := newFixtureWith(b, func(c *Config) { c.Shim = alone }, WithRate(1000, 1000))
+	fgo := newFixtureWith(b, func(c *Config) { c.Shim = alone }, WithRate(1000, 1000), withoutWarm())
+	fcold := newFixture(b, WithRate(1000, 1000), withoutWarm())
 	imgs := sandboxtest.LocalImages(b)
 	bare := testenv.BareRuncBundle(b, imgs.Python, "true")
 	root := b.TempDir()
+	settle := func() {
+		for _, f := range []*fixture{f, fgo, fcold} {
+			f.svc.settle()
+		}
+	}
 	call := func(f *fixture) time.Duration {
+		settle()
 		t0 := time.Now()
 		cmd := exec.Command(f.client, "true")
 		cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
@@ -62,16 +72,18 @@ func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	var ours, goShim, theirs []time.Duration
+	var ours, cold, goShim, theirs []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if i%2 == 0 { // each shim first in every other round: a call's teardown overlaps the next
-			ours = append(ours, call(f))
-			goShim = append(goShim, call(fgo))
-		} else {
-			goShim = append(goShim, call(fgo))
-			ours = append(ours, call(f))
+		order := []func(){ // each first in turn
+			func() { ours = append(ours, call(f)) },
+			func() { cold = append(cold, call(fcold)) },
+			func() { goShim = append(goShim, call(fgo)) },
 		}
+		for k := range order {
+			order[(i+k)%len(order)]()
+		}
+		settle()
 		t0 := time.Now()
 		if out, err := exec.Command("runc", "--root", root, "run", "--bundle", bare, fmt.Sprintf("sealrun-bare-%d", i)).CombinedOutput(); err != nil {
 			b.Fatalf("bare runc run: %v %s", err, out)
@@ -79,11 +91,13 @@ func BenchmarkRunnerTrueVsBareRunc(b *testing.B) {
 		theirs = append(theirs, time.Since(t0))
 	}
 	b.StopTimer()
-	mo, mg, mt := median(ours), median(goShim), median(theirs)
+	mo, mc, mg, mt := median(ours), median(cold), median(goShim), median(theirs)
 	b.ReportMetric(float64(mo.Microseconds())/1000, "runner-ms")
+	b.ReportMetric(float64(mc.Microseconds())/1000, "cold-ms")
 	b.ReportMetric(float64(mg.Microseconds())/1000, "go-shim-ms")
 	b.ReportMetric(float64(mt.Microseconds())/1000, "bare-runc-ms")
 	b.ReportMetric(float64(mo)/float64(mt), "ratio")
+	b.ReportMetric(float64(mc)/float64(mt), "cold-ratio")
 }
 
 // BenchmarkStreamThroughput: a call printing 1 GiB to stdout, through the service and the real

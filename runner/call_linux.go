@@ -21,8 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
@@ -202,6 +200,7 @@ func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	st.exit(code)
 	teardown()
+	s.warmUp() // the next call's container
 }
 
 // output fans a call's output out to the client, the hash, the count and the capped log (and the
@@ -295,22 +294,16 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 }
 
 // startCall starts the call's runner container: the shim runs the agent's argv in cwd under
-// the run's limits, with the GPUs the run was given.
+// the run's limits, with the GPUs the run was given. The container started ahead for it is used
+// where there is one (warm_linux.go).
 func (s *Service) startCall(ctx context.Context, cs *callState, req CallRequest, cwd string, out *output) (*sandbox.Container, error) {
-	gpu := s.o.gpu
-	if gpu == nil {
-		gpu = &sandbox.GPUEdits{}
+	if w := s.takeWaiting(ctx); w != nil {
+		if c, err := s.handOver(w, req, cwd, cs.seq, out); err == nil {
+			return c, nil
+		}
 	}
-	env := append(append(append([]string{}, callEnv...), gpu.Env...), fmt.Sprintf("SEALRUN_CALL=%d", cs.seq))
-	env = append(env, req.Env...)
-	return s.sb.Start(ctx, sandbox.ContainerConfig{
-		// The shim changes to cwd as the agent's user: the runtime itself (as the container's
-		// root, which cannot search the group-only workspace) never resolves it.
-		Role: sandbox.RoleRunner, Rootfs: s.o.rootfs, Workspace: s.o.workspace, Cwd: sandbox.WorkspacePath,
-		Args: append([]string{ShimPath, "_exec", "--cwd", cwd, "--"}, req.Argv...), Env: env, Limits: s.o.limits, Devices: gpu.Devices, Symlinks: gpu.Symlinks,
-		Extra:  append([]specs.Mount{{Destination: ShimPath, Type: "bind", Source: s.o.shim, Options: []string{"rbind", "ro", "nosuid", "nodev"}}}, gpu.Mounts...),
-		Stdout: out, Stderr: out,
-	})
+	env := append([]string{fmt.Sprintf("SEALRUN_CALL=%d", cs.seq)}, req.Env...)
+	return s.sb.Start(ctx, s.callConfig(append([]string{ShimPath, "_exec", "--cwd", cwd, "--"}, req.Argv...), env, out))
 }
 
 // superviseCall waits for the call's container to exit, killing it at the call's limit (frozen

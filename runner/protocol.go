@@ -134,3 +134,29 @@ func shellQuote(argv []string) string {
 	}
 	return s
 }
+
+// EncodeCall is a call as the shim of a runner container started before it (`ShimPath _await`,
+// warm_linux.go) reads it from stdin: fields each ended by a NUL, "C" and the directory, "E" and
+// KEY=VALUE for each variable the call adds to the container's environment (in order: the shim
+// sets each, a later one replacing an earlier, as the runtime sets a spec's), "A" and each
+// argument. A valid call (validateCall) holds no NUL, so every field ends where its NUL is. The
+// shims (cmd/runner-exec, cmd/runner) refuse any other form, or one over MaxBodyBytes or
+// MaxArgs arguments.
+func EncodeCall(cwd string, env, argv []string) []byte {
+	n := len(cwd) + 2
+	for _, f := range append(append([]string{}, env...), argv...) {
+		n += len(f) + 2
+	}
+	b := make([]byte, 0, n)
+	field := func(kind byte, v string) {
+		b = append(append(append(b, kind), v...), 0)
+	}
+	field('C', cwd)
+	for _, e := range env {
+		field('E', e)
+	}
+	for _, a := range argv {
+		field('A', a)
+	}
+	return b
+}

@@ -94,6 +94,7 @@ type options struct {
 	wall      func() time.Time
 	onInfra   func(error)
 	answered  func(verb string)
+	noWarm    bool // start no container ahead of a call (warm_linux.go): the benchmark's cold calls
 }
 
 // Option configures a Service.
@@ -144,8 +145,10 @@ type Service struct {
 	seq     int
 	running *callState
 	done    int
-	over    bool // the run has ended: every verb but time_left and status is refused
-	paused  bool // the run is paused (Pause): compute calls are refused
+	over    bool           // the run has ended: every verb but time_left and status is refused
+	paused  bool           // the run is paused (Pause): compute calls are refused
+	next    *waiting       // the next call's container, started ahead (warm_linux.go)
+	warming sync.WaitGroup // its start under way
 }
 
 // NewService makes the service of the run run; opts are what is optional. Every field of cfg is
@@ -196,10 +199,14 @@ func (s *Service) End() {
 	s.mu.Lock()
 	s.over = true
 	s.mu.Unlock()
+	s.dropWaiting()
 }
 
-// Close releases the workspace handle.
-func (s *Service) Close() error { return s.ws.Close() }
+// Close removes the container waiting for a next call and releases the workspace handle.
+func (s *Service) Close() error {
+	s.End()
+	return s.ws.Close()
+}
 
 // ServeHTTP bounds and rate-limits every request, then routes it.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -242,6 +249,7 @@ func Listen(path string, gid int) (net.Listener, error) {
 
 // Serve answers the agent socket until l is closed or ctx ends (then it returns nil).
 func (s *Service) Serve(ctx context.Context, l net.Listener) error {
+	s.warmUp() // the first call's container
 	calls := inflight.New()
 	srv := &http.Server{Handler: calls.Wrap(s), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		BaseContext: func(net.Listener) context.Context { return ctx }}

@@ -4,6 +4,14 @@
  * agent's user, makes stderr the same pipe as stdout (so the two keep their order), finds CMD
  * on the call's PATH and executes it in its own place.
  *
+ * `runner-exec _await` is the same for a container started before its call (runner/warm_linux.go):
+ * it reads the call from stdin, which only the runner service can write, until the service
+ * closes it: fields each ended by a NUL, "C" and the directory, then "E" and KEY=VALUE for each
+ * variable the call adds to the environment (set in order, a later one replacing an earlier,
+ * as the runtime sets a spec's), then "A" and each argument (runner.EncodeCall). Anything else is
+ * refused with status 2 before any of it is used. The command then reads end-of-file on stdin,
+ * as a call's command always does.
+ *
  * It does exactly what the static runner binary's `runner _exec` does (cmd/runner), which stays
  * the fallback where this binary is not installed beside it: the same messages, the same exit
  * statuses (125 cd failed, 126 not executable, 127 not found, 2 usage), the same PATH search
@@ -69,30 +77,12 @@ static const char *lookpath(const char *file, char *buf, size_t size) {
 	}
 }
 
-int main(int argc, char **argv) {
-	if (argc < 2 || strcmp(argv[1], "_exec") != 0) {
-		fprintf(stderr, "runner-exec: this is the shim that starts a compute call's command "
-		                "(runner-exec _exec [--cwd DIR] [--] CMD [ARGS...]); inside a call there is "
-		                "no runner client: run runner from the agent's shell\n");
-		return EXIT_USAGE;
-	}
-	argv += 2;
-	argc -= 2;
-	if (argc >= 2 && strcmp(argv[0], "--cwd") == 0) {
-		if (chdir(argv[1]) != 0) {
-			fprintf(stderr, "runner: cd %s: chdir %s: %s\n", argv[1], argv[1], errstr(errno));
-			return EXIT_REFUSED;
-		}
-		argv += 2;
-		argc -= 2;
-	}
-	if (argc > 0 && strcmp(argv[0], "--") == 0) {
-		argv++;
-		argc--;
-	}
-	if (argc == 0) {
-		fprintf(stderr, "runner _exec: no command\n");
-		return EXIT_USAGE;
+/* exec_call changes to cwd (unless NULL) and executes argv (argc > 0), stderr joined to
+ * stdout; it returns only the status of a failure. */
+static int exec_call(const char *cwd, char **argv) {
+	if (cwd != NULL && chdir(cwd) != 0) {
+		fprintf(stderr, "runner: cd %s: chdir %s: %s\n", cwd, cwd, errstr(errno));
+		return EXIT_REFUSED;
 	}
 	const char *path = argv[0];
 	char found[PATH_MAX];
@@ -109,4 +99,111 @@ int main(int argc, char **argv) {
 	int e = errno;
 	fprintf(stderr, "runner: %s: %s\n", argv[0], errstr(e));
 	return e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
+}
+
+/* The bounds of a call read by _await: runner.MaxBodyBytes and runner.MaxArgs. */
+#define MAX_CALL (1 << 20)
+#define MAX_ARGS 256
+
+static int malformed(const char *why) {
+	fprintf(stderr, "runner _await: malformed call from the runner service: %s\n", why);
+	return EXIT_USAGE;
+}
+
+static int await_call(void) {
+	static char buf[MAX_CALL + 1];
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(0, buf + n, sizeof buf - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			fprintf(stderr, "runner _await: read the call: %s\n", errstr(errno));
+			return EXIT_REFUSED;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > MAX_CALL)
+			return malformed("over 1 MiB");
+	}
+	if (n == 0)
+		return malformed("none came (stdin was closed empty)");
+	if (buf[n - 1] != '\0')
+		return malformed("its last field has no NUL");
+	char *cwd = NULL;
+	char *args[MAX_ARGS + 1];
+	int nargs = 0;
+	for (char *p = buf, *next; p < buf + n; p = next) {
+		next = p + strlen(p) + 1; /* before E's field is cut at its = */
+		char *v = p + 1;
+		switch (p[0]) {
+		case 'C':
+			if (cwd != NULL)
+				return malformed("a second directory");
+			if (*v != '/')
+				return malformed("the directory is not absolute");
+			cwd = v;
+			break;
+		case 'E': {
+			char *eq = strchr(v, '=');
+			if (cwd == NULL || nargs > 0)
+				return malformed("a variable out of order");
+			if (eq == NULL || eq == v)
+				return malformed("a variable that is not KEY=VALUE");
+			*eq = '\0';
+			if (setenv(v, eq + 1, 1) != 0)
+				return malformed("a variable that cannot be set");
+			break;
+		}
+		case 'A':
+			if (cwd == NULL)
+				return malformed("an argument before the directory");
+			if (nargs == MAX_ARGS)
+				return malformed("over 256 arguments");
+			args[nargs++] = v;
+			break;
+		default:
+			return malformed("a field of unknown kind");
+		}
+	}
+	if (cwd == NULL)
+		return malformed("no directory");
+	if (nargs == 0 || args[0][0] == '\0')
+		return malformed("no command");
+	args[nargs] = NULL;
+	return exec_call(cwd, args);
+}
+
+int main(int argc, char **argv) {
+	if (argc == 2 && strcmp(argv[1], "_await") == 0)
+		return await_call();
+	if (argc < 2 || strcmp(argv[1], "_exec") != 0) {
+		fprintf(stderr, "runner-exec: this is the shim that starts a compute call's command "
+		                "(runner-exec _exec [--cwd DIR] [--] CMD [ARGS...], or runner-exec _await with "
+		                "the call on stdin); inside a call there is no runner client: run runner from "
+		                "the agent's shell\n");
+		return EXIT_USAGE;
+	}
+	argv += 2;
+	argc -= 2;
+	const char *cwd = NULL;
+	if (argc >= 2 && strcmp(argv[0], "--cwd") == 0) {
+		cwd = argv[1];
+		argv += 2;
+		argc -= 2;
+	}
+	if (argc > 0 && strcmp(argv[0], "--") == 0) {
+		argv++;
+		argc--;
+	}
+	if (argc == 0) {
+		if (cwd != NULL && chdir(cwd) != 0) {
+			fprintf(stderr, "runner: cd %s: chdir %s: %s\n", cwd, cwd, errstr(errno));
+			return EXIT_REFUSED;
+		}
+		fprintf(stderr, "runner _exec: no command\n");
+		return EXIT_USAGE;
+	}
+	return exec_call(cwd, argv);
 }

@@ -68,6 +68,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runPosture(args[1:], stdout, stderr)
 	case "_exec": // inside a runner container: the call's own process (see runner.ShimPath)
 		return execCombined(args[1:], stderr)
+	case "_await": // the same, in a container started before its call: the call on stdin
+		if len(args) != 1 {
+			break
+		}
+		return awaitCall(os.Stdin, stderr)
 	case "time_left", "status", "history":
 		if len(args) != 1 {
 			fmt.Fprintf(stderr, "runner %s takes no arguments\n", args[0])
@@ -185,6 +190,83 @@ func unwrap(err error) error {
 		}
 		err = u
 	}
+}
+
+// Bounds of a call _await reads (runner.MaxBodyBytes, runner.MaxArgs).
+const (
+	maxCall     = 1 << 20
+	maxCallArgs = 256
+)
+
+// awaitCall reads a call from stdin as runner.EncodeCall writes it, until the runner service
+// closes it, sets the variables it adds and runs it as _exec does. cmd/runner-exec's _await does
+// the same in C (TestExecShimsAgree).
+func awaitCall(stdin io.Reader, stderr io.Writer) int {
+	malformed := func(why string) int {
+		fmt.Fprintf(stderr, "runner _await: malformed call from the runner service: %s\n", why)
+		return 2
+	}
+	b, err := io.ReadAll(io.LimitReader(stdin, maxCall+1))
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "runner _await: read the call: %v\n", err)
+		return exitRefused
+	case len(b) > maxCall:
+		return malformed("over 1 MiB")
+	case len(b) == 0:
+		return malformed("none came (stdin was closed empty)")
+	case b[len(b)-1] != 0:
+		return malformed("its last field has no NUL")
+	}
+	var cwd string
+	var argv []string
+	haveCwd := false
+	for _, f := range strings.Split(string(b[:len(b)-1]), "\x00") {
+		v := ""
+		if f != "" {
+			v = f[1:]
+		}
+		switch {
+		case f == "":
+			return malformed("a field of unknown kind")
+		case f[0] == 'C':
+			if haveCwd {
+				return malformed("a second directory")
+			}
+			if !strings.HasPrefix(v, "/") {
+				return malformed("the directory is not absolute")
+			}
+			cwd, haveCwd = v, true
+		case f[0] == 'E':
+			k, val, ok := strings.Cut(v, "=")
+			if !haveCwd || len(argv) > 0 {
+				return malformed("a variable out of order")
+			}
+			if !ok || k == "" {
+				return malformed("a variable that is not KEY=VALUE")
+			}
+			if os.Setenv(k, val) != nil {
+				return malformed("a variable that cannot be set")
+			}
+		case f[0] == 'A':
+			if !haveCwd {
+				return malformed("an argument before the directory")
+			}
+			if len(argv) == maxCallArgs {
+				return malformed("over 256 arguments")
+			}
+			argv = append(argv, v)
+		default:
+			return malformed("a field of unknown kind")
+		}
+	}
+	if !haveCwd {
+		return malformed("no directory")
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return malformed("no command")
+	}
+	return execCombined(append([]string{"--cwd", cwd, "--"}, argv...), stderr)
 }
 
 // execCombined makes stderr the same file as stdout, so the two keep the order the command

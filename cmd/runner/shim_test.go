@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/runner"
 )
 
 // TestExecShimsAgree runs the two call shims — this binary's `runner _exec` and the C
@@ -86,33 +87,90 @@ func TestExecShimsAgree(t *testing.T) {
 		{"nothing", []string{sysPath}, nil, 2},
 		{"--cwd alone", []string{sysPath}, []string{"--cwd"}, 127},
 	} {
-		var got [2]string
-		var codes [2]int
-		for i, shim := range []string{goShim, cShim} {
-			cmd := exec.Command(shim, append([]string{"_exec"}, c.args...)...)
-			cmd.Env, cmd.Dir = c.env, dir
-			if cmd.Env == nil {
-				cmd.Env = []string{}
-			}
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			var ee *exec.ExitError
-			switch {
-			case errors.As(err, &ee):
-				codes[i] = ee.ExitCode()
-			case err != nil:
-				t.Fatalf("%s: %s: %v", c.name, shim, err)
-			}
-			got[i] = "stdout:\n" + stdout.String() + "stderr:\n" + stderr.String()
-		}
+		got, codes := runShims(t, c.name, dir, c.env, append([]string{"_exec"}, c.args...), nil, goShim, cShim)
 		if got[0] != got[1] || codes[0] != codes[1] {
 			t.Errorf("%s: the shims disagree:\nrunner _exec (exit %d):\n%s\nrunner-exec (exit %d):\n%s", c.name, codes[0], got[0], codes[1], got[1])
 		} else if codes[0] != c.code {
 			t.Errorf("%s: exit %d, want %d:\n%s", c.name, codes[0], c.code, got[0])
 		}
+		// The same call handed to a waiting shim on stdin (runner.EncodeCall): the same result.
+		if len(c.args) < 4 || c.args[0] != "--cwd" || c.args[2] != "--" {
+			continue
+		}
+		call := runner.EncodeCall(c.args[1], nil, c.args[3:])
+		agot, acodes := runShims(t, c.name+" (_await)", dir, c.env, []string{"_await"}, call, goShim, cShim)
+		if agot != got || acodes != codes {
+			t.Errorf("%s: _await differs from _exec:\n_exec (exit %v):\n%s\n_await (exit %v):\n%s", c.name, codes, got, acodes, agot)
+		}
 	}
 	if out, err := exec.Command(cShim, "posture").CombinedOutput(); err == nil || !strings.Contains(string(out), "no runner client") {
 		t.Errorf("runner-exec with a verb other than _exec: %v %s", err, out)
 	}
+
+	// A waiting shim adds the call's variables in order, a later one replacing an earlier and
+	// the container's own, as the runtime sets a spec's.
+	env := []string{sysPath, "FOO=from the spec", "KEEP=1"}
+	call := runner.EncodeCall(work, []string{"FOO=bar baz", "NEW=1", "FOO=last", "EMPTY="}, []string{"sh", "-c", `echo "$FOO"; env | grep -E '^(EMPTY|FOO|KEEP|NEW|PATH)=' | sort`})
+	got, codes := runShims(t, "call environment", dir, env, []string{"_await"}, call, goShim, cShim)
+	want := "stdout:\nlast\nEMPTY=\nFOO=last\nKEEP=1\nNEW=1\nPATH=/usr/bin:/bin\nstderr:\n"
+	if got[0] != got[1] || codes != [2]int{} {
+		t.Errorf("call environment: the shims disagree or fail: %v\n%s\n%s", codes, got[0], got[1])
+	} else if got[0] != want {
+		t.Errorf("call environment:\n%s\nwant\n%s", got[0], want)
+	}
+
+	// Anything but a call in runner.EncodeCall's form is refused before any of it is used.
+	many := []byte("C/\x00")
+	for range 257 {
+		many = append(many, "Atrue\x00"...)
+	}
+	for _, m := range []struct{ name, call, why string }{
+		{"empty", "", "none came"},
+		{"no final NUL", "C/\x00Atrue", "its last field has no NUL"},
+		{"unknown kind", "X\x00", "a field of unknown kind"},
+		{"empty field", "C/\x00\x00Atrue\x00", "a field of unknown kind"},
+		{"second directory", "C/\x00C/\x00Atrue\x00", "a second directory"},
+		{"relative directory", "Cwork\x00Atrue\x00", "not absolute"},
+		{"variable first", "Ea=b\x00C/\x00Atrue\x00", "a variable out of order"},
+		{"variable after an argument", "C/\x00Atrue\x00Ea=b\x00", "a variable out of order"},
+		{"variable without =", "C/\x00Eab\x00Atrue\x00", "not KEY=VALUE"},
+		{"variable without a key", "C/\x00E=b\x00Atrue\x00", "not KEY=VALUE"},
+		{"argument first", "Atrue\x00C/\x00", "an argument before the directory"},
+		{"no command", "C/\x00", "no command"},
+		{"empty command", "C/\x00A\x00", "no command"},
+		{"257 arguments", string(many), "over 256 arguments"},
+		{"over 1 MiB", "C/\x00A" + strings.Repeat("x", 1<<20) + "\x00", "over 1 MiB"},
+	} {
+		got, codes := runShims(t, m.name, dir, []string{sysPath}, []string{"_await"}, []byte(m.call), goShim, cShim)
+		want := "stdout:\nstderr:\nrunner _await: malformed call from the runner service: "
+		if got[0] != got[1] || codes != [2]int{2, 2} || !strings.HasPrefix(got[0], want) || !strings.Contains(got[0], m.why) {
+			t.Errorf("_await, %s: want exit 2 and %q from both:\nrunner (exit %d):\n%s\nrunner-exec (exit %d):\n%s", m.name, m.why, codes[0], got[0], codes[1], got[1])
+		}
+	}
+}
+
+// runShims runs each shim with args, env (none when nil) and stdin in dir, and returns what
+// each wrote and its exit status.
+func runShims(t *testing.T, name, dir string, env, args []string, stdin []byte, shims ...string) (got [2]string, codes [2]int) {
+	t.Helper()
+	for i, shim := range shims {
+		cmd := exec.Command(shim, args...)
+		cmd.Env, cmd.Dir = env, dir
+		if cmd.Env == nil {
+			cmd.Env = []string{}
+		}
+		cmd.Stdin = bytes.NewReader(stdin)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			codes[i] = ee.ExitCode()
+		case err != nil:
+			t.Fatalf("%s: %s: %v", name, shim, err)
+		}
+		got[i] = "stdout:\n" + stdout.String() + "stderr:\n" + stderr.String()
+	}
+	return got, codes
 }

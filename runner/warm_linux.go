@@ -1,0 +1,181 @@
+package runner
+
+// Runner containers started ahead of their calls. Starting a container is most of a compute
+// call's cost (under runc, tens of milliseconds: the runtime's own start, its seccomp
+// compilation, the network hook): so between two calls the service starts the next call's
+// container, exactly as a call's own, with the shim waiting for its call on stdin (`ShimPath
+// _await`), which only the service can write. A call takes the waiting container, points its
+// output at the call's, writes the call (EncodeCall) and closes stdin: the shim then changes to
+// the call's directory, adds the call's variables and executes the command, which reads
+// end-of-file on stdin as before. Nothing of the agent's runs in it before that: the container
+// is as fresh as one started for the call (its own rootfs overlay, /tmp, namespaces and cgroup,
+// used by one call only), and its limits, GPUs and mounts are the run's, the same for every call.
+//
+// A waiting container that is not there (the service has just started it, or the run ended), not
+// started (the host's failure: the call's own start will say so, and retries as ever), or no
+// longer running when its call comes is not used: the call starts its own container the way it
+// always could.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/sandbox"
+)
+
+// waiting is a runner container started for the next call.
+type waiting struct {
+	ready chan struct{} // closed once started (c set) or failed (err set)
+	c     *sandbox.Container
+	err   error
+	out   *switchWriter
+}
+
+// switchWriter writes to the writer set last (nothing before one is set): a waiting container's
+// output goes to its call's once the call takes it.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return len(p), nil
+	}
+	return s.w.Write(p)
+}
+
+// callConfig is the container of a call: the run's image, workspace, limits, GPUs and the shim,
+// running args.
+func (s *Service) callConfig(args, env []string, out io.Writer) sandbox.ContainerConfig {
+	gpu := s.o.gpu
+	if gpu == nil {
+		gpu = &sandbox.GPUEdits{}
+	}
+	return sandbox.ContainerConfig{
+		// The shim changes to cwd as the agent's user: the runtime itself (as the container's
+		// root, which cannot search the group-only workspace) never resolves it.
+		Role: sandbox.RoleRunner, Rootfs: s.o.rootfs, Workspace: s.o.workspace, Cwd: sandbox.WorkspacePath,
+		Args: args, Env: append(append(append([]string{}, callEnv...), gpu.Env...), env...), Limits: s.o.limits, Devices: gpu.Devices, Symlinks: gpu.Symlinks,
+		Extra:  append([]specs.Mount{{Destination: ShimPath, Type: "bind", Source: s.o.shim, Options: []string{"rbind", "ro", "nosuid", "nodev"}}}, gpu.Mounts...),
+		Stdout: out, Stderr: out,
+	}
+}
+
+// warmUp starts the next call's container in the background, unless one is there or starting,
+// or the run is over, or the service starts none ahead (withoutWarm).
+func (s *Service) warmUp() {
+	if s.o.noWarm {
+		return
+	}
+	s.mu.Lock()
+	if s.over || s.next != nil {
+		s.mu.Unlock()
+		return
+	}
+	w := &waiting{ready: make(chan struct{}), out: &switchWriter{}}
+	s.next = w
+	s.warming.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.warming.Done()
+		cfg := s.callConfig([]string{ShimPath, "_await"}, nil, w.out)
+		cfg.Stdin = true
+		// Whoever takes it from s.next (a call, or dropWaiting) owns it from then on.
+		w.c, w.err = s.sb.Start(context.Background(), cfg)
+		close(w.ready)
+	}()
+}
+
+// takeWaiting takes the waiting container for a call, waiting for its start if it is under way;
+// nil when there is none ready to use (then the call starts its own).
+func (s *Service) takeWaiting(ctx context.Context) *waiting {
+	s.mu.Lock()
+	w := s.next
+	s.next = nil
+	s.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		go func() { // the client went away: the container is not this call's
+			<-w.ready
+			if w.c != nil {
+				s.destroy(w.c)
+			}
+		}()
+		return nil
+	}
+	if w.c == nil {
+		return nil
+	}
+	select {
+	case <-w.c.Done(): // it ended while it waited: nothing of the agent's ran in it
+		s.destroy(w.c)
+		return nil
+	default:
+	}
+	return w
+}
+
+// handOver gives a waiting container its call; on an error the container is destroyed (nothing
+// of the agent's ran) and the caller starts one of its own.
+func (s *Service) handOver(w *waiting, req CallRequest, cwd string, seq int, out io.Writer) (*sandbox.Container, error) {
+	w.out.set(out)
+	env := append([]string{fmt.Sprintf("SEALRUN_CALL=%d", seq)}, req.Env...)
+	in := w.c.Stdin()
+	_, err := in.Write(EncodeCall(cwd, env, req.Argv))
+	if cerr := in.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		w.out.set(nil)
+		s.destroy(w.c)
+		return nil, fmt.Errorf("hand the call to its waiting container %s: %w", w.c.ID, err)
+	}
+	return w.c, nil
+}
+
+// dropWaiting destroys the waiting container, once a start under way has ended.
+func (s *Service) dropWaiting() {
+	s.mu.Lock()
+	w := s.next
+	s.next = nil
+	s.mu.Unlock()
+	if w != nil {
+		<-w.ready
+		if w.c != nil {
+			s.destroy(w.c)
+		}
+	}
+	s.warming.Wait()
+}
+
+// destroy removes a container no call ran in; a failure is the host's.
+func (s *Service) destroy(c *sandbox.Container) {
+	if err := c.Destroy(context.Background()); err != nil && s.o.onInfra != nil {
+		s.o.onInfra(err)
+	}
+}
+
+// withoutWarm makes a service that starts no container ahead of a call: every call starts its
+// own (the benchmark's cold calls).
+func withoutWarm() Option { return func(o *options) { o.noWarm = true } }
+
+// settle waits until no container is starting ahead of a call (the benchmark times nothing
+// beside a start).
+func (s *Service) settle() { s.warming.Wait() }
