@@ -147,6 +147,8 @@ func (s *Service) validateCall(req *CallRequest) (cwd string, err error) {
 }
 
 func (s *Service) handleCall(w http.ResponseWriter, r *http.Request) {
+	s.handling.Add(1)
+	defer s.handling.Add(-1)
 	var req CallRequest
 	if err := decode(r, &req); err != nil {
 		s.badRequest(w, "%v", err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
@@ -149,6 +150,9 @@ type Service struct {
 	paused  bool           // the run is paused (Pause): compute calls are refused
 	next    *waiting       // the next call's container, started ahead (warm_linux.go)
 	warming sync.WaitGroup // its start under way
+	// handling counts calls being handled, until the next one's container is being started
+	// (settle).
+	handling atomic.Int32
 }
 
 // NewService makes the service of the run run; opts are what is optional. Every field of cfg is

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -176,6 +177,11 @@ func (s *Service) destroy(c *sandbox.Container) {
 // own (the benchmark's cold calls).
 func withoutWarm() Option { return func(o *options) { o.noWarm = true } }
 
-// settle waits until no container is starting ahead of a call (the benchmark times nothing
-// beside a start).
-func (s *Service) settle() { s.warming.Wait() }
+// settle waits until no call is being handled (its teardown and the next start included) and
+// no container is starting ahead of one: the benchmark times nothing beside a start.
+func (s *Service) settle() {
+	for s.handling.Load() > 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	s.warming.Wait()
+}

@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sealrun/sealrun/sandbox"
+)
+
+// waitingContainer is the container the service has started for the next call, once started.
+func (f *fixture) waitingContainer() *sandbox.Container {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f.svc.mu.Lock()
+		w := f.svc.next
+		f.svc.mu.Unlock()
+		if w != nil {
+			<-w.ready
+			if w.c == nil {
+				f.t.Fatalf("the next call's container did not start: %v", w.err)
+			}
+			return w.c
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatal("no container was started for the next call")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Each call runs in a container started before it, whose only process until then was the shim
+// waiting for the call on stdin; the next call runs in another one, started after the first
+// call ended, with nothing of the first's (its own /tmp).
+func TestCallsRunInContainersStartedAhead(t *testing.T) {
+	f := newFixture(t)
+	c := f.waitingContainer()
+	var cmdline []byte
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		// The runtime's init, until it has executed the shim.
+		if cmdline, err = os.ReadFile("/proc/" + strconv.Itoa(c.Pid()) + "/cmdline"); err != nil || string(cmdline) == ShimPath+"\x00_await\x00" {
+			break
+		}
+	}
+	if err != nil || string(cmdline) != ShimPath+"\x00_await\x00" {
+		t.Fatalf("the waiting container's process: %q %v; want the shim waiting for its call", cmdline, err)
+	}
+	r := f.runner("--env", "X=1", "sh", "-c", `cat; echo "call $SEALRUN_CALL x=$X"; echo mine > /tmp/mine; ls /tmp`)
+	if r.code != 0 || r.stdout != "call 1 x=1\nmine\n" {
+		t.Fatalf("first call (stdin at its end, the call's variables, its own /tmp): %+v", r)
+	}
+	next := f.waitingContainer()
+	if next.ID == c.ID {
+		t.Fatal("the second call's container is the first's")
+	}
+	if r := f.runner("sh", "-c", `echo "call $SEALRUN_CALL"; ls -A /tmp`); r.code != 0 || r.stdout != "call 2\n.sealrun\n" {
+		t.Errorf("second call (a fresh /tmp): %+v", r)
+	}
+	es := f.entries()
+	if len(es) != 2 || es[0].Container != c.ID || es[1].Container != next.ID || es[0].StartRetried != "" || es[1].StartRetried != "" {
+		t.Errorf("audit: %+v; want calls 1 and 2 in %s and %s", es, c.ID, next.ID)
+	}
+}
+
+// A container that ended while it waited is not used, and its end is nobody's fault: the call
+// starts its own, with no retry and no infrastructure error.
+func TestWaitingContainerThatEndedIsNotUsed(t *testing.T) {
+	var mu sync.Mutex
+	var heard []error
+	f := newFixture(t, WithInfraHandler(func(err error) { mu.Lock(); heard = append(heard, err); mu.Unlock() }))
+	c := f.waitingContainer()
+	if err := c.Kill(context.Background(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed container did not end")
+	}
+	if r := f.runner("echo", "ok"); r.code != 0 || r.stdout != "ok\n" {
+		t.Fatalf("the call after its waiting container ended: %+v", r)
+	}
+	es := f.entries()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(es) != 1 || es[0].Container == c.ID || es[0].Status != "exited" || es[0].StartRetried != "" || len(heard) > 0 {
+		t.Errorf("audit %+v, infrastructure errors %v; want the call in a container of its own, nobody's fault", es, heard)
+	}
+}
+
+// The run's end removes the container waiting for a call, and starts no other.
+func TestEndRemovesTheWaitingContainer(t *testing.T) {
+	f := newFixture(t)
+	c := f.waitingContainer()
+	f.svc.End()
+	select {
+	case <-c.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting container still runs after the run ended")
+	}
+	if r := f.runner("true"); r.code != ExitRefused {
+		t.Errorf("a call after the end: %+v", r)
+	}
+	f.svc.settle()
+	f.svc.mu.Lock()
+	defer f.svc.mu.Unlock()
+	if f.svc.next != nil {
+		t.Error("a container was started for a call after the run ended")
+	}
+}
