@@ -139,6 +139,10 @@ func (s *Service) handOver(w *waiting, req CallRequest, cwd string, seq int, out
 	w.out.set(out)
 	env := append([]string{fmt.Sprintf("SEALRUN_CALL=%d", seq)}, req.Env...)
 	in := w.c.Stdin()
+	if f, ok := in.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		// A call larger than the pipe holds waits for the shim to read it: never for long.
+		f.SetWriteDeadline(time.Now().Add(handOverTimeout))
+	}
 	_, err := in.Write(EncodeCall(cwd, env, req.Argv))
 	if cerr := in.Close(); err == nil {
 		err = cerr
@@ -150,6 +154,9 @@ func (s *Service) handOver(w *waiting, req CallRequest, cwd string, seq int, out
 	}
 	return w.c, nil
 }
+
+// handOverTimeout bounds writing a call to its waiting shim.
+const handOverTimeout = 10 * time.Second
 
 // dropWaiting destroys the waiting container, once a start under way has ended.
 func (s *Service) dropWaiting() {

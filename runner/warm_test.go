@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -65,6 +67,13 @@ func TestCallsRunInContainersStartedAhead(t *testing.T) {
 	es := f.entries()
 	if len(es) != 2 || es[0].Container != c.ID || es[1].Container != next.ID || es[0].StartRetried != "" || es[1].StartRetried != "" {
 		t.Errorf("audit: %+v; want calls 1 and 2 in %s and %s", es, c.ID, next.ID)
+	}
+	// The largest call there is (arguments and variables at their bounds): more than a pipe
+	// holds, so that the shim reads it while it is written.
+	f.waitingContainer()
+	big, bigEnv := strings.Repeat("a", MaxArgvBytes-100), strings.Repeat("e", MaxEnvBytes-100)
+	if r := f.runner("--env", "BIG="+bigEnv, "sh", "-c", `echo "${#1} ${#BIG}"`, "sh", big); r.code != 0 || r.stdout != fmt.Sprintf("%d %d\n", len(big), len(bigEnv)) {
+		t.Errorf("a call at the bounds: exit %d, stdout %.200q, stderr %.300q", r.code, r.stdout, r.stderr)
 	}
 }
 

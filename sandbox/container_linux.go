@@ -72,6 +72,7 @@ type Container struct {
 	rt   *Runtime // the role's
 	// Phases is where the container's start went (make bench prints it).
 	Phases   Phases
+	launched time.Time // when the runtime was started
 	bundle   string
 	cg       cgroup.Tree // the wrapper
 	leaf     cgroup.Tree // the runtime's
@@ -129,7 +130,7 @@ func (r *Run) Start(ctx context.Context, cfg ContainerConfig) (_ *Container, err
 	if err != nil {
 		return nil, err
 	}
-	c.Phases.Prepare = launched.Sub(began)
+	c.Phases.Prepare, c.launched = launched.Sub(began), launched
 	if err = c.awaitReady(ctx, evidencePath, launched); err != nil {
 		return nil, err
 	}
@@ -537,6 +538,16 @@ func (c *Container) Wait(ctx context.Context) (int, error) {
 		return c.exit, infra(c.ID, "start", fmt.Errorf("%w (the runtime exited %d): %s", ErrNeverRan, c.exit, strings.TrimSpace(runtimeMessage(c.stderr.String()))))
 	}
 	return c.exit, nil
+}
+
+// markedStart is when the runtime ran the container's poststart hook (its marker's time), where it
+// marks starts and the bundle is still there (make bench's start phase).
+func (c *Container) markedStart() (time.Time, bool) {
+	fi, err := os.Stat(filepath.Join(c.bundle, startedMarker))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return fi.ModTime(), true
 }
 
 // Ran reports whether the runtime executed the container's process: its poststart hook marked
