@@ -258,8 +258,15 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 	out := &output{st: st, hash: sha256.New(), log: logf, logHash: sha256.New(), logCap: s.o.logCap}
 	var c *sandbox.Container
 	var werr error
+	if c, err = s.startWaiting(ctx, cs, req, cwd, out); err != nil {
+		// The container started ahead for this call failed it (the host's): the call's own start
+		// below is its second, as after a start that never ran.
+		rec.StartRetried = err.Error()
+	}
 	for {
-		c, err = s.startCall(ctx, cs, req, cwd, out)
+		if c == nil {
+			c, err = s.startCall(ctx, cs, req, cwd, out)
+		}
 		if err == nil {
 			rec.Container = c.ID
 			code, werr = s.superviseCall(ctx, c, cs, &rec)
@@ -282,7 +289,7 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 		if rec.StartRetried != "" || !sandbox.NeverRan(err) {
 			return s.infraFail(st, &rec, err), teardown
 		}
-		rec.StartRetried = err.Error()
+		rec.StartRetried, c = err.Error(), nil
 		if cs.limit -= s.o.clock.Now().Sub(cs.start); cs.limit <= 0 {
 			return s.infraFail(st, &rec, err), teardown
 		}
@@ -296,14 +303,8 @@ func (s *Service) runCall(ctx context.Context, st *stream, cs *callState, req Ca
 }
 
 // startCall starts the call's runner container: the shim runs the agent's argv in cwd under
-// the run's limits, with the GPUs the run was given. The container started ahead for it is used
-// where there is one (warm_linux.go).
+// the run's limits, with the GPUs the run was given.
 func (s *Service) startCall(ctx context.Context, cs *callState, req CallRequest, cwd string, out *output) (*sandbox.Container, error) {
-	if w := s.takeWaiting(ctx); w != nil {
-		if c, err := s.handOver(w, req, cwd, cs.seq, out); err == nil {
-			return c, nil
-		}
-	}
 	env := append([]string{fmt.Sprintf("SEALRUN_CALL=%d", cs.seq)}, req.Env...)
 	return s.sb.Start(ctx, s.callConfig(append([]string{ShimPath, "_exec", "--cwd", cwd, "--"}, req.Argv...), env, out))
 }

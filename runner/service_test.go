@@ -67,7 +67,12 @@ func newFixture(t testing.TB, opts ...Option) *fixture {
 // newFixtureWith is newFixture with edit applied to the service's Config first.
 func newFixtureWith(t testing.TB, edit func(*Config), opts ...Option) *fixture {
 	t.Helper()
-	h := sandboxtest.Host(t)
+	return newFixtureOn(t, sandboxtest.Host(t), edit, opts...)
+}
+
+// newFixtureOn is newFixtureWith on the host h.
+func newFixtureOn(t testing.TB, h *sandbox.Host, edit func(*Config), opts ...Option) *fixture {
+	t.Helper()
 	imgs := sandboxtest.LocalImages(t)
 	ctx := context.Background()
 	var rb [4]byte

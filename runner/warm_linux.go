@@ -100,15 +100,17 @@ func (s *Service) warmUp() {
 	}()
 }
 
-// takeWaiting takes the waiting container for a call, waiting for its start if it is under way;
-// nil when there is none ready to use (then the call starts its own).
-func (s *Service) takeWaiting(ctx context.Context) *waiting {
+// startWaiting hands the call to the container started ahead for it (warm_linux.go): the
+// container, or nil and no error when there is none (the call starts its own), or nil and why
+// the one meant for it cannot take it (it failed to start, ended while it waited, or could not be
+// handed the call: the host's; the container is gone and the call starts its own).
+func (s *Service) startWaiting(ctx context.Context, cs *callState, req CallRequest, cwd string, out io.Writer) (*sandbox.Container, error) {
 	s.mu.Lock()
 	w := s.next
 	s.next = nil
 	s.mu.Unlock()
 	if w == nil {
-		return nil
+		return nil, nil
 	}
 	select {
 	case <-w.ready:
@@ -119,18 +121,19 @@ func (s *Service) takeWaiting(ctx context.Context) *waiting {
 				s.destroy(w.c)
 			}
 		}()
-		return nil
+		return nil, nil
 	}
-	if w.c == nil {
-		return nil
+	if w.err != nil {
+		return nil, fmt.Errorf("the container started ahead for the call: %w", w.err)
 	}
 	select {
-	case <-w.c.Done(): // it ended while it waited: nothing of the agent's ran in it
+	case <-w.c.Done(): // nothing of the agent's ran in it
+		code, err := w.c.Wait(context.Background())
 		s.destroy(w.c)
-		return nil
+		return nil, fmt.Errorf("the container started ahead for the call, %s, ended before the call came (exit %d, %v)", w.c.ID, code, err)
 	default:
 	}
-	return w
+	return s.handOver(w, req, cwd, cs.seq, out)
 }
 
 // handOver gives a waiting container its call; on an error the container is destroyed (nothing
@@ -150,7 +153,7 @@ func (s *Service) handOver(w *waiting, req CallRequest, cwd string, seq int, out
 	if err != nil {
 		w.out.set(nil)
 		s.destroy(w.c)
-		return nil, fmt.Errorf("hand the call to its waiting container %s: %w", w.c.ID, err)
+		return nil, fmt.Errorf("hand the call to the container started ahead for it, %s: %w", w.c.ID, err)
 	}
 	return w.c, nil
 }
