@@ -11,10 +11,10 @@ package runner
 // is as fresh as one started for the call (its own rootfs overlay, /tmp, namespaces and cgroup,
 // used by one call only), and its limits, GPUs and mounts are the run's, the same for every call.
 //
-// A waiting container that is not there (the service has just started it, or the run ended), not
-// started (the host's failure: the call's own start will say so, and retries as ever), or no
-// longer running when its call comes is not used: the call starts its own container the way it
-// always could.
+// Where there is no waiting container (the run ended, or the service starts none ahead), the
+// call starts its own the way it always could. One that did not start, ended while it waited or
+// could not be handed the call is not used either: that counts as the call's first start, as one
+// that never ran (the audit entry's start_retried says why), and a second failure is the host's.
 
 import (
 	"context"
