@@ -147,10 +147,12 @@ func (s *Service) handOver(w *waiting, req CallRequest, cwd string, seq int, out
 		f.SetWriteDeadline(time.Now().Add(handOverTimeout))
 	}
 	_, err := in.Write(EncodeCall(cwd, env, req.Argv))
-	if cerr := in.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = in.Close() // the shim runs the call once it reads the end
 	}
 	if err != nil {
+		// Killed before its stdin is closed (Destroy kills first): a shim that read part of the
+		// call never takes that part for the whole, which might be a call of its own.
 		w.out.set(nil)
 		s.destroy(w.c)
 		return nil, fmt.Errorf("hand the call to the container started ahead for it, %s: %w", w.c.ID, err)
