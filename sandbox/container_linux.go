@@ -558,16 +558,13 @@ func (c *Container) Ran() bool {
 	if !c.rt.marksStarts() {
 		return true // unknown (crun): as the runtime says
 	}
-	marked := func() bool {
-		_, err := os.Stat(filepath.Join(c.bundle, startedMarker))
-		return err == nil
-	}
 	select {
 	case <-c.done:
-		c.ranOnce.Do(func() { c.ran = marked() })
+		c.ranOnce.Do(func() { _, c.ran = c.markedStart() })
 		return c.ran
 	default:
-		return marked()
+		_, ran := c.markedStart()
+		return ran
 	}
 }
 
