@@ -144,7 +144,10 @@ func shellQuote(argv []string) string {
 // MaxArgs arguments.
 func EncodeCall(cwd string, env, argv []string) []byte {
 	n := len(cwd) + 2
-	for _, f := range append(append([]string{}, env...), argv...) {
+	for _, f := range env {
+		n += len(f) + 2
+	}
+	for _, f := range argv {
 		n += len(f) + 2
 	}
 	b := make([]byte, 0, n)

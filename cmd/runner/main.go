@@ -222,13 +222,11 @@ func awaitCall(stdin io.Reader, stderr io.Writer) int {
 	var argv []string
 	haveCwd := false
 	for _, f := range strings.Split(string(b[:len(b)-1]), "\x00") {
-		v := ""
-		if f != "" {
-			v = f[1:]
-		}
-		switch {
-		case f == "":
+		if f == "" {
 			return malformed("a field of unknown kind")
+		}
+		v := f[1:]
+		switch {
 		case f[0] == 'C':
 			if haveCwd {
 				return malformed("a second directory")
