@@ -528,6 +528,7 @@ func sleepers() int {
 // the call runs in a runner container in the agent's directory.
 func TestFromController(t *testing.T) {
 	f := newFixture(t)
+	f.waitingContainer() // started before the controller, as in a run
 	imgs := sandboxtest.LocalImages(t)
 	ctx := context.Background()
 	var out syncBuffer
@@ -536,8 +537,11 @@ func TestFromController(t *testing.T) {
 		Stdout: &out, Stderr: &out,
 		Args: []string{"sh", "-c", `mkdir -p sub && cd sub && runner python3 -c 'import os; print(os.getcwd(), os.getuid())'; echo "exit=$?"; runner time_left; command -v python3 || echo no-python-here; ` +
 			// No call from a call: the shim a call starts through is no runner client (runner-exec
-			// knows only _exec; the Go fallback would find no agent socket, below).
+			// knows only _exec and _await; the Go fallback would find no agent socket, below).
 			`runner /tmp/.sealrun/runner time_left; echo "nested=$?"; ` +
+			// The container waiting for the next call is out of the agent's sight (its own pid
+			// namespace): no process here is a shim waiting for a call.
+			`echo "waiting shims seen: $(for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '_awai[t]')"; ` +
 			`runner python3 -c "import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/sealrun/agent.sock'); print('agent socket reached')" 2>&1 | tail -1`}})
 	if err != nil {
 		t.Fatal(err)
@@ -548,7 +552,7 @@ func TestFromController(t *testing.T) {
 	}
 	// stdout and stderr are separate pipes here (the controller's own), so each is checked alone.
 	for _, want := range []string{"[time left 1h00m00s]\n", "/workspace/sub 1000\nexit=0\n", "1h00m00s left; reserve window starts in 55m00s\n", "no-python-here\n",
-		"inside a call there is no runner client", "nested=2\n"} {
+		"inside a call there is no runner client", "nested=2\n", "waiting shims seen: 0\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("controller output lacks %q:\n%s", want, out.String())
 		}
