@@ -51,6 +51,7 @@ type hostileBed struct {
 	trackText, ref              string
 	examSecret, keyPEM, provKey string
 	accepted                    *atomic.Int64
+	wall, reserve               time.Duration // the track's, as written in trackText
 }
 
 // newHostileBed readies tb for the attack suite.
@@ -90,18 +91,13 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 		}
 		trackText = strings.Replace(trackText, old, repl, 1)
 	}
-	// The compute attacks must end before the reserve window opens (the straddling call comes
-	// then; the bundles are submitted inside the window, as submit is allowed there). Alone they
-	// take 34 s here and the submissions 36 s; beside the rest of `go test ./...` on a fresh
-	// machine of this project's size, 1m24s and more than 2m30s. So the window opens at 4m and
-	// lasts 6m: the run ends when the suite finalizes, and only a slow machine waits longer.
-	// Where the suite's runs are all that runs (make test's crun daemon stage sets
-	// SEALRUN_TEST_ALONE), the window opens at 2m30s: there the compute attacks take about 40 s.
-	// Not under gVisor: its compute calls are slower, and the attacks once reached 2m49s there.
+	// The compute attacks must end before the reserve window opens, where compute is refused.
+	// Alone they take 34 s here and the submissions 36 s; beside the rest of `go test ./...` on a
+	// fresh machine of this project's size, 1m24s and more than 2m30s; under gVisor they once
+	// reached 2m49s. So the window opens at 4m and lasts 6m; the run ends when the suite
+	// finalizes, and never waits for its window: the attacks on the window are a run of their
+	// own (windowTrack), beside this one.
 	open := 4 * time.Minute
-	if testenv.Alone() {
-		open = 150 * time.Second
-	}
 	reserve := 6 * time.Minute
 	for old, repl := range map[string]string{
 		`wall = "3m"`:     fmt.Sprintf(`wall = "%s"`, time.Duration(testenv.Slow())*(open+reserve)),
@@ -199,7 +195,63 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 	if track, err = policy.Parse("attack.toml", []byte(trackText)); err != nil {
 		t.Fatal(err)
 	}
-	return &hostileBed{tb: tb, track: track, trackText: trackText, ref: ref, examSecret: examSecret, keyPEM: keyPEM, provKey: provKey, accepted: &accepted}
+	return &hostileBed{tb: tb, track: track, trackText: trackText, ref: ref, examSecret: examSecret, keyPEM: keyPEM, provKey: provKey, accepted: &accepted,
+		wall: time.Duration(testenv.Slow()) * (open + reserve), reserve: time.Duration(testenv.Slow()) * reserve}
+}
+
+// windowTrack is the attack track for the hostile scaffold's window run (agent effort "window"):
+// its reserve window opens 45 s after the clock starts, which leaves the run's start room under
+// load (the scaffold then waits until 6 s before the window), and lasts 2 minutes, for a bundle
+// submitted inside it, promoted and finalized; its call limit is 30 s.
+func (hb *hostileBed) windowTrack(t *testing.T) *policy.Track {
+	open, reserve := time.Duration(testenv.Slow())*45*time.Second, time.Duration(testenv.Slow())*2*time.Minute
+	text := hb.trackText
+	for old, repl := range map[string]string{
+		fmt.Sprintf(`wall = "%s"`, hb.wall):       fmt.Sprintf(`wall = "%s"`, open+reserve),
+		fmt.Sprintf(`reserve = "%s"`, hb.reserve): fmt.Sprintf(`reserve = "%s"`, reserve),
+		// Within the 45 s before the window, and longer than the 6 s the straddling call gets:
+		// its limit is the window's, not this.
+		`call_limit = "1m"`: fmt.Sprintf(`call_limit = "%s"`, open*2/3),
+	} {
+		if !strings.Contains(text, old) {
+			t.Fatalf("the attack track has no %s", old)
+		}
+		text = strings.Replace(text, old, repl, 1)
+	}
+	track, err := policy.Parse("attack-window.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return track
+}
+
+// judgeWindow reads the window run's rows (its transcript): the calls timed against the reserve
+// window and the bundle submitted inside it, each there and none escaped, and the run graded.
+func judgeWindow(t *testing.T, dir, status string) {
+	t.Helper()
+	transcript := string(mustRead(t, filepath.Join(dir, "transcript.log")))
+	got := map[string]attackRow{}
+	for _, l := range strings.Split(transcript, "\n") {
+		var r attackRow
+		if j, ok := strings.CutPrefix(l, "ROW "); ok && json.Unmarshal([]byte(j), &r) == nil {
+			got[r.Attack] = r
+		}
+	}
+	var tbl strings.Builder
+	for _, a := range []string{"a call started 6 s before the reserve window, asking for 120 s", "a call started inside the reserve window", "submit a bundle inside the reserve window"} {
+		r, ok := got[a]
+		switch {
+		case !ok:
+			t.Errorf("the window run reported no row %q\ntranscript:\n%s", a, transcript)
+		case r.Escaped:
+			t.Errorf("escape in the window run: %s (%s): expected %s, observed %s", r.Attack, r.Role, r.Expected, r.Observed)
+		}
+		fmt.Fprintf(&tbl, "%s\t%s\t%s\t%s\n", a, r.Role, r.Expected, r.Observed)
+	}
+	t.Logf("the window run's rows (%s):\n%s", regexp.MustCompile(`hostile: window attacks took \S+`).FindString(transcript), tbl.String())
+	if status != api.StateGraded {
+		t.Errorf("the hostile window run ended %s; want graded", status)
+	}
 }
 
 // TestHostileScaffold runs a whole sealed run whose scaffold is e2e/hostile: from the controller,
@@ -215,13 +267,29 @@ func TestHostileScaffold(t *testing.T) {
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
 	id := "run-hostile"
 	start := time.Now()
+	// Beside it, the attacks on the reserve window: a run of their own, whose window opens soon.
+	windowTrack := hb.windowTrack(t)
+	windowAgent, _ := controller.ParseAgent("openai/gpt-x@window")
+	var wg sync.WaitGroup
+	var wout *Outcome
+	var werr error
+	wg.Go(func() {
+		if wout, werr = x.Execute(context.Background(), RunSpec{ID: id + "-window", Track: windowTrack, Agent: windowAgent, Seed: 1, Queued: time.Now()}); werr == nil {
+			t.Logf("%s-window: %s %q in %s", id, wout.Status, wout.Reason, time.Since(start).Round(time.Second))
+		}
+	})
 	out, err := x.Execute(context.Background(), RunSpec{ID: id, Track: hb.track, Agent: agent, Seed: 1, Queued: time.Now()})
+	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tb.state, "runs", id)
 	t.Logf("%s: %s %q in %s", id, out.Status, out.Reason, time.Since(start).Round(time.Second))
 	hb.judge(t, dir, string(mustRead(t, filepath.Join(dir, "transcript.log"))), out.Status, false)
+	if werr != nil {
+		t.Fatalf("the window run: %v", werr)
+	}
+	judgeWindow(t, filepath.Join(tb.state, "runs", id+"-window"), wout.Status)
 }
 
 // judge reads the attack table of the run in dir: the rows from inside (transcript: what the

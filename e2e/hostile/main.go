@@ -3,14 +3,17 @@
 // each attempt as one JSON row (attack, role, expected, observed, reason, escaped).
 //
 //	hostile controller      the scaffold: every attack from the controller, then the runner
-//	                        role through a compute call, hostile bundles submitted, calls timed
-//	                        against the reserve window, the attack bundle promoted
+//	                        role through a compute call, hostile bundles submitted, the attack
+//	                        bundle promoted; in a run whose agent's effort is "window" (one of
+//	                        its own, its reserve window near), only calls timed against the
+//	                        window and a bundle submitted inside it
 //	hostile runner          the attacks from inside a compute call (a runner container)
 //	hostile bomb KIND       a fork or memory bomb in a compute call of its own
 //	hostile bundle MODE     a bundle's entrypoint (grader container): MODE attack runs the
 //	                        grader-role attacks, then answers; shift prints extra lines; slow
 //	                        sleeps past the question limit; detect reports what it can see;
-//	                        bomb runs the fork and memory bombs before answering
+//	                        bomb runs the fork and memory bombs before answering; plain
+//	                        only answers
 //
 // Under gVisor (attack.json's runtimes) a bomb ends the container's whole sandbox, where runc's
 // kernel fails the one fork or kills the one process: there the bombs run where that ending can

@@ -211,11 +211,6 @@ func Slow() int {
 	return 1
 }
 
-// Alone reports whether SEALRUN_TEST_ALONE=1: the test binary runs by itself on the machine
-// (make test's crun daemon stage, after go test ./...), so a test that waits on a run's
-// clock need not leave room for the load of other packages' tests beside it.
-func Alone() bool { return os.Getenv("SEALRUN_TEST_ALONE") == "1" }
-
 // Runtime is the OCI runtime the root tests' sandbox hosts drive: SEALRUN_TEST_RUNTIME ("runc",
 // "crun" or "runsc"; "" is runc). make test-cgroup2 runs the sandbox and a sealed run again
 // under crun with it.

@@ -107,8 +107,8 @@ lane_daemon() {
 	local unit=
 	if want daemon-unit; then
 		# The sealed run through sealrund.service goes beside the daemon tests' parallel part (the
-		# hostile scaffold's run, which waits most of its 9 minutes for its reserve window), once
-		# their serial part is done: it has its own sealrund, state, cgroups and run IDs.
+		# hostile scaffold's two runs), once their serial part is done: it has its own sealrund,
+		# state, cgroups and run IDs.
 		(
 			if want daemon; then
 				until grep -q '^=== CONT  TestHostileScaffold' "$out/daemon.log" 2>/dev/null || [ -f "$out/daemon.done" ]; do sleep 5; done
