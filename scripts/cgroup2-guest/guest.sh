@@ -89,6 +89,10 @@ suite() {
 		fail "go test $log"
 		# Each failure's lines, with the first lines of a message that goes on (an escape's row).
 		awk '/^--- FAIL|^    .*_test\.go:[0-9]+:/ {print; more = 12; next} more > 0 && /^        / {print; more--; next} {more = 0}' "$out/$log.log" | head -n 80
+		# A binary that hit its -test.timeout: the start of its goroutine dump (the hung test's
+		# stack), on the console at once, since a guest that later runs past its own deadline
+		# brings no results back.
+		awk '/^panic: test timed out/ {p = 1} p' "$out/$log.log" | head -n 150
 	fi
 }
 want() { [ "${bench:-0}" != only ] && { [ -z "${run:-}" ] || [[ $1 =~ $run ]]; }; }
