@@ -51,7 +51,19 @@ type hostileBed struct {
 	trackText, ref              string
 	examSecret, keyPEM, provKey string
 	accepted                    *atomic.Int64
-	wall, reserve               time.Duration // the track's, as written in trackText
+}
+
+// editTrack replaces, once each, the strings a test changes in a track's text; one the text does
+// not hold fails the test (the track it meant to edit has changed).
+func editTrack(t testing.TB, text string, edits map[string]string) string {
+	t.Helper()
+	for old, repl := range edits {
+		if !strings.Contains(text, old) {
+			t.Fatalf("the track has no %q to edit", old)
+		}
+		text = strings.Replace(text, old, repl, 1)
+	}
+	return text
 }
 
 // newHostileBed readies tb for the attack suite.
@@ -82,15 +94,9 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 	os.WriteFile(tb.cfg.Providers["openai"].KeyFile, []byte(provKey+"\n"), 0o600)
 	keyPEM := strings.Split(string(mustRead(t, "../attest/testdata/ed25519.key")), "\n")[1]
 
-	trackText := tb.trackTOML
-	for old, repl := range map[string]string{
+	trackText := editTrack(t, tb.trackTOML, map[string]string{
 		tb.track.Exam.SHA256: examSHA, "questions = 12": "questions = 13", `workspace = "64MiB"`: `workspace = "128MiB"`,
-	} {
-		if !strings.Contains(trackText, old) {
-			t.Fatalf("the testbed's track has no %q", old)
-		}
-		trackText = strings.Replace(trackText, old, repl, 1)
-	}
+	})
 	// The compute attacks must end before the reserve window opens, where compute is refused.
 	// Alone they take 34 s here and the submissions 36 s; beside the rest of `go test ./...` on a
 	// fresh machine of this project's size, 1m24s and more than 2m30s; under gVisor they once
@@ -99,15 +105,10 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 	// own (windowTrack), beside this one.
 	open := 4 * time.Minute
 	reserve := 6 * time.Minute
-	for old, repl := range map[string]string{
+	trackText = editTrack(t, trackText, map[string]string{
 		`wall = "3m"`:     fmt.Sprintf(`wall = "%s"`, time.Duration(testenv.Slow())*(open+reserve)),
 		`reserve = "30s"`: fmt.Sprintf(`reserve = "%s"`, time.Duration(testenv.Slow())*reserve),
-	} {
-		if !strings.Contains(trackText, old) {
-			t.Fatalf("the testbed's track has no %s", old)
-		}
-		trackText = strings.Replace(trackText, old, repl, 1)
-	}
+	})
 	track, err := policy.Parse("attack.toml", []byte(trackText))
 	if err != nil {
 		t.Fatal(err)
@@ -195,8 +196,7 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 	if track, err = policy.Parse("attack.toml", []byte(trackText)); err != nil {
 		t.Fatal(err)
 	}
-	return &hostileBed{tb: tb, track: track, trackText: trackText, ref: ref, examSecret: examSecret, keyPEM: keyPEM, provKey: provKey, accepted: &accepted,
-		wall: time.Duration(testenv.Slow()) * (open + reserve), reserve: time.Duration(testenv.Slow()) * reserve}
+	return &hostileBed{tb: tb, track: track, trackText: trackText, ref: ref, examSecret: examSecret, keyPEM: keyPEM, provKey: provKey, accepted: &accepted}
 }
 
 // windowTrack is the attack track for the hostile scaffold's window run (agent effort "window"):
@@ -205,19 +205,14 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 // submitted inside it, promoted and finalized; its call limit is 30 s.
 func (hb *hostileBed) windowTrack(t *testing.T) *policy.Track {
 	open, reserve := time.Duration(testenv.Slow())*45*time.Second, time.Duration(testenv.Slow())*2*time.Minute
-	text := hb.trackText
-	for old, repl := range map[string]string{
-		fmt.Sprintf(`wall = "%s"`, hb.wall):       fmt.Sprintf(`wall = "%s"`, open+reserve),
-		fmt.Sprintf(`reserve = "%s"`, hb.reserve): fmt.Sprintf(`reserve = "%s"`, reserve),
+	b := hb.track.Budget
+	text := editTrack(t, hb.trackText, map[string]string{
+		fmt.Sprintf(`wall = "%s"`, b.Wall):       fmt.Sprintf(`wall = "%s"`, open+reserve),
+		fmt.Sprintf(`reserve = "%s"`, b.Reserve): fmt.Sprintf(`reserve = "%s"`, reserve),
 		// Within the 45 s before the window, and longer than the 6 s the straddling call gets:
 		// its limit is the window's, not this.
 		`call_limit = "1m"`: fmt.Sprintf(`call_limit = "%s"`, open*2/3),
-	} {
-		if !strings.Contains(text, old) {
-			t.Fatalf("the attack track has no %s", old)
-		}
-		text = strings.Replace(text, old, repl, 1)
-	}
+	})
 	track, err := policy.Parse("attack-window.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)

@@ -291,12 +291,7 @@ func TestHumanNeverAttached(t *testing.T) {
 	tb := newTestbed(t)
 	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
 	tb.cfg.Group = "root"
-	for old, repl := range map[string]string{`wall = "3m"`: `wall = "25s"`, `reserve = "30s"`: `reserve = "5s"`, `call_limit = "1m"`: `call_limit = "10s"`} {
-		if !strings.Contains(tb.trackTOML, old) {
-			t.Fatalf("the testbed's track has no %s", old)
-		}
-		tb.trackTOML = strings.Replace(tb.trackTOML, old, repl, 1)
-	}
+	tb.trackTOML = editTrack(t, tb.trackTOML, map[string]string{`wall = "3m"`: `wall = "25s"`, `reserve = "30s"`: `reserve = "5s"`, `call_limit = "1m"`: `call_limit = "10s"`})
 	tb.trackTOML += "\n[human]\nstart = \"2s\"\n"
 	d := startDaemon(t, tb, tb.executor())
 	c := serveAPI(t, tb, d)
