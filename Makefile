@@ -29,7 +29,7 @@ ARTIFACTS ?= /tmp/sealrun-test-artifacts
 DEMO_STATE  ?= /var/lib/sealrun-demo
 DEMO_FLAGS  ?=
 
-.PHONY: gpu-kit uninstall all help build toolchain cross test test-images test-unit test-cgroup2 bench soak lint fuzz install deps deps-demo clean demo docs
+.PHONY: gpu-kit uninstall all help build toolchain cross test test-images test-unit test-cgroup2 test-stress bench soak lint fuzz install deps deps-demo clean demo docs
 
 all: build
 
@@ -43,6 +43,8 @@ help:
 	@echo "make test-unit  tests that need no root and no extra packages"
 	@echo "make test-cgroup2  the cgroup/device/container tests and a sealed run through sealrund.service"
 	@echo "                in a cgroup-v2-only Debian guest (qemu, systemd as PID 1); after make test-images"
+	@echo "make test-stress  the timing-sensitive tests (terminals, pauses, kills and restarts, Slurm, the attack"
+	@echo "                suite's window, faults) STRESS_RUNS times (default 10) beside stress-ng; after make test-images"
 	@echo "make bench      benchmarks, with figures and ratios"
 	@echo "make docs       the CLI reference (docs/cli) from the commands themselves"
 	@echo "make soak       the load suite at full size: 8,000 container starts (1,000 of each role under runc,"
@@ -131,6 +133,12 @@ CGROUP2_FLAGS ?=
 test-cgroup2: deps
 	@if [ ! -f $(TEST_STATE)/images.lock ]; then echo "make test-cgroup2 needs the local images: run make test-images (or make test) first, as root (it builds them into $(TEST_STATE))"; exit 1; fi
 	scripts/cgroup2-guest.sh --cache $(BUILD_CACHE)/cgroup2-guest --state $(TEST_STATE) $(CGROUP2_FLAGS)
+
+# make test-stress: the timing-sensitive tests, STRESS_RUNS times (default 10), beside stress-ng's
+# CPU and I/O load (STRESS_LOAD): a test that waits on a sleep or on text already on the screen
+# fails here first. STRESS_GROUPS picks some of its groups (scripts/stress.sh lists them).
+test-stress: deps build
+	TEST_STATE=$(TEST_STATE) BUILD_CACHE=$(BUILD_CACHE) RUNSC=$(RUNSC) ARTIFACTS=$(ARTIFACTS) GO=$(GO) scripts/stress.sh
 
 # make soak: the load suite at full size (issue: the host's failures are never the agent's):
 # 1,000 container starts of each role under runc, crun and gVisor beside stress-ng, then 200

@@ -399,15 +399,18 @@ func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bo
 	return false, fileio.SyncDir(dir)
 }
 
-// sameAttestation says whether dest already holds att; a different one is an error.
+// sameAttestation says whether dest already holds att; a different one is an error. dest is
+// looked for before its attestation: another gather renames it into place whole, so one that
+// exists has its attestation (read the other way round, a rename between the two reads made a
+// whole gathered run look like a stranger's directory: TestSlurmNodes, a loaded machine).
 func sameAttestation(dest string, att []byte) (bool, error) {
+	if _, err := os.Lstat(dest); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
 	have, err := os.ReadFile(filepath.Join(dest, "result.att.json"))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if _, serr := os.Stat(dest); serr == nil {
-			return false, fmt.Errorf("%s exists without result.att.json; it is not a gathered run: move it aside", dest)
-		}
-		return false, nil
+		return false, fmt.Errorf("%s exists without result.att.json; it is not a gathered run: move it aside", dest)
 	case err != nil:
 		return false, err
 	case string(have) != string(att):

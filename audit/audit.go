@@ -20,6 +20,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // ZeroHead is the head of an empty hash chain.
@@ -82,6 +84,8 @@ type Log struct {
 	path     string
 	head     string
 	entries  int
+	end      int64 // the file's size: just past the last whole entry (fileio.AppendSync)
+	broken   error // an append whose part written could not be taken back: no more entries
 	onAppend func(kind string, line []byte)
 }
 
@@ -105,7 +109,12 @@ func Open(path string) (*Log, error) {
 		f.Close()
 		return nil, fmt.Errorf("audit log %s: %w", path, err)
 	}
-	return &Log{f: f, path: path, head: head, entries: n}, nil
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit log %s: %w", path, err)
+	}
+	return &Log{f: f, path: path, head: head, entries: n, end: end}, nil
 }
 
 // Entry is the envelope every audit line has; Append fills Seq and Prev and adds the body's
@@ -140,12 +149,20 @@ func (l *Log) Append(kind string, body any) (seq int, head string, err error) {
 	if len(line) > MaxLineBytes {
 		return 0, "", fmt.Errorf("audit entry %s is %d bytes; at most %d", kind, len(line), MaxLineBytes)
 	}
-	if _, err := l.f.Write(append(line, '\n')); err != nil {
-		return 0, "", fmt.Errorf("append to audit log %s: %w", l.path, err)
+	if l.broken != nil {
+		return 0, "", l.broken
 	}
-	if err := l.f.Sync(); err != nil {
-		return 0, "", fmt.Errorf("fsync audit log %s: %w", l.path, err)
+	// A full disk that takes part of the entry leaves nothing of it: the log stays a chain of
+	// whole lines, which the attestation's head binds.
+	end, err := fileio.AppendSync(l.f, l.end, append(line, '\n'))
+	if err != nil {
+		err = fmt.Errorf("append to audit log %s: %w", l.path, err)
+		if errors.Is(err, fileio.ErrTorn) {
+			l.broken = err
+		}
+		return 0, "", err
 	}
+	l.end = end
 	l.head = ChainNext(l.head, line)
 	l.entries++
 	seq, head, hook := l.entries, l.head, l.onAppend

@@ -48,11 +48,15 @@ type Session struct {
 	now    func() time.Time
 	notify func(event, user, reason string) // an attach or a detach, for the audit log
 
-	mu       sync.Mutex
-	console  io.Writer
-	resize   func(cols, rows int) error
-	rec      *Recording
-	history  []byte
+	mu      sync.Mutex
+	console io.Writer
+	resize  func(cols, rows int) error
+	rec     *Recording
+	history []byte
+	// early: what a person typed once the shell had shown its prompt but before Bind (the
+	// runtime hands the terminal over, and its output flows, before the container's start
+	// returns): written to the shell, and recorded, at Bind.
+	early    []byte
 	person   *Attachment
 	watchers map[*Attachment]bool
 	attached chan struct{} // closed at the first attach of a person
@@ -99,6 +103,17 @@ func (s *Session) Bind(console io.Writer, resize func(cols, rows int) error, rec
 	defer s.mu.Unlock()
 	s.console, s.resize, s.rec = console, resize, rec
 	s.applyResize() // the size asked for while the shell started
+	now := s.now()
+	if rec != nil && len(s.history) > 0 {
+		rec.Output(s.history, now) // what it showed before (its banner, its prompt)
+	}
+	if len(s.early) > 0 {
+		if rec != nil {
+			rec.Input(s.early, now)
+		}
+		console.Write(s.early)
+		s.early = nil
+	}
 }
 
 // Write is the shell's output: recorded, kept for the next attachment and sent to everyone
@@ -261,7 +276,13 @@ func (a *Attachment) Input(p []byte) error {
 	}
 	a.tokens -= float64(len(p))
 	if s.console == nil {
-		return errors.New("the shell has not started yet; type once it shows its prompt")
+		// The shell's output can come before its console is bound: what is typed at what it
+		// showed waits for the bind (at most a burst of it).
+		if len(s.history) == 0 || len(s.early)+len(p) > MaxInputBurst {
+			return errors.New("the shell has not started yet; type once it shows its prompt")
+		}
+		s.early = append(s.early, p...)
+		return nil
 	}
 	if s.rec != nil {
 		s.rec.Input(p, now)

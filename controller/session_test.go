@@ -274,10 +274,19 @@ func TestSessionBounds(t *testing.T) {
 	if err := p.Resize(5000, 40); err == nil {
 		t.Error("a 5000-column window was taken")
 	}
-	time.Sleep(3 * ResizeInterval)
-	mu.Lock()
-	n, lastSize := len(resizes), resizes[len(resizes)-1]
-	mu.Unlock()
+	// The storm's last size is applied once its interval is up: wait for it, not for a time.
+	var n int
+	var lastSize [2]int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(ResizeInterval / 4) {
+		mu.Lock()
+		if n = len(resizes); n > 0 {
+			lastSize = resizes[n-1]
+		}
+		mu.Unlock()
+		if lastSize == [2]int{120, 40} || time.Now().After(deadline) {
+			break
+		}
+	}
 	if n > 5 || lastSize != [2]int{120, 40} {
 		t.Errorf("a storm of 1000 resizes made %d, the last %v; want a few, the last 120x40", n, lastSize)
 	}
@@ -317,5 +326,59 @@ func TestSessionBounds(t *testing.T) {
 	}
 	if _, err := s.Attach("back", false); err != nil {
 		t.Errorf("attaching again after all that: %v", err)
+	}
+}
+
+// TestSessionInputBeforeBind: the shell's prompt can reach a person before its console is
+// bound (the runtime hands the terminal over, and its output flows, before the container's
+// start returns). What they type at it then reaches the shell at the bind, in order, and is
+// recorded with what the shell showed; nothing typed before any output is taken.
+func TestSessionInputBeforeBind(t *testing.T) {
+	s := NewSession(nil)
+	alice, err := s.Attach("alice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Input([]byte("early\r")); err == nil || !strings.Contains(err.Error(), "not started yet") {
+		t.Errorf("input before the shell showed anything: %v", err)
+	}
+	s.Write([]byte("[sealrun] ~ $ "))
+	if got := next(t, alice); got != "[sealrun] ~ $ " {
+		t.Errorf("alice saw %q", got)
+	}
+	for _, p := range []string{"echo before-", "bind\r"} {
+		if err := alice.Input([]byte(p)); err != nil {
+			t.Fatalf("input at the prompt before the bind: %v", err)
+		}
+	}
+	if err := alice.Input(bytes.Repeat([]byte("y"), MaxInputBurst)); err == nil {
+		t.Error("a burst held for the bind past MaxInputBurst was taken")
+	}
+	alice, _ = s.Attach("alice", false) // the burst ended the first
+	console := &chanWriter{}
+	r, dir, start := newTestRecording(t, 0)
+	s.now = func() time.Time { return start.Add(time.Second) }
+	s.Bind(console, func(int, int) error { return nil }, r)
+	if console.String() != "echo before-bind\r" {
+		t.Errorf("at the bind the shell got %q", console.String())
+	}
+	alice.Input([]byte("after\r"))
+	if console.String() != "echo before-bind\rafter\r" {
+		t.Errorf("after the bind the shell got %q", console.String())
+	}
+	if err := r.Close(start.Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cast, _ := readRecording(t, dir)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(cast)), "\n")[1:] {
+		var ev []any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || len(ev) != 3 {
+			t.Fatalf("event line %q: %v", l, err)
+		}
+		got = append(got, ev[1].(string)+" "+ev[2].(string))
+	}
+	if want := []string{"r 80x24", "o [sealrun] ~ $ ", "i echo before-bind\r", "i after\r"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the recording's events %q; want %q", got, want)
 	}
 }

@@ -261,8 +261,16 @@ func TestKill9AndRestart(t *testing.T) {
 	if out, _ := exec.Command("runc", "list", "-q").Output(); strings.Contains(string(out), id) || strings.Contains(string(out), id2) || strings.Contains(string(out), id3) {
 		t.Errorf("containers of the killed run are left: %s", out)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(runDir, "runs")); len(entries) > 0 {
-		t.Errorf("run records left in %s: %d", runDir, len(entries))
+	// A rerun's record goes with its teardown, which follows its end: waited for, not assumed.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		entries, _ := os.ReadDir(filepath.Join(runDir, "runs"))
+		if len(entries) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("run records left in %s 30 s after the last run ended: %d", runDir, len(entries))
+			break
+		}
 	}
 	// The journal replays: every line is whole.
 	j, err := OpenJournal(filepath.Join(tb.state, "journal.jsonl"), nil)

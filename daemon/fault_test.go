@@ -207,16 +207,34 @@ sleep 600
 `), 0o755)
 	x := tb.executor()
 	x.Journal = tb.journal
+	var journalFailed error // what the daemon's failure hook (Daemon.fail) would be told
+	x.onFail = func(what string, err error) {
+		if what == "journal" && journalFailed == nil {
+			journalFailed = err
+		}
+	}
 	a, _ := controller.ParseAgent("openai/gpt-x@high")
 	spec := RunSpec{ID: id, Track: tb.track, Agent: a, Seed: 1, Queued: time.Now()}
 	out, err := x.Execute(context.Background(), spec)
 	// Either the run ended invalid saying so, or not even that could be written: then the error
 	// says why, and the daemon (which journals the state when it can) invalidates it at restart.
+	// The disk may also fill between the attestation and the end state's journal event: then
+	// the failure hook is told (the daemon takes no new runs and says why) and the restart ends
+	// the run again, as below (a daemon with a ledger keeps the attested end instead:
+	// Daemon.finishedInLedger).
+	restart := err != nil
 	switch {
 	case err != nil && strings.Contains(err.Error(), "no space left on device"):
 		t.Logf("%s: the run could not be recorded: %v", id, err)
 	case err == nil && out.Status == api.StateInvalid && strings.Contains(out.Reason, "no space left on device"):
 		t.Logf("%s: %s %q", id, out.Status, out.Reason)
+		if journalFailed != nil {
+			if !strings.Contains(journalFailed.Error(), "no space left on device") {
+				t.Fatalf("%s: the journal failed for %v; want the full disk", id, journalFailed)
+			}
+			t.Logf("%s: its last journal event was lost to the full disk (%v): the daemon would stop taking runs until restarted", id, journalFailed)
+			restart = true
+		}
 	default:
 		t.Fatalf("%s: %+v %v; want invalid for the full disk, or an error naming it", id, out, err)
 	}
@@ -250,7 +268,7 @@ sleep 600
 	for _, l := range logs {
 		os.Remove(l)
 	}
-	if err != nil {
+	if restart {
 		if out, err = x.Invalidate(context.Background(), spec, "daemon restart", time.Now()); err != nil {
 			t.Fatalf("invalidate after freeing space: %v", err)
 		}

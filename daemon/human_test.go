@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
@@ -64,21 +65,77 @@ func (m *tmux) screen(pane string) string {
 	return m.run("capture-pane", "-p", "-J", "-S", "-", "-t", pane)
 }
 
-// waitFor waits until a pane shows want (a regexp), and returns its first match.
+// waitFor waits until a pane shows want (a regexp), and returns its first match. want must be
+// something only the step just taken can print (a marker made by arithmetic, so that the echo
+// of the typed line never matches it); text that may already be on the screen is waited for
+// with waitForNth.
 func (m *tmux) waitFor(pane, want string, timeout time.Duration) []string {
+	m.t.Helper()
+	return m.waitForNth(pane, want, 1, timeout)
+}
+
+// waitForNth waits until a pane shows want (a regexp) n times, and returns the nth match: a
+// step whose output the screen may already hold (a second attach, a replay) waits for the
+// count to grow past what it was before the step.
+func (m *tmux) waitForNth(pane, want string, n int, timeout time.Duration) []string {
 	m.t.Helper()
 	re := regexp.MustCompile(want)
 	deadline := time.Now().Add(timeout)
 	for {
 		s := m.screen(pane)
-		if got := re.FindStringSubmatch(s); got != nil {
-			return got
+		if got := re.FindAllStringSubmatch(s, n); len(got) >= n {
+			return got[n-1]
 		}
 		if time.Now().After(deadline) {
-			m.t.Fatalf("pane %s never showed %q in %s; it shows:\n%s", pane, want, timeout, s)
+			m.t.Fatalf("pane %s never showed %q %d times in %s; it shows:\n%s", pane, want, n, timeout, s)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// after waits until a pane shows want (a regexp) after the nth time it shows anchor (what the
+// step that produces want printed first), and returns what follows the anchor.
+func (m *tmux) after(pane, anchor string, n int, want string, timeout time.Duration) string {
+	m.t.Helper()
+	are, re := regexp.MustCompile(anchor), regexp.MustCompile(want)
+	deadline := time.Now().Add(timeout)
+	for {
+		s := m.screen(pane)
+		if at := are.FindAllStringIndex(s, n); len(at) >= n && re.MatchString(s[at[n-1][1]:]) {
+			return s[at[n-1][1]:]
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("pane %s never showed %q after its %s #%d in %s; it shows:\n%s", pane, want, anchor, n, timeout, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// foreground waits until the process in a pane's foreground is cmd (sh once a client it ran
+// has ended): what the pane is running, not what it printed.
+func (m *tmux) foreground(pane, cmd string, timeout time.Duration) {
+	m.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := strings.TrimSpace(m.run("display-message", "-p", "-t", pane, "#{pane_current_command}"))
+		if got == cmd {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("pane %s runs %q after %s; want %q", pane, got, timeout, cmd)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// auditCount is how many entries of a kind a run's audit log holds so far.
+func auditCount(t *testing.T, dir, kind string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte(`"kind":"`+kind+`"`))
 }
 
 // humanTestbed is a testbed whose track takes human runs, its daemon served on a socket.
@@ -109,25 +166,40 @@ func TestHumanRunThroughTmux(t *testing.T) {
 	id := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	attachCmd := fmt.Sprintf("%s attach %s --socket %s", cli, id, tb.cfg.Socket)
 
-	// The person's terminal: a shell in tmux, from which they run sealrun attach.
+	// The person's terminal: a shell in tmux, from which they run sealrun attach. Each attach
+	// prints "attached to" once: the nth attach waits for the nth.
+	attached := `sealrun: attached to ` + regexp.QuoteMeta(id)
 	m.run("new-session", "-d", "-s", "h", "-x", "120", "-y", "40", "sh")
 	m.typeLine("h", attachCmd)
-	m.waitFor("h", `\[sealrun\] ~ \$`, 60*time.Second)
-	if r, _ := d.Run(id); r.State != api.StateRunning {
+	m.waitForNth("h", attached, 1, 60*time.Second)
+	m.after("h", attached, 1, `\[sealrun\] ~ \$`, 60*time.Second)
+	r, _ := d.Run(id)
+	if r.State != api.StateRunning {
 		t.Errorf("attached, the run is %s", r.State)
 	}
-	m.typeLine("h", "head -1 BRIEF.md; runner time_left")
+	briefLine := "head -1 BRIEF.md; echo TIME-$((1+1)); runner time_left; echo TIME-$((2+1))"
+	m.typeLine("h", briefLine)
 	m.waitFor("h", `# The task`, 10*time.Second)
-	m.waitFor("h", `(?i)left`, 10*time.Second)
+	if left := m.after("h", `TIME-2`, 1, `TIME-3`, 10*time.Second); !strings.Contains(left, " left; reserve window starts in ") {
+		t.Errorf("runner time_left printed no time left: %q", left)
+	}
 
-	// A training call; the person detaches while it runs (^P ^Q) and the call goes on.
-	m.typeLine("h", `runner python3 -c 'import time; print("epoch 1", flush=True); time.sleep(4); print("trained")'`)
+	// A training call; the person detaches while it runs (^P ^Q) and the call goes on, and ends,
+	// while they are away (its audit entry is written when it ends).
+	calls := auditCount(t, r.Dir, audit.KindCall)
+	m.typeLine("h", `runner python3 -c 'import time; print("epoch", 1+0, flush=True); time.sleep(4); print("trained", 2+0)'`)
 	m.waitFor("h", `epoch 1`, 30*time.Second)
 	m.run("send-keys", "-t", "h", "C-p", "C-q")
 	m.waitFor("h", `sealrun attach `+id+` returns to it`, 10*time.Second)
-	time.Sleep(5 * time.Second)
+	m.foreground("h", "sh", 10*time.Second)
+	for deadline := time.Now().Add(time.Duration(testenv.Slow()) * 30 * time.Second); auditCount(t, r.Dir, audit.KindCall) == calls; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the training call never ended while the person was away")
+		}
+	}
 	m.typeLine("h", attachCmd)
-	m.waitFor("h", `(?s)returns to it.*trained`, 30*time.Second) // the same shell, the call done while away
+	m.waitForNth("h", attached, 2, 30*time.Second)
+	m.after("h", attached, 2, `trained 2`, 30*time.Second) // the same shell, the call done while away
 
 	// A proctor watches: they see the shell, and nothing they type reaches it.
 	m.run("new-window", "-t", "h", "-n", "proctor", "sh")
@@ -157,12 +229,16 @@ func TestHumanRunThroughTmux(t *testing.T) {
 	if o, err := exec.Command("pkill", "-KILL", "-f", "attach "+id+" --socket").CombinedOutput(); err != nil {
 		t.Fatalf("kill the attach client: %v %s", err, o)
 	}
-	time.Sleep(time.Second)
-	// A killed client leaves the local terminal raw, as any would: the person types reset.
-	m.run("send-keys", "-t", "h:0", "-l", "stty sane")
+	m.foreground("h:0", "sh", 10*time.Second)
+	// A killed client leaves the local terminal raw, as any would: the person types reset (^J
+	// ends a line in a raw terminal), and types nothing more until it has run: keys typed
+	// before it would be read raw, the next line's Enter a CR that ends no line.
+	m.run("send-keys", "-t", "h:0", "-l", "stty sane; echo SANE-$((40+3))")
 	m.run("send-keys", "-t", "h:0", "C-j")
+	m.waitFor("h:0", `SANE-43`, 10*time.Second)
 	m.typeLine("h:0", attachCmd)
-	m.waitFor("h:0", `(?s)person-42.*WALL-2-DONE`, 30*time.Second)
+	m.waitForNth("h:0", attached, 3, 30*time.Second)
+	m.after("h:0", attached, 3, `(?s)person-42.*WALL-2-DONE`, 30*time.Second) // the same shell, replayed
 
 	// Submit, then finalize the candidate.
 	m.typeLine("h:0", `mkdir -p b1 && cp sealrun-bundle.json predict.py b1/ && runner submit b1`)
@@ -189,7 +265,7 @@ func TestHumanRunThroughTmux(t *testing.T) {
 	}
 	cast, attaches := readHumanRun(t, rec.Dir)
 	typed, shown := castStreams(t, cast)
-	for _, want := range []string{"head -1 BRIEF.md; runner time_left\r", "runner finalize " + cand + "\r"} {
+	for _, want := range []string{briefLine + "\r", "runner finalize " + cand + "\r"} {
 		if !strings.Contains(typed, want) {
 			t.Errorf("the recording's input has no %q", want)
 		}
@@ -487,7 +563,16 @@ func TestHumanKill9MidSession(t *testing.T) {
 	next("[sealrun] ~ $")
 	a.Input([]byte("echo before-$((20+1))-the-kill\r"))
 	next("before-21-the-kill")
-	time.Sleep(3 * time.Second) // a flush of the recording (every 2 s)
+	// The kill comes once the recording holds the marker (a segment is flushed every 2 s).
+	dir := rd.show(id).Dir
+	for deadline := time.Now().Add(time.Duration(testenv.Slow()) * 30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if cast, _, _, err := transcripttest.Recording(dir); err == nil && bytes.Contains(cast, []byte("before-21-the-kill")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recording never held what the terminal showed before the kill")
+		}
+	}
 	rd.kill9()
 	gone := make(chan struct{})
 	go func() { // what was still on its way, then the end

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // Journal is the daemon's durable record: JSON Lines, append + fsync per event. Why not bbolt:
@@ -24,6 +25,12 @@ type Journal struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	// end is the offset just past the last whole, fsynced line: a write that fails part way (a
+	// full disk takes only part of a line) is cut back to it (fileio.AppendSync), so that the
+	// next event does not follow half a line; broken is set where even that failed, and refuses
+	// every later append.
+	end    int64
+	broken error
 	// killAfter is a test failpoint (SEALRUND_TEST_KILL_AFTER): the process kills itself with
 	// SIGKILL right after the matching event is appended and fsynced (see KillAfter).
 	killAfter string
@@ -80,7 +87,7 @@ func OpenJournal(path string, fn func(api.Event) error) (*Journal, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Journal{f: f, path: path}, nil
+	return &Journal{f: f, path: path, end: good}, nil
 }
 
 // Append writes e and fsyncs.
@@ -100,12 +107,18 @@ func (j *Journal) Append(e api.Event) error {
 	if j.f == nil {
 		return errors.New("journal is closed")
 	}
-	if _, err := j.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("append to journal %s: %w", j.path, err)
+	if j.broken != nil {
+		return j.broken
 	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("fsync journal %s: %w", j.path, err)
+	end, err := fileio.AppendSync(j.f, j.end, append(b, '\n'))
+	if err != nil {
+		err = fmt.Errorf("append to journal %s: %w", j.path, err)
+		if errors.Is(err, fileio.ErrTorn) {
+			j.broken = fmt.Errorf("%w: the journal takes no more events; restart sealrund once the disk is fixed (replay drops the torn line)", err)
+		}
+		return err
 	}
+	j.end = end
 	if j.killAfter != "" && (j.killAfter == e.Kind || j.killAfter == e.Kind+":"+e.State) {
 		if j.killN--; j.killN <= 0 {
 			if self, err := os.FindProcess(os.Getpid()); err == nil {

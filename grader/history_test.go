@@ -141,15 +141,19 @@ func TestPromoteFinalizeRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := h.Promote(ids[i%4], time.Now())
+			// Only a promote that starts after finalize has returned must be refused: one that
+			// started before may take the lock first and succeed, then return after the close.
+			after := false
 			select {
 			case <-finalized:
-				if err == nil {
-					mu.Lock()
-					okAfter++
-					mu.Unlock()
-				}
+				after = true
 			default:
+			}
+			_, err := h.Promote(ids[i%4], time.Now())
+			if after && err == nil {
+				mu.Lock()
+				okAfter++
+				mu.Unlock()
 			}
 		}()
 		if i == 20 {
@@ -165,7 +169,10 @@ func TestPromoteFinalizeRace(t *testing.T) {
 	}
 	wg.Wait()
 	if okAfter > 0 {
-		t.Errorf("%d promotions succeeded after finalize returned", okAfter)
+		t.Errorf("%d promotions that started after finalize returned succeeded", okAfter)
+	}
+	if _, err := h.Promote("aaaa", time.Now()); err == nil || !strings.Contains(err.Error(), "finalized") {
+		t.Errorf("promote after finalize: %v", err)
 	}
 	if _, err := h.Finalize("aaaa", time.Now()); err == nil || !strings.Contains(err.Error(), "already finalized") {
 		t.Errorf("second finalize: %v", err)

@@ -726,3 +726,116 @@ func TestPauseFreezesTheCall(t *testing.T) {
 		t.Errorf("audit: %+v", e)
 	}
 }
+
+// TestPauseCycles: a run paused and resumed hundreds of times while its compute call is busy
+// (a shell that forks a process each step; a Python with four threads making system calls): each
+// freeze takes and each thaw lets the call go on, and every call ends well with its whole output,
+// under each runtime (gVisor's sandbox is frozen whole: its sentry, gofer and stub processes). A
+// paused call once ended with SIGSEGV under gVisor; this is the test that would see it again.
+// SEALRUN_TEST_PAUSE_CYCLES sets how many (default 300).
+func TestPauseCycles(t *testing.T) {
+	cycles := 300
+	if v := os.Getenv("SEALRUN_TEST_PAUSE_CYCLES"); v != "" {
+		if _, err := fmt.Sscan(v, &cycles); err != nil || cycles < 1 {
+			t.Fatalf("SEALRUN_TEST_PAUSE_CYCLES=%q: give a whole number of cycles", v)
+		}
+	}
+	f := newFixture(t)
+	calls := []struct {
+		argv  []string
+		ticks int
+	}{
+		{[]string{"sh", "-c", `i=0; while [ $i -lt 150 ]; do i=$((i+1)); sleep 0.01; echo tick $i; done; echo done`}, 150},
+		{[]string{"python3", "-c", `
+import os, threading, time
+stop = False
+def busy():
+    n = 0
+    while not stop:
+        n += 1
+        if n % 500 == 0:
+            os.getpid(); os.stat("/")
+ts = [threading.Thread(target=busy) for _ in range(4)]
+for th in ts: th.start()
+for i in range(1, 201):
+    print("tick", i, flush=True)
+    time.sleep(0.005)
+stop = True
+for th in ts: th.join()
+print("done", flush=True)
+`}, 200},
+	}
+	done, frozen := 0, time.Duration(0)
+	rng := uint32(time.Now().UnixNano())
+	jitter := func(n uint32) time.Duration { // 1..n ms
+		rng ^= rng << 13
+		rng ^= rng >> 17
+		rng ^= rng << 5
+		return time.Duration(1+rng%n) * time.Millisecond
+	}
+	for call := 0; done < cycles; call++ {
+		c := calls[call%len(calls)]
+		cmd := exec.Command(f.client, c.argv...)
+		cmd.Env = []string{"SEALRUN_AGENT_SOCKET=" + f.sock}
+		out, _ := cmd.StdoutPipe()
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan struct{})
+		var lines []string
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if lines = append(lines, sc.Text()); len(lines) == 1 {
+					close(first)
+				}
+			}
+		}()
+		select {
+		case <-first:
+		case <-read:
+		}
+		// Freeze and thaw until the call ends (read is closed at its end of output).
+		for ended := false; !ended; {
+			select {
+			case <-read:
+				ended = true
+				continue
+			default:
+			}
+			t0 := time.Now()
+			if err := f.svc.Pause(); err != nil {
+				f.svc.Resume()
+				cmd.Wait()
+				t.Fatalf("pause %d (call %d, %s): %v", done+1, call+1, c.argv[0], err)
+			}
+			frozen += time.Since(t0)
+			time.Sleep(jitter(5))
+			if err := f.svc.Resume(); err != nil {
+				t.Fatalf("resume %d (call %d, %s): %v", done+1, call+1, c.argv[0], err)
+			}
+			done++
+			time.Sleep(jitter(20))
+		}
+		err := cmd.Wait()
+		want := make([]string, 0, c.ticks+1)
+		for i := 1; i <= c.ticks; i++ {
+			want = append(want, fmt.Sprintf("tick %d", i))
+		}
+		want = append(want, "done")
+		if err != nil || strings.Join(lines, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("call %d (%s) after %d pauses in all: %v (stderr %q); its output ends %q", call+1, c.argv[0], done, err, errb.String(), lines[max(0, len(lines)-3):])
+		}
+	}
+	es := f.entries()
+	for i, e := range es {
+		if e.Status != "exited" || e.Exit != 0 || e.LimitHit {
+			t.Errorf("call %d's audit entry: %+v", i+1, e)
+		}
+	}
+	t.Logf("%d pauses of %d busy calls under %s, each frozen in %s on average: every call ended well", done, len(es), filepath.Base(sandboxtest.RoleRuntime(t, sandbox.RoleRunner)), (frozen / time.Duration(max(1, done))).Round(10*time.Microsecond))
+}

@@ -98,6 +98,8 @@ type Container struct {
 	// ShiftedRootfs: the rootfs is an idmapped mount, so image files keep their owners inside.
 	ShiftedRootfs bool
 	rootfsMounts  []string // unmounted in order: the overlays of mount sources, the rootfs overlay, the idmapped image
+	pauseMu       sync.Mutex
+	paused        bool // paused through the runtime (gVisor: runtimePause)
 }
 
 // Start creates and starts a container. It returns once the container's namespace was
@@ -642,10 +644,8 @@ func (c *Container) Kill(ctx context.Context, sig syscall.Signal) error {
 			return infra(c.ID, "kill", kerr)
 		}
 	}
-	select {
-	case <-c.done:
+	if c.ended() {
 		return nil
-	default:
 	}
 	if err != nil && sig == syscall.SIGKILL && c.cg.Empty() {
 		return nil // every process is gone; the runtime only had not noticed
@@ -656,10 +656,71 @@ func (c *Container) Kill(ctx context.Context, sig syscall.Signal) error {
 // Freeze stops every process of the container where it is (cgroup freezer); Thaw resumes them.
 // The deadline freezes the controller before killing it, so that nothing it does between the
 // two counts.
-func (c *Container) Freeze() error { return infra(c.ID, "freeze", c.cg.Freeze()) }
+//
+// Under gVisor the sentry stops its own tasks (runsc pause): the cgroup freezer stops the
+// sandbox's host processes one by one, its sentry and the stub processes its tasks run in, and
+// a task caught between the two is killed by a SIGSEGV of gVisor's own making after the thaw
+// (runner.TestPauseCycles: a shell forking under a few hundred freezes, under runsc only, and
+// not once through runsc pause). A container that has ended has nothing to freeze or thaw.
+func (c *Container) Freeze() error {
+	if c.rt.Kind != KindRunsc {
+		return infra(c.ID, "freeze", c.cg.Freeze())
+	}
+	return infra(c.ID, "freeze", c.runtimePause(true))
+}
 
 // Thaw resumes a frozen container.
-func (c *Container) Thaw() error { return infra(c.ID, "thaw", c.cg.Thaw()) }
+func (c *Container) Thaw() error {
+	if c.rt.Kind != KindRunsc {
+		return infra(c.ID, "thaw", c.cg.Thaw())
+	}
+	return infra(c.ID, "thaw", c.runtimePause(false))
+}
+
+// RuntimePauseTimeout bounds runsc pause and resume (the runtime's process and its call to the
+// sandbox).
+const RuntimePauseTimeout = 10 * time.Second
+
+// runtimePause pauses (or resumes) the container through its runtime, once: a container paused
+// twice, or resumed while running, is left as it is; one that ended is no error.
+func (c *Container) runtimePause(pause bool) error {
+	c.pauseMu.Lock()
+	defer c.pauseMu.Unlock()
+	if c.paused == pause || c.ended() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), RuntimePauseTimeout)
+	defer cancel()
+	op := c.rt.Resume
+	if pause {
+		op = c.rt.Pause
+	}
+	if err := op(ctx, c.ID); err != nil {
+		// It ended meanwhile: its runtime (runsc run) stops and deletes it as its process
+		// exits, before Wait has seen the exit (which a loaded machine can take a while to).
+		select {
+		case <-c.done:
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+		if st, serr := c.rt.State(ctx, c.ID); serr != nil || st.Status == "stopped" {
+			return nil
+		}
+		return err
+	}
+	c.paused = pause
+	return nil
+}
+
+// ended says whether the container's process has exited.
+func (c *Container) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // Stats returns the container's cgroup counters, read from its wrapper cgroup: exact while it runs
 // and after it exited, until Destroy.
@@ -686,12 +747,7 @@ func (c *Container) OOMKilled() bool {
 // stub process of a new process it fails the fork, ENOMEM; runc's kernel fails the one fork,
 // EAGAIN, and the container goes on). The agent's fault, not the host's.
 func (c *Container) PidsLimitEnded() bool {
-	if c.rt.Kind != KindRunsc {
-		return false
-	}
-	select {
-	case <-c.done:
-	default:
+	if c.rt.Kind != KindRunsc || !c.ended() {
 		return false
 	}
 	return c.exit != 0 && c.pidsCgroup().PidsLimitHits() > 0

@@ -47,7 +47,9 @@ func TestNetnsSurvivesMountsOverTheirDirectory(t *testing.T) {
 	}
 	var runs []live
 	for i := 0; i < 3; i++ {
-		r, err := h.NewRun(ctx, fmt.Sprintf("strand%d", i))
+		// Ids of this process's own: a run of this test that was killed leaves, on the host, the
+		// files its mount namespace's namespaces were mounted on (they went with it).
+		r, err := h.NewRun(ctx, fmt.Sprintf("strand%d-%d", i, os.Getpid()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,12 +153,13 @@ func TestReapRemovesNetnsHiddenByAMount(t *testing.T) {
 		return
 	}
 	h := testHost(t)
+	imgs := localImages(t) // before the run: a skip would leave it
 	ctx := context.Background()
-	r, err := h.NewRun(ctx, "strandreap")
+	r, err := h.NewRun(ctx, fmt.Sprintf("strandreap-%d", os.Getpid())) // (the ids above say why)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.Start(ctx, ContainerConfig{Role: RoleController, Rootfs: localImages(t).controller, Workspace: workspace(t, r), Args: []string{"sleep", "600"}})
+	c, err := r.Start(ctx, ContainerConfig{Role: RoleController, Rootfs: imgs.controller, Workspace: workspace(t, r), Args: []string{"sleep", "600"}})
 	if err != nil {
 		r.Destroy(ctx)
 		t.Fatal(err)

@@ -90,11 +90,13 @@ func (r *Run) save() error {
 // another sealrun's (another run directory), or whose netns or cgroup exists for any reason —
 // is refused with ErrRunInUse: NewRun never adopts, kills or deletes what it did not create.
 // Everything it made is undone if a step fails.
-func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
+func (h *Host) NewRun(ctx context.Context, id string) (_ *Run, err error) {
 	if !runIDRE.MatchString(id) {
 		return nil, fmt.Errorf("%w: run id %q: use 1 to 31 lowercase letters, digits and dashes", ErrBadConfig, id)
 	}
-	r = &Run{h: h, ID: id, gateway: filepath.Join(h.cfg.NetnsDir, Prefix+id+"-gw"), cg: cgroup.Tree{Path: path.Join(h.placement.Root, id)}, live: map[string]*Container{}}
+	// r is not the named result: a failed step returns nil, and the undo steps below still need
+	// the run they undo (before, they read the nil result and panicked, hiding the step's error).
+	r := &Run{h: h, ID: id, gateway: filepath.Join(h.cfg.NetnsDir, Prefix+id+"-gw"), cg: cgroup.Tree{Path: path.Join(h.placement.Root, id)}, live: map[string]*Container{}}
 	r.rec.ID = id
 	dir := h.runRecordDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -127,6 +129,12 @@ func (h *Host) NewRun(ctx context.Context, id string) (r *Run, err error) {
 	}
 	if err = createGatewayNetns(r.gateway); err != nil {
 		if errors.Is(err, fs.ErrExist) {
+			if len(nsfsMountsAt(r.gateway)) == 0 {
+				// No namespace is mounted there in this mount namespace: the file of a sealrun
+				// that ran in a mount namespace of its own and was killed (its namespace went
+				// with it), or of one that runs in another and uses the id now.
+				return nil, fmt.Errorf("%w: run %s: %s already exists, with no network namespace mounted on it here (left by a sealrun killed in a private mount namespace, or held by one running in another); choose another id, or if no sealrun on this machine uses %s, remove the file", ErrRunInUse, id, r.gateway, id)
+			}
 			return nil, fmt.Errorf("%w: run %s: network namespace %s already exists (another sealrun on this machine uses this id); choose another id", ErrRunInUse, id, r.gateway)
 		}
 		return nil, infra(id, "create gateway netns", err)

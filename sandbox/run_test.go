@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +94,34 @@ func (l *lineWaiter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// A step of NewRun that fails after the UID range is taken (here: a file that is not sealrun's
+// already sits where the gateway's network namespace goes) returns its error, and undoes what
+// NewRun made: the range, the record. Before, the undo read the nil result and panicked,
+// hiding the error (a fresh CI's TestReapRemovesNetnsHiddenByAMount).
+func TestNewRunUndoesAFailedStep(t *testing.T) {
+	h := testHost(t)
+	id := "undonewrun"
+	p := filepath.Join(h.cfg.NetnsDir, Prefix+id+"-gw")
+	if err := os.MkdirAll(h.cfg.NetnsDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("a stranger's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(p)
+	r, err := h.NewRun(context.Background(), id)
+	if r != nil || !errors.Is(err, ErrRunInUse) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "no network namespace mounted on it") || !strings.Contains(err.Error(), "remove the file") {
+		t.Fatalf("NewRun = %v, %v; want ErrRunInUse naming %s, what it is and the fix", r, err, p)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "a stranger's\n" {
+		t.Errorf("the stranger's file was touched: %q %v", b, err)
+	}
+	if _, err := os.Stat(h.runRecordDir(id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the run's record is left: %v", err)
+	}
+	// assertNoLeaks (the host's cleanup) finds no UID range left either.
 }
 
 // A run id that is live — on this host, or on another sealrun's host on the same machine — is

@@ -288,6 +288,17 @@ func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal) error
 	return wrap("kill", id, r.rc.Kill(ctx, id, int(sig), &runc.KillOpts{All: true}))
 }
 
+// Pause stops every process of the container through the runtime (gVisor: its sentry stops its
+// tasks); Resume lets them run again.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	return wrap("pause", id, r.rc.Pause(ctx, id))
+}
+
+// Resume undoes Pause.
+func (r *Runtime) Resume(ctx context.Context, id string) error {
+	return wrap("resume", id, r.rc.Resume(ctx, id))
+}
+
 // Delete removes the container's runtime state (forcibly: it kills what is left).
 func (r *Runtime) Delete(ctx context.Context, id string) error {
 	return wrap("delete", id, r.rc.Delete(ctx, id, &runc.DeleteOpts{Force: true}))

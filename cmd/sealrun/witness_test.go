@@ -344,10 +344,19 @@ func TestWitnessedLedger(t *testing.T) {
 	waitCosigned(t, hf, w3.Name, 3)
 	pf := host.follow(t, w3)
 	host.add(t, 2)
-	time.Sleep(500 * time.Millisecond)
+	// Until the follower has shown the witness the published heads: refused (an error), or
+	// cosigned (what must not be).
 	var st witness.TargetStatus
-	for _, s := range pf.Status() {
-		st = s
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for _, s := range pf.Status() {
+			st = s
+		}
+		if st.LastError != "" || st.Held >= 7 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower never showed the witness that saw the hidden ledger its heads: %+v", st)
+		}
 	}
 	if st.Held >= 7 && st.LastError == "" {
 		t.Fatalf("the witness that saw the hidden ledger cosigned the published one: %+v", st)

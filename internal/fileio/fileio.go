@@ -125,6 +125,40 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	return WriteAtomic(path, perm, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
+// ErrTorn is in AppendSync's error where the part of a record a failed write left could not be
+// cut off: the file may end in part of a record, and its writer must take no more.
+var ErrTorn = errors.New("the part written could not be taken back")
+
+// AppendSync writes record at end, the offset just past f's last whole record, and fsyncs:
+// the append-only logs' one write (journal, audit log, witness state). A write that fails part
+// way — a full disk takes only part of a record — or whose fsync fails is taken back: f is cut
+// to end again, so that the next record never follows part of one. It returns the new end. The
+// error names what went wrong; where even the cut fails it says so too (then what is on disk
+// may end in part of a record, which the readers drop or refuse, and the caller must take no
+// more).
+//
+// f is positioned at end (opened with O_APPEND, or seeked there): AppendSync keeps it there.
+func AppendSync(f *os.File, end int64, record []byte) (int64, error) {
+	n, err := f.Write(record)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		return end + int64(n), nil
+	}
+	cerr := f.Truncate(end)
+	if cerr == nil {
+		_, cerr = f.Seek(end, io.SeekStart)
+	}
+	if cerr == nil {
+		cerr = f.Sync()
+	}
+	if cerr != nil {
+		return end, fmt.Errorf("%w; and %w: %v", err, ErrTorn, cerr)
+	}
+	return end, err
+}
+
 // SyncDir fsyncs a directory, so that the entries made, renamed or removed in it are durable.
 // Where the OS cannot sync a directory (Windows: the rename is what there is) it does nothing.
 func SyncDir(dir string) error {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,4 +68,17 @@ func IPRoute2FirstMount(t testing.TB, dir string) {
 			t.Fatalf("mount %s: %v %s", strings.Join(args, " "), err, out)
 		}
 	}
+}
+
+// SmallDisk mounts a tmpfs of size bytes on a new temporary directory and returns it, unmounted
+// when the test ends: a disk that fills, for the tests of what a full disk leaves behind.
+func SmallDisk(t testing.TB, size int) string {
+	t.Helper()
+	RequireRoot(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		t.Fatalf("mount a tmpfs of %d bytes on %s: %v", size, dir, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
 }

@@ -46,6 +46,8 @@ type Store struct {
 	mu    sync.Mutex
 	path  string
 	f     *os.File
+	end   int64 // the file's size: just past its last whole record (fileio.AppendSync)
+	torn  error // an append whose part written could not be taken back: no more records
 	heads map[string]Head
 	lines int
 }
@@ -104,6 +106,10 @@ func OpenStore(dir string) (*Store, error) {
 	if s.f, err = os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
 		return nil, fmt.Errorf("witness state %s: %w", s.path, err)
 	}
+	if s.end, err = s.f.Seek(0, io.SeekEnd); err != nil {
+		s.f.Close()
+		return nil, fmt.Errorf("witness state %s: %w", s.path, err)
+	}
 	return s, fileio.SyncDir(dir)
 }
 
@@ -144,12 +150,20 @@ func (s *Store) Update(origin string, check func(cur Head) (next Head, err error
 	if _, ok := s.heads[origin]; ok && next == cur {
 		return nil // already on disk
 	}
-	if _, err := s.f.Write(next.record(origin)); err != nil {
-		return fmt.Errorf("witness state %s: %w", s.path, err)
+	if s.torn != nil {
+		return s.torn
 	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("witness state %s: %w", s.path, err)
+	// A full disk that takes part of the record leaves nothing of it: a record written after
+	// part of one would read, at the next start, as a file someone edited.
+	end, err := fileio.AppendSync(s.f, s.end, next.record(origin))
+	if err != nil {
+		err = fmt.Errorf("witness state %s: %w", s.path, err)
+		if errors.Is(err, fileio.ErrTorn) {
+			s.torn = fmt.Errorf("%w: the witness cosigns nothing more; restart it once the disk is fixed (the cut record is dropped at start)", err)
+		}
+		return err
 	}
+	s.end = end
 	s.heads[origin] = next
 	s.lines++
 	return nil

@@ -49,7 +49,9 @@ export CI=true GOTOOLCHAIN=local SEALRUN_TEST_STATE=$G/state SEALRUN_TEST_BIN_DI
 # 50 compute calls for the runner's no-output-lost test (the host's stages make 1,000 under runc
 # and 300 under crun and gVisor): here they show that a cgroup v2 teardown loses no output; 100
 # took 144 s of the guest's 280 s of runner tests (2026-11-29).
-export SEALRUN_TEST_OUTPUT_CALLS=${output_calls:-50} SEALRUN_TEST_SLOW=2
+# 100 freeze/thaw cycles for the runner's pause test (the host's runc stage makes 300, 10 s
+# there): enough to show the cgroup v2 freezer stops and starts busy calls the same way.
+export SEALRUN_TEST_OUTPUT_CALLS=${output_calls:-50} SEALRUN_TEST_PAUSE_CYCLES=${pause_cycles:-100} SEALRUN_TEST_SLOW=2
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 echo "test binaries and their time:" >>"$out/summary.txt"
 # Each package's root tests, in its own directory (tests read testdata and ../ relative to it).
