@@ -5,13 +5,19 @@ import (
 	"fmt"
 
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 // Files are what a verification reads besides the attestation: the signer's public key (PEM,
 // required) and, each optional, the graded bundle, report.json, the audit log and the track file.
 type Files struct {
 	Key, Bundle, Report, Audit, Track string
+	// Verifier is the key already loaded (then Key is not read); Heads opens ledger heads once
+	// each across many verifications (attest.WithHeads).
+	Verifier signature.Verifier
+	Heads    *ledger.Heads
 }
 
 // VerifyFile verifies the attestation at path (a result.att.json or a Sigstore bundle holding
@@ -19,12 +25,15 @@ type Files struct {
 // entries, and the track's id and pins, for each file given. A *VerificationFailure is the
 // verdict; any other error is about reading the files (it names the file).
 func VerifyFile(path string, f Files) (*Verified, error) {
-	if f.Key == "" {
-		return nil, errors.New("give the signer's public key (for example sealrun.pub)")
-	}
-	v, _, err := LoadVerifier(f.Key)
-	if err != nil {
-		return nil, err
+	v := f.Verifier
+	if v == nil {
+		if f.Key == "" {
+			return nil, errors.New("give the signer's public key (for example sealrun.pub)")
+		}
+		var err error
+		if v, _, err = LoadVerifier(f.Key); err != nil {
+			return nil, err
+		}
 	}
 	env, err := fileio.ReadLimited(path, "attestation", MaxEnvelopeBytes+64<<10) // a bundle wraps the envelope
 	if err != nil {
@@ -33,7 +42,7 @@ func VerifyFile(path string, f Files) (*Verified, error) {
 	if env, err = EnvelopeOf(env); err != nil {
 		return nil, err
 	}
-	var opts []VerifyOption
+	opts := []VerifyOption{WithHeads(f.Heads)}
 	for _, c := range []struct {
 		path string
 		opt  func(string) VerifyOption

@@ -218,3 +218,59 @@ func timeStampingOnly(c *x509.Certificate) bool {
 }
 
 var oidExtKeyUsage = asn1.ObjectIdentifier{2, 5, 29, 37}
+
+// CheckBundleTimestamps checks the RFC 3161 timestamps a Sigstore bundle (bundle, as read)
+// carries over the signature of env, the attestation's envelope, with chain: the bundle must
+// carry env itself, and at least one timestamp must check. It returns the earliest time one
+// vouches for, and its authority. A bundle that carries none is an error saying so.
+func CheckBundleTimestamps(bundle, env []byte, chain []*x509.Certificate) (time.Time, string, error) {
+	if benv, err := EnvelopeOf(bundle); err != nil || !SameEnvelope(benv, env) {
+		return time.Time{}, "", &VerificationFailure{Reason: ReasonTimestamp, Detail: "the Sigstore bundle carries another envelope than the attestation"}
+	}
+	sig, err := EnvelopeSignature(env)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	tokens, err := BundleTimestamps(bundle)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	if len(tokens) == 0 {
+		return time.Time{}, "", &VerificationFailure{Reason: ReasonTimestamp, Detail: "the Sigstore bundle carries no RFC 3161 timestamp (the host names no [timestamp] authority, or it failed: sealrun logs RUN says)"}
+	}
+	var best time.Time
+	var tsa string
+	var first error
+	for i, tok := range tokens {
+		at, name, err := CheckTimestamp(tok, sig, chain)
+		if err != nil {
+			if first == nil {
+				first = fmt.Errorf("rfc3161Timestamps[%d]: %w", i, err)
+			}
+			continue
+		}
+		if best.IsZero() || at.Before(best) {
+			best, tsa = at.UTC(), name
+		}
+	}
+	if best.IsZero() {
+		return time.Time{}, "", &VerificationFailure{Reason: ReasonTimestamp, Detail: fmt.Sprintf("no timestamp checks with the given chain: %v", first)}
+	}
+	return best, tsa, nil
+}
+
+// CheckHeadTimestamp checks der, the RFC 3161 timestamp of a ledger's witnessed head (ledger
+// export --tsa writes it beside the export, as LEDGER.tsr), with chain against each of the
+// ledger's signed heads, the newest first. It returns the time, the authority and which head
+// (an index of heads) it is of.
+func CheckHeadTimestamp(der []byte, heads []string, chain []*x509.Certificate) (time.Time, string, int, error) {
+	var lastErr error = errors.New("the ledger has no signed head")
+	for i := len(heads) - 1; i >= 0; i-- {
+		at, name, err := CheckTimestamp(der, []byte(heads[i]), chain)
+		if err == nil {
+			return at, name, i, nil
+		}
+		lastErr = err
+	}
+	return time.Time{}, "", -1, fmt.Errorf("the timestamp is of no head of this ledger, or not by the given authority (%v)", lastErr)
+}

@@ -80,6 +80,7 @@ type verifyConfig struct {
 	bundleSHA256, reportSHA256 string
 	audit                      io.Reader
 	track                      *policy.Track
+	heads                      *ledger.Heads
 }
 
 // WithBundleDigest checks the bundle subject against a file's SHA-256 (lowercase hex).
@@ -97,6 +98,10 @@ func WithAuditLog(r io.Reader) VerifyOption { return func(c *verifyConfig) { c.a
 
 // WithTrack checks the track id and every pin against a track file.
 func WithTrack(t *policy.Track) VerifyOption { return func(c *verifyConfig) { c.track = t } }
+
+// WithHeads opens the ledger head an attestation carries through heads: a reader of many
+// attestations under one head verifies its signature once.
+func WithHeads(h *ledger.Heads) VerifyOption { return func(c *verifyConfig) { c.heads = h } }
 
 // envelope is the DSSE envelope, decoded strictly.
 type envelope struct {
@@ -154,7 +159,7 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	}
 	out.check("predicate consistency")
 	if p := st.Predicate; p.Ledger != nil {
-		if out.Ledger, err = checkLedger(p, v); err != nil {
+		if out.Ledger, err = checkLedger(p, v, cfg.heads); err != nil {
 			return nil, err
 		}
 		out.check("ledger inclusion")
@@ -183,8 +188,13 @@ func (out *Verified) check(name string) { out.Checks = append(out.Checks, name) 
 // verifyEnvelope checks the DSSE envelope (size, syntax, exactly one signature, payloadType) and
 // its signature with v, and returns the verified payload.
 func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, error) {
-	if len(env) > MaxEnvelopeBytes {
-		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxEnvelopeBytes)
+	return verifyEnvelopeOf(env, PayloadType, MaxEnvelopeBytes, v, out)
+}
+
+// verifyEnvelopeOf is verifyEnvelope for an envelope of payloadType, of at most max bytes.
+func verifyEnvelopeOf(env []byte, payloadType string, max int, v signature.Verifier, out *Verified) ([]byte, error) {
+	if len(env) > max {
+		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), max)
 	}
 	// The one form signers write, read in one pass (fastEnvelope); any other, one decode (which
 	// checks the syntax) and one pass for duplicate keys; when the decode fails, strictDecode
@@ -228,8 +238,8 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 		return nil, failf(ReasonSignatureCount, "the envelope has %d signatures; a sealrun attestation has exactly one", n)
 	}
 	out.check("one signature")
-	if *e.PayloadType != PayloadType {
-		return nil, failf(ReasonPayloadType, "payloadType is %q; expected %q", *e.PayloadType, PayloadType)
+	if *e.PayloadType != payloadType {
+		return nil, failf(ReasonPayloadType, "payloadType is %q; expected %q", *e.PayloadType, payloadType)
 	}
 	out.check("payload type")
 	pub, err := v.PublicKey()
@@ -242,7 +252,7 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 	// The signature over the DSSE pre-authentication encoding, checked directly: keyid is only a
 	// hint (other DSSE tools fill in the key's id, a fingerprint or a KMS name) and never part of
 	// the verdict.
-	if err := verifySignature(v, sigs[0], PAE(PayloadType, payload)); err != nil {
+	if err := verifySignature(v, sigs[0], PAE(payloadType, payload)); err != nil {
 		return nil, failf(ReasonSignature, "the signature does not verify with key %s (%v); the envelope was altered or signed by another key", out.KeyID, err)
 	}
 	out.check("signature")
@@ -377,8 +387,8 @@ func verifySignature(v signature.Verifier, sig, msg []byte) error {
 
 // checkLedger verifies the run's ledger reference (the entry's inclusion under a head signed by
 // the same key) and that the entry is this run's.
-func checkLedger(p *Predicate, v signature.Verifier) (*ledger.Checkpoint, error) {
-	c, e, err := ledger.VerifyRef(p.Ledger, []signature.Verifier{v})
+func checkLedger(p *Predicate, v signature.Verifier, heads *ledger.Heads) (*ledger.Checkpoint, error) {
+	c, e, err := ledger.VerifyRefUnder(p.Ledger, []signature.Verifier{v}, heads)
 	if err != nil {
 		return nil, failf(ReasonLedger, "%v", err)
 	}

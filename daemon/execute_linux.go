@@ -24,6 +24,7 @@ import (
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
+	"github.com/sealrun/sealrun/transcript"
 )
 
 // RunSpec is what a run was asked to be.
@@ -293,7 +294,7 @@ func mustJSON(v any) json.RawMessage {
 
 // activity is one line for a follower about an audit entry.
 func activity(kind string, line []byte) string {
-	e, ok := parseAuditLine(line)
+	e, ok := transcript.ParseAuditLine(line)
 	if !ok {
 		return ""
 	}
@@ -311,13 +312,13 @@ func activity(kind string, line []byte) string {
 		}
 		return s
 	case "submit":
-		return "submitted " + short12(e.Candidate)
+		return "submitted " + transcript.ShortID(e.Candidate)
 	case "submit_refused":
 		return "submission refused: " + e.Reason
 	case "validation":
-		return fmt.Sprintf("validation of %s: %d/%d", short12(e.Candidate), e.Passed, e.Questions)
+		return fmt.Sprintf("validation of %s: %d/%d", transcript.ShortID(e.Candidate), e.Passed, e.Questions)
 	case "promote":
-		return "promoted " + short12(e.Candidate)
+		return "promoted " + transcript.ShortID(e.Candidate)
 	case "finalize":
 		return "finalized"
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/transcript"
 )
 
 // metrics are sealrund's Prometheus metrics, served only on the opt-in loopback listener.
@@ -94,7 +95,7 @@ func (m *metrics) observeRun(dir, state string) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		e, ok := parseAuditLine(sc.Bytes())
+		e, ok := transcript.ParseAuditLine(sc.Bytes())
 		if !ok {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/transcript"
 )
 
 // record records the run's end once its attestation is written.
@@ -29,10 +30,9 @@ func (rs *runState) record(st *attest.Statement, pred *attest.Predicate) error {
 		return fmt.Errorf("the ledger's end of run %s: %w", spec.ID, err)
 	}
 	x.writeSummary(rs.io.dir, spec, out, pred)
-	t := spec.Track
-	if err := WriteRunReport(rs.io.dir, RunReport{ID: spec.ID, Track: t.Name + " " + t.Version, Agent: spec.Agent.String(), Seed: spec.Seed,
-		Status: out.Status, Reason: out.Reason, Passed: pred.Result.Passed, Questions: pred.Result.Questions, Metric: pred.MetricText(),
-		Started: pred.Timeline.Started, Deadline: pred.Timeline.Deadline, Finished: pred.Timeline.Finished, Usage: pred.Usage}); err != nil {
+	// report.html from the signed predicate and the audit log alone: a reader regenerates it
+	// byte for byte (publish.Verify).
+	if err := transcript.WriteRunPage(rs.io.dir, pred); err != nil {
 		x.event(spec.ID, "report_html_failed", err.Error())
 	}
 	// The transcript is read from the audit log and the bodies it hashes, which the attestation

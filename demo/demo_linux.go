@@ -19,7 +19,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
@@ -39,7 +42,9 @@ const demoExamSeed = 424242
 // Options are a demo's.
 type Options struct {
 	// StateDir is the demo's own state directory (its images, runs, journal, ledger and demo/);
-	// everything from an earlier demo in it is replaced. Never the production state dir.
+	// everything from an earlier demo in it is replaced, its publication only once the new one
+	// is whole (an interrupted or failed demo leaves it as it was). Never the production state
+	// dir.
 	StateDir string
 	// BinDir holds sealrun's runner and sealrun-netns-hook (make build puts them beside sealrun).
 	BinDir   string
@@ -106,12 +111,59 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	s := &session{o: o, out: out, lg: &demoLog{w: out, start: time.Now()}, state: o.StateDir, demoDir: filepath.Join(o.StateDir, "demo")}
 	defer s.close()
-	for _, step := range []func(context.Context) error{s.buildImages, s.makeContent, s.writeTrack, s.startDaemon, s.runSeeds, s.verifyRuns, s.rank} {
-		if err := step(ctx); err != nil {
+	for i, step := range []func(context.Context) error{s.buildImages, s.makeContent, s.writeTrack, s.startDaemon, s.runSeeds, s.verifyRuns, s.rank} {
+		err := step(ctx)
+		if ctx.Err() != nil {
+			return s.interrupted(i + 1)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// interrupted ends a demo whose context ended (^C) during step n: it stops the daemon, whose
+// runs end invalid (cancelled), attested, their containers removed, and says what became of
+// each run and of the publication, which only a whole demo replaces.
+func (s *session) interrupted(n int) error {
+	s.lg.printf("interrupted during step %d/7: stopping (the runs under way end invalid, cancelled, and are attested)", n)
+	s.close()
+	final := map[string]api.Event{}
+	if jb, err := os.ReadFile(filepath.Join(s.state, "journal.jsonl")); err == nil {
+		for _, line := range bytes.Split(jb, []byte("\n")) {
+			var e api.Event
+			if json.Unmarshal(line, &e) == nil && e.Kind == "state" {
+				final[e.Run] = e
+			}
+		}
+	}
+	for _, r := range s.runs {
+		if r == nil {
+			continue
+		}
+		e, ok := final[r.rec.ID]
+		switch {
+		case !ok:
+			s.lg.printf("    seed %d: run %s never started", r.seed, r.rec.ID)
+		case e.State == api.StateInvalid:
+			s.lg.printf("    seed %d: run %s ended invalid (%s): it counts for no one, and its containers are removed", r.seed, r.rec.ID, e.Reason)
+		default:
+			s.lg.printf("    seed %d: run %s ended %s %s", r.seed, r.rec.ID, e.State, e.Reason)
+		}
+	}
+	if s.runDir != "" {
+		if _, err := os.Stat(s.runDir); err == nil {
+			s.lg.printf("    left behind: %s (sealrun --state-dir %s sandbox reap removes it)", s.runDir, s.state)
+		}
+	}
+	pub := filepath.Join(s.demoDir, "publication")
+	if _, err := os.Stat(pub); err == nil {
+		s.lg.printf("    the previous demo's publication is unchanged: %s", pub)
+	} else {
+		s.lg.printf("    nothing was published")
+	}
+	return fmt.Errorf("the demo was interrupted during step %d/7: no run of it is scored and nothing new was published; run it again to finish", n)
 }
 
 // session is one demo on its way through its seven steps; each step fills in what the later
@@ -135,6 +187,7 @@ type session struct {
 	witnessName   string            // 4: and its key name
 	agent         string            // 4: the agent every seed runs
 	socket, log   string            // 4: the daemon's socket and log
+	runDir        string            // 4: the daemon's run directory (under /run)
 	c             *api.Client       // 5
 	runs          []*demoRun        // 5
 	atts          []string          // 6: the attestations that verified
@@ -146,10 +199,12 @@ type session struct {
 
 func (s *session) onClose(f func()) { s.closers = append(s.closers, f) }
 
+// close runs the closers once, last first.
 func (s *session) close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
+	s.closers = nil
 }
 
 // demoExam synthesizes the demo's hidden exam into the content store and returns its hash.
@@ -325,8 +380,39 @@ func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir
 		return fmt.Errorf("export the run ledger with its witnessed head: %w", err)
 	}
 	lg.printf("    run ledger: %s (%s)", ledgerOut, witnessed)
-	if _, err := publish.Write(publish.Options{Out: pubDir, Suite: leaderboard.SuiteExam, Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}, Version: version}); err != nil {
+	// Written beside the previous demo's publication, which stays until this one is whole.
+	next := pubDir + ".next"
+	if err := os.RemoveAll(next); err != nil {
+		return err
+	}
+	// The list of files is signed with the host's key, beside which its public half sits.
+	signer, err := attest.LoadSigner(ctx, filepath.Join(filepath.Dir(pub), attest.PrivateKeyFile), nil)
+	if err != nil {
+		return fmt.Errorf("load the host's key to sign the publication's list: %w", err)
+	}
+	if _, err := publish.Write(publish.Options{Out: next, Suite: leaderboard.SuiteExam, Keys: []string{pub}, Tracks: []string{trackFile}, Ledgers: []string{ledgerOut}, Inputs: []string{results}, Version: version, Signer: signer}); err != nil {
+		os.RemoveAll(next)
 		return fmt.Errorf("publish the demo's runs: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		os.RemoveAll(next)
+		return err
+	}
+	return replaceDir(next, pubDir)
+}
+
+// replaceDir puts the directory next in dir's place in one step (renameat2's exchange where dir
+// exists), then removes what was there: dir is the old one or the new one, never neither.
+func replaceDir(next, dir string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, next, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.ENOENT) {
+		err = os.Rename(next, dir) // no earlier one
+	}
+	if err != nil {
+		return fmt.Errorf("put the new publication %s in place of %s: %w", next, dir, err)
+	}
+	if err := os.RemoveAll(next); err != nil { // the old one, now
+		return fmt.Errorf("remove the previous publication (now %s): %w", next, err)
 	}
 	return nil
 }

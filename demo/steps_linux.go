@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +70,11 @@ func (s *session) buildImages(ctx context.Context) error {
 			return fmt.Errorf("%s holds runs that are not the demo's (a journal and no demo/); the demo replaces its runs each time: give it its own --state-dir, for example /var/lib/sealrun-demo", s.state)
 		}
 	}
-	for _, p := range []string{s.demoDir, filepath.Join(s.state, "runs"), filepath.Join(s.state, "journal.jsonl"), filepath.Join(s.state, "ledger.jsonl")} {
+	// Everything of the earlier demo goes but its publication, which a new one replaces only once
+	// it is whole (demoPublish).
+	old, _ := filepath.Glob(filepath.Join(s.demoDir, "*"))
+	old = slices.DeleteFunc(old, func(p string) bool { return filepath.Base(p) == "publication" })
+	for _, p := range append(old, filepath.Join(s.state, "runs"), filepath.Join(s.state, "journal.jsonl"), filepath.Join(s.state, "ledger.jsonl")) {
 		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("remove the earlier demo's %s: %w", p, err)
 		}
@@ -164,6 +169,7 @@ func (s *session) startDaemon(ctx context.Context) error {
 	// Once the daemon has stopped (the closers run last first), its run directory goes if
 	// nothing is left in it: each demo's state dir has its own under /run.
 	runDir := cfg.RunDir
+	s.runDir = runDir
 	s.onClose(func() {
 		for _, p := range []string{"runtime", "bundles", "runs", ".lock", ""} {
 			os.Remove(filepath.Join(runDir, p)) // never RemoveAll: what a crash left stays for sealrun sandbox reap
@@ -366,7 +372,7 @@ func (s *session) rank(ctx context.Context) error {
 	fmt.Fprintf(out, "\nVerify one yourself:\n  sealrun verify %s --key %s --track %s\nThe track: %s (sealrun track show %s)\n",
 		filepath.Join(s.runs[0].rec.Dir, "result.att.json"), pub, s.trackFile, s.trackFile, s.trackFile)
 	if s.failed == 0 {
-		fmt.Fprintf(out, "What a reader gets (VERIFY.md says how to check it by hand):\n  sealrun verify-publication %s --key %s\nand, with the key of the witness its ledger was shown to:\n  sealrun verify-publication %s --key %s --witness \"$(cat %s)\"\n", pubDir, pub, pubDir, pub, s.witnessPub)
+		fmt.Fprintf(out, "What a reader gets (VERIFY.md says how to check it by hand), with the key of the witness its ledger was shown to:\n  sealrun verify-publication %s --key %s --witness \"$(cat %s)\"\n(without the witness's key, the runs' witnessed proofs cannot be checked: add --allow-unchecked 'runs/*/witnessed.json' to accept that by name)\n", pubDir, pub, s.witnessPub)
 		return nil
 	}
 	return fmt.Errorf("%d of %d demo runs did not end graded with a valid attestation; see the runs above and %s", s.failed, len(s.runs), s.log)

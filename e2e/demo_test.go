@@ -1,14 +1,17 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/sealrun/sealrun/export/exporttest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/publish/publishtest"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sealrun/sealrun/scaffolds"
@@ -72,6 +76,7 @@ func TestDemo(t *testing.T) {
 	work := t.TempDir()
 	os.Symlink(filepath.Join(state, "demo", "publication"), filepath.Join(work, "site"))
 	os.Symlink(filepath.Join(state, "demo", "keys", "sealrun.pub"), filepath.Join(work, "sealrun.pub"))
+	os.Symlink(filepath.Join(state, "demo", "witness", "witness.pub"), filepath.Join(work, "witness.pub"))
 	pv := runDocBlock(t, "../README.md", "reader", work, filepath.Dir(sealrun), "RUN", m[1])
 	if !strings.Contains(pv, "publication: VALID") || !strings.Contains(pv, "every run they hold of these tracks ended and is published here") {
 		t.Errorf("README's reader block on the demo's publication:\n%s", pv)
@@ -88,6 +93,16 @@ func TestDemo(t *testing.T) {
 		t.Errorf("verify-publication --witness: %v\n%s", err, wv)
 	}
 	t.Logf("verify-publication --witness of the demo's publication: %s", time.Since(t0).Round(time.Millisecond))
+	// Strict: without the witness's key the runs' proofs stay unchecked, which fails by name
+	// unless the reader allows it.
+	pubDir0, key0 := filepath.Join(state, "demo", "publication"), filepath.Join(state, "demo", "keys", "sealrun.pub")
+	if out, err := exec.Command(sealrun, "verify-publication", pubDir0, "--key", key0).CombinedOutput(); err == nil || !strings.Contains(string(out), "/witnessed.json: unchecked: a witnessed proof") {
+		t.Errorf("verify-publication without the witness's key: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(sealrun, "verify-publication", pubDir0, "--key", key0, "--allow-unchecked", "runs/*/witnessed.json").CombinedOutput(); err != nil || !strings.Contains(string(out), "publication: VALID, ") {
+		t.Errorf("verify-publication --allow-unchecked 'runs/*/witnessed.json': %v\n%s", err, out)
+	}
+	hostilePublications(t, sealrun, pubDir0, key0, strings.TrimSpace(string(wpub)))
 	if !regexp.MustCompile(`witnessed: (\d+) of (\d+) runs each queued and ended`).MatchString(string(wv)) {
 		t.Errorf("verify-publication --witness does not say how many runs are witnessed:\n%s", wv)
 	} else if g := regexp.MustCompile(`witnessed: (\d+) of (\d+) runs`).FindStringSubmatch(string(wv)); g[1] != g[2] {
@@ -213,6 +228,96 @@ func TestDemo(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(sandbox.DefaultNetnsDir, sandbox.Prefix+m[1]+"-gw")); err == nil {
 		t.Errorf("network namespace of run %s left in %s", m[1], sandbox.DefaultNetnsDir)
 	}
+
+	interruptDemo(t, sealrun, state)
+}
+
+// interruptDemo runs the demo again in the state dir of one that published, and interrupts it
+// (SIGINT, as ^C does) once its run is running: it says the run ended invalid (cancelled), that
+// nothing was scored or published, prints no verdict, board or verify line, and leaves nothing
+// behind; the earlier demo's publication stays, whole, and still verifies.
+func interruptDemo(t *testing.T, sealrun, state string) {
+	pubDir := filepath.Join(state, "demo", "publication")
+	key := filepath.Join(t.TempDir(), "sealrun.pub") // the demo makes new keys each time
+	if b, err := os.ReadFile(filepath.Join(state, "demo", "keys", "sealrun.pub")); err != nil {
+		t.Fatal(err)
+	} else {
+		os.WriteFile(key, b, 0o644)
+	}
+	cache := os.Getenv("SEALRUN_TEST_BUILD_CACHE")
+	cmd := exec.Command(sealrun, "--state-dir", state, "demo", "--seeds", "1", "--quick", "--cache-dir", cache)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	var out bytes.Buffer
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	running := regexp.MustCompile(`\] +seed 1 running`)
+	sent := false
+	timeout := time.After(time.Duration(testenv.Slow()) * 5 * time.Minute)
+	for done := false; !done; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				done = true
+				break
+			}
+			out.WriteString(l + "\n")
+			if !sent && running.MatchString(l) {
+				cmd.Process.Signal(syscall.SIGINT)
+				sent = true
+			}
+		case <-timeout:
+			cmd.Process.Kill()
+			t.Fatalf("the demo to interrupt did not end in time:\n%s", out.String())
+		}
+	}
+	err = cmd.Wait()
+	t.Logf("the demo interrupted once its run was running:\n%s", out.String())
+	if !sent {
+		t.Fatal("the demo's run never showed running")
+	}
+	o := out.String()
+	if err == nil {
+		t.Error("an interrupted demo exited 0")
+	}
+	for _, want := range []string{"interrupted during step 5/7", "ended invalid (cancelled)", "the previous demo's publication is unchanged: " + pubDir, "no run of it is scored and nothing new was published"} {
+		if !strings.Contains(o, want) {
+			t.Errorf("the interrupted demo does not say %q", want)
+		}
+	}
+	for _, bad := range []string{"REJECTED", "Verify one yourself", "6/7", "7/7", "What a reader gets", "left behind"} {
+		if strings.Contains(o, bad) {
+			t.Errorf("the interrupted demo says %q", bad)
+		}
+	}
+	if pv, err := exec.Command(sealrun, "verify-publication", pubDir, "--key", key, "--allow-unchecked", "runs/*/witnessed.json").CombinedOutput(); err != nil || !strings.Contains(string(pv), "publication: VALID") {
+		t.Errorf("the previous publication after an interrupted demo: %v\n%s", err, pv)
+	}
+	if _, err := os.Stat(pubDir + ".next"); err == nil {
+		t.Errorf("%s.next left", pubDir)
+	}
+	runDirs, _ := filepath.Glob("/run/sealrun-demo-*")
+	for _, d := range runDirs {
+		if o, _ := exec.Command("runc", "--root", filepath.Join(d, "runtime"), "list", "-q").Output(); len(bytes.TrimSpace(o)) > 0 {
+			t.Errorf("containers left under %s after the interrupt: %s", d, o)
+		}
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), "/run/sealrun-demo") {
+		t.Error("mounts under /run/sealrun-demo left after the interrupt")
+	}
 }
 
 // demoSetup is what both ways of running the demo need: root, the test images' state dir, their
@@ -297,4 +402,33 @@ func TestDemoOpencode(t *testing.T) {
 	if n := strings.Count(string(audit), `"kind":"gateway"`); n < 6 {
 		t.Errorf("%d gateway entries in the audit log; want one per turn (6 tool calls and the last)", n)
 	}
+}
+
+// hostilePublications runs the corpus of forged publications (publishtest) on the demo's own
+// publication, as the demo's path wrote it: each NOT VALID naming the file and what is wrong.
+func hostilePublications(t *testing.T, sealrun, pub, key, witnessKey string) {
+	t.Helper()
+	corpus, err := publishtest.Corpus(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(corpus) < 25 {
+		t.Fatalf("%d tamperings of the demo's publication; the corpus has at least 25", len(corpus))
+	}
+	work := t.TempDir()
+	var table strings.Builder
+	for i, c := range corpus {
+		d := filepath.Join(work, fmt.Sprintf("forged-%02d", i))
+		if err := publishtest.Forge(pub, d, c); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+			continue
+		}
+		out, err := exec.Command(sealrun, append([]string{"verify-publication", d, "--key", key, "--witness", witnessKey}, c.Flags...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "publication: NOT VALID") || !strings.Contains(string(out), c.Want) {
+			t.Errorf("the demo's publication, %s: %v; want NOT VALID and %q in:\n%s", c.Name, err, c.Want, out)
+		}
+		os.RemoveAll(d)
+		fmt.Fprintf(&table, "  %-50s %s\n", c.Name, c.Check)
+	}
+	t.Logf("%d tamperings of the demo's publication, each caught by:\n%s", len(corpus), table.String())
 }

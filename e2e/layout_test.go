@@ -37,10 +37,11 @@ var allowed = map[string][]string{
 	"cmd/runner":             {"sandbox"},                              // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "api", "policy"},
-	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export"}, // a publication: written and checked from attestations alone (and the bodies their audit logs hash); ledger/witness: its ledgers' cosigned heads
-	"transcript":             {"audit", "attest", "policy"},                                                          // a run reassembled: portable, like attest
-	"export":                 {"transcript"},                                                                         // a run in other tools' formats, from its transcript alone: portable
-	"api":                    {"policy", "attest", "audit", "controller", "sandbox", "transcript", "ledger"},         // sealrund's contract: records, requests, events, the state dir's layout, its config (providers, runtimes per role, witnesses' keys: ledger/witness), the typed client (a gather checks the transcript)
+	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export"},            // a publication: written and checked from attestations alone (and the bodies their audit logs hash); ledger/witness: its ledgers' cosigned heads
+	"verify":                 {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export", "publish"}, // the reader's verifier: portable, nothing that runs containers; publish: what it regenerates
+	"transcript":             {"audit", "attest", "policy"},                                                                     // a run reassembled: portable, like attest
+	"export":                 {"transcript"},                                                                                    // a run in other tools' formats, from its transcript alone: portable
+	"api":                    {"policy", "attest", "audit", "controller", "sandbox", "transcript", "ledger"},                    // sealrund's contract: records, requests, events, the state dir's layout, its config (providers, runtimes per role, witnesses' keys: ledger/witness), the typed client (a gather checks the transcript)
 	"daemon":                 {"*"},
 	"demo":                   {"*"},                                                // a client of the daemon, composing the rest as an operator would
 	"trackpin":               {"policy", "exams", "kits", "airs", "images", "api"}, // api: the state dir's layout

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sealrun/sealrun/transcript"
@@ -145,11 +147,29 @@ func inspectLogOf(runs []Run) (*inspectLog, error) {
 		if InspectGroup(r.T) != key {
 			return nil, fmt.Errorf("run %s is of another track or agent than run %s: one eval log holds one track and agent", r.T.Run.ID, first.ID)
 		}
-		s, err := InspectSample(r.T, r.Src)
-		if err != nil {
-			return nil, err
+	}
+	// The samples on every CPU (a log of a thousand runs is a thousand samples), in order.
+	made := make([]json.RawMessage, len(runs))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), len(runs)) {
+		wg.Go(func() {
+			for i := range next {
+				made[i], errs[i] = InspectSample(runs[i].T, runs[i].Src)
+			}
+		})
+	}
+	for i := range runs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, r := range runs {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		samples = append(samples, s)
+		samples = append(samples, made[i])
 		sources = append(sources, r.Src.fields(r.T))
 		if st := r.T.Run.Started; !st.IsZero() && (created.IsZero() || st.Before(created)) {
 			created = st

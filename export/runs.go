@@ -107,6 +107,12 @@ func Recompute(b []byte, dir string) (*Exported, error) {
 	if err != nil {
 		return nil, err
 	}
+	return RecomputeOf(b, tj, t, dir)
+}
+
+// RecomputeOf is Recompute with the run's transcript already loaded (Load of dir): a reader
+// checking several exports of one run reads it once.
+func RecomputeOf(b, tj []byte, t *transcript.Transcript, dir string) (*Exported, error) {
 	if bytes.HasPrefix(b, []byte("PK\x03\x04")) { // Inspect's .eval form
 		ex, err := recomputeInspect(b, tj, t)
 		if ex != nil {
@@ -158,6 +164,11 @@ func RecomputeSample(sample json.RawMessage, dir string) (*Exported, error) {
 	if err != nil {
 		return nil, err
 	}
+	return RecomputeSampleOf(sample, tj, t, dir)
+}
+
+// RecomputeSampleOf is RecomputeSample with the run's transcript already loaded (Load of dir).
+func RecomputeSampleOf(sample json.RawMessage, tj []byte, t *transcript.Transcript, dir string) (*Exported, error) {
 	var head struct {
 		UUID string `json:"uuid"`
 	}

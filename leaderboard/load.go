@@ -24,7 +24,8 @@ import (
 
 // Key is one trusted signer: its name (the key file's) and verifier.
 type Key struct {
-	Name     string
+	Name     string // the file's base name
+	Path     string // the file
 	KeyID    string
 	Verifier signature.Verifier
 }
@@ -62,7 +63,7 @@ func LoadKeys(paths []string) ([]Key, error) {
 			if err != nil {
 				return nil, fmt.Errorf("key %s: %w", f, err)
 			}
-			keys = append(keys, Key{Name: filepath.Base(f), KeyID: id, Verifier: v})
+			keys = append(keys, Key{Name: filepath.Base(f), Path: f, KeyID: id, Verifier: v})
 		}
 	}
 	if len(keys) == 0 {

@@ -103,7 +103,12 @@ func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) 
 // VerifyRef checks what an attestation carries of a ledger on its own: the head signed by one
 // of keys, the entry valid, and the inclusion proof of the entry under the head.
 func VerifyRef(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
-	c, e, err := VerifyEntry(r, keys)
+	return VerifyRefUnder(r, keys, nil)
+}
+
+// VerifyRefUnder is VerifyRef opening the head through heads (each distinct head verified once).
+func VerifyRefUnder(r *Ref, keys []signature.Verifier, heads *Heads) (Checkpoint, *Entry, error) {
+	c, e, err := verifyEntry(r, keys, heads)
 	if err == nil && e.Kind != KindQueued {
 		return Checkpoint{}, nil, fmt.Errorf("ledger.entry: is %s; an attestation carries its run's queued entry", e.Kind)
 	}
@@ -114,7 +119,11 @@ func VerifyRef(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
 // (other signatures on it, such as witnesses' cosignatures, are left to the caller), the entry
 // valid, and its inclusion proof under the head.
 func VerifyEntry(r *Ref, keys []signature.Verifier) (Checkpoint, *Entry, error) {
-	c, err := OpenCheckpoint(r.Checkpoint, r.Origin, keys)
+	return verifyEntry(r, keys, nil)
+}
+
+func verifyEntry(r *Ref, keys []signature.Verifier, heads *Heads) (Checkpoint, *Entry, error) {
+	c, err := heads.Open(r.Checkpoint, r.Origin, keys)
 	if err != nil {
 		return Checkpoint{}, nil, fmt.Errorf("ledger.checkpoint: %w", err)
 	}

@@ -6,9 +6,11 @@ package publish
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sigstore/sigstore/pkg/signature"
 	"io"
 	"io/fs"
 	"os"
@@ -39,12 +41,15 @@ import (
 //	VERIFY.md          the commands that check it
 //	SHA256SUMS         every other file's sha256, as sha256sum prints them
 const (
-	publicationFormat = "sealrun-publication/v1"
-	publicationSums   = "SHA256SUMS"
-	publicationMeta   = "publication.json"
-	// maxPublicationFile bounds one file a publication may hold (a bundle is at most a track's
+	Format   = "sealrun-publication/v1"
+	SumsFile = "SHA256SUMS"
+	// ManifestFile is SHA256SUMS signed (DSSE, attest.ManifestPayloadType) with the host's key:
+	// a mirror cannot add, drop or swap a file unseen.
+	ManifestFile = "SHA256SUMS.dsse.json"
+	MetaFile     = "publication.json"
+	// MaxFile bounds one file a publication may hold (a bundle is at most a track's
 	// artifact cap; an audit log 64 MiB).
-	maxPublicationFile = 4 << 30
+	MaxFile = 4 << 30
 )
 
 // Publication is publication.json: what a publication directory holds.
@@ -78,12 +83,18 @@ type Options struct {
 	Version string
 	// HumanBaseline makes every person's runs of a track one row on the boards.
 	HumanBaseline bool
+	// Signer signs the manifest (SHA256SUMS, as ManifestFile) with the host's key, whose
+	// public half must be among Keys. Nil: the publication's manifest is unsigned, and the
+	// reader's verdict says so.
+	Signer signature.Signer
 }
 
 // Summary is what a written publication holds.
 type Summary struct {
 	Runs, Tracks, Keys, Ledgers, Files int
-	Witnessed                          int // runs with a witnessed.json
+	Witnessed                          int  // runs with a witnessed.json
+	Timestamped                        int  // ledgers with a timestamp of their head (.tsr)
+	Signed                             bool // the manifest is signed (ManifestFile)
 }
 
 // Write verifies every attestation of the inputs with the keys and writes the publication
@@ -136,7 +147,7 @@ func write(o Options, s *Summary) error {
 		}
 	}()
 	os.Chmod(tmp, 0o755)
-	meta := Publication{Format: publicationFormat, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}, HumanBaseline: o.HumanBaseline}
+	meta := Publication{Format: Format, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}, HumanBaseline: o.HumanBaseline}
 	if err := copyRuns(tmp, in, trackFile, red, &meta, o.Version); err != nil {
 		return err
 	}
@@ -153,7 +164,10 @@ func write(o Options, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	n, err := seal(tmp, meta, in, log)
+	if err := signerAmongKeys(o.Signer, o.Keys); err != nil {
+		return err
+	}
+	n, err := seal(tmp, meta, in, o.Signer, log)
 	if err != nil {
 		return err
 	}
@@ -162,7 +176,15 @@ func write(o Options, s *Summary) error {
 	}
 	done = true
 	fileio.SyncDir(parent)
-	*s = Summary{Runs: len(meta.Runs), Tracks: len(meta.Tracks), Keys: len(meta.Keys), Ledgers: len(meta.Ledgers), Witnessed: proved, Files: n + 1}
+	*s = Summary{Runs: len(meta.Runs), Tracks: len(meta.Tracks), Keys: len(meta.Keys), Ledgers: len(meta.Ledgers), Witnessed: proved, Files: n + 1, Signed: o.Signer != nil}
+	if o.Signer != nil {
+		s.Files++
+	}
+	for _, l := range meta.Ledgers {
+		if _, err := os.Stat(filepath.Join(o.Out, filepath.FromSlash(l)) + ".tsr"); err == nil {
+			s.Timestamped++
+		}
+	}
 	return nil
 }
 
@@ -217,9 +239,20 @@ func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, r
 			return ioErr(err)
 		}
 		src := filepath.Dir(e.Path)
+		if a := e.Predicate.Audit; a.Entries > 0 {
+			if _, err := os.Stat(filepath.Join(src, "audit.jsonl")); err != nil || filepath.Base(src) != id {
+				// A reader could not check what the agent did: Verify would refuse it.
+				return fmt.Errorf("%s: run %s's attestation names an audit log of %d entries, and none is beside it: give the run's directory as sealrun results gather lays it out (sealrun results gather %s DIR)", e.Path, id, a.Entries, id)
+			}
+		}
 		if filepath.Base(src) == id {
 			if err := copyRegularFiles(src, dst); err != nil {
 				return err
+			}
+			// The host's own records: neither signed nor made again from what is, so a reader
+			// could not check them (Verify would name them unchecked).
+			for _, name := range unpublished {
+				os.Remove(filepath.Join(dst, name))
 			}
 			os.Remove(filepath.Join(dst, TrajectoryFile)) // a copy's is not this publication's: made again below
 			if _, err := os.Stat(filepath.Join(src, "audit.jsonl")); err == nil {
@@ -242,6 +275,10 @@ func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, r
 	sort.Strings(meta.Runs)
 	return nil
 }
+
+// unpublished are the files of a gathered run a publication leaves out: summary.txt (the
+// daemon's summary, naming the host's paths) and run.json (its record of the run).
+var unpublished = []string{"summary.txt", "run.json"}
 
 // copyTracks copies the track file of every run's track, once.
 func copyTracks(tmp string, in *leaderboard.Inputs, trackFile map[string]string, meta *Publication) error {
@@ -268,18 +305,21 @@ func copyTracks(tmp string, in *leaderboard.Inputs, trackFile map[string]string,
 
 // copyKeysAndLedgers copies the keys (PEM files, under their own names) and the ledgers.
 func copyKeysAndLedgers(tmp string, keyPaths, ledgerPaths []string, meta *Publication) error {
-	for _, p := range keyPaths {
-		for _, f := range keyFiles([]string{p}) {
-			dst := filepath.Join(tmp, "keys", filepath.Base(f))
-			if _, err := os.Stat(dst); err == nil {
-				return usageErr(fmt.Errorf("two keys are named %s; give each key file its own name", filepath.Base(f)))
-			}
-			os.MkdirAll(filepath.Dir(dst), 0o755)
-			if err := copyFile(f, dst); err != nil {
-				return err
-			}
-			meta.Keys = append(meta.Keys, "keys/"+filepath.Base(f))
+	ks, err := leaderboard.LoadKeys(keyPaths)
+	if err != nil {
+		return usageErr(err)
+	}
+	for _, k := range ks {
+		f := k.Path
+		dst := filepath.Join(tmp, "keys", filepath.Base(f))
+		if _, err := os.Stat(dst); err == nil {
+			return usageErr(fmt.Errorf("two keys are named %s; give each key file its own name", filepath.Base(f)))
 		}
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err := copyFile(f, dst); err != nil {
+			return err
+		}
+		meta.Keys = append(meta.Keys, "keys/"+filepath.Base(f))
 	}
 	for _, p := range ledgerPaths {
 		dst := filepath.Join(tmp, "ledgers", filepath.Base(p))
@@ -305,8 +345,8 @@ func copyKeysAndLedgers(tmp string, keyPaths, ledgerPaths []string, meta *Public
 // seal writes the boards (from the copies, with paths relative to the publication),
 // publication.json, VERIFY.md and SHA256SUMS, and syncs the tree. It returns how many files
 // SHA256SUMS lists.
-func seal(tmp string, meta Publication, in *leaderboard.Inputs, log io.Writer) (int, error) {
-	boards, problems, err := publicationBoards(tmp, meta)
+func seal(tmp string, meta Publication, in *leaderboard.Inputs, signer signature.Signer, log io.Writer) (int, error) {
+	boards, problems, err := Boards(tmp, meta)
 	if err != nil {
 		return 0, err
 	}
@@ -322,18 +362,26 @@ func seal(tmp string, meta Publication, in *leaderboard.Inputs, log io.Writer) (
 		}
 	}
 	mj, _ := json.MarshalIndent(meta, "", "  ")
-	if err := writeFileSync(filepath.Join(tmp, publicationMeta), append(mj, '\n')); err != nil {
+	if err := writeFileSync(filepath.Join(tmp, MetaFile), append(mj, '\n')); err != nil {
 		return 0, err
 	}
-	if err := writeFileSync(filepath.Join(tmp, "VERIFY.md"), verifyDoc(tmp, meta, in)); err != nil {
-		return 0, err
-	}
+	// VERIFY.md is among the boards: made from the publication's own files, as the reader's
+	// check makes it again.
 	sums, n, err := SumTree(tmp)
 	if err != nil {
 		return 0, err
 	}
-	if err := writeFileSync(filepath.Join(tmp, publicationSums), sums); err != nil {
+	if err := writeFileSync(filepath.Join(tmp, SumsFile), sums); err != nil {
 		return 0, err
+	}
+	if signer != nil {
+		env, err := attest.SignManifest(context.Background(), sums, signer)
+		if err != nil {
+			return 0, err
+		}
+		if err := writeFileSync(filepath.Join(tmp, ManifestFile), env); err != nil {
+			return 0, err
+		}
 	}
 	if err := syncTree(tmp); err != nil {
 		return 0, ioErr(err)
@@ -341,9 +389,9 @@ func seal(tmp string, meta Publication, in *leaderboard.Inputs, log io.Writer) (
 	return n, nil
 }
 
-// publicationBoards builds the boards of a publication directory from its own files, with paths
+// Boards builds the boards of a publication directory from its own files, with paths
 // relative to it, and what the ledgers (or, without them, the seed counts) say is missing.
-func publicationBoards(dir string, meta Publication) (map[string][]byte, []string, error) {
+func Boards(dir string, meta Publication) (map[string][]byte, []string, error) {
 	at := func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
 	ks, err := leaderboard.LoadKeys([]string{at("keys")})
 	if err != nil {
@@ -403,8 +451,12 @@ func publicationBoards(dir string, meta Publication) (map[string][]byte, []strin
 		boards[name] = b.Bytes()
 	}
 	problems = append(problems, suite.Unaccounted...)
+	boards[VerifyFile] = verifyDoc(dir, meta, in)
 	return boards, problems, nil
 }
+
+// VerifyFile is a publication's VERIFY.md: the commands that check it.
+const VerifyFile = "VERIFY.md"
 
 // relativize rewrites the inputs' paths, and the directory's prefix in their reasons and
 // warnings, as a reader in the directory names them (VERIFY.md's commands run there); it returns
@@ -438,13 +490,28 @@ func relativize(dir string, in *leaderboard.Inputs) func(string) string {
 func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Checking this publication\n\n")
-	fmt.Fprintf(&b, "This directory (%s) holds %d sealed runs, the %d track file(s) they were judged under, the public key(s) that signed them", publicationFormat, len(meta.Runs), len(meta.Tracks))
+	fmt.Fprintf(&b, "This directory (%s) holds %d sealed runs, the %d track file(s) they were judged under, the public key(s) that signed them", Format, len(meta.Runs), len(meta.Tracks))
 	if len(meta.Ledgers) > 0 {
 		fmt.Fprintf(&b, ", %d host run ledger(s)", len(meta.Ledgers))
 	}
 	fmt.Fprintf(&b, ", and the leaderboard built from those attestations alone. Nothing here needs a network.\n\n")
-	fmt.Fprintf(&b, "## In one step\n\n```sh\nsealrun verify-publication . --key OPERATOR.pub\n```\n\n")
-	fmt.Fprintf(&b, "Give the operator's public key as you obtained it, not from this directory: without --key, the keys in keys/ are used and their key ids printed, to compare with what the operator publishes elsewhere. It checks every file against SHA256SUMS (nothing missing, added or edited), every attestation and the files it names, every track, the run ledgers (a withheld or unended run is named), and that the leaderboard files are exactly what the attestations give.\n\n")
+	// What the one step needs to check every file: the witnesses' keys where runs carry a
+	// witnessed proof, the authority's chain where a ledger carries a timestamp.
+	oneStep := "sealrun verify-publication . --key OPERATOR.pub"
+	for _, id := range meta.Runs {
+		if _, err := os.Stat(filepath.Join(dir, "runs", id, witness.RunProofFile)); err == nil {
+			oneStep += " --witness WITNESS_KEY"
+			break
+		}
+	}
+	for _, l := range meta.Ledgers {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(l)) + ".tsr"); err == nil {
+			oneStep += " --tsa-chain TSA-CHAIN.pem"
+			break
+		}
+	}
+	fmt.Fprintf(&b, "## In one step\n\n```sh\n%s\n```\n\n", oneStep)
+	fmt.Fprintf(&b, "Give the operator's public key as you obtained it, not from this directory: without --key, the keys in keys/ are used and their key ids printed, to compare with what the operator publishes elsewhere. It checks every file against SHA256SUMS (nothing missing, added or edited), every attestation and the files it names, each run's audit log, the bodies it hashes and the transcript, page, report and exports they give, every track, the run ledgers (a withheld or unended run is named), and that the leaderboard files and this one are exactly what the attestations give. It is strict: a file it cannot check (a witnessed proof without the witness's key, a timestamp without the authority's chain, a file publish does not write) makes the publication not valid, by name, unless you accept it unchecked with --allow-unchecked PATH (patterns with *), and the verdict then lists it.\n\n")
 	fmt.Fprintf(&b, "## By hand\n\n```sh\nsha256sum -c SHA256SUMS    # and: find . -type f ! -name SHA256SUMS | sort  (no file beyond the list)\n")
 	byID := map[string]*attest.Predicate{}
 	for _, e := range in.Entries {
@@ -529,7 +596,7 @@ func copyRegularFiles(src, dst string) error {
 	return nil
 }
 
-// copyFile copies a regular file of at most maxPublicationFile bytes, synced.
+// copyFile copies a regular file of at most MaxFile bytes, synced.
 func copyFile(src, dst string) error {
 	in, err := fileio.OpenRegular(src, "file")
 	if err != nil {
@@ -540,9 +607,9 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return ioErr(err)
 	}
-	n, err := io.Copy(out, io.LimitReader(in, maxPublicationFile+1))
-	if err == nil && n > maxPublicationFile {
-		err = fmt.Errorf("%s is over %d bytes; a publication holds runs' files, not data sets", src, int64(maxPublicationFile))
+	n, err := io.Copy(out, io.LimitReader(in, MaxFile+1))
+	if err == nil && n > MaxFile {
+		err = fmt.Errorf("%s is over %d bytes; a publication holds runs' files, not data sets", src, int64(MaxFile))
 	}
 	if err == nil {
 		err = out.Sync()
@@ -574,7 +641,7 @@ func writeFileSync(path string, data []byte) error {
 	return nil
 }
 
-// SumTree is SHA256SUMS of dir: every regular file but SHA256SUMS, by path (bytewise), in the
+// SumTree is SHA256SUMS of dir: every regular file but SHA256SUMS and its signature, by path (bytewise), in the
 // format sha256sum prints and checks.
 func SumTree(dir string) ([]byte, int, error) {
 	var paths []string
@@ -583,7 +650,7 @@ func SumTree(dir string) ([]byte, int, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if d.Type().IsRegular() && rel != publicationSums {
+		if d.Type().IsRegular() && rel != SumsFile && rel != ManifestFile {
 			paths = append(paths, filepath.ToSlash(rel))
 		}
 		return nil
@@ -618,8 +685,8 @@ func syncTree(dir string) error {
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// readSums parses SHA256SUMS: "<64 hex>  <path>" lines, paths relative and clean.
-func readSums(path string) (map[string]string, error) {
+// ReadSums parses SHA256SUMS: "<64 hex>  <path>" lines, paths relative and clean.
+func ReadSums(path string) (map[string]string, error) {
 	f, err := fileio.OpenRegular(path, "checksum list")
 	if err != nil {
 		return nil, err
@@ -638,4 +705,30 @@ func readSums(path string) (map[string]string, error) {
 		sums[p] = sum
 	}
 	return sums, sc.Err()
+}
+
+// signerAmongKeys checks that the manifest's signer is one of the keys the runs are verified
+// with, so that a reader who trusts those keys checks the manifest too.
+func signerAmongKeys(signer signature.Signer, keyPaths []string) error {
+	if signer == nil {
+		return nil
+	}
+	pub, err := signer.PublicKey()
+	if err != nil {
+		return usageErr(fmt.Errorf("the manifest's signing key: %w", err))
+	}
+	id, err := attest.KeyID(pub)
+	if err != nil {
+		return usageErr(fmt.Errorf("the manifest's signing key: %w", err))
+	}
+	ks, err := leaderboard.LoadKeys(keyPaths)
+	if err != nil {
+		return ioErr(err)
+	}
+	for _, k := range ks {
+		if k.KeyID == id {
+			return nil
+		}
+	}
+	return usageErr(fmt.Errorf("the manifest's signing key (key id %s) is not one of the --key files; sign with the host's key whose public half the publication carries", id))
 }

@@ -7,7 +7,6 @@ package publish
 // still checks every body that is there.
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/export"
-	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -135,6 +133,11 @@ func copyTrajectory(src, dst string, pred *attest.Predicate, red *redactions, ve
 	if err := transcript.Write(dst, t); err != nil {
 		return ioErr(err)
 	}
+	// report.html made again, from the signed predicate and the audit log, as Verify makes it:
+	// a gathered page of another sealrun would not compare.
+	if err := transcript.WriteRunPage(dst, pred); err != nil {
+		return ioErr(err)
+	}
 	// The run as an ATIF trajectory, derived from the transcript just written (so withheld
 	// there too), naming it: verify-publication recomputes it.
 	tj, err := transcript.Marshal(t)
@@ -153,70 +156,6 @@ func copyTrajectory(src, dst string, pred *attest.Predicate, red *redactions, ve
 
 // TrajectoryFile is a published run's ATIF trajectory (sealrun export's form).
 const TrajectoryFile = "trajectory.json"
-
-// transcripts checks every run's bodies and transcript (the audit logs were checked against
-// their attestations by runs) and prints a line a run.
-func (c *checker) transcripts(onDisk []string) {
-	found := make([]finding, len(onDisk))
-	leaderboard.EachParallel(len(onDisk), func(i int) {
-		id, out := onDisk[i], &found[i]
-		d := filepath.Join(c.dir, "runs", id)
-		env, err := os.ReadFile(filepath.Join(d, "result.att.json"))
-		if err != nil {
-			return
-		}
-		st, err := attest.ReadUnverified(env) // verified by runs; read here for the header alone
-		if err != nil {
-			return
-		}
-		if _, err := os.Stat(filepath.Join(d, "audit.jsonl")); err != nil {
-			out.say("  runs/%s: no audit log, so no trajectory to check", id)
-			return
-		}
-		rep, err := transcript.Check(d, st.Predicate)
-		if err != nil {
-			out.bad("runs/%s: its transcript cannot be checked: %v", id, err)
-			return
-		}
-		out.ok, out.bodies = true, rep.Bodies
-		b := rep.Bodies
-		line := fmt.Sprintf("  runs/%s: %d model exchanges, %d calls; bodies %d intact, %d withheld, %d missing, %d altered", id, rep.Exchanges, rep.Calls, b.Intact, b.Withheld, b.Missing, b.Altered)
-		if rep.Transcript {
-			line += "; transcript.json is what they give"
-		}
-		if rep.Page {
-			line += ", and transcript.html"
-		}
-		if b, err := os.ReadFile(filepath.Join(d, TrajectoryFile)); err == nil {
-			if _, err := export.Recompute(b, d); err != nil {
-				out.bad("runs/%s/%s: %v", id, TrajectoryFile, err)
-			} else {
-				line += "; trajectory.json (ATIF) is what the transcript gives"
-			}
-		}
-		out.say("%s", line)
-		for _, n := range rep.Notes {
-			out.say("    %s", n)
-		}
-		for _, p := range rep.Problems {
-			out.bad("runs/%s/%s", id, p)
-		}
-	})
-	var total transcript.Counts
-	checked := 0
-	for _, f := range found {
-		c.replay(f)
-		if f.ok {
-			checked++
-			total.Intact += f.bodies.Intact
-			total.Withheld += f.bodies.Withheld
-			total.Missing += f.bodies.Missing
-			total.Altered += f.bodies.Altered
-		}
-	}
-	fmt.Fprintf(c.w, "trajectories: %d runs; bodies %d intact, %d withheld, %d missing, %d altered (each against the SHA-256 its run's signed audit log carries)\n",
-		checked, total.Intact, total.Withheld, total.Missing, total.Altered)
-}
 
 // InspectDir is where a publication keeps its runs as Inspect eval logs, one per track and
 // agent (sealrun export --format inspect's form).
@@ -260,50 +199,4 @@ func writeInspectLogs(tmp string, meta Publication, version string) error {
 		}
 	}
 	return nil
-}
-
-// inspectLogs checks every eval log under inspect/: each sample exactly what its run's
-// transcript gives.
-func (c *checker) inspectLogs() {
-	logs, _ := filepath.Glob(filepath.Join(c.dir, InspectDir, "*.json"))
-	for _, p := range logs {
-		rel := InspectDir + "/" + filepath.Base(p)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			c.bad("%s: %v", rel, err)
-			continue
-		}
-		// Read once: a log holds a sample of every run of its track and agent.
-		var log struct {
-			Samples []json.RawMessage `json:"samples"`
-		}
-		if err := json.Unmarshal(b, &log); err != nil {
-			c.bad("%s: not an eval log: %v", rel, err)
-			continue
-		}
-		found := make([]finding, len(log.Samples))
-		leaderboard.EachParallel(len(log.Samples), func(i int) {
-			var s struct {
-				UUID string `json:"uuid"`
-			}
-			json.Unmarshal(log.Samples[i], &s)
-			if !attest.ValidRunID(s.UUID) {
-				found[i].bad("%s: a sample of run %q, which cannot be one of this publication's", rel, s.UUID)
-				return
-			}
-			if _, err := export.RecomputeSample(log.Samples[i], filepath.Join(c.dir, "runs", s.UUID)); err != nil {
-				found[i].bad("%s: run %s: %v", rel, s.UUID, err)
-				return
-			}
-			found[i].ok = true
-		})
-		ok := 0
-		for _, f := range found {
-			c.replay(f)
-			if f.ok {
-				ok++
-			}
-		}
-		fmt.Fprintf(c.w, "  %s: %d samples, each exactly what its run's transcript gives\n", rel, ok)
-	}
 }

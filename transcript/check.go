@@ -85,6 +85,10 @@ type Report struct {
 	Notes []string
 	// Problems each name a file and what is wrong with it.
 	Problems []string
+	// JSON and Parsed are transcript.json as read and decoded, when it is exactly what the log
+	// and bodies give (Transcript): what an export of the run is made from (export.Load's pair).
+	JSON   []byte
+	Parsed *Transcript
 }
 
 var pageVersionRE = regexp.MustCompile(`<meta name="generator" content="([^"]*)">`)
@@ -99,9 +103,10 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	published, err := os.ReadFile(filepath.Join(dir, "transcript.json"))
 	hasJSON := err == nil
 	otherFormat := ""
+	var parsed Transcript
 	if hasJSON {
-		var t Transcript
-		if err := json.Unmarshal(published, &t); err != nil || !strings.HasPrefix(t.Format, "sealrun-transcript/") {
+		t := &parsed
+		if err := json.Unmarshal(published, t); err != nil || !strings.HasPrefix(t.Format, "sealrun-transcript/") {
 			return nil, fmt.Errorf("%s: not a sealrun transcript: %v", filepath.Join(dir, "transcript.json"), err)
 		}
 		if t.Format != Format {
@@ -147,6 +152,7 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	}
 	if bytes.Equal(mine, published) {
 		rep.Transcript = true
+		rep.JSON, rep.Parsed = published, &parsed
 	} else {
 		rep.Problems = append(rep.Problems, "transcript.json: not what the audit log and the bodies give (sealrun transcript DIR makes it again)")
 	}
@@ -158,12 +164,13 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 		return nil, err
 	default:
 		m := pageVersionRE.FindSubmatch(page)
-		if m == nil || string(m[1]) != PageVersion {
-			v := "no version"
-			if m != nil {
-				v = string(m[1])
-			}
-			rep.Notes = append(rep.Notes, fmt.Sprintf("transcript.html was made by %s; this sealrun makes %s, so it was not compared (transcript.json was)", v, PageVersion))
+		if m == nil {
+			// No generator mark: no page sealrun ever made.
+			rep.Problems = append(rep.Problems, "transcript.html: not the page transcript.json gives, nor a page of any sealrun (it carries no generator mark)")
+			break
+		}
+		if string(m[1]) != PageVersion {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("transcript.html was made by %s; this sealrun makes %s, so it was not compared (transcript.json was)", m[1], PageVersion))
 			break
 		}
 		var want bytes.Buffer

@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/verify"
 )
 
 func newAttestCmd() *cobra.Command {
@@ -42,16 +43,19 @@ predicate, one per line by its path (attest/PREDICATE.md), in the signed payload
 optional file checks of verify apply too.`,
 		Args: exactArgs(1, "one attestation file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			got, err := verifyAttestation(args[0], &f)
+			ws, err := f.witness.verifiers()
 			if err != nil {
-				var vf *attest.VerificationFailure
-				if errors.As(err, &vf) {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: NOT VALID (%s)\n  %s\n", args[0], vf.Reason, vf.Detail)
-					return &exitError{code: exitInvalid, err: err, quiet: true}
-				}
 				return err
 			}
-			writePredicate(cmd.OutOrStdout(), got)
+			r, err := verify.Run(args[0], f.options(ws, cmd.ErrOrStderr()))
+			if err != nil {
+				return verifyError(err)
+			}
+			if !r.Valid {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: NOT VALID (%s)\n  %s\n", args[0], r.Reason, r.Detail)
+				return &exitError{code: exitInvalid, err: fmt.Errorf("%s: not valid (%s)", r.Path, r.Reason), quiet: true}
+			}
+			writePredicate(cmd.OutOrStdout(), r.Run.Verified)
 			return nil
 		},
 	}

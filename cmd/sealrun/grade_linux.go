@@ -19,6 +19,7 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
+	"github.com/sealrun/sealrun/verify"
 	"github.com/spf13/cobra"
 )
 
@@ -268,11 +269,14 @@ a failure of this host. Needs root.`,
 // regrade verifies the attestation, grades its bundle as the run did and compares the pass
 // vectors (sealrun regrade).
 func regrade(cmd *cobra.Command, g *globals, f *gradeFlags, vf *verifyFlags, attPath string) error {
-	got, err := verifyAttestation(attPath, vf)
+	r, err := verify.Run(attPath, vf.options(nil, cmd.ErrOrStderr()))
 	if err != nil {
-		return err
+		return verifyError(err)
 	}
-	p := got.Statement.Predicate
+	if !r.Valid {
+		return invalid(fmt.Errorf("%s: not valid (%s): %s", attPath, r.Reason, r.Detail))
+	}
+	p := r.Run.Predicate
 	if p.Result.Status != attest.StatusGraded {
 		return fmt.Errorf("the attestation's result is %s (%s): there is no graded pass vector to regrade", p.Result.Status, p.Result.Reason)
 	}

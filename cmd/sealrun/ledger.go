@@ -16,11 +16,11 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
 
-	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/verify"
 )
 
 func newLedgerCmd(g *globals) *cobra.Command {
@@ -116,11 +116,11 @@ I/O error.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d entries of %s, head root %s\n", out, c.Size, c.Origin, hex.EncodeToString(c.Root[:]))
 			if tsaURL != "" {
-				at, name, err := timestampHead(cmd.Context(), tsaURL, tsaChain, signed, out+headTimestampSuffix)
+				at, name, err := timestampHead(cmd.Context(), tsaURL, tsaChain, signed, out+verify.HeadTimestampSuffix)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: the witnessed head existed before %s (%s, RFC 3161)\n", out+headTimestampSuffix, at.UTC().Format(time.RFC3339), name)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: the witnessed head existed before %s (%s, RFC 3161)\n", out+verify.HeadTimestampSuffix, at.UTC().Format(time.RFC3339), name)
 			}
 			return nil
 		},
@@ -182,30 +182,6 @@ func waitWitnessed(cmd *cobra.Command, f *os.File, path string, n int, wait time
 	}
 }
 
-type ledgerReport struct {
-	Valid  bool           `json:"valid"`
-	Error  string         `json:"error,omitempty"`
-	Origin string         `json:"origin,omitempty"`
-	Size   uint64         `json:"size"`
-	Root   string         `json:"root,omitempty"`
-	Runs   int            `json:"runs"`
-	Ended  map[string]int `json:"ended"`
-	Open   []string       `json:"not_ended"`
-	Reruns int            `json:"reruns"`
-	Heads  []string       `json:"heads_checked"`
-	// Witnessed: the largest head the quorum of --witness keys cosigned (with --witnesses).
-	Witnessed *witnessedReport `json:"witnessed,omitempty"`
-	// Timestamp: what --tsa-chain found.
-	Timestamp *headTimestampReport `json:"timestamp,omitempty"`
-}
-
-type witnessedReport struct {
-	Size         uint64   `json:"size"`
-	By           []string `json:"by"`
-	NotBy        []string `json:"not_by"`
-	EntriesAfter uint64   `json:"entries_after"`
-}
-
 func newLedgerVerifyCmd() *cobra.Command {
 	var keys, heads []string
 	var asJSON bool
@@ -236,39 +212,15 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
   sealrun ledger verify ledger-node07.jsonl --key sealrun.pub --witness "$W1" --witness "$W2" --witnesses 2`,
 		Args: exactArgs(1, "one ledger file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(keys) == 0 {
-				return usage(errors.New("give the host's public key with --key (a PEM file or a directory of *.pub files)"))
-			}
 			ws, err := wf.verifiers()
 			if err != nil {
 				return err
 			}
-			rep, l, err := verifyLedger(args[0], keys, heads, ws, wf.quorum)
+			r, err := verify.Ledger(args[0], verify.LedgerOptions{Keys: keys, Heads: heads, Witnesses: ws, Quorum: wf.quorum, TSAChain: tsaChain, Timestamp: tsr})
 			if err != nil {
-				return err
+				return verifyError(err)
 			}
-			if tsr != "" && tsaChain == "" {
-				return usage(errors.New("--timestamp is checked with the authority's chain: give --tsa-chain PEM"))
-			}
-			if tsaChain != "" && rep.Valid {
-				chain, err := attest.LoadTSAChain(tsaChain)
-				if err != nil {
-					return usage(fmt.Errorf("--tsa-chain: %w", err))
-				}
-				if tsr == "" {
-					tsr = args[0] + headTimestampSuffix
-				}
-				if rep.Timestamp, err = checkHeadTimestamp(l, tsr, chain); err != nil {
-					rep.Valid, rep.Error = false, err.Error()
-				}
-			}
-			if err := printLedgerReport(cmd.OutOrStdout(), args[0], rep, asJSON); err != nil {
-				return ioError(err)
-			}
-			if !rep.Valid {
-				return &exitError{code: exitInvalid, err: errors.New(rep.Error), quiet: true}
-			}
-			return nil
+			return printResult(cmd.OutOrStdout(), r, asJSON, verify.WriteLedger)
 		},
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "the host's public key (PEM), or a directory of *.pub/*.pem")
@@ -314,103 +266,6 @@ func (f *witnessFlags) verifiers() ([]*witness.Verifier, error) {
 		return nil, usage(fmt.Errorf("--witnesses %d with %d --witness keys: give 1 to %d", f.quorum, len(out), len(out)))
 	}
 	return out, nil
-}
-
-// verifyLedger checks the ledger file path with the keys and against each head file. A ledger
-// that is not valid is a report saying why; an error is one that prevented a verdict.
-func verifyLedger(path string, keys, heads []string, ws []*witness.Verifier, quorum int) (*ledgerReport, *ledger.Ledger, error) {
-	ks, err := leaderboard.LoadKeys(keys)
-	if err != nil {
-		return nil, nil, ioError(err)
-	}
-	vs := make([]signature.Verifier, len(ks))
-	for i, k := range ks {
-		vs[i] = k.Verifier
-	}
-	rep := &ledgerReport{Ended: map[string]int{}, Open: []string{}, Heads: []string{}}
-	notValid := func(err error) (*ledgerReport, *ledger.Ledger, error) {
-		rep.Valid, rep.Error = false, err.Error()
-		return rep, nil, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, ioError(err)
-	}
-	l, err := ledger.Read(io.LimitReader(f, leaderboard.MaxLedgerBytes), path, vs)
-	f.Close()
-	if err != nil {
-		return notValid(err)
-	}
-	for _, h := range heads {
-		b, err := fileio.ReadLimited(h, "head", ledger.MaxCheckpointBytes)
-		if err != nil {
-			return nil, nil, ioError(err)
-		}
-		c, err := ledger.OpenCheckpoint(string(b), l.Origin, vs)
-		if err != nil {
-			return notValid(fmt.Errorf("--head %s: %w", h, err))
-		}
-		if err := l.CheckHead(c, "the head in "+h); err != nil {
-			return notValid(err)
-		}
-		rep.Heads = append(rep.Heads, fmt.Sprintf("%s (size %d)", h, c.Size))
-	}
-	if len(ws) > 0 {
-		w, err := witness.CheckLedger(l, vs, ws, quorum)
-		if err != nil {
-			return notValid(err)
-		}
-		rep.Witnessed = &witnessedReport{Size: w.Head.Size, By: w.By, NotBy: w.NotBy, EntriesAfter: w.After}
-	}
-	rep.Valid, rep.Origin, rep.Size, rep.Root = true, l.Origin, l.Head.Size, hex.EncodeToString(l.Head.Root[:])
-	for _, e := range l.Entries {
-		switch e.Kind {
-		case ledger.KindQueued:
-			rep.Runs++
-			if e.RerunOf != "" {
-				rep.Reruns++
-			}
-			if _, ok := l.Ended[e.Run]; !ok {
-				rep.Open = append(rep.Open, e.Run)
-			}
-		case ledger.KindEnded:
-			rep.Ended[e.State]++
-		}
-	}
-	return rep, l, nil
-}
-
-// printLedgerReport prints a ledger's verdict, as JSON or for a reader.
-func printLedgerReport(w io.Writer, path string, rep *ledgerReport, asJSON bool) error {
-	if asJSON {
-		return printJSON(w, rep)
-	}
-	if !rep.Valid {
-		_, err := fmt.Fprintf(w, "%s: NOT VALID\n  %s\n", path, rep.Error)
-		return err
-	}
-	fmt.Fprintf(w, "%s: VALID\n", path)
-	fmt.Fprintf(w, "  origin     %s\n", rep.Origin)
-	fmt.Fprintf(w, "  head       %d entries, root %s (signed)\n", rep.Size, rep.Root)
-	var ended []string
-	for _, s := range []string{"graded", "failed", "invalid"} {
-		ended = append(ended, fmt.Sprintf("%d %s", rep.Ended[s], s))
-	}
-	fmt.Fprintf(w, "  runs       %d queued (%d reruns); ended: %s; not ended: %d\n", rep.Runs, rep.Reruns, strings.Join(ended, ", "), len(rep.Open))
-	for _, h := range rep.Heads {
-		fmt.Fprintf(w, "  consistent with %s\n", h)
-	}
-	if wr := rep.Witnessed; wr != nil {
-		fmt.Fprintf(w, "  witnessed  head of %d entries cosigned by %s", wr.Size, strings.Join(wr.By, ", "))
-		if len(wr.NotBy) > 0 {
-			fmt.Fprintf(w, "; not by %s", strings.Join(wr.NotBy, ", "))
-		}
-		fmt.Fprintf(w, "; %d entries after it not yet witnessed\n", wr.EntriesAfter)
-	}
-	if ts := rep.Timestamp; ts != nil {
-		fmt.Fprintf(w, "  timestamp  the head of %d entries existed before %s (%s, RFC 3161, in %s)\n", ts.Size, ts.Time.UTC().Format(time.RFC3339), ts.TSA, ts.File)
-	}
-	return nil
 }
 
 func newLedgerVkeyCmd() *cobra.Command {

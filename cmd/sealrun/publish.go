@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/spf13/cobra"
@@ -11,10 +13,10 @@ import (
 
 func newPublishCmd() *cobra.Command {
 	var keys, tracks, ledgers, redact []string
-	var out, suite string
+	var out, suite, signKey, passFile string
 	var humanBaseline bool
 	cmd := &cobra.Command{
-		Use:   "publish --out DIR --key PUB.pem [--key ...] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] [--human-baseline] [--redact all|RUN|RUN:gateway-N|RUN:call-N|RUN:terminal-N] RESULTS...",
+		Use:   "publish --out DIR --key PUB.pem [--key ...] [--sign-key HOST.key] [--track T.toml ...] [--ledger L ...] [--suite exam|airs] [--human-baseline] [--redact all|RUN|RUN:gateway-N|RUN:call-N|RUN:terminal-N] RESULTS...",
 		Short: "Write a self-contained directory of results a reader can check offline (verify-publication)",
 		Long: `Publish verifies every attestation under RESULTS (results directories as sealrun results gather
 writes them, or attestation files) with the keys, and writes DIR: each run's directory as gathered
@@ -23,7 +25,9 @@ and response and every call's output its audit log hashes (gateway/, calls/), an
 transcript.json and transcript.html made from them — the tracks, the public keys, the run ledgers
 given, the leaderboard as JSON, Markdown and HTML (the AIRS suite: JSON and Markdown) built from
 those attestations alone, publication.json, VERIFY.md with the exact commands a reader runs
-(sealrun and cosign), and SHA256SUMS over every file. Every attestation is published: graded,
+(sealrun and cosign), and SHA256SUMS over every file — signed with the host's key when --sign-key
+is given (SHA256SUMS.dsse.json, a DSSE envelope whose payload is SHA256SUMS), so that a mirror
+cannot add, drop or swap a file unseen. Every attestation is published: graded,
 failed, invalid and their reruns.
 
 --redact withholds bodies for operators who may not release prompts: "all" (every body of every
@@ -40,7 +44,7 @@ with --ledger, a board whose runs the ledgers do not account for (a run missing,
 withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 		Example: `  sealrun ledger export --out ledger-node01.jsonl
   sealrun publish --out /srv/www/ari-v1-2026-11 --key /etc/sealrun/keys/sealrun.pub \
-      --ledger ledger-node01.jsonl /shared/results
+      --sign-key /etc/sealrun/keys/sealrun.key --ledger ledger-node01.jsonl /shared/results
   sealrun verify-publication /srv/www/ari-v1-2026-11
   sealrun publish --out /srv/www/ari-v1-hashes --key /etc/sealrun/keys/sealrun.pub --redact all /shared/results`,
 		Args: minArgs(1, "results directories or attestation files"),
@@ -57,7 +61,21 @@ withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 			if suite == leaderboard.SuiteAIRS && len(ledgers) > 0 {
 				return usage(errors.New("--ledger is for the exam suite's board for now (sealrun leaderboard --suite airs does not account for runs against ledgers)"))
 			}
-			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr(), Redact: redact, Version: version, HumanBaseline: humanBaseline})
+			var signer signature.Signer
+			if signKey != "" {
+				var pass []byte
+				if passFile != "" {
+					var err error
+					if pass, err = readPassphrase(passFile); err != nil {
+						return usage(err)
+					}
+				}
+				var err error
+				if signer, err = attest.LoadSigner(cmd.Context(), signKey, pass); err != nil {
+					return usage(fmt.Errorf("--sign-key: %w", err))
+				}
+			}
+			s, err := publish.Write(publish.Options{Out: out, Suite: suite, Keys: keys, Tracks: tracks, Ledgers: ledgers, Inputs: args, Log: cmd.ErrOrStderr(), Redact: redact, Version: version, HumanBaseline: humanBaseline, Signer: signer})
 			if err != nil {
 				return publishError(err)
 			}
@@ -65,11 +83,24 @@ withheld). DIR must not exist; it appears whole, by rename, or not at all.`,
 			if s.Ledgers > 0 {
 				witnessed = fmt.Sprintf(" (%d runs under a cosigned head)", s.Witnessed)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d runs, %d tracks, %d keys, %d ledgers%s, %d files; check it with: sealrun verify-publication %s\n",
-				out, s.Runs, s.Tracks, s.Keys, s.Ledgers, witnessed, s.Files, out)
+			check := "sealrun verify-publication " + out + " --key KEY"
+			if s.Witnessed > 0 {
+				check += " --witness WITNESS_KEY"
+			}
+			if s.Timestamped > 0 {
+				check += " --tsa-chain TSA-CHAIN.pem"
+			}
+			manifest := "its list of files signed (" + publish.ManifestFile + ")"
+			if !s.Signed {
+				manifest = "its list of files unsigned (give the host's key with --sign-key to sign it)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d runs, %d tracks, %d keys, %d ledgers%s, %d files, %s; check it with: %s (VERIFY.md says more)\n",
+				out, s.Runs, s.Tracks, s.Keys, s.Ledgers, witnessed, s.Files, manifest, check)
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "the host's private key (PEM, or a KMS URI), whose public half is among --key: signs the publication's list of files ("+publish.ManifestFile+")")
+	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "passphrase of an encrypted --sign-key")
 	cmd.Flags().StringVar(&out, "out", "", "the publication directory to create (must not exist)")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "public key that signed the runs (PEM), or a directory of *.pub; repeatable")
 	cmd.Flags().StringArrayVar(&tracks, "track", nil, "a track file the runs were judged under (repeatable; default: each run's own track.toml)")

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/export/exporttest"
+	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
@@ -28,13 +31,14 @@ type pubFixture struct {
 	runs                      []string
 }
 
-func newPubFixture(t *testing.T) *pubFixture { return newPubFixtureWith(t, false) }
+func newPubFixture(t *testing.T) *pubFixture { return newPubFixtureWith(t) }
 
-// newPubFixtureWith gathers the runs with their trajectories when trajectories is set: each run
-// directory holds an audit log of a synthetic agent loop (model exchanges and calls), the
-// bodies it hashes, and its transcript, and its attestation carries that log's head.
-// With people, seed N's run is theirs (agent human/PERSON), not a model's.
-func newPubFixtureWith(t *testing.T, trajectories bool, people ...string) *pubFixture {
+// newPubFixtureWith gathers the runs with their trajectories: each run directory holds an audit
+// log of a synthetic agent loop (model exchanges and calls), the bodies it hashes, and its
+// transcript, and its attestation carries that log's head (a publication holds what the
+// agent did: a run without it does not verify). With people, seed N's run is theirs (agent
+// human/PERSON), not a model's.
+func newPubFixtureWith(t *testing.T, people ...string) *pubFixture {
 	t.Helper()
 	f := &pubFixture{dir: t.TempDir(), key: "../../attest/testdata/ed25519.pub"}
 	f.results = filepath.Join(f.dir, "results")
@@ -72,7 +76,7 @@ func newPubFixtureWith(t *testing.T, trajectories bool, people ...string) *pubFi
 			agent = "human/" + people[seed-1]
 			p["agent"] = map[string]any{"model": agent, "reasoning_effort": ""}
 		}
-		if trajectories {
+		{
 			started, _ := time.Parse(time.RFC3339, "2026-11-21T12:00:10Z")
 			tr, err := transcripttest.New(rd, started)
 			if err != nil {
@@ -120,7 +124,7 @@ func TestPublishAndVerify(t *testing.T) {
 	f := newPubFixture(t)
 	pub := filepath.Join(f.dir, "pub")
 	os.WriteFile(f.ledger+".tsr", []byte("a timestamp"), 0o644) // ledger export --tsa's: published beside the ledger
-	r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results)
+	r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--sign-key", "../../attest/testdata/ed25519.key", "--ledger", f.ledger, f.results)
 	if r.code != 0 || !strings.Contains(r.stdout, "3 runs, 1 tracks, 1 keys, 1 ledgers") {
 		t.Fatalf("publish: %+v", r)
 	}
@@ -135,11 +139,37 @@ func TestPublishAndVerify(t *testing.T) {
 			t.Errorf("VERIFY.md lacks %q:\n%s", want, verify)
 		}
 	}
+	// Strict: the ledger's timestamp cannot be checked without the authority's chain, so the
+	// publication is not valid until the reader gives it, or accepts it unchecked by name.
 	r = sealrun(t, "verify-publication", pub, "--key", f.key)
-	if r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") || !strings.Contains(r.stdout, "80.0 ± 2.9  (3 valid seeds, 0 failed, 0 invalid; official)") || !strings.Contains(r.stdout, "every run they hold of these tracks ended and is published here") {
+	if r.code != 1 || !strings.Contains(r.stdout, "ledgers/ledger-pub-host.jsonl.tsr: unchecked: the timestamp of a ledger's head, checked only with the authority's chain (--tsa-chain)") {
+		t.Fatalf("verify-publication with a timestamp it cannot check: %+v", r)
+	}
+	if r := sealrun(t, "verify-publication", pub, "--key", f.key, "--tsa-chain", "../../attest/testdata/ed25519.pub"); r.code != 2 || !strings.Contains(r.stderr, "--tsa-chain") {
+		t.Errorf("verify-publication with a chain that is not one: %+v", r)
+	}
+	// A real timestamp of the ledger's head, by sigstore's timestamp-authority: with its chain
+	// the .tsr is checked and the publication VALID; the placeholder above is not one.
+	tsaURL, tsaChain := testenv.TimestampAuthority(t)
+	if r := sealrun(t, "verify-publication", pub, "--key", f.key, "--tsa-chain", tsaChain); r.code != 1 || !strings.Contains(r.stdout, "ledgers/ledger-pub-host.jsonl.tsr: ") {
+		t.Errorf("verify-publication --tsa-chain of a .tsr that is no timestamp: %+v", r)
+	}
+	realTS := filepath.Join(f.dir, "pub-tsr")
+	os.WriteFile(f.ledger+".tsr", ledgerHeadTimestamp(t, f.ledger, f.key, tsaURL, tsaChain), 0o644)
+	if r := sealrun(t, "publish", "--out", realTS, "--key", f.key, "--sign-key", "../../attest/testdata/ed25519.key", "--ledger", f.ledger, f.results); r.code != 0 {
+		t.Fatalf("publish with a real timestamp: %+v", r)
+	}
+	if r := sealrun(t, "verify-publication", realTS, "--key", f.key, "--tsa-chain", tsaChain); r.code != 0 || !strings.Contains(r.stdout, "ledgers/ledger-pub-host.jsonl.tsr: a head of ledgers/ledger-pub-host.jsonl, timestamped by") || !strings.Contains(r.stdout, "publication: VALID\n") {
+		t.Errorf("verify-publication --tsa-chain: %+v", r)
+	}
+	r = sealrun(t, "verify-publication", pub, "--key", f.key, "--allow-unchecked", "ledgers/*.tsr")
+	if r.code != 0 || !strings.Contains(r.stdout, "publication: VALID, 1 file(s) unchecked (allowed with --allow-unchecked):\n  ledgers/ledger-pub-host.jsonl.tsr: the timestamp") || !strings.Contains(r.stdout, "80.0 ± 2.9  (3 valid seeds, 0 failed, 0 invalid; official)") || !strings.Contains(r.stdout, "every run they hold of these tracks ended and is published here") {
 		t.Fatalf("verify-publication: %+v", r)
 	}
-	if r := sealrun(t, "verify-publication", pub); r.code != 0 || !strings.Contains(r.stdout, "the publication's own keys/ are trusted") {
+	if r := sealrun(t, "verify-publication", pub, "--key", f.key, "--allow-unchecked", "ledgers/[.tsr"); r.code != 2 || !strings.Contains(r.stderr, "not a pattern") {
+		t.Errorf("a bad pattern: %+v", r)
+	}
+	if r := sealrun(t, "verify-publication", pub, "--allow-unchecked", "ledgers/*.tsr"); r.code != 0 || !strings.Contains(r.stdout, "the publication's own keys/ are trusted") {
 		t.Errorf("verify-publication without --key: %+v", r)
 	}
 	// The command in VERIFY.md that rebuilds the board gives leaderboard.json's bytes.
@@ -169,7 +199,7 @@ func TestPublishAndVerify(t *testing.T) {
 		change func(dir string)
 		want   []string
 	}{
-		{"removed", func(d string) { os.Remove(filepath.Join(d, run0, "summary.txt")) }, []string{run0 + "/summary.txt: removed: SHA256SUMS lists it"}},
+		{"removed", func(d string) { os.Remove(filepath.Join(d, run0, "track.toml")) }, []string{run0 + "/track.toml: removed: SHA256SUMS lists it"}},
 		{"added", func(d string) { os.WriteFile(filepath.Join(d, "runs", "extra.txt"), []byte("x"), 0o644) }, []string{"runs/extra.txt: added: not in SHA256SUMS"}},
 		{"edited", func(d string) { os.WriteFile(filepath.Join(d, run0, "report.json"), []byte("{}\n"), 0o644) }, []string{run0 + "/report.json: edited: sha256"}},
 		// The same edit with SHA256SUMS redone: the attestation's subject still catches it.
@@ -265,9 +295,9 @@ func execCommand(name string, args ...string) ([]byte, error) {
 // caught and named. Withheld bodies (--redact) are not published, nor is their text in any
 // transcript, and the publication still verifies, saying how many were withheld.
 func TestPublishTrajectories(t *testing.T) {
-	f := newPubFixtureWith(t, true)
+	f := newPubFixtureWith(t)
 	pub := filepath.Join(f.dir, "pub")
-	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results); r.code != 0 {
+	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--sign-key", "../../attest/testdata/ed25519.key", "--ledger", f.ledger, f.results); r.code != 0 {
 		t.Fatalf("publish: %+v", r)
 	}
 	r := sealrun(t, "verify-publication", pub, "--key", f.key)
@@ -401,7 +431,7 @@ func mustGzip(t *testing.T, p string, b []byte) {
 // People's runs published with --human-baseline: one row over every person, recorded in
 // publication.json so that verify-publication and VERIFY.md's command rebuild the same board.
 func TestPublishHumanBaseline(t *testing.T) {
-	f := newPubFixtureWith(t, false, "alice", "alice", "bob")
+	f := newPubFixtureWith(t, "alice", "alice", "bob")
 	pub := filepath.Join(f.dir, "pub")
 	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, "--human-baseline", f.results); r.code != 0 {
 		t.Fatalf("publish --human-baseline: %+v", r)
@@ -420,4 +450,27 @@ func TestPublishHumanBaseline(t *testing.T) {
 	if r.code != 0 || r.stdout != mustRead(t, filepath.Join(pub, "leaderboard.json")) || !strings.Contains(mustRead(t, filepath.Join(pub, "VERIFY.md")), "--human-baseline") {
 		t.Errorf("VERIFY.md's leaderboard command does not reproduce leaderboard.json: %+v", r)
 	}
+}
+
+// ledgerHeadTimestamp is an RFC 3161 timestamp of the ledger export's signed head from the
+// authority at url (what ledger export --tsa writes beside it).
+func ledgerHeadTimestamp(t *testing.T, ledgerPath, key, url, chainPath string) []byte {
+	t.Helper()
+	ks, err := leaderboard.LoadKeys([]string{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := leaderboard.LoadLedgers([]string{ledgerPath}, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := attest.LoadTSAChain(chainPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := (&attest.TSA{URL: url, Chain: chain}).Timestamp(context.Background(), http.DefaultClient, []byte(ls[0].Signed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
 }

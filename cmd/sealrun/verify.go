@@ -1,24 +1,23 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/transcript"
 	"github.com/spf13/cobra"
+
+	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/verify"
 )
 
 // verifyFlags is the flag group of `sealrun verify`.
 type verifyFlags struct {
 	key, bundle, report, audit, track, transcript, rebuild, tsaChain, witnessed, export string
 	json                                                                                bool
+	allow                                                                               []string
 	witness                                                                             witnessFlags
 }
 
@@ -34,91 +33,15 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	f.witness.add(cmd)
 	cmd.Flags().StringVar(&f.export, "export", "", "with --transcript: check that this export (sealrun export's trajectory.json, or an Inspect eval log holding the run, .json or .eval) is exactly what the run's transcript gives")
 	cmd.Flags().StringVar(&f.witnessed, "witnessed", "", "with --witness: the run's witnessed proof (default: witnessed.json beside the attestation, as a publication carries it)")
+	cmd.Flags().StringArrayVar(&f.allow, "allow-unchecked", nil, "with --transcript: a file of the run directory (or pattern) that may stay unchecked, e.g. transcript.json of another format; repeatable. The verdict lists them")
 	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
 }
 
-// verdict is what --json prints.
-type verdict struct {
-	Valid     bool              `json:"valid"`
-	Reason    attest.Reason     `json:"reason,omitempty"`
-	Detail    string            `json:"detail,omitempty"`
-	KeyID     string            `json:"key_id,omitempty"`
-	Checks    []string          `json:"checks"`
-	Warnings  []string          `json:"warnings"`
-	Track     *attest.TrackInfo `json:"track,omitempty"`
-	Agent     *attest.Agent     `json:"agent,omitempty"`
-	Task      *attest.TaskInfo  `json:"task,omitempty"`   // a task run's task
-	Result    any               `json:"result,omitempty"` // in the predicate's shape (Predicate.ResultJSON)
-	Seed      *int64            `json:"seed,omitempty"`
-	Run       *attest.RunInfo   `json:"run,omitempty"`
-	Statement string            `json:"statement_sha256,omitempty"`
-	Build     *attest.Build     `json:"build,omitempty"`
-	Ledger    *ledgerVerdict    `json:"ledger,omitempty"`
-	// Transcript is what --transcript found.
-	Transcript *transcriptVerdict `json:"transcript,omitempty"`
-	// Rebuild is what --rebuild found.
-	Rebuild *rebuildResult `json:"rebuild,omitempty"`
-	// Timestamp is what --tsa-chain found.
-	Timestamp *timestampVerdict `json:"timestamp,omitempty"`
-	// Export is what --export found.
-	Export *exportVerdict `json:"export,omitempty"`
-	// Witnessed is what --witness found.
-	Witnessed *witnessedVerdict `json:"witnessed,omitempty"`
-	pred      *attest.Predicate // the verified predicate, for the text
-}
-
-// transcriptVerdict is what --transcript found of a run's trajectory.
-type transcriptVerdict struct {
-	Dir            string            `json:"dir"`
-	Exchanges      int               `json:"exchanges"`
-	Calls          int               `json:"calls"`
-	Bodies         transcript.Counts `json:"bodies"`
-	TranscriptJSON bool              `json:"transcript_json"` // present and exactly what the log and bodies give
-	TranscriptHTML bool              `json:"transcript_html"`
-	Notes          []string          `json:"notes"`
-	Problems       []string          `json:"problems"`
-}
-
-// ledgerVerdict is where the run stands in its host's run ledger.
-type ledgerVerdict struct {
-	Origin   string `json:"origin"`
-	Index    uint64 `json:"index"`
-	HeadSize uint64 `json:"head_size"`
-	HeadRoot string `json:"head_root"`
-}
-
-// verifyAttestation runs attest.VerifyFile with the flag group's files. Errors that are not
-// verdicts come back as exit-2 errors.
-func verifyAttestation(path string, f *verifyFlags) (*attest.Verified, error) {
-	if f.key == "" {
-		return nil, usage(errors.New("give the signer's public key with --key (for example sealrun.pub)"))
-	}
-	v, err := attest.VerifyFile(path, f.files())
-	var vf *attest.VerificationFailure
-	if err != nil && !errors.As(err, &vf) {
-		return nil, ioError(err)
-	}
-	return v, err
-}
-
-// files are the flag group's files.
-func (f *verifyFlags) files() attest.Files {
-	a := f.audit
-	if a == "" && f.transcript != "" {
-		a = filepath.Join(f.transcript, "audit.jsonl")
-	}
-	return attest.Files{Key: f.key, Bundle: f.bundle, Report: f.report, Audit: a, Track: f.track}
-}
-
-// checkTranscript checks the run directory of --transcript against the verified predicate.
-func checkTranscript(dir string, p *attest.Predicate) (*transcriptVerdict, error) {
-	rep, err := transcript.Check(dir, p)
-	if err != nil {
-		return nil, err
-	}
-	v := &transcriptVerdict{Dir: dir, Exchanges: rep.Exchanges, Calls: rep.Calls, Bodies: rep.Bodies, TranscriptJSON: rep.Transcript,
-		TranscriptHTML: rep.Page, Notes: append([]string{}, rep.Notes...), Problems: append([]string{}, rep.Problems...)}
-	return v, nil
+// options turns the flags into the reader's options.
+func (f *verifyFlags) options(ws []*witness.Verifier, progress io.Writer) verify.RunOptions {
+	return verify.RunOptions{Key: f.key, Bundle: f.bundle, Report: f.report, Audit: f.audit, Track: f.track, Transcript: f.transcript,
+		AllowUnchecked: f.allow, Export: f.export, TSAChain: f.tsaChain, Witnesses: ws, Quorum: f.witness.quorum, Witnessed: f.witnessed,
+		Rebuild: f.rebuild, Progress: progress}
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -174,119 +97,28 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 			if err != nil {
 				return err
 			}
-			if f.export != "" && f.transcript == "" {
-				return usage(errors.New("--export is recomputed from the run's checked transcript: give --transcript RUNDIR too"))
+			r, err := verify.Run(args[0], f.options(ws, cmd.ErrOrStderr()))
+			if err != nil {
+				return verifyError(err)
 			}
-			if f.witnessed != "" && ws == nil {
-				return usage(errors.New("--witnessed is checked against witnesses: give their keys with --witness"))
-			}
-			got, err := verifyAttestation(args[0], &f)
-			var vf *attest.VerificationFailure
-			if err != nil && !errors.As(err, &vf) {
-				var ee *exitError
-				if errors.As(err, &ee) {
-					return err
-				}
-				return ioError(err)
-			}
-			out := verdict{Valid: err == nil, Checks: []string{}, Warnings: []string{}}
-			if vf != nil {
-				out.Reason, out.Detail = vf.Reason, vf.Detail
-			} else {
-				p := got.Statement.Predicate
-				sum := sha256.Sum256(got.Payload)
-				out.KeyID, out.Checks, out.Track, out.Agent, out.Result, out.Seed, out.Run = got.KeyID, got.Checks, &p.Track, &p.Agent, p.ResultJSON(), &p.Seed, &p.Run
-				out.Task, out.pred = p.Task, p
-				out.Statement = hex.EncodeToString(sum[:])
-				out.Warnings = append(out.Warnings, got.Warnings...)
-				out.Build = p.Build
-				if got.Ledger != nil {
-					out.Ledger = &ledgerVerdict{Origin: got.Ledger.Origin, Index: p.Ledger.Index, HeadSize: got.Ledger.Size, HeadRoot: hex.EncodeToString(got.Ledger.Root[:])}
-				}
-				if f.transcript != "" {
-					if out.Transcript, err = checkTranscript(f.transcript, p); err != nil {
-						return ioError(err)
-					}
-					out.Checks = append(out.Checks, "transcript")
-					if len(out.Transcript.Problems) > 0 {
-						out.Valid, out.Reason = false, attest.ReasonTranscript
-						out.Detail = fmt.Sprintf("the trajectory in %s does not check: %s", f.transcript, strings.Join(out.Transcript.Problems, "; "))
-						vf = &attest.VerificationFailure{Reason: attest.ReasonTranscript, Detail: out.Detail}
-					}
-				}
-				if f.tsaChain != "" && vf == nil {
-					ts, err := checkTimestamps(args[0], f.tsaChain)
-					if errors.As(err, &vf) {
-						out.Valid, out.Reason, out.Detail = false, vf.Reason, vf.Detail
-					} else if err != nil {
-						return err
-					} else {
-						out.Timestamp = ts
-						out.Checks = append(out.Checks, "timestamp")
-					}
-				}
-				if f.export != "" && vf == nil {
-					ex, err := checkExport(f.export, f.transcript, p.Run.ID)
-					if errors.As(err, &vf) {
-						out.Valid, out.Reason, out.Detail = false, vf.Reason, vf.Detail
-					} else if err != nil {
-						return err
-					} else {
-						out.Export = ex
-						out.Checks = append(out.Checks, "export")
-					}
-				}
-				if ws != nil && vf == nil {
-					wv, err := checkWitnessed(args[0], &f, ws, got)
-					if errors.As(err, &vf) {
-						out.Valid, out.Reason, out.Detail = false, vf.Reason, vf.Detail
-					} else if err != nil {
-						return err
-					} else {
-						out.Witnessed = wv
-						out.Checks = append(out.Checks, "witnessed")
-					}
-				}
-				if f.rebuild != "" && vf == nil {
-					if out.Rebuild, err = rebuild(f.rebuild, p.Build, cmd.ErrOrStderr()); err != nil {
-						return err
-					}
-					out.Checks = append(out.Checks, "rebuild")
-					if !out.Rebuild.Same {
-						out.Valid, out.Reason = false, "rebuild"
-						out.Detail = fmt.Sprintf("commit %s built from %s does not give the binaries the attestation records", out.Rebuild.Commit, f.rebuild)
-						vf = &attest.VerificationFailure{Reason: "rebuild", Detail: out.Detail}
-					}
-				}
-			}
-			w := cmd.OutOrStdout()
-			if f.json {
-				if err := printJSON(w, out); err != nil {
-					return ioError(err)
-				}
-			} else {
-				writeVerdict(w, args[0], out)
-			}
-			if vf != nil {
-				return &exitError{code: exitInvalid, err: vf, quiet: true}
-			}
-			return nil
+			return printResult(cmd.OutOrStdout(), r, f.json, writeVerdict)
 		},
 	}
 	f.addFlags(cmd)
 	return cmd
 }
 
-func writeVerdict(w io.Writer, path string, v verdict) {
-	if !v.Valid {
-		fmt.Fprintf(w, "%s: NOT VALID (%s)\n  %s\n", path, v.Reason, v.Detail)
+func writeVerdict(w io.Writer, res *verify.Result) {
+	v, path := res.Run, res.Path
+	if !res.Valid {
+		fmt.Fprintf(w, "%s: NOT VALID (%s)\n  %s\n", path, res.Reason, res.Detail)
 		if v.Rebuild != nil {
-			writeRebuild(w, v.Rebuild)
+			verify.WriteRebuild(w, v.Rebuild)
 		}
 		return
 	}
-	r := v.pred.Result
-	fmt.Fprintf(w, "%s: VALID\n", path)
+	r := v.Predicate.Result
+	fmt.Fprintf(w, "%s: %s\n", path, res.Verdict)
 	fmt.Fprintf(w, "  key        %s\n", v.KeyID)
 	fmt.Fprintf(w, "  track      %s %s (%s), id %s\n", v.Track.Name, v.Track.Version, v.Track.Status, v.Track.ID)
 	effort := v.Agent.ReasoningEffort
@@ -303,7 +135,7 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	}
 	if v.Task != nil {
 		fmt.Fprintf(w, "  task       %s (%s), sha256 %s\n", v.Task.Name, v.Task.Kind, v.Task.SHA256)
-		fmt.Fprintf(w, "  result     %s: %s", r.Status, v.pred.MetricText())
+		fmt.Fprintf(w, "  result     %s: %s", r.Status, v.Predicate.MetricText())
 	} else {
 		fmt.Fprintf(w, "  result     %s: %d/%d passed = %.2f%%", r.Status, r.Passed, r.Questions, r.Score)
 	}
@@ -333,7 +165,7 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 		fmt.Fprintf(w, "  ledger     none (an attestation from before the run ledger)\n")
 	}
 	if v.Rebuild != nil {
-		writeRebuild(w, v.Rebuild)
+		verify.WriteRebuild(w, v.Rebuild)
 	}
 	if ex := v.Export; ex != nil {
 		fmt.Fprintf(w, "  export     %s is exactly the %s export of this run's transcript (transcript.json sha256 %s, sealrun %s)\n", ex.File, ex.Format, ex.TranscriptSHA256, ex.Version)
@@ -348,7 +180,10 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 	if ts := v.Timestamp; ts != nil {
 		fmt.Fprintf(w, "  timestamp  existed before %s (%s, RFC 3161, in %s)\n", ts.Time.Format(time.RFC3339), ts.TSA, ts.Bundle)
 	}
-	fmt.Fprintf(w, "  checked    %s\n", strings.Join(v.Checks, ", "))
+	fmt.Fprintf(w, "  checked    %s\n", strings.Join(append(append([]string{}, v.AttestationChecks...), passed(res)...), ", "))
+	if na := notApplicable(res); len(na) > 0 {
+		fmt.Fprintf(w, "  not made   %s\n", strings.Join(na, "; "))
+	}
 	for _, warn := range v.Warnings {
 		fmt.Fprintf(w, "  warning    %s\n", warn)
 	}
@@ -361,11 +196,68 @@ func writeVerdict(w io.Writer, path string, v verdict) {
 		case t.TranscriptJSON:
 			fmt.Fprintf(w, "; transcript.json is what they give")
 		}
+		if t.ReportHTML {
+			fmt.Fprintf(w, "; report.html is what the attestation and the log give")
+		}
 		fmt.Fprintln(w)
 		for _, n := range t.Notes {
 			fmt.Fprintf(w, "             %s\n", n)
 		}
 	}
+	for _, u := range res.Unchecked {
+		fmt.Fprintf(w, "  unchecked  %s: %s (allowed with --allow-unchecked)\n", u.File, u.Why)
+	}
+}
+
+// passed names the checks beyond the attestation's own that passed.
+func passed(r *verify.Result) []string {
+	var out []string
+	for _, c := range r.Checks {
+		if c.Outcome == verify.Passed && c.Name != "attestation" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// notApplicable says which checks were not made, and why.
+func notApplicable(r *verify.Result) []string {
+	var out []string
+	for _, c := range r.Checks {
+		if c.Outcome == verify.NotApplicable {
+			out = append(out, c.Name+": "+c.Why)
+		}
+	}
+	return out
+}
+
+// printResult prints a reader's result, as data (--json, the schema verify.Schema) or for a
+// person, and turns a verdict that is not valid into exit status 1.
+func printResult(w io.Writer, r *verify.Result, asJSON bool, text func(io.Writer, *verify.Result)) error {
+	if asJSON {
+		if err := printJSON(w, r); err != nil {
+			return ioError(err)
+		}
+	} else {
+		text(w, r)
+	}
+	if !r.Valid {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%s: not valid (%s)", r.Path, r.Reason), quiet: true}
+	}
+	return nil
+}
+
+// verifyError turns what stopped a check into the CLI's exit status.
+func verifyError(err error) error {
+	var e *verify.Error
+	if errors.As(err, &e) && e.Kind == verify.Usage {
+		return usage(e.Err)
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return ioError(err)
 }
 
 func orUnknown(s string) string {

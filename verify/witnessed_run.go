@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 )
 
-// witnessedVerdict is what --witness found: the cosigned head the run's entries are under.
-type witnessedVerdict struct {
+// Witnessed is what --witness found: the cosigned head the run's entries are under.
+type Witnessed struct {
 	File     string   `json:"file"`
 	Origin   string   `json:"origin"`
 	HeadSize uint64   `json:"head_size"`
@@ -25,8 +25,8 @@ type witnessedVerdict struct {
 
 // checkWitnessed checks the run's witnessed proof (--witnessed, or witnessed.json beside the
 // attestation) with the host's key and the witnesses' keys.
-func checkWitnessed(attPath string, f *verifyFlags, ws []*witness.Verifier, got *attest.Verified) (*witnessedVerdict, error) {
-	path := f.witnessed
+func checkWitnessed(attPath string, o *RunOptions, got *attest.Verified) (*Witnessed, error) {
+	path := o.Witnessed
 	if path == "" {
 		path = filepath.Join(filepath.Dir(attPath), witness.RunProofFile)
 	}
@@ -35,20 +35,20 @@ func checkWitnessed(attPath string, f *verifyFlags, ws []*witness.Verifier, got 
 	}
 	b, err := fileio.ReadLimited(path, "witnessed proof", witness.MaxRunProofBytes+1)
 	if err != nil {
-		return nil, ioError(err)
+		return nil, ioErr(err)
 	}
 	p, err := witness.ParseRunProof(b)
 	if err != nil {
 		return nil, &attest.VerificationFailure{Reason: attest.ReasonWitnessed, Detail: fmt.Sprintf("%s: %v", path, err)}
 	}
-	v, _, err := attest.LoadVerifier(f.key)
+	v, _, err := attest.LoadVerifier(o.Key)
 	if err != nil {
-		return nil, ioError(err)
+		return nil, ioErr(err)
 	}
 	p2 := got.Statement.Predicate
-	w, err := p.Check(p2.Run.ID, got.Payload, p2.Ledger, []signature.Verifier{v}, ws, f.witness.quorum)
+	w, err := p.Check(p2.Run.ID, got.Payload, p2.Ledger, []signature.Verifier{v}, o.Witnesses, o.Quorum)
 	if err != nil {
 		return nil, &attest.VerificationFailure{Reason: attest.ReasonWitnessed, Detail: fmt.Sprintf("%s: %v", path, err)}
 	}
-	return &witnessedVerdict{File: path, Origin: p.Origin, HeadSize: w.Head.Size, Queued: p.Queued.Index, Ended: p.Ended.Index, By: w.By, NotBy: w.NotBy}, nil
+	return &Witnessed{File: path, Origin: p.Origin, HeadSize: w.Head.Size, Queued: p.Queued.Index, Ended: p.Ended.Index, By: w.By, NotBy: w.NotBy}, nil
 }

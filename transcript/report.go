@@ -1,4 +1,8 @@
-package daemon
+package transcript
+
+// report.html: a run's page of its result and timeline, made from its signed predicate and its
+// audit log alone, so that a reader regenerates it byte for byte (publish.Verify does) and the
+// daemon writes the same at the run's end.
 
 import (
 	"bufio"
@@ -11,13 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
 
-// auditLine is what the daemon reads back from audit entries (compute calls, model requests,
+// AuditLine is what report.html and the daemon read back from audit entries (compute calls, model requests,
 // submissions) for report.html, the metrics and the live activity of a run.
-type auditLine struct {
+type AuditLine struct {
 	Kind, Candidate, Reason, Path, Model   string
 	Time, Start, End                       time.Time
 	Call, Exit, Passed, Questions, Request int
@@ -28,8 +33,9 @@ type auditLine struct {
 	Usage                                  struct{ Prompt, Completion int64 }
 }
 
-func parseAuditLine(b []byte) (*auditLine, bool) {
-	var e auditLine
+// ParseAuditLine reads one audit entry's fields the pages and the daemon show.
+func ParseAuditLine(b []byte) (*AuditLine, bool) {
+	var e AuditLine
 	if json.Unmarshal(b, &e) != nil {
 		return nil, false
 	}
@@ -37,14 +43,14 @@ func parseAuditLine(b []byte) (*auditLine, bool) {
 }
 
 // Status is a compute call's status ("exited", "limit", ...).
-func (e *auditLine) Status() string {
+func (e *AuditLine) Status() string {
 	var s string
 	json.Unmarshal(e.RawStatus, &s)
 	return s
 }
 
 // HTTPStatus is a model request's status code.
-func (e *auditLine) HTTPStatus() int {
+func (e *AuditLine) HTTPStatus() int {
 	var c int
 	json.Unmarshal(e.RawStatus, &c)
 	return c
@@ -114,15 +120,46 @@ const (
 	repWidth = 760.0
 )
 
-// WriteRunReport builds <dir>/report.html from the run's audit log: a timeline of compute calls,
-// gateway requests and submissions (with their validation scores), and the result. It is one
-// self-contained page, readable without JavaScript, written atomically.
-func WriteRunReport(dir string, r RunReport) error {
+// RunPageFile is a run's page of its result and timeline, beside its transcript.
+const RunPageFile = "report.html"
+
+// ReportOf is what report.html shows of the run p attests (its audit log's part is added by
+// RunPage). Times are UTC, as the predicate's are: the page is the same on every machine.
+func ReportOf(p *attest.Predicate) RunReport {
+	tl := p.Timeline
+	return RunReport{ID: p.Run.ID, Track: p.Track.Name + " " + p.Track.Version, Agent: p.LedgerAgent(), Seed: p.Seed,
+		Status: p.Result.Status, Reason: p.Result.Reason, Passed: p.Result.Passed, Questions: p.Result.Questions, Metric: p.MetricText(),
+		Started: tl.Started.UTC(), Deadline: tl.Deadline.UTC(), Finished: tl.Finished.UTC(), Usage: p.Usage}
+}
+
+// RunPage is report.html of the run p attests, whose directory dir holds its audit log (none: a
+// page without a timeline): a timeline of compute calls, gateway requests and submissions (with
+// their validation scores), and the result. It is one self-contained page, readable without
+// JavaScript, and the same bytes wherever it is made from the same predicate and log.
+func RunPage(dir string, p *attest.Predicate) ([]byte, error) {
+	r := ReportOf(p)
 	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
 	if err == nil {
 		readAudit(f, &r)
 		f.Close()
 	}
+	var b strings.Builder
+	if err := render(&b, r); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+// WriteRunPage writes RunPage's page to dir/report.html, atomically.
+func WriteRunPage(dir string, p *attest.Predicate) error {
+	b, err := RunPage(dir, p)
+	if err != nil {
+		return err
+	}
+	return fileio.WriteFile(filepath.Join(dir, RunPageFile), b, 0o644)
+}
+
+func render(w io.Writer, r RunReport) error {
 	span := r.Deadline.Sub(r.Started)
 	if end := r.Finished.Sub(r.Started); end > span {
 		span = end
@@ -153,7 +190,7 @@ func WriteRunReport(dir string, r RunReport) error {
 		r.Ticks = append(r.Ticks, reportTick{X: x(d), Label: "+" + d.Round(time.Second).String()})
 	}
 	r.Width, r.Height = int(repLeft+repWidth+30), 290
-	return fileio.WriteAtomic(filepath.Join(dir, "report.html"), 0o644, func(w io.Writer) error { return reportPage.Execute(w, r) })
+	return reportPage.Execute(w, r)
 }
 
 func readAudit(rd io.Reader, r *RunReport) {
@@ -161,7 +198,7 @@ func readAudit(rd io.Reader, r *RunReport) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var gwStart time.Time
 	for sc.Scan() {
-		e, ok := parseAuditLine(sc.Bytes())
+		e, ok := ParseAuditLine(sc.Bytes())
 		if !ok {
 			continue
 		}
@@ -183,20 +220,20 @@ func readAudit(rd io.Reader, r *RunReport) {
 			it.Failed = code >= 400
 		case "submit":
 			r.Submissions++
-			it.Detail = "submitted " + short12(e.Candidate)
+			it.Detail = "submitted " + ShortID(e.Candidate)
 		case "validation":
 			s := 0.0
 			if e.Questions > 0 {
 				s = 100 * float64(e.Passed) / float64(e.Questions)
 			}
 			it.Score = &s
-			it.Detail = fmt.Sprintf("validation of %s: %d/%d", short12(e.Candidate), e.Passed, e.Questions)
+			it.Detail = fmt.Sprintf("validation of %s: %d/%d", ShortID(e.Candidate), e.Passed, e.Questions)
 		case "submit_refused":
 			it.Kind = "refused"
 			it.Detail = "refused: " + e.Reason
 			it.Failed = true
 		case "promote", "finalize":
-			it.Detail = e.Kind + " " + short12(e.Candidate)
+			it.Detail = e.Kind + " " + ShortID(e.Candidate)
 		case "sealed":
 			it.Detail = fmt.Sprintf("pass vector sealed: %d/%d", e.Passed, e.Questions)
 		default:
@@ -213,7 +250,8 @@ func readAudit(rd io.Reader, r *RunReport) {
 	}
 }
 
-func short12(id string) string {
+// ShortID is a candidate id as pages show it: 12 hex digits, without "sha256:".
+func ShortID(id string) string {
 	id = strings.TrimPrefix(id, "sha256:")
 	if len(id) > 12 {
 		return id[:12]

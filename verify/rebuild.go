@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"bytes"
@@ -35,16 +35,16 @@ func buildEnv(testSeams bool) []string {
 	return env
 }
 
-// rebuildResult is what --rebuild found: each binary the attestation records, its recorded and
+// Rebuild is what --rebuild found: each binary the attestation records, its recorded and
 // rebuilt SHA-256.
-type rebuildResult struct {
+type Rebuild struct {
 	Source   string          `json:"source"`
 	Commit   string          `json:"commit"`
-	Binaries []rebuiltBinary `json:"binaries"`
+	Binaries []RebuiltBinary `json:"binaries"`
 	Same     bool            `json:"same"`
 }
 
-type rebuiltBinary struct {
+type RebuiltBinary struct {
 	Name     string `json:"name"`
 	Recorded string `json:"recorded"`
 	Rebuilt  string `json:"rebuilt"`
@@ -53,25 +53,25 @@ type rebuiltBinary struct {
 // rebuild builds the commit b names from src (a clone or URL of sealrun's repository) with make
 // build, as the host did, in a directory of its own, and compares every binary the build record
 // hashes. progress gets a line per step.
-func rebuild(src string, b *attest.Build, progress io.Writer) (*rebuildResult, error) {
+func rebuild(src string, b *attest.Build, progress io.Writer) (*Rebuild, error) {
 	switch {
 	case b == nil:
-		return nil, invalid(errors.New("--rebuild: the attestation records no build (made before sealrun recorded it)"))
+		return nil, notRebuildable(errors.New("--rebuild: the attestation records no build (made before sealrun recorded it)"))
 	case b.Modified:
-		return nil, invalid(fmt.Errorf("--rebuild: sealrund %s was built from a modified tree (commit %s and uncommitted changes): no commit rebuilds it", b.Version, b.Commit))
+		return nil, notRebuildable(fmt.Errorf("--rebuild: sealrund %s was built from a modified tree (commit %s and uncommitted changes): no commit rebuilds it", b.Version, b.Commit))
 	case b.Commit == "" || b.Commit == "unknown":
-		return nil, invalid(errors.New("--rebuild: the build record names no commit"))
+		return nil, notRebuildable(errors.New("--rebuild: the build record names no commit"))
 	}
 	goVersion, err := exec.Command("go", "env", "GOVERSION").Output()
 	if err != nil {
-		return nil, ioError(fmt.Errorf("--rebuild needs the Go toolchain (go env GOVERSION: %v)", err))
+		return nil, ioErr(fmt.Errorf("--rebuild needs the Go toolchain (go env GOVERSION: %v)", err))
 	}
 	if got := strings.TrimSpace(string(goVersion)); got != b.GoVersion {
-		return nil, ioError(fmt.Errorf("--rebuild: sealrund was built with %s, this machine's go is %s: install %s (https://go.dev/dl/) and run again with it first in PATH", b.GoVersion, got, b.GoVersion))
+		return nil, ioErr(fmt.Errorf("--rebuild: sealrund was built with %s, this machine's go is %s: install %s (https://go.dev/dl/) and run again with it first in PATH", b.GoVersion, got, b.GoVersion))
 	}
 	work, err := os.MkdirTemp("", "sealrun-rebuild-")
 	if err != nil {
-		return nil, ioError(err)
+		return nil, ioErr(err)
 	}
 	defer os.RemoveAll(work)
 	dir := filepath.Join(work, "src")
@@ -97,7 +97,7 @@ func rebuild(src string, b *attest.Build, progress io.Writer) (*rebuildResult, e
 		err := cmd.Run()
 		close(done)
 		if err != nil {
-			return ioError(fmt.Errorf("--rebuild: %s: %v\n%s", what, err, tail(out.String(), 2000)))
+			return ioErr(fmt.Errorf("--rebuild: %s: %v\n%s", what, err, tail(out.String(), 2000)))
 		}
 		return nil
 	}
@@ -124,7 +124,7 @@ func rebuild(src string, b *attest.Build, progress io.Writer) (*rebuildResult, e
 	if err := step("make build (the Go binaries, then the C helpers)", "make", args...); err != nil {
 		return nil, err
 	}
-	res := &rebuildResult{Source: src, Commit: b.Commit, Same: true}
+	res := &Rebuild{Source: src, Commit: b.Commit, Same: true}
 	want := map[string]string{"sealrund": b.DaemonSHA256}
 	for k, v := range b.Helpers {
 		want[k] = v
@@ -139,13 +139,13 @@ func rebuild(src string, b *attest.Build, progress io.Writer) (*rebuildResult, e
 		if err != nil {
 			got = "not built (" + fileio.Cause(err).Error() + ")"
 		}
-		res.Binaries = append(res.Binaries, rebuiltBinary{Name: n, Recorded: want[n], Rebuilt: got})
+		res.Binaries = append(res.Binaries, RebuiltBinary{Name: n, Recorded: want[n], Rebuilt: got})
 		res.Same = res.Same && got == want[n]
 	}
 	return res, nil
 }
 
-func writeRebuild(w io.Writer, r *rebuildResult) {
+func WriteRebuild(w io.Writer, r *Rebuild) {
 	verdict := "every binary rebuilt byte for byte"
 	if !r.Same {
 		verdict = "DIFFERS: what ran is not what this commit builds"
@@ -167,3 +167,10 @@ func tail(s string, n int) string {
 	}
 	return "…" + s[len(s)-n:]
 }
+
+// notRebuildable is a build record no commit rebuilds: the rebuild check fails, naming why.
+type notRebuildableError struct{ err error }
+
+func (e *notRebuildableError) Error() string { return e.err.Error() }
+
+func notRebuildable(err error) error { return &notRebuildableError{err} }

@@ -1,0 +1,390 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/export"
+	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/publish"
+	"github.com/sealrun/sealrun/transcript"
+)
+
+// boundToAttestation are the files of a run its attestation (and the checks beside it) covers
+// without its audit log.
+var boundToAttestation = map[string]bool{"result.att.json": true, "report.json": true, "bundle.tar.gz": true, "track.toml": true, "result.sigstore.json": true, witness.RunProofFile: true}
+
+// trajectoryUnchecked says why each file of the run at rel that hangs on its audit log was not
+// checked.
+func (c *checker) trajectoryUnchecked(out *finding, rel, why string) {
+	for _, f := range c.present {
+		if name, ok := strings.CutPrefix(f, rel); ok && !boundToAttestation[name] {
+			out.cannot(f, why)
+		}
+	}
+}
+
+// transcripts checks every run's bodies and transcript (the audit logs were checked against
+// their attestations by runs) and prints a line a run.
+func (c *checker) transcripts(onDisk []string) {
+	found := make([]finding, len(onDisk))
+	leaderboard.EachParallel(len(onDisk), func(i int) {
+		id, out := onDisk[i], &found[i]
+		d := filepath.Join(c.dir, "runs", id)
+		var pred *attest.Predicate
+		if v := c.verified[id]; v != nil {
+			pred = v.Statement.Predicate
+		} else {
+			// runs named it not valid; its trajectory is still checked against what it says,
+			// so that what else is wrong is named too.
+			env, err := os.ReadFile(filepath.Join(d, "result.att.json"))
+			if err != nil {
+				return
+			}
+			st, err := attest.ReadUnverified(env)
+			if err != nil {
+				return
+			}
+			pred = st.Predicate
+		}
+		rel := "runs/" + id + "/"
+		if _, err := os.Stat(filepath.Join(d, "audit.jsonl")); err != nil {
+			// runs named it missing where the attestation names an audit log; else the run
+			// was published as its attestation alone. Either way what hangs on the log cannot
+			// be checked.
+			out.say("  runs/%s: no audit log, so no trajectory to check", id)
+			c.trajectoryUnchecked(out, rel, "part of the run's trajectory, which is checked against its audit log, and there is none")
+			return
+		}
+		rep, err := transcript.Check(d, pred)
+		if err != nil {
+			out.bad("runs/%s: its transcript cannot be checked: %v", id, err)
+			c.trajectoryUnchecked(out, rel, "part of the run's trajectory, which could not be checked (above)")
+			return
+		}
+		out.ok, out.bodies = true, rep.Bodies
+		if rep.Parsed != nil {
+			c.seed(id, rep.JSON, rep.Parsed)
+		}
+		b := rep.Bodies
+		line := fmt.Sprintf("  runs/%s: %d model exchanges, %d calls; bodies %d intact, %d withheld, %d missing, %d altered", id, rep.Exchanges, rep.Calls, b.Intact, b.Withheld, b.Missing, b.Altered)
+		// Every body the audit log hashes that is here was compared with its hash (a missing
+		// or altered one is a problem of rep's).
+		if f, err := os.Open(filepath.Join(d, "audit.jsonl")); err == nil {
+			refs, err := transcript.BodyRefs(f)
+			f.Close()
+			if err == nil {
+				for _, r := range refs {
+					out.claims = append(out.claims, rel+r.Path)
+				}
+			}
+		}
+		note := strings.Join(rep.Notes, "; ")
+		for _, f := range []struct {
+			name string
+			ok   bool
+		}{{"transcript.json", rep.Transcript}, {"transcript.html", rep.Page}} {
+			switch _, err := os.Stat(filepath.Join(d, f.name)); {
+			case f.ok:
+				out.claims = append(out.claims, rel+f.name)
+			case err != nil:
+				out.bad("%s%s: missing: sealrun publish writes it for every run with an audit log (sealrun transcript %s makes it again)", rel, f.name, rel)
+			default:
+				out.cannot(rel+f.name, "not compared: "+note)
+			}
+		}
+		if rep.Transcript {
+			line += "; transcript.json is what they give"
+		}
+		if rep.Page {
+			line += ", and transcript.html"
+		}
+		switch b, err := os.ReadFile(filepath.Join(d, publish.TrajectoryFile)); {
+		case err != nil:
+			out.bad("%s%s: missing: sealrun publish writes every run's ATIF trajectory beside its transcript", rel, publish.TrajectoryFile)
+		default:
+			tj, t, err := c.transcriptOf(id)
+			if err == nil {
+				_, err = export.RecomputeOf(b, tj, t, d)
+			}
+			if err != nil {
+				out.bad("%s%s: %v", rel, publish.TrajectoryFile, err)
+			} else {
+				out.claims = append(out.claims, rel+publish.TrajectoryFile)
+				line += "; trajectory.json (ATIF) is what the transcript gives"
+			}
+		}
+		// report.html: made again from the signed predicate and the audit log just checked.
+		if have, err := os.ReadFile(filepath.Join(d, transcript.RunPageFile)); err != nil {
+			out.bad("%s%s: missing: sealrun publish writes every run's page (the board links it)", rel, transcript.RunPageFile)
+		} else if want, err := transcript.RunPage(d, pred); err == nil && bytes.Equal(have, want) {
+			out.claims = append(out.claims, rel+transcript.RunPageFile)
+			line += "; report.html is what the attestation and the log give"
+		} else {
+			out.bad("%s%s: not the page its attestation and audit log give (a page made by another sealrun, or edited)", rel, transcript.RunPageFile)
+		}
+		out.say("%s", line)
+		for _, n := range rep.Notes {
+			out.say("    %s", n)
+		}
+		for _, p := range rep.Problems {
+			out.bad("runs/%s/%s", id, p)
+		}
+	})
+	var total transcript.Counts
+	checked := 0
+	for _, f := range found {
+		c.replay(f)
+		if f.ok {
+			checked++
+			total.Intact += f.bodies.Intact
+			total.Withheld += f.bodies.Withheld
+			total.Missing += f.bodies.Missing
+			total.Altered += f.bodies.Altered
+		}
+	}
+	fmt.Fprintf(c.w, "trajectories: %d runs; bodies %d intact, %d withheld, %d missing, %d altered (each against the SHA-256 its run's signed audit log carries)\n",
+		checked, total.Intact, total.Withheld, total.Missing, total.Altered)
+}
+
+// inspectLogs checks every eval log under inspect/: each sample exactly what its run's
+// transcript gives, and every run with a transcript a sample of exactly one of them (a sample
+// dropped, or the folder removed, is named).
+func (c *checker) inspectLogs(onDisk []string) {
+	logs, _ := filepath.Glob(filepath.Join(c.dir, publish.InspectDir, "*.json"))
+	in := map[string][]string{} // run -> the logs holding a sample of it
+	for _, p := range logs {
+		rel := publish.InspectDir + "/" + filepath.Base(p)
+		b, err := fileio.ReadLimited(p, "Inspect eval log", publish.MaxFile)
+		if err != nil {
+			c.bad("%s: %v", rel, err)
+			continue
+		}
+		// Read once: a log holds a sample of every run of its track and agent.
+		var log struct {
+			Samples []json.RawMessage `json:"samples"`
+		}
+		if err := json.Unmarshal(b, &log); err != nil {
+			c.bad("%s: not an eval log: %v", rel, err)
+			continue
+		}
+		found := make([]finding, len(log.Samples))
+		ids := make([]string, len(log.Samples))
+		for i, sample := range log.Samples {
+			var s struct {
+				UUID string `json:"uuid"`
+			}
+			json.Unmarshal(sample, &s)
+			if !attest.ValidRunID(s.UUID) {
+				found[i].bad("%s: a sample of run %q, which cannot be one of this publication's", rel, s.UUID)
+				continue
+			}
+			ids[i] = s.UUID
+		}
+		// The whole log made again from its runs (its eval spec, results, stats and every
+		// sample, as the version each sample names made it): equal, every sample is what its
+		// run's transcript gives. Only when it is not is each sample made again, to name which.
+		whole := errors.New("a sample names no run")
+		if !slices.Contains(ids, "") {
+			whole = c.sameInspectLog(b, log.Samples, ids)
+		}
+		if whole != nil {
+			leaderboard.EachParallel(len(log.Samples), func(i int) {
+				if ids[i] == "" {
+					return
+				}
+				d := filepath.Join(c.dir, "runs", ids[i])
+				tj, t, err := c.transcriptOf(ids[i])
+				if err == nil {
+					_, err = export.RecomputeSampleOf(log.Samples[i], tj, t, d)
+				}
+				if err != nil {
+					found[i].bad("%s: run %s: %v", rel, ids[i], err)
+					return
+				}
+				found[i].ok = true
+			})
+		}
+		ok := 0
+		for i, f := range found {
+			c.replay(f)
+			if f.ok || (whole == nil && ids[i] != "") {
+				ok++
+			}
+			if ids[i] != "" {
+				in[ids[i]] = append(in[ids[i]], rel)
+			}
+		}
+		switch {
+		case whole == nil:
+			c.claim(rel)
+		case ok == len(found) && ok > 0:
+			c.bad("%s: %v", rel, whole)
+		}
+		fmt.Fprintf(c.w, "  %s: %d samples, each exactly what its run's transcript gives\n", rel, ok)
+	}
+	for _, id := range onDisk {
+		if _, err := os.Stat(filepath.Join(c.dir, "runs", id, export.TranscriptFile)); err != nil {
+			continue
+		}
+		switch where := in[id]; {
+		case len(where) == 0:
+			c.bad("%s/: no eval log holds a sample of run %s (sealrun publish writes one log per track and agent, with a sample of each of their runs)", publish.InspectDir, id)
+		case len(where) > 1:
+			c.bad("%s/: run %s is a sample of %d logs (%s); sealrun publish puts each run in one", publish.InspectDir, id, len(where), strings.Join(where, ", "))
+		}
+	}
+}
+
+// sigstoreBundles checks each run's Sigstore bundle (result.sigstore.json): it carries the very
+// envelope of result.att.json, and, with the timestamp authority's chain, a timestamp that
+// checks over its signature. A bundle with a timestamp and no chain to check it stays unchecked.
+func (c *checker) sigstoreBundles(onDisk []string) {
+	for _, id := range onDisk {
+		rel := "runs/" + id + "/" + filepath.Base(attest.BundlePath("result.att.json"))
+		p := filepath.Join(c.dir, filepath.FromSlash(rel))
+		if _, err := os.Stat(p); err != nil || c.verified[id] == nil {
+			continue // none; or the run's attestation did not verify (runs named it)
+		}
+		b, err := fileio.ReadLimited(p, "Sigstore bundle", attest.MaxEnvelopeBytes)
+		if err != nil {
+			c.bad("%s: %v", rel, err)
+			continue
+		}
+		own, _ := fileio.ReadLimited(filepath.Join(c.dir, "runs", id, "result.att.json"), "attestation", attest.MaxEnvelopeBytes)
+		env, err := attest.EnvelopeOf(b)
+		if err != nil || !attest.SameEnvelope(env, own) {
+			c.bad("%s: carries another envelope than runs/%s/result.att.json (%v)", rel, id, err)
+			continue
+		}
+		tokens, err := attest.BundleTimestamps(b)
+		switch {
+		case err != nil:
+			c.bad("%s: %v", rel, err)
+		case len(tokens) == 0:
+			c.claim(rel) // the envelope alone, checked above
+		case c.chain == nil:
+			c.why[rel] = "its RFC 3161 timestamp is checked only with the authority's chain (--tsa-chain)"
+		default:
+			at, tsa, err := attest.CheckBundleTimestamps(b, env, c.chain)
+			if err != nil {
+				c.bad("%s: %v", rel, err)
+				continue
+			}
+			c.claim(rel)
+			fmt.Fprintf(c.w, "  %s: timestamped by %s: the attestation existed by %s\n", rel, tsa, at.Format(time.RFC3339))
+		}
+	}
+}
+
+// ledgerTimestamps checks each ledger's head timestamp (LEDGER.tsr), with the timestamp
+// authority's chain: of one of the ledger's signed heads, by that authority.
+func (c *checker) ledgerTimestamps(meta publish.Publication, ks []leaderboard.Key) {
+	for _, l := range meta.Ledgers {
+		rel := l + ".tsr"
+		p := filepath.Join(c.dir, filepath.FromSlash(rel))
+		if _, err := os.Stat(p); err != nil || c.chain == nil {
+			continue // none; or no chain (account names it unchecked)
+		}
+		der, err := fileio.ReadLimited(p, "timestamp", attest.MaxTimestampResponse)
+		if err != nil {
+			c.bad("%s: %v", rel, err)
+			continue
+		}
+		ls, err := leaderboard.LoadLedgers([]string{filepath.Join(c.dir, filepath.FromSlash(l))}, ks)
+		if err != nil || len(ls) != 1 {
+			continue // boards named it
+		}
+		at, tsa, _, err := attest.CheckHeadTimestamp(der, ls[0].Heads, c.chain)
+		if err != nil {
+			c.bad("%s: %v", rel, err)
+			continue
+		}
+		c.claim(rel)
+		fmt.Fprintf(c.w, "  %s: a head of %s, timestamped by %s at %s\n", rel, l, tsa, at.Format(time.RFC3339))
+	}
+}
+
+// sameInspectLog checks that log, an eval log whose samples (of runs ids) each checked, is
+// byte for byte the log export.Inspect makes of those runs.
+func (c *checker) sameInspectLog(log []byte, samples []json.RawMessage, ids []string) error {
+	runs := make([]export.Run, len(ids))
+	for i, id := range ids {
+		var s struct {
+			Metadata struct {
+				Sealrun struct {
+					Version string `json:"sealrun_version"`
+				} `json:"sealrun"`
+			} `json:"metadata"`
+		}
+		json.Unmarshal(samples[i], &s)
+		tj, t, err := c.transcriptOf(id)
+		if err != nil {
+			return err
+		}
+		runs[i] = export.Run{T: t, Src: export.SourceOf(tj, t, s.Metadata.Sealrun.Version)}
+	}
+	want, err := export.Inspect(runs)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(log, want) {
+		i := 0
+		for i < len(log) && i < len(want) && log[i] == want[i] {
+			i++
+		}
+		return fmt.Errorf("not the eval log its runs' transcripts give (it differs at byte %d: its header, results or the order of its samples was edited)", i)
+	}
+	return nil
+}
+
+// loaded is one run's transcript.json, read once for every export of it checked.
+type loaded struct {
+	once sync.Once
+	tj   []byte
+	t    *transcript.Transcript
+	err  error
+}
+
+// transcriptOf loads the run's transcript.json once (export.Load), for its trajectory.json, its
+// Inspect sample and the log that holds it.
+func (c *checker) transcriptOf(id string) ([]byte, *transcript.Transcript, error) {
+	c.mu.Lock()
+	if c.loads == nil {
+		c.loads = map[string]*loaded{}
+	}
+	l := c.loads[id]
+	if l == nil {
+		l = &loaded{}
+		c.loads[id] = l
+	}
+	c.mu.Unlock()
+	l.once.Do(func() { l.tj, l.t, l.err = export.Load(filepath.Join(c.dir, "runs", id)) })
+	return l.tj, l.t, l.err
+}
+
+// seed gives the run's transcript.json as the transcript check read it (exactly what its log
+// and bodies give), so that its exports are made from it without reading it again.
+func (c *checker) seed(id string, tj []byte, t *transcript.Transcript) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loads == nil {
+		c.loads = map[string]*loaded{}
+	}
+	if c.loads[id] == nil {
+		l := &loaded{tj: tj, t: t}
+		l.once.Do(func() {})
+		c.loads[id] = l
+	}
+}
