@@ -134,7 +134,19 @@ func (a *TSA) Timestamp(ctx context.Context, hc *http.Client, sig []byte) ([]byt
 // states, and the SHA-256 imprint of sig. der is a TSA's whole answer (a TimeStampResp, granted:
 // what a Sigstore bundle carries) or the bare TimeStampToken in it (what openssl ts -token_out
 // writes). It returns that time and the TSA's name (its signing certificate's subject).
-func CheckTimestamp(der, sig []byte, chain []*x509.Certificate) (time.Time, string, error) {
+func CheckTimestamp(der, sig []byte, chain []*x509.Certificate) (at time.Time, tsa string, err error) {
+	// The ASN.1/BER parsers under it index past the end of some malformed input (a .tsr of
+	// the two bytes "0\x82", FuzzCheckHeadTimestamp): a hostile timestamp is a failure to check,
+	// never a crash of the reader's verifier.
+	defer func() {
+		if p := recover(); p != nil {
+			at, tsa, err = time.Time{}, "", fmt.Errorf("not a well-formed timestamp (its parser failed on it: %v)", p)
+		}
+	}()
+	return checkTimestamp(der, sig, chain)
+}
+
+func checkTimestamp(der, sig []byte, chain []*x509.Certificate) (time.Time, string, error) {
 	if len(chain) == 0 {
 		return time.Time{}, "", errors.New("no certificate chain to check the timestamp with")
 	}

@@ -33,7 +33,7 @@ type testTSA struct {
 	huge   bool          // answer more than MaxTimestampResponse bytes
 }
 
-func newTestTSA(t *testing.T, eku bool, notAfter time.Time) *testTSA {
+func newTestTSA(t testing.TB, eku bool, notAfter time.Time) *testTSA {
 	t.Helper()
 	rk, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	rt := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test TSA root"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),

@@ -59,9 +59,10 @@ type Result struct {
 	Verdict   string      `json:"verdict"` // "VALID", "VALID, N file(s) unchecked" or "NOT VALID"
 	Checks    []Check     `json:"checks"`
 	Unchecked []Unchecked `json:"unchecked,omitempty"`
-	// Manifest (a publication): "signed" (MANIFEST.att.json verified with a trusted key) or
-	// "unsigned" (a publication from before publish signed its list; the list is then only as
-	// good as the files it names are each checked).
+	// Manifest (a publication): "signed" (SHA256SUMS.dsse.json verified with a trusted key),
+	// "unverified" (present, but no trusted key verifies it) or "unsigned" (a publication from
+	// before publish signed its list; the list is then only as good as the files it names are
+	// each checked).
 	Manifest string `json:"manifest,omitempty"`
 	// Reason and Detail are the first failed check's name and its problems, in one line: what
 	// `sealrun verify` printed before the schema (and prints still).

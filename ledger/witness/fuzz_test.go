@@ -2,8 +2,11 @@ package witness
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 // Whatever the body, the witness answers a protocol status and cosigns only a checkpoint the
@@ -43,6 +46,35 @@ func FuzzAddCheckpoint(f *testing.F) {
 		case 400, 403, 404, 409, 422:
 		default:
 			t.Fatalf("status %d: %v", s, err)
+		}
+	})
+}
+
+// FuzzRunProof: a run's witnessed.json as anyone may write it: never a panic, and a proof that
+// checks proves the run it was made for, under the cosigned head.
+func FuzzRunProof(f *testing.F) {
+	pl := newProvedLedger(f, 4, 2, "witness.test/a", "witness.test/b", "witness.test/c")
+	hosts := []signature.Verifier{pl.host}
+	p, err := Prove(pl.read, pl.signed, "r-2")
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, _ := json.Marshal(p)
+	f.Add(good)
+	f.Add(bytes.Replace(good, []byte(`"r-2"`), []byte(`"r-1"`), -1))
+	f.Add([]byte(`{"queued":null,"ended":{}}`))
+	f.Add([]byte(`[]`))
+	stmt := []byte("statement-2")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParseRunProof(b)
+		if err != nil {
+			return
+		}
+		for _, run := range []string{"r-1", "r-2"} {
+			got, err := p.Check(run, stmt, pl.refs[run], hosts, pl.ws, 3)
+			if err == nil && (run != "r-2" || got.Head.Size != 8) {
+				t.Fatalf("a proof checked for run %s under a head of %d entries: %s", run, got.Head.Size, b)
+			}
 		}
 	})
 }

@@ -29,7 +29,7 @@ type provedLedger struct {
 	refs   map[string]*ledger.Ref // the queued entry each run's attestation carries
 }
 
-func newProvedLedger(t *testing.T, n, m int, witnesses ...string) *provedLedger {
+func newProvedLedger(t testing.TB, n, m int, witnesses ...string) *provedLedger {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	s, _ := signature.LoadED25519Signer(priv)
