@@ -31,7 +31,7 @@ func (rs *runState) record(st *attest.Statement, pred *attest.Predicate) error {
 	}
 	x.writeSummary(rs.io.dir, spec, out, pred)
 	// report.html from the signed predicate and the audit log alone: a reader regenerates it
-	// byte for byte (publish.Verify).
+	// byte for byte (verify.Publication).
 	if err := transcript.WriteRunPage(rs.io.dir, pred); err != nil {
 		x.event(spec.ID, "report_html_failed", err.Error())
 	}

@@ -1,7 +1,7 @@
 package transcript
 
 // report.html: a run's page of its result and timeline, made from its signed predicate and its
-// audit log alone, so that a reader regenerates it byte for byte (publish.Verify does) and the
+// audit log alone, so that a reader regenerates it byte for byte (verify.Publication does) and the
 // daemon writes the same at the run's end.
 
 import (

@@ -225,7 +225,7 @@ Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.
 	}
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "the host's public key (PEM), or a directory of *.pub/*.pem")
 	cmd.Flags().StringArrayVar(&heads, "head", nil, "a signed head seen before, to check the ledger against (repeatable)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (schema "+verify.Schema+", docs/VERIFY-JSON.md): every check, its outcome, each problem's file and reason")
 	cmd.Flags().StringVar(&tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of a head (LEDGER.tsr) with this authority's certificate chain (PEM)")
 	cmd.Flags().StringVar(&tsr, "timestamp", "", "the timestamp file (default: LEDGER.tsr)")
 	wf.add(cmd)

@@ -28,7 +28,7 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.audit, "audit", "", "check the audit log (audit.jsonl) head and entry count")
 	cmd.Flags().StringVar(&f.track, "track", "", "check the track id and every pin against a track file")
 	cmd.Flags().StringVar(&f.transcript, "transcript", "", "check a run directory's trajectory: its audit log, every body it hashes, transcript.json and transcript.html (implies --audit DIR/audit.jsonl)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print a machine-readable verdict")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print the result as JSON (schema "+verify.Schema+", docs/VERIFY-JSON.md): every check, its outcome, each problem's file and reason")
 	cmd.Flags().StringVar(&f.tsaChain, "tsa-chain", "", "check the RFC 3161 timestamp of the signature (in the Sigstore bundle beside it) with this timestamp authority's certificate chain (PEM)")
 	f.witness.add(cmd)
 	cmd.Flags().StringVar(&f.export, "export", "", "with --transcript: check that this export (sealrun export's trajectory.json, or an Inspect eval log holding the run, .json or .eval) is exactly what the run's transcript gives")
