@@ -63,6 +63,9 @@ type Publication struct {
 	// HumanBaseline: the boards show every person's runs of a track as one row (publish
 	// --human-baseline, leaderboard's HumanBaseline).
 	HumanBaseline bool `json:"human_baseline,omitempty"`
+	// Manifest names the signed list of files (ManifestFile) where publish signed it: a
+	// publication that says so and lacks it had its signature stripped, and is not valid.
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // Options are what Write publishes.
@@ -148,6 +151,9 @@ func write(o Options, s *Summary) error {
 	}()
 	os.Chmod(tmp, 0o755)
 	meta := Publication{Format: Format, Suite: o.Suite, Runs: []string{}, Tracks: []string{}, Keys: []string{}, Ledgers: []string{}, HumanBaseline: o.HumanBaseline}
+	if o.Signer != nil {
+		meta.Manifest = ManifestFile
+	}
 	if err := copyRuns(tmp, in, trackFile, red, &meta, o.Version); err != nil {
 		return err
 	}
@@ -512,7 +518,7 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 	}
 	fmt.Fprintf(&b, "## In one step\n\n```sh\n%s\n```\n\n", oneStep)
 	fmt.Fprintf(&b, "Give the operator's public key as you obtained it, not from this directory: without --key, the keys in keys/ are used and their key ids printed, to compare with what the operator publishes elsewhere. It checks every file against SHA256SUMS (nothing missing, added or edited), every attestation and the files it names, each run's audit log, the bodies it hashes and the transcript, page, report and exports they give, every track, the run ledgers (a withheld or unended run is named), and that the leaderboard files and this one are exactly what the attestations give. It is strict: a file it cannot check (a witnessed proof without the witness's key, a timestamp without the authority's chain, a file publish does not write) makes the publication not valid, by name, unless you accept it unchecked with --allow-unchecked PATH (patterns with *), and the verdict then lists it.\n\n")
-	fmt.Fprintf(&b, "## By hand\n\n```sh\nsha256sum -c SHA256SUMS    # and: find . -type f ! -name SHA256SUMS | sort  (no file beyond the list)\n")
+	fmt.Fprintf(&b, "## By hand\n\n```sh\nsha256sum -c SHA256SUMS    # and: find . -type f ! -name 'SHA256SUMS*' | sort  (no file beyond the list)\n")
 	byID := map[string]*attest.Predicate{}
 	for _, e := range in.Entries {
 		byID[e.Predicate.Run.ID] = e.Predicate
@@ -547,6 +553,16 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 		fmt.Fprintln(&b)
 	}
 	fmt.Fprintf(&b, "```\n\n")
+	if meta.Manifest != "" {
+		fmt.Fprintf(&b, "## The list of files, signed\n\n%s is SHA256SUMS in a DSSE envelope signed with the host's key, so that a mirror cannot add, drop or swap a file and write the list again unseen. Check it with jq, base64 and openssl (an ECDSA key: openssl dgst -sha256 -verify KEY -signature sig.bin pae.bin), then check the files against the list as above:\n\n```sh\n", meta.Manifest)
+		fmt.Fprintf(&b, "env=%s\n", meta.Manifest)
+		fmt.Fprintf(&b, "type=$(jq -r .payloadType \"$env\")    # must be %s\n", attest.ManifestPayloadType)
+		fmt.Fprintf(&b, "jq -r .payload \"$env\" | base64 -d > signed-sums\n")
+		fmt.Fprintf(&b, "jq -r '.signatures[0].sig' \"$env\" | base64 -d > sig.bin\n")
+		fmt.Fprintf(&b, "{ printf 'DSSEv1 %%d %%s %%d ' \"${#type}\" \"$type\" \"$(stat -c %%s signed-sums)\"; cat signed-sums; } > pae.bin\n")
+		fmt.Fprintf(&b, "openssl pkeyutl -verify -pubin -inkey %s -rawin -in pae.bin -sigfile sig.bin    # Signature Verified Successfully\n", key)
+		fmt.Fprintf(&b, "cmp signed-sums SHA256SUMS && rm signed-sums sig.bin pae.bin    # the list here is the list signed\n```\n\n")
+	}
 	fmt.Fprintf(&b, "Each run's transcript.html opens in a browser from this directory (no network); transcript.json is the same as data (sealrun's docs/TRANSCRIPT.md), trajectory.json the same as an ATIF trajectory for other tools (recomputed from transcript.json by verify-publication, or by sealrun verify RUN/result.att.json --key KEY --transcript RUN --export RUN/trajectory.json), and each body the audit log hashes is beside it (gateway/, calls/) unless the transcript says it was withheld. docs/TRANSCRIPT.md shows how to check the bodies with gunzip, sha256sum and jq alone.\n\n")
 	var proved []string
 	for _, id := range meta.Runs {

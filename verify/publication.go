@@ -119,7 +119,7 @@ func Publication(dir string, o Options) (*Result, error) {
 		r.Publication.Keys = append(r.Publication.Keys, k.KeyID)
 	}
 	c.begin("manifest")
-	c.end(c.manifest(ks, o.RequireSignedManifest))
+	c.end(c.manifest(meta, ks, o.RequireSignedManifest))
 	c.begin("attestations")
 	c.runs(onDisk, ks)
 	c.end("")
@@ -730,14 +730,17 @@ func (c *checker) witnessed(meta publish.Publication, ks []leaderboard.Key, ws [
 // SHA256SUMS signed by a trusted key, byte for byte. Without it the manifest is "unsigned":
 // every file is still checked against what it names, but a mirror could have rewritten the list
 // for files no signature covers; require says a reader refuses that.
-func (c *checker) manifest(ks []leaderboard.Key, require bool) string {
+func (c *checker) manifest(meta publish.Publication, ks []leaderboard.Key, require bool) string {
 	mp := filepath.Join(c.dir, publish.ManifestFile)
 	_, err := os.Lstat(mp)
 	if errors.Is(err, fs.ErrNotExist) {
 		c.r.Manifest = "unsigned"
 		fmt.Fprintf(c.w, "manifest: unsigned (no %s: a publication from before publish signed its list)\n", publish.ManifestFile)
-		if require {
+		switch {
+		case require:
 			c.bad("%s: missing: the manifest is unsigned, and the reader requires it signed (--require-signed-manifest)", publish.ManifestFile)
+		case meta.Manifest != "":
+			c.bad("%s: missing: publication.json says publish signed the list of files (%q), and the signature is not here (stripped, or lost in a copy)", publish.ManifestFile, meta.Manifest)
 		}
 		return "no signed manifest (" + publish.ManifestFile + "): a publication from before publish signed its list"
 	}

@@ -139,6 +139,34 @@ func TestPublishAndVerify(t *testing.T) {
 			t.Errorf("VERIFY.md lacks %q:\n%s", want, verify)
 		}
 	}
+	// VERIFY.md's by-hand check of the signed list, run as written with jq, base64 and openssl,
+	// in a copy: it verifies, and leaves nothing behind.
+	_, rest, ok := strings.Cut(verify, "## The list of files, signed")
+	_, rest, ok2 := strings.Cut(rest, "```sh\n")
+	script, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatalf("VERIFY.md has no by-hand check of the signed list:\n%s", verify)
+	}
+	byHand := filepath.Join(f.dir, "by-hand")
+	if out, err := execCommand("cp", "-a", pub, byHand); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = byHand
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Signature Verified Successfully") {
+		t.Errorf("VERIFY.md's check of the signed list: %v\n%s\n%s", err, script, out)
+	}
+	if out, err := execCommand("diff", "-r", pub, byHand); err != nil {
+		t.Errorf("VERIFY.md's check of the signed list left files behind: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(byHand, "extra.txt"), []byte("x\n"), 0o644)
+	sums, _, _ := publish.SumTree(byHand)
+	os.WriteFile(filepath.Join(byHand, "SHA256SUMS"), sums, 0o644)
+	cmd = exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = byHand
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("VERIFY.md's check of the signed list passed a list written again:\n%s", out)
+	}
 	// Strict: the ledger's timestamp cannot be checked without the authority's chain, so the
 	// publication is not valid until the reader gives it, or accepts it unchecked by name.
 	r = sealrun(t, "verify-publication", pub, "--key", f.key)

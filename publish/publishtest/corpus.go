@@ -149,7 +149,8 @@ func Corpus(pub string) ([]Tampering, error) {
 			Tampering{"a file added, the signed list kept", "manifest: SHA256SUMS is the list signed", write("runs/notes.txt", "all runs were checked by hand\n"), "SHA256SUMS: not the list key", false, true, nil},
 			Tampering{"a file dropped, the signed list kept", "manifest: SHA256SUMS is the list signed", remove(inspect), "SHA256SUMS: not the list key", false, true, nil},
 			Tampering{"the manifest's signature flipped", "manifest: signed by a trusted key", flipSignature(publish.ManifestFile), publish.ManifestFile + ": does not verify with a trusted key", true, true, nil},
-			Tampering{"the signed manifest stripped", "manifest: required signed", func(string) error { return nil }, publish.ManifestFile + ": missing: the manifest is unsigned", true, false, []string{"--require-signed-manifest"}})
+			Tampering{"the signed manifest stripped", "manifest: required signed", func(string) error { return nil }, publish.ManifestFile + ": missing: the manifest is unsigned", true, false, []string{"--require-signed-manifest"}},
+			Tampering{"the signed manifest stripped, publication.json kept", "manifest: publication.json says it is signed", func(string) error { return nil }, publish.ManifestFile + ": missing: publication.json says publish signed the list", true, false, nil})
 	}
 	if other == "" {
 		return c, nil // one run: nothing of another to swap in
