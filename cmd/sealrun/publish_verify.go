@@ -41,8 +41,10 @@ every ledger's .tsr and every run's timestamp (result.sigstore.json) must check.
 
 The list of files is signed: SHA256SUMS.dsse.json is SHA256SUMS in a DSSE envelope signed with
 the host's key (sealrun publish --sign-key), checked with the trusted keys, so that a mirror cannot
-add, drop or swap a file and rewrite the list unseen. A publication without it still verifies, the
-verdict saying "manifest unsigned"; --require-signed-manifest refuses it.
+add, drop or swap a file and rewrite the list unseen. A publication without it (one from before
+publish signed its list) still verifies, the result saying "manifest unsigned"; one whose
+publication.json says its list is signed and lacks the signature does not; and
+--require-signed-manifest refuses every unsigned list.
 
 With --json it prints the result as data (schema sealrun-verify/1, docs/VERIFY-JSON.md): each
 check with its outcome (passed; failed, with each file and reason; not applicable, and why), the
