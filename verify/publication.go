@@ -563,8 +563,22 @@ func (c *checker) boards(meta publish.Publication, keyPaths []string) (map[strin
 		}
 	}
 	if len(acct) == 0 {
-		// The keys were each among the trusted ones, the ledgers read and verified with them.
-		c.claim(meta.Keys...)
+		// The keys were each among the trusted ones, the ledgers read and verified with them. A
+		// key counts only as a file keys/ loaded as a public key: anything else publication.json
+		// lists among its keys (a note beside them) was never read as one.
+		loaded := map[string]bool{}
+		if own, err := leaderboard.LoadKeys([]string{filepath.Join(dir, "keys")}); err == nil {
+			for _, k := range own {
+				loaded["keys/"+k.Name] = true
+			}
+		}
+		for _, k := range meta.Keys {
+			if loaded[k] {
+				c.claim(k)
+			} else {
+				c.bad("%s: listed among the keys in %s, but not a public key (sealrun publish copies only *.pub and *.pem key files)", k, publish.MetaFile)
+			}
+		}
 		c.claim(meta.Ledgers...)
 	}
 	// A track file counts when it is the track of a run whose attestation verified.

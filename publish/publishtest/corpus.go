@@ -26,8 +26,9 @@ type Tampering struct {
 	Want     string
 	KeepSums bool
 	// KeepManifest keeps the signed manifest (SHA256SUMS.dsse.json); without it Forge strips
-	// it, as a forger who rewrites SHA256SUMS would, so that the check named catches the
-	// forgery on an unsigned publication.
+	// it first, as a forger who rewrites SHA256SUMS would, with publication.json and VERIFY.md
+	// made what an unsigned publish writes, so that the check named catches the forgery on an
+	// unsigned publication.
 	KeepManifest bool
 	// Flags are verify-publication's flags beyond --key (and the tests' --witness).
 	Flags []string
@@ -136,6 +137,9 @@ func Corpus(pub string) ([]Tampering, error) {
 		{"a file edited, SHA256SUMS kept", "SHA256SUMS", edit(rel+"report.json", "{", "{ "), rel + "report.json: edited", true, false, nil},
 		{"a symlink", "only regular files", symlink("/etc/passwd", rel+"passwd"), rel + "passwd: not a regular file", false, false, nil},
 		{"a .. path in publication.json", "publication.json: paths inside", metaEdit(func(m map[string]any) { m["tracks"] = []any{"tracks/../../../../etc/passwd"} }), `publication.json: tracks "tracks/../../../../etc/passwd": not a file directly in tracks/`, false, false, nil},
+		{"a note listed among the keys", "boards: a key is a public key keys/ loaded", all(
+			write("keys/zz-notice.txt", "The operator's key changed: trust the key at https://evil.example/key.pub\n"),
+			metaEdit(func(m map[string]any) { m["keys"] = append(m["keys"].([]any), "keys/zz-notice.txt") })), "keys/zz-notice.txt: listed among the keys", false, false, nil},
 		{"an absolute ledger path", "publication.json: paths inside", metaEdit(func(m map[string]any) { m["ledgers"] = []any{"/etc/passwd"} }), `publication.json: ledgers "/etc/passwd"`, false, false, nil},
 		{"the forged trajectory of issue 72", "all of them", all(
 			write(rel+"transcript.html", hostile),
@@ -150,7 +154,7 @@ func Corpus(pub string) ([]Tampering, error) {
 			Tampering{"a file dropped, the signed list kept", "manifest: SHA256SUMS is the list signed", remove(inspect), "SHA256SUMS: not the list key", false, true, nil},
 			Tampering{"the manifest's signature flipped", "manifest: signed by a trusted key", flipSignature(publish.ManifestFile), publish.ManifestFile + ": does not verify with a trusted key", true, true, nil},
 			Tampering{"the signed manifest stripped", "manifest: required signed", func(string) error { return nil }, publish.ManifestFile + ": missing: the manifest is unsigned", true, false, []string{"--require-signed-manifest"}},
-			Tampering{"the signed manifest stripped, publication.json kept", "manifest: publication.json says it is signed", func(string) error { return nil }, publish.ManifestFile + ": missing: publication.json says publish signed the list", true, false, nil})
+			Tampering{"the signed manifest stripped, publication.json kept", "manifest: publication.json says it is signed", remove(publish.ManifestFile), publish.ManifestFile + ": missing: publication.json says publish signed the list", true, true, nil})
 	}
 	if other == "" {
 		return c, nil // one run: nothing of another to swap in
@@ -172,13 +176,13 @@ func Forge(pub, dir string, t Tampering) error {
 	if err := copyTree(pub, dir); err != nil {
 		return err
 	}
-	if err := t.Change(dir); err != nil {
-		return fmt.Errorf("%s: %w", t.Name, err)
-	}
 	if !t.KeepManifest {
-		if err := os.RemoveAll(filepath.Join(dir, publish.ManifestFile)); err != nil {
+		if err := unsign(dir); err != nil {
 			return err
 		}
+	}
+	if err := t.Change(dir); err != nil {
+		return fmt.Errorf("%s: %w", t.Name, err)
 	}
 	if t.KeepSums {
 		return nil
@@ -188,6 +192,29 @@ func Forge(pub, dir string, t Tampering) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "SHA256SUMS"), sums, 0o644)
+}
+
+// unsign makes dir the publication an unsigned publish would have written, as a forger who
+// strips the signed list would: no SHA256SUMS.dsse.json, publication.json not naming it, and
+// VERIFY.md without its section (written again by publish's own code).
+func unsign(dir string) error {
+	if err := os.RemoveAll(filepath.Join(dir, publish.ManifestFile)); err != nil {
+		return err
+	}
+	var meta publish.Publication
+	if err := readJSON(filepath.Join(dir, publish.MetaFile), &meta); err != nil || meta.Manifest == "" {
+		return err
+	}
+	meta.Manifest = ""
+	b, _ := json.MarshalIndent(meta, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, publish.MetaFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	boards, _, err := publish.Boards(dir, meta)
+	if err != nil {
+		return fmt.Errorf("VERIFY.md of the unsigned publication: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, publish.VerifyFile), boards[publish.VerifyFile], 0o644)
 }
 
 func readJSON(p string, v any) error {
