@@ -136,28 +136,3 @@ of them (a results directory, a publication). Exit status: 0 written, 2 usage or
 	cmd.Flags().BoolVar(&evalZip, "eval", false, "with --format inspect: write Inspect's .eval form (a zip) instead of .json")
 	return cmd
 }
-
-// exportVerdict is what --export found.
-type exportVerdict struct {
-	File             string `json:"file"`
-	Format           string `json:"format"`
-	TranscriptSHA256 string `json:"transcript_sha256"`
-	Version          string `json:"sealrun_version"`
-}
-
-// checkExport recomputes the export in file from the run directory dir (whose transcript was
-// checked against the attestation of run).
-func checkExport(file, dir, run string) (*exportVerdict, error) {
-	b, err := fileio.ReadLimited(file, "export", 1<<30)
-	if err != nil {
-		return nil, ioError(err)
-	}
-	ex, err := export.Recompute(b, dir)
-	if err != nil {
-		return nil, &attest.VerificationFailure{Reason: attest.ReasonExport, Detail: fmt.Sprintf("%s: %v", file, err)}
-	}
-	if ex.Run != run {
-		return nil, &attest.VerificationFailure{Reason: attest.ReasonExport, Detail: fmt.Sprintf("%s: an export of run %s, not of %s", file, ex.Run, run)}
-	}
-	return &exportVerdict{File: file, Format: ex.Format, TranscriptSHA256: ex.TranscriptSHA256, Version: ex.Version}, nil
-}
