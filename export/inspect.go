@@ -117,11 +117,32 @@ func Inspect(runs []Run) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(log)
+	// The samples are json.Marshal's own output (compact, HTML escaped), which json.Marshal
+	// would only validate and copy again, byte for byte, inside the log: the log is encoded
+	// without them and they are put in its last member once, in a buffer sized for all.
+	samples := log.Samples
+	log.Samples = []json.RawMessage{}
+	head, err := json.Marshal(log)
 	if err != nil {
 		return nil, fmt.Errorf("encode the eval log of %s: %w", runs[0].T.Run.ID, err)
 	}
-	return append(b, '\n'), nil
+	const tail = `"samples":[]}`
+	if !bytes.HasSuffix(head, []byte(tail)) {
+		return nil, fmt.Errorf("encode the eval log of %s: its samples are not its last member", runs[0].T.Run.ID)
+	}
+	size := len(head) + 2
+	for _, s := range samples {
+		size += len(s) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, head[:len(head)-2]...)
+	for i, s := range samples {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s...)
+	}
+	return append(out, "]}\n"...), nil
 }
 
 // inspectLogOf is the eval log of runs (all of one InspectGroup), sorted by seed then id.

@@ -181,23 +181,29 @@ func (c *checker) inspectLogs(onDisk []string) {
 		}
 		found := make([]finding, len(log.Samples))
 		ids := make([]string, len(log.Samples))
-		for i, sample := range log.Samples {
+		versions := make([]string, len(log.Samples)) // the sealrun version each sample names
+		leaderboard.EachParallel(len(log.Samples), func(i int) {
 			var s struct {
-				UUID string `json:"uuid"`
+				UUID     string `json:"uuid"`
+				Metadata struct {
+					Sealrun struct {
+						Version string `json:"sealrun_version"`
+					} `json:"sealrun"`
+				} `json:"metadata"`
 			}
-			json.Unmarshal(sample, &s)
+			json.Unmarshal(log.Samples[i], &s)
 			if !attest.ValidRunID(s.UUID) {
 				found[i].bad("%s: a sample of run %q, which cannot be one of this publication's", rel, s.UUID)
-				continue
+				return
 			}
-			ids[i] = s.UUID
-		}
+			ids[i], versions[i] = s.UUID, s.Metadata.Sealrun.Version
+		})
 		// The whole log made again from its runs (its eval spec, results, stats and every
 		// sample, as the version each sample names made it): equal, every sample is what its
 		// run's transcript gives. Only when it is not is each sample made again, to name which.
 		whole := errors.New("a sample names no run")
 		if !slices.Contains(ids, "") {
-			whole = c.sameInspectLog(b, log.Samples, ids)
+			whole = c.sameInspectLog(b, ids, versions)
 		}
 		if whole != nil {
 			leaderboard.EachParallel(len(log.Samples), func(i int) {
@@ -318,22 +324,14 @@ func (c *checker) ledgerTimestamps(meta publish.Publication, ks []leaderboard.Ke
 
 // sameInspectLog checks that log, an eval log whose samples (of runs ids) each checked, is
 // byte for byte the log export.Inspect makes of those runs.
-func (c *checker) sameInspectLog(log []byte, samples []json.RawMessage, ids []string) error {
+func (c *checker) sameInspectLog(log []byte, ids, versions []string) error {
 	runs := make([]export.Run, len(ids))
 	for i, id := range ids {
-		var s struct {
-			Metadata struct {
-				Sealrun struct {
-					Version string `json:"sealrun_version"`
-				} `json:"sealrun"`
-			} `json:"metadata"`
-		}
-		json.Unmarshal(samples[i], &s)
 		tj, t, err := c.transcriptOf(id)
 		if err != nil {
 			return err
 		}
-		runs[i] = export.Run{T: t, Src: export.SourceOf(tj, t, s.Metadata.Sealrun.Version)}
+		runs[i] = export.Run{T: t, Src: export.SourceOf(tj, t, versions[i])}
 	}
 	want, err := export.Inspect(runs)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -49,11 +50,27 @@ func ReadLimited(path, what string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	// Sized once from the file's length (as os.ReadFile does), not grown by doubling from 512
+	// bytes: a reader's check reads logs of megabytes, and the growth was most of the time.
+	size := int64(512)
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		size = min(fi.Size(), limit) + 1
 	}
-	return b, nil
+	r := io.LimitReader(f, limit+1)
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+		}
+	}
 }
 
 // SHA256 is the lowercase hex SHA-256 of a regular file's content.
@@ -64,11 +81,18 @@ func SHA256(path string) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	// The file as a plain reader: *os.File's WriteTo would allocate a buffer of its own for
+	// every file hashed.
+	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf); err != nil {
 		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// copyBuffers are SHA256's read buffers, reused: a publication's check hashes every file of it.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // Cause is err's cause without the path a *fs.PathError repeats ("no such file or directory"),
 // for a message that names the path itself; any other error as it is.
