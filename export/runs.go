@@ -9,15 +9,15 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/transcript"
 )
 
 // TranscriptFile is a run directory's transcript, what every export is derived from.
 const TranscriptFile = "transcript.json"
 
-// MaxTranscriptBytes bounds a transcript.json an export reads (the 2,000-turn hour is 8 MB).
-const MaxTranscriptBytes = 1 << 30
+// MaxTranscriptBytes bounds a transcript.json an export reads (the 2,000-turn hour is 8 MB), as
+// transcript.Check bounds it.
+const MaxTranscriptBytes = transcript.MaxFileBytes
 
 // FindRuns is the run directories under each path: the path itself when it holds
 // transcript.json, else each directory below it that does (a results directory, a
@@ -56,7 +56,7 @@ func FindRuns(paths []string) ([]string, error) {
 // transcript.
 func Load(dir string) ([]byte, *transcript.Transcript, error) {
 	path := filepath.Join(dir, TranscriptFile)
-	b, err := fileio.ReadLimited(path, "transcript", MaxTranscriptBytes)
+	b, err := transcript.ReadBounded(path)
 	if err != nil {
 		return nil, nil, err
 	}

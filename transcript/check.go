@@ -14,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // BodyRef is one body an audit log hashes: its path in the run directory, and the name the
@@ -91,6 +92,29 @@ type Report struct {
 	Parsed *Transcript
 }
 
+// MaxFileBytes bounds transcript.json and transcript.html as Check reads them whole (the
+// 2,000-turn hour's transcript.json is 8 MB): a hostile run directory's file of gigabytes is
+// refused by its size, never read into memory.
+const MaxFileBytes = 1 << 30
+
+// ReadBounded reads a file of at most MaxFileBytes whole (transcript.json, transcript.html), and
+// refuses a larger one by its size, unread; a missing one is os.ErrNotExist.
+func ReadBounded(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	tooLarge := fmt.Errorf("%s: larger than %d MiB, more than sealrun writes; not read", path, MaxFileBytes>>20)
+	if fi.Size() > MaxFileBytes {
+		return nil, tooLarge
+	}
+	b, err := fileio.ReadLimited(path, "file", MaxFileBytes)
+	if err == nil && len(b) > MaxFileBytes {
+		return nil, tooLarge
+	}
+	return b, err
+}
+
 var pageVersionRE = regexp.MustCompile(`<meta name="generator" content="([^"]*)">`)
 
 // Check checks a run directory (an ended run, a gathered run, a published one) whose audit log
@@ -100,7 +124,10 @@ var pageVersionRE = regexp.MustCompile(`<meta name="generator" content="([^"]*)"
 // directory without transcript.json is checked for its bodies alone.
 func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	opts := Options{Withheld: map[string]bool{}}
-	published, err := os.ReadFile(filepath.Join(dir, "transcript.json"))
+	published, err := ReadBounded(filepath.Join(dir, "transcript.json"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	hasJSON := err == nil
 	otherFormat := ""
 	var parsed Transcript
@@ -156,7 +183,7 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	} else {
 		rep.Problems = append(rep.Problems, "transcript.json: not what the audit log and the bodies give (sealrun transcript DIR makes it again)")
 	}
-	page, err := os.ReadFile(filepath.Join(dir, "transcript.html"))
+	page, err := ReadBounded(filepath.Join(dir, "transcript.html"))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		rep.Notes = append(rep.Notes, "no transcript.html")

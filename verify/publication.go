@@ -371,7 +371,7 @@ func (c *checker) files() (bool, error) {
 // read (nothing further can be checked).
 func (c *checker) meta() (meta publish.Publication, onDisk []string, ok bool) {
 	dir := c.dir
-	mb, err := os.ReadFile(filepath.Join(dir, publish.MetaFile))
+	mb, _, err := readWhole(filepath.Join(dir, publish.MetaFile))
 	if err == nil {
 		d := json.NewDecoder(bytes.NewReader(mb))
 		d.DisallowUnknownFields()
@@ -548,9 +548,13 @@ func (c *checker) boards(meta publish.Publication, keyPaths []string) (map[strin
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		have, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
+		have, missing, err := readWhole(filepath.Join(dir, n))
+		switch {
+		case missing:
 			c.bad("%s: missing (%v)", n, errors.Unwrap(err))
+			continue
+		case err != nil:
+			c.bad("%s: %v", n, err)
 			continue
 		}
 		switch {

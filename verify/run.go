@@ -260,8 +260,8 @@ func (r *Result) transcript(o RunOptions, p *attest.Predicate) error {
 			r.uncheckedInRun(&ps, o.AllowUnchecked, f.name, "not compared: "+joinNotes(rep.Notes))
 		}
 	}
-	if have, err := os.ReadFile(filepath.Join(dir, transcript.RunPageFile)); err == nil {
-		if want, err := transcript.RunPage(dir, p); err == nil && string(have) == string(want) {
+	if have, missing, err := readWhole(filepath.Join(dir, transcript.RunPageFile)); !missing {
+		if want, werr := transcript.RunPage(dir, p); err == nil && werr == nil && string(have) == string(want) {
 			t.ReportHTML = true
 		} else {
 			ps = append(ps, Problem{File: transcript.RunPageFile, Reason: "not the page its attestation and audit log give (a page made by another sealrun, or edited)"})

@@ -48,7 +48,7 @@ func (c *checker) transcripts(onDisk []string) {
 		} else {
 			// runs named it not valid; its trajectory is still checked against what it says,
 			// so that what else is wrong is named too.
-			env, err := os.ReadFile(filepath.Join(d, "result.att.json"))
+			env, err := fileio.ReadLimited(filepath.Join(d, "result.att.json"), "attestation", attest.MaxEnvelopeBytes)
 			if err != nil {
 				return
 			}
@@ -110,9 +110,11 @@ func (c *checker) transcripts(onDisk []string) {
 		if rep.Page {
 			line += ", and transcript.html"
 		}
-		switch b, err := os.ReadFile(filepath.Join(d, publish.TrajectoryFile)); {
-		case err != nil:
+		switch b, missing, err := readWhole(filepath.Join(d, publish.TrajectoryFile)); {
+		case missing:
 			out.bad("%s%s: missing: sealrun publish writes every run's ATIF trajectory beside its transcript", rel, publish.TrajectoryFile)
+		case err != nil:
+			out.bad("%s%s: %v", rel, publish.TrajectoryFile, err)
 		default:
 			tj, t, err := c.transcriptOf(id)
 			if err == nil {
@@ -126,8 +128,10 @@ func (c *checker) transcripts(onDisk []string) {
 			}
 		}
 		// report.html: made again from the signed predicate and the audit log just checked.
-		if have, err := os.ReadFile(filepath.Join(d, transcript.RunPageFile)); err != nil {
+		if have, missing, err := readWhole(filepath.Join(d, transcript.RunPageFile)); missing {
 			out.bad("%s%s: missing: sealrun publish writes every run's page (the board links it)", rel, transcript.RunPageFile)
+		} else if err != nil {
+			out.bad("%s%s: %v", rel, transcript.RunPageFile, err)
 		} else if want, err := transcript.RunPage(d, pred); err == nil && bytes.Equal(have, want) {
 			out.claims = append(out.claims, rel+transcript.RunPageFile)
 			line += "; report.html is what the attestation and the log give"

@@ -130,6 +130,8 @@ func Corpus(pub string) ([]Tampering, error) {
 		{"trajectory.json removed", "trajectory: trajectory.json recomputed", remove(rel + "trajectory.json"), rel + "trajectory.json: missing", false, false, nil},
 		{"trajectory.json edited", "trajectory: trajectory.json recomputed", editFirstString(rel+"trajectory.json", `"steps"`), rel + "trajectory.json: the export differs", false, false, nil},
 		{"leaderboard.html edited", "boards regenerated", edit("leaderboard.html", "</h1>", " (verified)</h1>"), "leaderboard.html: not what the attestations give", false, false, nil},
+		{"transcript.json over 1 GiB", "trajectory: transcript.json read whole only up to a bound", sparse(rel+"transcript.json", 1<<30+1), rel + "transcript.json: larger than 1024 MiB", false, false, nil},
+		{"leaderboard.html of 300 MiB", "boards: read whole only up to a bound", sparse("leaderboard.html", 300<<20), "leaderboard.html: larger than 256 MiB", false, false, nil},
 		{"leaderboard.json edited", "boards regenerated", edit("leaderboard.json", `"runs"`, `"runs" `), "leaderboard.json: not what the attestations give", false, false, nil},
 		{"run.json added", "every file covered", write(rel+"run.json", `{"id":"`+run+`","state":"graded"}`+"\n"), rel + "run.json: unchecked: the host's own record", false, false, nil},
 		{"a file added", "every file covered", write("runs/notes.txt", "all runs were checked by hand\n"), "runs/notes.txt: unchecked: no check covers it", false, false, nil},
@@ -334,6 +336,12 @@ func dropSample(p string) func(string) error {
 		b, _ := json.MarshalIndent(m, "", "  ")
 		return os.WriteFile(full, b, 0o644)
 	}
+}
+
+// sparse makes p a file of size bytes that takes no room (a hole): what a reader must not read
+// whole into memory.
+func sparse(p string, size int64) func(string) error {
+	return func(dir string) error { return os.Truncate(filepath.Join(dir, filepath.FromSlash(p)), size) }
 }
 
 func symlink(target, p string) func(string) error {
