@@ -27,17 +27,7 @@ func FuzzRecompute(f *testing.F) {
 	r.Close()
 	run := transcript.Run{ID: "r-fuzz", Track: "ari", TrackVersion: "1", TrackID: strings.Repeat("cd", 32), Agent: "openai/gpt-x@high",
 		Scaffold: "codex 0.98.0", Seed: 1, State: "graded", Started: start, Finished: start.Add(50 * time.Minute)}
-	tr, err := transcript.Build(r.Dir, run, transcript.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := transcript.Write(r.Dir, tr); err != nil {
-		f.Fatal(err)
-	}
-	tj, t, err := Load(r.Dir)
-	if err != nil {
-		f.Fatal(err)
-	}
+	tj, t := written(f, r.Dir, run)
 	src := SourceOf(tj, t, "v-fuzz")
 	atif, err := ATIF(t, src)
 	if err != nil {

@@ -32,17 +32,7 @@ func TestInspectIsMarshalsBytes(t *testing.T) {
 		r.Close()
 		run := transcript.Run{ID: fmt.Sprintf("r-splice-%d", seed), Track: "ari", TrackVersion: "1", TrackID: strings.Repeat("cd", 32), Agent: "openai/gpt-x@high",
 			Scaffold: "codex 0.98.0", Seed: int64(seed), State: "graded", Started: start, Finished: start.Add(50 * time.Minute)}
-		tr, err := transcript.Build(r.Dir, run, transcript.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := transcript.Write(r.Dir, tr); err != nil {
-			t.Fatal(err)
-		}
-		tj, tt, err := Load(r.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tj, tt := written(t, r.Dir, run)
 		runs = append(runs, Run{T: tt, Src: SourceOf(tj, tt, "v-splice")})
 	}
 	got, err := Inspect(runs)

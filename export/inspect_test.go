@@ -44,17 +44,7 @@ func TestInspect(t *testing.T) {
 		if state == "invalid" {
 			run.Reason = "the host ran out of disk"
 		}
-		tr, err := transcript.Build(r.Dir, run, transcript.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := transcript.Write(r.Dir, tr); err != nil {
-			t.Fatal(err)
-		}
-		tj, tr2, err := Load(r.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tj, tr2 := written(t, r.Dir, run)
 		runs = append(runs, Run{T: tr2, Src: SourceOf(tj, tr2, "v-test")})
 		dirs[run.ID] = r.Dir
 	}
@@ -235,4 +225,22 @@ func checkEval(t *testing.T, runs []Run, jsonLog []byte) {
 	if _, err := SampleOf([]byte("PK\x03\x04garbage"), "r"); err == nil || !strings.Contains(err.Error(), "not a .eval log") {
 		t.Errorf("a broken zip: %v", err)
 	}
+}
+
+// written builds the transcript of r's run directory as run, writes it there, and loads it as an
+// export reads it.
+func written(tb testing.TB, dir string, run transcript.Run) ([]byte, *transcript.Transcript) {
+	tb.Helper()
+	tr, err := transcript.Build(dir, run, transcript.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := transcript.Write(dir, tr); err != nil {
+		tb.Fatal(err)
+	}
+	tj, t, err := Load(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tj, t
 }
