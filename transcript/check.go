@@ -100,17 +100,9 @@ const MaxFileBytes = 1 << 30
 // ReadBounded reads a file of at most MaxFileBytes whole (transcript.json, transcript.html), and
 // refuses a larger one by its size, unread; a missing one is os.ErrNotExist.
 func ReadBounded(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	tooLarge := fmt.Errorf("%s: larger than %d MiB, more than sealrun writes; not read", path, MaxFileBytes>>20)
-	if fi.Size() > MaxFileBytes {
-		return nil, tooLarge
-	}
-	b, err := fileio.ReadLimited(path, "file", MaxFileBytes)
-	if err == nil && len(b) > MaxFileBytes {
-		return nil, tooLarge
+	b, err := fileio.ReadBounded(path, "file", MaxFileBytes)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return b, err
 }

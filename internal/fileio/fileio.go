@@ -73,6 +73,25 @@ func ReadLimited(path, what string, limit int64) ([]byte, error) {
 	}
 }
 
+// ReadBounded reads a file whole that is at most limit bytes, and refuses a larger one by its
+// size, unread (a sparse file of gigabytes is never read into memory). A missing file's error is
+// fs.ErrNotExist's.
+func ReadBounded(path, what string, limit int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	tooLarge := fmt.Errorf("larger than %d MiB, more than sealrun writes; not read", limit>>20)
+	if fi.Size() > limit {
+		return nil, tooLarge
+	}
+	b, err := ReadLimited(path, what, limit)
+	if err == nil && int64(len(b)) > limit { // it grew since
+		return nil, tooLarge
+	}
+	return b, err
+}
+
 // SHA256 is the lowercase hex SHA-256 of a regular file's content.
 func SHA256(path string) (string, error) {
 	f, err := OpenRegular(path, "file")
