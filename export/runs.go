@@ -75,28 +75,37 @@ type Exported struct {
 	Format, Run, TranscriptSHA256, Version string
 }
 
-// ReadSource reads what an export file says of its source (an ATIF trajectory's
-// extra.sealrun).
-func ReadSource(b []byte) (*Exported, error) {
-	var f struct {
-		SchemaVersion string `json:"schema_version"`
-		Extra         struct {
-			Sealrun struct {
-				Format           string `json:"format"`
-				Run              string `json:"run"`
-				TranscriptSHA256 string `json:"transcript_sha256"`
-				Version          string `json:"sealrun_version"`
-			} `json:"sealrun"`
-		} `json:"extra"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
-	}
-	s := f.Extra.Sealrun
+// exportHead is what Recompute reads of an export file: which form it is and, for an ATIF
+// trajectory, what it says of its source (extra.sealrun).
+type exportHead struct {
+	SchemaVersion string          `json:"schema_version"`
+	Eval          json.RawMessage `json:"eval"` // an Inspect eval log's
+	Extra         struct {
+		Sealrun struct {
+			Format           string `json:"format"`
+			Run              string `json:"run"`
+			TranscriptSHA256 string `json:"transcript_sha256"`
+			Version          string `json:"sealrun_version"`
+		} `json:"sealrun"`
+	} `json:"extra"`
+}
+
+func (h *exportHead) source() (*Exported, error) {
+	s := h.Extra.Sealrun
 	if s.Format != Format || s.Run == "" {
 		return nil, errors.New("not an export of sealrun's (no extra.sealrun naming its run and transcript)")
 	}
 	return &Exported{Format: "atif", Run: s.Run, TranscriptSHA256: s.TranscriptSHA256, Version: s.Version}, nil
+}
+
+// ReadSource reads what an export file says of its source (an ATIF trajectory's
+// extra.sealrun).
+func ReadSource(b []byte) (*Exported, error) {
+	var h exportHead
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("not JSON: %v", err)
+	}
+	return h.source()
 }
 
 // Recompute exports the run in dir again as the file b says it was made (its format and
@@ -120,17 +129,14 @@ func RecomputeOf(b, tj []byte, t *transcript.Transcript, dir string) (*Exported,
 		}
 		return ex, err
 	}
-	var head struct {
-		SchemaVersion string          `json:"schema_version"`
-		Eval          json.RawMessage `json:"eval"`
-	}
+	var head exportHead // read once: its form, and its source
 	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("not JSON: %v", err)
 	}
 	if head.SchemaVersion == "" && len(head.Eval) > 0 {
 		return recomputeInspect(b, tj, t)
 	}
-	ex, err := ReadSource(b)
+	ex, err := head.source()
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -28,6 +29,10 @@ type Options struct {
 	// Withheld are the bodies (paths relative to the run directory, as Body.Path) the operator
 	// does not publish: they are not read, and their state is withheld.
 	Withheld map[string]bool
+	// FS, when set, is where the run directory's files are read from (the directory then only
+	// names the run in messages): a reader holding a publication's files in memory (verify reads
+	// each once) builds from exactly the bytes it hashed.
+	FS fs.FS
 }
 
 // Builder reassembles a run from its audit log, one entry at a time (Add), reading the bodies
@@ -67,12 +72,21 @@ func NewBuilder(dir string, run Run, opts Options) *Builder {
 		t: Transcript{Format: Format, Run: run, Events: []Event{}}}
 }
 
+// open opens a file of the run directory by its slash-separated path: from Options.FS where it
+// is given, else from dir on disk.
+func (b *Builder) open(name string) (fs.File, error) {
+	if b.opts.FS != nil {
+		return b.opts.FS.Open(name)
+	}
+	return os.Open(filepath.Join(b.dir, filepath.FromSlash(name)))
+}
+
 // Build reads the run directory dir whole: its audit log (audit.jsonl) and every body it
 // hashes. The audit log must chain from its first entry to its last; a log cut mid-line (a
 // crash) is read to its last whole entry.
 func Build(dir string, run Run, opts Options) (*Transcript, error) {
 	b := NewBuilder(dir, run, opts)
-	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	f, err := b.open("audit.jsonl")
 	if err != nil {
 		return nil, fmt.Errorf("transcript of %s: %w", dir, err)
 	}
@@ -294,7 +308,7 @@ func (b *Builder) readBodyInto(body *Body, gz bool, buf *[]byte) []byte {
 		body.State = BodyWithheld
 		return nil
 	}
-	f, err := os.Open(filepath.Join(b.dir, filepath.FromSlash(body.Path)))
+	f, err := b.open(body.Path)
 	if err != nil {
 		body.State = BodyMissing
 		return nil
@@ -771,7 +785,8 @@ func Write(dir string, t *Transcript) error {
 	return fileio.WriteFile(filepath.Join(dir, "transcript.html"), page.Bytes(), 0o644)
 }
 
-// Marshal is transcript.json's bytes: the same transcript always gives the same bytes.
+// Marshal is transcript.json's bytes: the same transcript always gives the same bytes. They are
+// HTML escaped (the encoder's default), as the page embeds them (renderMarshaled).
 func Marshal(t *Transcript) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,6 +91,8 @@ type Report struct {
 	// and bodies give (Transcript): what an export of the run is made from (export.Load's pair).
 	JSON   []byte
 	Parsed *Transcript
+	// Intact are the bodies (paths in the run directory) found to be exactly what the log hashes.
+	Intact []string
 }
 
 // MaxFileBytes bounds transcript.json and transcript.html as Check reads them whole (the
@@ -107,6 +110,25 @@ func ReadBounded(path string) ([]byte, error) {
 	return b, err
 }
 
+// readIn is ReadBounded of the run directory's file name, from fsys where it is given.
+func readIn(fsys fs.FS, dir, name string) ([]byte, error) {
+	if fsys == nil {
+		return ReadBounded(filepath.Join(dir, name))
+	}
+	fi, err := fs.Stat(fsys, name)
+	if err == nil && fi.Size() > MaxFileBytes {
+		err = fmt.Errorf("%d bytes, more than the %d a run's transcript file may have", fi.Size(), int64(MaxFileBytes))
+	}
+	var b []byte
+	if err == nil {
+		b, err = fs.ReadFile(fsys, name)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
+	}
+	return b, err
+}
+
 var pageVersionRE = regexp.MustCompile(`<meta name="generator" content="([^"]*)">`)
 
 // Check checks a run directory (an ended run, a gathered run, a published one) whose audit log
@@ -115,8 +137,14 @@ var pageVersionRE = regexp.MustCompile(`<meta name="generator" content="([^"]*)"
 // it), and transcript.json and transcript.html are exactly what the log and the bodies give. A
 // directory without transcript.json is checked for its bodies alone.
 func Check(dir string, pred *attest.Predicate) (*Report, error) {
-	opts := Options{Withheld: map[string]bool{}}
-	published, err := ReadBounded(filepath.Join(dir, "transcript.json"))
+	return CheckFS(nil, dir, pred)
+}
+
+// CheckFS is Check of the run directory whose files fsys holds (nil: dir on disk); dir names it
+// in messages. A reader that read a publication's files once (verify) checks exactly those bytes.
+func CheckFS(fsys fs.FS, dir string, pred *attest.Predicate) (*Report, error) {
+	opts := Options{Withheld: map[string]bool{}, FS: fsys}
+	published, err := readIn(fsys, dir, "transcript.json")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -150,6 +178,8 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 		for _, b := range eventBodies(e) {
 			switch {
 			case b == nil:
+			case b.State == BodyIntact:
+				rep.Intact = append(rep.Intact, b.Path)
 			case b.State == BodyMissing:
 				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: missing: audit entry %d hashes it (sha256 %s) and it is not here, nor marked withheld", b.Path, e.Seq, b.SHA256))
 			case b.State == BodyAltered:
@@ -175,7 +205,7 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 	} else {
 		rep.Problems = append(rep.Problems, "transcript.json: not what the audit log and the bodies give (sealrun transcript DIR makes it again)")
 	}
-	page, err := ReadBounded(filepath.Join(dir, "transcript.html"))
+	page, err := readIn(fsys, dir, "transcript.html")
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		rep.Notes = append(rep.Notes, "no transcript.html")
@@ -193,7 +223,7 @@ func Check(dir string, pred *attest.Predicate) (*Report, error) {
 			break
 		}
 		var want bytes.Buffer
-		Render(&want, t, PageOptions{})
+		renderMarshaled(&want, t, PageOptions{}, mine)
 		if bytes.Equal(want.Bytes(), page) {
 			rep.Page = true
 		} else {

@@ -11,6 +11,7 @@ import (
 	"html"
 	"io"
 	"strings"
+	"sync"
 )
 
 // pageLayout names the page's frame as Render writes it; change it with that frame.
@@ -38,7 +39,11 @@ var PageVersion = func() string {
 }()
 
 // CSPHashes are the Content-Security-Policy sources of the page's one style and one script.
-func CSPHashes() (style, script string) { return cspHash(pageCSS), cspHash(pageJS) }
+func CSPHashes() (style, script string) { h := cspHashes(); return h[0], h[1] }
+
+// cspHashes hashes the page's style and script once: every page (a publication renders one a
+// run, and verify renders each again) carries the same two.
+var cspHashes = sync.OnceValue(func() [2]string { return [2]string{cspHash(pageCSS), cspHash(pageJS)} })
 
 func cspHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -77,18 +82,31 @@ type PageOptions struct {
 // works from a file:// URL), its data the transcript's JSON inside the page, its text put on
 // screen only as text.
 func Render(w io.Writer, t *Transcript, o PageOptions) error {
-	var data bytes.Buffer
-	enc := json.NewEncoder(&data)
-	enc.SetEscapeHTML(true) // no "<", ">" or "&" inside the script element: it cannot be closed early
-	if err := enc.Encode(t); err != nil {
-		return fmt.Errorf("encode transcript: %w", err)
+	return renderMarshaled(w, t, o, nil)
+}
+
+// renderMarshaled is Render with the transcript's JSON already made (Marshal's bytes, nil: made
+// here): Check, which has just marshalled it, does not encode it a second time.
+func renderMarshaled(w io.Writer, t *Transcript, o PageOptions, marshaled []byte) error {
+	data := bytes.NewBuffer(marshaled)
+	if marshaled == nil {
+		// Marshal's encoding: HTML escaped, so that no "<", ">" or "&" inside the script
+		// element can close it early.
+		enc := json.NewEncoder(data)
+		enc.SetEscapeHTML(true)
+		if err := enc.Encode(t); err != nil {
+			return fmt.Errorf("encode transcript: %w", err)
+		}
 	}
 	e := html.EscapeString
 	var b bytes.Buffer
+	b.Grow(len(pageCSS) + len(pageJS) + data.Len() + 4<<10) // the page's size: one allocation
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
 	fmt.Fprintf(&b, "<meta http-equiv=\"Content-Security-Policy\" content=\"%s\">\n", PageCSP()) // our constant: no double quote
 	fmt.Fprintf(&b, "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"%s\">\n", PageVersion)
-	fmt.Fprintf(&b, "<title>%s — sealrun transcript</title>\n<style>%s</style>\n</head>\n", e(t.Run.ID), pageCSS)
+	fmt.Fprintf(&b, "<title>%s — sealrun transcript</title>\n<style>", e(t.Run.ID))
+	b.WriteString(pageCSS)
+	b.WriteString("</style>\n</head>\n")
 	if o.Live != "" {
 		fmt.Fprintf(&b, "<body data-live=\"%s\">\n", e(o.Live))
 	} else {
@@ -117,7 +135,9 @@ func Render(w io.Writer, t *Transcript, o PageOptions) error {
 	fmt.Fprintf(&b, "<main id=\"list\"></main>\n")
 	fmt.Fprintf(&b, "<script type=\"application/json\" id=\"transcript\">")
 	b.Write(bytes.TrimSuffix(data.Bytes(), []byte("\n")))
-	fmt.Fprintf(&b, "</script>\n<script>%s</script>\n</body></html>\n", pageJS)
+	b.WriteString("</script>\n<script>")
+	b.WriteString(pageJS)
+	b.WriteString("</script>\n</body></html>\n")
 	_, err := w.Write(b.Bytes())
 	return err
 }

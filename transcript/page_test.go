@@ -195,3 +195,24 @@ func jsonString(s string) string {
 	}
 	return `"` + b.String() + `"`
 }
+
+// The page embeds transcript.json's very bytes: Check renders the page from what it marshalled
+// (renderMarshaled), so the two must be one encoding, HTML escaped, a hostile text included.
+func TestPageEmbedsMarshalBytes(t *testing.T) {
+	tr := &transcript.Transcript{Format: transcript.Format, Run: transcript.Run{ID: "r-1", Reason: "</script><script>alert(1)</script> & \u2028"}, Events: []transcript.Event{}}
+	j, err := transcript.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page bytes.Buffer
+	if err := transcript.Render(&page, tr, transcript.PageOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `<script type="application/json" id="transcript">` + strings.TrimSuffix(string(j), "\n") + `</script>`
+	if !strings.Contains(page.String(), want) {
+		t.Errorf("the page does not embed Marshal's bytes %s", j)
+	}
+	if strings.Count(page.String(), "</script>") != 2 {
+		t.Errorf("a text closed the page's script element")
+	}
+}

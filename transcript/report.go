@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,8 +138,16 @@ func ReportOf(p *attest.Predicate) RunReport {
 // their validation scores), and the result. It is one self-contained page, readable without
 // JavaScript, and the same bytes wherever it is made from the same predicate and log.
 func RunPage(dir string, p *attest.Predicate) ([]byte, error) {
+	if dir == "" {
+		dir = "." // os.DirFS("") would be the root
+	}
+	return RunPageFS(os.DirFS(dir), p)
+}
+
+// RunPageFS is RunPage of the run directory whose files fsys holds.
+func RunPageFS(fsys fs.FS, p *attest.Predicate) ([]byte, error) {
 	r := ReportOf(p)
-	f, err := os.Open(filepath.Join(dir, "audit.jsonl"))
+	f, err := fsys.Open("audit.jsonl")
 	if err == nil {
 		readAudit(f, &r)
 		f.Close()

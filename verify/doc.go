@@ -14,4 +14,8 @@
 // daemon, runner, grader or controller (e2e's layout test holds it to that), so a third party
 // can import it. A publication or run that does not check is a Result that is not Valid and a
 // nil error; an error (*Error) is for what stopped the check itself.
+//
+// Publication reads each file of the publication once: the files check hashes it and keeps its
+// bytes (up to Options.MaxMemory), and every later check (attestations, trajectories, pages,
+// exports) reads those bytes, so each judges exactly what was hashed.
 package verify

@@ -11,9 +11,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
@@ -51,7 +53,15 @@ type Options struct {
 	RequireSignedManifest bool
 	// Log receives what each check looked at, a line at a time, as it goes (nil: nothing).
 	Log io.Writer
+	// MaxMemory bounds the bytes of files kept in memory between the files check, which reads
+	// and hashes each, and the checks that read them again (0: DefaultMaxMemory; below 0:
+	// none, every check reads its files from disk again). A file beyond it is read again.
+	MaxMemory int64
 }
+
+// DefaultMaxMemory is Options.MaxMemory's default: a publication of 1,000 runs keeps about
+// 100 MB.
+const DefaultMaxMemory = snapTotalMax
 
 // Publication checks a publication offline: every file against SHA256SUMS and SHA256SUMS
 // against its signature (SHA256SUMS.dsse.json), publication.json against the directory, every
@@ -80,7 +90,7 @@ func Publication(dir string, o Options) (*Result, error) {
 		}
 	}
 	r := &Result{Kind: "publication", Path: dir, Publication: &PublicationDetails{}}
-	c := &checker{dir: dir, w: w, claimed: map[string]bool{}, why: map[string]string{}, r: r, heads: &ledger.Heads{}}
+	c := &checker{dir: dir, w: w, claimed: map[string]bool{}, why: map[string]string{}, r: r, heads: &ledger.Heads{}, maxMemory: o.MaxMemory}
 	if o.TSAChain != "" {
 		if c.chain, err = attest.LoadTSAChain(o.TSAChain); err != nil {
 			return nil, usageErr(fmt.Errorf("--tsa-chain: %w", err))
@@ -196,20 +206,24 @@ func WritePublicationVerdict(w io.Writer, r *Result) {
 // checker gathers the problems of a publication, each a line naming the file, and which files
 // a check covered.
 type checker struct {
-	dir      string
-	w        io.Writer
-	problems []string
-	verified map[string]*attest.Verified // run id -> its attestation, as runs verified it
-	chain    []*x509.Certificate         // the timestamp authority's, when given
-	present  []string                    // every file of the publication but SHA256SUMS, sorted
-	claimed  map[string]bool             // files a check covered (against something signed, or regenerated)
-	why      map[string]string           // files a check looked at and could not cover: why not
-	r        *Result
-	heads    *ledger.Heads // each distinct ledger head verified once
-	mu       sync.Mutex
-	loads    map[string]*loaded // run id -> its transcript.json, read once
-	stage    string             // the check under way
-	from     int                // where its problems start in problems
+	dir       string
+	w         io.Writer
+	problems  []string
+	verified  map[string]*attest.Verified // run id -> its attestation, as runs verified it
+	chain     []*x509.Certificate         // the timestamp authority's, when given
+	present   []string                    // every file of the publication but SHA256SUMS, sorted
+	claimed   map[string]bool             // files a check covered (against something signed, or regenerated)
+	why       map[string]string           // files a check looked at and could not cover: why not
+	r         *Result
+	heads     *ledger.Heads     // each distinct ledger head verified once
+	snap      *snapshot         // the files as the files check read them
+	maxMemory int64             // Options.MaxMemory
+	sums      map[string]string // their SHA-256, as it computed them
+	tracks    sync.Map          // a track file's SHA-256 -> its trackOnce
+	mu        sync.Mutex
+	loads     map[string]*loaded // run id -> its transcript.json, read once
+	stage     string             // the check under way
+	from      int                // where its problems start in problems
 }
 
 // begin starts the check name; end records it: failed with the problems since begin, else not
@@ -335,14 +349,31 @@ func (c *checker) files() (bool, error) {
 	if err != nil {
 		return false, ioErr(err)
 	}
-	// Every listed file hashed, on every CPU; the problems in the order of the walk.
+	// Every file read and hashed once, on every CPU, and kept for the checks that follow (the
+	// snapshot); the problems in the order of the walk.
 	got := make([]string, len(c.present))
+	kept := make([][]byte, len(c.present))
 	errs := make([]error, len(c.present))
+	var budget atomic.Int64
+	switch {
+	case c.maxMemory == 0:
+		budget.Store(DefaultMaxMemory)
+	case c.maxMemory > 0:
+		budget.Store(c.maxMemory)
+	}
 	leaderboard.EachParallel(len(c.present), func(i int) {
-		if seen[c.present[i]] {
-			got[i], errs[i] = fileio.SHA256(filepath.Join(dir, filepath.FromSlash(c.present[i])))
-		}
+		got[i], kept[i], errs[i] = readAndHash(dir, c.present[i], &budget)
 	})
+	c.snap = &snapshot{dir: dir, kept: make(map[string][]byte, len(c.present)), files: make(map[string]bool, len(c.present))}
+	c.sums = make(map[string]string, len(c.present))
+	for i, rel := range c.present {
+		if errs[i] == nil {
+			c.snap.files[rel], c.sums[rel] = true, got[i]
+			if kept[i] != nil {
+				c.snap.kept[rel] = kept[i]
+			}
+		}
+	}
 	for i, rel := range c.present {
 		switch {
 		case !seen[rel]:
@@ -371,7 +402,7 @@ func (c *checker) files() (bool, error) {
 // read (nothing further can be checked).
 func (c *checker) meta() (meta publish.Publication, onDisk []string, ok bool) {
 	dir := c.dir
-	mb, _, err := readWhole(filepath.Join(dir, publish.MetaFile))
+	mb, _, err := c.snap.read(publish.MetaFile, "file", maxWhole)
 	if err == nil {
 		d := json.NewDecoder(bytes.NewReader(mb))
 		d.DisallowUnknownFields()
@@ -439,28 +470,55 @@ func (c *checker) inside(folder, rel string) error {
 // runs checks that every run's attestation verifies with a trusted key, names its run, and binds
 // the run's files (the runs on every CPU, their findings in order).
 func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
-	dir := c.dir
 	found := make([]finding, len(onDisk))
 	leaderboard.EachParallel(len(onDisk), func(i int) {
 		id, out := onDisk[i], &found[i]
-		d := filepath.Join(dir, "runs", id)
-		att := filepath.Join(d, "result.att.json")
-		if _, err := os.Stat(att); err != nil {
+		rel := "runs/" + id + "/"
+		env, missing, err := c.snap.read(rel+"result.att.json", "attestation", attest.MaxEnvelopeBytes+64<<10)
+		if missing {
 			out.bad("runs/%s: no result.att.json", id)
 			return
 		}
+		if err == nil {
+			env, err = attest.EnvelopeOf(env)
+		}
+		if err != nil {
+			out.bad("runs/%s/result.att.json: %v", id, err)
+			return
+		}
+		// The files it binds, as the files check read them: the digests it computed, the audit
+		// log's bytes, the track (parsed once for every run that carries the same one).
+		var opts []attest.VerifyOption
+		given := map[string]bool{}
+		for _, b := range []struct {
+			file string
+			opt  func(string) attest.VerifyOption
+		}{{"bundle.tar.gz", attest.WithBundleDigest}, {"report.json", attest.WithReportDigest}} {
+			if sum, ok := c.sums[rel+b.file]; ok {
+				opts, given[b.file] = append(opts, b.opt(sum)), true
+			}
+		}
+		if c.snap.has(rel + "track.toml") {
+			t, err := c.track(rel + "track.toml")
+			if err != nil {
+				out.bad("runs/%s: the attestation or a file it binds does not verify with a trusted key: the track: %v", id, err)
+				return
+			}
+			opts, given["track.toml"] = append(opts, attest.WithTrack(t)), true
+		}
 		var lastErr error
 		for _, k := range ks {
-			f := attest.Files{Key: k.Path, Verifier: k.Verifier, Heads: c.heads}
-			for _, o := range []struct {
-				file string
-				dst  *string
-			}{{"report.json", &f.Report}, {"bundle.tar.gz", &f.Bundle}, {"audit.jsonl", &f.Audit}, {"track.toml", &f.Track}} {
-				if _, err := os.Stat(filepath.Join(d, o.file)); err == nil {
-					*o.dst = filepath.Join(d, o.file)
+			o := append(slices.Clip(opts), attest.WithHeads(c.heads))
+			if c.snap.has(rel + "audit.jsonl") {
+				f, err := c.snap.Open(rel + "audit.jsonl")
+				if err != nil {
+					out.bad("runs/%s/audit.jsonl: %v", id, err)
+					return
 				}
+				defer f.Close()
+				o, given["audit.jsonl"] = append(o, attest.WithAuditLog(f)), true
 			}
-			v, err := attest.VerifyFile(att, f)
+			v, err := attest.Verify(env, k.Verifier, o...)
 			if err != nil {
 				lastErr = err
 				continue
@@ -471,14 +529,13 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 				return
 			}
 			out.verified = v
-			rel := "runs/" + id + "/"
 			out.claims = append(out.claims, rel+"result.att.json")
-			for file, given := range map[string]string{"report.json": f.Report, "bundle.tar.gz": f.Bundle, "audit.jsonl": f.Audit, "track.toml": f.Track} {
-				if given != "" {
+			for _, file := range []string{"report.json", "bundle.tar.gz", "audit.jsonl", "track.toml"} {
+				if given[file] {
 					out.claims = append(out.claims, rel+file)
 				}
 			}
-			if f.Audit == "" && (p.Audit.Entries > 0 || (p.Audit.Head != "" && p.Audit.Head != audit.ZeroHead)) {
+			if !given["audit.jsonl"] && (p.Audit.Entries > 0 || (p.Audit.Head != "" && p.Audit.Head != audit.ZeroHead)) {
 				out.bad("runs/%s/audit.jsonl: missing: the attestation names an audit log of %d entries (head %s), and without it nothing the agent did can be checked", id, p.Audit.Entries, p.Audit.Head)
 			}
 			return
@@ -491,6 +548,29 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 			c.keep(onDisk[i], f.verified)
 		}
 	}
+}
+
+// trackOnce is one track file parsed, once for every run that carries it.
+type trackOnce struct {
+	once sync.Once
+	t    *policy.Track
+	err  error
+}
+
+// track parses the track file rel of the publication, once for all the runs whose track.toml
+// has the same SHA-256.
+func (c *checker) track(rel string) (*policy.Track, error) {
+	v, _ := c.tracks.LoadOrStore(c.sums[rel], &trackOnce{})
+	o := v.(*trackOnce)
+	o.once.Do(func() {
+		b, _, err := c.snap.read(rel, "track file", policy.MaxTrackBytes)
+		if err != nil {
+			o.err = err
+			return
+		}
+		o.t, o.err = policy.Parse("track.toml", b)
+	})
+	return o.t, o.err
 }
 
 // finding is what the check of one run (or sample) found, kept to be replayed in order.

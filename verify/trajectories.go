@@ -42,13 +42,14 @@ func (c *checker) transcripts(onDisk []string) {
 	leaderboard.EachParallel(len(onDisk), func(i int) {
 		id, out := onDisk[i], &found[i]
 		d := filepath.Join(c.dir, "runs", id)
+		rel := "runs/" + id + "/"
 		var pred *attest.Predicate
 		if v := c.verified[id]; v != nil {
 			pred = v.Statement.Predicate
 		} else {
 			// runs named it not valid; its trajectory is still checked against what it says,
 			// so that what else is wrong is named too.
-			env, err := fileio.ReadLimited(filepath.Join(d, "result.att.json"), "attestation", attest.MaxEnvelopeBytes)
+			env, _, err := c.snap.read(rel+"result.att.json", "attestation", attest.MaxEnvelopeBytes)
 			if err != nil {
 				return
 			}
@@ -58,8 +59,7 @@ func (c *checker) transcripts(onDisk []string) {
 			}
 			pred = st.Predicate
 		}
-		rel := "runs/" + id + "/"
-		if _, err := os.Stat(filepath.Join(d, "audit.jsonl")); err != nil {
+		if !c.snap.has(rel + "audit.jsonl") {
 			// runs named it missing where the attestation names an audit log; else the run
 			// was published as its attestation alone. Either way what hangs on the log cannot
 			// be checked.
@@ -67,7 +67,8 @@ func (c *checker) transcripts(onDisk []string) {
 			c.trajectoryUnchecked(out, rel, "part of the run's trajectory, which is checked against its audit log, and there is none")
 			return
 		}
-		rep, err := transcript.Check(d, pred)
+		rfs := c.snap.runFS(id)
+		rep, err := transcript.CheckFS(rfs, d, pred)
 		if err != nil {
 			out.bad("runs/%s: its transcript cannot be checked: %v", id, err)
 			c.trajectoryUnchecked(out, rel, "part of the run's trajectory, which could not be checked (above)")
@@ -81,24 +82,18 @@ func (c *checker) transcripts(onDisk []string) {
 		line := fmt.Sprintf("  runs/%s: %d model exchanges, %d calls; bodies %d intact, %d withheld, %d missing, %d altered", id, rep.Exchanges, rep.Calls, b.Intact, b.Withheld, b.Missing, b.Altered)
 		// Every body the audit log hashes that is here was compared with its hash (a missing
 		// or altered one is a problem of rep's).
-		if f, err := os.Open(filepath.Join(d, "audit.jsonl")); err == nil {
-			refs, err := transcript.BodyRefs(f)
-			f.Close()
-			if err == nil {
-				for _, r := range refs {
-					out.claims = append(out.claims, rel+r.Path)
-				}
-			}
+		for _, p := range rep.Intact {
+			out.claims = append(out.claims, rel+p)
 		}
 		note := strings.Join(rep.Notes, "; ")
 		for _, f := range []struct {
 			name string
 			ok   bool
 		}{{"transcript.json", rep.Transcript}, {"transcript.html", rep.Page}} {
-			switch _, err := os.Stat(filepath.Join(d, f.name)); {
+			switch {
 			case f.ok:
 				out.claims = append(out.claims, rel+f.name)
-			case err != nil:
+			case !c.snap.has(rel + f.name):
 				out.bad("%s%s: missing: sealrun publish writes it for every run with an audit log (sealrun transcript %s makes it again)", rel, f.name, rel)
 			default:
 				out.cannot(rel+f.name, "not compared: "+note)
@@ -110,7 +105,7 @@ func (c *checker) transcripts(onDisk []string) {
 		if rep.Page {
 			line += ", and transcript.html"
 		}
-		switch b, missing, err := readWhole(filepath.Join(d, publish.TrajectoryFile)); {
+		switch b, missing, err := c.snap.read(rel+publish.TrajectoryFile, "file", maxWhole); {
 		case missing:
 			out.bad("%s%s: missing: sealrun publish writes every run's ATIF trajectory beside its transcript", rel, publish.TrajectoryFile)
 		case err != nil:
@@ -128,11 +123,11 @@ func (c *checker) transcripts(onDisk []string) {
 			}
 		}
 		// report.html: made again from the signed predicate and the audit log just checked.
-		if have, missing, err := readWhole(filepath.Join(d, transcript.RunPageFile)); missing {
+		if have, missing, err := c.snap.read(rel+transcript.RunPageFile, "file", maxWhole); missing {
 			out.bad("%s%s: missing: sealrun publish writes every run's page (the board links it)", rel, transcript.RunPageFile)
 		} else if err != nil {
 			out.bad("%s%s: %v", rel, transcript.RunPageFile, err)
-		} else if want, err := transcript.RunPage(d, pred); err == nil && bytes.Equal(have, want) {
+		} else if want, err := transcript.RunPageFS(rfs, pred); err == nil && bytes.Equal(have, want) {
 			out.claims = append(out.claims, rel+transcript.RunPageFile)
 			line += "; report.html is what the attestation and the log give"
 		} else {
@@ -170,7 +165,7 @@ func (c *checker) inspectLogs(onDisk []string) {
 	in := map[string][]string{} // run -> the logs holding a sample of it
 	for _, p := range logs {
 		rel := publish.InspectDir + "/" + filepath.Base(p)
-		b, err := fileio.ReadLimited(p, "Inspect eval log", publish.MaxFile)
+		b, _, err := c.snap.read(rel, "Inspect eval log", publish.MaxFile)
 		if err != nil {
 			c.bad("%s: %v", rel, err)
 			continue
@@ -245,7 +240,7 @@ func (c *checker) inspectLogs(onDisk []string) {
 		fmt.Fprintf(c.w, "  %s: %d samples, each exactly what its run's transcript gives\n", rel, ok)
 	}
 	for _, id := range onDisk {
-		if _, err := os.Stat(filepath.Join(c.dir, "runs", id, export.TranscriptFile)); err != nil {
+		if !c.snap.has("runs/" + id + "/" + export.TranscriptFile) {
 			continue
 		}
 		switch where := in[id]; {
@@ -263,16 +258,15 @@ func (c *checker) inspectLogs(onDisk []string) {
 func (c *checker) sigstoreBundles(onDisk []string) {
 	for _, id := range onDisk {
 		rel := "runs/" + id + "/" + filepath.Base(attest.BundlePath("result.att.json"))
-		p := filepath.Join(c.dir, filepath.FromSlash(rel))
-		if _, err := os.Stat(p); err != nil || c.verified[id] == nil {
+		if !c.snap.has(rel) || c.verified[id] == nil {
 			continue // none; or the run's attestation did not verify (runs named it)
 		}
-		b, err := fileio.ReadLimited(p, "Sigstore bundle", attest.MaxEnvelopeBytes)
+		b, _, err := c.snap.read(rel, "Sigstore bundle", attest.MaxEnvelopeBytes)
 		if err != nil {
 			c.bad("%s: %v", rel, err)
 			continue
 		}
-		own, _ := fileio.ReadLimited(filepath.Join(c.dir, "runs", id, "result.att.json"), "attestation", attest.MaxEnvelopeBytes)
+		own, _, _ := c.snap.read("runs/"+id+"/result.att.json", "attestation", attest.MaxEnvelopeBytes)
 		env, err := attest.EnvelopeOf(b)
 		if err != nil || !attest.SameEnvelope(env, own) {
 			c.bad("%s: carries another envelope than runs/%s/result.att.json (%v)", rel, id, err)

@@ -19,8 +19,17 @@ func TestHostilePublications(t *testing.T) {
 	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--sign-key", "../../attest/testdata/ed25519.key", "--ledger", f.ledger, f.results); r.code != 0 {
 		t.Fatalf("publish: %+v", r)
 	}
-	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID\n") {
-		t.Fatalf("the untouched publication: %+v", r)
+	// Twice: each file read once and kept for every check (the default), and none kept, every
+	// check reading from disk again (--max-memory 0, as on a reader's small machine).
+	for _, mem := range []string{"", "0"} {
+		if r := sealrun(t, "verify-publication", pub, "--key", f.key, "--max-memory", mem); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID\n") {
+			t.Fatalf("the untouched publication, --max-memory %q: %+v", mem, r)
+		}
+	}
+	for _, bad := range []string{"lots", "-1", "1XB"} {
+		if r := sealrun(t, "verify-publication", pub, "--key", f.key, "--max-memory", bad); r.code != 2 || !strings.Contains(r.stderr, "--max-memory") || !strings.Contains(r.stderr, "256MiB") {
+			t.Errorf("--max-memory %q: exit %d; want 2 and a message naming the flag and a size:\n%s", bad, r.code, r.stderr)
+		}
 	}
 	corpus, err := publishtest.Corpus(pub)
 	if err != nil {
@@ -39,6 +48,10 @@ func TestHostilePublications(t *testing.T) {
 			r := sealrun(t, append([]string{"verify-publication", d, "--key", f.key}, c.Flags...)...)
 			if r.code != 1 || !strings.Contains(r.stdout, "publication: NOT VALID") || !strings.Contains(r.stdout, c.Want) {
 				t.Errorf("exit %d; want 1, NOT VALID and %q in:\n%s%s", r.code, c.Want, r.stdout, r.stderr)
+			}
+			// The same with nothing kept in memory: every check reads the files from disk.
+			if r := sealrun(t, append([]string{"verify-publication", d, "--key", f.key, "--max-memory", "0"}, c.Flags...)...); r.code != 1 || !strings.Contains(r.stdout, c.Want) {
+				t.Errorf("--max-memory 0: exit %d; want 1 and %q in:\n%s%s", r.code, c.Want, r.stdout, r.stderr)
 			}
 			if i == len(corpus)-1 || strings.HasPrefix(c.Name, "the forged trajectory") {
 				t.Logf("what the reader reads:\n%s", r.stdout)

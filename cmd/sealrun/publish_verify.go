@@ -1,15 +1,18 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/verify"
 )
 
 func newVerifyPublicationCmd() *cobra.Command {
 	var keys, allow []string
-	var tsaChain string
+	var tsaChain, maxMemory string
 	var asJSON, requireSigned bool
 	var wf witnessFlags
 	cmd := &cobra.Command{
@@ -63,6 +66,15 @@ Runs on Linux, macOS and Windows.`,
 				return err
 			}
 			o := verify.Options{Keys: keys, Witnesses: ws, Quorum: wf.quorum, TSAChain: tsaChain, AllowUnchecked: allow, RequireSignedManifest: requireSigned}
+			switch maxMemory {
+			case "": // the default
+			case "0":
+				o.MaxMemory = -1
+			default:
+				if o.MaxMemory, err = policy.ParseBytes(maxMemory); err != nil {
+					return usage(fmt.Errorf("--max-memory %q: %v; give a size such as 256MiB, or 0 to keep nothing", maxMemory, err))
+				}
+			}
 			if !asJSON {
 				o.Log = cmd.OutOrStdout()
 			}
@@ -77,6 +89,7 @@ Runs on Linux, macOS and Windows.`,
 	cmd.Flags().StringVar(&tsaChain, "tsa-chain", "", "the timestamp authority's certificate chain (PEM): check each ledger's .tsr and each run's timestamp with it")
 	cmd.Flags().StringArrayVar(&allow, "allow-unchecked", nil, "a file (or pattern, * for any name: 'runs/*/witnessed.json') that may stay unchecked; repeatable. The verdict lists them")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (schema "+verify.Schema+", docs/VERIFY-JSON.md): every check, its outcome, each problem's file and reason")
+	cmd.Flags().StringVar(&maxMemory, "max-memory", "", "the most of the publication's file contents kept in memory between the checks that read them (a size, e.g. 256MiB; 0: none, each check reads from disk again; default 768MiB)")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed-manifest", false, "refuse a publication whose SHA256SUMS is not signed ("+publish.ManifestFile+")")
 	wf.add(cmd)
 	return cmd
