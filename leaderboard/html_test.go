@@ -51,7 +51,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--disable-background-networking", "--no-first-run", "--user-data-dir="+filepath.Join(work, "profile"),
 		"--window-size=1100,1400", "--screenshot="+shot, "file://"+html)
-	cmd.Env = append(os.Environ(), "HOME="+work)
+	cmd.Env = append(os.Environ(), "HOME="+work, "TMPDIR="+work) // its temporary files removed with work
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, out)
 	}
@@ -136,7 +136,7 @@ parent.postMessage(JSON.stringify({page: d.scrollWidth - d.clientWidth, boxes: b
 			cmd := exec.CommandContext(ctx, chromium, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 				"--disable-background-networking", "--no-first-run", "--hide-scrollbars", "--allow-file-access-from-files", "--user-data-dir=" + filepath.Join(work, "profile"),
 				"--window-size=" + strconv.Itoa(w+20) + ",1120"}, args...)...)
-			cmd.Env = append(os.Environ(), "HOME="+work)
+			cmd.Env = append(os.Environ(), "HOME="+work, "TMPDIR="+work) // its temporary files removed with work
 			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("chromium at %d px: %v", w, err)

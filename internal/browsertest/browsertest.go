@@ -40,7 +40,9 @@ func New(t testing.TB) *Browser {
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("disable-features", "MediaRouter,OptimizationHints,Translate"),
 		chromedp.WindowSize(1280, 1000),
-		chromedp.Env("HOME=" + dir),
+		// Its own temporary files (org.chromium.Chromium.*) in the test's directory too, removed
+		// with it: left in /tmp they outlived every test.
+		chromedp.Env("HOME="+dir, "TMPDIR="+dir),
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx)
