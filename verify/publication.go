@@ -628,7 +628,7 @@ func (c *checker) boards(meta publish.Publication, keyPaths []string) (map[strin
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		have, missing, err := readWhole(filepath.Join(dir, n))
+		have, missing, err := c.snap.read(n, "file", maxWhole) // the bytes the files check hashed
 		switch {
 		case missing:
 			c.bad("%s: missing (%v)", n, errors.Unwrap(err))
