@@ -207,6 +207,13 @@ func (rs *runState) neverRan(ctl *controller.Controller) bool {
 	}
 }
 
+// FinalWords is how long a scaffold has, after its finalize was confirmed (or a failure ended
+// the run), to print the confirmation and say its last words before it is frozen; the run
+// ends sooner when the scaffold exits. Nothing it does then counts: the runner takes no call.
+// One second lost the last tool call's line of opencode's output under load (its printer
+// follows its own event stream): the transcript must show every call.
+const FinalWords = 5 * time.Second
+
 // await waits for the run's end. The status is "" when the run ended as a run should.
 func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc *runner.Service, finalized chan struct{}) (status, reason string) {
 	x, id := rs.x, rs.spec.ID
@@ -215,13 +222,14 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 	// The deadline moves when a pause ends (a human run's): the timer follows the clock, and
 	// is not set while the clock stands still.
 	defer func() { rs.deadline = rs.clock.Schedule().Deadline }()
-	// After finalize or a failure nothing new may start; the scaffold gets a moment to read
-	// the confirmation or why (its runner client prints it) before it is frozen.
+	// After finalize or a failure nothing new may start; the scaffold gets FinalWords to read
+	// the confirmation or why (its runner client prints it), and to print it, before it is
+	// frozen: it ends sooner when the scaffold exits.
 	wind := func() {
 		rsvc.End()
 		select {
 		case <-ctl.Done():
-		case <-time.After(time.Second):
+		case <-time.After(FinalWords):
 		}
 	}
 	for {
