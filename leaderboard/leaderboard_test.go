@@ -457,3 +457,59 @@ func TestAgentName(t *testing.T) {
 		}
 	}
 }
+
+// LoadWith: what a caller verified already is used only with a key of Load's and, tracks given,
+// one of the attestation's track; anything else is verified here, as Load would. ReadFile is
+// where the bytes come from.
+func TestLoadWithVerified(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir(), base: basePredicate(t), key: "../attest/testdata/ed25519.key"}
+	ari := loadTrack(t, "../tracks/ari-v1.toml", nil)
+	demo := loadTrack(t, "../tracks/demo.toml", nil)
+	f.write("r/a.att.json", f.attestation(runSpec{ari, "alpha", "", 1, "a-1", "", "graded", 50, 0, nil, ""}))
+	keys, _ := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	att := filepath.Join(f.dir, "r", "a.att.json")
+	real, err := os.ReadFile(att)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth, err := Load([]string{att}, keys, []*policy.Track{ari})
+	if err != nil || len(truth.Entries) != 1 {
+		t.Fatalf("%v %+v", err, truth)
+	}
+	forged := *truth.Entries[0].Predicate
+	forged.Result.Passed = 40 // what a caller's memo would say if it lied: it must be one Load trusts
+	v := &attest.Verified{Statement: &attest.Statement{Predicate: &forged}, Payload: truth.Entries[0].Payload}
+	for _, c := range []struct {
+		name   string
+		kid    string
+		tracks []*policy.Track
+		memo   bool // the caller's verification used
+	}{
+		{"its key, its track", keys[0].KeyID, []*policy.Track{ari}, true},
+		{"no tracks pinned", keys[0].KeyID, nil, true},
+		{"a key Load does not trust", "0000", []*policy.Track{ari}, false},
+		{"another track pinned", keys[0].KeyID, []*policy.Track{demo}, false},
+	} {
+		read := 0
+		in, err := LoadWith([]string{att}, keys, c.tracks, LoadOptions{
+			ReadFile: func(string) ([]byte, error) { read++; return real, nil },
+			Verified: func(p string, data []byte) (*attest.Verified, string) { return v, c.kid },
+		})
+		if err != nil || read != 1 {
+			t.Fatalf("%s: %v, read %d times", c.name, err, read)
+		}
+		switch {
+		case c.memo && (len(in.Entries) != 1 || in.Entries[0].Predicate.Result.Passed != 40):
+			t.Errorf("%s: the caller's verification was not used: %+v", c.name, in)
+		case !c.memo && c.tracks[0] == demo && (len(in.Entries) != 0 || len(in.Rejected) != 1):
+			t.Errorf("%s: verified here, it is rejected: %+v", c.name, in)
+		case !c.memo && c.tracks[0] == ari && (len(in.Entries) != 1 || in.Entries[0].Predicate.Result.Passed == 40):
+			t.Errorf("%s: verified here, it is the signed one: %+v", c.name, in)
+		}
+	}
+	// ReadFile's error is the file's rejection, named.
+	in, _ := LoadWith([]string{att}, keys, nil, LoadOptions{ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
+	if len(in.Rejected) != 1 || !strings.Contains(in.Rejected[0].Reason, "cannot read") {
+		t.Errorf("unreadable: %+v", in.Rejected)
+	}
+}

@@ -47,6 +47,11 @@ func LoadLedgers(paths []string, keys []Key) ([]*ledger.Ledger, error) {
 // attestations' verification (on every CPU). in.Ledgers holds the ledgers when both succeed; a
 // ledger that does not verify is ledgerErr, apart from err (Load's), as callers judge them apart.
 func LoadWithLedgers(paths []string, keys []Key, tracks []*policy.Track, ledgerPaths []string) (in *Inputs, ledgerErr, err error) {
+	return LoadWithLedgersWith(paths, keys, tracks, ledgerPaths, LoadOptions{})
+}
+
+// LoadWithLedgersWith is LoadWithLedgers, the attestations read and verified as o says (LoadWith).
+func LoadWithLedgersWith(paths []string, keys []Key, tracks []*policy.Track, ledgerPaths []string, o LoadOptions) (in *Inputs, ledgerErr, err error) {
 	var ledgers []*ledger.Ledger
 	done := make(chan struct{})
 	go func() {
@@ -55,7 +60,7 @@ func LoadWithLedgers(paths []string, keys []Key, tracks []*policy.Track, ledgerP
 			ledgers, ledgerErr = LoadLedgers(ledgerPaths, keys)
 		}
 	}()
-	in, err = Load(paths, keys, tracks)
+	in, err = LoadWith(paths, keys, tracks, o)
 	<-done
 	if err == nil && ledgerErr == nil {
 		in.Ledgers = ledgers

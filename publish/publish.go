@@ -398,6 +398,12 @@ func seal(tmp string, meta Publication, in *leaderboard.Inputs, signer signature
 // Boards builds the boards of a publication directory from its own files, with paths
 // relative to it, and what the ledgers (or, without them, the seed counts) say is missing.
 func Boards(dir string, meta Publication) (map[string][]byte, []string, error) {
+	return BoardsWith(dir, meta, leaderboard.LoadOptions{})
+}
+
+// BoardsWith is Boards, the runs' attestations read and verified as o says (a reader who
+// verified them already, from the bytes it hashed).
+func BoardsWith(dir string, meta Publication, o leaderboard.LoadOptions) (map[string][]byte, []string, error) {
 	at := func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
 	ks, err := leaderboard.LoadKeys([]string{at("keys")})
 	if err != nil {
@@ -415,7 +421,7 @@ func Boards(dir string, meta Publication) (map[string][]byte, []string, error) {
 	for _, l := range meta.Ledgers {
 		ledgerPaths = append(ledgerPaths, at(l))
 	}
-	in, ledgerErr, err := leaderboard.LoadWithLedgers([]string{at("runs")}, ks, ts, ledgerPaths)
+	in, ledgerErr, err := leaderboard.LoadWithLedgersWith([]string{at("runs")}, ks, ts, ledgerPaths, o)
 	if err != nil {
 		return nil, nil, err
 	}

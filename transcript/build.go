@@ -129,7 +129,7 @@ func (b *Builder) flush() error {
 // ReadFrom adds every whole line r holds (each ended by "\n"), and returns the bytes of those
 // lines: a reader that follows a growing log reads again from there.
 func (b *Builder) ReadFrom(r io.Reader) (int64, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, readSize(r))
 	var n int64
 	for {
 		line, err := br.ReadSlice('\n')
@@ -811,4 +811,15 @@ func Read(path string) (*Transcript, error) {
 		return nil, fmt.Errorf("%s: format %q; this sealrun reads %s", path, t.Format, Format)
 	}
 	return &t, nil
+}
+
+// readSize is the read buffer for r: 64 KiB, or a file's length when it is less (a thousand
+// runs' logs of a few KiB each need not take 64 MiB of fresh memory between them).
+func readSize(r io.Reader) int {
+	if f, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if fi, err := f.Stat(); err == nil && fi.Size() < 64<<10 {
+			return max(int(fi.Size())+1, 512)
+		}
+	}
+	return 64 << 10
 }

@@ -204,7 +204,7 @@ func render(w io.Writer, r RunReport) error {
 
 func readAudit(rd io.Reader, r *RunReport) {
 	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, readSize(rd)), 1<<20)
 	var gwStart time.Time
 	for sc.Scan() {
 		e, ok := ParseAuditLine(sc.Bytes())

@@ -90,7 +90,7 @@ func Publication(dir string, o Options) (*Result, error) {
 		}
 	}
 	r := &Result{Kind: "publication", Path: dir, Publication: &PublicationDetails{}}
-	c := &checker{dir: dir, w: w, claimed: map[string]bool{}, why: map[string]string{}, r: r, heads: &ledger.Heads{}, maxMemory: o.MaxMemory}
+	c := &checker{dir: dir, w: w, claimed: map[string]bool{}, why: map[string]string{}, r: r, heads: &ledger.Heads{}, maxMemory: o.MaxMemory, pinnedBy: map[string]string{}}
 	if o.TSAChain != "" {
 		if c.chain, err = attest.LoadTSAChain(o.TSAChain); err != nil {
 			return nil, usageErr(fmt.Errorf("--tsa-chain: %w", err))
@@ -210,6 +210,7 @@ type checker struct {
 	w         io.Writer
 	problems  []string
 	verified  map[string]*attest.Verified // run id -> its attestation, as runs verified it
+	pinnedBy  map[string]string           // run id -> the key that verified it with its track pinned
 	chain     []*x509.Certificate         // the timestamp authority's, when given
 	present   []string                    // every file of the publication but SHA256SUMS, sorted
 	claimed   map[string]bool             // files a check covered (against something signed, or regenerated)
@@ -361,11 +362,21 @@ func (c *checker) files() (bool, error) {
 	case c.maxMemory > 0:
 		budget.Store(c.maxMemory)
 	}
+	read, done, err := publicationReader(dir)
+	if err != nil {
+		return false, ioErr(err)
+	}
+	var none atomic.Int64 // the budget of a file not kept (keepBytes): hashed as it streams past
 	leaderboard.EachParallel(len(c.present), func(i int) {
-		got[i], kept[i], errs[i] = readAndHash(dir, c.present[i], &budget)
+		b := &budget
+		if !keepBytes(c.present[i]) {
+			b = &none
+		}
+		got[i], kept[i], errs[i] = read(c.present[i], b)
 	})
-	c.snap = &snapshot{dir: dir, kept: make(map[string][]byte, len(c.present)), files: make(map[string]bool, len(c.present))}
+	done()
 	c.sums = make(map[string]string, len(c.present))
+	c.snap = &snapshot{dir: dir, kept: make(map[string][]byte, len(c.present)), files: make(map[string]bool, len(c.present)), sums: c.sums}
 	for i, rel := range c.present {
 		if errs[i] == nil {
 			c.snap.files[rel], c.sums[rel] = true, got[i]
@@ -528,7 +539,7 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 				out.bad("runs/%s: its attestation is of run %s", id, p.Run.ID)
 				return
 			}
-			out.verified = v
+			out.verified, out.keyID, out.pinned = v, k.KeyID, given["track.toml"]
 			out.claims = append(out.claims, rel+"result.att.json")
 			for _, file := range []string{"report.json", "bundle.tar.gz", "audit.jsonl", "track.toml"} {
 				if given[file] {
@@ -546,6 +557,9 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 		c.replay(f)
 		if f.verified != nil {
 			c.keep(onDisk[i], f.verified)
+			if f.pinned {
+				c.pinnedBy[onDisk[i]] = f.keyID
+			}
 		}
 	}
 }
@@ -577,6 +591,8 @@ func (c *checker) track(rel string) (*policy.Track, error) {
 type finding struct {
 	lines, problems []string
 	verified        *attest.Verified
+	keyID           string // the key that verified it
+	pinned          bool   // verified with its track pinned (the run's track.toml)
 	ok              bool
 	bodies          transcript.Counts
 	claims          []string          // files the check covered
@@ -614,7 +630,7 @@ func (c *checker) replay(f finding) {
 // checks the published ones are exactly those; ok is false when they cannot be rebuilt.
 func (c *checker) boards(meta publish.Publication, keyPaths []string) (map[string][]byte, bool) {
 	dir := c.dir
-	boards, acct, err := publicationBoardsWith(dir, meta, keyPaths)
+	boards, acct, err := publicationBoardsWith(dir, meta, keyPaths, c.boardInputs())
 	if err != nil {
 		c.bad("leaderboard: cannot be rebuilt: %v", err)
 		return nil, false
@@ -705,7 +721,7 @@ func listOrNone(xs []string) string {
 // built with the publication's keys, whose names the board carries, so the reader's keys must
 // be the same files by name for the bytes to agree: they are loaded from keys/ when they verify
 // the same (key ids equal), else from the reader's files.
-func publicationBoardsWith(dir string, meta publish.Publication, keyPaths []string) (map[string][]byte, []string, error) {
+func publicationBoardsWith(dir string, meta publish.Publication, keyPaths []string, o leaderboard.LoadOptions) (map[string][]byte, []string, error) {
 	own, err := leaderboard.LoadKeys([]string{filepath.Join(dir, "keys")})
 	if err != nil {
 		return nil, nil, err
@@ -723,7 +739,35 @@ func publicationBoardsWith(dir string, meta publish.Publication, keyPaths []stri
 			return nil, []string{fmt.Sprintf("keys/%s (key id %s) is not among the trusted keys; a run it signed would count on the published board", k.Name, k.KeyID)}, nil
 		}
 	}
-	return publish.Boards(dir, meta)
+	return publish.BoardsWith(dir, meta, o)
+}
+
+// boardInputs has the boards made from the files as the files check read them, each run's
+// attestation as runs verified it (once, with its track pinned and the files it binds) rather
+// than verified again.
+func (c *checker) boardInputs() leaderboard.LoadOptions {
+	relOf := func(p string) string {
+		rel, err := filepath.Rel(c.dir, p)
+		if err != nil {
+			return ""
+		}
+		return filepath.ToSlash(rel)
+	}
+	return leaderboard.LoadOptions{
+		ReadFile: func(p string) ([]byte, error) { return c.snap.readUpTo(relOf(p), leaderboard.MaxFileBytes+1) },
+		Verified: func(p string, data []byte) (*attest.Verified, string) {
+			rel := relOf(p)
+			id, ok := strings.CutPrefix(rel, "runs/")
+			if id, ok = strings.CutSuffix(id, "/result.att.json"); !ok {
+				return nil, ""
+			}
+			kid, pinned := c.pinnedBy[id]
+			if kept, in := c.snap.kept[rel]; !pinned || !in || !bytes.Equal(kept, data) {
+				return nil, ""
+			}
+			return c.verified[id], kid
+		},
+	}
 }
 
 func absPaths(ps []string) []string {

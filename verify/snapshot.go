@@ -6,15 +6,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/publish"
 )
 
 // A publication's files are read once, by the files check, which hashes them: the bytes of each
@@ -36,6 +39,31 @@ type snapshot struct {
 	dir   string
 	kept  map[string][]byte // slash path -> its bytes
 	files map[string]bool   // every regular file read, kept or not
+	sums  map[string]string // slash path -> the SHA-256 the files check computed
+}
+
+// keepBytes says whether the files check keeps a file's bytes for the checks after it. A page
+// (*.html) or an Inspect log is only compared, whole, with what a check makes again from the
+// files it parses: it is read again then, and must hash as the files check hashed it (reread).
+// Keeping them would hold most of a publication's bytes in memory at once (a thousand runs'
+// pages are two thirds of it), and on a machine where fresh memory is dear that is most of
+// the check's time.
+func keepBytes(rel string) bool {
+	return !strings.HasSuffix(rel, ".html") && !strings.HasPrefix(rel, publish.InspectDir+"/")
+}
+
+// reread reads a file of the publication that was not kept, whole, at most limit bytes (what
+// names it in the error), and refuses it unless it hashes as the files check hashed it: every
+// check judges the bytes that were hashed, kept or read again.
+func (s *snapshot) reread(rel, what string, limit int64) ([]byte, error) {
+	b, err := fileio.ReadBounded(filepath.Join(s.dir, filepath.FromSlash(rel)), what, limit)
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != s.sums[rel] {
+		return nil, fmt.Errorf("%s: changed on disk while the publication was being checked (it no longer hashes as it did when the files were read); check it again once nothing writes to it", rel)
+	}
+	return b, nil
 }
 
 // readAndHash reads and hashes the file rel of dir, keeping its bytes where the budget (shared by the
@@ -81,9 +109,35 @@ func (s *snapshot) Open(name string) (fs.File, error) {
 		return &memFile{name: path.Base(name), Reader: bytes.NewReader(b), size: int64(len(b))}, nil
 	}
 	if s.files[name] {
-		return fileio.OpenRegular(filepath.Join(s.dir, filepath.FromSlash(name)), "file")
+		p := filepath.Join(s.dir, filepath.FromSlash(name))
+		if fi, err := os.Lstat(p); err != nil || fi.Size() <= snapFileMax {
+			b, err := s.reread(name, "file", snapFileMax)
+			if err != nil {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			}
+			return &memFile{name: path.Base(name), Reader: bytes.NewReader(b), size: int64(len(b))}, nil
+		}
+		// Beyond what is read whole: streamed, its hash checked at its end.
+		f, err := fileio.OpenRegular(p, "file")
+		if err != nil {
+			return nil, err
+		}
+		return &hashedFile{File: f, rel: name, want: s.sums[name], h: sha256.New()}, nil
 	}
 	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+}
+
+// readUpTo reads the file rel: whole when it was kept, else its first max bytes.
+func (s *snapshot) readUpTo(rel string, max int64) ([]byte, error) {
+	if b, ok := s.kept[rel]; ok {
+		return b, nil
+	}
+	f, err := s.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // has says whether rel is a regular file of the publication.
@@ -101,8 +155,25 @@ func (s *snapshot) read(rel, what string, limit int64) (b []byte, missing bool, 
 	if !s.files[rel] {
 		return nil, true, &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
 	}
-	b, err = fileio.ReadBounded(filepath.Join(s.dir, filepath.FromSlash(rel)), what, limit)
+	b, err = s.reread(rel, what, limit)
 	return b, errors.Is(err, fs.ErrNotExist), err
+}
+
+// hashedFile is a file of the publication too large to read whole, streamed: at its end it
+// fails unless it hashed as the files check hashed it.
+type hashedFile struct {
+	*os.File
+	rel, want string
+	h         hash.Hash
+}
+
+func (f *hashedFile) Read(p []byte) (int, error) {
+	n, err := f.File.Read(p)
+	f.h.Write(p[:n])
+	if err == io.EOF && hex.EncodeToString(f.h.Sum(nil)) != f.want {
+		return n, fmt.Errorf("%s: changed on disk while the publication was being checked (it no longer hashes as it did when the files were read)", f.rel)
+	}
+	return n, err
 }
 
 // memFile is a kept file, opened.
@@ -129,11 +200,80 @@ func (i memInfo) Sys() any           { return nil }
 
 var _ fs.FS = (*snapshot)(nil)
 
-// runFS is the run directory runs/id of the publication, as an fs.FS.
-func (s *snapshot) runFS(id string) fs.FS {
-	sub, err := fs.Sub(s, "runs/"+id)
-	if err != nil { // id is a checked run id: never
-		return s
+// ReadFile reads a file of the publication whole (fs.ReadFileFS): a copy of a kept one (its
+// caller may change it), or the bytes read again for it, once.
+func (s *snapshot) ReadFile(name string) ([]byte, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrInvalid}
 	}
-	return sub
+	if b, ok := s.kept[name]; ok {
+		return bytes.Clone(b), nil
+	}
+	if !s.files[name] {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrNotExist}
+	}
+	b, err := s.reread(name, "file", snapFileMax)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: err}
+	}
+	return b, nil
+}
+
+// Stat says a file's size without reading it (fs.StatFS): a file not kept, as it is on disk
+// now (what is read of it is checked against its hash all the same).
+func (s *snapshot) Stat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
+	if b, ok := s.kept[name]; ok {
+		return memInfo{path.Base(name), int64(len(b))}, nil
+	}
+	if !s.files[name] {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
+	}
+	fi, err := os.Lstat(filepath.Join(s.dir, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, err
+	}
+	return memInfo{path.Base(name), fi.Size()}, nil
+}
+
+// runFS is the run directory runs/id of the publication, as an fs.FS (with ReadFile and Stat,
+// which fs.Sub would answer by opening, so reading, the file).
+func (s *snapshot) runFS(id string) fs.FS { return runDir{s, "runs/" + id + "/"} }
+
+type runDir struct {
+	s      *snapshot
+	prefix string
+}
+
+func (d runDir) full(op, name string) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	return d.prefix + name, nil
+}
+
+func (d runDir) Open(name string) (fs.File, error) {
+	p, err := d.full("open", name)
+	if err != nil {
+		return nil, err
+	}
+	return d.s.Open(p)
+}
+
+func (d runDir) ReadFile(name string) ([]byte, error) {
+	p, err := d.full("readfile", name)
+	if err != nil {
+		return nil, err
+	}
+	return d.s.ReadFile(p)
+}
+
+func (d runDir) Stat(name string) (fs.FileInfo, error) {
+	p, err := d.full("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return d.s.Stat(p)
 }

@@ -25,13 +25,13 @@ func TestSnapshot(t *testing.T) {
 	os.Symlink("/etc/passwd", filepath.Join(dir, "runs", "r1", "link"))
 	var budget atomic.Int64
 	budget.Store(20) // room for the small files, not for big.bin
-	s := &snapshot{dir: dir, kept: map[string][]byte{}, files: map[string]bool{}}
+	s := &snapshot{dir: dir, kept: map[string][]byte{}, files: map[string]bool{}, sums: map[string]string{}}
 	for _, rel := range []string{"runs/r1/audit.jsonl", "publication.json", "runs/r1/big.bin"} {
 		sum, kept, err := readAndHash(dir, rel, &budget)
 		if err != nil || len(sum) != 64 {
 			t.Fatalf("%s: %q %v", rel, sum, err)
 		}
-		s.files[rel] = true
+		s.files[rel], s.sums[rel] = true, sum
 		if kept != nil {
 			s.kept[rel] = kept
 		}
@@ -72,5 +72,29 @@ func TestSnapshot(t *testing.T) {
 	}
 	if _, missing, _ := s.read("runs/r1/link", "file", 1<<20); !missing {
 		t.Errorf("the link is a file of the publication")
+	}
+	// A file not kept, edited on disk after the files check hashed it: refused, named, by
+	// every way a check reads it.
+	os.WriteFile(filepath.Join(dir, "runs", "r1", "big.bin"), []byte(strings.Repeat("y", 100)), 0o644)
+	if _, err := fs.ReadFile(run, "big.bin"); err == nil || !strings.Contains(err.Error(), "runs/r1/big.bin: changed on disk") {
+		t.Errorf("an edited file not kept was read: %v", err)
+	}
+	if _, _, err := s.read("runs/r1/big.bin", "file", 1<<20); err == nil || !strings.Contains(err.Error(), "changed on disk") {
+		t.Errorf("an edited file not kept was read: %v", err)
+	}
+	if f, err := run.Open("big.bin"); err == nil {
+		t.Errorf("an edited file not kept opened")
+		f.Close()
+	}
+}
+
+// What the files check keeps: what a check parses, not the pages and Inspect logs it only
+// compares with what it makes again.
+func TestKeepBytes(t *testing.T) {
+	for rel, want := range map[string]bool{"runs/r1/audit.jsonl": true, "runs/r1/transcript.json": true, "runs/r1/result.att.json": true,
+		"runs/r1/transcript.html": false, "runs/r1/report.html": false, "leaderboard.html": false, "inspect/x.json": false, "publication.json": true} {
+		if keepBytes(rel) != want {
+			t.Errorf("keepBytes(%s) = %v, want %v", rel, !want, want)
+		}
 	}
 }
