@@ -270,6 +270,12 @@ func (d runDir) ReadFile(name string) ([]byte, error) {
 	return d.s.ReadFile(p)
 }
 
+// SHA256 is the digest the files check computed of a file of the run (transcript.DigestFS).
+func (d runDir) SHA256(name string) (string, bool) {
+	sum, ok := d.s.sums[d.prefix+name]
+	return sum, ok && d.s.files[d.prefix+name]
+}
+
 func (d runDir) Stat(name string) (fs.FileInfo, error) {
 	p, err := d.full("stat", name)
 	if err != nil {
