@@ -77,6 +77,16 @@ func fill(m map[string]any, fields []string) map[string]any {
 
 func generateConfig() map[string]any { return fill(map[string]any{}, fieldsGenerateConfig) }
 
+// generateConfigJSON is generateConfig encoded once: every model event of every sample carries
+// it, and a map of its 34 nulls, its keys sorted, each time was most of a sample's encoding.
+var generateConfigJSON = func() json.RawMessage {
+	b, err := json.Marshal(generateConfig())
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
+
 // InspectLogVersion is the version of Inspect's eval log format the export writes (EvalLog's
 // version field).
 const InspectLogVersion = 2
@@ -420,7 +430,7 @@ func (b *inspectBuilder) event(ev *transcript.Event) {
 		}
 		e["tools"] = tools
 		e["tool_choice"] = "auto"
-		e["config"] = generateConfig()
+		e["config"] = generateConfigJSON
 		var choices []any
 		var answer map[string]any
 		for _, m := range ex.Output {

@@ -133,6 +133,14 @@ func Publication(dir string, o Options) (*Result, error) {
 	c.begin("attestations")
 	c.runs(onDisk, ks)
 	c.end("")
+	// The boards are made again meanwhile (from the runs' verifications and the files as they
+	// were read: nothing the checks below write), on what CPU the trajectories leave.
+	made := make(chan madeBoards, 1)
+	go func() {
+		var m madeBoards
+		m.boards, m.acct, m.err = publicationBoardsWith(dir, meta, keyPaths, c.boardInputs())
+		made <- m
+	}()
 	c.begin("trajectories")
 	c.transcripts(onDisk)
 	c.end("")
@@ -140,7 +148,7 @@ func Publication(dir string, o Options) (*Result, error) {
 	c.inspectLogs(onDisk)
 	c.end("")
 	c.begin("boards")
-	boards, ok := c.boards(meta, keyPaths)
+	boards, ok := c.boards(meta, made)
 	c.end("")
 	c.begin("sigstore bundles")
 	c.sigstoreBundles(onDisk)
@@ -628,9 +636,10 @@ func (c *checker) replay(f finding) {
 
 // boards rebuilds the boards from the publication's own files, with the ledgers' accounting, and
 // checks the published ones are exactly those; ok is false when they cannot be rebuilt.
-func (c *checker) boards(meta publish.Publication, keyPaths []string) (map[string][]byte, bool) {
+func (c *checker) boards(meta publish.Publication, made <-chan madeBoards) (map[string][]byte, bool) {
 	dir := c.dir
-	boards, acct, err := publicationBoardsWith(dir, meta, keyPaths, c.boardInputs())
+	m := <-made
+	boards, acct, err := m.boards, m.acct, m.err
 	if err != nil {
 		c.bad("leaderboard: cannot be rebuilt: %v", err)
 		return nil, false
@@ -740,6 +749,13 @@ func publicationBoardsWith(dir string, meta publish.Publication, keyPaths []stri
 		}
 	}
 	return publish.BoardsWith(dir, meta, o)
+}
+
+// madeBoards are the boards a publication's files give, and what is missing from them.
+type madeBoards struct {
+	boards map[string][]byte
+	acct   []string
+	err    error
 }
 
 // boardInputs has the boards made from the files as the files check read them, each run's
