@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"sort"
@@ -123,36 +124,55 @@ func InspectName(t *transcript.Transcript) string {
 // its score the hidden exam's (or the task's metric). It is written compact, so that each
 // sample's bytes are those InspectSample gives: sealrun verify --export recomputes one run's.
 func Inspect(runs []Run) ([]byte, error) {
+	var out bytes.Buffer
+	if err := InspectTo(&out, runs); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// InspectTo writes Inspect's log to w as it is made (a reader comparing it with a digest need
+// not hold it whole).
+func InspectTo(w io.Writer, runs []Run) error {
 	log, err := inspectLogOf(runs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The samples are json.Marshal's own output (compact, HTML escaped), which json.Marshal
 	// would only validate and copy again, byte for byte, inside the log: the log is encoded
-	// without them and they are put in its last member once, in a buffer sized for all.
+	// without them and they follow its head, each once.
 	samples := log.Samples
 	log.Samples = []json.RawMessage{}
 	head, err := json.Marshal(log)
 	if err != nil {
-		return nil, fmt.Errorf("encode the eval log of %s: %w", runs[0].T.Run.ID, err)
+		return fmt.Errorf("encode the eval log of %s: %w", runs[0].T.Run.ID, err)
 	}
 	const tail = `"samples":[]}`
 	if !bytes.HasSuffix(head, []byte(tail)) {
-		return nil, fmt.Errorf("encode the eval log of %s: its samples are not its last member", runs[0].T.Run.ID)
+		return fmt.Errorf("encode the eval log of %s: its samples are not its last member", runs[0].T.Run.ID)
 	}
-	size := len(head) + 2
-	for _, s := range samples {
-		size += len(s) + 1
+	if b, ok := w.(*bytes.Buffer); ok {
+		size := len(head) + 2
+		for _, s := range samples {
+			size += len(s) + 1
+		}
+		b.Grow(size)
 	}
-	out := make([]byte, 0, size)
-	out = append(out, head[:len(head)-2]...)
+	if _, err := w.Write(head[:len(head)-2]); err != nil {
+		return err
+	}
 	for i, s := range samples {
 		if i > 0 {
-			out = append(out, ',')
+			if _, err := w.Write([]byte{','}); err != nil {
+				return err
+			}
 		}
-		out = append(out, s...)
+		if _, err := w.Write(s); err != nil {
+			return err
+		}
 	}
-	return append(out, "]}\n"...), nil
+	_, err = w.Write([]byte("]}\n"))
+	return err
 }
 
 // inspectLogOf is the eval log of runs (all of one InspectGroup), sorted by seed then id.

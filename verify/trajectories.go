@@ -172,7 +172,7 @@ func (c *checker) inspectLogs(onDisk []string) {
 		// check computed of it, is every sample checked without reading one (the header is
 		// trusted for nothing: only the digest counts).
 		if ids, versions, ok := c.inspectHeader(rel); ok {
-			if want, err := c.inspectLogFor(ids, versions); err == nil && sha256Hex(want) == c.sums[rel] {
+			if sum, err := c.inspectLogDigest(ids, versions); err == nil && sum == c.sums[rel] {
 				for _, id := range ids {
 					in[id] = append(in[id], rel)
 				}
@@ -411,6 +411,27 @@ func inspectHeaderRuns(r io.Reader) (ids, versions []string, ok bool) {
 // inspectLogFor makes again the eval log of the runs ids, each sample as the sealrun version
 // versions names made it.
 func (c *checker) inspectLogFor(ids, versions []string) ([]byte, error) {
+	runs, err := c.inspectRuns(ids, versions)
+	if err != nil {
+		return nil, err
+	}
+	return export.Inspect(runs)
+}
+
+// inspectLogDigest is the SHA-256 of inspectLogFor's log, made as it is written.
+func (c *checker) inspectLogDigest(ids, versions []string) (string, error) {
+	runs, err := c.inspectRuns(ids, versions)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if err := export.InspectTo(h, runs); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (c *checker) inspectRuns(ids, versions []string) ([]export.Run, error) {
 	runs := make([]export.Run, len(ids))
 	for i, id := range ids {
 		tj, t, err := c.transcriptOf(id)
@@ -419,7 +440,7 @@ func (c *checker) inspectLogFor(ids, versions []string) ([]byte, error) {
 		}
 		runs[i] = export.Run{T: t, Src: export.SourceOf(tj, t, versions[i])}
 	}
-	return export.Inspect(runs)
+	return runs, nil
 }
 
 // inspectHeader reads the runs an eval log of the publication names in its header (from disk,
