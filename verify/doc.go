@@ -15,7 +15,9 @@
 // can import it. A publication or run that does not check is a Result that is not Valid and a
 // nil error; an error (*Error) is for what stopped the check itself.
 //
-// Publication reads each file of the publication once: the files check hashes it and keeps its
-// bytes (up to Options.MaxMemory), and every later check (attestations, trajectories, pages,
-// exports) reads those bytes, so each judges exactly what was hashed.
+// Publication reads each file of the publication once: the files check hashes it and keeps the
+// bytes of what a later check parses (up to Options.MaxMemory), and every later check
+// (attestations, trajectories, exports) reads those bytes, so each judges exactly what was
+// hashed. A page or an Inspect log, which a check only compares with what it makes again, is
+// compared by its digest; a file read again must hash as it did.
 package verify

@@ -60,7 +60,7 @@ type Options struct {
 }
 
 // DefaultMaxMemory is Options.MaxMemory's default: a publication of 1,000 runs keeps about
-// 100 MB.
+// 55 MB (its pages and Inspect logs are compared by their digests, not kept).
 const DefaultMaxMemory = snapTotalMax
 
 // Publication checks a publication offline: every file against SHA256SUMS and SHA256SUMS
