@@ -774,6 +774,9 @@ func (c *checker) boardInputs() leaderboard.LoadOptions {
 		Verified: func(p string, data []byte) (*attest.Verified, string) {
 			rel := relOf(p)
 			id, ok := strings.CutPrefix(rel, "runs/")
+			if !ok {
+				return nil, ""
+			}
 			if id, ok = strings.CutSuffix(id, "/result.att.json"); !ok {
 				return nil, ""
 			}
