@@ -98,7 +98,7 @@ func benchLedgerBoard(b *testing.B, agents int) {
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		in, lerr, err := LoadWithLedgers([]string{filepath.Join(f.dir, "r")}, keys, nil, []string{lpath}) // as sealrun leaderboard reads them
+		in, lerr, err := LoadWithLedgers([]string{filepath.Join(f.dir, "r")}, keys, nil, []string{lpath}, LoadOptions{}) // as sealrun leaderboard reads them
 		if err != nil || lerr != nil || len(in.Entries) != runs || len(in.Rejected) > 0 || len(in.Ledgers) != 1 {
 			b.Fatalf("%v, ledger %v: %d entries, %d rejected", err, lerr, len(in.Entries), len(in.Rejected))
 		}

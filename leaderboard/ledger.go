@@ -46,12 +46,8 @@ func LoadLedgers(paths []string, keys []Key) ([]*ledger.Ledger, error) {
 // its own meanwhile, so that reading the ledgers (one pass each, on one CPU) overlaps the
 // attestations' verification (on every CPU). in.Ledgers holds the ledgers when both succeed; a
 // ledger that does not verify is ledgerErr, apart from err (Load's), as callers judge them apart.
-func LoadWithLedgers(paths []string, keys []Key, tracks []*policy.Track, ledgerPaths []string) (in *Inputs, ledgerErr, err error) {
-	return LoadWithLedgersWith(paths, keys, tracks, ledgerPaths, LoadOptions{})
-}
-
-// LoadWithLedgersWith is LoadWithLedgers, the attestations read and verified as o says (LoadWith).
-func LoadWithLedgersWith(paths []string, keys []Key, tracks []*policy.Track, ledgerPaths []string, o LoadOptions) (in *Inputs, ledgerErr, err error) {
+// The attestations are read and verified as o says (LoadWith).
+func LoadWithLedgers(paths []string, keys []Key, tracks []*policy.Track, ledgerPaths []string, o LoadOptions) (in *Inputs, ledgerErr, err error) {
 	var ledgers []*ledger.Ledger
 	done := make(chan struct{})
 	go func() {

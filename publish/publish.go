@@ -352,7 +352,7 @@ func copyKeysAndLedgers(tmp string, keyPaths, ledgerPaths []string, meta *Public
 // publication.json, VERIFY.md and SHA256SUMS, and syncs the tree. It returns how many files
 // SHA256SUMS lists.
 func seal(tmp string, meta Publication, in *leaderboard.Inputs, signer signature.Signer, log io.Writer) (int, error) {
-	boards, problems, err := Boards(tmp, meta)
+	boards, problems, err := Boards(tmp, meta, leaderboard.LoadOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -397,13 +397,9 @@ func seal(tmp string, meta Publication, in *leaderboard.Inputs, signer signature
 
 // Boards builds the boards of a publication directory from its own files, with paths
 // relative to it, and what the ledgers (or, without them, the seed counts) say is missing.
-func Boards(dir string, meta Publication) (map[string][]byte, []string, error) {
-	return BoardsWith(dir, meta, leaderboard.LoadOptions{})
-}
-
-// BoardsWith is Boards, the runs' attestations read and verified as o says (a reader who
+// The runs' attestations are read and verified as o says (leaderboard.LoadWith: a reader who
 // verified them already, from the bytes it hashed).
-func BoardsWith(dir string, meta Publication, o leaderboard.LoadOptions) (map[string][]byte, []string, error) {
+func Boards(dir string, meta Publication, o leaderboard.LoadOptions) (map[string][]byte, []string, error) {
 	at := func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
 	ks, err := leaderboard.LoadKeys([]string{at("keys")})
 	if err != nil {
@@ -421,7 +417,7 @@ func BoardsWith(dir string, meta Publication, o leaderboard.LoadOptions) (map[st
 	for _, l := range meta.Ledgers {
 		ledgerPaths = append(ledgerPaths, at(l))
 	}
-	in, ledgerErr, err := leaderboard.LoadWithLedgersWith([]string{at("runs")}, ks, ts, ledgerPaths, o)
+	in, ledgerErr, err := leaderboard.LoadWithLedgers([]string{at("runs")}, ks, ts, ledgerPaths, o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -748,7 +748,7 @@ func publicationBoardsWith(dir string, meta publish.Publication, keyPaths []stri
 			return nil, []string{fmt.Sprintf("keys/%s (key id %s) is not among the trusted keys; a run it signed would count on the published board", k.Name, k.KeyID)}, nil
 		}
 	}
-	return publish.BoardsWith(dir, meta, o)
+	return publish.Boards(dir, meta, o)
 }
 
 // madeBoards are the boards a publication's files give, and what is missing from them.

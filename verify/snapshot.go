@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,7 +61,7 @@ func (s *snapshot) reread(rel, what string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != s.sums[rel] {
+	if sha256Hex(b) != s.sums[rel] {
 		return nil, fmt.Errorf("%s: changed on disk while the publication was being checked (it no longer hashes as it did when the files were read); check it again once nothing writes to it", rel)
 	}
 	return b, nil
@@ -84,7 +85,14 @@ func readAndHash(dir, rel string, budget *atomic.Int64) (sum string, kept []byte
 	if li, err := os.Lstat(p); err != nil || !li.Mode().IsRegular() || !os.SameFile(li, fi) {
 		return "", nil, fmt.Errorf("%s: not a regular file of the publication (a link, or replaced while being read)", rel)
 	}
-	if n := fi.Size(); n <= snapFileMax && budget.Load() >= n && budget.Add(-n) >= 0 {
+	return hashOpened(f, fi.Size(), rel, budget)
+}
+
+// hashOpened reads and hashes an opened regular file of n bytes (fstat's), from the descriptor
+// already opened, never by its path again: its bytes kept where the budget (shared by the calls
+// of one files check) allows, else streamed through a reused buffer.
+func hashOpened(f io.Reader, n int64, rel string, budget *atomic.Int64) (sum string, kept []byte, err error) {
+	if n <= snapFileMax && budget.Load() >= n && budget.Add(-n) >= 0 {
 		// One read of a byte more than fstat gave: a file that grew meanwhile is refused rather
 		// than hashed short, one that shrank rather than hashed with zeros.
 		b := make([]byte, n+1)
@@ -92,12 +100,25 @@ func readAndHash(dir, rel string, budget *atomic.Int64) (sum string, kept []byte
 		if err != nil || int64(m) != n {
 			return "", nil, fmt.Errorf("%s: it changed while being read (%d bytes, then %d read; %v)", rel, n, m, err)
 		}
-		s := sha256.Sum256(b[:n])
-		return hex.EncodeToString(s[:]), b[:n:n], nil
+		return sha256Hex(b[:n]), b[:n:n], nil
 	}
-	sum, err = fileio.SHA256(p)
-	return sum, nil, err
+	h := sha256.New()
+	buf := hashBuffers.Get().(*[]byte)
+	defer hashBuffers.Put(buf)
+	// f as a plain reader: *os.File's WriteTo would allocate a buffer of its own every time.
+	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf); err != nil {
+		return "", nil, fmt.Errorf("hash %s: %w", rel, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil, nil
 }
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// hashBuffers are the read buffers of the files not kept, reused.
+var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // Open opens a file of the publication by its slash path: from memory when it was kept, from
 // disk (the same file the files check hashed, read again) when it was too large to keep.

@@ -3,13 +3,10 @@
 package verify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +40,9 @@ func publicationReader(dir string) (read func(rel string, budget *atomic.Int64) 
 // allows (readAndHash's contract).
 func readBeneath(root int, rel string, budget *atomic.Int64) (sum string, kept []byte, err error) {
 	var fd int
-	for {
+	// EAGAIN: a rename under the publication raced the lookup; a few tries, not forever (a
+	// publication renamed without end is refused, named, below).
+	for range 8 {
 		// O_NONBLOCK: a FIFO put in a file's place meanwhile fails the type check below
 		// rather than blocking the open.
 		fd, err = unix.Openat2(root, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
@@ -66,29 +65,8 @@ func readBeneath(root int, rel string, budget *atomic.Int64) (sum string, kept [
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", nil, fmt.Errorf("%s: not a regular file of the publication (a link, or replaced while being read)", rel)
 	}
-	f := fdReader(fd)
-	if n := st.Size; n <= snapFileMax && budget.Load() >= n && budget.Add(-n) >= 0 {
-		// A byte more than fstat gave: a file that grew meanwhile is refused rather than hashed
-		// short, one that shrank rather than hashed with zeros.
-		b := make([]byte, n+1)
-		m, err := io.ReadAtLeast(f, b, int(n))
-		if err != nil && !(errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) || int64(m) != n {
-			return "", nil, fmt.Errorf("%s: it changed while being read (%d bytes, then %d read; %v)", rel, n, m, err)
-		}
-		s := sha256.Sum256(b[:n])
-		return hex.EncodeToString(s[:]), b[:n:n], nil
-	}
-	h := sha256.New()
-	buf := hashBuffers.Get().(*[]byte)
-	defer hashBuffers.Put(buf)
-	if _, err := io.CopyBuffer(h, f, *buf); err != nil {
-		return "", nil, fmt.Errorf("hash %s: %w", rel, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil, nil
+	return hashOpened(fdReader(fd), st.Size, rel, budget)
 }
-
-// hashBuffers are the read buffers of the files not kept, reused.
-var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // fdReader reads a descriptor with read(2), no *os.File around it.
 type fdReader int

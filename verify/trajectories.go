@@ -186,14 +186,6 @@ func (c *checker) inspectLogs(onDisk []string) {
 			c.bad("%s: %v", rel, err)
 			continue
 		}
-		if ids, versions, ok := inspectHeaderRuns(bytes.NewReader(b)); ok && c.sameInspectLog(b, ids, versions) == nil {
-			for _, id := range ids {
-				in[id] = append(in[id], rel)
-			}
-			c.claim(rel)
-			fmt.Fprintf(c.w, "  %s: %d samples, each exactly what its run's transcript gives\n", rel, len(ids))
-			continue
-		}
 		// Otherwise each sample, to name what differs. Read once: a log holds a sample of
 		// every run of its track and agent.
 		var log struct {
@@ -495,9 +487,4 @@ func (c *checker) seed(id string, tj []byte, t *transcript.Transcript) {
 		l.once.Do(func() {})
 		c.loads[id] = l
 	}
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }

@@ -124,7 +124,7 @@ func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) erro
 	if len(f.ledgers) > 0 && f.suite == leaderboard.SuiteAIRS {
 		return usage(errors.New("--ledger is for the exam suite's board for now"))
 	}
-	in, lerr, err := leaderboard.LoadWithLedgers(args, ks, ts, f.ledgers)
+	in, lerr, err := leaderboard.LoadWithLedgers(args, ks, ts, f.ledgers, leaderboard.LoadOptions{})
 	if err != nil {
 		return ioError(err)
 	}

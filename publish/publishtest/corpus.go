@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/publish"
 )
 
@@ -212,7 +213,7 @@ func unsign(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, publish.MetaFile), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	boards, _, err := publish.Boards(dir, meta)
+	boards, _, err := publish.Boards(dir, meta, leaderboard.LoadOptions{})
 	if err != nil {
 		return fmt.Errorf("VERIFY.md of the unsigned publication: %w", err)
 	}
