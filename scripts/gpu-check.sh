@@ -164,7 +164,7 @@ check() {
 		mount -t tmpfs -o mode=0755 tmpfs /etc/cdi || die "cannot mount a private /etc/cdi"
 		dry_setup || die "dry run: no stand-in"
 	fi
-	export PATH=$P/bin:$PATH DRY PY GPU HOSTROOT KIT OUT P STATE WORK SUMMARY SEALRUN TRAIN START
+	export PATH=$P/bin:$PATH DRY PY GPU HOSTROOT KIT OUT P STATE WORK SUMMARY SEALRUN TRAIN PROFILE PROFILE_LIST START
 	export -f log note elapsed inroot inroot_cwd s_host s_unpack s_cdi s_images s_doctor s_probe s_train s_run
 	trap 'cleanup' EXIT
 	step host 60 s_host && PY=$(cat "$P/python") && export PY &&
@@ -300,28 +300,22 @@ s_cdi() {
 # the environment's packages PyTorch needs (not the driver: CDI brings it), and every shared
 # library they link, as one layer of a docker-archive that sealrun imports.
 s_images() {
-	local root=$HOSTROOT img=$P/image list=$P/image/files
+	local root=$HOSTROOT img=$P/image list=$P/image/files ws=$P/ws-profile t0 t1
 	mkdir -p "$img"
-	inroot "$PY" - >"$list.py" <<'EOF' || return 1
-import os, sys, sysconfig, site
-paths = {os.path.realpath(sys.executable), sys.executable}
-for k in ("stdlib", "platstdlib"):
-    paths.add(sysconfig.get_paths()[k])
-# The environment's packages, without the large ones PyTorch does not need here.
-skip = ("jax", "jaxlib", "cupy", "onnx", "onnxruntime", "tensorflow", "tensorstore", "opencv", "pyarrow", "cv2", "xla", "flax", "optax", "orbax", "torch_geometric", "torchaudio", "torchvision", "pandas", "matplotlib", "sklearn", "scipy", "statsmodels", "transformers", "tensorboard", "pip", "cuda_toolkit", "triton", "numba", "llvmlite")
-for sp in site.getsitepackages():
-    if not os.path.isdir(sp):
-        continue
-    for n in os.listdir(sp):
-        if not n.lower().replace("-", "_").startswith(skip):
-            paths.add(os.path.join(sp, n))
-# the venv's own files (pyvenv.cfg, bin/)
-if sys.prefix != sys.base_prefix:
-    paths.add(os.path.join(sys.prefix, "pyvenv.cfg"))
-    paths.add(os.path.join(sys.prefix, "bin"))
-for p in sorted(paths):
-    print(p)
-EOF
+	# What the image needs, learned by running it: the starter's training step for a few steps
+	# (the program the train and run steps run), then the site-packages its modules came from and
+	# every file mapped into it (libraries PyTorch loads by path, or lazily: cuDNN's engines only
+	# when used). A venv of PyTorch for CUDA 13 holds some 9 GiB of NVIDIA libraries and other
+	# packages; packing all of it took longer than the step's 300 s on the first real call.
+	t0=$(date +%s)
+	rm -rf "$ws" && cp -r "$WORK/kit" "$ws" && chmod -R a+rwX "$ws" || return 1
+	local pargs="--size small --steps 3 --save-every 1000 --seed 1"
+	[ "$DRY" = 1 ] && pargs="--size toy --steps 2 --save-every 1000 --seed 1 --device cpu"
+	(cd "$ws" && inroot_cwd "$ws" "$PY" -c "$PROFILE" $pargs --out ckpt-profile) >"$P/profile.log" 2>&1 || { tail -20 "$P/profile.log"; return 1; }
+	[ -s "$ws/sealrun-profile.txt" ] || { tail -20 "$P/profile.log"; echo "the profile run wrote no sealrun-profile.txt"; return 1; }
+	note "runner image profile" "$(grep -c '^top ' "$ws/sealrun-profile.txt") packages, $(grep -c '^map ' "$ws/sealrun-profile.txt") mapped files, $(($(date +%s) - t0)) s"
+	t0=$(date +%s)
+	inroot "$PY" -c "$PROFILE_LIST" <"$ws/sealrun-profile.txt" >"$list.py" || return 1
 	# The shared libraries all of it links (what ldd finds) and the loader; then every path with
 	# its directories resolved (a merged /usr's /lib is a link: the layer keeps the link and the
 	# files where they are), a link's target beside it, and never the driver (CDI brings it).
@@ -377,18 +371,26 @@ print("\n".join(sorted(out)))' | LC_ALL=C sort -u >"$list.all" || return 1
 	local shdir=bin
 	[ -L "$root/bin" ] && shdir=usr/bin # a merged /usr: /bin is the link kept above
 	mkdir -p "$img/sh/$shdir" && cp "$P/root/bin/busybox" "$img/sh/$shdir/sh" && tar -C "$img/sh" --numeric-owner -rf "$img/layer.tar" "$shdir/sh" || return 1
-	local diff size venvbin
+	local diff size venvbin cfg cdig csize man mdig msize
 	diff=$(sha256sum "$img/layer.tar" | cut -d' ' -f1)
 	size=$(stat -c %s "$img/layer.tar")
 	venvbin=$(dirname "$PY")
-	note "runner layer" "$((size >> 20)) MiB, sha256:$diff"
-	cat >"$img/config.json" <<EOF
-{"architecture":"amd64","os":"linux","config":{"Env":["PATH=$venvbin:/usr/local/bin:/usr/bin:/bin","LANG=C.UTF-8","PYTHONDONTWRITEBYTECODE=1","HOME=/workspace"],"WorkingDir":"/workspace","Cmd":["$PY"]},"rootfs":{"type":"layers","diff_ids":["sha256:$diff"]}}
-EOF
-	echo '[{"Config":"config.json","RepoTags":null,"Layers":["layer.tar"]}]' >"$img/manifest.json"
-	tar -C "$img" -cf "$img/image.tar" manifest.json config.json layer.tar && rm -f "$img/layer.tar" || return 1
-	"$SEALRUN" --state-dir "$STATE" images import "$img/image.tar" --name sealrun-gpu/python >"$P/import.log" 2>&1 || { tail -20 "$P/import.log"; return 1; }
-	rm -f "$img/image.tar"
+	t1=$(date +%s)
+	note "runner layer" "$((size >> 20)) MiB, sha256:$diff, packed in $((t1 - t0)) s"
+	# An OCI layout with the layer as a plain tar: sealrun imports it as it is (a docker-archive's
+	# plain layer is gzipped on the way in, one CPU for minutes at this size).
+	mkdir -p "$img/oci/blobs/sha256" && mv "$img/layer.tar" "$img/oci/blobs/sha256/$diff" || return 1
+	printf '{"imageLayoutVersion":"1.0.0"}' >"$img/oci/oci-layout"
+	cfg='{"architecture":"amd64","os":"linux","config":{"Env":["PATH='$venvbin':/usr/local/bin:/usr/bin:/bin","LANG=C.UTF-8","PYTHONDONTWRITEBYTECODE=1","HOME=/workspace"],"WorkingDir":"/workspace","Cmd":["'$PY'"]},"rootfs":{"type":"layers","diff_ids":["sha256:'$diff'"]}}'
+	cdig=$(printf '%s' "$cfg" | sha256sum | cut -d' ' -f1) && csize=${#cfg}
+	printf '%s' "$cfg" >"$img/oci/blobs/sha256/$cdig"
+	man='{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:'$cdig'","size":'$csize'},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:'$diff'","size":'$size'}]}'
+	mdig=$(printf '%s' "$man" | sha256sum | cut -d' ' -f1) && msize=${#man}
+	printf '%s' "$man" >"$img/oci/blobs/sha256/$mdig"
+	printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d}]}' "$mdig" "$msize" >"$img/oci/index.json"
+	"$SEALRUN" --state-dir "$STATE" images import "$img/oci" --name sealrun-gpu/python >"$P/import.log" 2>&1 || { tail -20 "$P/import.log"; return 1; }
+	rm -rf "$img/oci"
+	note "runner import" "$(($(date +%s) - t1)) s"
 	awk '/^imported /{print $2; exit}' "$P/import.log" >"$P/runner-ref"
 	grep -q @sha256: "$P/runner-ref" || { cat "$P/import.log"; return 1; }
 	note "runner image" "$(cat "$P/import.log" | head -3 | tr '\n' ' ')"
@@ -415,6 +417,58 @@ s_probe() {
 # The training step, the same program bare and sealed: the ARI starter's train.py for a fixed
 # number of steps, then its throughput (the mean of its bytes/s lines after the first) and
 # the peak GPU memory.
+# PROFILE: the training step, then what it used: "top DIR" for each site-packages entry a module
+# came from (a namespace of many packages, nvidia, gives its module files instead), "map FILE"
+# for each file mapped into the process, written to sealrun-profile.txt in the working directory.
+PROFILE='import os, runpy, site, sys
+sys.argv = ["starter/train.py"] + sys.argv[1:]
+runpy.run_path("starter/train.py", run_name="__main__")
+here = os.getcwd()
+sps = [os.path.realpath(p) for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
+out = set()
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None)
+    if not isinstance(f, str):
+        continue
+    f = os.path.realpath(f)
+    for sp in sps:
+        if f.startswith(sp + os.sep):
+            top = f[len(sp) + 1:].split(os.sep)[0]
+            out.add("map " + f if top == "nvidia" else "top " + os.path.join(sp, top))
+with open("/proc/self/maps") as fh:
+    for line in fh:
+        parts = line.rstrip("\n").split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/") or parts[5].endswith(" (deleted)"):
+            continue
+        p = parts[5]
+        if p.startswith(("/dev/", "/proc/", "/sys/", "/memfd:", here + os.sep)) or not os.path.isfile(p):
+            continue
+        out.add("map " + p)
+with open("sealrun-profile.txt", "w") as fh:
+    fh.write("\n".join(sorted(out)) + "\n")'
+
+# PROFILE_LIST: the image's paths from a profile on stdin: the interpreter, its standard library,
+# the venv's own files, every .pth file (it runs at start-up; what it imports is in the profile),
+# and what the profile names.
+PROFILE_LIST='import os, site, sys, sysconfig
+paths = {os.path.realpath(sys.executable), sys.executable}
+for k in ("stdlib", "platstdlib"):
+    paths.add(sysconfig.get_paths()[k])
+if sys.prefix != sys.base_prefix:
+    paths.add(os.path.join(sys.prefix, "pyvenv.cfg"))
+    paths.add(os.path.join(sys.prefix, "bin"))
+for sp in site.getsitepackages():
+    if os.path.isdir(sp):
+        for n in os.listdir(sp):
+            if n.endswith(".pth") and os.path.isfile(os.path.join(sp, n)):
+                paths.add(os.path.join(sp, n))
+for line in sys.stdin:
+    kind, _, p = line.rstrip("\n").partition(" ")
+    if kind in ("top", "map") and p.startswith("/"):
+        paths.add(p)
+for p in sorted(paths):
+    print(p)'
+
 TRAIN='import runpy, sys, torch
 sys.argv = ["starter/train.py"] + sys.argv[1:]
 runpy.run_path("starter/train.py", run_name="__main__")
