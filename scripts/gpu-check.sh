@@ -344,6 +344,12 @@ print("\n".join(sorted(out)))' | sed 's|^/||' | grep -v -x -E 'bin/sh|usr/bin/sh
 	note "runner image" "$(wc -l <"$list") paths from $root (python $PY)"
 	mkdir -p "$img/extra/etc" "$img/extra/workspace" "$img/extra/bundle" "$img/extra/tmp" "$img/extra/usr/local/bin" "$img/extra/run/sealrun" "$img/extra/proc" "$img/extra/sys" "$img/extra/dev"
 	: >"$img/extra/usr/local/bin/runner" && : >"$img/extra/run/sealrun/agent.sock" && chmod 755 "$img/extra/usr/local/bin/runner"
+	# python3 and python on the PATH a sealed container gets (sandbox's baseEnv: /usr/local/bin
+	# first), as the interpreter found here: a venv's python must be started by its own path to
+	# find its pyvenv.cfg (a link would not), so a script that execs it.
+	for n in python3 python; do
+		printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >"$img/extra/usr/local/bin/$n" && chmod 755 "$img/extra/usr/local/bin/$n" || return 1
+	done
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$img/extra/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$img/extra/etc/group"
 	chmod 1777 "$img/extra/tmp"
