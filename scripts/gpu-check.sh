@@ -350,8 +350,10 @@ print("\n".join(sorted(out)))' | sed 's|^/||' | grep -v -x -E 'bin/sh|usr/bin/sh
 	for n in python3 python; do
 		printf '#!/bin/sh\nexec %s "$@"\n' "$PY" >"$img/extra/usr/local/bin/$n" && chmod 755 "$img/extra/usr/local/bin/$n" || return 1
 	done
-	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$img/extra/etc/passwd"
-	printf 'root:x:0:\nnogroup:x:65534:\n' >"$img/extra/etc/group"
+	# the agent's user as sealrun's own images name it (sandbox.AgentUID): PyTorch 2 asks
+	# getpass.getuser() for its cache directory, which fails for a uid with no name
+	printf 'root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$img/extra/etc/passwd"
+	printf 'root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n' >"$img/extra/etc/group"
 	chmod 1777 "$img/extra/tmp"
 	# Each path once (a directory's files may be listed by it and by another), parents first;
 	# hard links stored as the files they are.
