@@ -18,7 +18,7 @@
 #   3 cdi       the GPU's CDI spec: nvidia-ctk cdi generate where it is installed, else sealrun's
 #               own generator (sealrun sandbox cdi)                            -> cdi.json
 #   4 images    the runner/grader image from this machine's own Python and PyTorch, through
-#               sealrun's import path (a docker-archive, sealrun images import); the controller
+#               sealrun's import path (an OCI layout, sealrun images import); the controller
 #               image from the busybox .deb (images build-local)
 #   5 doctor    sealrun doctor with the prefix's runc                         -> doctor.txt
 #   6 probe     the runner's posture with the GPU, from inside and the host   -> probe.json
@@ -477,7 +477,8 @@ for line in sys.stdin:
 for p in sorted(paths):
     print(p)'
 
-TRAIN='import runpy, sys, torch
+TRAIN='import getpass, runpy, sys, torch
+print("user", getpass.getuser(), flush=True)  # PyTorch 2 asks it (its cache directory): the uid needs a name
 sys.argv = ["starter/train.py"] + sys.argv[1:]
 runpy.run_path("starter/train.py", run_name="__main__")
 if torch.cuda.is_available():
@@ -494,8 +495,10 @@ s_train() {
 		echo "exit $?"
 		ws=$P/ws-sealed
 		rm -rf "$ws" && cp -r "$WORK/kit" "$ws" && chmod -R a+rwX "$ws"
-		echo "# sealed: a runner container with $GPU: python3 starter/train.py $args"
-		"$SEALRUN" --state-dir "$STATE" sandbox run --role runner --image "$(cat "$P/runner-ref")" --gpu "$GPU" --runtime runc --workspace "$ws" -- python3 -c "$TRAIN" $args --out ckpt-sealed
+		echo "# sealed: a runner container with $GPU, $(nproc) CPUs, half the memory: python3 starter/train.py $args"
+		# every CPU the bare run had, and half the machine's memory (CUDA's PyTorch needs GiBs of
+		# host memory: the 512 MiB default was killed, exit 137, on the fourth real call)
+		"$SEALRUN" --state-dir "$STATE" sandbox run --role runner --image "$(cat "$P/runner-ref")" --gpu "$GPU" --runtime runc --workspace "$ws" --cpus "$(nproc)" --memory "$(($(awk '/^MemTotal:/{print $2}' /proc/meminfo) / 2048))MiB" -- python3 -c "$TRAIN" $args --out ckpt-sealed
 		echo "exit $?"
 	} >"$OUT/train.txt" 2>&1
 	local bare sealed

@@ -82,6 +82,6 @@ reports, attestations, audit logs and candidates stay.`,
 	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "where the debootstrap result is kept between builds (default <state-dir>/build-cache)")
 	cmd.Flags().StringVar(&o.RunnerImage, "runner-image", "", "an image in the store (sealrun images import|pull; name@sha256:... or its digest) to run as runner and grader instead of the CPU python image the demo builds: a GPU host's own PyTorch")
 	cmd.Flags().StringVar(&o.Kit, "kit", "", "a built ARI kit (sealrun kit build kits/ari --out DIR) to use instead of building it here from Debian's licence texts")
-	cmd.Flags().StringArrayVar(&o.GPUs, "gpu", nil, "a CDI GPU (nvidia.com/gpu=0; sealrun doctor lists them) for the demo's daemon to hand out, one per run; repeat for more (the track then asks for one GPU a run)")
+	cmd.Flags().StringArrayVar(&o.GPUs, "gpu", nil, "a CDI GPU (nvidia.com/gpu=0; sealrun doctor lists them) for the demo's daemon to hand out, one per run; repeat for more (the track then asks for one GPU and 16 GiB a run)")
 	return cmd
 }

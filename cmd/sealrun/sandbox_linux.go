@@ -15,6 +15,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -269,6 +270,8 @@ func writeProbe(out interface{ Write([]byte) (int, error) }, r *sandbox.ProbeRes
 type sandboxRunFlags struct {
 	sandboxFlags
 	role, image, workspace, bundle string
+	cpus                           float64
+	memory                         string
 }
 
 func newSandboxRunCmd(g *globals) *cobra.Command {
@@ -279,9 +282,12 @@ func newSandboxRunCmd(g *globals) *cobra.Command {
 		Long: `Run starts one container of the role from the image, streams its output, propagates its exit
 status, and tears everything down (container, cgroups, network namespaces, UID ranges). The
 workspace (controller, runner) defaults to a fresh temporary directory; a given --workspace is
-made group-owned by the run and group-writable. The grader takes --bundle (read-only). Needs root.`,
-		Example: `  sealrun sandbox run --role runner --image sha256:<hex> -- python3 -c 'import torch; print(torch.__version__)'`,
-		Args:    minArgs(1, "a command after --"),
+made group-owned by the run and group-writable. The grader takes --bundle (read-only). The
+container gets --cpus and --memory (1 CPU and 512 MiB unless given: a laptop's; PyTorch with CUDA
+needs some GiB of host memory, as a track's [resources] memory gives a run). Needs root.`,
+		Example: `  sealrun sandbox run --role runner --image sha256:<hex> -- python3 -c 'import torch; print(torch.__version__)'
+  sealrun sandbox run --role runner --image sha256:<hex> --gpu nvidia.com/gpu=0 --cpus 4 --memory 32GiB -- python3 train.py`,
+		Args: minArgs(1, "a command after --"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return sandboxRun(cmd, g, &f, args)
 		},
@@ -292,12 +298,34 @@ made group-owned by the run and group-writable. The grader takes --bundle (read-
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "host directory mounted at /workspace (default: a temporary one)")
 	cmd.Flags().StringVar(&f.bundle, "bundle", "", "host directory mounted read-only at /bundle (grader)")
 	cmd.Flags().StringSliceVar(&f.gpus, "gpu", nil, "CDI devices to give a runner or grader (vendor/class=name)")
+	cmd.Flags().Float64Var(&f.cpus, "cpus", 1, "CPU bandwidth of the container, in cores (0.01 to 4096)")
+	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory of the container, no swap (bytes, or a size as tracks write it: 512MiB, 32GiB)")
 	return cmd
+}
+
+// limits reads --cpus and --memory as the container's limits.
+func (f *sandboxRunFlags) limits() (sandbox.Limits, error) {
+	if !(f.cpus > 0) { // a zero would take the default, and NaN compares false
+		return sandbox.Limits{}, usage(fmt.Errorf("--cpus %v: give the container's CPU bandwidth in cores, 0.01 to 4096", f.cpus))
+	}
+	mem, err := policy.ParseBytes(f.memory)
+	if err != nil {
+		return sandbox.Limits{}, usage(fmt.Errorf("--memory %q: %v (e.g. 512MiB, 32GiB)", f.memory, err))
+	}
+	l := sandbox.Limits{CPUs: f.cpus, MemoryBytes: mem}
+	if err := l.Validate(); err != nil {
+		return sandbox.Limits{}, usage(fmt.Errorf("--cpus %v --memory %s: %v", f.cpus, f.memory, err))
+	}
+	return l, nil
 }
 
 // sandboxRun runs one container of the role in a sandbox run of its own and returns its exit
 // status as the command's.
 func sandboxRun(cmd *cobra.Command, g *globals, f *sandboxRunFlags, args []string) error {
+	limits, err := f.limits()
+	if err != nil {
+		return err
+	}
 	r, rootfs, err := roleAndRootfs(g, f.role, f.image)
 	if err != nil {
 		return err
@@ -313,7 +341,7 @@ func sandboxRun(cmd *cobra.Command, g *globals, f *sandboxRunFlags, args []strin
 		return err
 	}
 	defer run.Destroy(context.Background())
-	cc := sandbox.ContainerConfig{Role: r, Rootfs: rootfs, Args: args, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	cc := sandbox.ContainerConfig{Role: r, Rootfs: rootfs, Args: args, Limits: limits, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
 	cleanup, err := f.mounts(run, &cc)
 	defer cleanup()
 	if err != nil {

@@ -39,6 +39,12 @@ func TestSandboxSpec(t *testing.T) {
 		{[]string{"sandbox", "spec"}, 2, "unknown role"},
 		{[]string{"sandbox", "probe", "--role", "runner"}, 2, "give the image with --image"},
 		{[]string{"sandbox", "run", "--role", "runner", "--image", "sha256:" + strings.Repeat("0", 64)}, 2, "a command after --"},
+		{[]string{"sandbox", "run", "--role", "runner", "--memory", "12XB", "--", "true"}, 2, `--memory "12XB": not a size`},
+		{[]string{"sandbox", "run", "--role", "runner", "--memory", "99999999999TiB", "--", "true"}, 2, "out of range"},
+		{[]string{"sandbox", "run", "--role", "runner", "--memory", "8MiB", "--", "true"}, 2, "limits.memory_bytes is 8388608; give at least"},
+		{[]string{"sandbox", "run", "--role", "runner", "--cpus", "0", "--", "true"}, 2, "--cpus 0: give the container's CPU bandwidth"},
+		{[]string{"sandbox", "run", "--role", "runner", "--cpus", "NaN", "--", "true"}, 2, "--cpus NaN"},
+		{[]string{"sandbox", "run", "--role", "runner", "--cpus", "9000", "--", "true"}, 2, "is it in millicores?"},
 		{[]string{"sandbox"}, 2, "missing subcommand"},
 	} {
 		if r := sealrun(t, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
@@ -72,6 +78,10 @@ func TestSandboxVerbsAsRoot(t *testing.T) {
 	}
 	if r := sr("sandbox", "run", "--role", "runner", "--image", lock.Images["controller"], "--run-dir", runDir, "--", "sh", "-c", "echo hello; exit 5"); r.code != 5 || r.stdout != "hello\n" {
 		t.Errorf("run: %+v", r)
+	}
+	// --memory reaches the container's cgroup (v2's memory.max, or v1's limit, as it sees them)
+	if r := sr("sandbox", "run", "--role", "runner", "--image", lock.Images["controller"], "--run-dir", runDir, "--cpus", "0.5", "--memory", "96MiB", "--", "sh", "-c", "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"); r.code != 0 || r.stdout != "100663296\n" {
+		t.Errorf("run --memory 96MiB: %+v", r)
 	}
 	if r := sr("sandbox", "run", "--role", "controller", "--image", lock.Images["controller"], "--run-dir", runDir, "--", "sh", "-c", "command -v python3 python || echo no-python"); r.code != 0 || r.stdout != "no-python\n" {
 		t.Errorf("controller has python: %+v", r)
