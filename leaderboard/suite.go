@@ -18,6 +18,8 @@ type Suite struct {
 	}
 	Tables   int // the exam suite's tables (one per track), or the AIRS suite's tasks
 	Rejected int // inputs that did not verify
+	// Rejections are those inputs, each with its reason (the board lists them too).
+	Rejections []Rejection
 	// Unaccounted names each row the run ledgers do not account for ("track, agent: why") and
 	// each run they hold that was withheld ("withheld: ..."); the exam suite with ledgers only.
 	Unaccounted []string
@@ -31,10 +33,10 @@ func BuildSuite(suite string, in *Inputs, keys []Key, o airs.Options) (*Suite, e
 		if err != nil {
 			return nil, err
 		}
-		return &Suite{Board: b, Tables: len(b.Tasks), Rejected: len(b.Rejected)}, nil
+		return &Suite{Board: b, Tables: len(b.Tasks), Rejected: len(b.Rejected), Rejections: b.Rejected}, nil
 	case SuiteExam:
 		b := Build(in, keys)
-		s := &Suite{Board: b, Tables: len(b.Tables), Rejected: len(b.Rejected)}
+		s := &Suite{Board: b, Tables: len(b.Tables), Rejected: len(b.Rejected), Rejections: b.Rejected}
 		for _, t := range b.Tables {
 			for _, r := range t.Rows {
 				if r.Ledger != nil && !r.Ledger.Accounted {

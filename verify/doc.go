@@ -5,10 +5,12 @@
 //
 // It owns every check a reader makes: Run (an attestation and every file it binds: the
 // trajectory, exports, the timestamp, the witnessed proof, a rebuild on request), Ledger (a run
-// ledger's signatures, tree, witnesses and timestamp) and Publication (every file of a
+// ledger's signatures, tree, witnesses and timestamp), Publication (every file of a
 // publication, strict: a file no check covers is a failure unless Options.AllowUnchecked names
-// it). cmd/sealrun's verify, verify-publication and ledger verify turn flags into these options
-// and print the Result, as text or as JSON (schema Schema, docs/VERIFY-JSON.md).
+// it) and Board (a set of attestations, the run ledgers that account for them, and the board
+// they make). cmd/sealrun's verify, verify-publication, ledger verify and leaderboard turn flags
+// into these options and print the Result, as text or as JSON (schema Schema,
+// docs/VERIFY-JSON.md).
 //
 // It is portable (Linux, macOS, Windows) and imports nothing that runs containers: no sandbox,
 // daemon, runner, grader or controller (e2e's layout test holds it to that), so a third party

@@ -53,7 +53,7 @@ type Unchecked struct {
 // Unchecked and named by the verdict.
 type Result struct {
 	Schema    string      `json:"schema"`
-	Kind      string      `json:"kind"` // "run", "ledger" or "publication"
+	Kind      string      `json:"kind"` // "run", "ledger", "publication" or "board"
 	Path      string      `json:"path"` // what was verified, as given
 	Valid     bool        `json:"valid"`
 	Verdict   string      `json:"verdict"` // "VALID", "VALID, N file(s) unchecked" or "NOT VALID"
@@ -72,6 +72,7 @@ type Result struct {
 	Run         *RunDetails         `json:"run,omitempty"`         // a run: what its attestation says, and what each check found
 	Ledger      *LedgerDetails      `json:"ledger,omitempty"`      // a ledger
 	Publication *PublicationDetails `json:"publication,omitempty"` // a publication
+	Board       *BoardDetails       `json:"board,omitempty"`       // a board
 }
 
 // Failed lists every problem of every failed check, in order.

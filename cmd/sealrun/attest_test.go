@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/verify"
 )
 
 const (
@@ -161,6 +163,16 @@ func TestLeaderboardVerb(t *testing.T) {
 	os.WriteFile(p("results/forged.att.json"), []byte(`{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[{"sig":"AAAA"}]}`), 0o644)
 	if r := sealrun(t, "leaderboard", "--key", key, p("results")); r.code != 1 || !strings.Contains(r.stdout, "forged.att.json: not valid") || !strings.Contains(r.stderr, "1 input(s) rejected") {
 		t.Errorf("rejected: %+v", r)
+	}
+	// The same as data: the attestations check names the file; no ledger, so no accounting.
+	r = sealrun(t, "leaderboard", "--key", key, "--json", p("results"))
+	var res verify.Result
+	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 1 || err != nil || res.Schema != verify.Schema || res.Kind != "board" || res.Verdict != "NOT VALID" || res.Reason != "attestations" ||
+		len(res.Check("attestations").Problems) != 1 || !strings.HasSuffix(res.Check("attestations").Problems[0].File, "forged.att.json") || res.Check("accounting").Outcome != verify.NotApplicable {
+		t.Errorf("rejected, --json: %v %+v", err, r)
+	}
+	if !strings.Contains(r.stderr, "1 input(s) rejected") {
+		t.Errorf("rejected, --json: stderr %q", r.stderr)
 	}
 	if r := sealrun(t, "leaderboard", "--key", key, "--allow-rejected", "--format", "html", "--out", p("board.html"), p("results")); r.code != 0 {
 		t.Errorf("allow-rejected: %+v", r)

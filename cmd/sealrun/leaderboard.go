@@ -11,9 +11,8 @@ import (
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
-	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
-	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sealrun/sealrun/verify"
 	"github.com/spf13/cobra"
 )
 
@@ -22,6 +21,7 @@ type leaderboardFlags struct {
 	keys, tracks, ledgers         []string
 	format, out, suite, transform string
 	allowRejected, humanBaseline  bool
+	asJSON                        bool
 	witnesses                     witnessFlags
 }
 
@@ -56,12 +56,19 @@ published run is in a ledger; otherwise it names each run missing, not ended, or
 Files in a directory that are not attestations (report.json, ...) are skipped and counted; an
 attestation that does not verify is listed with its reason and contributes nothing.
 
+The verification is one result, as sealrun verify's: its checks (ledgers, witnessed,
+attestations, accounting), each passed, failed with each file and reason, or not applicable and
+why, and the verdict, on standard error after the board; --json prints that result as data
+(schema sealrun-verify/1, kind board, docs/VERIFY-JSON.md) on standard output instead of the
+board (--out still writes the board).
+
 Exit status: 0 every attestation verified, 1 some input was rejected or, with --ledger, a row is
 not accounted for (the board is still written; --allow-rejected exits 0), 2 usage or I/O error. Runs on Linux, macOS and Windows.`,
 		Example: `  sealrun leaderboard --key sealrun.pub /shared/results/
   sealrun leaderboard --key keys/ --track tracks/ari-v1.toml results/ --format html --out board.html
   sealrun leaderboard --key sealrun.pub --suite airs /shared/airs-results/
-  sealrun leaderboard --key keys/ results/ --ledger ledger-node01.jsonl --ledger ledger-node02.jsonl`,
+  sealrun leaderboard --key keys/ results/ --ledger ledger-node01.jsonl --ledger ledger-node02.jsonl
+  sealrun leaderboard --key keys/ results/ --out board.html --format html --json | jq '.checks[] | select(.outcome == "failed")'`,
 		Args: minArgs(1, "attestation files or directories"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.check(cmd); err != nil {
@@ -79,6 +86,7 @@ not accounted for (the board is still written; --allow-rejected exits 0), 2 usag
 	cmd.Flags().StringVar(&f.transform, "transform", string(airs.MarchOf9s), "--suite airs: the normalized score's φ, march-of-9s or identity")
 	cmd.Flags().StringVar(&f.out, "out", "", "write to this file (atomically) instead of stdout")
 	cmd.Flags().BoolVar(&f.allowRejected, "allow-rejected", false, "exit 0 even if some input was rejected")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the verification's result as JSON (schema "+verify.Schema+", kind board, docs/VERIFY-JSON.md) instead of the board, which --out still writes")
 	cmd.Flags().BoolVar(&f.humanBaseline, "human-baseline", false, "one row, human · baseline, for every person's runs of a track (human runs: agent human/HANDLE), instead of a row each")
 	return cmd
 }
@@ -103,11 +111,14 @@ func (f *leaderboardFlags) check(cmd *cobra.Command) error {
 	if len(f.keys) == 0 {
 		return errors.New("give the trusted public key(s) with --key (a PEM file or a directory of *.pub files)")
 	}
+	if len(f.ledgers) > 0 && f.suite == leaderboard.SuiteAIRS {
+		return errors.New("--ledger is for the exam suite's board for now")
+	}
 	return nil
 }
 
-// leaderboardRun verifies the inputs, builds the suite's board, writes it and chooses the exit
-// status.
+// leaderboardRun verifies the inputs and builds the suite's board (verify.Board), writes the
+// board and the verification's result, and chooses the exit status.
 func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) error {
 	ks, err := leaderboard.LoadKeys(f.keys)
 	if err != nil {
@@ -121,61 +132,53 @@ func leaderboardRun(cmd *cobra.Command, f *leaderboardFlags, args []string) erro
 		}
 		ts = append(ts, t)
 	}
-	if len(f.ledgers) > 0 && f.suite == leaderboard.SuiteAIRS {
-		return usage(errors.New("--ledger is for the exam suite's board for now"))
-	}
-	in, lerr, err := leaderboard.LoadWithLedgers(args, ks, ts, f.ledgers, leaderboard.LoadOptions{})
-	if err != nil {
-		return ioError(err)
-	}
-	if lerr != nil {
-		return &exitError{code: exitInvalid, err: lerr}
-	}
 	ws, err := f.witnesses.verifiers()
 	if err != nil {
 		return err
 	}
-	if len(ws) > 0 {
-		if len(f.ledgers) == 0 {
-			return usage(errors.New("--witness checks the ledgers: give each host's with --ledger"))
-		}
-		vs := make([]signature.Verifier, len(ks))
-		for i, k := range ks {
-			vs[i] = k.Verifier
-		}
-		for _, l := range in.Ledgers {
-			got, err := witness.CheckLedger(l, vs, ws, f.witnesses.quorum)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "ledger %s: head of %d entries cosigned by %s; %d entries after it\n", l.Name, got.Head.Size, strings.Join(got.By, ", "), got.After)
-		}
-	}
-	in.HumanBaseline = f.humanBaseline
-	board, err := leaderboard.BuildSuite(f.suite, in, ks, airs.Options{Transform: airs.Transform(f.transform)})
+	r, s, err := verify.Board(args, verify.BoardOptions{Keys: ks, Tracks: ts, Ledgers: f.ledgers, Witnesses: ws, Quorum: f.witnesses.quorum,
+		Suite: f.suite, AIRS: airs.Options{Transform: airs.Transform(f.transform)}, HumanBaseline: f.humanBaseline})
 	if err != nil {
-		return ioError(err)
+		return verifyError(err)
 	}
-	var buf bytes.Buffer
-	if err := board.Board.Render(&buf, f.format); err != nil {
-		return ioError(err)
+	if s != nil {
+		var buf bytes.Buffer
+		if err := s.Board.Render(&buf, f.format); err != nil {
+			return ioError(err)
+		}
+		switch {
+		case f.out != "":
+			if err := fileio.WriteAtomic(f.out, 0o644, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
+				return ioError(err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "sealrun leaderboard: wrote %s (%d tables, %d rejected)\n", f.out, s.Tables, s.Rejected)
+		case !f.asJSON:
+			if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
+				return ioError(err)
+			}
+		}
 	}
-	tables, rejected, unaccounted := board.Tables, board.Rejected, len(board.Unaccounted)
-	if f.out == "" {
-		if _, err := cmd.OutOrStdout().Write(buf.Bytes()); err != nil {
+	if f.asJSON {
+		if err := printJSON(cmd.OutOrStdout(), r); err != nil {
 			return ioError(err)
 		}
 	} else {
-		if err := fileio.WriteAtomic(f.out, 0o644, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
-			return ioError(err)
-		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "sealrun leaderboard: wrote %s (%d tables, %d rejected)\n", f.out, tables, rejected)
+		verify.WriteBoardVerdict(cmd.ErrOrStderr(), r)
 	}
-	if unaccounted > 0 && !f.allowRejected {
-		return &exitError{code: exitInvalid, err: fmt.Errorf("%d row(s) or run(s) not accounted for by the run ledgers (each is named); --allow-rejected publishes anyway", unaccounted)}
+	if c := r.Check("ledgers"); c != nil && c.Outcome == verify.Failed {
+		return &exitError{code: exitInvalid, err: errors.New(c.Problems[0].Reason), quiet: f.asJSON}
 	}
-	if rejected > 0 && !f.allowRejected {
-		return &exitError{code: exitInvalid, err: fmt.Errorf("%d input(s) rejected (listed with reasons); --allow-rejected publishes anyway", rejected)}
+	if c := r.Check("witnessed"); c != nil && c.Outcome == verify.Failed {
+		return &exitError{code: exitInvalid, err: errors.New(c.Problems[0].String()), quiet: f.asJSON}
+	}
+	if f.allowRejected {
+		return nil
+	}
+	if c := r.Check("accounting"); c != nil && c.Outcome == verify.Failed {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%d row(s) or run(s) not accounted for by the run ledgers (each is named); --allow-rejected publishes anyway", len(c.Problems))}
+	}
+	if c := r.Check("attestations"); c != nil && c.Outcome == verify.Failed {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%d input(s) rejected (listed with reasons); --allow-rejected publishes anyway", len(c.Problems))}
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
+	"github.com/sealrun/sealrun/verify"
 )
 
 // pubFixture gathers three signed runs (seeds 1 to 3) of the flagship track into results/, as
@@ -133,19 +134,19 @@ func TestPublishAndVerify(t *testing.T) {
 			t.Errorf("publication lacks %s", n)
 		}
 	}
-	verify := mustRead(t, filepath.Join(pub, "VERIFY.md"))
+	verifyMD := mustRead(t, filepath.Join(pub, "VERIFY.md"))
 	for _, want := range []string{"sealrun verify-publication . --key", "sha256sum -c SHA256SUMS", "sealrun verify runs/" + f.runs[0] + "/result.att.json --key keys/ed25519.pub --report runs/" + f.runs[0] + "/report.json --track", "cosign verify-blob-attestation --key keys/ed25519.pub --signature runs/" + f.runs[2], "--tsa-chain TSA-CHAIN.pem"} {
-		if !strings.Contains(verify, want) {
-			t.Errorf("VERIFY.md lacks %q:\n%s", want, verify)
+		if !strings.Contains(verifyMD, want) {
+			t.Errorf("VERIFY.md lacks %q:\n%s", want, verifyMD)
 		}
 	}
 	// VERIFY.md's by-hand check of the signed list, run as written with jq, base64 and openssl,
 	// in a copy: it verifies, and leaves nothing behind.
-	_, rest, ok := strings.Cut(verify, "## The list of files, signed")
+	_, rest, ok := strings.Cut(verifyMD, "## The list of files, signed")
 	_, rest, ok2 := strings.Cut(rest, "```sh\n")
 	script, _, ok3 := strings.Cut(rest, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatalf("VERIFY.md has no by-hand check of the signed list:\n%s", verify)
+		t.Fatalf("VERIFY.md has no by-hand check of the signed list:\n%s", verifyMD)
 	}
 	byHand := filepath.Join(f.dir, "by-hand")
 	if out, err := execCommand("cp", "-a", pub, byHand); err != nil {
@@ -204,6 +205,29 @@ func TestPublishAndVerify(t *testing.T) {
 	r = sealrunIn(t, pub, "leaderboard", "--key", "keys/", "--suite", "exam", "--ledger", "ledgers/ledger-pub-host.jsonl", "runs/", "--format", "json")
 	if r.code != 0 || r.stdout != mustRead(t, filepath.Join(pub, "leaderboard.json")) {
 		t.Errorf("VERIFY.md's leaderboard command does not reproduce leaderboard.json: %+v", r)
+	}
+	// The board's verification as data: every check passed, the ledger's size given.
+	r = sealrunIn(t, pub, "leaderboard", "--key", "keys/", "--ledger", "ledgers/ledger-pub-host.jsonl", "runs/", "--json")
+	var res verify.Result
+	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || res.Kind != "board" || res.Verdict != "VALID" || res.Board == nil || len(res.Board.Ledgers) != 1 || res.Board.Ledgers[0].Size == 0 || res.Board.Attestations == 0 {
+		t.Errorf("leaderboard --json: %v %+v", err, r)
+	}
+	for _, c := range []string{"ledgers", "attestations", "accounting"} {
+		if got := res.Check(c); got == nil || got.Outcome != verify.Passed {
+			t.Errorf("leaderboard --json: check %s: %+v", c, got)
+		}
+	}
+	// A ledger cut short of the heads the attestations carry: the ledgers check fails, no board.
+	cut := filepath.Join(f.dir, "cut-ledger.jsonl")
+	lines := strings.SplitAfter(mustRead(t, filepath.Join(pub, "ledgers/ledger-pub-host.jsonl")), "\n")
+	os.WriteFile(cut, []byte(strings.Join(lines[:len(lines)/2], "")), 0o644)
+	r = sealrunIn(t, pub, "leaderboard", "--key", "keys/", "--ledger", cut, "runs/", "--json")
+	res = verify.Result{}
+	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 1 || err != nil || res.Valid || res.Reason != "ledgers" {
+		t.Errorf("leaderboard --json with a cut ledger: %v %+v", err, r)
+	}
+	if r := sealrunIn(t, pub, "leaderboard", "--key", "keys/", "--ledger", cut, "runs/"); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "ledgers            FAILED") || !strings.Contains(r.stderr, "board: NOT VALID") {
+		t.Errorf("leaderboard with a cut ledger: %+v", r)
 	}
 
 	tamper := func(name string, change func(dir string)) string {
