@@ -61,7 +61,8 @@ type fixture struct {
 	dir  string
 	base attest.Predicate
 	key  string
-	led  *ledger.Log // when set, each run is appended (queued, ended) and its attestation carries its entry
+	led  *ledger.Log       // when set, each run is appended (queued, ended) and its attestation carries its entry
+	ref  func(*ledger.Ref) // when set, changes the ledger reference before the attestation is signed
 }
 
 type edSigner struct {
@@ -155,6 +156,9 @@ func (f *fixture) attestation(r runSpec) []byte {
 		ref, err := f.led.Ref(r.id)
 		if err != nil {
 			f.t.Fatal(err)
+		}
+		if f.ref != nil {
+			f.ref(ref)
 		}
 		p.Ledger = ref
 	}
@@ -478,7 +482,15 @@ func TestLoadWithVerified(t *testing.T) {
 	}
 	forged := *truth.Entries[0].Predicate
 	forged.Result.Passed = 40 // what a caller's memo would say if it lied: it must be one Load trusts
-	v := &attest.Verified{Statement: &attest.Statement{Predicate: &forged}, Payload: truth.Entries[0].Payload}
+	env, err := attest.EnvelopeOf(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := attest.Verify(env, keys[0].Verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &attest.Verified{Statement: &attest.Statement{Predicate: &forged}, Payload: signed.Payload}
 	for _, c := range []struct {
 		name   string
 		kid    string

@@ -1,7 +1,6 @@
 package leaderboard
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -56,12 +56,45 @@ func LoadWithLedgers(paths []string, keys []Key, tracks []*policy.Track, ledgerP
 			ledgers, ledgerErr = LoadLedgers(ledgerPaths, keys)
 		}
 	}()
+	// The heads the attestations carry are checked with the ledgers: one a verified ledger
+	// holds needs no signature of its own (ledger.DeferredHeads), so the attestations are
+	// checked while the ledgers are read, and each run's head costs no signature check.
+	o.heads = ledger.DeferredHeads()
 	in, err = LoadWith(paths, keys, tracks, o)
 	<-done
-	if err == nil && ledgerErr == nil {
+	if err != nil {
+		return nil, ledgerErr, err
+	}
+	if ledgerErr == nil {
 		in.Ledgers = ledgers
 	}
-	return in, ledgerErr, err
+	rejectUnsettled(in, o.heads.Settle(in.Ledgers), len(keys))
+	return in, ledgerErr, nil
+}
+
+// rejectUnsettled moves each entry whose ledger head failed (Heads.Settle) to the rejected,
+// with the reason attest.Verify gives a head that does not open.
+func rejectUnsettled(in *Inputs, failed map[string]error, keys int) {
+	if len(failed) == 0 {
+		return
+	}
+	kept := in.Entries[:0]
+	for _, e := range in.Entries {
+		err, bad := error(nil), false
+		if e.Predicate.Ledger != nil {
+			err, bad = failed[e.Predicate.Ledger.Checkpoint]
+		}
+		if !bad {
+			kept = append(kept, e)
+			continue
+		}
+		reason := (&attest.VerificationFailure{Reason: attest.ReasonLedger, Detail: "ledger.checkpoint: " + err.Error()}).Error()
+		if keys > 1 {
+			reason = fmt.Sprintf("not valid with any of the %d keys: %s", keys, reason)
+		}
+		in.Rejected = append(in.Rejected, Rejection{Path: e.Path, Reason: reason})
+	}
+	in.Entries = kept
 }
 
 // RowLedger is what the ledgers say of a row: every run of its track and agent that a ledger
@@ -162,8 +195,7 @@ func (b *Board) checkLedgers(in *Inputs) map[string]*ledger.Ledger {
 func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad bool) {
 	published := map[string]string{} // run -> sha256 of its signed statement
 	for _, e := range in.Entries {
-		sum := sha256.Sum256(e.Payload)
-		published[e.Predicate.Run.ID] = hex.EncodeToString(sum[:])
+		published[e.Predicate.Run.ID] = hex.EncodeToString(e.StatementSHA256[:])
 	}
 	inLedger := map[string]bool{}
 	origins := make([]string, 0, len(ledgers))

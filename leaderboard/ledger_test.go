@@ -333,3 +333,58 @@ func keysOf(m map[string]Row) []string {
 	}
 	return out
 }
+
+// With ledgers, the head each attestation carries is settled against them (ledger.DeferredHeads):
+// a head the verified ledger holds needs no signature of its own; a head no given ledger
+// vouches for is verified, and an attestation whose head fails is rejected as attest.Verify
+// rejects it, with the same reason.
+func TestLedgerHeadsSettled(t *testing.T) {
+	f, _, results := ledgerScenario(t, "sealrun.ledger/host-a")
+	ari := loadTrack(t, "../tracks/ari-v1.toml", nil)
+	f.ref = func(r *ledger.Ref) { // the head's text kept, its signature broken (signed over by the envelope)
+		i := len(r.Checkpoint) - 10
+		c := byte('A')
+		if r.Checkpoint[i] == 'A' {
+			c = 'B'
+		}
+		r.Checkpoint = r.Checkpoint[:i] + string(c) + r.Checkpoint[i+1:]
+	}
+	f.write(filepath.Join("results", "b-1", "result.att.json"), f.attestation(runSpec{ari, "beta", "high", 1, "b-1", "", "graded", 30, 40, nil, ""}))
+	f.ref = nil
+	lpath := exportLedger(t, f.led, filepath.Join(f.dir, "ledger.jsonl"))
+	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejected := func(in *Inputs) string {
+		for _, r := range in.Rejected {
+			if strings.Contains(r.Path, "b-1") {
+				return r.Reason
+			}
+		}
+		return ""
+	}
+	// The ledger vouches: every run counts, b-1 too.
+	in, lerr, err := LoadWithLedgers([]string{results}, keys, nil, []string{lpath}, LoadOptions{})
+	if err != nil || lerr != nil || len(in.Entries) != 6 || len(in.Rejected) != 0 {
+		t.Fatalf("with its ledger: %v %v: %d entries, rejected %+v", err, lerr, len(in.Entries), in.Rejected)
+	}
+	// No ledger: the head's own signature, which fails.
+	in, err = Load([]string{results}, keys, nil)
+	want := rejected(in)
+	if err != nil || len(in.Entries) != 5 || !strings.Contains(want, "not valid (ledger): ledger.checkpoint: ") {
+		t.Fatalf("without a ledger: %v: %d entries, b-1 %q", err, len(in.Entries), want)
+	}
+	// Another host's ledger vouches for nothing here: the same rejection, the same reason.
+	g, _, _ := ledgerScenario(t, "sealrun.ledger/host-b")
+	other := exportLedger(t, g.led, filepath.Join(g.dir, "ledger.jsonl"))
+	in, _, err = LoadWithLedgers([]string{results}, keys, nil, []string{other}, LoadOptions{})
+	if err != nil || rejected(in) != want {
+		t.Fatalf("with another host's ledger: %v: b-1 %q, want %q (rejected %+v)", err, rejected(in), want, in.Rejected)
+	}
+	for _, e := range in.Entries {
+		if e.Predicate.Run.ID == "b-1" {
+			t.Fatal("b-1 is both rejected and counted")
+		}
+	}
+}

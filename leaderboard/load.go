@@ -2,6 +2,7 @@ package leaderboard
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,8 +79,11 @@ type Entry struct {
 	Key       string // the name of the key that verified it
 	KeyID     string
 	Predicate *attest.Predicate
-	Payload   []byte // the signed statement, to tell duplicates from conflicts
-	Warnings  []string
+	// StatementSHA256 is the SHA-256 of the signed statement (the payload): it tells duplicates
+	// from conflicts and matches what a ledger's ended entry names. Not the payload itself: a
+	// board of ten thousand runs keeps 32 bytes a run, not 4 KB.
+	StatementSHA256 [32]byte
+	Warnings        []string
 }
 
 // Rejection is an input that contributes nothing, with the reason.
@@ -125,6 +129,8 @@ type LoadOptions struct {
 	// then holds the same data (the id is its hash), and only the key's being one of Load's is
 	// checked again. A reader of a publication verifies each run once, not once a check.
 	Verified func(path string, data []byte) (v *attest.Verified, keyID string)
+
+	heads *ledger.Heads // LoadWithLedgers': each ledger head an attestation carries
 }
 
 // LoadWith is Load, reading and verifying as o says.
@@ -261,7 +267,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 			t := tracks[v.Statement.Predicate.Track.ID]
 			for _, k := range keys {
 				if k.KeyID == kid && (!pinTracks || t != nil) {
-					return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, Payload: v.Payload, Warnings: v.Warnings}, "", false
+					return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, StatementSHA256: sha256.Sum256(v.Payload), Warnings: v.Warnings}, "", false
 				}
 			}
 		}
@@ -270,7 +276,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 	if err != nil {
 		return nil, err.Error(), false
 	}
-	var opts []attest.VerifyOption
+	opts := []attest.VerifyOption{attest.WithHeads(o.heads)}
 	if pinTracks {
 		var head struct {
 			Payload string `json:"payload"`
@@ -287,7 +293,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 	for _, k := range keys {
 		v, err := attest.Verify(env, k.Verifier, opts...)
 		if err == nil {
-			return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, Payload: v.Payload, Warnings: v.Warnings}, "", false
+			return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, StatementSHA256: sha256.Sum256(v.Payload), Warnings: v.Warnings}, "", false
 		}
 		last = err
 		var vf *attest.VerificationFailure
@@ -368,7 +374,7 @@ func (in *Inputs) dedupe() {
 	for _, e := range in.Entries {
 		key := e.Predicate.Track.ID + "/" + e.Predicate.Run.ID
 		if i, ok := first[key]; ok {
-			if !bytes.Equal(kept[i].Payload, e.Payload) {
+			if kept[i].StatementSHA256 != e.StatementSHA256 {
 				conflict[key] = true
 				in.Rejected = append(in.Rejected, Rejection{e.Path, fmt.Sprintf("run %s has another, different attestation (%s); both are rejected", e.Predicate.Run.ID, kept[i].Path)})
 			} else {
