@@ -9,8 +9,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -120,11 +118,7 @@ func (c *Client) Attach(ctx context.Context, id string, watch bool, cols, rows i
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer conn.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e APIError
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return nil, errors.New(e.Error)
-		}
-		return nil, fmt.Errorf("attach to %s: sealrund answered %s", id, resp.Status)
+		return nil, answerError(resp.StatusCode, resp.Status, data, "attach to "+id+": ")
 	}
 	return &Attachment{conn: conn, br: br}, nil
 }

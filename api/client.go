@@ -42,7 +42,7 @@ func NewClient(socket string) *Client {
 }
 
 // Do sends a request (body as JSON, if any) to path under /v1 and decodes the answer into out
-// (a *[]byte takes it raw). An error answer comes back as its message.
+// (a *[]byte takes it raw). An error answer comes back as an *Error: status, code, message.
 func (c *Client) Do(ctx context.Context, method, path string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -63,11 +63,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		var e APIError
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("sealrund answered %s", resp.Status)
+		return answerError(resp.StatusCode, resp.Status, data, "")
 	}
 	if out == nil {
 		return nil

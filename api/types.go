@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -131,6 +132,84 @@ type RunRequest struct {
 // APIError is every error body: {"error": "..."}.
 type APIError struct {
 	Error string `json:"error"`
+	// Code names the kind of answer for a client to branch on (the Code* constants; the message
+	// may change, the code does not). Absent from answers of sealrund before codes: a client
+	// then takes CodeOf the status.
+	Code string `json:"code,omitempty"`
+}
+
+// The codes of sealrund's error answers (daemon/API.md).
+const (
+	CodeBadRequest      = "bad_request"      // 400: the request is malformed
+	CodeNotFound        = "not_found"        // 404: no such run or path
+	CodeConflict        = "conflict"         // 409: not in this run's state
+	CodeTooLarge        = "too_large"        // 413
+	CodeRefused         = "refused"          // 422: a run refused (a pin mismatch, a seed already run)
+	CodeUpgradeRequired = "upgrade_required" // 426: attach without the upgrade
+	CodeTooMany         = "too_many"         // 429: a bound on attaches reached
+	CodeInternal        = "internal"         // 500: the daemon's own failure
+	CodeUnavailable     = "unavailable"      // 503: the daemon takes no new runs
+	// Attach's own, each a 409.
+	CodeNotYetRunning = "not_yet_running" // the run's terminal opens once it is running: attach again
+	CodeRunEnded      = "run_ended"       // the run has ended: no terminal
+	CodeNotHuman      = "not_human"       // an agent's run: no terminal
+)
+
+// CodeOf is the code an answer of that HTTP status has when it names none.
+func CodeOf(status int) string {
+	switch status {
+	case 400:
+		return CodeBadRequest
+	case 404:
+		return CodeNotFound
+	case 409:
+		return CodeConflict
+	case 413:
+		return CodeTooLarge
+	case 422:
+		return CodeRefused
+	case 426:
+		return CodeUpgradeRequired
+	case 429:
+		return CodeTooMany
+	case 503:
+		return CodeUnavailable
+	}
+	if status >= 500 {
+		return CodeInternal
+	}
+	return ""
+}
+
+// Error is sealrund's error answer to a request: its HTTP status, its code and its message
+// (what is wrong; the fix). Clients branch on Code (errors.As, or IsCode), never on the message.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// IsCode reports whether err is sealrund's answer with that code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// answerError reads an error answer: its JSON's message and code, or the status alone.
+func answerError(status int, statusText string, body []byte, what string) *Error {
+	e := &Error{Status: status}
+	var a APIError
+	if json.Unmarshal(body, &a) == nil && a.Error != "" {
+		e.Message, e.Code = a.Error, a.Code
+	} else {
+		e.Message = what + "sealrund answered " + statusText
+	}
+	if e.Code == "" {
+		e.Code = CodeOf(status)
+	}
+	return e
 }
 
 // KitPath is where a kit is kept: by its kit hash (kits/KIT.md).

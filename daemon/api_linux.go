@@ -108,7 +108,13 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, v any, what string) b
 }
 
 func writeErr(w http.ResponseWriter, code int, format string, args ...any) {
-	writeJSON(w, code, api.APIError{Error: fmt.Sprintf(format, args...)})
+	writeErrCode(w, code, api.CodeOf(code), format, args...)
+}
+
+// writeErrCode is writeErr with a code of its own (api.Code*) where a client branches on more
+// than the status.
+func writeErrCode(w http.ResponseWriter, status int, code, format string, args ...any) {
+	writeJSON(w, status, api.APIError{Error: fmt.Sprintf(format, args...), Code: code})
 }
 
 func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {

@@ -20,7 +20,7 @@ import (
 
 // FuzzAdminAPI feeds the admin API arbitrary requests (method, path, body) against a daemon
 // with one finished run: nothing panics, every answer is JSON (or the run's own file), every
-// error is {"error": "..."} with a 4xx status, and nothing is queued from a request the daemon
+// error is {"error": "...", "code": "..."} with a 4xx status, and nothing is queued from a request the daemon
 // could not check (no image, exam or kit is in this daemon's store).
 func FuzzAdminAPI(f *testing.F) {
 	demo, err := os.ReadFile("../tracks/demo.toml")
@@ -97,8 +97,8 @@ func FuzzAdminAPI(f *testing.F) {
 		}
 		if res.StatusCode >= 400 {
 			var e api.APIError
-			if res.StatusCode != http.StatusMethodNotAllowed && (json.Unmarshal(out, &e) != nil || e.Error == "") {
-				t.Fatalf("%s %s: %d with a body that is not {\"error\": ...}: %q", method, path, res.StatusCode, out)
+			if res.StatusCode != http.StatusMethodNotAllowed && (json.Unmarshal(out, &e) != nil || e.Error == "" || e.Code == "") {
+				t.Fatalf("%s %s: %d with a body that is not {\"error\": ..., \"code\": ...}: %q", method, path, res.StatusCode, out)
 			}
 		}
 		d.mu.Lock()

@@ -194,10 +194,10 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", id)
 		return
 	case !api.IsHuman(rec.Agent):
-		writeErr(w, http.StatusConflict, "run %s is %s's, not a person's: only a human run (--agent %s/HANDLE) has a terminal to attach to; sealrun logs %s follows an agent", id, rec.Agent, api.HumanProvider, id)
+		writeErrCode(w, http.StatusConflict, api.CodeNotHuman, "run %s is %s's, not a person's: only a human run (--agent %s/HANDLE) has a terminal to attach to; sealrun logs %s follows an agent", id, rec.Agent, api.HumanProvider, id)
 		return
 	case rec.Final():
-		writeErr(w, http.StatusConflict, "run %s has ended (%s): there is no terminal to attach to; sealrun view shows its recording", id, rec.State)
+		writeErrCode(w, http.StatusConflict, api.CodeRunEnded, "run %s has ended (%s): there is no terminal to attach to; sealrun view shows its recording", id, rec.State)
 		return
 	case r.Header.Get("Upgrade") != api.AttachProtocol:
 		w.Header().Set("Upgrade", api.AttachProtocol)
@@ -206,7 +206,7 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 	}
 	h := d.x.sessions.get(id)
 	if h == nil {
-		writeErr(w, http.StatusConflict, "run %s is %s: its terminal opens once it is running; attach again in a moment", id, rec.State)
+		writeErrCode(w, http.StatusConflict, api.CodeNotYetRunning, "run %s is %s: its terminal opens once it is running; attach again in a moment", id, rec.State)
 		return
 	}
 	watch := r.URL.Query().Get("watch") == "1"

@@ -404,7 +404,7 @@ func TestHumanNeverAttached(t *testing.T) {
 		if w, err = c.Attach(ctx, id, true, 0, 0); err == nil {
 			break
 		}
-		if !strings.Contains(err.Error(), "its terminal opens once it is running") || time.Now().After(deadline) {
+		if !api.IsCode(err, api.CodeNotYetRunning) || time.Now().After(deadline) {
 			t.Fatalf("watch the run: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -70,7 +69,7 @@ func attach(cmd *cobra.Command, c *api.Client, id string, watch bool, wait time.
 		if a, err = c.Attach(ctx, id, watch, cols, rows); err == nil {
 			break
 		}
-		if !strings.Contains(err.Error(), "its terminal opens once it is running") || time.Now().After(deadline) {
+		if !api.IsCode(err, api.CodeNotYetRunning) || time.Now().After(deadline) {
 			return err
 		}
 		if time.Since(said) > 5*time.Second {
