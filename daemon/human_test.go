@@ -391,11 +391,11 @@ func TestHumanNeverAttached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Attach(ctx, agentRun.ID, false, 0, 0); err == nil || !strings.Contains(err.Error(), "not a person's") {
+	if _, err := c.Attach(ctx, agentRun.ID, false, 0, 0); !api.IsCode(err, api.CodeNotHuman) || !strings.Contains(err.Error(), "not a person's") {
 		t.Errorf("attach to an agent's run: %v", err)
 	}
 	c.Cancel(ctx, agentRun.ID)
-	if _, err := c.Attach(ctx, "r-nope", true, 0, 0); err == nil || !strings.Contains(err.Error(), "no run r-nope") {
+	if _, err := c.Attach(ctx, "r-nope", true, 0, 0); !api.IsCode(err, api.CodeNotFound) || !strings.Contains(err.Error(), "no run r-nope") {
 		t.Errorf("attach to no run: %v", err)
 	}
 	// The terminal opens once the run is served; until then, a clear answer.
