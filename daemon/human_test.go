@@ -509,7 +509,7 @@ func TestHumanNeverAttached(t *testing.T) {
 	if _, attaches := readHumanRun(t, r.Dir); strings.Contains(strings.Join(attaches, ","), "attach,") {
 		t.Errorf("a person attached: %v", attaches)
 	}
-	if _, err := c.Attach(ctx, id, false, 0, 0); err == nil || !strings.Contains(err.Error(), "has ended") {
+	if _, err := c.Attach(ctx, id, false, 0, 0); !api.IsCode(err, api.CodeRunEnded) || !strings.Contains(err.Error(), "has ended") {
 		t.Errorf("attach to an ended run: %v", err)
 	}
 }
