@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sync"
 	"time"
 
@@ -33,12 +32,6 @@ const (
 	attachmentQueue = 1024                  // output chunks an attachment may fall behind by
 	historyBytes    = 64 << 10              // the output a new attachment is shown first
 )
-
-// terminalQueries are the escape sequences by which a program asks the terminal something (the
-// cursor's position, the device's attributes): the terminal answers with input. They are left
-// out of the output a new attachment is first shown, which would otherwise be answered again,
-// as typed (busybox's shell asks where the cursor is at each prompt).
-var terminalQueries = regexp.MustCompile(`\x1b\[[0-9;?>=]*[nc]`)
 
 // ErrTooManyWatchers refuses a watcher past MaxWatchers.
 var ErrTooManyWatchers = fmt.Errorf("%d proctors already watch this run; one must leave first", MaxWatchers)
@@ -130,8 +123,14 @@ func (s *Session) Write(p []byte) (int, error) {
 	}
 	chunk := append([]byte(nil), p...)
 	for _, a := range s.attachments() {
+		out := chunk
+		if a.filter != nil { // a proctor's: no string sequence, query or window operation
+			if out = a.filter.Write(nil, chunk); len(out) == 0 {
+				continue
+			}
+		}
 		select {
-		case a.out <- chunk:
+		case a.out <- out:
 		default:
 			s.endLocked(a, "your terminal fell behind the shell's output (a slow connection); attach again")
 		}
@@ -164,8 +163,20 @@ func (s *Session) Attach(user string, watch bool) (*Attachment, error) {
 	}
 	a := &Attachment{s: s, User: user, Watch: watch, out: make(chan []byte, attachmentQueue), done: make(chan struct{}),
 		tokens: MaxInputBurst, filled: s.now()}
+	// The shell's last output, without the queries in it (busybox's shell asks where the cursor
+	// is at each prompt), which a terminal would answer again, as typed; a proctor's filtered
+	// as everything it is sent (termFilter).
+	if watch {
+		a.filter = newTermFilter(true)
+	}
 	if len(s.history) > 0 {
-		a.out <- terminalQueries.ReplaceAll(s.history, nil)
+		if a.filter != nil {
+			if h := a.filter.Write(nil, s.history); len(h) > 0 {
+				a.out <- h
+			}
+		} else {
+			a.out <- filterQueries(s.history)
+		}
 	}
 	event := audit.AttachStart
 	if watch {
@@ -232,6 +243,7 @@ type Attachment struct {
 
 	tokens float64 // the input allowance (MaxInputRate, MaxInputBurst)
 	filled time.Time
+	filter *termFilter // a proctor's: what reaches their terminal (termFilter)
 }
 
 // Output is the shell's output for this attachment, in order.

@@ -214,9 +214,22 @@ func TestSessionAttach(t *testing.T) {
 	if err := proctor.Input([]byte("rm -rf /\r")); err == nil || strings.Contains(console.String(), "rm") {
 		t.Errorf("a proctor typed: %v, console %q", err, console.String())
 	}
+	// The person's hostile output: their own terminal gets it as written; a proctor's gets no
+	// clipboard, title, query, DCS or window operation; a later attach's history has no query.
+	hostile := "\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;pwned\x07\x1b[6n\x1bP$qm\x1b\\\x1b[8;1;1t\x1b[1mhi\x1b[0m"
+	s.Write([]byte(hostile))
+	if got := next(t, alice); got != hostile {
+		t.Errorf("the person's own terminal got %q, want what the shell wrote", got)
+	}
+	if got := next(t, proctor); got != "\x1b[1mhi\x1b[0m" {
+		t.Errorf("the proctor's terminal got %q", got)
+	}
 	bob, err := s.Attach("bob", false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := next(t, bob); strings.Contains(got, "\x1b[6n") || strings.Contains(got, "\x1bP$q") || !strings.Contains(got, "\x1b]0;pwned\x07") {
+		t.Errorf("a later attach was shown %q: queries kept, or the person's title lost", got)
 	}
 	<-alice.Done()
 	if !strings.Contains(alice.Reason(), "another attach took the terminal (bob)") {
