@@ -60,6 +60,10 @@ type Session struct {
 	// resizing: a coalesced resize is pending (applied at lastResize + ResizeInterval).
 	resizing   bool
 	lastResize time.Time
+	// tokens: the input allowance (MaxInputRate, MaxInputBurst), the run's, not an
+	// attachment's: attaching again does not fill it.
+	tokens float64
+	filled time.Time
 }
 
 // NewSession makes a run's session before its shell exists: people may attach at once (the
@@ -69,7 +73,7 @@ func NewSession(notify func(event, user, reason string)) *Session {
 	if notify == nil {
 		notify = func(string, string, string) {}
 	}
-	return &Session{now: time.Now, notify: notify, watchers: map[*Attachment]bool{}, attached: make(chan struct{}), cols: 80, rows: 24}
+	return &Session{now: time.Now, notify: notify, watchers: map[*Attachment]bool{}, attached: make(chan struct{}), cols: 80, rows: 24, tokens: MaxInputBurst, filled: time.Now()}
 }
 
 // Attached is closed when a person first attaches; FirstAttach is then when.
@@ -161,8 +165,7 @@ func (s *Session) Attach(user string, watch bool) (*Attachment, error) {
 	if watch && len(s.watchers) >= MaxWatchers {
 		return nil, ErrTooManyWatchers
 	}
-	a := &Attachment{s: s, User: user, Watch: watch, out: make(chan []byte, attachmentQueue), done: make(chan struct{}),
-		tokens: MaxInputBurst, filled: s.now()}
+	a := &Attachment{s: s, User: user, Watch: watch, out: make(chan []byte, attachmentQueue), done: make(chan struct{})}
 	// The shell's last output, without the queries in it (busybox's shell asks where the cursor
 	// is at each prompt), which a terminal would answer again, as typed; a proctor's filtered
 	// as everything it is sent (termFilter).
@@ -241,8 +244,6 @@ type Attachment struct {
 	done   chan struct{}
 	reason string // why it ended; set under s.mu before done is closed
 
-	tokens float64 // the input allowance (MaxInputRate, MaxInputBurst)
-	filled time.Time
 	filter *termFilter // a proctor's: what reaches their terminal (termFilter)
 }
 
@@ -279,14 +280,14 @@ func (a *Attachment) Input(p []byte) error {
 		return errors.New("a proctor watches read-only: nothing typed reaches the shell")
 	}
 	now := s.now()
-	a.tokens = min(MaxInputBurst, a.tokens+now.Sub(a.filled).Seconds()*MaxInputRate)
-	a.filled = now
-	if float64(len(p)) > a.tokens {
+	s.tokens = min(MaxInputBurst, s.tokens+max(0, now.Sub(s.filled).Seconds())*MaxInputRate)
+	s.filled = now
+	if float64(len(p)) > s.tokens {
 		reason := fmt.Sprintf("input over %d KiB a second (%d KiB at once): a terminal is typed into; put files in the workspace instead", MaxInputRate>>10, MaxInputBurst>>10)
 		s.endLocked(a, reason)
 		return errors.New(reason)
 	}
-	a.tokens -= float64(len(p))
+	s.tokens -= float64(len(p))
 	if s.console == nil {
 		// The shell's output can come before its console is bound: what is typed at what it
 		// showed waits for the bind (at most a burst of it).

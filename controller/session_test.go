@@ -395,3 +395,38 @@ func TestSessionInputBeforeBind(t *testing.T) {
 		t.Errorf("the recording's events %q; want %q", got, want)
 	}
 }
+
+// The input allowance is the run's: a person who has typed a burst cannot type another by
+// attaching again (each attach used to start with a full one).
+func TestSessionInputAllowanceOutlivesAnAttach(t *testing.T) {
+	s := NewSession(nil)
+	clock := time.Unix(1_000_000, 0)
+	s.now = func() time.Time { return clock }
+	s.filled = clock
+	s.Bind(&chanWriter{}, func(int, int) error { return nil }, nil)
+	s.Write([]byte("$ "))
+	paste := bytes.Repeat([]byte("y"), MaxInputBurst*3/4)
+	a, err := s.Attach("p", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Input(paste); err != nil {
+		t.Fatalf("a paste within the burst: %v", err)
+	}
+	a.Detach("detached")
+	b, err := s.Attach("p", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Input(paste); err == nil || !strings.Contains(err.Error(), "input over") {
+		t.Fatalf("a second burst after attaching again: %v", err)
+	}
+	clock = clock.Add(time.Second) // the allowance refills with time, not with attaches
+	c, err := s.Attach("p", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Input(paste[:MaxInputRate/2]); err != nil {
+		t.Fatalf("typing a second later: %v", err)
+	}
+}
