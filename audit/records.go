@@ -208,6 +208,9 @@ type Terminal struct {
 	// NotRecorded counts the terminal's output past the recording's cap, shown but not kept
 	// (the recording says so in a marker).
 	NotRecorded int64 `json:"not_recorded,omitempty"`
+	// NotRecordedInput counts what the person typed past the recording's input cap: it reached
+	// the shell, and is not kept (the recording says so in a marker).
+	NotRecordedInput int64 `json:"not_recorded_input,omitempty"`
 	// BodyError: the segment could not be kept (the run is invalid for it).
 	BodyError string `json:"body_error,omitempty"`
 }

@@ -32,6 +32,11 @@ const (
 	// DefaultRecordingCap bounds a run's recording; past it the terminal's output is still
 	// shown, counted and not kept (the recording says so).
 	DefaultRecordingCap = 1 << 30
+	// DefaultInputCap bounds what a recording keeps of what the person typed (the typing
+	// allowance, 64 KiB a second, would fill its 1 GiB in four and a half hours); past it what is
+	// typed still reaches the shell, counted and not kept (the recording says so). Input within it
+	// is kept even past the recording's cap: it is the record of what the person did.
+	DefaultInputCap = 64 << 20
 )
 
 // CastHeader is the asciicast v2 header of a recording.
@@ -51,8 +56,12 @@ type Recording struct {
 	log   *audit.Log
 	start time.Time
 	cap   int64
+	inCap int64 // DefaultInputCap (a test's own)
 
 	mu                 sync.Mutex
+	inKept             int64 // input kept, the whole recording's
+	inCapped           bool
+	notRecordedIn      int64
 	seg                bytes.Buffer
 	segN               int
 	from, to           float64
@@ -73,7 +82,7 @@ func NewRecording(runDir string, log *audit.Log, start time.Time, cols, rows int
 	if err := os.MkdirAll(filepath.Join(runDir, audit.TerminalDir), 0o700); err != nil {
 		return nil, fmt.Errorf("terminal recording: %w", err)
 	}
-	r := &Recording{dir: runDir, log: log, start: start, cap: cap}
+	r := &Recording{dir: runDir, log: log, start: start, cap: cap, inCap: DefaultInputCap}
 	h, _ := json.Marshal(CastHeader{Version: 2, Width: cols, Height: rows, Timestamp: start.Unix(), Title: title,
 		Env: map[string]string{"TERM": TerminalType, "SHELL": HumanShell}})
 	r.seg.Write(h)
@@ -103,7 +112,16 @@ func (r *Recording) Output(p []byte, t time.Time) {
 func (r *Recording) Input(p []byte, t time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.inKept >= r.inCap {
+		r.notRecordedIn += int64(len(p))
+		if !r.inCapped {
+			r.inCapped = true
+			r.event(t, "m", fmt.Sprintf("sealrun: the recording keeps the first %d bytes typed; what is typed from here on reaches the shell, counted and not kept", r.inCap))
+		}
+		return
+	}
 	r.in += int64(len(p))
+	r.inKept += int64(len(p))
 	if s := decodeUTF8(&r.pendingIn, p, false); s != "" {
 		r.event(t, "i", s)
 	}
@@ -204,7 +222,7 @@ func (r *Recording) commit() {
 	}
 	r.segN++
 	rec := audit.Terminal{Segment: r.segN, From: r.from, To: r.to, Events: r.events, InputBytes: r.in, OutputBytes: r.out,
-		Bytes: int64(r.seg.Len()), SHA256: sha256Hex(r.seg.Bytes()), NotRecorded: r.notRecorded}
+		Bytes: int64(r.seg.Len()), SHA256: sha256Hex(r.seg.Bytes()), NotRecorded: r.notRecorded, NotRecordedInput: r.notRecordedIn}
 	rel := audit.TerminalSegmentPath(r.segN)
 	bf := newBodyFile(filepath.Join(r.dir, filepath.Dir(rel)), filepath.Base(rel))
 	bf.Write(r.seg.Bytes())
@@ -216,7 +234,7 @@ func (r *Recording) commit() {
 		r.err = errors.Join(r.err, err)
 	}
 	r.seg.Reset()
-	r.events, r.in, r.out, r.notRecorded = 0, 0, 0, 0
+	r.events, r.in, r.out, r.notRecorded, r.notRecordedIn = 0, 0, 0, 0, 0
 }
 
 // decodeUTF8 turns p, after the bytes held back from before, into valid UTF-8: an incomplete

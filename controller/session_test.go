@@ -430,3 +430,33 @@ func TestSessionInputAllowanceOutlivesAnAttach(t *testing.T) {
 		t.Fatalf("typing a second later: %v", err)
 	}
 }
+
+// What is typed is kept up to the input cap (even past the recording's own cap), then counted
+// and not kept, the recording saying so once.
+func TestRecordingInputCap(t *testing.T) {
+	r, dir, start := newTestRecording(t, 0)
+	r.inCap = 1 << 10
+	key := bytes.Repeat([]byte("k"), 100)
+	for i := range 30 { // 3,000 bytes typed, 1,000 (ten keys) kept
+		r.Input(key, start.Add(time.Duration(i)*time.Millisecond))
+	}
+	r.Output([]byte("$ "), start.Add(time.Second))
+	if err := r.Close(start.Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cast, recs := readRecording(t, dir)
+	var in, notIn int64
+	for _, rec := range recs {
+		in += rec.InputBytes
+		notIn += rec.NotRecordedInput
+	}
+	if in != 1100 || in+notIn != 3000 {
+		t.Errorf("input kept %d, not kept %d; want 1,100 of 3,000 (the key that crossed the cap is kept)", in, notIn)
+	}
+	if n := bytes.Count(cast, []byte(`"m", "sealrun: the recording keeps the first 1024 bytes typed`)); n != 1 {
+		t.Errorf("the input cap's marker is in the recording %d times", n)
+	}
+	if !bytes.Contains(cast, []byte(`"o", "$ "`)) {
+		t.Error("output after the input cap was not kept")
+	}
+}

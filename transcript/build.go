@@ -692,7 +692,7 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 		if err := decode(&e); err != nil {
 			return Event{}, err
 		}
-		tm := &Terminal{Segment: e.Segment, From: e.From, To: e.To, Events: e.Events, InputBytes: e.InputBytes, OutputBytes: e.OutputBytes, NotRecorded: e.NotRecorded}
+		tm := &Terminal{Segment: e.Segment, From: e.From, To: e.To, Events: e.Events, InputBytes: e.InputBytes, OutputBytes: e.OutputBytes, NotRecorded: e.NotRecorded, NotRecordedInput: e.NotRecordedInput}
 		ev.Submission, ev.Terminal = nil, tm
 		if !b.t.Run.Started.IsZero() {
 			ev.Time = b.t.Run.Started.Add(time.Duration(e.To * float64(time.Second)))

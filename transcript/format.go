@@ -148,7 +148,9 @@ type Terminal struct {
 	InputBytes  int64   `json:"input_bytes"`
 	OutputBytes int64   `json:"output_bytes"`
 	NotRecorded int64   `json:"not_recorded,omitempty"`
-	Body        Body    `json:"body,omitzero"` // absent when the segment could not be kept (the event is failed)
+	// NotRecordedInput: typed past the recording's input cap, not kept.
+	NotRecordedInput int64 `json:"not_recorded_input,omitempty"`
+	Body             Body  `json:"body,omitzero"` // absent when the segment could not be kept (the event is failed)
 	// Cast is the segment itself (its asciicast lines; the first segment's begins with the
 	// header), for the page's player: present when the body is intact and the run's recording so
 	// far is within MaxInlineCast; CastCut says it was left out for that bound.
