@@ -193,6 +193,47 @@ func TestPlayerInChromium(t *testing.T) {
 	}
 }
 
+// A hostile hour: a person's shell writes, every second for an hour, insertions and deletions of
+// 9,999 characters and lines (CSI 9999@, L, M), 50,400 of each. The page's player does each at
+// most once a column or line (it did each 9,999 times: minutes of a frozen tab); the page opens,
+// plays to the end, and its screen is what the sequences leave. The time it takes is logged (a
+// figure for the closing note, not an assertion).
+func TestPlayerHostileHour(t *testing.T) {
+	b := browsertest.New(t)
+	r, rec := newRecording(t)
+	rec.Marker("attach mallory", at(0.5))
+	chunk := strings.Repeat("\x1b[9999@\x1b[9999L\x1b[9999M", 14) + "x"
+	for sec := 1; sec <= 3600; sec++ {
+		rec.Output([]byte(chunk), at(float64(sec)))
+	}
+	rec.Output([]byte("\x1b[H\x1b[2Jthe end\r\n"), at(3601))
+	if err := rec.Close(at(3602)); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Build(r.Dir, header(), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := writePage(t, tr)
+	t0 := time.Now()
+	if err := b.Do(120*time.Second, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Since(t0)
+	t1 := time.Now()
+	mid, err := browsertest.Eval[string](b, `(function(){var p=document.getElementById('tpos');p.value=String(Math.round(1800*10));p.dispatchEvent(new Event('input'));return document.getElementById('tscreen').textContent;})()`)
+	seek := time.Since(t1)
+	end, err2 := browsertest.Eval[string](b, `(function(){var p=document.getElementById('tpos');p.value=p.max;p.dispatchEvent(new Event('input'));return document.getElementById('tscreen').textContent;})()`)
+	if err != nil || err2 != nil || !strings.Contains(mid, "x") || !strings.Contains(end, "the end") {
+		t.Errorf("the hostile hour's screen: at 30 min %q (%v), at the end %q (%v)", mid, err, end, err2)
+	}
+	b.Screenshot("player-hostile-hour")
+	t.Logf("a hostile hour (%d bytes of output): the page opened in %s, a seek to its middle took %s", 3600*len(chunk), opened.Round(time.Millisecond), seek.Round(time.Millisecond))
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("the page logged errors: %q", errs)
+	}
+}
+
 // A 100 MB line of output (no newline until its end) in a person's terminal: the recording keeps
 // it whole, hashed segment by segment; the transcript inlines what fits its 16 MiB for the page
 // and says where it cut; the page opens, plays what it has and stays responsive.

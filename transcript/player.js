@@ -188,9 +188,12 @@
         break;
       case 'X': this.erase(l, this.x, Math.min(this.cols, this.x + n)); break;
       case 'P': l.c.splice(this.x, n); l.a.splice(this.x, n); while (l.c.length < this.cols) { l.c.push(' '); l.a.push(0); } break;
-      case '@': for (i = 0; i < n; i++) { l.c.splice(this.x, 0, ' '); l.a.splice(this.x, 0, 0); } l.c.length = this.cols; l.a.length = this.cols; break;
-      case 'L': if (this.y >= this.top && this.y <= this.bot) for (i = 0; i < n; i++) { this.buf.splice(this.bot, 1); this.buf.splice(this.y, 0, this.line()); } break;
-      case 'M': if (this.y >= this.top && this.y <= this.bot) for (i = 0; i < n; i++) { this.buf.splice(this.y, 1); this.buf.splice(this.bot, 0, this.line()); } break;
+      // insertions and deletions beyond the line or the region change nothing more: each is
+      // done at most as many times as there are columns or lines (a hostile CSI 9999@ costs
+      // one line's work, not ten thousand splices)
+      case '@': n = Math.min(n, this.cols - this.x); for (i = 0; i < n; i++) { l.c.splice(this.x, 0, ' '); l.a.splice(this.x, 0, 0); } l.c.length = this.cols; l.a.length = this.cols; break;
+      case 'L': n = Math.min(n, this.bot - this.y + 1); if (this.y >= this.top && this.y <= this.bot) for (i = 0; i < n; i++) { this.buf.splice(this.bot, 1); this.buf.splice(this.y, 0, this.line()); } break;
+      case 'M': n = Math.min(n, this.bot - this.y + 1); if (this.y >= this.top && this.y <= this.bot) for (i = 0; i < n; i++) { this.buf.splice(this.y, 1); this.buf.splice(this.bot, 0, this.line()); } break;
       case 'S': this.scrollUp(Math.min(n, this.rows)); break;
       case 'T': this.scrollDown(Math.min(n, this.rows)); break;
       case 'r':
