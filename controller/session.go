@@ -31,6 +31,7 @@ const (
 	ResizeInterval  = 50 * time.Millisecond // resizes closer than this are coalesced
 	attachmentQueue = 1024                  // output chunks an attachment may fall behind by
 	historyBytes    = 64 << 10              // the output a new attachment is shown first
+	typedQueue      = 256                   // writes typed and not yet read by the shell
 )
 
 // ErrTooManyWatchers refuses a watcher past MaxWatchers.
@@ -64,6 +65,10 @@ type Session struct {
 	// attachment's: attaching again does not fill it.
 	tokens float64
 	filled time.Time
+	// typed: what was typed, on its way to the console, written by Bind's goroutine outside
+	// the lock (a shell that does not read its input must not hold up its output, nor anyone
+	// else's attach); closed when the session ends.
+	typed chan []byte
 }
 
 // NewSession makes a run's session before its shell exists: people may attach at once (the
@@ -104,11 +109,21 @@ func (s *Session) Bind(console io.Writer, resize func(cols, rows int) error, rec
 	if rec != nil && len(s.history) > 0 {
 		rec.Output(s.history, now) // what it showed before (its banner, its prompt)
 	}
+	s.typed = make(chan []byte, typedQueue)
+	go func(typed <-chan []byte) {
+		for p := range typed {
+			console.Write(p) // an error: the shell has gone, and the run ends for it
+		}
+	}(s.typed)
+	if s.ended != "" {
+		close(s.typed)
+		return
+	}
 	if len(s.early) > 0 {
 		if rec != nil {
 			rec.Input(s.early, now)
 		}
-		console.Write(s.early)
+		s.typed <- s.early
 		s.early = nil
 	}
 }
@@ -233,6 +248,9 @@ func (s *Session) End(reason string) {
 	for _, a := range s.attachments() {
 		s.endLocked(a, reason)
 	}
+	if s.typed != nil {
+		close(s.typed)
+	}
 }
 
 // Attachment is one person or proctor attached to a session.
@@ -297,11 +315,18 @@ func (a *Attachment) Input(p []byte) error {
 		s.early = append(s.early, p...)
 		return nil
 	}
+	if s.ended != "" {
+		return errors.New(s.ended)
+	}
+	q := append([]byte(nil), p...)
+	select {
+	case s.typed <- q:
+	default:
+		s.tokens += float64(len(p)) // not typed: not counted
+		return fmt.Errorf("the shell is not reading what is typed (%d writes wait for it); wait for it, then type again", len(s.typed))
+	}
 	if s.rec != nil {
 		s.rec.Input(p, now)
-	}
-	if _, err := s.console.Write(p); err != nil {
-		return fmt.Errorf("the shell: %w", err)
 	}
 	return nil
 }
