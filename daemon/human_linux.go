@@ -25,8 +25,13 @@ import (
 	"github.com/sealrun/sealrun/policy"
 )
 
-// MaxAttaches bounds the attach connections sealrund serves at once, all runs together.
-const MaxAttaches = 64
+// MaxAttaches bounds the attach connections sealrund serves at once, all runs together;
+// MaxAttachesPerUser those of one account, so that no one account can hold every slot and lock
+// every person out of their run.
+const (
+	MaxAttaches        = 64
+	MaxAttachesPerUser = 8
+)
 
 // checkHuman checks a human run's pins: the track takes human runs, and its human controller
 // image (human.image, or the controller image) is in the store with a shell.
@@ -77,23 +82,35 @@ type humanRun struct {
 type sessions struct {
 	mu       sync.Mutex
 	m        map[string]*humanRun
-	attaches int // connections served (MaxAttaches)
+	attaches int            // connections served (MaxAttaches)
+	byUser   map[string]int // of them, each account's (MaxAttachesPerUser)
 }
 
-func (s *sessions) acquire() bool {
+// acquire takes an attach slot for user; it says why not when none is left.
+func (s *sessions) acquire(user string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.attaches >= MaxAttaches {
-		return false
+	switch {
+	case s.byUser[user] >= MaxAttachesPerUser:
+		return fmt.Errorf("%s holds %d attaches already, all runs together (at most %d an account); detach one first", user, s.byUser[user], MaxAttachesPerUser)
+	case s.attaches >= MaxAttaches:
+		return fmt.Errorf("sealrund serves %d attaches at once, all runs together; detach one, or attach again later", MaxAttaches)
+	}
+	if s.byUser == nil {
+		s.byUser = map[string]int{}
 	}
 	s.attaches++
-	return true
+	s.byUser[user]++
+	return nil
 }
 
-func (s *sessions) release() {
+func (s *sessions) release(user string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.attaches--
+	if s.byUser[user]--; s.byUser[user] <= 0 {
+		delete(s.byUser, user)
+	}
 }
 
 func (s *sessions) get(id string) *humanRun {
@@ -218,12 +235,12 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !d.x.sessions.acquire() {
-		writeErr(w, http.StatusTooManyRequests, "sealrund serves %d attaches at once, all runs together; detach one, or attach again later", MaxAttaches)
+	who, _ := r.Context().Value(peerKey{}).(string)
+	if err := d.x.sessions.acquire(who); err != nil {
+		writeErr(w, http.StatusTooManyRequests, "%v", err)
 		return
 	}
-	defer d.x.sessions.release()
-	who, _ := r.Context().Value(peerKey{}).(string)
+	defer d.x.sessions.release(who)
 	a, err := h.sess.Attach(who, watch)
 	switch {
 	case errors.Is(err, controller.ErrTooManyWatchers):
