@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,15 @@ func (s *sessions) acquire(user string) error {
 	s.attaches++
 	s.byUser[user]++
 	return nil
+}
+
+// peerAccount is the account of a peer as peerUser names it ("alice (uid 1001, pid 4242)"):
+// "alice (uid 1001)", the same for every process of the account.
+func peerAccount(who string) string {
+	if i := strings.LastIndex(who, ", pid "); i >= 0 && strings.HasSuffix(who, ")") {
+		return who[:i] + ")"
+	}
+	return who
 }
 
 func (s *sessions) release(user string) {
@@ -236,11 +246,12 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	who, _ := r.Context().Value(peerKey{}).(string)
-	if err := d.x.sessions.acquire(who); err != nil {
+	account := peerAccount(who)
+	if err := d.x.sessions.acquire(account); err != nil {
 		writeErr(w, http.StatusTooManyRequests, "%v", err)
 		return
 	}
-	defer d.x.sessions.release(who)
+	defer d.x.sessions.release(account)
 	a, err := h.sess.Attach(who, watch)
 	switch {
 	case errors.Is(err, controller.ErrTooManyWatchers):

@@ -455,7 +455,7 @@ func TestHumanNeverAttached(t *testing.T) {
 	for range 1000 {
 		if err := <-errs; err != nil {
 			refused++
-			if !strings.Contains(err.Error(), "watch this run; one must leave first") && !strings.Contains(err.Error(), "attaches at once") {
+			if !strings.Contains(err.Error(), "watch this run; one must leave first") && !strings.Contains(err.Error(), "attaches at once") && !strings.Contains(err.Error(), "(uid 0) holds 8 attaches already") {
 				t.Errorf("an attach among a thousand: %v", err)
 			}
 		}
