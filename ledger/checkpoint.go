@@ -161,17 +161,8 @@ func SignCheckpoint(c Checkpoint, s signature.Signer) (string, error) {
 // OpenCheckpoint verifies a signed checkpoint with any of the keys (each a verifier) and
 // parses it. origin, when not empty, is the origin it must have.
 func OpenCheckpoint(signed string, origin string, keys []signature.Verifier) (Checkpoint, error) {
-	if len(signed) > MaxCheckpointBytes {
-		return Checkpoint{}, fmt.Errorf("signed checkpoint of %d bytes; at most %d", len(signed), MaxCheckpointBytes)
-	}
-	body, _, ok := strings.Cut(signed, "\n")
-	if !ok {
-		return Checkpoint{}, errors.New("not a signed checkpoint (no origin line)")
-	}
-	if origin != "" && body != origin {
-		return Checkpoint{}, fmt.Errorf("checkpoint of log %q, not of %q", body, origin)
-	}
-	if err := checkOrigin(body); err != nil {
+	body, err := signedOrigin(signed, origin)
+	if err != nil {
 		return Checkpoint{}, err
 	}
 	var vs []note.Verifier
@@ -191,6 +182,22 @@ func OpenCheckpoint(signed string, origin string, keys []signature.Verifier) (Ch
 		return Checkpoint{}, fmt.Errorf("checkpoint of %q: %v", body, err)
 	}
 	return ParseCheckpoint(n.Text)
+}
+
+// signedOrigin checks a signed checkpoint's size and its origin line (origin, when given, is the
+// one it must be) and returns that line.
+func signedOrigin(signed, origin string) (string, error) {
+	if len(signed) > MaxCheckpointBytes {
+		return "", fmt.Errorf("signed checkpoint of %d bytes; at most %d", len(signed), MaxCheckpointBytes)
+	}
+	body, _, ok := strings.Cut(signed, "\n")
+	if !ok {
+		return "", errors.New("not a signed checkpoint (no origin line)")
+	}
+	if origin != "" && body != origin {
+		return "", fmt.Errorf("checkpoint of log %q, not of %q", body, origin)
+	}
+	return body, checkOrigin(body)
 }
 
 // VerifierKey is the note verifier key of origin's checkpoints signed with pub

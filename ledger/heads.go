@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -73,17 +72,8 @@ func DeferredHeads() *Heads {
 // openUnsigned is OpenCheckpoint without the signature: the size bound, the origin and the
 // checkpoint's form.
 func openUnsigned(signed, origin string) (Checkpoint, error) {
-	if len(signed) > MaxCheckpointBytes {
-		return Checkpoint{}, fmt.Errorf("signed checkpoint of %d bytes; at most %d", len(signed), MaxCheckpointBytes)
-	}
-	body, _, ok := strings.Cut(signed, "\n")
-	if !ok {
-		return Checkpoint{}, errors.New("not a signed checkpoint (no origin line)")
-	}
-	if origin != "" && body != origin {
-		return Checkpoint{}, fmt.Errorf("checkpoint of log %q, not of %q", body, origin)
-	}
-	if err := checkOrigin(body); err != nil {
+	body, err := signedOrigin(signed, origin)
+	if err != nil {
 		return Checkpoint{}, err
 	}
 	text, _, ok := strings.Cut(signed, "\n\n")
