@@ -109,16 +109,15 @@ func (s *Session) Bind(console io.Writer, resize func(cols, rows int) error, rec
 	if rec != nil && len(s.history) > 0 {
 		rec.Output(s.history, now) // what it showed before (its banner, its prompt)
 	}
+	if s.ended != "" {
+		return // nothing is typed into an ended session
+	}
 	s.typed = make(chan []byte, typedQueue)
 	go func(typed <-chan []byte) {
 		for p := range typed {
 			console.Write(p) // an error: the shell has gone, and the run ends for it
 		}
 	}(s.typed)
-	if s.ended != "" {
-		close(s.typed)
-		return
-	}
 	if len(s.early) > 0 {
 		if rec != nil {
 			rec.Input(s.early, now)

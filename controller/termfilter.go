@@ -182,10 +182,12 @@ func (f *termFilter) csiDropped() bool {
 	if len(h) > 0 && (h[0] == '?' || h[0] == '>' || h[0] == '=' || h[0] == '<') {
 		prefix, h = h[0], h[1:]
 	}
-	// intermediates: the bytes 0x20-0x2f before the final
-	var inter []byte
+	// intermediates: the bytes 0x20-0x2f before the final (dollar: the one DECRQM has)
+	inter := 0
+	dollar := false
 	for len(h) > 0 && h[len(h)-1] >= 0x20 && h[len(h)-1] <= 0x2f {
-		inter = append(inter, h[len(h)-1])
+		dollar = h[len(h)-1] == '$'
+		inter++
 		h = h[:len(h)-1]
 	}
 	first := 0
@@ -200,23 +202,23 @@ func (f *termFilter) csiDropped() bool {
 	}
 	switch final {
 	case 'n', 'c':
-		return len(inter) == 0
+		return inter == 0
 	case 't':
 		if f.watcher {
 			return true // window operations: none is a person's to do to a proctor's window
 		}
 		switch first {
 		case 11, 13, 14, 15, 16, 18, 19, 20, 21:
-			return prefix == 0 && len(inter) == 0
+			return prefix == 0 && inter == 0
 		}
 	case 'q':
-		return prefix == '>' && len(inter) == 0
+		return prefix == '>' && inter == 0
 	case 'p':
-		return len(inter) == 1 && inter[0] == '$'
+		return inter == 1 && dollar
 	case 'u', 'm', 'S':
-		return prefix == '?' && len(inter) == 0
+		return prefix == '?' && inter == 0
 	case 'x':
-		return prefix == 0 && len(inter) == 0 && first <= 1
+		return prefix == 0 && inter == 0 && first <= 1
 	}
 	return false
 }

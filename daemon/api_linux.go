@@ -130,7 +130,7 @@ func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = "track"
 	}
-	who, _ := r.Context().Value(peerKey{}).(string)
+	who := peerOf(r).Who
 	req.TrackName = name
 	rec, err := d.SubmitRequest(req, who)
 	if err != nil {
@@ -342,24 +342,39 @@ func (d *Daemon) ServeAPI(ctx context.Context, l net.Listener) error {
 	return err
 }
 
-// peerUser names the connecting process's user from SO_PEERCRED: "name (uid N, pid P)".
-func peerUser(c net.Conn) string {
+// peer is the connecting process as SO_PEERCRED gives it: Who names it ("name (uid N, pid P)",
+// as the journal and the audit log record it), Account its account ("name (uid N)", the same
+// for every process of it).
+type peer struct{ Who, Account string }
+
+var unknownPeer = peer{"unknown", "unknown"}
+
+// peerUser reads the connecting process's credentials.
+func peerUser(c net.Conn) peer {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return "unknown"
+		return unknownPeer
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return "unknown"
+		return unknownPeer
 	}
 	var cred *syscall.Ucred
 	raw.Control(func(fd uintptr) { cred, _ = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED) })
 	if cred == nil {
-		return "unknown"
+		return unknownPeer
 	}
 	name := strconv.Itoa(int(cred.Uid))
 	if u, err := user.LookupId(name); err == nil {
 		name = u.Username
 	}
-	return fmt.Sprintf("%s (uid %d, pid %d)", name, cred.Uid, cred.Pid)
+	return peer{Who: fmt.Sprintf("%s (uid %d, pid %d)", name, cred.Uid, cred.Pid), Account: fmt.Sprintf("%s (uid %d)", name, cred.Uid)}
+}
+
+// peerOf is the request's peer (unknownPeer where the connection gave none: a test's handler).
+func peerOf(r *http.Request) peer {
+	if p, ok := r.Context().Value(peerKey{}).(peer); ok {
+		return p
+	}
+	return unknownPeer
 }

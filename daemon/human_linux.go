@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,15 +102,6 @@ func (s *sessions) acquire(user string) error {
 	s.attaches++
 	s.byUser[user]++
 	return nil
-}
-
-// peerAccount is the account of a peer as peerUser names it ("alice (uid 1001, pid 4242)"):
-// "alice (uid 1001)", the same for every process of the account.
-func peerAccount(who string) string {
-	if i := strings.LastIndex(who, ", pid "); i >= 0 && strings.HasSuffix(who, ")") {
-		return who[:i] + ")"
-	}
-	return who
 }
 
 func (s *sessions) release(user string) {
@@ -245,8 +235,8 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	who, _ := r.Context().Value(peerKey{}).(string)
-	account := peerAccount(who)
+	pr := peerOf(r)
+	who, account := pr.Who, pr.Account
 	if err := d.x.sessions.acquire(account); err != nil {
 		writeErr(w, http.StatusTooManyRequests, "%v", err)
 		return

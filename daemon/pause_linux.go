@@ -174,10 +174,7 @@ func (d *Daemon) pauseRun(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	who, _ := r.Context().Value(peerKey{}).(string)
-	if who == "" {
-		who = "unknown"
-	}
+	who := peerOf(r).Who
 	if err := p.pause(who, req.Reason, length); err != nil {
 		writePauseErr(w, err)
 		return
@@ -193,10 +190,7 @@ func (d *Daemon) resumeRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	who, _ := r.Context().Value(peerKey{}).(string)
-	if who == "" {
-		who = "unknown"
-	}
+	who := peerOf(r).Who
 	if err := p.resume(who, "resumed by the operator"); err != nil {
 		writePauseErr(w, err)
 		return

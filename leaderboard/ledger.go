@@ -88,10 +88,7 @@ func rejectUnsettled(in *Inputs, failed map[string]error, keys int) {
 			kept = append(kept, e)
 			continue
 		}
-		reason := (&attest.VerificationFailure{Reason: attest.ReasonLedger, Detail: "ledger.checkpoint: " + err.Error()}).Error()
-		if keys > 1 {
-			reason = fmt.Sprintf("not valid with any of the %d keys: %s", keys, reason)
-		}
+		reason := keysReason(keys, &attest.VerificationFailure{Reason: attest.ReasonLedger, Detail: "ledger.checkpoint: " + err.Error()})
 		in.Rejected = append(in.Rejected, Rejection{Path: e.Path, Reason: reason})
 	}
 	in.Entries = kept

@@ -301,10 +301,15 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 			break // signed by this key but not valid: another key will not help
 		}
 	}
-	if len(keys) > 1 {
-		return nil, fmt.Sprintf("not valid with any of the %d keys: %v", len(keys), last), false
+	return nil, keysReason(len(keys), last), false
+}
+
+// keysReason is why an attestation that failed with err under each of keys keys is rejected.
+func keysReason(keys int, err error) string {
+	if keys > 1 {
+		return fmt.Sprintf("not valid with any of the %d keys: %v", keys, err)
 	}
-	return nil, last.Error(), false
+	return err.Error()
 }
 
 // readCapped reads f whole, at most max+1 bytes (one more tells an oversized file), into one

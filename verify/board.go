@@ -85,6 +85,9 @@ func Board(paths []string, o BoardOptions) (*Result, *leaderboard.Suite, error) 
 	default:
 		r.pass("ledgers")
 	}
+	for _, l := range in.Ledgers {
+		d.Ledgers = append(d.Ledgers, BoardLedger{Name: l.Name, Origin: l.Origin, Size: l.Head.Size})
+	}
 	switch {
 	case len(o.Witnesses) == 0:
 		r.skip("witnessed", "no witness's key given (--witness)")
@@ -92,21 +95,14 @@ func Board(paths []string, o BoardOptions) (*Result, *leaderboard.Suite, error) 
 		r.skip("witnessed", "the ledgers did not verify")
 	default:
 		var ps []Problem
-		for _, l := range in.Ledgers {
-			bl := BoardLedger{Name: l.Name, Origin: l.Origin, Size: l.Head.Size}
+		for i, l := range in.Ledgers {
 			if w, err := witness.CheckLedger(l, verifiersOf(o.Keys), o.Witnesses, o.Quorum); err != nil {
 				ps = append(ps, Problem{File: l.Name, Reason: err.Error()})
 			} else {
-				bl.Witnessed = &LedgerWitnessed{Size: w.Head.Size, By: w.By, NotBy: w.NotBy, EntriesAfter: w.After}
+				d.Ledgers[i].Witnessed = &LedgerWitnessed{Size: w.Head.Size, By: w.By, NotBy: w.NotBy, EntriesAfter: w.After}
 			}
-			d.Ledgers = append(d.Ledgers, bl)
 		}
 		r.record("witnessed", ps)
-	}
-	if d.Ledgers == nil {
-		for _, l := range in.Ledgers {
-			d.Ledgers = append(d.Ledgers, BoardLedger{Name: l.Name, Origin: l.Origin, Size: l.Head.Size})
-		}
 	}
 	if lerr != nil {
 		r.skip("attestations", "the ledgers did not verify: no board is built")
