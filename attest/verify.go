@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -252,7 +254,11 @@ func verifyEnvelopeOf(env []byte, payloadType string, max int, v signature.Verif
 	// The signature over the DSSE pre-authentication encoding, checked directly: keyid is only a
 	// hint (other DSSE tools fill in the key's id, a fingerprint or a KMS name) and never part of
 	// the verdict.
-	if err := verifySignature(v, sigs[0], PAE(payloadType, payload)); err != nil {
+	msg := paeBuffers.Get().(*[]byte)
+	*msg = appendPAE((*msg)[:0], payloadType, payload)
+	err = verifySignature(v, sigs[0], *msg)
+	paeBuffers.Put(msg)
+	if err != nil {
 		return nil, failf(ReasonSignature, "the signature does not verify with key %s (%v); the envelope was altered or signed by another key", out.KeyID, err)
 	}
 	out.check("signature")
@@ -413,9 +419,19 @@ func quoteOrMissing(s *string) string {
 
 // PAE is the DSSE v1 pre-authentication encoding that is signed:
 // "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in ASCII decimal.
-func PAE(payloadType string, body []byte) []byte {
-	return append([]byte(fmt.Sprintf("DSSEv1 %d %s %d ", len(payloadType), payloadType, len(body))), body...)
+func PAE(payloadType string, body []byte) []byte { return appendPAE(nil, payloadType, body) }
+
+func appendPAE(b []byte, payloadType string, body []byte) []byte {
+	b = append(b, "DSSEv1 "...)
+	b = strconv.AppendInt(b, int64(len(payloadType)), 10)
+	b = append(append(append(b, ' '), payloadType...), ' ')
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	return append(append(b, ' '), body...)
 }
+
+// paeBuffers keeps the buffers envelopes' signatures are checked over: a board checks thousands,
+// and the signature check keeps nothing of its message.
+var paeBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // canonicalBase64 decodes standard base64 with padding and refuses any other spelling of the same
 // bytes (URL alphabet, missing padding, non-zero trailing bits, whitespace).

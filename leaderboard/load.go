@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -246,15 +245,15 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 			return nil, "cannot read: " + fileio.Cause(err).Error(), false
 		}
 	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, "cannot open: " + fileio.Cause(err).Error(), false
+		// The file's bytes are read into a buffer used again for the next file: nothing
+		// verified keeps them (what an entry keeps is decoded from its payload, a copy).
+		buf := readBuffers.Get().(*[]byte)
+		var err error
+		if data, err = readFileCapped(path, MaxFileBytes, *buf); err != nil {
+			readBuffers.Put(buf)
+			return nil, err.Error(), false
 		}
-		data, err = readCapped(f, MaxFileBytes)
-		f.Close()
-		if err != nil {
-			return nil, "cannot read: " + err.Error(), false
-		}
+		defer func() { *buf = data[:0]; readBuffers.Put(buf) }()
 	}
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Sprintf("over %d bytes; not an attestation", MaxFileBytes), true
@@ -310,29 +309,6 @@ func keysReason(keys int, err error) string {
 		return fmt.Sprintf("not valid with any of the %d keys: %v", keys, err)
 	}
 	return err.Error()
-}
-
-// readCapped reads f whole, at most max+1 bytes (one more tells an oversized file), into one
-// buffer of the size its stat gives.
-func readCapped(f *os.File, max int) ([]byte, error) {
-	size := 512
-	if st, err := f.Stat(); err == nil && st.Size() < int64(max) {
-		size = int(st.Size()) + 1 // one more, to see EOF without growing
-	}
-	buf := make([]byte, 0, size)
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF || len(buf) > max {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-	}
 }
 
 // looksLikeEnvelope tells a broken attestation from some other JSON file.
@@ -399,4 +375,13 @@ func (in *Inputs) dedupe() {
 		}
 		in.Entries = append(in.Entries, e)
 	}
+}
+
+// readBuffers keeps the buffers files are read into.
+var readBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// readError is a file's read failure as a rejection says it: the step, then the cause alone
+// (the path is the rejection's own).
+func readError(step string, err error) error {
+	return errors.New(step + ": " + fileio.Cause(err).Error())
 }

@@ -176,19 +176,12 @@ func (l *Ledger) CheckHead(c Checkpoint, what string) error {
 	case c.Size > l.Head.Size:
 		return fmt.Errorf("ledger %s was truncated: it ends at %d entries, but %s was signed at %d", l.Name, l.Head.Size, what, c.Size)
 	}
+	// The tree holds every entry, and its whole root is the signed head's (Read), so the root of
+	// its first c.Size entries being c.Root is the consistency a proof between the two heads
+	// would show, without building the proof.
 	root, _ := l.Tree.Root(c.Size)
 	if root != c.Root {
 		return fmt.Errorf("ledger %s was rewritten: its first %d entries do not hash to the root signed in %s (an edited entry, or a fork)", l.Name, c.Size, what)
-	}
-	// The proof a reader holding only the two heads would check.
-	p, err := l.Tree.ConsistencyProof(c.Size, l.Head.Size)
-	if err != nil {
-		return err
-	}
-	if c.Size > 0 {
-		if err := VerifyConsistency(c.Size, l.Head.Size, p, c.Root, l.Head.Root); err != nil {
-			return fmt.Errorf("ledger %s: %s is not consistent with its head: %v", l.Name, what, err)
-		}
 	}
 	return nil
 }

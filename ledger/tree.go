@@ -70,7 +70,8 @@ func (t *Tree) hashes(ids []compact.NodeID) ([][]byte, error) {
 	return out, nil
 }
 
-// Root is the root hash of the first size leaves.
+// Root is the root hash of the first size leaves: the perfect subtrees its bits name, folded
+// from the right (RFC 6962's MTH), from the hashes kept, without allocating.
 func (t *Tree) Root(size uint64) (Hash, error) {
 	if size > t.Size() {
 		return Hash{}, fmt.Errorf("size %d is beyond the tree's %d leaves", size, t.Size())
@@ -78,16 +79,24 @@ func (t *Tree) Root(size uint64) (Hash, error) {
 	if size == 0 {
 		return Hash(hasher.EmptyRoot()), nil
 	}
-	hs, err := t.hashes(compact.RangeNodes(0, size, nil))
-	if err != nil {
-		return Hash{}, err
+	var root Hash
+	var buf [1 + 2*sha256.Size]byte
+	buf[0] = 1 // RFC 6962's node prefix
+	have := false
+	for l := 0; size>>l != 0; l++ {
+		if size>>l&1 == 0 {
+			continue
+		}
+		h := t.levels[l][size>>l-1] // the subtree of 2^l leaves ending at leaf size
+		if !have {
+			root, have = h, true
+			continue
+		}
+		copy(buf[1:], h[:])
+		copy(buf[1+sha256.Size:], root[:])
+		root = sha256.Sum256(buf[:])
 	}
-	r, err := factory.NewRange(0, size, hs)
-	if err != nil {
-		return Hash{}, err
-	}
-	root, err := r.GetRootHash(nil)
-	return Hash(root), err
+	return root, nil
 }
 
 // InclusionProof proves leaf index in the tree of size leaves.
