@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,18 +92,44 @@ type Attachment struct {
 
 // Attach attaches to run id's terminal: a person's (watch false) or a proctor's, read-only.
 func (c *Client) Attach(ctx context.Context, id string, watch bool, cols, rows int) (*Attachment, error) {
+	return c.AttachWith(ctx, id, AttachOptions{Watch: watch, Cols: cols, Rows: rows})
+}
+
+// AttachOptions are an attach's: read-only (a proctor's view), the window's size, the ssh key the
+// person authenticated with (its SHA256 fingerprint; sshd's ExposeAuthInfo gives it to the
+// ForceCommand), and an operator's reason for taking the terminal over.
+type AttachOptions struct {
+	Watch      bool
+	Cols, Rows int
+	Key        string
+	Takeover   string
+}
+
+// AttachWith is Attach with every option.
+func (c *Client) AttachWith(ctx context.Context, id string, o AttachOptions) (*Attachment, error) {
 	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", c.socket)
 	if err != nil {
 		return nil, c.dialError(err)
 	}
-	q := ""
-	if cols > 0 && rows > 0 {
-		q = "?cols=" + strconv.Itoa(cols) + "&rows=" + strconv.Itoa(rows)
+	q := url.Values{}
+	if o.Cols > 0 && o.Rows > 0 {
+		q.Set("cols", strconv.Itoa(o.Cols))
+		q.Set("rows", strconv.Itoa(o.Rows))
 	}
-	if watch {
-		q += map[bool]string{true: "?", false: "&"}[q == ""] + "watch=1"
+	if o.Watch {
+		q.Set("watch", "1")
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://sealrund/v1/runs/"+id+"/attach"+q, nil)
+	if o.Key != "" {
+		q.Set("key", o.Key)
+	}
+	if o.Takeover != "" {
+		q.Set("takeover", o.Takeover)
+	}
+	query := ""
+	if len(q) > 0 {
+		query = "?" + q.Encode()
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://sealrund/v1/runs/"+url.PathEscape(id)+"/attach"+query, nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", AttachProtocol)
 	if err := req.Write(conn); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -53,6 +54,9 @@ type Record struct {
 	// Paused is when a pause of the run began, while it lasts (sealrun pause); Deadline moves
 	// when it ends.
 	Paused time.Time `json:"paused,omitzero"`
+	// Person and Proctors are a human run's (RunRequest.Person, .Proctors).
+	Person   *Person  `json:"person,omitempty"`
+	Proctors []string `json:"proctors,omitempty"`
 }
 
 // PauseRequest is the body of POST /v1/runs/{id}/pause: why (shown in the audit log, the
@@ -127,6 +131,81 @@ type RunRequest struct {
 	// Dispatcher names the scheduler's job ("slurm job 812_3"). Such a run is not rerun here
 	// when it ends invalid: the scheduler's resubmission is the rerun.
 	Dispatcher string `json:"dispatcher,omitempty"`
+	// Person is who a human run (agent human/HANDLE) is for: only they attach to its terminal.
+	// Absent: the account named HANDLE, where the host has one.
+	Person *Person `json:"person,omitempty"`
+	// Proctors are the accounts that may watch a human run (beside the operators).
+	Proctors []string `json:"proctors,omitempty"`
+}
+
+// Person is a human run's person as the host authenticates them: a unix account on the host
+// and, for people who reach it over ssh sharing that account, the SHA-256 fingerprint of the
+// key they authenticate with (ssh-keygen -lf's "SHA256:..." form).
+type Person struct {
+	Account string `json:"account"`
+	Key     string `json:"key,omitempty"`
+}
+
+// String names the person as messages do: "bob", or "bob with key SHA256:...".
+func (p Person) String() string {
+	if p.Key != "" {
+		return p.Account + " with key " + p.Key
+	}
+	return p.Account
+}
+
+// MaxProctors bounds the proctors named for one run.
+const MaxProctors = 16
+
+var (
+	accountRe = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	keyFPRe   = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}$`)
+)
+
+// CheckAccount checks a unix account's name as a run names it (what useradd accepts by
+// default: a lowercase letter or _, then up to 31 lowercase letters, digits, _ and -).
+func CheckAccount(name string) error {
+	if !accountRe.MatchString(name) {
+		return fmt.Errorf("%.40q is not an account name: a lowercase letter or _, then up to 31 lowercase letters, digits, _ or -", name)
+	}
+	return nil
+}
+
+// CheckKeyFingerprint checks an ssh key's fingerprint as ssh-keygen -lf prints it by default
+// ("SHA256:" and 43 characters of unpadded base64).
+func CheckKeyFingerprint(fp string) error {
+	if !keyFPRe.MatchString(fp) {
+		return fmt.Errorf("%.60q is not an ssh key's fingerprint: SHA256: and 43 characters of base64, as ssh-keygen -lf prints it", fp)
+	}
+	return nil
+}
+
+// CheckPeople checks a request's person and proctors.
+func (r *RunRequest) CheckPeople() error {
+	if r.Person != nil {
+		if err := CheckAccount(r.Person.Account); err != nil {
+			return fmt.Errorf("--person: %w", err)
+		}
+		if r.Person.Key != "" {
+			if err := CheckKeyFingerprint(r.Person.Key); err != nil {
+				return fmt.Errorf("--person-key: %w", err)
+			}
+		}
+	}
+	if len(r.Proctors) > MaxProctors {
+		return fmt.Errorf("--proctor: %d proctors; at most %d a run", len(r.Proctors), MaxProctors)
+	}
+	seen := map[string]bool{}
+	for _, a := range r.Proctors {
+		if err := CheckAccount(a); err != nil {
+			return fmt.Errorf("--proctor: %w", err)
+		}
+		if seen[a] {
+			return fmt.Errorf("--proctor: %s is named twice", a)
+		}
+		seen[a] = true
+	}
+	return nil
 }
 
 // APIError is every error body: {"error": "..."}.
@@ -153,6 +232,9 @@ const (
 	CodeNotYetRunning = "not_yet_running" // the run's terminal opens once it is running: attach again
 	CodeRunEnded      = "run_ended"       // the run has ended: no terminal
 	CodeNotHuman      = "not_human"       // an agent's run: no terminal
+	// Attach's refusals of who asks, each a 403.
+	CodeNotYourRun = "not_your_run" // a human run's terminal is its person's (an operator may take it over)
+	CodeNotProctor = "not_proctor"  // watching a human run is for its proctors and the operators
 )
 
 // CodeOf is the code an answer of that HTTP status has when it names none.
@@ -160,6 +242,8 @@ func CodeOf(status int) string {
 	switch status {
 	case 400:
 		return CodeBadRequest
+	case 403:
+		return CodeNotYourRun
 	case 404:
 		return CodeNotFound
 	case 409:

@@ -393,3 +393,63 @@ func TestPauses(t *testing.T) {
 		}
 	}
 }
+
+// A human run's people: signed and verified as the daemon writes them; refused where a rule
+// breaks, each naming its field.
+func TestHumanPeople(t *testing.T) {
+	const key = "SHA256:" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	people := func(edit func(p *Predicate)) *Statement {
+		st, _ := fixture(t, 2, 3)
+		p := st.Predicate
+		p.Agent.Model = "human/bob"
+		s := p.Timeline.Started
+		p.Human = &Human{Person: Person{Account: "bob"}, Proctors: []string{"carol"}, Attaches: []HumanAttach{
+			{Account: "bob (uid 1001)", Role: "person", Start: s, End: s.Add(10 * time.Minute)},
+			{Account: "carol (uid 1003)", Role: "proctor", Watch: true, Start: s.Add(time.Minute), End: s.Add(5 * time.Minute)},
+			{Account: "root (uid 0)", Role: "operator", Takeover: "fire drill", Start: s.Add(10 * time.Minute), End: s.Add(11 * time.Minute)},
+			{Account: "root (uid 0)", Role: "operator", Watch: true, Start: s.Add(12 * time.Minute), End: s.Add(13 * time.Minute)},
+		}}
+		if edit != nil {
+			edit(p)
+		}
+		return st
+	}
+	env := sign(t, people(nil), "ed25519")
+	v, err := Verify(env, verifier(t, "ed25519"))
+	if err != nil || v.Statement.Predicate.Human == nil || len(v.Statement.Predicate.Human.Attaches) != 4 {
+		t.Fatalf("a human run with its people: %v", err)
+	}
+	if _, err := Verify(sign(t, people(func(p *Predicate) {
+		p.Human.Person.Key = key
+		p.Human.Attaches[0].Key = key
+	}), "ed25519"), verifier(t, "ed25519")); err != nil {
+		t.Fatalf("a person bound to a key: %v", err)
+	}
+	for _, c := range []struct {
+		name, want string
+		edit       func(p *Predicate)
+	}{
+		{"an agent's run", "human: an agent's run", func(p *Predicate) { p.Agent.Model = "openai/gpt-x" }},
+		{"a hostile person", "human.person.account", func(p *Predicate) { p.Human.Person.Account = "bob\x1b]52;c;AAAA\x07" }},
+		{"a bad key", "human.person.key", func(p *Predicate) { p.Human.Person.Key = "MD5:00" }},
+		{"a hostile proctor", "human.proctors[0]", func(p *Predicate) { p.Human.Proctors[0] = "<script>" }},
+		{"an account with text after it", "human.attaches[1].account", func(p *Predicate) { p.Human.Attaches[1].Account = "carol (uid 1003) \x1b[2J" }},
+		{"an unknown role", "human.attaches[1].role", func(p *Predicate) { p.Human.Attaches[1].Role = "admin" }},
+		{"someone else as the person", "not the run's person", func(p *Predicate) { p.Human.Attaches[0].Account = "alice (uid 1002)" }},
+		{"the person with another key", "not the run's person", func(p *Predicate) { p.Human.Person.Key = key }},
+		{"a proctor not named", "not one of the run's proctors", func(p *Predicate) { p.Human.Proctors = []string{"dave"} }},
+		{"a proctor typing", "not one of the run's proctors", func(p *Predicate) { p.Human.Attaches[1].Watch = false }},
+		{"a take-over without a reason", "without saying why", func(p *Predicate) { p.Human.Attaches[2].Takeover = "" }},
+		{"a proctor's take-over", "human.attaches[1].takeover", func(p *Predicate) { p.Human.Attaches[1].Takeover = "mine" }},
+		{"a reason on two lines", "human.attaches[2].takeover", func(p *Predicate) { p.Human.Attaches[2].Takeover = "a\nb" }},
+		{"before the run", "human.attaches[0]", func(p *Predicate) { p.Human.Attaches[0].Start = p.Timeline.Queued.Add(-time.Second) }},
+		{"after the run", "human.attaches[0]", func(p *Predicate) { p.Human.Attaches[0].End = p.Timeline.Finished.Add(time.Second) }},
+		{"ends before it starts", "human.attaches[3]", func(p *Predicate) { p.Human.Attaches[3].End = p.Human.Attaches[3].Start.Add(-time.Second) }},
+		{"omitted before the list is full", "human.attaches", func(p *Predicate) { p.Human.AttachesOmitted = 3 }},
+	} {
+		_, err := Sign(context.Background(), people(c.edit), signer(t, "ed25519"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Sign = %v, want %s", c.name, err, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
@@ -54,8 +55,74 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 	if err := checkUsage(p); err != nil {
 		return err
 	}
+	if err := checkHuman(p); err != nil {
+		return err
+	}
 	if p.Audit.Entries < 0 {
 		return bad("audit.entries", "is negative")
+	}
+	return nil
+}
+
+var (
+	accountRe     = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	peerAccountRe = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31} \(uid [0-9]{1,10}\)$`)
+	keyFPRe       = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}$`)
+)
+
+// checkHuman checks a human run's people: only a human run has them; the person an account
+// (and a key's fingerprint); every attach by a role, within the run's timeline; the person's
+// attaches the person's account (and key); a terminal taken by no one else but an operator who
+// said why.
+func checkHuman(p *Predicate) error {
+	h := p.Human
+	if h == nil {
+		return nil // an agent's run, or a human run attested before people were bound to runs
+	}
+	if !strings.HasPrefix(p.Agent.Model, "human/") {
+		return bad("human", "an agent's run (%s) has no person", p.Agent.Model)
+	}
+	if !accountRe.MatchString(h.Person.Account) {
+		return bad("human.person.account", "%.40q is not an account name", h.Person.Account)
+	}
+	if h.Person.Key != "" && !keyFPRe.MatchString(h.Person.Key) {
+		return bad("human.person.key", "%.60q is not an ssh key's SHA256 fingerprint", h.Person.Key)
+	}
+	if len(h.Proctors) > 16 {
+		return bad("human.proctors", "%d proctors; at most 16", len(h.Proctors))
+	}
+	for i, a := range h.Proctors {
+		if !accountRe.MatchString(a) {
+			return bad(fmt.Sprintf("human.proctors[%d]", i), "%.40q is not an account name", a)
+		}
+	}
+	if len(h.Attaches) > MaxHumanAttaches || h.AttachesOmitted < 0 || h.AttachesOmitted > 0 && len(h.Attaches) < MaxHumanAttaches {
+		return bad("human.attaches", "%d listed and %d omitted; the first %d are listed, then only counted", len(h.Attaches), h.AttachesOmitted, MaxHumanAttaches)
+	}
+	tl := p.Timeline
+	for i, a := range h.Attaches {
+		field := fmt.Sprintf("human.attaches[%d]", i)
+		name, _, _ := strings.Cut(a.Account, " (")
+		switch {
+		case !peerAccountRe.MatchString(a.Account):
+			return bad(field+".account", "%.60q is not an account as the host names a peer (\"name (uid N)\")", a.Account)
+		case len(a.Takeover) > 300 || strings.ContainsFunc(a.Takeover, unicode.IsControl) || !utf8.ValidString(a.Takeover):
+			return bad(field+".takeover", "is not one line of at most 300 bytes of text")
+		case a.Key != "" && !keyFPRe.MatchString(a.Key):
+			return bad(field+".key", "%.60q is not an ssh key's SHA256 fingerprint", a.Key)
+		case !slices.Contains(HumanRoles, a.Role):
+			return bad(field+".role", "%.20q is not one of %s", a.Role, strings.Join(HumanRoles, ", "))
+		case a.End.Before(a.Start) || a.Start.Before(tl.Queued) || a.End.After(tl.Finished):
+			return bad(field, "from %s to %s, not within the run (queued %s, finished %s)", a.Start.Format(time.RFC3339), a.End.Format(time.RFC3339), tl.Queued.Format(time.RFC3339), tl.Finished.Format(time.RFC3339))
+		case a.Role == "person" && (name != h.Person.Account || h.Person.Key != "" && a.Key != h.Person.Key):
+			return bad(field, "attached as the person, but %s is not the run's person (%s)", a.Account, h.Person.Account)
+		case a.Role == "proctor" && !(a.Watch && slices.Contains(h.Proctors, name)):
+			return bad(field, "attached as a proctor, but %s is not one of the run's proctors, or took the terminal", a.Account)
+		case a.Takeover != "" && (a.Role != "operator" || a.Watch):
+			return bad(field+".takeover", "only an operator takes the terminal over")
+		case a.Role == "operator" && !a.Watch && a.Takeover == "":
+			return bad(field, "an operator took the terminal without saying why (takeover)")
+		}
 	}
 	return nil
 }

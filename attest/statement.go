@@ -138,7 +138,48 @@ type Predicate struct {
 	// Usage is what the run's model requests used, summed from its audit log, and what that cost
 	// at the host's price (absent in attestations from before it existed).
 	Usage *Usage `json:"usage,omitempty"`
+	// Human is a human run's people: who it was for and who attached to its terminal, as the
+	// host authenticated them (absent for an agent's run, and in human runs' attestations from
+	// before people were bound to their runs).
+	Human *Human `json:"human,omitempty"`
 }
+
+// Human is who a human run was for, who was named to watch it and every terminal attached to
+// it: the person's, the proctors' and the operators'.
+type Human struct {
+	Person   Person        `json:"person"`
+	Proctors []string      `json:"proctors,omitempty"`
+	Attaches []HumanAttach `json:"attaches"`
+	// AttachesOmitted counts those after the first MaxHumanAttaches (the audit log has them all).
+	AttachesOmitted int `json:"attaches_omitted,omitempty"`
+}
+
+// Person is the account (and, for people sharing an account over ssh, the key's SHA-256
+// fingerprint) a human run was queued for.
+type Person struct {
+	Account string `json:"account"`
+	Key     string `json:"key,omitempty"`
+}
+
+// HumanAttach is one terminal attached to a human run, from Start to End: whose (the account as
+// the admin socket's peer credentials give it, "bob (uid 1001)", and the ssh key it said it
+// authenticated with), as what (HumanRoles), read-only or not, and an operator's reason for
+// taking the terminal over.
+type HumanAttach struct {
+	Account  string    `json:"account"`
+	Key      string    `json:"key,omitempty"`
+	Role     string    `json:"role"`
+	Watch    bool      `json:"watch"`
+	Takeover string    `json:"takeover,omitempty"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+}
+
+// HumanRoles are the roles a HumanAttach has.
+var HumanRoles = []string{"person", "proctor", "operator"}
+
+// MaxHumanAttaches bounds the attaches an attestation lists.
+const MaxHumanAttaches = 256
 
 // Usage is a run's model use (policy.Usage), summed from its audit log by UsageFromAudit.
 type Usage = policy.Usage

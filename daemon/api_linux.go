@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -345,9 +346,23 @@ func (d *Daemon) ServeAPI(ctx context.Context, l net.Listener) error {
 // peer is the connecting process as SO_PEERCRED gives it: Who names it ("name (uid N, pid P)",
 // as the journal and the audit log record it), Account its account ("name (uid N)", the same
 // for every process of it).
-type peer struct{ Who, Account string }
+// Name and UID are the account's name and uid; Person says the account is in PeopleGroup (a
+// person's, who may attach to their own run only), as the host's group database says when the
+// connection is made.
+type peer struct {
+	Who, Account string
+	Name         string
+	UID          uint32
+	Known        bool
+	Person       bool
+}
 
-var unknownPeer = peer{"unknown", "unknown"}
+var unknownPeer = peer{Who: "unknown", Account: "unknown"}
+
+// PeopleGroup is the group of the accounts of people (docs/OPERATOR.md, "Human runs"): a member
+// attaches to their own human run and watches those they proctor, nothing else. Every other
+// account that reaches the admin socket (the sealrun group's) is an operator's.
+const PeopleGroup = "sealrun-people"
 
 // peerUser reads the connecting process's credentials.
 func peerUser(c net.Conn) peer {
@@ -368,7 +383,26 @@ func peerUser(c net.Conn) peer {
 	if u, err := user.LookupId(name); err == nil {
 		name = u.Username
 	}
-	return peer{Who: fmt.Sprintf("%s (uid %d, pid %d)", name, cred.Uid, cred.Pid), Account: fmt.Sprintf("%s (uid %d)", name, cred.Uid)}
+	return peer{Who: fmt.Sprintf("%s (uid %d, pid %d)", name, cred.Uid, cred.Pid), Account: fmt.Sprintf("%s (uid %d)", name, cred.Uid),
+		Name: name, UID: cred.Uid, Known: true, Person: cred.Uid != 0 && inGroup(name, PeopleGroup)}
+}
+
+// inGroup says whether account is a member of group (its primary group or a supplementary
+// one); false where either is unknown.
+func inGroup(account, group string) bool {
+	u, err := user.Lookup(account)
+	if err != nil {
+		return false
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return false
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return u.Gid == g.Gid
+	}
+	return slices.Contains(ids, g.Gid)
 }
 
 // peerOf is the request's peer (unknownPeer where the connection gave none: a test's handler).

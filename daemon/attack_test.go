@@ -639,7 +639,7 @@ func TestHostileHuman(t *testing.T) {
 	x := &Executor{Cfg: tb.cfg, Host: tb.h, Store: tb.store, Signer: tb.signer, Version: "test", Commit: "test", Journal: tb.journal}
 	d := startDaemon(t, tb, x)
 	c := serveAPI(t, tb, d)
-	r, err := d.Submit([]byte(trackText), "attack.toml", "human/mallory", 1, false, "test")
+	r, err := d.SubmitRequest(api.RunRequest{Track: trackText, TrackName: "attack.toml", Agent: "human/mallory", Seed: 1, Person: &api.Person{Account: "root"}}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type submitted struct {
 	// An outside scheduler's run (RunRequest): its GPUs and job.
 	GPUs       []string `json:"gpus,omitempty"`
 	Dispatcher string   `json:"dispatcher,omitempty"`
+	// A human run's person and proctors (RunRequest).
+	Person   *api.Person `json:"person,omitempty"`
+	Proctors []string    `json:"proctors,omitempty"`
 }
 
 // Daemon is sealrund: the runs, their queue and the executor.
@@ -273,9 +276,10 @@ func (d *Daemon) apply(e api.Event) error {
 			return err
 		}
 		d.runs[e.Run] = &api.Record{ID: e.Run, Track: t.Name + " " + t.Version, TrackID: t.ID, Agent: s.Agent, Seed: s.Seed, User: s.User, RerunOf: s.RerunOf,
-			Dispatcher: s.Dispatcher, GPUs: s.GPUs, State: api.StateQueued, Queued: e.Time, Dir: filepath.Join(d.cfg.StateDir, "runs", e.Run)}
+			Dispatcher: s.Dispatcher, GPUs: s.GPUs, State: api.StateQueued, Queued: e.Time, Dir: filepath.Join(d.cfg.StateDir, "runs", e.Run),
+			Person: s.Person, Proctors: s.Proctors}
 		d.spec[e.Run] = RunSpec{ID: e.Run, RerunOf: s.RerunOf, Track: t, Agent: agent, Seed: s.Seed, Queued: e.Time, User: s.User,
-			WantGPUs: s.GPUs, Dispatcher: s.Dispatcher}
+			WantGPUs: s.GPUs, Dispatcher: s.Dispatcher, Person: s.Person, Proctors: s.Proctors}
 		if o := d.runs[s.RerunOf]; o != nil {
 			o.RerunBy = e.Run
 		}
@@ -419,6 +423,10 @@ func (d *Daemon) SubmitRequest(req api.RunRequest, user string) (*api.Record, er
 	if _, err := d.x.Check(RunSpec{Track: t, Agent: agent}); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
 	}
+	person, err := checkPeople(agent, req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+	}
 	if !rerun {
 		d.mu.Lock()
 		for _, r := range d.runs {
@@ -429,7 +437,7 @@ func (d *Daemon) SubmitRequest(req api.RunRequest, user string) (*api.Record, er
 		}
 		d.mu.Unlock()
 	}
-	return d.submit(t, trackFile, agent.String(), seed, user, req.RerunOf, req.GPUs, req.Dispatcher)
+	return d.submit(t, trackFile, submitted{Agent: agent.String(), Seed: seed, User: user, RerunOf: req.RerunOf, GPUs: req.GPUs, Dispatcher: req.Dispatcher, Person: person, Proctors: req.Proctors})
 }
 
 // maxDispatcher bounds RunRequest.Dispatcher (it is shown and journaled).
@@ -482,7 +490,7 @@ func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req ap
 	return nil
 }
 
-func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed int64, user, rerunOf string, gpus []string, dispatcher string) (*api.Record, error) {
+func (d *Daemon) submit(t *policy.Track, trackFile []byte, sub submitted) (*api.Record, error) {
 	if err := d.Broken(); err != nil {
 		return nil, fmt.Errorf("%w: %w after %v; see the daemon's log, fix the disk and restart sealrund", ErrRefused, ErrBroken, err)
 	}
@@ -494,7 +502,8 @@ func (d *Daemon) submit(t *policy.Track, trackFile []byte, agent string, seed in
 	if err := fileio.WriteAtomic(filepath.Join(dir, "track.toml"), 0o644, func(w io.Writer) error { _, err := w.Write(trackFile); return err }); err != nil {
 		return nil, err
 	}
-	data, _ := json.Marshal(submitted{Track: string(trackFile), Agent: agent, Seed: seed, User: user, RerunOf: rerunOf, GPUs: gpus, Dispatcher: dispatcher})
+	sub.Track = string(trackFile)
+	data, _ := json.Marshal(sub)
 	if err := d.record(api.Event{Run: id, Kind: "submitted", Data: data}); err != nil {
 		return nil, err
 	}
@@ -771,7 +780,7 @@ func (d *Daemon) rerun(spec RunSpec, reason string) {
 		d.log.Error("not rerun: the chain of reruns is long; fix the host (sealrun doctor)", "run", spec.ID, "reruns", depth, "reason", reason)
 		return
 	}
-	if _, err := d.submit(spec.Track, mustTrackBytes(dir), spec.Agent.String(), spec.Seed, "sealrund (rerun: "+reason+")", spec.ID, nil, ""); err != nil {
+	if _, err := d.submit(spec.Track, mustTrackBytes(dir), submitted{Agent: spec.Agent.String(), Seed: spec.Seed, User: "sealrund (rerun: " + reason + ")", RerunOf: spec.ID, Person: spec.Person, Proctors: spec.Proctors}); err != nil {
 		d.log.Warn("queue a rerun", "run", spec.ID, "err", err)
 	}
 }

@@ -41,6 +41,9 @@ type RunSpec struct {
 	// WantGPUs and Dispatcher are an outside scheduler's (RunRequest.GPUs, .Dispatcher).
 	WantGPUs   []string
 	Dispatcher string
+	// Person and Proctors are a human run's: who attaches to its terminal, who may watch it.
+	Person   *api.Person
+	Proctors []string
 }
 
 // Executor runs sealed runs on this host.
@@ -151,6 +154,7 @@ type runState struct {
 	clock             *policy.RunClock
 	started, deadline time.Time      // deadline: moved by the pauses
 	pauses            []attest.Pause // a human run's, granted by its operator
+	human             *humanRun      // a human run's terminal (nil before it opened)
 	gsvc              *grader.Service
 	hist              *grader.History // gsvc's, or the one Invalidate opened
 

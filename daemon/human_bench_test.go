@@ -32,7 +32,7 @@ func BenchmarkAttachEcho(b *testing.B) {
 	d := startDaemon(b, tb, tb.executor())
 	c := serveAPI(b, tb, d)
 	ctx := context.Background()
-	rec, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "bench.toml", Agent: "human/bench", Seed: 1})
+	rec, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "bench.toml", Agent: "human/bench", Seed: 1, Person: &api.Person{Account: "root"}})
 	if err != nil {
 		b.Fatal(err)
 	}

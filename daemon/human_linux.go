@@ -13,13 +13,16 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/policy"
@@ -72,6 +75,10 @@ func (x *Executor) checkHuman(t *policy.Track, p *pins, agent controller.Agent) 
 
 // humanRun is a human run's terminal while it is served.
 type humanRun struct {
+	mu       sync.Mutex
+	attaches []attest.HumanAttach // ended, in order (the attestation's)
+	more     int                  // those past attest.MaxHumanAttaches
+
 	sess    *controller.Session
 	rec     *controller.Recording
 	started atomic.Pointer[time.Time] // the clock's start, once it has started
@@ -153,6 +160,7 @@ func (rs *runState) openHuman(ctx context.Context) (*humanRun, string, string) {
 		x.event(id, event, msg)
 	})
 	x.sessions.put(id, h)
+	rs.human = h
 	rs.onClose(func() { x.sessions.put(id, nil) })
 	x.event(id, eventHumanWaiting, fmt.Sprintf("waiting up to %s (human.start, until %s) for %s to attach: sealrun attach %s", t.Human.Start, time.Now().Add(t.Human.Start).UTC().Format(time.TimeOnly), rs.spec.Agent.Model, id))
 	timer := time.NewTimer(t.Human.Start)
@@ -213,6 +221,32 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 	case !api.IsHuman(rec.Agent):
 		writeErrCode(w, http.StatusConflict, api.CodeNotHuman, "run %s is %s's, not a person's: only a human run (--agent %s/HANDLE) has a terminal to attach to; sealrun logs %s follows an agent", id, rec.Agent, api.HumanProvider, id)
 		return
+	}
+	// Who asks, before anything of the run's state: a refusal tells nothing but who may attach.
+	watch := r.URL.Query().Get("watch") == "1"
+	key, takeover := r.URL.Query().Get("key"), r.URL.Query().Get("takeover")
+	if key != "" {
+		if err := api.CheckKeyFingerprint(key); err != nil {
+			writeErr(w, http.StatusBadRequest, "?key=: %v", err)
+			return
+		}
+	}
+	if takeover != "" {
+		if err := api.CheckPauseReason(takeover); err != nil {
+			writeErr(w, http.StatusBadRequest, "?takeover= (the reason for taking the terminal over): %v", err)
+			return
+		}
+	}
+	pr := peerOf(r)
+	d.mu.Lock()
+	spec := d.spec[id]
+	d.mu.Unlock()
+	role, no := attachRole(id, spec, pr, watch, key, takeover, d.livePerson)
+	if no != nil {
+		writeErrCode(w, http.StatusForbidden, no.code, "%s", no.msg)
+		return
+	}
+	switch {
 	case rec.Final():
 		writeErrCode(w, http.StatusConflict, api.CodeRunEnded, "run %s has ended (%s): there is no terminal to attach to; sealrun view shows its recording", id, rec.State)
 		return
@@ -226,7 +260,6 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 		writeErrCode(w, http.StatusConflict, api.CodeNotYetRunning, "run %s is %s: its terminal opens once it is running; attach again in a moment", id, rec.State)
 		return
 	}
-	watch := r.URL.Query().Get("watch") == "1"
 	cols, rows := 0, 0
 	if c, rw := r.URL.Query().Get("cols"), r.URL.Query().Get("rows"); c != "" || rw != "" {
 		var err error
@@ -235,13 +268,26 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pr := peerOf(r)
-	who, account := pr.Who, pr.Account
-	if err := d.x.sessions.acquire(account); err != nil {
+	who := pr.Who
+	if key != "" {
+		who += " with key " + key
+	}
+	switch role {
+	case RolePerson:
+		who += ", the person"
+	case RoleProctor:
+		who += ", a proctor"
+	case RoleOperator:
+		who += ", an operator"
+		if takeover != "" {
+			who += " taking the terminal over: " + takeover
+		}
+	}
+	if err := d.x.sessions.acquire(pr.Account); err != nil {
 		writeErr(w, http.StatusTooManyRequests, "%v", err)
 		return
 	}
-	defer d.x.sessions.release(account)
+	defer d.x.sessions.release(pr.Account)
 	a, err := h.sess.Attach(who, watch)
 	switch {
 	case errors.Is(err, controller.ErrTooManyWatchers):
@@ -254,6 +300,7 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 	if cols > 0 && !watch {
 		a.Resize(cols, rows)
 	}
+	defer h.noteAttach(attest.HumanAttach{Account: pr.Account, Key: key, Role: role, Watch: watch, Takeover: takeover, Start: time.Now().UTC()})()
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		a.Detach("the server cannot upgrade this connection")
@@ -329,4 +376,156 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// checkPeople checks a run request's person and proctors and says who a human run is for: the
+// person the request names, or the account named as the agent's handle (human/HANDLE); both
+// must be accounts of this host. An agent's run has neither.
+func checkPeople(agent controller.Agent, req api.RunRequest) (*api.Person, error) {
+	if err := req.CheckPeople(); err != nil {
+		return nil, err
+	}
+	if agent.Provider != api.HumanProvider {
+		if req.Person != nil || len(req.Proctors) > 0 {
+			return nil, fmt.Errorf("--person and --proctor are a human run's (agent %s/HANDLE); %s is an agent's run", api.HumanProvider, agent)
+		}
+		return nil, nil
+	}
+	person := req.Person
+	if person == nil {
+		if api.CheckAccount(agent.Model) != nil || !accountExists(agent.Model) {
+			return nil, fmt.Errorf("agent %s: say whose run it is: --person ACCOUNT (the account of the person who attaches; add --person-key SHA256:... where people reach this host over ssh through one shared account); this host has no account %.40q", agent, agent.Model)
+		}
+		person = &api.Person{Account: agent.Model}
+	}
+	if !accountExists(person.Account) {
+		return nil, fmt.Errorf("--person %s: this host has no such account (getent passwd %s); create it (useradd, and add it to %s: docs/OPERATOR.md, \"Human runs\")", person.Account, person.Account, PeopleGroup)
+	}
+	for _, a := range req.Proctors {
+		switch {
+		case a == person.Account && person.Key == "":
+			return nil, fmt.Errorf("--proctor %s is the run's own person: a proctor watches someone else", a)
+		case !accountExists(a):
+			return nil, fmt.Errorf("--proctor %s: this host has no such account (getent passwd %s)", a, a)
+		}
+	}
+	return person, nil
+}
+
+func accountExists(name string) bool {
+	_, err := user.Lookup(name)
+	return err == nil
+}
+
+// Roles of whoever attaches to a human run's terminal, as the audit log, the recording and the
+// attestation name them.
+const (
+	RolePerson   = "person"   // the run's own person, at its terminal
+	RoleProctor  = "proctor"  // named to watch it
+	RoleOperator = "operator" // an operator, watching, or taking the terminal over (explicitly)
+)
+
+// refusal is an attach refused for who asked: a 403 and its code.
+type refusal struct{ code, msg string }
+
+// attachRole decides who pr is to run id (spec) for an attach (watch: read-only): the role, or
+// why not. key is the ssh key the peer says it authenticated with ("": none); takeover is the
+// reason an operator gives to take the terminal over ("": none asked). A refusal names who may
+// attach and tells nothing else of the run. live says whether an account is the person of a
+// human run that has not ended (an operator doing their own run is a person until it ends).
+func attachRole(id string, spec RunSpec, pr peer, watch bool, key, takeover string, live func(account string) bool) (string, *refusal) {
+	person := spec.Person
+	if person == nil { // a run queued before people were bound: its handle's account
+		person = &api.Person{Account: spec.Agent.Model}
+	}
+	isPerson := pr.Known && pr.Name == person.Account && (person.Key == "" || key == person.Key)
+	operator := pr.Known && !pr.Person && !(live(pr.Name) && !isPerson)
+	if takeover != "" {
+		if watch {
+			return "", &refusal{api.CodeNotYourRun, "a proctor's view is read-only: there is nothing to take over; attach --take-over without --watch"}
+		}
+		if !operator {
+			return "", &refusal{api.CodeNotYourRun, fmt.Sprintf("only an operator takes a run's terminal over (root, or an account of the sealrun group outside %s, with no human run of its own under way); only %s may attach to run %s", PeopleGroup, person, id)}
+		}
+		return RoleOperator, nil
+	}
+	if watch {
+		switch {
+		case isPerson:
+			return RolePerson, nil
+		case pr.Known && slices.Contains(spec.Proctors, pr.Name):
+			return RoleProctor, nil
+		case operator:
+			return RoleOperator, nil
+		}
+		return "", &refusal{api.CodeNotProctor, fmt.Sprintf("you are not a proctor of run %s: its operator names who may watch it when queueing it (sealrun run --proctor ACCOUNT)", id)}
+	}
+	if isPerson {
+		return RolePerson, nil
+	}
+	msg := fmt.Sprintf("run %s is not yours: only %s may attach to its terminal", id, person)
+	switch {
+	case pr.Known && pr.Name == person.Account && key == "":
+		msg += "; attach through ssh with that key (the ForceCommand, deploy/ssh/sealrun-attach-ssh, passes it: sealrun attach --ssh-auth \"$SSH_USER_AUTH\")"
+	case operator:
+		msg += fmt.Sprintf("; as an operator you may take it over, recorded in its audit log and attestation: sealrun attach --take-over --reason TEXT %s", id)
+	}
+	return "", &refusal{api.CodeNotYourRun, msg}
+}
+
+// noteAttach keeps an attachment for the attestation (the first MaxHumanAttaches, then only
+// their count); the function it returns notes its end.
+func (h *humanRun) noteAttach(a attest.HumanAttach) (ended func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.attaches) >= attest.MaxHumanAttaches {
+		h.more++
+		return func() {}
+	}
+	i := len(h.attaches)
+	h.attaches = append(h.attaches, a)
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.attaches[i].End = time.Now().UTC()
+	}
+}
+
+// people is the attestation's account of the run's people; an attachment still open ends at
+// finished.
+func (h *humanRun) people(spec RunSpec, finished time.Time) *attest.Human {
+	out := &attest.Human{Proctors: spec.Proctors, Attaches: []attest.HumanAttach{}}
+	if p := spec.Person; p != nil {
+		out.Person = attest.Person{Account: p.Account, Key: p.Key}
+	} else {
+		out.Person = attest.Person{Account: spec.Agent.Model}
+	}
+	if h == nil {
+		return out
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, a := range h.attaches {
+		if a.End.IsZero() {
+			a.End = finished.UTC()
+		}
+		out.Attaches = append(out.Attaches, a)
+	}
+	out.AttachesOmitted = h.more
+	return out
+}
+
+// livePerson says whether account is the person of a human run that has not ended.
+func (d *Daemon) livePerson(account string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.runs {
+		if r.Final() || !api.IsHuman(r.Agent) {
+			continue
+		}
+		if p := r.Person; p != nil && p.Account == account || p == nil && r.Agent == api.HumanProvider+"/"+account {
+			return true
+		}
+	}
+	return false
 }

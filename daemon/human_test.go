@@ -159,7 +159,7 @@ func humanTestbed(t *testing.T, humanStart string, more ...string) (*testbed, *D
 func TestHumanRunThroughTmux(t *testing.T) {
 	tb, d, trackFile, cli := humanTestbed(t, "2m")
 	m := newTmux(t)
-	out, err := exec.Command(cli, "run", "--track", trackFile, "--agent", "human/alice", "--seed", "1", "--detach", "--socket", tb.cfg.Socket).CombinedOutput()
+	out, err := exec.Command(cli, "run", "--track", trackFile, "--agent", "human/alice", "--person", "root", "--seed", "1", "--detach", "--socket", tb.cfg.Socket).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sealrun run --agent human/alice: %v\n%s", err, out)
 	}
@@ -372,7 +372,7 @@ func TestHumanNeverAttached(t *testing.T) {
 	d := startDaemon(t, tb, tb.executor())
 	c := serveAPI(t, tb, d)
 	ctx := t.Context()
-	rec, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "track.toml", Agent: "human/bob", Seed: 1})
+	rec, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "track.toml", Agent: "human/bob", Seed: 1, Person: &api.Person{Account: "root"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func TestHumanKill9MidSession(t *testing.T) {
 	}
 	rd := newRealDaemon(t, tb)
 	rd.start()
-	id := strings.TrimSpace(rd.sealrun("run", "--track", rd.trackF, "--agent", "human/alice", "--seed", "1", "--detach"))
+	id := strings.TrimSpace(rd.sealrun("run", "--track", rd.trackF, "--agent", "human/alice", "--person", "root", "--seed", "1", "--detach"))
 	c := api.NewClient(rd.sock)
 	var a *api.Attachment
 	rd.waitFor("the run's terminal", func() bool { a, err = c.Attach(t.Context(), id, false, 100, 30); return err == nil })

@@ -27,7 +27,7 @@ import (
 // the audit log, the attestation (which verifies) and the transcript.
 func TestPausesOfAHumanRun(t *testing.T) {
 	tb, d, trackFile, cli := humanTestbed(t, "2m", "pauses = \"8s\"\n")
-	out, err := exec.Command(cli, "run", "--track", trackFile, "--agent", "human/alice", "--seed", "1", "--detach", "--socket", tb.cfg.Socket).CombinedOutput()
+	out, err := exec.Command(cli, "run", "--track", trackFile, "--agent", "human/alice", "--person", "root", "--seed", "1", "--detach", "--socket", tb.cfg.Socket).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sealrun run: %v\n%s", err, out)
 	}

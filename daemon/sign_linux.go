@@ -53,6 +53,9 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 	if pred.Timeline.Queued.After(pred.Timeline.Started) {
 		pred.Timeline.Queued = pred.Timeline.Started
 	}
+	if api.IsHuman(spec.Agent.String()) {
+		pred.Human = rs.human.people(spec, finished)
+	}
 	rs.evidence(pred)
 	pred.Usage = rs.used
 	subjects := rs.result(pred)

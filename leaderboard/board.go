@@ -63,9 +63,12 @@ type Run struct {
 	Currency string   `json:"currency,omitempty"`
 	// Pauses are the pauses its operator granted (a human run's; absent: none).
 	Pauses []attest.Pause `json:"pauses,omitempty"`
-	Key    string         `json:"key"` // the key file that verified it
-	KeyID  string         `json:"key_id"`
-	Path   string         `json:"path"`
+	// People says, for a human run, who it was for and who attached to its terminal, as its
+	// attestation says ("" for an agent's run, or a human run attested before people were bound).
+	People string `json:"people,omitempty"`
+	Key    string `json:"key"` // the key file that verified it
+	KeyID  string `json:"key_id"`
+	Path   string `json:"path"`
 }
 
 // InvalidRun is a run excluded from the means, with the runs that rerun it.
@@ -278,6 +281,7 @@ func buildTable(entries []Entry, humanBaseline bool) Table {
 			}
 		}
 		run.Pauses = p.Timeline.Pauses
+		run.People = peopleOf(p.Human)
 		for _, s := range p.Submissions.History {
 			if run.BestValidation == nil || s.ValidationScore > *run.BestValidation {
 				v := s.ValidationScore
@@ -514,4 +518,44 @@ func (r *Row) SEText() string {
 		return "—"
 	}
 	return fmt.Sprintf("%.1f", RoundHalfAway(*r.SEPct, 1))
+}
+
+// peopleOf says who a human run was for and who attached, as a board's row details show it:
+// "for bob; attached: bob (person) 2×, carol (proctor) 1×, root (operator, took the terminal
+// over: fire drill) 1×".
+func peopleOf(h *attest.Human) string {
+	if h == nil {
+		return ""
+	}
+	s := "for " + h.Person.Account
+	if h.Person.Key != "" {
+		s += " (key " + h.Person.Key + ")"
+	}
+	type who struct{ account, role, takeover string }
+	var order []who
+	n := map[who]int{}
+	for _, a := range h.Attaches {
+		name, _, _ := strings.Cut(a.Account, " (")
+		w := who{name, a.Role, a.Takeover}
+		if n[w] == 0 {
+			order = append(order, w)
+		}
+		n[w]++
+	}
+	if len(order) == 0 {
+		return s + "; no one attached"
+	}
+	var parts []string
+	for _, w := range order {
+		p := w.account + " (" + w.role
+		if w.takeover != "" {
+			p += ", took the terminal over: " + w.takeover
+		}
+		parts = append(parts, fmt.Sprintf("%s) %d×", p, n[w]))
+	}
+	s += "; attached: " + strings.Join(parts, ", ")
+	if h.AttachesOmitted > 0 {
+		s += fmt.Sprintf(" and %d more", h.AttachesOmitted)
+	}
+	return s
 }

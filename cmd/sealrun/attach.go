@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,8 +22,8 @@ import (
 var detachKeys = []byte{0x10, 0x11}
 
 func newAttachCmd() *cobra.Command {
-	var socket string
-	var watch bool
+	var socket, sshAuth, reason string
+	var watch, takeOver bool
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "attach RUN [--watch]",
@@ -32,7 +35,10 @@ track's human.start has passed without one) and never stops.
 
 Detach with ^P ^Q: the shell and everything running in it go on, and attaching again returns to
 it; a dropped connection detaches too. Only one person holds the terminal: a second attach takes it
-from the first. --watch lets a proctor watch, read-only (^C stops watching). The run ends on
+from the first. Only the run's person attaches (the account, and the ssh key, it was queued
+for: sealrun run --person); an operator may take the terminal over, explicitly and recorded in
+the run's audit log and attestation (--take-over --reason TEXT). --watch lets a proctor named for
+the run (sealrun run --proctor), or an operator, watch read-only (^C stops watching). The run ends on
 runner finalize or at its deadline, as an agent's does; exit or ^D in the shell starts a new one.
 Everything typed and shown is recorded (asciicast v2), hashed into the run's audit log as it is
 written, and published with the run.
@@ -41,32 +47,57 @@ People on other machines reach it through ssh, with a ForceCommand (docs/OPERATO
 runs"): the admin socket is only for users in the sealrun group.`,
 		Args: exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return attach(cmd, api.NewClient(socket), args[0], watch, wait)
+			o := api.AttachOptions{Watch: watch}
+			if takeOver {
+				if reason == "" {
+					return usage(errors.New("--take-over needs --reason TEXT: why the operator takes the person's terminal (it is published with the run)"))
+				}
+				if watch {
+					return usage(errors.New("--take-over and --watch: a proctor's view is read-only; take the terminal over without --watch"))
+				}
+				if err := api.CheckPauseReason(reason); err != nil {
+					return usage(fmt.Errorf("--reason: %v", err))
+				}
+				o.Takeover = reason
+			} else if reason != "" {
+				return usage(errors.New("--reason goes with --take-over"))
+			}
+			if sshAuth != "" {
+				fp, err := sshAuthKey(sshAuth)
+				if err != nil {
+					return err
+				}
+				o.Key = fp
+			}
+			return attach(cmd, api.NewClient(socket), args[0], o, wait)
 		},
 	}
 	addSocketFlag(cmd, &socket)
-	cmd.Flags().BoolVar(&watch, "watch", false, "watch read-only (a proctor)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "watch read-only (a proctor, or an operator)")
+	cmd.Flags().BoolVar(&takeOver, "take-over", false, "an operator takes the person's terminal over (with --reason; recorded)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why the operator takes the terminal over (published with the run)")
+	cmd.Flags().StringVar(&sshAuth, "ssh-auth", "", `the file sshd's ExposeAuthInfo names ("$SSH_USER_AUTH"): the ssh key the person authenticated with (the ForceCommand passes it)`)
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "how long to wait for a queued or preparing run to open its terminal")
 	return cmd
 }
 
 // attach waits for the run's terminal to open, then relays the local terminal to it until the
 // attachment ends.
-func attach(cmd *cobra.Command, c *api.Client, id string, watch bool, wait time.Duration) error {
+func attach(cmd *cobra.Command, c *api.Client, id string, o api.AttachOptions, wait time.Duration) error {
+	watch := o.Watch
 	ctx := cmd.Context()
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	inFd, outFd := int(os.Stdin.Fd()), int(os.Stdout.Fd())
 	tty := term.IsTerminal(inFd) && term.IsTerminal(outFd)
-	cols, rows := 0, 0
 	if tty {
-		cols, rows, _ = term.GetSize(outFd)
+		o.Cols, o.Rows, _ = term.GetSize(outFd)
 	}
 	deadline := time.Now().Add(wait)
 	var a *api.Attachment
 	var said time.Time
 	for {
 		var err error
-		if a, err = c.Attach(ctx, id, watch, cols, rows); err == nil {
+		if a, err = c.AttachWith(ctx, id, o); err == nil {
 			break
 		}
 		if !api.IsCode(err, api.CodeNotYetRunning) || time.Now().After(deadline) {
@@ -222,4 +253,49 @@ func newResumeCmd() *cobra.Command {
 	}
 	addSocketFlag(cmd, &socket)
 	return cmd
+}
+
+// MaxSSHAuthBytes bounds the ExposeAuthInfo file read.
+const MaxSSHAuthBytes = 64 << 10
+
+// sshAuthKey reads the file sshd's ExposeAuthInfo writes (one line per authentication method:
+// "publickey TYPE BASE64 ...") and returns the public key's SHA256 fingerprint as ssh-keygen -lf
+// prints it. Exactly one key must be there.
+func sshAuthKey(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("--ssh-auth: %w (sshd writes it where ExposeAuthInfo is yes: deploy/ssh/sealrun-attach.conf)", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSSHAuthBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("--ssh-auth %s: %w", path, err)
+	}
+	if len(data) > MaxSSHAuthBytes {
+		return "", fmt.Errorf("--ssh-auth %s: over %d bytes; not sshd's ExposeAuthInfo file", path, MaxSSHAuthBytes)
+	}
+	fp := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "publickey" {
+			continue
+		}
+		if len(fields) < 3 {
+			return "", fmt.Errorf("--ssh-auth %s:%d: a publickey line without its key (want \"publickey TYPE BASE64\")", path, i+1)
+		}
+		blob, err := base64.StdEncoding.DecodeString(fields[2])
+		if err != nil || len(blob) == 0 {
+			return "", fmt.Errorf("--ssh-auth %s:%d: the key is not base64 (%v)", path, i+1, err)
+		}
+		sum := sha256.Sum256(blob)
+		k := "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
+		if fp != "" && fp != k {
+			return "", fmt.Errorf("--ssh-auth %s: more than one key authenticated (%s and %s); authenticate with one", path, fp, k)
+		}
+		fp = k
+	}
+	if fp == "" {
+		return "", fmt.Errorf("--ssh-auth %s: no publickey line: the person did not authenticate with a key (set AuthenticationMethods publickey for people)", path)
+	}
+	return fp, nil
 }

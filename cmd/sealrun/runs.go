@@ -45,8 +45,8 @@ func stateExit(state, reason string) error {
 // newRunCmd is sealrun run. It is long for its help text and flags; the work is the daemon's (POST
 // /runs) and follow's.
 func newRunCmd() *cobra.Command {
-	var socket, track, agent, rerunOf, dispatcher string
-	var gpus []string
+	var socket, track, agent, rerunOf, dispatcher, person, personKey string
+	var gpus, proctors []string
 	var seed, cpus int64
 	var memory string
 	var rerun, detach, wait bool
@@ -70,9 +70,12 @@ links a resubmission to the invalid run it reruns, which may be another host's.
 
 --agent human/HANDLE is a human run, on a track with [human]: a person instead of a scaffold, in
 the same sealed controller under the same rules. The run waits for them (the track's human.start)
-and its clock starts when they first attach: sealrun attach RUN.`,
+and its clock starts when they first attach: sealrun attach RUN. Only its person attaches: the
+account named HANDLE, or the one --person names (with --person-key, the ssh key they log in
+with, where people share one account); --proctor names who may watch it besides the operators.`,
 		Example: `  sealrun run --track tracks/ari-v1.toml --agent openai/gpt-x@high --seed 1
   sealrun run --track ari-v1.toml --agent human/alice --seed 1 --detach   # then: sealrun attach RUN
+  sealrun run --track ari-v1.toml --agent human/p7 --person p7 --proctor carol --seed 1 --detach
   sealrun run --track ari-v1.toml --agent openai/gpt-x@high --seed 3 --wait \
       --gpus nvidia.com/gpu=2 --dispatcher "slurm job 812_3" --rerun-of r-20261122-101500-a1b2c3`,
 		Args: exactArgs(0, "no arguments (use --track, --agent, --seed)"),
@@ -88,7 +91,16 @@ and its clock starts when they first attach: sealrun attach RUN.`,
 				return err
 			}
 			c := api.NewClient(socket)
-			req := api.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher, CPUs: cpus}
+			req := api.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher, CPUs: cpus, Proctors: proctors}
+			if person != "" || personKey != "" {
+				if person == "" {
+					return usage(errors.New("--person-key needs --person ACCOUNT: the account the person's ssh login uses"))
+				}
+				req.Person = &api.Person{Account: person, Key: personKey}
+			}
+			if err := req.CheckPeople(); err != nil {
+				return usage(err)
+			}
 			if memory != "" {
 				if req.Memory, err = policy.ParseBytes(memory); err != nil {
 					return usage(fmt.Errorf("--memory %q: %v (for example 16GiB or 16384MiB)", memory, err))
@@ -125,6 +137,9 @@ and its clock starts when they first attach: sealrun attach RUN.`,
 	cmd.Flags().Int64Var(&cpus, "cpus", 0, "the scheduler's CPU allocation: refused if the track needs more per run")
 	cmd.Flags().StringVar(&memory, "memory", "", "the scheduler's memory allocation (16GiB): refused if the track needs more per run")
 	cmd.Flags().StringVar(&rerunOf, "rerun-of", "", "this run reruns that invalid run (of this host or another); implies --rerun")
+	cmd.Flags().StringVar(&person, "person", "", "a human run's person: the account that attaches to it (default: the account named HANDLE in human/HANDLE)")
+	cmd.Flags().StringVar(&personKey, "person-key", "", "with --person: the SHA256 fingerprint of the ssh key the person logs in with (ssh-keygen -lf), where people share the account")
+	cmd.Flags().StringSliceVar(&proctors, "proctor", nil, "an account that may watch the human run read-only (repeat, or comma-separate; operators always may)")
 	cmd.Flags().StringVar(&dispatcher, "dispatcher", "", `the outside scheduler's job that dispatched the run ("slurm job 812_3"); an invalid end is not rerun by the daemon`)
 	return cmd
 }
