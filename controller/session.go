@@ -69,7 +69,21 @@ type Session struct {
 	// the lock (a shell that does not read its input must not hold up its output, nor anyone
 	// else's attach); closed when the session ends.
 	typed chan []byte
+	// queries reads the shell's output for the queries in it; pending counts those the person's
+	// terminal was sent and has not answered yet (at most maxPending, forgotten after
+	// answerWithin): their answers are passed to the shell but not recorded as typed.
+	queries      *termFilter
+	scratch      []byte
+	pending      int
+	pendingSince time.Time
 }
+
+// A terminal answers a query at once: queries not answered within answerWithin are forgotten, so
+// that a key that looks like an answer (xterm's modified F3 is CSI 1 ; 5 R) is recorded as typed.
+const (
+	maxPending   = 64
+	answerWithin = 5 * time.Second
+)
 
 // NewSession makes a run's session before its shell exists: people may attach at once (the
 // first attach is what starts a human run's clock). notify is told of each attach and detach
@@ -119,8 +133,8 @@ func (s *Session) Bind(console io.Writer, resize func(cols, rows int) error, rec
 		}
 	}(s.typed)
 	if len(s.early) > 0 {
-		if rec != nil {
-			rec.Input(s.early, now)
+		if typed, _ := splitAnswers(s.early, &s.pending); rec != nil && len(typed) > 0 {
+			rec.Input(typed, now)
 		}
 		s.typed <- s.early
 		s.early = nil
@@ -134,6 +148,20 @@ func (s *Session) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	if s.rec != nil {
 		s.rec.Output(p, s.now())
+	}
+	if s.queries == nil {
+		s.queries = newTermFilter(false)
+	}
+	s.scratch = s.queries.Write(s.scratch[:0], p)
+	if s.scratch = s.scratch[:0]; cap(s.scratch) > 64<<10 {
+		s.scratch = nil
+	}
+	if q := s.queries.queries; q > 0 {
+		s.queries.queries = 0
+		if s.person != nil { // asked of the person's terminal, which answers
+			s.pending = min(maxPending, s.pending+q)
+			s.pendingSince = s.now()
+		}
 	}
 	s.history = append(s.history, p...)
 	if n := len(s.history) - historyBytes; n > 0 {
@@ -325,7 +353,12 @@ func (a *Attachment) Input(p []byte) error {
 		return fmt.Errorf("the shell is not reading what is typed (%d writes wait for it); wait for it, then type again", len(s.typed))
 	}
 	if s.rec != nil {
-		s.rec.Input(p, now)
+		if s.pending > 0 && now.Sub(s.pendingSince) > answerWithin {
+			s.pending = 0
+		}
+		if typed, _ := splitAnswers(p, &s.pending); len(typed) > 0 {
+			s.rec.Input(typed, now)
+		}
 	}
 	return nil
 }

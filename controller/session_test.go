@@ -555,3 +555,97 @@ func TestSessionShellNotReading(t *testing.T) {
 		t.Error("typed after the end")
 	}
 }
+
+// TestSessionAnswersNotTyped: the person's terminal answers the shell's queries (busybox asks
+// where the cursor is at each prompt; a program asks the colours, the device, a setting); the
+// answers reach the shell, but the recording's input is what the person typed, nothing else. A
+// key that looks like an answer, with no query waiting, is typed.
+func TestSessionAnswersNotTyped(t *testing.T) {
+	s := NewSession(nil)
+	bob, err := s.Attach("bob", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := &chanWriter{}
+	r, dir, _ := newTestRecording(t, 0)
+	s.Bind(console, func(int, int) error { return nil }, r)
+	var shell strings.Builder
+	for _, c := range []struct{ query, answer, typed string }{
+		{"$ \x1b[6n", "\x1b[12;3R", "ls\r"},                                  // busybox's prompt
+		{"\x1b]11;?\x07", "\x1b]11;rgb:0000/0000/0000\x1b\\", "x"},           // the background colour
+		{"\x1b[c", "\x1b[?62;22c", "\x1b[A"},                                 // the device, then an arrow key
+		{"\x1bP$qm\x1b\\", "\x1bP1$r0m\x1b\\", "y\r"},                        // a setting (DECRQSS)
+		{"\x1b[?2026$p\x1b[18t", "\x1b[?2026;2$y\x1b[8;24;80t", "\x1b[1;5R"}, // two at once; then modified F3: no query left
+	} {
+		s.Write([]byte(c.query))
+		if got := next(t, bob); got != c.query {
+			t.Fatalf("the person's terminal was sent %q, want the query %q whole", got, c.query)
+		}
+		if err := bob.Input([]byte(c.answer + c.typed)); err != nil {
+			t.Fatal(err)
+		}
+		shell.WriteString(c.answer + c.typed)
+		console.waitFor(t, shell.String())
+	}
+	r.Close(time.Unix(1_800_000_100, 0))
+	cast, _ := readRecording(t, dir)
+	var typed strings.Builder
+	for _, l := range strings.Split(string(cast), "\n")[1:] {
+		var ev []any
+		if json.Unmarshal([]byte(l), &ev) == nil && len(ev) == 3 && ev[1] == "i" {
+			typed.WriteString(ev[2].(string))
+		}
+	}
+	if want := "ls\rx\x1b[Ay\r\x1b[1;5R"; typed.String() != want {
+		t.Errorf("recorded as typed %q, want %q", typed.String(), want)
+	}
+}
+
+// TestSplitAnswers: answers are taken only while queries wait, one each, and only whole.
+func TestSplitAnswers(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		pending int
+		typed   string
+		left    int
+	}{
+		{"\x1b[5;1R", 0, "\x1b[5;1R", 0},                                         // nothing asked: typed
+		{"\x1b[5;1R\x1b[5;1R", 1, "\x1b[5;1R", 0},                                // one asked: one answer
+		{"a\x1b[5;1Rb", 2, "ab", 1},                                              // within typing
+		{"\x1b[5;1", 1, "\x1b[5;1", 1},                                           // cut: typed
+		{"\x1b]11;rgb:0/0/0", 1, "\x1b]11;rgb:0/0/0", 1},                         // an OSC not ended
+		{"\x1b[2~\x1b[15;2~\x1b[<0;3;4M", 3, "\x1b[2~\x1b[15;2~\x1b[<0;3;4M", 3}, // keys and the mouse
+		{"\x1b[?1u\x1b[>1;2m\x1b[?1;0;256S\x1b[0n", 4, "", 0},
+		{"\x1b[c", 1, "\x1b[c", 1}, // a query typed is not an answer
+	} {
+		p := c.pending
+		typed, _ := splitAnswers([]byte(c.in), &p)
+		if string(typed) != c.typed || p != c.left {
+			t.Errorf("%q with %d waiting: typed %q, %d left; want %q, %d", c.in, c.pending, typed, p, c.typed, c.left)
+		}
+	}
+}
+
+// FuzzSplitAnswers: whatever comes, what is typed is the input less some whole sequences, in
+// order, and no more answers are taken than were waiting.
+func FuzzSplitAnswers(f *testing.F) {
+	f.Add([]byte("\x1b[12;3Rls\r\x1b]11;rgb:0/0/0\x07"), uint8(2))
+	f.Add([]byte("\x1b\x1b[\x1b]\x1bP\x1b\\"), uint8(5))
+	f.Fuzz(func(t *testing.T, in []byte, pending uint8) {
+		p := int(pending % 8)
+		typed, answered := splitAnswers(in, &p)
+		if len(typed)+answered != len(in) || p < 0 || int(pending%8)-p > answered {
+			t.Fatalf("%q: typed %d + answered %d of %d, %d left", in, len(typed), answered, len(in), p)
+		}
+		// typed is a subsequence of in
+		j := 0
+		for i := 0; i < len(in) && j < len(typed); i++ {
+			if in[i] == typed[j] {
+				j++
+			}
+		}
+		if j != len(typed) {
+			t.Fatalf("%q: typed %q is not what remains of it", in, typed)
+		}
+	})
+}

@@ -23,6 +23,7 @@ import "bytes"
 // passed whole (QueriesOnly: no query is that long) or dropped whole (Watcher).
 type termFilter struct {
 	watcher bool
+	queries int // the queries left out so far (QueriesOnly: every sequence left out)
 	state   int
 	held    []byte // the sequence so far, while it is decided
 	drop    bool   // the string sequence being read is dropped, not held
@@ -83,6 +84,7 @@ func (f *termFilter) Write(dst, p []byte) []byte {
 				f.state = tfStr
 				f.drop = f.watcher
 			case 'Z': // DECID: the device attributes
+				f.queries++
 				f.state = tfGround
 			case 0x1b: // ESC ESC: the first does nothing (sent alone, it would begin what follows)
 			default:
@@ -102,6 +104,8 @@ func (f *termFilter) Write(dst, p []byte) []byte {
 				f.held = append(f.held, c)
 				if !f.csiDropped() {
 					dst = append(dst, f.held...)
+				} else {
+					f.queries++
 				}
 				f.state = tfGround
 			case len(f.held) >= maxHeld: // longer than any a terminal reads: it does nothing
@@ -112,8 +116,10 @@ func (f *termFilter) Write(dst, p []byte) []byte {
 		case tfStr, tfStrEsc:
 			if f.state == tfStrEsc {
 				if c == '\\' { // ST
-					if !f.drop && !f.strIsQuery() {
+					if q := f.strIsQuery(); !f.drop && !q {
 						dst = append(append(dst, f.held...), c)
+					} else if q {
+						f.queries++
 					}
 					f.state = tfGround
 					continue
@@ -133,8 +139,10 @@ func (f *termFilter) Write(dst, p []byte) []byte {
 			}
 			switch {
 			case c == 0x07 && f.held[1] == ']': // BEL ends an OSC
-				if !f.drop && !f.strIsQuery() {
+				if q := f.strIsQuery(); !f.drop && !q {
 					dst = append(append(dst, f.held...), c)
+				} else if q {
+					f.queries++
 				}
 				f.state = tfGround
 			case c == 0x1b:
@@ -241,4 +249,91 @@ func (f *termFilter) strIsQuery() bool {
 		return bytes.HasPrefix(body, []byte("$q")) || bytes.HasPrefix(body, []byte("+q"))
 	}
 	return false
+}
+
+// splitAnswers is what a person's terminal sent, without its answers to the shell's queries:
+// the reports a terminal writes into its input when asked (a cursor position, CSI … R; device
+// attributes, CSI ? … c and CSI > … c; a status, CSI … n; window reports, CSI … t; a mode's
+// state, CSI … $ y; keyboard and graphics settings, CSI ? … u, CSI ? … S, CSI > … m;
+// parameters, CSI … x; any OSC or DCS), taken as answers while *pending (the queries it was
+// sent and has not answered) is above zero, each one answering one. What remains is what was
+// typed. Only sequences whole within p are answers: a terminal writes each at once.
+func splitAnswers(p []byte, pending *int) (typed []byte, answered int) {
+	if *pending <= 0 || bytes.IndexByte(p, 0x1b) < 0 {
+		return p, 0
+	}
+	typed = make([]byte, 0, len(p))
+	for i := 0; i < len(p); {
+		j := bytes.IndexByte(p[i:], 0x1b)
+		if j < 0 || *pending <= 0 {
+			typed = append(typed, p[i:]...)
+			break
+		}
+		typed = append(typed, p[i:i+j]...)
+		i += j
+		if n := answerLen(p[i:]); n > 0 {
+			i += n
+			answered += n
+			*pending--
+			continue
+		}
+		typed = append(typed, p[i])
+		i++
+	}
+	return typed, answered
+}
+
+// answerLen is the length of the terminal answer b begins with (ESC first), or 0.
+func answerLen(b []byte) int {
+	if len(b) < 3 {
+		return 0
+	}
+	switch b[1] {
+	case ']', 'P': // OSC, DCS: ended by BEL (OSC) or ST
+		for k := 2; k < len(b) && k < maxHeld; k++ {
+			switch {
+			case b[k] == 0x07 && b[1] == ']':
+				return k + 1
+			case b[k] == 0x1b:
+				if k+1 < len(b) && b[k+1] == '\\' {
+					return k + 2
+				}
+				return 0
+			}
+		}
+	case '[':
+		k := 2
+		var prefix byte
+		if c := b[k]; c == '?' || c == '>' {
+			prefix = c
+			k++
+		}
+		for k < len(b) && k < maxHeld && (b[k] >= '0' && b[k] <= '9' || b[k] == ';' || b[k] == ':') {
+			k++
+		}
+		dollar := k < len(b) && b[k] == '$'
+		if dollar {
+			k++
+		}
+		if k >= len(b) {
+			return 0
+		}
+		ok := false
+		switch b[k] {
+		case 'R', 'n', 't', 'x':
+			ok = !dollar
+		case 'c':
+			ok = !dollar && prefix != 0
+		case 'y':
+			ok = dollar
+		case 'u', 'S':
+			ok = !dollar && prefix == '?'
+		case 'm':
+			ok = !dollar && prefix == '>'
+		}
+		if ok {
+			return k + 1
+		}
+	}
+	return 0
 }
