@@ -419,6 +419,19 @@ func TestHumanPeople(t *testing.T) {
 	if err != nil || v.Statement.Predicate.Human == nil || len(v.Statement.Predicate.Human.Attaches) != 4 {
 		t.Fatalf("a human run with its people: %v", err)
 	}
+	// A person attaching in a loop: 256 of theirs listed, the rest counted, and the operator's
+	// take-over after them listed still.
+	if _, err := Verify(sign(t, people(func(p *Predicate) {
+		first, op := p.Human.Attaches[0], p.Human.Attaches[2]
+		p.Human.Attaches = p.Human.Attaches[:0]
+		for range MaxHumanAttaches {
+			p.Human.Attaches = append(p.Human.Attaches, first)
+		}
+		p.Human.Attaches = append(p.Human.Attaches, op)
+		p.Human.AttachesOmitted = 1000
+	}), "ed25519"), verifier(t, "ed25519")); err != nil {
+		t.Fatalf("256 of the person's, the rest counted, then a take-over: %v", err)
+	}
 	if _, err := Verify(sign(t, people(func(p *Predicate) {
 		p.Human.Person.Key = key
 		p.Human.Attaches[0].Key = key
@@ -446,6 +459,11 @@ func TestHumanPeople(t *testing.T) {
 		{"after the run", "human.attaches[0]", func(p *Predicate) { p.Human.Attaches[0].End = p.Timeline.Finished.Add(time.Second) }},
 		{"ends before it starts", "human.attaches[3]", func(p *Predicate) { p.Human.Attaches[3].End = p.Human.Attaches[3].Start.Add(-time.Second) }},
 		{"omitted before the list is full", "human.attaches", func(p *Predicate) { p.Human.AttachesOmitted = 3 }},
+		{"more of the person's than listed", "human.attaches", func(p *Predicate) {
+			for range MaxHumanAttaches {
+				p.Human.Attaches = append(p.Human.Attaches, p.Human.Attaches[0])
+			}
+		}},
 	} {
 		_, err := Sign(context.Background(), people(c.edit), signer(t, "ed25519"))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

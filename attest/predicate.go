@@ -96,8 +96,15 @@ func checkHuman(p *Predicate) error {
 			return bad(fmt.Sprintf("human.proctors[%d]", i), "%.40q is not an account name", a)
 		}
 	}
-	if len(h.Attaches) > MaxHumanAttaches || h.AttachesOmitted < 0 || h.AttachesOmitted > 0 && len(h.Attaches) < MaxHumanAttaches {
-		return bad("human.attaches", "%d listed and %d omitted; the first %d are listed, then only counted", len(h.Attaches), h.AttachesOmitted, MaxHumanAttaches)
+	persons := 0
+	for _, a := range h.Attaches {
+		if a.Role == RolePerson {
+			persons++
+		}
+	}
+	others := len(h.Attaches) - persons
+	if persons > MaxHumanAttaches || others > MaxHumanAttaches || h.AttachesOmitted < 0 || h.AttachesOmitted > 0 && persons < MaxHumanAttaches && others < MaxHumanAttaches {
+		return bad("human.attaches", "%d of the person's and %d of others listed, %d omitted; the first %d of each are listed, then only counted", persons, others, h.AttachesOmitted, MaxHumanAttaches)
 	}
 	tl := p.Timeline
 	for i, a := range h.Attaches {

@@ -150,7 +150,7 @@ type Human struct {
 	Person   Person        `json:"person"`
 	Proctors []string      `json:"proctors,omitempty"`
 	Attaches []HumanAttach `json:"attaches"`
-	// AttachesOmitted counts those after the first MaxHumanAttaches (the audit log has them all).
+	// AttachesOmitted counts those past MaxHumanAttaches of a kind (the audit log has them all).
 	AttachesOmitted int `json:"attaches_omitted,omitempty"`
 }
 
@@ -175,10 +175,18 @@ type HumanAttach struct {
 	End      time.Time `json:"end"`
 }
 
-// HumanRoles are the roles a HumanAttach has.
-var HumanRoles = []string{"person", "proctor", "operator"}
+// The roles a HumanAttach has.
+const (
+	RolePerson   = "person"
+	RoleProctor  = "proctor"
+	RoleOperator = "operator"
+)
 
-// MaxHumanAttaches bounds the attaches an attestation lists.
+// HumanRoles are the roles a HumanAttach has.
+var HumanRoles = []string{RolePerson, RoleProctor, RoleOperator}
+
+// MaxHumanAttaches bounds the attaches an attestation lists: as many of the person's, and as
+// many of everyone else's (proctors', operators'); the rest are counted (AttachesOmitted).
 const MaxHumanAttaches = 256
 
 // Usage is a run's model use (policy.Usage), summed from its audit log by UsageFromAudit.

@@ -23,7 +23,8 @@ import (
 // runc exec -t into the same controller container (through script(1), which gives runc the
 // terminal it needs). Each keystroke is one character into the shell's line editor, timed until
 // its echo is back; p50 and p99 of 300 each. Also the recording's size per keystroke, and so per
-// hour of a person typing 5 keys a second.
+// hour of a person typing 5 keys a second. Then the same keystrokes with a proctor watching, and
+// the latency of a refusal (an attach by someone whose run it is not).
 func BenchmarkAttachEcho(b *testing.B) {
 	tb := newTestbed(b)
 	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
@@ -112,6 +113,41 @@ func BenchmarkAttachEcho(b *testing.B) {
 	attach := keys(a.Input, recvAttach, 300)
 	b.StopTimer()
 
+	// The same with a proctor watching (its terminal sent the shell's output, filtered).
+	w, err := c.Attach(ctx, rec.ID, true, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			if _, ended, err := w.Next(); err != nil || ended != "" {
+				return
+			}
+		}
+	}()
+	proctored := keys(a.Input, recvAttach, 300)
+	w.Detach()
+	<-watched
+	w.Close()
+
+	// A refusal: root, an operator, asks for another person's terminal (a run queued for the
+	// account nobody; refused before its state matters) without --take-over, 200 times; each
+	// answer whole (a 403, not_your_run), timed from the dial.
+	other, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "bench.toml", Agent: "human/nobody", Seed: 1, Person: &api.Person{Account: "nobody"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var refusals []time.Duration
+	for range 200 {
+		t0 := time.Now()
+		if _, err := c.Attach(ctx, other.ID, false, 0, 0); !api.IsCode(err, api.CodeNotYourRun) {
+			b.Fatalf("root's attach without --take-over: %v", err)
+		}
+		refusals = append(refusals, time.Since(t0))
+	}
+
 	// The baseline: runc exec -t into the same container, a shell in it typed into the same way.
 	rt := tb.h.RuntimeFor(sandbox.RoleController)
 	root := filepath.Join(tb.h.RunDir(), "runtime")
@@ -185,6 +221,10 @@ func BenchmarkAttachEcho(b *testing.B) {
 	}
 	b.ReportMetric(pct(attach, 0.5), "attach-p50-ms")
 	b.ReportMetric(pct(attach, 0.99), "attach-p99-ms")
+	b.ReportMetric(pct(proctored, 0.5), "proctored-p50-ms")
+	b.ReportMetric(pct(proctored, 0.99), "proctored-p99-ms")
+	b.ReportMetric(pct(refusals, 0.5), "refusal-p50-ms")
+	b.ReportMetric(pct(refusals, 0.99), "refusal-p99-ms")
 	b.ReportMetric(pct(bare, 0.5), "exec-p50-ms")
 	b.ReportMetric(pct(bare, 0.99), "exec-p99-ms")
 	// The recording: what 300 keystrokes and their echoes added, per keystroke, and an hour of

@@ -420,9 +420,9 @@ func accountExists(name string) bool {
 // Roles of whoever attaches to a human run's terminal, as the audit log, the recording and the
 // attestation name them.
 const (
-	RolePerson   = "person"   // the run's own person, at its terminal
-	RoleProctor  = "proctor"  // named to watch it
-	RoleOperator = "operator" // an operator, watching, or taking the terminal over (explicitly)
+	RolePerson   = attest.RolePerson   // the run's own person, at its terminal
+	RoleProctor  = attest.RoleProctor  // named to watch it
+	RoleOperator = attest.RoleOperator // an operator, watching, or taking the terminal over (explicitly)
 )
 
 // refusal is an attach refused for who asked: a 403 and its code.
@@ -473,12 +473,20 @@ func attachRole(id string, spec RunSpec, pr peer, watch bool, key, takeover stri
 	return "", &refusal{api.CodeNotYourRun, msg}
 }
 
-// noteAttach keeps an attachment for the attestation (the first MaxHumanAttaches, then only
-// their count); the function it returns notes its end.
+// noteAttach keeps an attachment for the attestation (the first MaxHumanAttaches of the
+// person's and of everyone else's, then only their count: a person attaching in a loop never
+// pushes an operator's take-over or a proctor out of the list); the function it returns notes
+// its end.
 func (h *humanRun) noteAttach(a attest.HumanAttach) (ended func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.attaches) >= attest.MaxHumanAttaches {
+	n := 0
+	for _, k := range h.attaches {
+		if (k.Role == attest.RolePerson) == (a.Role == attest.RolePerson) {
+			n++
+		}
+	}
+	if n >= attest.MaxHumanAttaches {
 		h.more++
 		return func() {}
 	}

@@ -460,3 +460,73 @@ func freeLoopbackPort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestAttachReconnectLoop: 1,000 attaches in a loop, each detaching or just dropping its
+// connection, some while a proctor watches, leave no slot held and the terminal as attachable as
+// before; the attestation lists the first 256 attaches and counts the rest.
+func TestAttachReconnectLoop(t *testing.T) {
+	tb, d, _, _ := humanTestbed(t, "2m")
+	c := api.NewClient(tb.cfg.Socket)
+	ctx := t.Context()
+	rec, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "track.toml", Agent: "human/root", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *api.Attachment
+	for deadline := time.Now().Add(time.Duration(testenv.Slow()) * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if a, err = c.Attach(ctx, rec.ID, false, 80, 24); err == nil {
+			break
+		} else if !api.IsCode(err, api.CodeNotYetRunning) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	a.Detach()
+	a.Close()
+	t0 := time.Now()
+	for i := range 1000 {
+		a, err := c.Attach(ctx, rec.ID, i%3 == 0, 80, 24)
+		if err != nil {
+			t.Fatalf("attach %d: %v", i, err)
+		}
+		if _, _, err := a.Next(); err != nil { // the first output (the shell's history): attached
+			t.Fatalf("attach %d: %v", i, err)
+		}
+		if i%2 == 0 {
+			a.Detach()
+		}
+		a.Close() // the other half: the connection just drops
+	}
+	t.Logf("1,000 attaches in %v", time.Since(t0))
+	// The slots come back as each connection's handler ends.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d.x.sessions.mu.Lock()
+		held, users := d.x.sessions.attaches, len(d.x.sessions.byUser)
+		d.x.sessions.mu.Unlock()
+		if held == 0 && users == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 1,000 attaches, %d slots are still held (%d accounts)", held, users)
+		}
+	}
+	// Still attachable, by the person and a watcher at once; then the person finalizes.
+	w, err := c.Attach(ctx, rec.ID, true, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p, err := c.Attach(ctx, rec.ID, false, 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Input([]byte("runner finalize\r"))
+	end := waitState(t, d, rec.ID, api.StateFailed)
+	v, err := attest.Verify(mustRead(t, filepath.Join(end.Dir, "result.att.json")), tb.verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := v.Statement.Predicate.Human; h == nil || len(h.Attaches) != attest.MaxHumanAttaches || h.AttachesOmitted != 1003-attest.MaxHumanAttaches {
+		t.Errorf("the attestation's attaches: %d listed, %d omitted; want %d and %d", len(h.Attaches), h.AttachesOmitted, attest.MaxHumanAttaches, 1003-attest.MaxHumanAttaches)
+	}
+}

@@ -255,6 +255,8 @@ for sc in opencode codex claude gemini qwen; do
 done
 if [ -n "$(gobench_metric BenchmarkAttachEcho attach-p50-ms)" ]; then
   echo "human runs: a keystroke to its echo in the run's shell through sealrun attach (admin socket, frames, sealrund, the terminal, the runtime's relay): p50 $(gobench_metric BenchmarkAttachEcho attach-p50-ms) ms, p99 $(gobench_metric BenchmarkAttachEcho attach-p99-ms) ms vs runc exec -t into the same container: p50 $(gobench_metric BenchmarkAttachEcho exec-p50-ms) ms, p99 $(gobench_metric BenchmarkAttachEcho exec-p99-ms) ms (ratio p50 $(ratio "$(gobench_metric BenchmarkAttachEcho attach-p50-ms)" "$(gobench_metric BenchmarkAttachEcho exec-p50-ms)")x)"
+  echo "  with a proctor watching: p50 $(gobench_metric BenchmarkAttachEcho proctored-p50-ms) ms, p99 $(gobench_metric BenchmarkAttachEcho proctored-p99-ms) ms (ratio p50 $(ratio "$(gobench_metric BenchmarkAttachEcho proctored-p50-ms)" "$(gobench_metric BenchmarkAttachEcho attach-p50-ms)")x the unwatched)   (target: ~1x)"
+  echo "  an attach refused (not the run's person: 403 not_your_run, from the dial to the answer): p50 $(gobench_metric BenchmarkAttachEcho refusal-p50-ms) ms, p99 $(gobench_metric BenchmarkAttachEcho refusal-p99-ms) ms"
   echo "  the recording: $(gobench_metric BenchmarkAttachEcho recording-B/key) bytes a keystroke (its input and echo events), $(gobench_metric BenchmarkAttachEcho recording-MiB/h-at-5-keys/s) MiB an hour of typing 5 keys a second (output beyond the echo adds its own bytes)"
 fi
 echo "sealrun ps with 10,000 runs in the journal: $(gobench_metric BenchmarkPs10k ps-ms) ms (active runs), ps -a $(gobench_metric BenchmarkPs10k ps-all-ms) ms (all 10,000)   (target: <= 100 ms); journal replay at start $(gobench_metric BenchmarkPs10k replay-ms) ms"
