@@ -220,6 +220,15 @@ func TestPeopleBoundToRuns(t *testing.T) {
 	m.typeLine("bob", "echo BOB-$((40+2))")
 	m.waitFor("bob", `BOB-42`, 10*time.Second)
 	waitOutput(t, &carolOut, "BOB-42", 10*time.Second)
+	// Bob's hostile bytes (a clipboard write, a title, a DCS, an APC, a window operation) reach
+	// carol's terminal as nothing: what her watch client writes has none of them.
+	m.typeLine("bob", `printf '\033]52;c;aGk=\007\033]0;pwned\007\033Pq#0;2;0;0;0\033\\\033_apc\033\\\033[8;1;1tHOSTILE-%s\n' DONE`)
+	waitOutput(t, &carolOut, "HOSTILE-DONE", 10*time.Second)
+	for _, raw := range []string{"\x1b]52", "\x1b]0;", "\x1bP", "\x1b_", "\x1b[8;1;1t"} {
+		if strings.Contains(carolOut.String(), raw) {
+			t.Errorf("carol's terminal was written %q", raw)
+		}
+	}
 
 	// While bob is at it: alice is refused still, every time, as fast.
 	var lat []time.Duration
