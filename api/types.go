@@ -235,6 +235,8 @@ const (
 	// Attach's refusals of who asks, each a 403.
 	CodeNotYourRun = "not_your_run" // a human run's terminal is its person's (an operator may take it over)
 	CodeNotProctor = "not_proctor"  // watching a human run is for its proctors and the operators
+	// A person's account (sealrun-people) asked for anything but an attach: a 403.
+	CodeOperatorsOnly = "operators_only"
 )
 
 // CodeOf is the code an answer of that HTTP status has when it names none.

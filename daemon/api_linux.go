@@ -32,8 +32,17 @@ type peerKey struct{}
 // Handler is the admin API (daemon/API.md).
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+apiVersion+"/runs", d.postRun)
-	mux.HandleFunc("GET "+apiVersion+"/runs", func(w http.ResponseWriter, r *http.Request) {
+	// A person's account (PeopleGroup) attaches, and nothing else: every other path is the
+	// operators' (a person listing runs, reading another's files or recording, cancelling or
+	// pausing would watch or end someone else's run).
+	handle := func(pattern string, h http.HandlerFunc) {
+		if !strings.HasSuffix(pattern, "/attach") {
+			h = operatorsOnly(h)
+		}
+		mux.HandleFunc(pattern, h)
+	}
+	handle("POST "+apiVersion+"/runs", d.postRun)
+	handle("GET "+apiVersion+"/runs", func(w http.ResponseWriter, r *http.Request) {
 		// ?active=1: only runs that have not ended (what ps shows); ?limit=N: the newest N.
 		// Not indented: with thousands of runs the list is megabytes.
 		runs := d.Runs()
@@ -52,7 +61,7 @@ func (d *Daemon) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(runs)
 	})
-	mux.HandleFunc("GET "+apiVersion+"/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+	handle("GET "+apiVersion+"/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rec, ok := d.Run(r.PathValue("id"))
 		if !ok {
 			writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", r.PathValue("id"))
@@ -60,7 +69,7 @@ func (d *Daemon) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, rec)
 	})
-	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+	handle("POST "+apiVersion+"/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		rec, err := d.Cancel(r.PathValue("id"))
 		switch {
 		case rec == nil && err != nil:
@@ -71,16 +80,27 @@ func (d *Daemon) Handler() http.Handler {
 			writeJSON(w, http.StatusOK, rec)
 		}
 	})
-	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/events", d.events)
-	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/files/{name}", d.file)
-	mux.HandleFunc("GET "+apiVersion+"/runs/{id}/transcript", d.transcriptOf)
-	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/attach", d.attach)
-	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/pause", d.pauseRun)
-	mux.HandleFunc("POST "+apiVersion+"/runs/{id}/resume", d.resumeRun)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	handle("GET "+apiVersion+"/runs/{id}/events", d.events)
+	handle("GET "+apiVersion+"/runs/{id}/files/{name}", d.file)
+	handle("GET "+apiVersion+"/runs/{id}/transcript", d.transcriptOf)
+	handle("POST "+apiVersion+"/runs/{id}/attach", d.attach)
+	handle("POST "+apiVersion+"/runs/{id}/pause", d.pauseRun)
+	handle("POST "+apiVersion+"/runs/{id}/resume", d.resumeRun)
+	handle("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "%s %s is not an API path; see daemon/API.md (paths start with %s)", r.Method, r.URL.Path, apiVersion)
 	})
 	return http.MaxBytesHandler(mux, MaxRequestBytes)
+}
+
+// operatorsOnly refuses h to a person's account.
+func operatorsOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if pr := peerOf(r); pr.Person {
+			writeErrCode(w, http.StatusForbidden, api.CodeOperatorsOnly, "%s is a person's account (a member of %s): it attaches to its own human run (sealrun attach RUN) and watches those it proctors (sealrun attach --watch RUN); the rest of sealrund is the operators'", pr.Name, PeopleGroup)
+			return
+		}
+		h(w, r)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

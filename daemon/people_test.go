@@ -196,6 +196,12 @@ func TestPeopleBoundToRuns(t *testing.T) {
 	refused("srt-alice", "run "+id+" is not yours: only srt-bob may attach", "attach", id)
 	refused("srt-alice", "not a proctor of run "+id, "attach", "--watch", id)
 	refused("srt-alice", "only an operator takes a run's terminal over", "attach", "--take-over", "--reason", "mine now", id)
+	// Nor anything else of sealrund: a person's account attaches, nothing more.
+	aliceTrack := filepath.Join(sockDir, "track.toml")
+	os.WriteFile(aliceTrack, []byte(tb.trackTOML), 0o644)
+	for _, args := range [][]string{{"ps", "-a"}, {"show", id}, {"cancel", id}, {"logs", id}, {"pause", id, "--reason", "x"}, {"run", "--track", aliceTrack, "--agent", "human/srt-alice", "--seed", "2", "--detach"}} {
+		refused("srt-alice", "srt-alice is a person's account (a member of "+PeopleGroup+")", args...)
+	}
 
 	// Bob, in his own terminal (tmux), as his own account.
 	m := newTmux(t)

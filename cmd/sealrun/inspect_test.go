@@ -70,6 +70,8 @@ func fullPredicate(t *testing.T, task bool) *attest.Statement {
 	price := policy.Price{Currency: "USD", Input: 1, CachedInput: 0.1, CacheWrite: 1.25, Output: 4, Taken: "2026-11-20", Source: "s"}
 	p.Usage = &attest.Usage{Requests: 3, Tokens: policy.Tokens{Input: 10, CachedInput: 2, CacheWrite: 1, Output: 5, Reasoning: 1}}
 	p.Usage.Cost = &attest.Cost{Amount: price.Cost(p.Usage.Tokens), Price: price}
+	p.Human = &attest.Human{Person: attest.Person{Account: "bob", Key: "SHA256:k"}, Proctors: []string{"carol"}, AttachesOmitted: 1,
+		Attaches: []attest.HumanAttach{{Account: "root (uid 0)", Key: "SHA256:k", Role: "operator", Takeover: "fire drill", Start: p.Timeline.Started, End: p.Timeline.Started}}}
 	if task {
 		worst := 0.1
 		value := 0.9
