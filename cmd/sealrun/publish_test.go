@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/export/exporttest"
+	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
@@ -76,6 +79,12 @@ func newPubFixtureWith(t *testing.T, people ...string) *pubFixture {
 		if len(people) > 0 {
 			agent = "human/" + people[seed-1]
 			p["agent"] = map[string]any{"model": agent, "reasoning_effort": ""}
+			// Who it was for and who attached, as sealrund attests it.
+			tl := p["timeline"].(map[string]any)
+			p["human"] = map[string]any{"person": map[string]any{"account": people[seed-1]}, "proctors": []string{"carol"}, "attaches": []map[string]any{
+				{"account": people[seed-1] + " (uid 1001)", "role": "person", "watch": false, "start": tl["started"], "end": tl["finished"]},
+				{"account": "carol (uid 1003)", "role": "proctor", "watch": true, "start": tl["started"], "end": tl["started"]},
+			}}
 		}
 		{
 			started, _ := time.Parse(time.RFC3339, "2026-11-21T12:00:10Z")
@@ -495,6 +504,21 @@ func TestPublishHumanBaseline(t *testing.T) {
 	if !strings.Contains(mustRead(t, filepath.Join(pub, "publication.json")), `"human_baseline": true`) {
 		t.Error("publication.json does not say the board has a human baseline")
 	}
+	// Each run's row details say who it was for and who attached, as its attestation says.
+	page := mustRead(t, filepath.Join(pub, "leaderboard.html"))
+	for _, want := range []string{"for alice; attached: alice (person) 1×, carol (proctor) 1×", "for bob; attached: bob (person) 1×, carol (proctor) 1×"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("leaderboard.html has no %q", want)
+		}
+	}
+	br := browsertest.New(t)
+	if err := br.Do(60*time.Second, chromedp.Navigate("file://"+filepath.Join(pub, "leaderboard.html")), chromedp.WaitVisible(chromedp.CSS(`details.runs`)), chromedp.Click(`details.runs summary`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := browsertest.Eval[string](br, `document.querySelector('details.runs').textContent`); err != nil || !strings.Contains(got, "for bob; attached: bob (person) 1×") {
+		t.Errorf("the page shows %q (%v)", got, err)
+	}
+	br.Screenshot("human-baseline-board-people")
 	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") {
 		t.Fatalf("verify-publication: %+v", r)
 	}
