@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -100,5 +104,96 @@ func TestUsage(t *testing.T) {
 	st.Predicate.Budget.MaxCost = "5 dollars"
 	if err := CheckPredicate(st.Predicate, st.Subject); err == nil || !strings.Contains(err.Error(), "budget.max_cost") {
 		t.Errorf("bad max_cost: %v", err)
+	}
+}
+
+// TestHumanAgainstAudit: the attestation's attaches are the audit log's, read from the records
+// sealrund writes (a reason that says anything included), each from its attach to its detach;
+// one that is not, or a count that is not theirs, fails naming why.
+func TestHumanAgainstAudit(t *testing.T) {
+	const key = "SHA256:" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(s int) string { return t0.Add(time.Duration(s) * time.Second).Format(time.RFC3339Nano) }
+	bob := "bob (uid 1001, pid 42) with key " + key + ", the person"
+	take := "root (uid 0, pid 9), an operator taking the terminal over: bob asked, the person was ill, a proctor"
+	lines := []string{
+		`{"kind":"attach","time":"` + at(1) + `","event":"attach","user":"` + bob + `"}`,
+		`{"kind":"attach","time":"` + at(2) + `","event":"watch","user":"carol (uid 1003, pid 7), a proctor"}`,
+		`{"kind":"attach","time":"` + at(3) + `","event":"detach","user":"` + bob + `","reason":"another attach took the terminal"}`,
+		`{"kind":"attach","time":"` + at(3) + `","event":"attach","user":"` + take + `"}`,
+		`{"kind":"attach","time":"` + at(4) + `","event":"watch","user":"root (uid 0, pid 9), an operator"}`,
+		`{"kind":"attach","time":"` + at(5) + `","event":"detach","user":"` + take + `","reason":"detached"}`,
+		`{"kind":"attach","time":"` + at(6) + `","event":"attach","user":"alice (uid 1002, pid 5)"}`, // before people were bound: not read
+	}
+	var log bytes.Buffer
+	l, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range lines {
+		var body map[string]any
+		json.Unmarshal([]byte(line), &body)
+		kind := body["kind"].(string)
+		delete(body, "kind")
+		if _, _, err := l.Append(kind, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	data, _ := os.ReadFile(l.Path())
+	log.Write(data)
+	facts, err := ReadAudit(bytes.NewReader(log.Bytes()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := t0.Add(time.Hour)
+	tt := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	want := []HumanAttach{
+		{Account: "bob (uid 1001)", Key: key, Role: RolePerson, Start: tt(1), End: tt(3)},
+		{Account: "carol (uid 1003)", Role: RoleProctor, Watch: true, Start: tt(2), End: end},
+		{Account: "root (uid 0)", Role: RoleOperator, Takeover: "bob asked, the person was ill, a proctor", Start: tt(3), End: tt(5)},
+		{Account: "root (uid 0)", Role: RoleOperator, Watch: true, Start: tt(4), End: end},
+	}
+	listed, omitted := ListAttaches(facts.Attaches, end)
+	if len(listed) != len(want) || omitted != 0 {
+		t.Fatalf("read %+v, %d omitted", listed, omitted)
+	}
+	for i := range want {
+		if listed[i] != want[i] {
+			t.Errorf("attach %d: %+v, want %+v", i, listed[i], want[i])
+		}
+	}
+	h := &Human{Person: Person{Account: "bob", Key: key}, Attaches: want}
+	if err := checkHumanAgainstAudit(h, facts.Attaches, end); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(h *Human)
+		say  string
+	}{
+		{"an attach not logged", func(h *Human) { h.Attaches[1].Account = "dave (uid 1004)" }, "human.attaches[1] (dave (uid 1004) as proctor) is not the run's audit log's"},
+		{"a take-over's reason changed", func(h *Human) { h.Attaches[2].Takeover = "routine" }, "human.attaches[2]"},
+		{"a watch made shorter", func(h *Human) { h.Attaches[3].End = tt(5) }, "human.attaches[3] (root (uid 0) as operator) is from"},
+		{"one dropped", func(h *Human) { h.Attaches = h.Attaches[:3] }, "accounts for 3 attaches"},
+		{"one counted twice", func(h *Human) { h.AttachesOmitted = 1 }, "accounts for 5 attaches"},
+		{"one made up", func(h *Human) { h.Attaches = append(h.Attaches, h.Attaches[0]) }, "human.attaches[4]"},
+	} {
+		hh := &Human{Person: h.Person, Attaches: append([]HumanAttach(nil), want...)}
+		c.edit(hh)
+		if err := checkHumanAgainstAudit(hh, facts.Attaches, end); err == nil || !strings.Contains(err.Error(), c.say) {
+			t.Errorf("%s: %v; want %q", c.name, err, c.say)
+		}
+	}
+	// A person attaching in a loop: 256 of theirs listed, the rest counted, and the operator's
+	// take-over after them listed still.
+	var many []HumanAttach
+	for range 300 {
+		many = append(many, want[0])
+	}
+	many = append(many, want[2])
+	listed, omitted = ListAttaches(many, end)
+	if len(listed) != MaxHumanAttaches+1 || omitted != 300-MaxHumanAttaches || listed[MaxHumanAttaches].Role != RoleOperator {
+		t.Errorf("a loop of attaches: %d listed, %d omitted", len(listed), omitted)
 	}
 }

@@ -141,10 +141,11 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 	}
 	out.Statement = st
 	if cfg.audit != nil {
-		used, h, n, err := UsageFromAudit(cfg.audit, nil)
+		facts, err := ReadAudit(cfg.audit, nil)
 		if err != nil {
 			return nil, failf(ReasonAudit, "the given audit log cannot be the attested one: %v", err)
 		}
+		used, h, n := facts.Usage, facts.Head, facts.Entries
 		if h != st.Predicate.Audit.Head || n != st.Predicate.Audit.Entries {
 			return nil, failf(ReasonAudit, "the given audit log has %d entries with head %s; the attestation says %d entries with head %s", n, h, st.Predicate.Audit.Entries, st.Predicate.Audit.Head)
 		}
@@ -154,6 +155,12 @@ func Verify(env []byte, v signature.Verifier, opts ...VerifyOption) (*Verified, 
 		}
 		if st.Predicate.Usage != nil {
 			out.check("model usage")
+		}
+		if err := checkHumanAgainstAudit(st.Predicate.Human, facts.Attaches, st.Predicate.Timeline.Finished); err != nil {
+			return nil, err
+		}
+		if st.Predicate.Human != nil {
+			out.check("attaches")
 		}
 	}
 	if err := CheckPredicate(st.Predicate, st.Subject); err != nil {

@@ -154,14 +154,14 @@ type runState struct {
 	clock             *policy.RunClock
 	started, deadline time.Time      // deadline: moved by the pauses
 	pauses            []attest.Pause // a human run's, granted by its operator
-	human             *humanRun      // a human run's terminal (nil before it opened)
 	gsvc              *grader.Service
 	hist              *grader.History // gsvc's, or the one Invalidate opened
 
 	// the end's
 	out       *Outcome
-	reportSum string        // report.json's SHA-256
-	used      *policy.Usage // the run's model use, from its audit log (addUsage)
+	reportSum string               // report.json's SHA-256
+	used      *policy.Usage        // the run's model use, from its audit log (addUsage)
+	attached  []attest.HumanAttach // a human run's attaches, from its audit log (addUsage)
 
 	closers []func()
 }

@@ -87,12 +87,13 @@ func (rs *runState) addUsage() error {
 	if err != nil {
 		return fmt.Errorf("the run's audit log: %w", err)
 	}
-	u, _, _, err := attest.UsageFromAudit(f, rs.x.Cfg.Prices.Price(rs.spec.Agent))
+	facts, err := attest.ReadAudit(f, rs.x.Cfg.Prices.Price(rs.spec.Agent))
 	f.Close()
 	if err != nil {
 		return fmt.Errorf("the run's audit log: %w", err)
 	}
-	rs.used = u
+	u := facts.Usage
+	rs.used, rs.attached = u, facts.Attaches
 	path := filepath.Join(rs.io.dir, "report.json")
 	switch out := rs.out; {
 	case out.TaskReport != nil:

@@ -75,10 +75,6 @@ func (x *Executor) checkHuman(t *policy.Track, p *pins, agent controller.Agent) 
 
 // humanRun is a human run's terminal while it is served.
 type humanRun struct {
-	mu       sync.Mutex
-	attaches []attest.HumanAttach // ended, in order (the attestation's)
-	more     int                  // those past attest.MaxHumanAttaches
-
 	sess    *controller.Session
 	rec     *controller.Recording
 	started atomic.Pointer[time.Time] // the clock's start, once it has started
@@ -160,7 +156,6 @@ func (rs *runState) openHuman(ctx context.Context) (*humanRun, string, string) {
 		x.event(id, event, msg)
 	})
 	x.sessions.put(id, h)
-	rs.human = h
 	rs.onClose(func() { x.sessions.put(id, nil) })
 	x.event(id, eventHumanWaiting, fmt.Sprintf("waiting up to %s (human.start, until %s) for %s to attach: sealrun attach %s", t.Human.Start, time.Now().Add(t.Human.Start).UTC().Format(time.TimeOnly), rs.spec.Agent.Model, id))
 	timer := time.NewTimer(t.Human.Start)
@@ -300,7 +295,6 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 	if cols > 0 && !watch {
 		a.Resize(cols, rows)
 	}
-	defer h.noteAttach(attest.HumanAttach{Account: pr.Account, Key: key, Role: role, Watch: watch, Takeover: takeover, Start: time.Now().UTC()})()
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		a.Detach("the server cannot upgrade this connection")
@@ -473,53 +467,17 @@ func attachRole(id string, spec RunSpec, pr peer, watch bool, key, takeover stri
 	return "", &refusal{api.CodeNotYourRun, msg}
 }
 
-// noteAttach keeps an attachment for the attestation (the first MaxHumanAttaches of the
-// person's and of everyone else's, then only their count: a person attaching in a loop never
-// pushes an operator's take-over or a proctor out of the list); the function it returns notes
-// its end.
-func (h *humanRun) noteAttach(a attest.HumanAttach) (ended func()) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, k := range h.attaches {
-		if (k.Role == attest.RolePerson) == (a.Role == attest.RolePerson) {
-			n++
-		}
-	}
-	if n >= attest.MaxHumanAttaches {
-		h.more++
-		return func() {}
-	}
-	i := len(h.attaches)
-	h.attaches = append(h.attaches, a)
-	return func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.attaches[i].End = time.Now().UTC()
-	}
-}
-
-// people is the attestation's account of the run's people; an attachment still open ends at
-// finished.
-func (h *humanRun) people(spec RunSpec, finished time.Time) *attest.Human {
-	out := &attest.Human{Proctors: spec.Proctors, Attaches: []attest.HumanAttach{}}
+// people is the attestation's account of a human run's people: who it was for, its proctors,
+// and its attaches as its audit log has them (attached; attest.ListAttaches), so that a run cut
+// by a restart, attested by the next daemon, lists the attaches it had.
+func people(spec RunSpec, attached []attest.HumanAttach, finished time.Time) *attest.Human {
+	out := &attest.Human{Proctors: spec.Proctors}
 	if p := spec.Person; p != nil {
 		out.Person = attest.Person{Account: p.Account, Key: p.Key}
 	} else {
 		out.Person = attest.Person{Account: spec.Agent.Model}
 	}
-	if h == nil {
-		return out
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, a := range h.attaches {
-		if a.End.IsZero() {
-			a.End = finished.UTC()
-		}
-		out.Attaches = append(out.Attaches, a)
-	}
-	out.AttachesOmitted = h.more
+	out.Attaches, out.AttachesOmitted = attest.ListAttaches(attached, finished)
 	return out
 }
 

@@ -279,10 +279,10 @@ func TestPeopleBoundToRuns(t *testing.T) {
 	if strings.Contains(log, "srt-alice") {
 		t.Error("alice, refused, is in the run's audit log")
 	}
-	// The attestation: the person, the proctors, every attach.
-	v, err := attest.Verify(mustRead(t, filepath.Join(rec.Dir, "result.att.json")), tb.verifier)
-	if err != nil {
-		t.Fatal(err)
+	// The attestation: the person, the proctors, every attach, each one the audit log's.
+	v, err := attest.Verify(mustRead(t, filepath.Join(rec.Dir, "result.att.json")), tb.verifier, attest.WithAuditLog(strings.NewReader(log)))
+	if err != nil || !slices.Contains(v.Checks, "attaches") {
+		t.Fatalf("verify with the audit log: %v (checks %v)", err, v.Checks)
 	}
 	h := v.Statement.Predicate.Human
 	if h == nil || h.Person.Account != "srt-bob" || !slices.Equal(h.Proctors, []string{"srt-carol"}) {

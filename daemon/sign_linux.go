@@ -54,7 +54,7 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 		pred.Timeline.Queued = pred.Timeline.Started
 	}
 	if api.IsHuman(spec.Agent.String()) {
-		pred.Human = rs.human.people(spec, finished)
+		pred.Human = people(spec, rs.attached, finished)
 	}
 	rs.evidence(pred)
 	pred.Usage = rs.used

@@ -28,7 +28,8 @@
     this.x = 0; this.y = 0; this.wrap = false; this.top = 0; this.bot = this.rows - 1;
     this.sgr = {}; this.cur = 0; this.saved = null; this.st = 0; this.seq = ''; this.hidden = false;
   };
-  Term.prototype.blank = function () { var b = []; for (var i = 0; i < this.rows; i++) b.push(this.line()); return b; };
+  Term.prototype.blank = function () { return this.lines(this.rows); };
+  Term.prototype.lines = function (n) { var b = []; for (var i = 0; i < n; i++) b.push(this.line()); return b; };
   // A line: its characters, their attributes, and w: the terminal wrapped it onto the next.
   Term.prototype.line = function (cols) { cols = cols || this.cols; return { c: new Array(cols).fill(' '), a: new Array(cols).fill(0), w: false }; };
   // resize gives the terminal a new size as asciinema's terminal does (so that the page shows what
@@ -189,11 +190,20 @@
       case 'X': this.erase(l, this.x, Math.min(this.cols, this.x + n)); break;
       case 'P': l.c.splice(this.x, n); l.a.splice(this.x, n); while (l.c.length < this.cols) { l.c.push(' '); l.a.push(0); } break;
       // insertions and deletions beyond the line or the region change nothing more: each is
-      // done at most as many times as there are columns or lines (a hostile CSI 9999@ costs
-      // one line's work, not ten thousand splices)
-      case '@': n = Math.min(n, this.cols - this.x); for (i = 0; i < n; i++) { l.c.splice(this.x, 0, ' '); l.a.splice(this.x, 0, 0); } l.c.length = this.cols; l.a.length = this.cols; break;
-      case 'L': n = Math.min(n, this.bot - this.y + 1); if (this.y >= this.top && this.y <= this.bot) for (i = 0; i < n; i++) { this.buf.splice(this.bot, 1); this.buf.splice(this.y, 0, this.line()); } break;
-      case 'M': n = Math.min(n, this.bot - this.y + 1); if (this.y >= this.top && this.y <= this.bot) for (i = 0; i < n; i++) { this.buf.splice(this.y, 1); this.buf.splice(this.bot, 0, this.line()); } break;
+      // one slice of the line or one splice of the region, whatever its count (a hostile CSI
+      // 9999@ costs one line's work, not ten thousand splices)
+      case '@':
+        n = Math.min(n, this.cols - this.x);
+        if (n > 0) { l.c = l.c.slice(0, this.x).concat(new Array(n).fill(' '), l.c.slice(this.x, this.cols - n)); l.a = l.a.slice(0, this.x).concat(new Array(n).fill(0), l.a.slice(this.x, this.cols - n)); }
+        break;
+      case 'L':
+        n = Math.min(n, this.bot - this.y + 1);
+        if (n > 0 && this.y >= this.top && this.y <= this.bot) { this.buf.splice(this.bot - n + 1, n); this.buf.splice.apply(this.buf, [this.y, 0].concat(this.lines(n))); }
+        break;
+      case 'M':
+        n = Math.min(n, this.bot - this.y + 1);
+        if (n > 0 && this.y >= this.top && this.y <= this.bot) { this.buf.splice(this.y, n); this.buf.splice.apply(this.buf, [this.bot - n + 1, 0].concat(this.lines(n))); }
+        break;
       case 'S': this.scrollUp(Math.min(n, this.rows)); break;
       case 'T': this.scrollDown(Math.min(n, this.rows)); break;
       case 'r':

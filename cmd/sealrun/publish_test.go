@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/export/exporttest"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -93,6 +94,12 @@ func newPubFixtureWith(t *testing.T, people ...string) *pubFixture {
 				t.Fatal(err)
 			}
 			transcripttest.Conversation(tr, 3+seed, 500, 200, func(i int) string { return fmt.Sprintf("SEED-%d-TURN-%d-OUTPUT\n", seed, i) })
+			if len(people) > 0 { // the attaches its attestation lists, as sealrund logs them
+				from, _ := time.Parse(time.RFC3339Nano, p["timeline"].(map[string]any)["started"].(string))
+				tr.Record(audit.KindAttach, audit.Attach{Time: from, Event: audit.AttachStart, User: people[seed-1] + " (uid 1001, pid 42), the person"})
+				tr.Record(audit.KindAttach, audit.Attach{Time: from, Event: audit.AttachWatch, User: "carol (uid 1003, pid 43), a proctor"})
+				tr.Record(audit.KindAttach, audit.Attach{Time: from, Event: audit.AttachUnwatch, User: "carol (uid 1003, pid 43), a proctor"})
+			}
 			head, n := tr.Head()
 			tr.Close()
 			p["audit"] = map[string]any{"head": head, "entries": n}
