@@ -42,6 +42,7 @@ func TestPlayerAgreesWithAsciinema(t *testing.T) {
 		`printf '%250s\n' '' | tr ' ' w; printf 'wrapped above\n'`,
 		`tput smcup; tput clear; tput cup 4 9; printf 'FULLSCREEN EDITOR'; tput cup 6 2; tput bold; tput setaf 1; printf red; tput sgr0; tput cup 19 0; printf 'status line'`,
 		`tput csr 2 10; tput cup 10 0; seq 1 15; tput csr 0 19; tput cup 0 0; tput el; printf top; tput cup 12 0; tput il 2; printf inserted; tput cup 15 3; tput dl 1; tput cup 16 5; tput ech 3`,
+		`tput cup 1 0; printf 'row1'; tput csr 2 10; tput cup 3 0; printf 'a\nb\nc\nd\ne'; tput cup 4 0; printf '\033[99L'; tput cup 2 0; printf 'xyzw'; tput cup 2 1; printf '\033[99@'; tput cup 8 0; printf '\033[99M'; tput cup 9 0; printf 'kept\033[3D\033[2@'; tput csr 0 19`,
 		`tput rmcup; printf 'back from the editor\n'`,
 		`tput cup 3 0; tput ed; printf 'cleared below row 3\n'`,
 	}

@@ -194,14 +194,17 @@
       // 9999@ costs one line's work, not ten thousand splices)
       case '@':
         n = Math.min(n, this.cols - this.x);
+        if (n > 0 && n === this.cols - this.x) { for (i = this.x; i < this.cols; i++) { l.c[i] = ' '; l.a[i] = 0; } break; } // all shifted out: the rest is blank
         if (n > 0) { l.c = l.c.slice(0, this.x).concat(new Array(n).fill(' '), l.c.slice(this.x, this.cols - n)); l.a = l.a.slice(0, this.x).concat(new Array(n).fill(0), l.a.slice(this.x, this.cols - n)); }
         break;
       case 'L':
         n = Math.min(n, this.bot - this.y + 1);
+        if (n === this.bot - this.y + 1 && this.y >= this.top) { for (i = this.y; i <= this.bot; i++) this.erase(this.buf[i], 0, this.cols); break; } // all shifted out
         if (n > 0 && this.y >= this.top && this.y <= this.bot) { this.buf.splice(this.bot - n + 1, n); this.buf.splice.apply(this.buf, [this.y, 0].concat(this.lines(n))); }
         break;
       case 'M':
         n = Math.min(n, this.bot - this.y + 1);
+        if (n === this.bot - this.y + 1 && this.y >= this.top) { for (i = this.y; i <= this.bot; i++) this.erase(this.buf[i], 0, this.cols); break; } // all shifted out
         if (n > 0 && this.y >= this.top && this.y <= this.bot) { this.buf.splice(this.y, n); this.buf.splice.apply(this.buf, [this.bot - n + 1, 0].concat(this.lines(n))); }
         break;
       case 'S': this.scrollUp(Math.min(n, this.rows)); break;
