@@ -447,10 +447,12 @@ func attachRole(id string, spec RunSpec, pr peer, watch bool, key, takeover stri
 		switch {
 		case isPerson:
 			return RolePerson, nil
-		case pr.Known && slices.Contains(spec.Proctors, pr.Name):
-			return RoleProctor, nil
+		case pr.Known && slices.Contains(spec.Proctors, pr.Name) && !live(pr.Name):
+			return RoleProctor, nil // a proctor doing a human run of their own watches no one until it ends
 		case operator:
 			return RoleOperator, nil
+		case pr.Known && slices.Contains(spec.Proctors, pr.Name):
+			return "", &refusal{api.CodeNotProctor, fmt.Sprintf("you are a proctor of run %s, but doing a human run of your own: a person watches no one's run until theirs ends", id)}
 		}
 		return "", &refusal{api.CodeNotProctor, fmt.Sprintf("you are not a proctor of run %s: its operator names who may watch it when queueing it (sealrun run --proctor ACCOUNT)", id)}
 	}

@@ -51,6 +51,7 @@ func TestAttachRole(t *testing.T) {
 		{"another person", bobRun, person("alice"), false, "", "", noneLive, "", api.CodeNotYourRun, "only bob may attach", "take it over"},
 		{"another person watching", bobRun, person("alice"), true, "", "", noneLive, "", api.CodeNotProctor, "not a proctor of run r-1", "bob"},
 		{"the named proctor", bobRun, person("carol"), true, "", "", noneLive, RoleProctor, "", "", ""},
+		{"the named proctor, doing a run of their own", bobRun, person("carol"), true, "", "", func(a string) bool { return a == "carol" }, "", api.CodeNotProctor, "doing a human run of your own", ""},
 		{"the proctor typing", bobRun, person("carol"), false, "", "", noneLive, "", api.CodeNotYourRun, "only bob may attach", ""},
 		{"an operator watching", bobRun, operator("root"), true, "", "", noneLive, RoleOperator, "", "", ""},
 		{"an operator without --take-over", bobRun, operator("root"), false, "", "", noneLive, "", api.CodeNotYourRun, "take it over", ""},
