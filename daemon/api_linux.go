@@ -96,7 +96,7 @@ func (d *Daemon) Handler() http.Handler {
 func operatorsOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if pr := peerOf(r); pr.Person {
-			writeErrCode(w, http.StatusForbidden, api.CodeOperatorsOnly, "%s is a person's account (a member of %s): it attaches to its own human run (sealrun attach RUN) and watches those it proctors (sealrun attach --watch RUN); the rest of sealrund is the operators'", pr.Name, PeopleGroup)
+			writeErrCode(w, http.StatusForbidden, api.CodeOperatorsOnly, "%s is a person's account (a member of %s, or no account of this host): it attaches to its own human run (sealrun attach RUN) and watches those it proctors (sealrun attach --watch RUN); the rest of sealrund is the operators'", pr.Name, PeopleGroup)
 			return
 		}
 		h(w, r)
@@ -400,11 +400,15 @@ func peerUser(c net.Conn) peer {
 		return unknownPeer
 	}
 	name := strconv.Itoa(int(cred.Uid))
-	if u, err := user.LookupId(name); err == nil {
+	u, err := user.LookupId(name)
+	if err == nil {
 		name = u.Username
 	}
+	// A uid the account database does not name is no one's account: it is given the least,
+	// a person's (it attaches to no run, since no run is queued for it).
+	person := cred.Uid != 0 && (err != nil || inGroup(name, PeopleGroup))
 	return peer{Who: fmt.Sprintf("%s (uid %d, pid %d)", name, cred.Uid, cred.Pid), Account: fmt.Sprintf("%s (uid %d)", name, cred.Uid),
-		Name: name, UID: cred.Uid, Known: true, Person: cred.Uid != 0 && inGroup(name, PeopleGroup)}
+		Name: name, UID: cred.Uid, Known: true, Person: person}
 }
 
 // inGroup says whether account is a member of group (its primary group or a supplementary

@@ -201,7 +201,15 @@ func TestPeopleBoundToRuns(t *testing.T) {
 	aliceTrack := filepath.Join(sockDir, "track.toml")
 	os.WriteFile(aliceTrack, []byte(tb.trackTOML), 0o644)
 	for _, args := range [][]string{{"ps", "-a"}, {"show", id}, {"cancel", id}, {"logs", id}, {"pause", id, "--reason", "x"}, {"run", "--track", aliceTrack, "--agent", "human/srt-alice", "--seed", "2", "--detach"}} {
-		refused("srt-alice", "srt-alice is a person's account (a member of "+PeopleGroup+")", args...)
+		refused("srt-alice", "srt-alice is a person's account (a member of "+PeopleGroup, args...)
+	}
+
+	// A uid the account database does not name is no one's: it is given a person's least.
+	anon := exec.Command(cli, "ps", "--socket", tb.cfg.Socket)
+	anon.Dir = "/"
+	anon.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 54321, Gid: 65534}}
+	if out, err := anon.CombinedOutput(); err == nil || !strings.Contains(string(out), "54321 is a person's account") {
+		t.Errorf("an unnamed uid's sealrun ps: %v\n%s", err, out)
 	}
 
 	// Bob, in his own terminal (tmux), as his own account.
