@@ -210,6 +210,10 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	rec, ok := d.Run(id)
 	switch {
+	case peerOf(r).Person && (!ok || !api.IsHuman(rec.Agent)):
+		// A person learns nothing of runs not theirs, not even that one exists or whose it is.
+		writeErrCode(w, http.StatusForbidden, api.CodeNotYourRun, "run %.80s is not yours: a person attaches to their own human run only", id)
+		return
 	case !ok:
 		writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", id)
 		return

@@ -197,6 +197,8 @@ func TestPeopleBoundToRuns(t *testing.T) {
 	refused("srt-alice", "run "+id+" is not yours: only srt-bob may attach", "attach", id)
 	refused("srt-alice", "not a proctor of run "+id, "attach", "--watch", id)
 	refused("srt-alice", "only an operator takes a run's terminal over", "attach", "--take-over", "--reason", "mine now", id)
+	// A run that does not exist, or an agent's, is as closed to her as bob's: nothing of it told.
+	refused("srt-alice", "run r-20260101-000000-abcdef is not yours: a person attaches to their own human run only", "attach", "r-20260101-000000-abcdef")
 	// Nor anything else of sealrund: a person's account attaches, nothing more.
 	aliceTrack := filepath.Join(sockDir, "track.toml")
 	os.WriteFile(aliceTrack, []byte(tb.trackTOML), 0o644)
