@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sealrun/sealrun/attest"
 )
 
 // Run states.
@@ -157,15 +158,10 @@ func (p Person) String() string {
 // MaxProctors bounds the proctors named for one run.
 const MaxProctors = 16
 
-var (
-	accountRe = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	keyFPRe   = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}$`)
-)
-
 // CheckAccount checks a unix account's name as a run names it (what useradd accepts by
 // default: a lowercase letter or _, then up to 31 lowercase letters, digits, _ and -).
 func CheckAccount(name string) error {
-	if !accountRe.MatchString(name) {
+	if !attest.ValidAccount(name) {
 		return fmt.Errorf("%.40q is not an account name: a lowercase letter or _, then up to 31 lowercase letters, digits, _ or -", name)
 	}
 	return nil
@@ -174,7 +170,7 @@ func CheckAccount(name string) error {
 // CheckKeyFingerprint checks an ssh key's fingerprint as ssh-keygen -lf prints it by default
 // ("SHA256:" and 43 characters of unpadded base64).
 func CheckKeyFingerprint(fp string) error {
-	if !keyFPRe.MatchString(fp) {
+	if !attest.ValidKeyFingerprint(fp) {
 		return fmt.Errorf("%.60q is not an ssh key's fingerprint: SHA256: and 43 characters of base64, as ssh-keygen -lf prints it", fp)
 	}
 	return nil

@@ -120,6 +120,29 @@ var roleSuffixes = []struct{ suffix, role string }{
 	{", the person", RolePerson}, {", a proctor", RoleProctor}, {", an operator", RoleOperator},
 }
 
+// AttachUser is an attach record's user as sealrund writes it and parseAttach reads it: who (the
+// peer, "bob (uid 1001, pid 42)"), the ssh key it said it logged in with, its role and an
+// operator's reason for taking the terminal over.
+func AttachUser(who, key, role, takeover string) string {
+	if key != "" {
+		who += " with key " + key
+	}
+	if role == RoleOperator && takeover != "" {
+		return who + takeoverPhrase + takeover
+	}
+	for _, r := range roleSuffixes {
+		if r.role == role {
+			return who + r.suffix
+		}
+	}
+	return who
+}
+
+// ValidAccount and ValidKeyFingerprint say whether a string is a unix account's name as a run
+// names it, and an ssh key's SHA256 fingerprint as ssh-keygen -lf prints it.
+func ValidAccount(name string) bool      { return accountRe.MatchString(name) }
+func ValidKeyFingerprint(fp string) bool { return keyFPRe.MatchString(fp) }
+
 // attachEntry reads an audit entry of kind attach.
 func attachEntry(line []byte) (e audit.Attach, ok bool) {
 	var k struct {

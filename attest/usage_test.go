@@ -197,3 +197,23 @@ func TestHumanAgainstAudit(t *testing.T) {
 		t.Errorf("a loop of attaches: %d listed, %d omitted", len(listed), omitted)
 	}
 }
+
+// TestAttachUser: what sealrund writes of an attach is what parseAttach reads back.
+func TestAttachUser(t *testing.T) {
+	const key = "SHA256:" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	for _, c := range []struct{ key, role, takeover, want string }{
+		{key, RolePerson, "", "bob (uid 1001, pid 42) with key " + key + ", the person"},
+		{"", RoleProctor, "", "bob (uid 1001, pid 42), a proctor"},
+		{"", RoleOperator, "", "bob (uid 1001, pid 42), an operator"},
+		{"", RoleOperator, "x, the person", "bob (uid 1001, pid 42), an operator taking the terminal over: x, the person"},
+	} {
+		u := AttachUser("bob (uid 1001, pid 42)", c.key, c.role, c.takeover)
+		if u != c.want {
+			t.Errorf("AttachUser = %q, want %q", u, c.want)
+		}
+		a, ok := parseAttach(audit.Attach{Event: audit.AttachStart, User: u})
+		if !ok || a.Account != "bob (uid 1001)" || a.Key != c.key || a.Role != c.role || a.Takeover != c.takeover {
+			t.Errorf("%q read back as %+v", u, a)
+		}
+	}
+}

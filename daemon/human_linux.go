@@ -267,21 +267,7 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	who := pr.Who
-	if key != "" {
-		who += " with key " + key
-	}
-	switch role {
-	case RolePerson:
-		who += ", the person"
-	case RoleProctor:
-		who += ", a proctor"
-	case RoleOperator:
-		who += ", an operator"
-		if takeover != "" {
-			who += " taking the terminal over: " + takeover
-		}
-	}
+	who := attest.AttachUser(pr.Who, key, role, takeover)
 	if err := d.x.sessions.acquire(pr.Account); err != nil {
 		writeErr(w, http.StatusTooManyRequests, "%v", err)
 		return
