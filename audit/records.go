@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/sealrun/sealrun/policy"
@@ -251,4 +253,83 @@ type Pause struct {
 	Length   string    `json:"length,omitempty"`  // PauseEnd
 	Deadline time.Time `json:"deadline,omitzero"` // PauseEnd: the run's deadline now
 	Left     string    `json:"allowance_left"`    // what the track's human.pauses leaves after it
+}
+
+// Record is one entry's record: a value of one of the types above, which names its kind.
+type Record interface{ Kind() string }
+
+func (Gateway) Kind() string       { return KindGateway }
+func (Call) Kind() string          { return KindCall }
+func (Submit) Kind() string        { return KindSubmit }
+func (SubmitRefused) Kind() string { return KindSubmitRefused }
+func (Validation) Kind() string    { return KindValidation }
+func (Evaluated) Kind() string     { return KindEvaluated }
+func (Promote) Kind() string       { return KindPromote }
+func (Finalize) Kind() string      { return KindFinalize }
+func (Sealed) Kind() string        { return KindSealed }
+func (TaskPrepare) Kind() string   { return KindTaskPrepare }
+func (Terminal) Kind() string      { return KindTerminal }
+func (Attach) Kind() string        { return KindAttach }
+func (Pause) Kind() string         { return KindPause }
+
+// NewRecord is a new, empty record of kind (a pointer to its type: *Call for KindCall), or nil
+// for a kind this package does not own.
+func NewRecord(kind string) Record {
+	switch kind {
+	case KindGateway:
+		return new(Gateway)
+	case KindCall:
+		return new(Call)
+	case KindSubmit:
+		return new(Submit)
+	case KindSubmitRefused:
+		return new(SubmitRefused)
+	case KindValidation:
+		return new(Validation)
+	case KindEvaluated:
+		return new(Evaluated)
+	case KindPromote:
+		return new(Promote)
+	case KindFinalize:
+		return new(Finalize)
+	case KindSealed:
+		return new(Sealed)
+	case KindTaskPrepare:
+		return new(TaskPrepare)
+	case KindTerminal:
+		return new(Terminal)
+	case KindAttach:
+		return new(Attach)
+	case KindPause:
+		return new(Pause)
+	}
+	return nil
+}
+
+// Decode reads the record of an entry of kind from its line (the whole entry, envelope and
+// all) as kind's type: *Call for KindCall, and so on. A kind this package does not own is
+// (nil, nil): readers show it by its name.
+func Decode(kind string, line []byte) (Record, error) {
+	r := NewRecord(kind)
+	if r == nil {
+		return nil, nil
+	}
+	if err := json.Unmarshal(line, r); err != nil {
+		return nil, err // the caller names the entry: its line and kind
+	}
+	return r, nil
+}
+
+// Parse reads one entry's line: its envelope and its record (nil for a kind this package does
+// not own).
+func Parse(line []byte) (Entry, Record, error) {
+	var e Entry
+	if err := json.Unmarshal(line, &e); err != nil {
+		return e, nil, fmt.Errorf("not a JSON audit entry: %w", err)
+	}
+	r, err := Decode(e.Kind, line)
+	if err != nil {
+		return e, nil, fmt.Errorf("a %s record: %w", e.Kind, err)
+	}
+	return e, r, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/scaffolds"
+	"github.com/sealrun/sealrun/transcript"
 )
 
 // admit verifies the run's inputs and opens its directory and audit log. It returns the run's
@@ -61,7 +62,7 @@ func (x *Executor) admit(ctx context.Context, spec RunSpec) (*runState, *Outcome
 	rio.log.OnAppend(func(kind string, line []byte) {
 		// Live only: the audit log itself is the durable record.
 		if x.onEvent != nil {
-			if s := activity(kind, line); s != "" {
+			if s := transcript.Activity(kind, line); s != "" {
 				x.onEvent(api.Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "activity", Reason: s})
 			}
 		}

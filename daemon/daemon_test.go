@@ -86,7 +86,7 @@ func TestDaemonThroughCLI(t *testing.T) {
 
 	code, out, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1")
 	t.Logf("sealrun run: exit %d\n%s%s", code, out, errs)
-	for _, want := range []string{"running", "call 1 python3 -c", "submitted ", "validation of ", "finalized", "graded: "} {
+	for _, want := range []string{"running", "call 1: python3 -c", "submitted ", "validation of ", "finalized", "graded: "} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("run, followed: exit %d, no %q in\n%s%s", code, want, out, errs)
 		}

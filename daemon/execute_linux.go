@@ -3,10 +3,8 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +22,6 @@ import (
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
-	"github.com/sealrun/sealrun/transcript"
 )
 
 // RunSpec is what a run was asked to be.
@@ -294,37 +291,4 @@ func (x *Executor) Invalidate(ctx context.Context, spec RunSpec, reason string, 
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
-}
-
-// activity is one line for a follower about an audit entry.
-func activity(kind string, line []byte) string {
-	e, ok := transcript.ParseAuditLine(line)
-	if !ok {
-		return ""
-	}
-	switch kind {
-	case "call":
-		argv := strings.Join(e.Argv, " ")
-		if len(argv) > 60 {
-			argv = argv[:60] + "…"
-		}
-		return fmt.Sprintf("call %d %s: %s, exit %d, %s", e.Call, argv, e.Status(), e.Exit, e.End.Sub(e.Start).Round(100*time.Millisecond))
-	case "gateway":
-		s := fmt.Sprintf("model request %d %s: %d in %d ms, %d+%d tokens", e.Request, e.Path, e.HTTPStatus(), e.LatencyMS, e.Usage.Prompt, e.Usage.Completion)
-		if len(e.Tries) > 1 {
-			s += fmt.Sprintf(" (%d tries)", len(e.Tries))
-		}
-		return s
-	case "submit":
-		return "submitted " + transcript.ShortID(e.Candidate)
-	case "submit_refused":
-		return "submission refused: " + e.Reason
-	case "validation":
-		return fmt.Sprintf("validation of %s: %d/%d", transcript.ShortID(e.Candidate), e.Passed, e.Questions)
-	case "promote":
-		return "promoted " + transcript.ShortID(e.Candidate)
-	case "finalize":
-		return "finalized"
-	}
-	return ""
 }

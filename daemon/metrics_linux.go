@@ -15,7 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sealrun/sealrun/api"
-	"github.com/sealrun/sealrun/transcript"
+	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/grader"
 )
 
 // metrics are sealrund's Prometheus metrics, served only on the opt-in loopback listener.
@@ -95,27 +96,22 @@ func (m *metrics) observeRun(dir, state string) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		e, ok := transcript.ParseAuditLine(sc.Bytes())
-		if !ok {
+		_, rec, err := audit.Parse(sc.Bytes())
+		if err != nil {
 			continue
 		}
-		switch e.Kind {
-		case "call":
-			m.calls.WithLabelValues(e.Status()).Inc()
+		switch e := rec.(type) {
+		case *audit.Call:
+			m.calls.WithLabelValues(e.Status).Inc()
 			m.callSeconds.Observe(e.End.Sub(e.Start).Seconds())
-		case "gateway":
-			m.gatewayRequests.WithLabelValues(string(rune('0'+e.HTTPStatus()/100)) + "xx").Inc()
+		case *audit.Gateway:
+			m.gatewayRequests.WithLabelValues(string(rune('0'+e.Status/100)) + "xx").Inc()
 			if len(e.Tries) > 1 {
 				m.gatewayRetries.Add(float64(len(e.Tries) - 1))
 			}
 		}
 	}
-	var rep struct {
-		Timings struct {
-			AnswersMS int64 `json:"answers_ms"`
-			BitsMS    int64 `json:"bits_ms"`
-		} `json:"timings"`
-	}
+	var rep grader.Report // a task's report.json (grader.TaskReport) has no timings: nothing observed
 	if b, err := os.ReadFile(filepath.Join(dir, "report.json")); err == nil && json.Unmarshal(b, &rep) == nil && rep.Timings.AnswersMS > 0 {
 		m.gradingSeconds.Observe(float64(rep.Timings.AnswersMS+rep.Timings.BitsMS) / 1000)
 	}

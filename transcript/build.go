@@ -600,7 +600,7 @@ func (b *Builder) call(line []byte) (Event, error) {
 	if failed {
 		tt.FailedCalls++
 	}
-	t := fmt.Sprintf("call %d: %s — %s, exit %d, %s", e.Call, strings.Join(e.Argv, " "), e.Status, e.Exit, (time.Duration(c.DurationMS) * time.Millisecond).String())
+	t := callText(&e, strings.Join(e.Argv, " "), time.Duration(c.DurationMS)*time.Millisecond)
 	return Event{Time: e.Start, Call: c, Failed: failed, Text: strings.ToValidUTF8(t, "\uFFFD")}, nil
 }
 
@@ -609,33 +609,20 @@ func (b *Builder) call(line []byte) (Event, error) {
 func (b *Builder) other(kind string, line []byte) (Event, error) {
 	s := &Submission{}
 	ev := Event{Submission: s}
-	decode := func(v any) error { return json.Unmarshal(line, v) }
-	short := func(candidate string) string {
-		c := strings.TrimPrefix(candidate, "sha256:")
-		return c[:min(len(c), 12)]
+	rec, err := audit.Decode(kind, line)
+	if err != nil {
+		return Event{}, err
 	}
-	switch kind {
-	case KindSubmit:
-		var e audit.Submit
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+	switch e := rec.(type) {
+	case *audit.Submit:
 		ev.Time, s.Candidate, s.Dir, s.Size, s.Files = e.Time, e.Candidate, e.Dir, e.Size, e.Files
 		b.t.Totals.Submissions++
-		ev.Text = fmt.Sprintf("submitted %s (%d bytes gz, %d files)", short(e.Candidate), e.Size, e.Files)
-	case KindRefusedSub:
-		var e audit.SubmitRefused
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+		ev.Text = submitText(e) + fmt.Sprintf(" (%d bytes gz, %d files)", e.Size, e.Files)
+	case *audit.SubmitRefused:
 		ev.Time, s.Dir, s.Reason = e.Time, e.Dir, e.Reason
 		ev.Failed = true
-		ev.Text = fmt.Sprintf("submission of %s refused: %s", e.Dir, e.Reason)
-	case KindValidation:
-		var e audit.Validation
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+		ev.Text = refusedText(e)
+	case *audit.Validation:
 		ev.Time, s.Candidate, s.Passed, s.Questions = e.Time, e.Candidate, e.Passed, e.Questions
 		score := 0.0
 		if e.Questions > 0 && e.Passed != nil {
@@ -650,48 +637,25 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 		if b.best == nil || score > *b.best {
 			b.best = &score
 		}
-		ev.Text = fmt.Sprintf("validation of %s: %d/%d (%.1f%%)", short(e.Candidate), deref(e.Passed), e.Questions, score)
-	case KindEvaluated:
-		var e audit.Evaluated
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+		ev.Text = validationText(e) + fmt.Sprintf(" (%.1f%%)", score)
+	case *audit.Evaluated:
 		ev.Time, s.Candidate, s.Score, s.Reason = e.Time, e.Candidate, e.Value, e.Invalid
 		if e.Value != nil {
-			ev.Text = fmt.Sprintf("evaluated %s: %s %.6g", short(e.Candidate), e.Metric, *e.Value)
+			ev.Text = fmt.Sprintf("evaluated %s: %s %.6g", ShortID(e.Candidate), e.Metric, *e.Value)
 		} else {
 			ev.Failed = true
-			ev.Text = fmt.Sprintf("evaluated %s: %s: invalid submission %s", short(e.Candidate), e.Metric, e.Invalid)
+			ev.Text = fmt.Sprintf("evaluated %s: %s: invalid submission %s", ShortID(e.Candidate), e.Metric, e.Invalid)
 		}
-	case KindPromote:
-		var e audit.Promote
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+	case *audit.Promote:
 		ev.Time, s.Candidate = e.Time, e.Candidate
-		ev.Text = "promoted " + short(e.Candidate)
-	case KindFinalize:
-		var e audit.Finalize
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+		ev.Text = promoteText(e.Candidate)
+	case *audit.Finalize:
 		ev.Time, s.Candidate = e.Time, e.Candidate
-		ev.Text = "finalized"
-		if e.Candidate != "" {
-			ev.Text += ", promoted " + short(e.Candidate)
-		}
-	case KindSealed:
-		var e audit.Sealed
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+		ev.Text = finalizeText(e)
+	case *audit.Sealed:
 		ev.Time, s.Candidate, s.Passed, s.Questions = e.Time, e.Candidate, &e.Passed, e.Questions
 		ev.Text = fmt.Sprintf("the hidden exam's pass vector sealed: %d/%d", e.Passed, e.Questions)
-	case audit.KindTerminal:
-		var e audit.Terminal
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+	case *audit.Terminal:
 		tm := &Terminal{Segment: e.Segment, From: e.From, To: e.To, Events: e.Events, InputBytes: e.InputBytes, OutputBytes: e.OutputBytes, NotRecorded: e.NotRecorded, NotRecordedInput: e.NotRecordedInput}
 		ev.Submission, ev.Terminal = nil, tm
 		if !b.t.Run.Started.IsZero() {
@@ -717,21 +681,13 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 			b.count(&tm.Body)
 			ev.Text = fmt.Sprintf("terminal %.0f–%.0f s: %d bytes typed, %d shown", e.From, e.To, e.InputBytes, e.OutputBytes)
 		}
-	case audit.KindAttach:
-		var e audit.Attach
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+	case *audit.Attach:
 		ev.Time, ev.Submission = e.Time, nil
 		ev.Text = e.Event + " " + e.User
 		if e.Reason != "" {
 			ev.Text += ": " + e.Reason
 		}
-	case audit.KindPause:
-		var e audit.Pause
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+	case *audit.Pause:
 		ev.Time, ev.Submission = e.Time, nil
 		switch e.Event {
 		case audit.PauseStart:
@@ -739,22 +695,18 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 		default:
 			ev.Text = fmt.Sprintf("resumed after %s (%s: %s); the deadline is now %s", e.Length, e.By, e.Reason, e.Deadline.UTC().Format(time.TimeOnly))
 		}
-	case KindTaskPrepare:
-		var e audit.TaskPrepare
-		if err := decode(&e); err != nil {
-			return Event{}, err
-		}
+	case *audit.TaskPrepare:
 		ev.Submission = nil
 		ev.Failed = e.Exit != 0 || e.TimedOut || e.OOM
 		ev.Text = fmt.Sprintf("the task's %s: exit %d, %.1f s", e.Script, e.Exit, e.Seconds)
 	default:
-		var e struct {
+		var other struct {
 			Time time.Time `json:"time"`
 		}
-		if err := decode(&e); err != nil {
+		if err := json.Unmarshal(line, &other); err != nil {
 			return Event{}, err
 		}
-		ev.Time, ev.Submission = e.Time, nil
+		ev.Time, ev.Submission = other.Time, nil
 		ev.Text = kind
 	}
 	ev.Text = strings.ToValidUTF8(ev.Text, "\uFFFD")

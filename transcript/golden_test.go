@@ -31,7 +31,9 @@ func TestGoldenBytes(t *testing.T) {
 	steps := []func() error{
 		func() error { return r.Exchange("/v1/chat/completions", req, resp, false, 200) },
 		func() error { return r.Exchange("/v1/chat/completions", req, []byte(`{"error":"busy"}`), false, 529) },
-		func() error { return r.Call([]string{"python3", "train.py", "--epochs", "3"}, []byte("epoch 1\nloss 0.2\n"), 0) },
+		func() error {
+			return r.Call([]string{"python3", "train.py", "--epochs", "3"}, []byte("epoch 1\nloss 0.2\n"), 0)
+		},
 		func() error { return r.Call([]string{"python3", "eval.py"}, []byte("Traceback\n"), 1) },
 		func() error {
 			return r.Record(audit.KindSubmit, audit.Submit{Candidate: cand, Size: 2048, RawBytes: 9000, Files: 4, Time: r.Now})

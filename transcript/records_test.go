@@ -14,7 +14,9 @@ import (
 
 // Every kind of audit record, written as its one type (package audit) that its writer uses, is
 // read by every reader: the transcript (each its event, with what the record says), the bodies a
-// gather checks (transcript.BodyRefs) and the run's usage (attest.EntryTokens).
+// gather checks (transcript.BodyRefs), the run's usage (attest.EntryTokens), report.html and the
+// daemon's live activity lines (transcript.Activity). (The daemon's metrics read calls and
+// requests through audit.Parse: TestMetricsReadTheAuditRecords.)
 func TestEveryAuditRecordIsRead(t *testing.T) {
 	r := newRun(t)
 	cand := "sha256:" + strings.Repeat("c", 64)
@@ -93,5 +95,37 @@ func TestEveryAuditRecordIsRead(t *testing.T) {
 	}
 	if tokens != int64(len(req)/4) {
 		t.Errorf("attest.EntryTokens: %d input tokens; want the gateway record's %d", tokens, len(req)/4)
+	}
+
+	// report.html: the call, the request and each of the grader's records on its timeline.
+	h := header()
+	page, err := transcript.RunPage(r.Dir, &attest.Predicate{Run: attest.RunInfo{ID: h.ID},
+		Timeline: attest.Timeline{Started: h.Started, Deadline: h.Deadline, Finished: h.Finished}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"call 1: python3 train.py — exited, exit 0, 3s", "/v1/chat/completions m 200, 900 ms", "1 compute calls, 1 model requests",
+		"submitted cccccccccccc", "refused: no predict.py", "validation of cccccccccccc: 6/8", "promote cccccccccccc", "finalize cccccccccccc", "pass vector sealed: 5/7"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("report.html has no %q", want)
+		}
+	}
+
+	// The live activity: each record a follower is shown, in the transcript's words.
+	activity := map[string]string{
+		audit.KindGateway: "model request 1 /v1/chat/completions: 200 in 900 ms, ", audit.KindCall: "call 1: python3 train.py — exited, exit 0, 3s",
+		audit.KindSubmit: "submitted cccccccccccc", audit.KindSubmitRefused: "submission of /workspace/bad refused: no predict.py",
+		audit.KindValidation: "validation of cccccccccccc: 6/8", audit.KindPromote: "promoted cccccccccccc",
+		audit.KindFinalize: "finalized, promoted cccccccccccc",
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(log), []byte("\n")) {
+		env, _, err := audit.Parse(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := transcript.Activity(env.Kind, line)
+		if want, ok := activity[env.Kind]; !strings.HasPrefix(got, want) || ok != (got != "") {
+			t.Errorf("the activity line of a %s record: %q; want %q", env.Kind, got, want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ package transcript
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -17,45 +16,10 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 )
-
-// AuditLine is what report.html and the daemon read back from audit entries (compute calls, model requests,
-// submissions) for report.html, the metrics and the live activity of a run.
-type AuditLine struct {
-	Kind, Candidate, Reason, Path, Model   string
-	Time, Start, End                       time.Time
-	Call, Exit, Passed, Questions, Request int
-	LatencyMS                              int64 `json:"latency_ms"`
-	Argv                                   []string
-	RawStatus                              json.RawMessage `json:"status"` // a call's "exited", a request's HTTP code
-	Tries                                  []json.RawMessage
-	Usage                                  struct{ Prompt, Completion int64 }
-}
-
-// ParseAuditLine reads one audit entry's fields the pages and the daemon show.
-func ParseAuditLine(b []byte) (*AuditLine, bool) {
-	var e AuditLine
-	if json.Unmarshal(b, &e) != nil {
-		return nil, false
-	}
-	return &e, true
-}
-
-// Status is a compute call's status ("exited", "limit", ...).
-func (e *AuditLine) Status() string {
-	var s string
-	json.Unmarshal(e.RawStatus, &s)
-	return s
-}
-
-// HTTPStatus is a model request's status code.
-func (e *AuditLine) HTTPStatus() int {
-	var c int
-	json.Unmarshal(e.RawStatus, &c)
-	return c
-}
 
 // timelineItem is one thing of the run on the report's time axis.
 type timelineItem struct {
@@ -207,65 +171,57 @@ func readAudit(rd io.Reader, r *RunReport) {
 	sc.Buffer(make([]byte, readSize(rd)), 1<<20)
 	var gwStart time.Time
 	for sc.Scan() {
-		e, ok := ParseAuditLine(sc.Bytes())
-		if !ok {
+		env, rec, err := audit.Parse(sc.Bytes())
+		if err != nil || rec == nil {
 			continue
 		}
-		status, code := e.Status(), e.HTTPStatus()
-		it := timelineItem{Kind: e.Kind}
-		switch e.Kind {
-		case "call":
+		it := timelineItem{Kind: env.Kind}
+		var at time.Time // a point's time (calls and requests have a span)
+		switch e := rec.(type) {
+		case *audit.Call:
 			r.Calls++
 			it.Start, it.End = e.Start.Sub(r.Started), e.End.Sub(r.Started)
 			it.Label = fmt.Sprintf("call %d", e.Call)
-			it.Detail = fmt.Sprintf("call %d: %s — %s, exit %d, %s", e.Call, strings.Join(e.Argv, " "), status, e.Exit, e.End.Sub(e.Start).Round(time.Millisecond))
+			it.Detail = callText(e, strings.Join(e.Argv, " "), e.End.Sub(e.Start).Round(time.Millisecond))
 			it.Failed = e.Exit != 0
-		case "gateway":
+		case *audit.Gateway:
 			r.Requests++
 			r.Tokens += e.Usage.Prompt + e.Usage.Completion
 			gwStart = e.Time.Add(-time.Duration(e.LatencyMS) * time.Millisecond)
 			it.Start, it.End = gwStart.Sub(r.Started), e.Time.Sub(r.Started)
-			it.Detail = fmt.Sprintf("%s %s %d, %d ms", e.Path, e.Model, code, e.LatencyMS)
-			it.Failed = code >= 400
-		case "submit":
+			it.Detail = fmt.Sprintf("%s %s %d, %d ms", e.Path, e.Model, e.Status, e.LatencyMS)
+			it.Failed = e.Status >= 400
+		case *audit.Submit:
 			r.Submissions++
-			it.Detail = "submitted " + ShortID(e.Candidate)
-		case "validation":
+			it.Detail, at = submitText(e), e.Time
+		case *audit.Validation:
 			s := 0.0
 			if e.Questions > 0 {
-				s = 100 * float64(e.Passed) / float64(e.Questions)
+				s = 100 * float64(deref(e.Passed)) / float64(e.Questions)
 			}
 			it.Score = &s
-			it.Detail = fmt.Sprintf("validation of %s: %d/%d", ShortID(e.Candidate), e.Passed, e.Questions)
-		case "submit_refused":
+			it.Detail, at = validationText(e), e.Time
+		case *audit.SubmitRefused:
 			it.Kind = "refused"
-			it.Detail = "refused: " + e.Reason
+			it.Detail, at = "refused: "+e.Reason, e.Time
 			it.Failed = true
-		case "promote", "finalize":
-			it.Detail = e.Kind + " " + ShortID(e.Candidate)
-		case "sealed":
-			it.Detail = fmt.Sprintf("pass vector sealed: %d/%d", e.Passed, e.Questions)
+		case *audit.Promote:
+			it.Detail, at = env.Kind+" "+ShortID(e.Candidate), e.Time
+		case *audit.Finalize:
+			it.Detail, at = env.Kind+" "+ShortID(e.Candidate), e.Time
+		case *audit.Sealed:
+			it.Detail, at = fmt.Sprintf("pass vector sealed: %d/%d", e.Passed, e.Questions), e.Time
 		default:
 			continue
 		}
-		if e.Kind != "call" && e.Kind != "gateway" {
-			t := e.Time
-			if t.IsZero() {
-				t = r.Finished
+		if it.Kind != audit.KindCall && it.Kind != audit.KindGateway {
+			if at.IsZero() {
+				at = r.Finished
 			}
-			it.Start, it.End = t.Sub(r.Started), t.Sub(r.Started)
+			it.Start, it.End = at.Sub(r.Started), at.Sub(r.Started)
 		}
 		r.Items = append(r.Items, it)
 	}
-}
-
-// ShortID is a candidate id as pages show it: 12 hex digits, without "sha256:".
-func ShortID(id string) string {
-	id = strings.TrimPrefix(id, "sha256:")
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
