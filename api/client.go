@@ -177,9 +177,9 @@ func (c *Client) dialError(err error) error {
 func EventLine(e Event, r Record) string {
 	t := e.Time.Local().Format("15:04:05")
 	switch e.Kind {
-	case "record":
+	case EventRecord:
 		return fmt.Sprintf("%s  run %s: %s, %s, seed %d — %s", t, r.ID, r.Track, r.Agent, r.Seed, r.State)
-	case "state":
+	case EventState:
 		s := fmt.Sprintf("%s  %s", t, e.State)
 		if e.State == StateRunning && !r.Deadline.IsZero() {
 			s += fmt.Sprintf(" (deadline %s)", r.Deadline.Local().Format("15:04:05"))
@@ -193,11 +193,11 @@ func EventLine(e Event, r Record) string {
 			s += " — " + e.Reason
 		}
 		return s
-	case "heartbeat", "result", "finalized": // the state line and the activity line say it
+	case EventHeartbeat, EventResult, EventFinalized: // the state line and the activity line say it
 		return ""
-	case "sealed":
+	case EventSealed:
 		return fmt.Sprintf("%s  pass vector sealed %s", t, string(e.Data))
-	case "activity":
+	case EventActivity:
 		left := ""
 		if !r.Deadline.IsZero() {
 			left = fmt.Sprintf(" [%s left]", max(0, r.Deadline.Sub(e.Time)).Round(time.Second))
@@ -471,7 +471,7 @@ func (c *Client) Events(ctx context.Context, id string, fn func(Event, Record)) 
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue
 		}
-		if len(e.Data) > 0 && (e.Kind == "record" || e.Kind == "state" || e.Kind == "result" || e.Kind == "heartbeat") {
+		if len(e.Data) > 0 && (e.Kind == EventRecord || e.Kind == EventState || e.Kind == EventResult || e.Kind == EventHeartbeat) {
 			json.Unmarshal(e.Data, &last)
 		}
 		fn(e, last)

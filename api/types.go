@@ -11,17 +11,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/outcome"
 )
 
-// Run states.
+// Run states: a run's way to its end, and its end (an outcome: package outcome owns the three).
 const (
 	StateQueued    = "queued"
 	StatePreparing = "preparing"
 	StateRunning   = "running"
 	StateGrading   = "grading"
-	StateGraded    = "graded"
-	StateFailed    = "failed"
-	StateInvalid   = "invalid"
+	StateGraded    = string(outcome.Graded)
+	StateFailed    = string(outcome.Failed)
+	StateInvalid   = string(outcome.Invalid)
 )
 
 // Record is what the daemon knows of one run: rebuilt from the journal at start, kept in
@@ -315,20 +316,11 @@ func TreePath(stateDir, hash string) string {
 type Event struct {
 	Time   time.Time       `json:"time"`
 	Run    string          `json:"run"`
-	Kind   string          `json:"kind"`            // "state", "call", "submit", "sealed", ...
+	Kind   EventKind       `json:"kind"`
 	State  string          `json:"state,omitempty"` // for kind "state"
 	Reason string          `json:"reason,omitempty"`
 	Data   json.RawMessage `json:"data,omitempty"`
 }
-
-// EventTeardownFailed is the event of a run whose containers, cgroups, mounts or network
-// namespace could not all be removed after it ended: its reason says what is left.
-const EventTeardownFailed = "teardown_failed"
-
-// EventTimestampFailed is the event of a run whose attestation the host's timestamp authority
-// did not timestamp (three tries): its reason says why; the run is attested all the same, its
-// Sigstore bundle without a timestamp.
-const EventTimestampFailed = "timestamp_failed"
 
 // MaxEventBytes bounds one event: a journal line, a line of the events stream.
 const MaxEventBytes = 1 << 20

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
 )
 
@@ -319,11 +320,11 @@ func TestSignRefusesInconsistent(t *testing.T) {
 }
 
 func TestFailedAndInvalidRuns(t *testing.T) {
-	for _, status := range []string{StatusFailed, StatusInvalid} {
+	for _, status := range []outcome.Outcome{outcome.Failed, outcome.Invalid} {
 		st, _ := fixture(t, 2, 3)
 		st.Subject = st.Subject[1:] // no graded bundle
 		st.Predicate.Result = Result{Status: status, Reason: "no promoted candidate at the deadline", Questions: 100}
-		if status == StatusInvalid {
+		if status == outcome.Invalid {
 			st.Predicate.AirGap.Containers = nil // the run never proved its air gap
 			st.Predicate.Timeline.Finished = st.Predicate.Timeline.Deadline.Add(48 * 3600e9)
 		}

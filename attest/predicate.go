@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
@@ -295,7 +296,7 @@ func checkTimeline(p *Predicate, dur map[string]time.Duration) error {
 		return bad("timeline.deadline", "is %s but started + wall + the pauses (%s) is %s", t.Deadline.Format(time.RFC3339Nano), t.PausedFor(), t.Started.Add(dur["wall"]+t.PausedFor()).Format(time.RFC3339Nano))
 	case t.Finished.Before(t.Started):
 		return bad("timeline.finished", "is before started")
-	case r.Status != StatusInvalid && t.Finished.After(t.Deadline.Add(dur["grading"])):
+	case r.Status != outcome.Invalid && t.Finished.After(t.Deadline.Add(dur["grading"])):
 		return bad("timeline.finished", "%s is after deadline + grading limit (%s)", t.Finished.Format(time.RFC3339Nano), t.Deadline.Add(dur["grading"]).Format(time.RFC3339Nano))
 	}
 	return nil
@@ -363,7 +364,7 @@ func checkSubmissions(p *Predicate, subjects []Subject) error {
 	if head != p.Submissions.Head {
 		return bad("submissions.head", "is %s but the history chains to %s", p.Submissions.Head, head)
 	}
-	if r.Status == StatusGraded {
+	if r.Status == outcome.Graded {
 		b, _ := subjectDigest(subjects, SubjectBundle)
 		found := false
 		for _, d := range promoted {
@@ -379,7 +380,7 @@ func checkSubmissions(p *Predicate, subjects []Subject) error {
 // checkAirGap: a run that counts (graded or failed) must have proven its air gap.
 func checkAirGap(p *Predicate) error {
 	r := p.Result
-	if r.Status != StatusInvalid {
+	if r.Status != outcome.Invalid {
 		if len(p.AirGap.Containers) == 0 {
 			return bad("air_gap", "no evidence; a %s run must record each container's network namespace", r.Status)
 		}
@@ -545,14 +546,14 @@ func checkExamResult(p *Predicate, r Result, subjects []Subject) error {
 		return bad("result", "an exam run's result has no value, valid_submission or invalid_submission (those are a task run's)")
 	}
 	switch r.Status {
-	case StatusGraded:
+	case outcome.Graded:
 		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
 			return bad("result.status", "graded, but there is no %q subject binding the graded bundle", SubjectBundle)
 		}
 		if !isHex64(r.PassVectorSHA256) {
 			return bad("result.pass_vector_sha256", "a graded result needs the pass vector's sha256 (64 lowercase hex)")
 		}
-	case StatusFailed, StatusInvalid:
+	case outcome.Failed, outcome.Invalid:
 		if strings.TrimSpace(r.Reason) == "" {
 			return bad("result.reason", "a %s result must say why", r.Status)
 		}
@@ -587,11 +588,11 @@ func checkTaskResult(r Result, subjects []Subject) error {
 		return bad("result", "a task run's result has no questions, passed, score, pass_vector_sha256 or bits_per_byte (those are an exam run's)")
 	}
 	switch r.Status {
-	case StatusGraded:
+	case outcome.Graded:
 		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
 			return bad("result.status", "graded, but there is no %q subject binding the evaluated submission", SubjectBundle)
 		}
-	case StatusFailed, StatusInvalid:
+	case outcome.Failed, outcome.Invalid:
 		if strings.TrimSpace(r.Reason) == "" {
 			return bad("result.reason", "a %s result must say why", r.Status)
 		}
@@ -603,9 +604,9 @@ func checkTaskResult(r Result, subjects []Subject) error {
 		return bad("result.value", "is %v; a valid submission's metric is a finite number", *r.Value)
 	case r.ValidSubmission != (r.Value != nil):
 		return bad("result.valid_submission", "is %v but value is %s; a submission is valid exactly when it has a value", r.ValidSubmission, map[bool]string{true: "set", false: "null"}[r.Value != nil])
-	case r.ValidSubmission && r.Status != StatusGraded:
+	case r.ValidSubmission && r.Status != outcome.Graded:
 		return bad("result.valid_submission", "is true in a %s result; only a graded run has a value", r.Status)
-	case r.Status == StatusGraded && !r.ValidSubmission && strings.TrimSpace(r.Invalid) == "":
+	case r.Status == outcome.Graded && !r.ValidSubmission && strings.TrimSpace(r.Invalid) == "":
 		return bad("result.invalid_submission", "a graded run without a valid submission must say why it is invalid")
 	case r.Invalid != "" && r.ValidSubmission:
 		return bad("result.invalid_submission", "is set for a valid submission")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/sealrun/sealrun/outcome"
 )
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
@@ -29,7 +30,7 @@ func TestPredicateSchema(t *testing.T) {
 		st, _ := fixture(t, n, 10)
 		if n == 0 {
 			st.Subject = st.Subject[1:]
-			st.Predicate.Result = Result{Status: StatusFailed, Reason: "no promoted candidate", Questions: 100}
+			st.Predicate.Result = Result{Status: outcome.Failed, Reason: "no promoted candidate", Questions: 100}
 		}
 		canon, err := st.Canonical()
 		if err != nil {

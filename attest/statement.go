@@ -8,6 +8,7 @@ import (
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -370,25 +371,18 @@ type Audit struct {
 	Entries int    `json:"entries"`
 }
 
-// The statuses of a result.
-const (
-	StatusGraded  = "graded"  // the promoted candidate was graded
-	StatusFailed  = "failed"  // the agent's fault; counts as its score (often 0)
-	StatusInvalid = "invalid" // the infrastructure's fault; excluded from means and rerun
-)
-
 // Result is the outcome. An exam run's has the exam fields; a task run's (the predicate has
 // Task) has status, reason and the task fields: the metric's value, whether the submission was
 // valid and why not. A predicate encodes its result with only its kind's fields
 // (Predicate.ResultJSON).
 type Result struct {
-	Status           string   `json:"status"`
-	Reason           string   `json:"reason"`
-	Questions        int      `json:"questions"`
-	Passed           int      `json:"passed"`
-	Score            float64  `json:"score"` // percent: 100 * passed / questions
-	PassVectorSHA256 string   `json:"pass_vector_sha256"`
-	BitsPerByte      *float64 `json:"bits_per_byte"` // null when not measured
+	Status           outcome.Outcome `json:"status"`
+	Reason           string          `json:"reason"`
+	Questions        int             `json:"questions"`
+	Passed           int             `json:"passed"`
+	Score            float64         `json:"score"` // percent: 100 * passed / questions
+	PassVectorSHA256 string          `json:"pass_vector_sha256"`
+	BitsPerByte      *float64        `json:"bits_per_byte"` // null when not measured
 
 	// Task runs only.
 	Value           *float64 `json:"value,omitempty"`            // the task's metric; null: no valid submission
@@ -402,21 +396,21 @@ func (p *Predicate) ResultJSON() any {
 	r := p.Result
 	if p.Task == nil {
 		return struct {
-			Status           string   `json:"status"`
-			Reason           string   `json:"reason"`
-			Questions        int      `json:"questions"`
-			Passed           int      `json:"passed"`
-			Score            float64  `json:"score"`
-			PassVectorSHA256 string   `json:"pass_vector_sha256"`
-			BitsPerByte      *float64 `json:"bits_per_byte"`
+			Status           outcome.Outcome `json:"status"`
+			Reason           string          `json:"reason"`
+			Questions        int             `json:"questions"`
+			Passed           int             `json:"passed"`
+			Score            float64         `json:"score"`
+			PassVectorSHA256 string          `json:"pass_vector_sha256"`
+			BitsPerByte      *float64        `json:"bits_per_byte"`
 		}{r.Status, r.Reason, r.Questions, r.Passed, r.Score, r.PassVectorSHA256, r.BitsPerByte}
 	}
 	return struct {
-		Status          string   `json:"status"`
-		Reason          string   `json:"reason"`
-		Value           *float64 `json:"value"`
-		ValidSubmission bool     `json:"valid_submission"`
-		Invalid         string   `json:"invalid_submission"`
+		Status          outcome.Outcome `json:"status"`
+		Reason          string          `json:"reason"`
+		Value           *float64        `json:"value"`
+		ValidSubmission bool            `json:"valid_submission"`
+		Invalid         string          `json:"invalid_submission"`
 	}{r.Status, r.Reason, r.Value, r.ValidSubmission, r.Invalid}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -45,7 +46,7 @@ func taskFixture(t testing.TB) (*Statement, string) {
 	}
 	p.Submissions.Head, _ = HistoryHead(p.Submissions.History)
 	v := 0.95
-	p.Result = Result{Status: StatusGraded, Value: &v, ValidSubmission: true}
+	p.Result = Result{Status: outcome.Graded, Value: &v, ValidSubmission: true}
 	return NewStatement(p, NewSubject(SubjectBundle, bundle), NewSubject(SubjectReport, sum("task report"))), bundle
 }
 
@@ -130,7 +131,7 @@ func TestTaskPredicateInconsistent(t *testing.T) {
 		{"valid without value", "result.valid_submission", func(p *Predicate) { p.Result.Value = nil }},
 		{"invalid submission without why", "result.invalid_submission", func(p *Predicate) { p.Result.Value, p.Result.ValidSubmission = nil, false }},
 		{"NaN value", "result.value", func(p *Predicate) { p.Result.Value = &nan }},
-		{"value in a failed run", "result.valid_submission", func(p *Predicate) { p.Result.Status, p.Result.Reason, p.Result.Value = StatusFailed, "x", &v }},
+		{"value in a failed run", "result.valid_submission", func(p *Predicate) { p.Result.Status, p.Result.Reason, p.Result.Value = outcome.Failed, "x", &v }},
 		{"exam fields", "result", func(p *Predicate) { p.Result.Questions = 100 }},
 		{"an exam as well", "task", func(p *Predicate) { p.Exam = ExamInfo{SHA256: sum("e"), Questions: 3} }},
 		{"no metric", "task.metric", func(p *Predicate) { p.Task.Metric = "" }},

@@ -43,7 +43,7 @@ func (x *Executor) admit(ctx context.Context, spec RunSpec) (*runState, *Outcome
 		return nil, nil, err
 	}
 	for _, n := range p.notes {
-		x.event(spec.ID, "check_note", n)
+		x.event(spec.ID, api.EventCheckNote, n)
 	}
 	dir := filepath.Join(x.Cfg.StateDir, "runs", spec.ID)
 	for _, d := range []string{x.Cfg.StateDir, filepath.Join(x.Cfg.StateDir, "runs")} {
@@ -63,7 +63,7 @@ func (x *Executor) admit(ctx context.Context, spec RunSpec) (*runState, *Outcome
 		// Live only: the audit log itself is the durable record.
 		if x.onEvent != nil {
 			if s := transcript.Activity(kind, line); s != "" {
-				x.onEvent(api.Event{Time: time.Now().UTC(), Run: spec.ID, Kind: "activity", Reason: s})
+				x.onEvent(api.Event{Time: time.Now().UTC(), Run: spec.ID, Kind: api.EventActivity, Reason: s})
 			}
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -99,12 +100,12 @@ func TestUpstreamFormatTaskSealedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(tb.state, "runs", id)
-		if out.Status != api.StateGraded {
+		if out.Status != outcome.Graded {
 			t.Fatalf("%s: %s: %s", id, out.Status, out.Reason)
 		}
 		transcript := string(mustRead(t, filepath.Join(dir, "transcript.log")))
 		t.Logf("%s: %s %q\n%s", id, out.Status, out.Reason, transcript)
-		if out.Status != api.StateGraded || out.TaskReport == nil || out.TaskReport.Value == nil || *out.TaskReport.Value != 1 {
+		if out.Status != outcome.Graded || out.TaskReport == nil || out.TaskReport.Value == nil || *out.TaskReport.Value != 1 {
 			t.Fatalf("status %s (%s), report %+v; want graded with Accuracy 1", out.Status, out.Reason, out.TaskReport)
 		}
 		ws := regexp.MustCompile(`workspace: (.*)`).FindStringSubmatch(transcript)

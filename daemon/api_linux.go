@@ -182,7 +182,7 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	enc.Encode(api.Event{Time: time.Now().UTC(), Run: id, Kind: "record", State: rec.State, Reason: rec.Reason, Data: mustJSON(rec)})
+	enc.Encode(api.Event{Time: time.Now().UTC(), Run: id, Kind: api.EventRecord, State: rec.State, Reason: rec.Reason, Data: mustJSON(rec)})
 	fl, _ := w.(http.Flusher)
 	if fl != nil {
 		fl.Flush()
@@ -195,7 +195,7 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case e := <-ch:
-			if e.Kind == "state" || e.Kind == "result" {
+			if e.Kind == api.EventState || e.Kind == api.EventResult {
 				rec, _ = d.Run(id)
 				e.Data = mustJSON(rec)
 			}
@@ -205,12 +205,12 @@ func (d *Daemon) events(w http.ResponseWriter, r *http.Request) {
 			if fl != nil {
 				fl.Flush()
 			}
-			if e.Kind == "state" && (e.State == api.StateGraded || e.State == api.StateFailed || e.State == api.StateInvalid) {
+			if e.Kind == api.EventState && (e.State == api.StateGraded || e.State == api.StateFailed || e.State == api.StateInvalid) {
 				return
 			}
 		case <-tick.C: // a heartbeat, so that a follower notices a dead daemon
 			rec, _ = d.Run(id)
-			if enc.Encode(api.Event{Time: time.Now().UTC(), Run: id, Kind: "heartbeat", State: rec.State, Data: mustJSON(rec)}) != nil {
+			if enc.Encode(api.Event{Time: time.Now().UTC(), Run: id, Kind: api.EventHeartbeat, State: rec.State, Data: mustJSON(rec)}) != nil {
 				return
 			}
 			if fl != nil {

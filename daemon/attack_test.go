@@ -280,11 +280,11 @@ func TestHostileScaffold(t *testing.T) {
 	}
 	dir := filepath.Join(tb.state, "runs", id)
 	t.Logf("%s: %s %q in %s", id, out.Status, out.Reason, time.Since(start).Round(time.Second))
-	hb.judge(t, dir, string(mustRead(t, filepath.Join(dir, "transcript.log"))), out.Status, false)
+	hb.judge(t, dir, string(mustRead(t, filepath.Join(dir, "transcript.log"))), string(out.Status), false)
 	if werr != nil {
 		t.Fatalf("the window run: %v", werr)
 	}
-	judgeWindow(t, filepath.Join(tb.state, "runs", id+"-window"), wout.Status)
+	judgeWindow(t, filepath.Join(tb.state, "runs", id+"-window"), string(wout.Status))
 }
 
 // judge reads the attack table of the run in dir: the rows from inside (transcript: what the

@@ -174,7 +174,7 @@ func (rd *realDaemon) verify(rec api.Record, phase string) {
 		t.Errorf("%s (%s): %v", rec.ID, phase, err)
 		return
 	}
-	if p := v.Statement.Predicate; p.Run.ID != rec.ID || p.Run.RerunOf != rec.RerunOf || p.Result.Status != rec.State {
+	if p := v.Statement.Predicate; p.Run.ID != rec.ID || p.Run.RerunOf != rec.RerunOf || string(p.Result.Status) != rec.State {
 		t.Errorf("%s (%s): predicate run %+v result %s", rec.ID, phase, p.Run, p.Result.Status)
 	}
 }
@@ -338,7 +338,7 @@ func TestKill9AtEveryJournalEvent(t *testing.T) {
 			if !bytes.HasSuffix(before, []byte("\n")) {
 				t.Fatalf("%s: the journal ends with a torn line after the kill", name)
 			}
-			if last := lastEvent(t, before); last.Kind+":"+last.State != point && last.Kind != point {
+			if last := lastEvent(t, before); string(last.Kind)+":"+last.State != point && string(last.Kind) != point {
 				t.Fatalf("%s: the last journaled event is %+v", name, last)
 			}
 		}
@@ -422,7 +422,7 @@ func TestKill9AtEveryJournalEvent(t *testing.T) {
 		}
 		e := led.Entries[ei]
 		digest, _ := StatementDigest(readOr(filepath.Join(r.Dir, "result.att.json")))
-		if e.State != r.State || (e.Attestation != "" && e.Attestation != digest) {
+		if string(e.State) != r.State || (e.Attestation != "" && e.Attestation != digest) {
 			t.Errorf("run %s: ledger says %s %s, the daemon %s with attestation %s", r.ID, e.State, e.Attestation, r.State, digest)
 		}
 	}
@@ -502,7 +502,7 @@ func TestNetnsHiddenAcrossRestart(t *testing.T) {
 	}
 	rd.waitFor("the run's teardown", func() bool { _, err := os.Lstat(gw(id)); return err != nil })
 	nothingLeft(id)
-	if j := string(readOr(filepath.Join(tb.state, "journal.jsonl"))); strings.Contains(j, api.EventTeardownFailed) {
+	if j := string(readOr(filepath.Join(tb.state, "journal.jsonl"))); strings.Contains(j, string(api.EventTeardownFailed)) {
 		t.Errorf("the journal has a failed teardown:\n%s", j)
 	}
 

@@ -27,6 +27,7 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"golang.org/x/sys/unix"
@@ -255,7 +256,7 @@ func mustTrackBytes(dir string) []byte {
 // apply folds one journal event into the records (replay and live).
 func (d *Daemon) apply(e api.Event) error {
 	switch e.Kind {
-	case "submitted":
+	case api.EventSubmitted:
 		var s submitted
 		if err := json.Unmarshal(e.Data, &s); err != nil {
 			return err
@@ -283,7 +284,7 @@ func (d *Daemon) apply(e api.Event) error {
 		if o := d.runs[s.RerunOf]; o != nil {
 			o.RerunBy = e.Run
 		}
-	case "state":
+	case api.EventState:
 		r := d.runs[e.Run]
 		if r == nil {
 			return nil
@@ -298,11 +299,11 @@ func (d *Daemon) apply(e api.Event) error {
 		case api.StateGraded, api.StateFailed, api.StateInvalid:
 			r.Finished, r.Paused, r.Waiting = e.Time, time.Time{}, ""
 		}
-	case eventHumanWaiting:
+	case api.EventHumanWaiting:
 		if r := d.runs[e.Run]; r != nil && r.State == api.StateRunning { // its clock has not started
 			r.Waiting, r.Started, r.Deadline = e.Reason, time.Time{}, time.Time{}
 		}
-	case eventClockStarted, eventPaused, eventResumed:
+	case api.EventClockStarted, api.EventPaused, api.EventResumed:
 		r := d.runs[e.Run]
 		if r == nil {
 			return nil
@@ -318,10 +319,10 @@ func (d *Daemon) apply(e api.Event) error {
 			r.Deadline = data.Deadline
 		}
 		r.Waiting, r.Paused = "", time.Time{}
-		if e.Kind == eventPaused {
+		if e.Kind == api.EventPaused {
 			r.Paused = e.Time
 		}
-	case "result":
+	case api.EventResult:
 		if r := d.runs[e.Run]; r != nil {
 			var res struct {
 				Passed    int      `json:"passed"`
@@ -372,13 +373,13 @@ func (d *Daemon) publish(e api.Event) {
 		}
 	}
 	d.mu.Unlock()
-	if e.Kind == "state" && (e.State == api.StateGraded || e.State == api.StateFailed || e.State == api.StateInvalid) && dir != "" {
+	if e.Kind == api.EventState && (e.State == api.StateGraded || e.State == api.StateFailed || e.State == api.StateInvalid) && dir != "" {
 		d.metrics.observeRun(dir, e.State)
 	}
 }
 
 func (d *Daemon) setState(id, state, reason string) error {
-	return d.record(api.Event{Run: id, Kind: "state", State: state, Reason: reason})
+	return d.record(api.Event{Run: id, Kind: api.EventState, State: state, Reason: reason})
 }
 
 // NewRunID makes a run id: r-<UTC time>-<random>.
@@ -504,7 +505,7 @@ func (d *Daemon) submit(t *policy.Track, trackFile []byte, sub submitted) (*api.
 	}
 	sub.Track = string(trackFile)
 	data, _ := json.Marshal(sub)
-	if err := d.record(api.Event{Run: id, Kind: "submitted", Data: data}); err != nil {
+	if err := d.record(api.Event{Run: id, Kind: api.EventSubmitted, Data: data}); err != nil {
 		return nil, err
 	}
 	if err := d.ledgerQueued(id); err != nil {
@@ -640,7 +641,7 @@ func (d *Daemon) execute(ctx, rctx context.Context, cancel context.CancelFunc, s
 		d.log.Error("run refused at start", "run", spec.ID, "err", err)
 		d.invalidate(context.Background(), spec, err.Error(), time.Time{})
 		reason = err.Error()
-	case err == nil && out.Status == api.StateInvalid:
+	case err == nil && out.Status == outcome.Invalid:
 		reason = out.Reason
 	}
 	if reason != "" && reason != "cancelled" && ctx.Err() == nil && spec.Dispatcher == "" {
@@ -793,7 +794,7 @@ func (d *Daemon) invalidate(ctx context.Context, spec RunSpec, reason string, st
 		if err := d.setState(spec.ID, api.StateInvalid, reason+" (not attested: "+err.Error()+")"); err != nil {
 			return err
 		}
-		return d.x.ledgerEnded(spec.ID, api.StateInvalid, reason+" (not attested)", "")
+		return d.x.ledgerEnded(spec.ID, outcome.Invalid, reason+" (not attested)", "")
 	}
 	return nil
 }

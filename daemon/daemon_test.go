@@ -22,6 +22,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"golang.org/x/sys/unix"
 )
@@ -812,7 +813,7 @@ func TestJournalFailureStopsTheDaemon(t *testing.T) {
 		t.Errorf("the running run ended with reason %q", got.Reason)
 	}
 	v, err := attest.Verify(mustRead(t, filepath.Join(got.Dir, "result.att.json")), tb.verifier)
-	if err != nil || v.Statement.Predicate.Result.Status != api.StateInvalid || !strings.Contains(v.Statement.Predicate.Result.Reason, "journal") {
+	if err != nil || v.Statement.Predicate.Result.Status != outcome.Invalid || !strings.Contains(v.Statement.Predicate.Result.Reason, "journal") {
 		t.Errorf("its attestation: %v %+v", err, v)
 	}
 	_, err = d.Submit([]byte(tb.trackTOML), "track.toml", "openai/gpt-x@high", 3, false, "test")

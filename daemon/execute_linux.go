@@ -20,6 +20,7 @@ import (
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -94,13 +95,13 @@ func (x *Executor) hold(ctx context.Context, run, point string) {
 	if x.Hold != point {
 		return
 	}
-	x.event(run, "hold", point)
+	x.event(run, api.EventHold, point)
 	<-ctx.Done()
 }
 
 // Outcome is how a run ended.
 type Outcome struct {
-	Status      string
+	Status      outcome.Outcome
 	Reason      string
 	Report      *grader.Report     // an exam run's
 	TaskReport  *grader.TaskReport // a task run's
@@ -207,7 +208,7 @@ func (rs *runState) end(ctx context.Context, status, reason string) (*Outcome, e
 		// Whatever failed once the run was cancelled failed because of the cancel.
 		status, reason = api.StateInvalid, "cancelled"
 	}
-	rs.out = &Outcome{Status: status, Reason: reason}
+	rs.out = &Outcome{Status: outcome.Outcome(status), Reason: reason} // "grading" until the grader says
 	if status == api.StateGrading {
 		rs.grade(ctx)
 	}
@@ -222,7 +223,7 @@ func (rs *runState) end(ctx context.Context, status, reason string) (*Outcome, e
 	if f := rs.x.failure.Load(); f != nil && (status != api.StateInvalid || reason == "cancelled") {
 		// The journal or the ledger could not be written: nothing this run did can be recorded
 		// as it should, so it does not count.
-		rs.out.Status, rs.out.Reason = api.StateInvalid, "the daemon could not write its "+f.Error()
+		rs.out.Status, rs.out.Reason = outcome.Invalid, "the daemon could not write its "+f.Error()
 	}
 	if err := rs.addUsage(); err != nil {
 		return nil, err
@@ -242,10 +243,10 @@ func (rs *runState) end(ctx context.Context, status, reason string) (*Outcome, e
 }
 
 func (x *Executor) state(run, state, reason string) {
-	x.emit(api.Event{Run: run, Kind: "state", State: state, Reason: reason})
+	x.emit(api.Event{Run: run, Kind: api.EventState, State: state, Reason: reason})
 }
 
-func (x *Executor) event(run, kind, reason string) {
+func (x *Executor) event(run string, kind api.EventKind, reason string) {
 	x.emit(api.Event{Run: run, Kind: kind, Reason: reason})
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/kits"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -222,7 +223,7 @@ func TestExecuteSealedRun(t *testing.T) {
 			dir := filepath.Join(state, "runs", c.id)
 			t.Logf("%s: %s %q in %s; score %d/%d\ntranscript:\n%s", c.id, out.Status, out.Reason, time.Since(start).Round(time.Millisecond),
 				out.Report.Score.Passed, out.Report.Score.Questions, mustRead(t, filepath.Join(dir, "transcript.log")))
-			if out.Status != c.want {
+			if string(out.Status) != c.want {
 				t.Fatalf("status %s (%s); want %s", out.Status, out.Reason, c.want)
 			}
 			// The attestation verifies with every file, as sealrun verify would check it.
@@ -271,7 +272,7 @@ func TestExecuteSealedRun(t *testing.T) {
 				t.Errorf("openssl rejects the daemon's attestation: %v\n%s", err, o)
 			}
 			p := v.Statement.Predicate
-			if p.Run.ID != c.id || len(p.Submissions.History) != 2 || p.Result.Status != c.want || len(p.AirGap.Containers) != 3 {
+			if p.Run.ID != c.id || len(p.Submissions.History) != 2 || string(p.Result.Status) != c.want || len(p.AirGap.Containers) != 3 {
 				t.Errorf("predicate: run %+v, %d candidates, result %+v, %d air-gap containers", p.Run, len(p.Submissions.History), p.Result, len(p.AirGap.Containers))
 			}
 			// The runtime that ran each role is attested (SEALRUN_TEST_RUNTIME=crun: crun's).
@@ -343,7 +344,7 @@ runner submit big; echo "submit exit $?"; sleep 600
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "no space left on device") {
+	if out.Status != outcome.Invalid || !strings.Contains(out.Reason, "no space left on device") {
 		t.Fatalf("status %s (%s); want invalid for the full disk", out.Status, out.Reason)
 	}
 	transcript := string(mustRead(t, filepath.Join(tb.state, "runs", id, "transcript.log")))
@@ -351,7 +352,7 @@ runner submit big; echo "submit exit $?"; sleep 600
 		t.Errorf("the agent was not told:\n%s", transcript)
 	}
 	v, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(tb.track))
-	if err != nil || v.Statement.Predicate.Result.Status != api.StateInvalid {
+	if err != nil || v.Statement.Predicate.Result.Status != outcome.Invalid {
 		t.Errorf("attestation: %v", err)
 	}
 }

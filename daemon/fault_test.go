@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -51,7 +52,7 @@ func checkEnded(t *testing.T, tb *testbed, out *Outcome, id, status string) {
 	if err != nil {
 		t.Fatalf("%s: attestation: %v", id, err)
 	}
-	if p := v.Statement.Predicate; p.Result.Status != status || p.Result.Reason != out.Reason {
+	if p := v.Statement.Predicate; string(p.Result.Status) != status || p.Result.Reason != out.Reason {
 		t.Errorf("%s: attested %s %q; the run ended %s %q", id, p.Result.Status, p.Result.Reason, status, out.Reason)
 	}
 	last := ""
@@ -91,7 +92,7 @@ mkdir -p b && cp sealrun-bundle.json predict.py b/
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
 runner finalize "$id"
 `)
-	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "provider outage: 1 requests exhausted their retries") {
+	if out.Status != outcome.Invalid || !strings.Contains(out.Reason, "provider outage: 1 requests exhausted their retries") {
 		t.Fatalf("status %s %q; want invalid for the provider outage", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, "run-provider-down", api.StateInvalid)
@@ -139,7 +140,7 @@ runner echo first call; echo "first: exit $?"
 runner echo second call; echo "second: exit $?"
 sleep 600
 `)
-	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "runtime is broken") {
+	if out.Status != outcome.Invalid || !strings.Contains(out.Reason, "runtime is broken") {
 		t.Fatalf("status %s %q; want invalid with the runtime's message", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, "run-runtime-fails", api.StateInvalid)
@@ -226,7 +227,7 @@ sleep 600
 	switch {
 	case err != nil && strings.Contains(err.Error(), "no space left on device"):
 		t.Logf("%s: the run could not be recorded: %v", id, err)
-	case err == nil && out.Status == api.StateInvalid && strings.Contains(out.Reason, "no space left on device"):
+	case err == nil && out.Status == outcome.Invalid && strings.Contains(out.Reason, "no space left on device"):
 		t.Logf("%s: %s %q", id, out.Status, out.Reason)
 		if journalFailed != nil {
 			if !strings.Contains(journalFailed.Error(), "no space left on device") {
@@ -301,7 +302,7 @@ mkdir -p b && cp predict.py b/ && printf '{"protocol": "sealrun-bundle/v1", "ent
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
 runner finalize "$id"
 `)
-	if out.Status != api.StateGraded {
+	if out.Status != outcome.Graded {
 		t.Fatalf("status %s %q; want graded", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, "run-grader-oom", api.StateGraded)
@@ -341,7 +342,7 @@ mkdir -p b && cp sealrun-bundle.json predict.py b/
 id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p')
 runner finalize "$id"
 `)
-	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "a body could not be kept") {
+	if out.Status != outcome.Invalid || !strings.Contains(out.Reason, "a body could not be kept") {
 		t.Fatalf("status %s %q; want invalid: a body could not be kept", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, id, api.StateInvalid)
@@ -388,7 +389,7 @@ func journalKinds(t *testing.T, tb *testbed, id string) []string {
 	t.Helper()
 	var kinds []string
 	for _, e := range journalEvents(t, tb, id) {
-		kinds = append(kinds, e.Kind)
+		kinds = append(kinds, string(e.Kind))
 	}
 	return kinds
 }
@@ -424,7 +425,7 @@ func TestScaffoldOOMIsNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != api.StateFailed {
+	if out.Status != outcome.Failed {
 		t.Fatalf("status %s %q; want failed: the agent's own end", out.Status, out.Reason)
 	}
 	var said string
@@ -446,7 +447,7 @@ func TestFaultControllerNeverRanIsRestarted(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleController, Nth: 1})
 	out := runFault(t, tb, "run-ctl-restarted", submitAndFinalize)
-	if out.Status != api.StateGraded {
+	if out.Status != outcome.Graded {
 		t.Fatalf("status %s %q; want graded after one restart", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, "run-ctl-restarted", api.StateGraded)
@@ -462,7 +463,7 @@ func TestFaultControllerNeverRuns(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleController})
 	out := runFault(t, tb, "run-ctl-never", submitAndFinalize)
-	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "infrastructure: controller") || !strings.Contains(out.Reason, "never ran") {
+	if out.Status != outcome.Invalid || !strings.Contains(out.Reason, "infrastructure: controller") || !strings.Contains(out.Reason, "never ran") {
 		t.Fatalf("status %s %q; want invalid: the controller never ran", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, "run-ctl-never", api.StateInvalid)
@@ -478,7 +479,7 @@ func TestFaultCallNeverRanIsRetried(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleRunner, Nth: 1})
 	out := runFault(t, tb, "run-call-retried", submitAndFinalize)
-	if out.Status != api.StateGraded {
+	if out.Status != outcome.Graded {
 		t.Fatalf("status %s %q; want graded after the call's restart", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, "run-call-retried", api.StateGraded)
@@ -506,7 +507,7 @@ func TestFaultGraderNeverRuns(t *testing.T) {
 	tb := newTestbed(t)
 	faultyHost(t, tb, sandboxtest.Fault{Verb: "init", Role: sandbox.RoleGrader})
 	out := runFault(t, tb, "run-grader-never", submitAndFinalize)
-	if out.Status != api.StateInvalid || !strings.Contains(out.Reason, "never ran") {
+	if out.Status != outcome.Invalid || !strings.Contains(out.Reason, "never ran") {
 		t.Fatalf("status %s %q; want invalid: the grader's containers never ran", out.Status, out.Reason)
 	}
 	checkEnded(t, tb, out, "run-grader-never", api.StateInvalid)

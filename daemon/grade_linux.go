@@ -14,6 +14,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/outcome"
 )
 
 // grade grades the run's final submission: the outcome and report.json's digest are set.
@@ -33,9 +34,9 @@ func (rs *runState) grade(ctx context.Context) {
 	}
 	switch {
 	case ctx.Err() != nil:
-		out.Status, out.Reason = api.StateInvalid, "cancelled"
+		out.Status, out.Reason = outcome.Invalid, "cancelled"
 	case err != nil:
-		out.Status, out.Reason = api.StateInvalid, "grading: "+err.Error()
+		out.Status, out.Reason = outcome.Invalid, "grading: "+err.Error()
 	default:
 		graded()
 	}
@@ -43,7 +44,7 @@ func (rs *runState) grade(ctx context.Context) {
 
 // sealed journals the pass vector of an exam's first phase before its second may start.
 func (rs *runState) sealed(v grader.PassVector) error {
-	e := api.Event{Time: time.Now().UTC(), Run: rs.spec.ID, Kind: "sealed", Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
+	e := api.Event{Time: time.Now().UTC(), Run: rs.spec.ID, Kind: api.EventSealed, Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
 	if rs.x.Journal != nil {
 		if err := rs.x.Journal.Append(e); err != nil {
 			return err // not sealed: phase 2 must not start

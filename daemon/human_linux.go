@@ -153,17 +153,17 @@ func (rs *runState) openHuman(ctx context.Context) (*humanRun, string, string) {
 		if reason != "" {
 			msg += ": " + reason
 		}
-		x.event(id, event, msg)
+		x.event(id, api.EventKind(event), msg) // the audit log's attach events are the journal's (api.EventAttach, ...)
 	})
 	x.sessions.put(id, h)
 	rs.onClose(func() { x.sessions.put(id, nil) })
-	x.event(id, eventHumanWaiting, fmt.Sprintf("waiting up to %s (human.start, until %s) for %s to attach: sealrun attach %s", t.Human.Start, time.Now().Add(t.Human.Start).UTC().Format(time.TimeOnly), rs.spec.Agent.Model, id))
+	x.event(id, api.EventHumanWaiting, fmt.Sprintf("waiting up to %s (human.start, until %s) for %s to attach: sealrun attach %s", t.Human.Start, time.Now().Add(t.Human.Start).UTC().Format(time.TimeOnly), rs.spec.Agent.Model, id))
 	timer := time.NewTimer(t.Human.Start)
 	defer timer.Stop()
 	select {
 	case <-h.sess.Attached():
 	case <-timer.C:
-		x.event(id, "human_start_passed", fmt.Sprintf("no one attached within human.start (%s): the clock starts now, without them", t.Human.Start))
+		x.event(id, api.EventHumanStartPassed, fmt.Sprintf("no one attached within human.start (%s): the clock starts now, without them", t.Human.Start))
 	case <-rs.io.infraCh:
 		h.sess.End("the run ended before it began: the host failed")
 		return nil, api.StateInvalid, "infrastructure: " + rs.io.infra.Error()

@@ -21,8 +21,10 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
@@ -511,12 +513,9 @@ func TestHumanNeverAttached(t *testing.T) {
 	if !strings.Contains(r.Reason, "never attached") {
 		t.Errorf("the run failed for %q; want never attached", r.Reason)
 	}
-	var rep struct {
-		Status string
-		Score  struct{ Passed int }
-	}
+	var rep grader.Report
 	json.Unmarshal(mustRead(t, filepath.Join(r.Dir, "report.json")), &rep)
-	if rep.Status != api.StateFailed || rep.Score.Passed != 0 {
+	if rep.Status != outcome.Failed || rep.Score.Passed != 0 {
 		t.Errorf("report.json: %+v", rep)
 	}
 	if _, attaches := readHumanRun(t, r.Dir); strings.Contains(strings.Join(attaches, ","), "attach,") {

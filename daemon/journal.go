@@ -119,7 +119,7 @@ func (j *Journal) Append(e api.Event) error {
 		return err
 	}
 	j.end = end
-	if j.killAfter != "" && (j.killAfter == e.Kind || j.killAfter == e.Kind+":"+e.State) {
+	if j.killAfter != "" && (j.killAfter == string(e.Kind) || j.killAfter == string(e.Kind)+":"+e.State) {
 		if j.killN--; j.killN <= 0 {
 			if self, err := os.FindProcess(os.Getpid()); err == nil {
 				self.Kill() // SIGKILL on Linux

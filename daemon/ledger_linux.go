@@ -14,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/outcome"
 )
 
 // ledgerOrigin names this host's ledger: [ledger] origin, else "sealrun.ledger/<hostname>". An
@@ -61,7 +62,7 @@ func (d *Daemon) ledgerQueued(id string) error {
 
 // ledgerEnded appends run's ended entry: how it ended and the SHA-256 of its signed statement
 // ("" when it could not be attested). A failure stops the daemon taking runs.
-func (x *Executor) ledgerEnded(run, state, reason, statement string) error {
+func (x *Executor) ledgerEnded(run string, state outcome.Outcome, reason, statement string) error {
 	if x.Ledger == nil || x.Ledger.Has(run, ledger.KindEnded) {
 		return nil
 	}
@@ -122,9 +123,9 @@ func (d *Daemon) reconcileLedger() error {
 		if b, err := os.ReadFile(filepath.Join(r.Dir, "result.att.json")); err == nil {
 			digest, _ = StatementDigest(b)
 		}
-		state := r.State
+		state := outcome.Outcome(r.State) // a final record's state is its outcome
 		if digest == "" {
-			state = api.StateInvalid
+			state = outcome.Invalid
 		}
 		if err := d.x.ledgerEnded(id, state, r.Reason, digest); err != nil {
 			return fmt.Errorf("ledger: %w", err)
@@ -155,7 +156,7 @@ func (d *Daemon) finishedInLedger(r *api.Record) bool {
 	if digest, err := StatementDigest(b); err != nil || digest != e.Attestation {
 		return false
 	}
-	if err := d.setState(r.ID, e.State, e.Reason); err != nil {
+	if err := d.setState(r.ID, string(e.State), e.Reason); err != nil {
 		return false
 	}
 	d.log.Info("a run that had ended and been attested before the restart keeps its result", "run", r.ID, "state", e.State)

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/sealrun/sealrun/transcript"
@@ -108,7 +108,7 @@ func TestOpencodeSealedRun(t *testing.T) {
 	tr, _ := os.ReadFile(filepath.Join(dir, "transcript.log")) // absent when the run ended before the agent started
 	transcript := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(string(tr), "")
 	t.Logf("%s: %s %q in %s\ntranscript:\n%s", id, out.Status, out.Reason, time.Since(start).Round(time.Second), transcript)
-	if out.Status != api.StateGraded {
+	if out.Status != outcome.Graded {
 		t.Fatalf("status %s (%s); want graded", out.Status, out.Reason)
 	}
 	if _, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track)); err != nil {

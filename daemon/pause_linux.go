@@ -26,15 +26,6 @@ import (
 // MaxPause bounds the length one pause request may ask for.
 const MaxPause = 24 * time.Hour
 
-// Journal events of a human run's clock (api.Event kinds): the record's Started, Deadline,
-// Paused and Waiting follow them.
-const (
-	eventHumanWaiting = "human_waiting" // the run waits for its person (Reason: until when)
-	eventClockStarted = "clock_started" // Data: {"started", "deadline"}
-	eventPaused       = "paused"
-	eventResumed      = "resumed" // Data: {"deadline": the run's deadline now}
-)
-
 // errPause is a pause or resume refused for the run's state: the API answers 409 with it.
 var errPause = errors.New("refused")
 
@@ -95,7 +86,7 @@ func (p *pauser) pause(by, reason string, d time.Duration) error {
 	p.cur = &attest.Pause{Start: at, By: by, Reason: reason}
 	p.append(audit.Pause{Time: at.UTC(), Event: audit.PauseStart, By: by, Reason: reason, For: d.String(), Left: (left - d).String()})
 	p.timer = time.AfterFunc(d, func() { p.resume("sealrund", fmt.Sprintf("its length (%s) was up", d)) })
-	rs.x.emit(api.Event{Run: rs.spec.ID, Kind: eventPaused, Reason: fmt.Sprintf("by %s for at most %s: %s", by, d, reason)})
+	rs.x.emit(api.Event{Run: rs.spec.ID, Kind: api.EventPaused, Reason: fmt.Sprintf("by %s for at most %s: %s", by, d, reason)})
 	return nil
 }
 
@@ -127,7 +118,7 @@ func (p *pauser) endLocked(by, why string) {
 	p.append(audit.Pause{Time: pz.End.UTC(), Event: audit.PauseEnd, By: by, Reason: why, Length: d.Round(time.Millisecond).String(), Deadline: deadline.UTC(),
 		Left: max(0, rs.t.Human.Pauses-rs.clock.PausedFor()).String()})
 	data, _ := json.Marshal(map[string]time.Time{"deadline": deadline.UTC()})
-	rs.x.emit(api.Event{Run: rs.spec.ID, Kind: eventResumed, Reason: fmt.Sprintf("after %s, by %s: %s; the deadline is now %s", d.Round(time.Second), by, why, deadline.UTC().Format(time.TimeOnly)), Data: data})
+	rs.x.emit(api.Event{Run: rs.spec.ID, Kind: api.EventResumed, Reason: fmt.Sprintf("after %s, by %s: %s; the deadline is now %s", d.Round(time.Second), by, why, deadline.UTC().Format(time.TimeOnly)), Data: data})
 	if thawErr != nil {
 		rs.io.onInfra(fmt.Errorf("the end of a pause could not thaw the run: %w", thawErr))
 	}

@@ -33,20 +33,20 @@ func (rs *runState) record(st *attest.Statement, pred *attest.Predicate) error {
 	// report.html from the signed predicate and the audit log alone: a reader regenerates it
 	// byte for byte (verify.Publication).
 	if err := transcript.WriteRunPage(rs.io.dir, pred); err != nil {
-		x.event(spec.ID, "report_html_failed", err.Error())
+		x.event(spec.ID, api.EventReportHTMLFailed, err.Error())
 	}
 	// The transcript is read from the audit log and the bodies it hashes, which the attestation
 	// binds: a transcript that cannot be written loses nothing (sealrun transcript makes it
 	// again from the same files), so it is an event, not the run's end.
 	if err := writeTranscript(rs.io.dir, pred); err != nil {
-		x.event(spec.ID, "transcript_failed", err.Error())
+		x.event(spec.ID, api.EventTranscriptFailed, err.Error())
 	}
 	result := map[string]any{"passed": pred.Result.Passed, "questions": pred.Result.Questions, "attestation": out.Attestation}
 	if pred.Task != nil {
 		result = map[string]any{"metric": pred.Task.Metric, "value": pred.Result.Value, "valid_submission": pred.Result.ValidSubmission, "attestation": out.Attestation}
 	}
-	x.emit(api.Event{Run: spec.ID, Kind: "result", Data: mustJSON(result)})
-	x.state(spec.ID, out.Status, out.Reason)
+	x.emit(api.Event{Run: spec.ID, Kind: api.EventResult, Data: mustJSON(result)})
+	x.state(spec.ID, string(out.Status), out.Reason)
 	return nil
 }
 

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/images/registrytest"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -115,7 +115,7 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 	}
 	dirRun := filepath.Join(tb.state, "runs", "run-user-scaffold")
 	transcript := mustRead(t, filepath.Join(dirRun, "transcript.log"))
-	if out.Status != api.StateGraded {
+	if out.Status != outcome.Graded {
 		t.Fatalf("status %s (%s); transcript:\n%s", out.Status, out.Reason, transcript)
 	}
 	// Its own environment applies (under sealrun's own variables); its WORKDIR and USER do not.
@@ -182,7 +182,7 @@ func TestScaffoldExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	transcript := string(mustRead(t, filepath.Join(tb.state, "runs", "run-example", "transcript.log")))
-	if out.Status != api.StateGraded {
+	if out.Status != outcome.Graded {
 		t.Fatalf("status %s (%s); transcript:\n%s", out.Status, out.Reason, transcript)
 	}
 	for _, want := range []string{"example scaffold for openai/gpt-x@high", "model: {", "hello from the runner", "candidate "} {

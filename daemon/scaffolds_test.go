@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/export"
 	"github.com/sealrun/sealrun/export/exporttest"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/sealrun/sealrun/transcript"
@@ -98,7 +99,7 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	dir := filepath.Join(tb.state, "runs", id)
 	log := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(string(mustReadOr(filepath.Join(dir, "transcript.log"))), "")
 	t.Logf("%s %s: %s %q in %s\nscaffold's output:\n%s", sc.Name, sc.Version, out.Status, out.Reason, time.Since(start).Round(time.Second), cutLog(log, 6000))
-	if out.Status != api.StateGraded {
+	if out.Status != outcome.Graded {
 		t.Fatalf("status %s (%s); want graded", out.Status, out.Reason)
 	}
 	ver, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithTrack(track), attest.WithAuditLog(strings.NewReader(string(mustRead(t, filepath.Join(dir, "audit.jsonl"))))))
@@ -219,7 +220,7 @@ func TestTokenBoundInASealedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tb.state, "runs", "run-bounded")
-	if out.Status != api.StateFailed {
+	if out.Status != outcome.Failed {
 		t.Errorf("status %s (%s); want failed: the agent spent its tokens", out.Status, out.Reason)
 	}
 	tr, err := transcript.Read(filepath.Join(dir, "transcript.json"))

@@ -48,7 +48,7 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	} else {
 		// The record's start and deadline are the clock's, not the wait's.
 		data, _ := json.Marshal(map[string]time.Time{"started": rs.started.UTC(), "deadline": rs.deadline.UTC()})
-		x.emit(api.Event{Run: spec.ID, Kind: eventClockStarted, Data: data})
+		x.emit(api.Event{Run: spec.ID, Kind: api.EventClockStarted, Data: data})
 		stopFlush, err := human.startRecording(rs)
 		if err != nil {
 			human.sess.End("the host failed")
@@ -76,7 +76,7 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	closeGateway := func() {
 		gsrv.Close()
 		if left := exchanges.Close(runner.DrainTimeout); left > 0 {
-			x.event(spec.ID, "gateway_requests_left", fmt.Sprintf("%d gateway request(s) still running %s after the gateway closed: their audit entries may follow the run's end", left, runner.DrainTimeout))
+			x.event(spec.ID, api.EventGatewayRequestsLeft, fmt.Sprintf("%d gateway request(s) still running %s after the gateway closed: their audit entries may follow the run's end", left, runner.DrainTimeout))
 		}
 	}
 	rs.onClose(closeGateway)
@@ -121,7 +121,7 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 			ctl.Stop(context.Background())
 		}
 		if attempt == 1 && sandbox.NeverRan(err) && ctx.Err() == nil && time.Now().Before(rs.deadline) {
-			x.event(spec.ID, "controller_restarted", "the scaffold never ran (the host's fault), started again: "+err.Error())
+			x.event(spec.ID, api.EventControllerRestarted, "the scaffold never ran (the host's fault), started again: "+err.Error())
 			continue
 		}
 		return api.StateInvalid, "infrastructure: controller: " + err.Error()
@@ -244,9 +244,9 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 		case <-changed:
 			continue
 		case <-deadline:
-			x.event(id, "deadline", "")
+			x.event(id, api.EventDeadline, "")
 		case <-finalized:
-			x.event(id, "finalized", "")
+			x.event(id, api.EventFinalized, "")
 			wind()
 		case <-ctl.Done():
 			if err := ctl.Exited(); err != nil {
@@ -255,7 +255,7 @@ func (rs *runState) await(ctx context.Context, ctl *controller.Controller, rsvc 
 				}
 				return api.StateInvalid, "infrastructure: controller: " + err.Error()
 			}
-			x.event(id, "agent_exited", ctl.Ended()+" before the deadline; the run ends now")
+			x.event(id, api.EventAgentExited, ctl.Ended()+" before the deadline; the run ends now")
 		case <-rs.io.infraCh:
 			status, reason = api.StateInvalid, "infrastructure: "+rs.io.infra.Error()
 			wind()

@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -98,7 +99,7 @@ func (rs *runState) result(pred *attest.Predicate) []attest.Subject {
 	graded := ""
 	if rep := out.TaskReport; rep != nil {
 		pred.Result = attest.Result{Status: out.Status, Reason: out.Reason}
-		if out.Status == api.StateGraded {
+		if out.Status == outcome.Graded {
 			pred.Result.Value, pred.Result.ValidSubmission, pred.Result.Invalid = rep.Value, rep.Valid, rep.Invalid
 		}
 		graded = rep.Candidate.ID
@@ -122,9 +123,9 @@ func (rs *runState) sign(ctx context.Context, pred *attest.Predicate, subjects [
 	st := attest.NewStatement(pred, subjects...)
 	x.hold(ctx, id, "sign")
 	env, err := attest.Sign(ctx, st, x.Signer)
-	if err != nil && out.Status != api.StateInvalid {
+	if err != nil && out.Status != outcome.Invalid {
 		st = attest.NewStatement(pred, subjects...)
-		out.Status, out.Reason = api.StateInvalid, "attestation: "+err.Error()
+		out.Status, out.Reason = outcome.Invalid, "attestation: "+err.Error()
 		pred.Result.Status, pred.Result.Reason = out.Status, out.Reason
 		env, err = attest.Sign(ctx, st, x.Signer)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -143,7 +144,7 @@ func (x *Executor) prepareTask(ctx context.Context, spec RunSpec, rio *runIO, e 
 	if err := grader.CopyShared(dataDir, filepath.Join(ws, "data"), e.Run.SharedGID()); err != nil {
 		return "", fmt.Errorf("copy prepare.py's output into the workspace: %w", err)
 	}
-	x.event(spec.ID, "task_prepared", fmt.Sprintf("%s exit %d in %.1fs; copied into the workspace in %.1fs", r.Script, r.Exit, r.Seconds, (time.Since(start)-ran).Seconds()))
+	x.event(spec.ID, api.EventTaskPrepared, fmt.Sprintf("%s exit %d in %.1fs; copied into the workspace in %.1fs", r.Script, r.Exit, r.Seconds, (time.Since(start)-ran).Seconds()))
 	return dataDir, nil
 }
 
@@ -204,7 +205,7 @@ func taskInfo(t *policy.Track, rep *grader.TaskReport) *attest.TaskInfo {
 
 // endTaskReport writes the task report of a run that ended without evaluation (invalid, or
 // failed before grading) and returns its sha256.
-func endTaskReport(dir string, t *policy.Track, task *airs.Task, status, reason, head string) (*grader.TaskReport, string, error) {
+func endTaskReport(dir string, t *policy.Track, task *airs.Task, status outcome.Outcome, reason, head string) (*grader.TaskReport, string, error) {
 	var m *airs.Metadata
 	if task != nil {
 		m = &task.Meta

@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -156,7 +157,7 @@ func TestTaskSealedRun(t *testing.T) {
 			dir := filepath.Join(tb.state, "runs", c.id)
 			transcript := string(mustRead(t, filepath.Join(dir, "transcript.log")))
 			t.Logf("%s: %s %q in %s\ntranscript:\n%s", c.id, out.Status, out.Reason, time.Since(start).Round(time.Millisecond), transcript)
-			if out.Status != api.StateGraded || out.TaskReport == nil {
+			if out.Status != outcome.Graded || out.TaskReport == nil {
 				t.Fatalf("status %s (%s); want graded with a task report", out.Status, out.Reason)
 			}
 			labels = mustRead(t, filepath.Join(dir, "grading", "evaluation-data", "test_with_labels", "labels.csv"))

@@ -133,7 +133,7 @@ func (s *session) interrupted(n int) error {
 	if jb, err := os.ReadFile(filepath.Join(s.state, "journal.jsonl")); err == nil {
 		for _, line := range bytes.Split(jb, []byte("\n")) {
 			var e api.Event
-			if json.Unmarshal(line, &e) == nil && e.Kind == "state" {
+			if json.Unmarshal(line, &e) == nil && e.Kind == api.EventState {
 				final[e.Run] = e
 			}
 		}

@@ -297,7 +297,7 @@ func (s *session) runSeeds(ctx context.Context) error {
 	if jb, err := os.ReadFile(filepath.Join(s.state, "journal.jsonl")); err == nil { // read only: the daemon still has it open
 		for _, line := range bytes.Split(jb, []byte("\n")) {
 			var e api.Event
-			if json.Unmarshal(line, &e) == nil && e.Kind == "state" && byID[e.Run] != nil {
+			if json.Unmarshal(line, &e) == nil && e.Kind == api.EventState && byID[e.Run] != nil {
 				byID[e.Run].t[e.State] = e.Time
 			}
 		}

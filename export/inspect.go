@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -238,7 +239,7 @@ func inspectLogOf(runs []Run) (*inspectLog, error) {
 		if v, ok := sampleScore(r.T); ok {
 			scores = append(scores, v)
 		}
-		if r.T.Run.State != "invalid" {
+		if r.T.Run.State != string(outcome.Invalid) {
 			done++
 		}
 	}
@@ -346,7 +347,7 @@ func totalsUsage(t *transcript.Transcript) inspectUsage {
 // metric (the last of them); a failed run without one scores 0 (its own doing); an invalid one
 // has none (the host's fault: no score at all).
 func sampleScore(t *transcript.Transcript) (float64, bool) {
-	if t.Run.State == "invalid" {
+	if t.Run.State == string(outcome.Invalid) {
 		return 0, false
 	}
 	for i := len(t.Events) - 1; i >= 0; i-- {
@@ -354,7 +355,7 @@ func sampleScore(t *transcript.Transcript) (float64, bool) {
 			return v, true
 		}
 	}
-	if t.Run.State == "failed" {
+	if t.Run.State == string(outcome.Failed) {
 		return 0, true
 	}
 	return 0, false
@@ -405,7 +406,7 @@ func InspectSample(t *transcript.Transcript, src Source) (json.RawMessage, error
 		s["scores"] = map[string]any{"sealrun": fill(map[string]any{"value": v, "explanation": orDefault(t.Run.Result, t.Run.State),
 			"metadata": map[string]any{"state": t.Run.State, "reason": t.Run.Reason}, "history": []any{}}, fieldsScore)}
 	}
-	if t.Run.State == "invalid" {
+	if t.Run.State == string(outcome.Invalid) {
 		s["error"] = map[string]any{"message": "invalid: " + t.Run.Reason + " (the host's fault, not the agent's: the run counts for nothing and is rerun)", "traceback": "", "traceback_ansi": ""}
 	}
 	out, err := json.Marshal(fill(s, fieldsSample))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -176,7 +177,7 @@ func (r *Result) Report(t *policy.Track, ex *exams.Exam, cand ReportCandidate, e
 		Track:       ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
 		Exam:        ReportExam{SHA256: ex.SHA256, Questions: len(ex.Questions), ContextBytes: int(ex.Header.ContextBytes)},
 		Candidate:   cand,
-		Status:      "graded",
+		Status:      outcome.Graded,
 		Score:       NewScore(a.Vector.Passed(), len(a.Vector)),
 		PassVector:  string(a.Vector),
 		Outcomes:    a.Count(),
@@ -195,9 +196,9 @@ func (r *Result) Report(t *policy.Track, ex *exams.Exam, cand ReportCandidate, e
 	rep.Timings = timings(a, r)
 	switch {
 	case r.BundleErr != nil:
-		rep.Status, rep.Reason = "failed", r.BundleErr.Error()
+		rep.Status, rep.Reason = outcome.Failed, r.BundleErr.Error()
 	case everyNotRun(a):
-		rep.Status, rep.Reason = "failed", "the bundle never answered: "+a.FirstNote
+		rep.Status, rep.Reason = outcome.Failed, "the bundle never answered: "+a.FirstNote
 	case a.FirstNote != "":
 		rep.Reason = a.FirstNote
 	}

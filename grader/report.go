@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -50,7 +51,7 @@ type Report struct {
 	Track     ReportTrack     `json:"track"`
 	Exam      ReportExam      `json:"exam"`
 	Candidate ReportCandidate `json:"candidate"`
-	Status    string          `json:"status"` // graded | failed | invalid
+	Status    outcome.Outcome `json:"status"`
 	Reason    string          `json:"reason"`
 	Score     ReportScore     `json:"score"`
 	// Families: per-family scores when the operator has the family labels, else empty.

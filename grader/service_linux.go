@@ -12,6 +12,7 @@ import (
 
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -309,7 +310,7 @@ func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.
 	var rep *Report
 	if id == "" {
 		rep = &Report{
-			Format: ReportFormat, Status: "failed", Reason: "no candidate was promoted",
+			Format: ReportFormat, Status: outcome.Failed, Reason: "no candidate was promoted",
 			Track:       ReportTrack{ID: s.cfg.Track.ID, Name: s.cfg.Track.Name, Version: s.cfg.Track.Version},
 			Exam:        ReportExam{SHA256: ex.SHA256, Questions: len(ex.Questions), ContextBytes: int(ex.Header.ContextBytes)},
 			Score:       NewScore(0, len(ex.Questions)),

@@ -14,6 +14,7 @@ import (
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -62,7 +63,7 @@ const TaskReportFormat = "sealrun-task-report/v1"
 // stderr stays in the private grading directory.
 type TaskReport struct {
 	Format      string          `json:"format"`
-	Status      string          `json:"status"` // graded | failed (no candidate promoted)
+	Status      outcome.Outcome `json:"status"` // graded, or failed: no candidate promoted
 	Reason      string          `json:"reason,omitempty"`
 	Track       ReportTrack     `json:"track"`
 	Task        ReportTask      `json:"task"`
@@ -97,12 +98,12 @@ type ReportTask struct {
 // submission (no value, the reason recorded). It returns the report and report.json's sha256.
 func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskReport, string, error) {
 	m := s.cfg.Task.Meta
-	rep := NewTaskReport(s.cfg.Track, m, "graded", "", s.cfg.Env.Image)
+	rep := NewTaskReport(s.cfg.Track, m, outcome.Graded, "", s.cfg.Env.Image)
 	rep.Device = s.cfg.Env.Device
 	rep.HistoryHead, _ = s.history.Head()
 	id := s.history.Promoted()
 	if id == "" {
-		rep.Status, rep.Reason = "failed", "no candidate was promoted"
+		rep.Status, rep.Reason = outcome.Failed, "no candidate was promoted"
 	} else {
 		info, _ := s.history.Candidate(id)
 		rep.Candidate = ReportCandidate{ID: id, Size: info.Size}
@@ -154,7 +155,7 @@ const UnknownMetric = "unknown (the run ended before its task was verified)"
 
 // NewTaskReport is a task report with the track's pins and, from the task's metadata (nil when
 // the task was never verified: UnknownMetric), the metric and its scoring; no candidate yet.
-func NewTaskReport(t *policy.Track, m *airs.Metadata, status, reason, image string) *TaskReport {
+func NewTaskReport(t *policy.Track, m *airs.Metadata, status outcome.Outcome, reason, image string) *TaskReport {
 	rep := &TaskReport{Format: TaskReportFormat, Status: status, Reason: reason, Track: ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
 		Task: ReportTask{Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256}, Metric: UnknownMetric, GraderImage: image}
 	if m != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/outcome"
 )
 
 // SuiteAIRS is the --suite of AIRS task runs.
@@ -180,7 +181,7 @@ func (b *AIRSBoard) collect(in *Inputs) (tasks map[string]*attest.TaskInfo, name
 			names[p.Task.Name] = append(names[p.Task.Name], p.Task.SHA256)
 		}
 		agent := Agent{Scaffold: p.Scaffold.Name, ScaffoldVersion: p.Scaffold.Version, Model: p.Agent.Model, Effort: p.Agent.ReasoningEffort}.Name()
-		if p.Result.Status == attest.StatusInvalid {
+		if p.Result.Status == outcome.Invalid {
 			b.Invalid = append(b.Invalid, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, Reason: p.Result.Reason, RerunOf: p.Run.RerunOf, Path: e.Path})
 			continue
 		}

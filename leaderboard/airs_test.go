@@ -10,6 +10,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -28,7 +29,7 @@ func (f *fixture) taskAttestation(track *policy.Track, model, id string, status 
 	bundle := digest(id)
 	p.Submissions.History = []attest.Submission{{Digest: "sha256:" + bundle, Size: 300, Time: start.Add(time.Minute), Promoted: status == "graded"}}
 	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)
-	p.Result = attest.Result{Status: status, Value: value, ValidSubmission: value != nil, Invalid: invalid}
+	p.Result = attest.Result{Status: outcome.Outcome(status), Value: value, ValidSubmission: value != nil, Invalid: invalid}
 	switch status {
 	case "failed":
 		p.Result.Reason = "no candidate was promoted"

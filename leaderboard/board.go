@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/outcome"
 )
 
 func decodeB64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
@@ -47,15 +48,15 @@ func (a Agent) Name() string {
 
 // Run is one verified run of a row.
 type Run struct {
-	ID             string   `json:"id"`
-	RerunOf        string   `json:"rerun_of"`
-	Seed           int64    `json:"seed"`
-	Status         string   `json:"status"`
-	Reason         string   `json:"reason"`
-	Passed         int      `json:"passed"`
-	Questions      int      `json:"questions"`
-	BitsPerByte    *float64 `json:"bits_per_byte"`
-	BestValidation *float64 `json:"best_validation"` // best validation percent of its candidates
+	ID             string          `json:"id"`
+	RerunOf        string          `json:"rerun_of"`
+	Seed           int64           `json:"seed"`
+	Status         outcome.Outcome `json:"status"`
+	Reason         string          `json:"reason"`
+	Passed         int             `json:"passed"`
+	Questions      int             `json:"questions"`
+	BitsPerByte    *float64        `json:"bits_per_byte"`
+	BestValidation *float64        `json:"best_validation"` // best validation percent of its candidates
 	// Tokens (input and output) and Cost (in Currency) are the run's model use, where its
 	// attestation says (cost: where the host priced the model).
 	Tokens   *int64   `json:"tokens,omitempty"`
@@ -289,7 +290,7 @@ func buildTable(entries []Entry, humanBaseline bool) Table {
 			}
 		}
 		switch p.Result.Status {
-		case attest.StatusInvalid:
+		case outcome.Invalid:
 			rr := reruns[p.Run.ID]
 			sort.Strings(rr)
 			row.Invalid = append(row.Invalid, InvalidRun{Run: run, Reruns: append([]string{}, rr...)})
@@ -302,7 +303,7 @@ func buildTable(entries []Entry, humanBaseline bool) Table {
 				row.Pauses.Count += n
 				row.Pauses.Seconds += p.Timeline.PausedFor().Seconds()
 			}
-			if p.Result.Status == attest.StatusFailed {
+			if p.Result.Status == outcome.Failed {
 				row.Failed++
 			}
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -119,7 +120,7 @@ func (f *fixture) attestation(r runSpec) []byte {
 	p.Submissions.History = []attest.Submission{{Digest: "sha256:" + bundle, Size: 1000, Time: start.Add(time.Minute), ValidationScore: r.validation, Promoted: r.status == "graded"}}
 	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)
 	q := int(r.track.Exam.Questions)
-	p.Result = attest.Result{Status: r.status, Questions: q, Passed: r.passed, Score: 100 * float64(r.passed) / float64(q), BitsPerByte: r.bpb}
+	p.Result = attest.Result{Status: outcome.Outcome(r.status), Questions: q, Passed: r.passed, Score: 100 * float64(r.passed) / float64(q), BitsPerByte: r.bpb}
 	switch r.model {
 	case "alpha", "beta": // alpha's host priced its model; beta's did not
 		u := &attest.Usage{Requests: r.passed, Tokens: policy.Tokens{Input: int64(r.passed) * 10000, CachedInput: int64(r.passed) * 5000, Output: int64(r.passed) * 1000}}
@@ -167,7 +168,7 @@ func (f *fixture) attestation(r runSpec) []byte {
 	if f.led != nil && !f.led.Has(r.id, ledger.KindEnded) {
 		payload, _ := st.Canonical()
 		sum := sha256.Sum256(payload)
-		if _, err := f.led.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: r.id, Time: p.Timeline.Finished, State: r.status, Attestation: hex.EncodeToString(sum[:])}); err != nil {
+		if _, err := f.led.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: r.id, Time: p.Timeline.Finished, State: outcome.Outcome(r.status), Attestation: hex.EncodeToString(sum[:])}); err != nil {
 			f.t.Fatal(err)
 		}
 	}

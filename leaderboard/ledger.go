@@ -300,7 +300,7 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 			}
 			state := "not ended"
 			if ei, ok := l.Ended[e.Run]; ok {
-				state = l.Entries[ei].State
+				state = string(l.Entries[ei].State)
 			}
 			b.Unpublished = append(b.Unpublished, fmt.Sprintf("%s (%s · %s, seed %d, %s on %s)", e.Run, e.Scaffold, e.Agent, e.Seed, state, o))
 		}

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/sealrun/sealrun/internal/jsonpass"
+	"github.com/sealrun/sealrun/outcome"
 )
 
 // Entry kinds: a run is appended when the daemon accepts it and again when it ends.
@@ -33,9 +34,9 @@ type Entry struct {
 	Seed      int64  `json:"seed"`
 	RerunOf   string `json:"rerun_of,omitempty"`
 	// Ended only.
-	State       string `json:"state,omitempty"` // graded, failed or invalid
-	Reason      string `json:"reason,omitempty"`
-	Attestation string `json:"attestation,omitempty"` // sha256 hex of the signed statement
+	State       outcome.Outcome `json:"state,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Attestation string          `json:"attestation,omitempty"` // sha256 hex of the signed statement
 }
 
 // MaxEntryBytes bounds one entry.
@@ -80,15 +81,13 @@ func (e *Entry) Check() error {
 			return bad("state", "a queued entry has no state and no attestation")
 		}
 	case KindEnded:
-		switch e.State {
-		case "graded", "failed", "invalid":
-		default:
-			return bad("state", "%q is not graded, failed or invalid", e.State)
+		if _, err := outcome.Parse(string(e.State)); err != nil {
+			return bad("state", "%v", err)
 		}
 		if e.Attestation != "" && !hex64RE.MatchString(e.Attestation) {
 			return bad("attestation", "%q is not 64 lowercase hex", e.Attestation)
 		}
-		if e.Attestation == "" && e.State != "invalid" {
+		if e.Attestation == "" && e.State != outcome.Invalid {
 			return bad("attestation", "a %s run has an attestation", e.State)
 		}
 	default:

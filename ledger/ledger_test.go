@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"golang.org/x/mod/sumdb/note"
 )
@@ -36,7 +37,7 @@ func queued(run string, seed int64, rerunOf string) *Entry {
 		Scaffold: "demo 1", Agent: "none/scripted", Seed: seed, RerunOf: rerunOf}
 }
 
-func ended(run, state string) *Entry {
+func ended(run string, state outcome.Outcome) *Entry {
 	e := &Entry{Kind: KindEnded, Run: run, Time: time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC), State: state}
 	if state != "invalid" {
 		e.Attestation = strings.Repeat("ab", 32)

@@ -93,7 +93,7 @@ const RunPageFile = "report.html"
 func ReportOf(p *attest.Predicate) RunReport {
 	tl := p.Timeline
 	return RunReport{ID: p.Run.ID, Track: p.Track.Name + " " + p.Track.Version, Agent: p.LedgerAgent(), Seed: p.Seed,
-		Status: p.Result.Status, Reason: p.Result.Reason, Passed: p.Result.Passed, Questions: p.Result.Questions, Metric: p.MetricText(),
+		Status: string(p.Result.Status), Reason: p.Result.Reason, Passed: p.Result.Passed, Questions: p.Result.Questions, Metric: p.MetricText(),
 		Started: tl.Started.UTC(), Deadline: tl.Deadline.UTC(), Finished: tl.Finished.UTC(), Usage: p.Usage}
 }
 

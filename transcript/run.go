@@ -13,7 +13,7 @@ func RunFromPredicate(p *attest.Predicate) Run {
 	r := Run{
 		ID: p.Run.ID, Track: p.Track.Name, TrackVersion: p.Track.Version, TrackID: p.Track.ID,
 		Agent: p.LedgerAgent(), Scaffold: p.LedgerScaffold(), Seed: p.Seed,
-		State: p.Result.Status, Reason: p.Result.Reason,
+		State: string(p.Result.Status), Reason: p.Result.Reason,
 		Started: p.Timeline.Started.UTC(), Deadline: p.Timeline.Deadline.UTC(), Finished: p.Timeline.Finished.UTC(),
 		Wall: p.Budget.Wall, CallLimit: p.Budget.CallLimit, Reserve: p.Budget.Reserve,
 		MaxTokens: p.Budget.MaxTokens, MaxCost: p.Budget.MaxCost,

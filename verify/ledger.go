@@ -15,6 +15,7 @@ import (
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sigstore/sigstore/pkg/signature"
 )
 
@@ -37,14 +38,14 @@ type LedgerOptions struct {
 
 // LedgerDetails is what a ledger's check counted.
 type LedgerDetails struct {
-	Origin string         `json:"origin,omitempty"`
-	Size   uint64         `json:"size"`
-	Root   string         `json:"root,omitempty"`
-	Runs   int            `json:"runs"`
-	Ended  map[string]int `json:"ended"`
-	Open   []string       `json:"not_ended"`
-	Reruns int            `json:"reruns"`
-	Heads  []string       `json:"heads_checked"`
+	Origin string                  `json:"origin,omitempty"`
+	Size   uint64                  `json:"size"`
+	Root   string                  `json:"root,omitempty"`
+	Runs   int                     `json:"runs"`
+	Ended  map[outcome.Outcome]int `json:"ended"`
+	Open   []string                `json:"not_ended"`
+	Reruns int                     `json:"reruns"`
+	Heads  []string                `json:"heads_checked"`
 	// Witnessed: the largest head the quorum of witnesses cosigned.
 	Witnessed *LedgerWitnessed `json:"witnessed,omitempty"`
 	// Timestamp: what the timestamp check found.
@@ -86,7 +87,7 @@ func Ledger(path string, o LedgerOptions) (*Result, error) {
 		return nil, ioErr(err)
 	}
 	r := &Result{Kind: "ledger", Path: path}
-	d := &LedgerDetails{Ended: map[string]int{}, Open: []string{}, Heads: []string{}}
+	d := &LedgerDetails{Ended: map[outcome.Outcome]int{}, Open: []string{}, Heads: []string{}}
 	l, err := readLedger(path, verifiersOf(ks))
 	var bad *ledgerFailure
 	switch {
@@ -239,7 +240,7 @@ func WriteLedger(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "  origin     %s\n", d.Origin)
 	fmt.Fprintf(w, "  head       %d entries, root %s (signed)\n", d.Size, d.Root)
 	var ended []string
-	for _, s := range []string{"graded", "failed", "invalid"} {
+	for _, s := range outcome.All {
 		ended = append(ended, fmt.Sprintf("%d %s", d.Ended[s], s))
 	}
 	fmt.Fprintf(w, "  runs       %d queued (%d reruns); ended: %s; not ended: %d\n", d.Runs, d.Reruns, strings.Join(ended, ", "), len(d.Open))

@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/verify"
@@ -142,7 +143,7 @@ printed), 1 bad input, 2 usage or a failure of this host. Needs root.`,
 			if f.logs != "" && !f.json {
 				fmt.Fprintf(cmd.OutOrStdout(), "logs               %s (private: per-question outcomes, the bundle's stderr)\n", workDir)
 			}
-			if rep.Status == "failed" {
+			if rep.Status == outcome.Failed {
 				return &exitError{code: exitFailed, err: errors.New(rep.Reason), quiet: true}
 			}
 			return nil
@@ -277,7 +278,7 @@ func regrade(cmd *cobra.Command, g *globals, f *gradeFlags, vf *verifyFlags, att
 		return invalid(fmt.Errorf("%s: not valid (%s): %s", attPath, r.Reason, r.Detail))
 	}
 	p := r.Run.Predicate
-	if p.Result.Status != attest.StatusGraded {
+	if p.Result.Status != outcome.Graded {
 		return fmt.Errorf("the attestation's result is %s (%s): there is no graded pass vector to regrade", p.Result.Status, p.Result.Reason)
 	}
 	ex, err := openExam(f.exam, p.Exam.SHA256)

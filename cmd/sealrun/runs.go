@@ -170,7 +170,7 @@ func follow(cmd *cobra.Command, c *api.Client, id string, show bool) error {
 		return fmt.Errorf("the event stream of run %s ended before the run did (sealrund stopped?); sealrun show %s", id, id)
 	}
 	if !show {
-		fmt.Fprintln(w, api.EventLine(api.Event{Time: last.Finished, Kind: "state", State: last.State, Reason: last.Reason}, last))
+		fmt.Fprintln(w, api.EventLine(api.Event{Time: last.Finished, Kind: api.EventState, State: last.State, Reason: last.Reason}, last))
 	}
 	fmt.Fprintf(w, "files: %s\n", last.Dir)
 	return stateExit(last.State, last.Reason)
