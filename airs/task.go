@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sealrun/sealrun/digest"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -712,13 +713,14 @@ func TreeHash(dir string, maxFiles int, maxBytes int64) ([]File, string, error) 
 	return files, hashList(files), nil
 }
 
-// hashList is the tree hash of files sorted by path with their sums.
+// hashList is the tree hash of files sorted by path with their sums: the SHA-256 of their
+// SHA256SUMS.
 func hashList(files []File) string {
-	h := sha256.New()
-	for _, f := range files {
-		fmt.Fprintf(h, "%s  %s\n", f.SHA256, f.Path)
+	sums := make([]digest.Sum, len(files))
+	for i, f := range files {
+		sums[i] = digest.Sum{Path: f.Path, SHA256: digest.Hex(f.SHA256)}
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return string(digest.HashSums(sums))
 }
 
 // listTree lists dir's regular files (sorted by path, with sizes; not hashed) under the rules

@@ -8,8 +8,6 @@
 package kits
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -22,11 +20,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // ManifestName is the manifest of a built kit: `sha256sum` lines of every other file.
-const ManifestName = "SHA256SUMS"
+const ManifestName = digest.SumsFile
 
 // Limits of a kit, checked before anything is hashed or copied.
 const (
@@ -205,43 +204,32 @@ func (k *Kit) Check(want, track string) error {
 	return nil
 }
 
-// parseManifest reads SHA256SUMS: `<64 hex>  <path>` lines, sorted by path bytes, no duplicates.
+// parseManifest reads SHA256SUMS: `<64 hex>  <path>` lines, sorted by path bytes, no duplicates,
+// each path a kit path.
 func parseManifest(b []byte) ([]File, error) {
-	var out []File
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), 4096)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := sc.Text()
-		sum, path, ok := strings.Cut(line, "  ")
-		if !ok || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" || !pathRE.MatchString(path) || len(path) > MaxPathBytes || path == ManifestName {
-			return nil, fmt.Errorf("line %d is not `<64 lowercase hex>  <path>`: %.80q", n, line)
+	sums, err := digest.ParseSums(b, digest.SumsRules{Sorted: true, MaxLines: MaxFiles, MaxLineBytes: 4096, Path: func(p string) string {
+		if !pathRE.MatchString(p) || len(p) > MaxPathBytes || p == ManifestName {
+			return "is not a kit's file: portable names joined by '/', at most 255 bytes, not SHA256SUMS itself"
 		}
-		if len(out) > 0 && out[len(out)-1].Path >= path {
-			return nil, fmt.Errorf("line %d (%s) is out of order or repeated: lines are sorted by path bytes (LC_ALL=C sort)", n, path)
-		}
-		out = append(out, File{Path: path, SHA256: sum})
-		if len(out) > MaxFiles {
-			return nil, fmt.Errorf("more than %d files listed", MaxFiles)
-		}
+		return ""
+	}})
+	if err != nil {
+		return nil, err
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %v", n+1, err)
-	}
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		return nil, errors.New("the last line has no newline")
+	out := make([]File, len(sums))
+	for i, s := range sums {
+		out[i] = File{Path: s.Path, SHA256: string(s.SHA256)}
 	}
 	return out, nil
 }
 
 // manifestBytes is the canonical SHA256SUMS of files (sorted by path).
 func manifestBytes(files []File) []byte {
-	var b bytes.Buffer
-	for _, f := range files {
-		fmt.Fprintf(&b, "%s  %s\n", f.SHA256, f.Path)
+	sums := make([]digest.Sum, len(files))
+	for i, f := range files {
+		sums[i] = digest.Sum{Path: f.Path, SHA256: digest.Hex(f.SHA256)}
 	}
-	return b.Bytes()
+	return digest.FormatSums(sums)
 }
 
 // Seed copies the kit into a run's workspace: every listed file (SHA256SUMS too), hashed again

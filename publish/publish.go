@@ -4,7 +4,6 @@
 package publish
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,16 +14,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
+	"path"
 )
 
 // A publication is a directory a reader checks offline (docs/READER.md, "Publishing results"):
@@ -42,7 +42,7 @@ import (
 //	SHA256SUMS         every other file's sha256, as sha256sum prints them
 const (
 	Format   = "sealrun-publication/v1"
-	SumsFile = "SHA256SUMS"
+	SumsFile = digest.SumsFile
 	// ManifestFile is SHA256SUMS signed (DSSE, attest.ManifestPayloadType) with the host's key:
 	// a mirror cannot add, drop or swap a file unseen.
 	ManifestFile = "SHA256SUMS.dsse.json"
@@ -677,15 +677,15 @@ func SumTree(dir string) ([]byte, int, error) {
 		return nil, 0, ioErr(err)
 	}
 	sort.Strings(paths)
-	var b bytes.Buffer
-	for _, p := range paths {
+	sums := make([]digest.Sum, len(paths))
+	for i, p := range paths {
 		sum, err := fileio.SHA256(filepath.Join(dir, filepath.FromSlash(p)))
 		if err != nil {
 			return nil, 0, ioErr(err)
 		}
-		fmt.Fprintf(&b, "%s  %s\n", sum, p)
+		sums[i] = digest.Sum{Path: p, SHA256: digest.Hex(sum)}
 	}
-	return b.Bytes(), len(paths), nil
+	return digest.FormatSums(sums), len(paths), nil
 }
 
 // syncTree fsyncs every directory under dir (the files were synced as written).
@@ -701,28 +701,33 @@ func syncTree(dir string) error {
 	})
 }
 
-var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// ReadSums parses SHA256SUMS: "<64 hex>  <path>" lines, paths relative and clean.
+// ReadSums reads a publication's SHA256SUMS (digest.ParseSums): each path relative, clean and
+// inside the publication, listed once.
 func ReadSums(path string) (map[string]string, error) {
-	f, err := fileio.OpenRegular(path, "checksum list")
+	b, err := fileio.ReadLimited(path, "checksum list", maxSumsBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	sums := map[string]string{}
-	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
-	for n := 1; sc.Scan(); n++ {
-		sum, p, ok := strings.Cut(sc.Text(), "  ")
-		if !ok || !hexSHA256.MatchString(sum) || p == "" || filepath.IsAbs(p) || filepath.Clean(p) != filepath.FromSlash(p) || strings.HasPrefix(p, "..") {
-			return nil, fmt.Errorf("%s:%d: not \"<sha256>  <relative path>\"", path, n)
-		}
-		if _, dup := sums[p]; dup {
-			return nil, fmt.Errorf("%s:%d: %s is listed twice", path, n, p)
-		}
-		sums[p] = sum
+	list, err := digest.ParseSums(b, digest.SumsRules{Path: publicationPath})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return sums, sc.Err()
+	sums := make(map[string]string, len(list))
+	for _, s := range list {
+		sums[s.Path] = string(s.SHA256)
+	}
+	return sums, nil
+}
+
+// maxSumsBytes bounds a publication's SHA256SUMS.
+const maxSumsBytes = 64 << 20
+
+// publicationPath says what is wrong with a path SHA256SUMS lists ("" if nothing).
+func publicationPath(p string) string {
+	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || strings.ContainsAny(p, "\\\x00") {
+		return "is not a relative path inside the publication"
+	}
+	return ""
 }
 
 // signerAmongKeys checks that the manifest's signer is one of the keys the runs are verified
