@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sealrun/sealrun/digest"
 	"io"
 	"os"
 	"path/filepath"
@@ -78,21 +79,21 @@ func InstallTreeWith(src, store string, o InstallOptions) (string, error) {
 		return "", err
 	}
 	hash := hashList(files)
-	dst := filepath.Join(store, hash)
+	dst := filepath.Join(store, string(hash))
 	if _, err := os.Stat(dst); err == nil {
-		return hash, nil // already stored (the deferred cleanup drops the copy)
+		return string(hash), nil // already stored (the deferred cleanup drops the copy)
 	}
 	if err := syncFS(tmp); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		if _, serr := os.Stat(dst); serr == nil {
-			return hash, nil // another install of the same tree won
+			return string(hash), nil // another install of the same tree won
 		}
 		return "", err
 	}
 	ok = true
-	return hash, syncPath(store)
+	return string(hash), syncPath(store)
 }
 
 // reportProgress calls o.Progress with the bytes copied so far every o.ProgressEvery (default
@@ -136,7 +137,7 @@ func copyFiles(src, dst string, files []File, copied *atomic.Int64) error {
 					errs <- err
 					continue
 				}
-				f.SHA256 = sum
+				f.SHA256 = digest.Hex(sum)
 			}
 		}()
 	}

@@ -106,9 +106,9 @@ type Field struct {
 
 // File is one file of a task directory.
 type File struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
+	Path   string     `json:"path"`
+	Size   int64      `json:"size"`
+	SHA256 digest.Hex `json:"sha256"`
 }
 
 // Task is a validated task directory.
@@ -117,7 +117,7 @@ type Task struct {
 	Meta  Metadata
 	Files []File
 	// Hash is the directory's hash (TreeHash): what a track pins.
-	Hash string
+	Hash digest.Hex
 	// Notes are what validation kept but reports: unknown fields, files the format does not name.
 	Notes []string
 }
@@ -695,7 +695,7 @@ func DirectionOptimum(lowerIsBetter bool) float64 {
 // Only regular files and directories are allowed (a symlink, device or socket is an error naming
 // it), names must be printable without escapes (sha256sum would escape them), and the counts are
 // capped.
-func TreeHash(dir string, maxFiles int, maxBytes int64) ([]File, string, error) {
+func TreeHash(dir string, maxFiles int, maxBytes int64) ([]File, digest.Hex, error) {
 	files, _, err := listTree(dir, maxFiles, maxBytes)
 	if err != nil {
 		return nil, "", err
@@ -708,19 +708,19 @@ func TreeHash(dir string, maxFiles int, maxBytes int64) ([]File, string, error) 
 		if n != files[i].Size {
 			return nil, "", fmt.Errorf("%s changed while it was hashed; hash it again once nothing writes it", filepath.Join(dir, files[i].Path))
 		}
-		files[i].SHA256 = sum
+		files[i].SHA256 = digest.Hex(sum)
 	}
 	return files, hashList(files), nil
 }
 
 // hashList is the tree hash of files sorted by path with their sums: the SHA-256 of their
 // SHA256SUMS.
-func hashList(files []File) string {
+func hashList(files []File) digest.Hex {
 	sums := make([]digest.Sum, len(files))
 	for i, f := range files {
-		sums[i] = digest.Sum{Path: f.Path, SHA256: digest.Hex(f.SHA256)}
+		sums[i] = digest.Sum{Path: f.Path, SHA256: f.SHA256}
 	}
-	return string(digest.HashSums(sums))
+	return digest.HashSums(sums)
 }
 
 // listTree lists dir's regular files (sorted by path, with sizes; not hashed) under the rules

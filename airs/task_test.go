@@ -31,7 +31,7 @@ func TestPaperExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(string(out))[0]; got != task.Hash {
+	if got := strings.Fields(string(out))[0]; got != string(task.Hash) {
 		t.Errorf("TreeHash %s; the shell recipe gives %s", task.Hash, got)
 	}
 }
@@ -250,7 +250,7 @@ func TestInstallTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, again, err := TreeHash(filepath.Join(store, h), MaxTaskFiles, MaxTaskBytes)
-	if err != nil || again != h || len(files) != 5 {
+	if err != nil || string(again) != h || len(files) != 5 {
 		t.Fatalf("installed tree: %v %s %d files", err, again, len(files))
 	}
 	if st, _ := os.Stat(filepath.Join(store, h, "evaluate.py")); st.Mode().Perm() != 0o644 {
@@ -322,10 +322,10 @@ func TestInstallTreeProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, again, _ := TreeHash(src, 10, 1<<30); again != h {
+	if _, again, _ := TreeHash(src, 10, 1<<30); string(again) != h {
 		t.Errorf("installed as %s; the tree hashes to %s", h, again)
 	}
-	if _, again, _ := TreeHash(filepath.Join(store, h), 10, 1<<30); again != h {
+	if _, again, _ := TreeHash(filepath.Join(store, h), 10, 1<<30); string(again) != h {
 		t.Errorf("the stored copy hashes to %s", again)
 	}
 	if len(calls) == 0 {

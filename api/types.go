@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/outcome"
 )
 
@@ -296,19 +297,19 @@ func answerError(status int, statusText string, body []byte, what string) *Error
 }
 
 // KitPath is where a kit is kept: by its kit hash (kits/KIT.md).
-func KitPath(state, hash string) string {
-	return filepath.Join(state, "kits", hash)
+func KitPath(state string, hash digest.Hex) string {
+	return filepath.Join(state, "kits", string(hash))
 }
 
 // ContentPath is where a pinned blob (the hidden exam) is kept: by its sha256.
-func ContentPath(stateDir, sha string) string {
-	return filepath.Join(stateDir, "content", "sha256", sha)
+func ContentPath(stateDir string, sha digest.Hex) string {
+	return filepath.Join(stateDir, "content", "sha256", string(sha))
 }
 
 // TreePath is where the content store keeps a directory by its tree hash (airs.TreeHash): an
 // AIRS task directory or its raw data directory (sealrun content add DIR).
-func TreePath(stateDir, hash string) string {
-	return filepath.Join(stateDir, "content", "tree", hash)
+func TreePath(stateDir string, hash digest.Hex) string {
+	return filepath.Join(stateDir, "content", "tree", string(hash))
 }
 
 // Event is one line of the journal: a run's state change or notable event. Events are appended

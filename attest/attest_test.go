@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
 )
@@ -271,7 +272,7 @@ func TestVerifyAgainstFiles(t *testing.T) {
 	other := *tr
 	other.ID = sum("another track")
 	repinned := *tr
-	repinned.Exam.SHA256 = sum("another exam")
+	repinned.Exam.SHA256 = digest.Hex(sum("another exam"))
 	tests := []struct {
 		name string
 		opt  VerifyOption

@@ -148,7 +148,7 @@ func checkIdentity(p *Predicate) error {
 		{"track.id", p.Track.ID}, {"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
 	}
 	if p.Task == nil {
-		hexes = append(hexes, struct{ field, v string }{"exam.sha256", p.Exam.SHA256}, struct{ field, v string }{"kit.sha256", p.Kit.SHA256})
+		hexes = append(hexes, struct{ field, v string }{"exam.sha256", string(p.Exam.SHA256)}, struct{ field, v string }{"kit.sha256", string(p.Kit.SHA256)})
 	} else {
 		if p.Exam != (ExamInfo{}) || p.Kit != (KitInfo{}) {
 			return bad("task", "a task run has no exam and no kit")
@@ -169,7 +169,7 @@ func checkIdentity(p *Predicate) error {
 				return bad(f.field, "is %v; expected a finite number", f.v)
 			}
 		}
-		hexes = append(hexes, struct{ field, v string }{"task.sha256", p.Task.SHA256}, struct{ field, v string }{"task.data_sha256", p.Task.DataSHA256})
+		hexes = append(hexes, struct{ field, v string }{"task.sha256", string(p.Task.SHA256)}, struct{ field, v string }{"task.data_sha256", string(p.Task.DataSHA256)})
 	}
 	for _, h := range hexes {
 		if !isHex64(h.v) {
@@ -471,14 +471,14 @@ func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
 		pins = append(pins, []struct{ field, got, want string }{
 			{"task.kind", p.Task.Kind, t.Task.Kind},
 			{"task.name", p.Task.Name, t.Task.Name},
-			{"task.sha256", p.Task.SHA256, t.Task.SHA256},
-			{"task.data_sha256", p.Task.DataSHA256, t.Task.DataSHA256},
+			{"task.sha256", string(p.Task.SHA256), string(t.Task.SHA256)},
+			{"task.data_sha256", string(p.Task.DataSHA256), string(t.Task.DataSHA256)},
 		}...)
 	default:
 		pins = append(pins, []struct{ field, got, want string }{
-			{"exam.sha256", p.Exam.SHA256, t.Exam.SHA256},
+			{"exam.sha256", string(p.Exam.SHA256), string(t.Exam.SHA256)},
 			{"exam.questions", fmt.Sprint(p.Exam.Questions), fmt.Sprint(t.Exam.Questions)},
-			{"kit.sha256", p.Kit.SHA256, t.Kit.SHA256},
+			{"kit.sha256", string(p.Kit.SHA256), string(t.Kit.SHA256)},
 		}...)
 	}
 	for _, pin := range pins {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
@@ -249,8 +250,8 @@ type TrackInfo struct {
 
 // ExamInfo pins the hidden exam.
 type ExamInfo struct {
-	SHA256    string `json:"sha256"`
-	Questions int    `json:"questions"`
+	SHA256    digest.Hex `json:"sha256"`
+	Questions int        `json:"questions"`
 }
 
 // ImagesInfo pins the three images, each name@sha256:<hex>.
@@ -263,7 +264,7 @@ type ImagesInfo struct {
 // KitInfo pins the kit seeded into the workspace (brief, starter code, training text, validation
 // set) by its kit hash, the SHA-256 of the kit's SHA256SUMS.
 type KitInfo struct {
-	SHA256 string `json:"sha256"`
+	SHA256 digest.Hex `json:"sha256"`
 }
 
 // Scaffold pins the agent scaffold.
@@ -441,13 +442,13 @@ func (p *Predicate) MetricText() string {
 // track's pins (name, directory hash, raw data hash) and, from the task's metadata.yaml that
 // the hash binds, what a leaderboard needs to normalize its metric without the directory.
 type TaskInfo struct {
-	Kind          string   `json:"kind"` // airs
-	Name          string   `json:"name"`
-	SHA256        string   `json:"sha256"`      // the task directory's tree hash
-	DataSHA256    string   `json:"data_sha256"` // the raw data directory's tree hash
-	Metric        string   `json:"metric"`
-	LowerIsBetter bool     `json:"metric_lower_is_better"`
-	SOTA          float64  `json:"sota_score"`
-	Optimal       float64  `json:"optimal_score"`
-	Worst         *float64 `json:"estimated_worst_score,omitempty"` // the task's, when it gives one
+	Kind          string     `json:"kind"` // airs
+	Name          string     `json:"name"`
+	SHA256        digest.Hex `json:"sha256"`      // the task directory's tree hash
+	DataSHA256    digest.Hex `json:"data_sha256"` // the raw data directory's tree hash
+	Metric        string     `json:"metric"`
+	LowerIsBetter bool       `json:"metric_lower_is_better"`
+	SOTA          float64    `json:"sota_score"`
+	Optimal       float64    `json:"optimal_score"`
+	Worst         *float64   `json:"estimated_worst_score,omitempty"` // the task's, when it gives one
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -133,7 +134,7 @@ func TestTaskPredicateInconsistent(t *testing.T) {
 		{"NaN value", "result.value", func(p *Predicate) { p.Result.Value = &nan }},
 		{"value in a failed run", "result.valid_submission", func(p *Predicate) { p.Result.Status, p.Result.Reason, p.Result.Value = outcome.Failed, "x", &v }},
 		{"exam fields", "result", func(p *Predicate) { p.Result.Questions = 100 }},
-		{"an exam as well", "task", func(p *Predicate) { p.Exam = ExamInfo{SHA256: sum("e"), Questions: 3} }},
+		{"an exam as well", "task", func(p *Predicate) { p.Exam = ExamInfo{SHA256: digest.Hex(sum("e")), Questions: 3} }},
 		{"no metric", "task.metric", func(p *Predicate) { p.Task.Metric = "" }},
 		{"bad task hash", "task.sha256", func(p *Predicate) { p.Task.SHA256 = "x" }},
 		{"bad kind", "task.kind", func(p *Predicate) { p.Task.Kind = "kaggle" }},

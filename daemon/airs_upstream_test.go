@@ -74,7 +74,7 @@ func TestUpstreamFormatTaskSealedRun(t *testing.T) {
 		}
 	}
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
-	_, trackText := tb.taskTrack(t, task.Hash, dataHash)
+	_, trackText := tb.taskTrack(t, string(task.Hash), string(dataHash))
 	trackText = strings.Replace(trackText, `name = "DigitsClassificationAccuracy"`, `name = "SentimentClassificationToyAccuracy"`, 1)
 
 	// The plain python image has no datasets: refused before anything is created.

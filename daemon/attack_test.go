@@ -24,6 +24,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images/registrytest"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -95,7 +96,7 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 	keyPEM := strings.Split(string(mustRead(t, "../attest/testdata/ed25519.key")), "\n")[1]
 
 	trackText := editTrack(t, tb.trackTOML, map[string]string{
-		tb.track.Exam.SHA256: examSHA, "questions = 12": "questions = 13", `workspace = "64MiB"`: `workspace = "128MiB"`,
+		string(tb.track.Exam.SHA256): examSHA, "questions = 12": "questions = 13", `workspace = "64MiB"`: `workspace = "128MiB"`,
 	})
 	// The compute attacks must end before the reserve window opens, where compute is refused.
 	// Alone they take 34 s here and the submissions 36 s; beside the rest of `go test ./...` on a
@@ -171,7 +172,7 @@ func newHostileBed(t *testing.T, tb *testbed) *hostileBed {
 	imagesDir := filepath.Join(testenv.LocalImages(t).State, "images")
 	cfg := map[string]any{
 		"markers": map[string]string{"the hidden exam's answer": masked(examSecret), "the signing key": masked(keyPEM), "the provider key": masked(provKey)},
-		"host_paths": []string{api.ContentPath(tb.state, examSHA), abs(t, "../attest/testdata/ed25519.key"), tb.cfg.Providers["openai"].KeyFile,
+		"host_paths": []string{api.ContentPath(tb.state, digest.Hex(examSHA)), abs(t, "../attest/testdata/ed25519.key"), tb.cfg.Providers["openai"].KeyFile,
 			tb.state, filepath.Join(tb.state, "runs"), filepath.Join(tb.state, "journal.jsonl"), imagesDir, "/var/lib/sealrun", "/etc/shadow.sealrun-host-only"},
 		"write_paths": []string{tb.state, imagesDir},
 		"tcp":         tcp,

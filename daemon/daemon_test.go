@@ -449,7 +449,7 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	tb := newTestbed(t)
 	x := tb.executor()
 	d := startDaemon(t, tb, x)
-	bad := strings.Replace(tb.trackTOML, tb.track.Exam.SHA256, strings.Repeat("9", 64), 1)
+	bad := strings.Replace(tb.trackTOML, string(tb.track.Exam.SHA256), strings.Repeat("9", 64), 1)
 	if _, err := d.Submit([]byte(bad), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "the hidden exam "+strings.Repeat("9", 64)) {
 		t.Errorf("exam pin mismatch: %v", err)
 	}
@@ -463,11 +463,11 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	// The kit: a hash the store does not have; a kit damaged in the store (a file missing, a
 	// symlink out, a file over the cap); a track whose validation set is not its kit's; a
 	// scaffold pin the controller image's labels do not carry. Each is refused, naming the file.
-	noKit := strings.Replace(tb.trackTOML, tb.track.Kit.SHA256, strings.Repeat("7", 64), 1)
+	noKit := strings.Replace(tb.trackTOML, string(tb.track.Kit.SHA256), strings.Repeat("7", 64), 1)
 	if _, err := d.Submit([]byte(noKit), "nokit.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "pins kit "+strings.Repeat("7", 64)+", which is not in this host's kit store") {
 		t.Errorf("kit not in the store: %v", err)
 	}
-	badVal := strings.Replace(tb.trackTOML, tb.track.Exam.ValidationSHA256, strings.Repeat("6", 64), 1)
+	badVal := strings.Replace(tb.trackTOML, string(tb.track.Exam.ValidationSHA256), strings.Repeat("6", 64), 1)
 	if _, err := d.Submit([]byte(badVal), "badval.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "validation.sealrun has sha256") {
 		t.Errorf("validation set not the kit's: %v", err)
 	}

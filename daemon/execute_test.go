@@ -20,6 +20,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/images/builder"
@@ -57,7 +58,7 @@ func addExam(t testing.TB, state string, seed uint64, n int) string {
 
 func addContent(t testing.TB, state string, b []byte) string {
 	t.Helper()
-	p := api.ContentPath(state, sha(b))
+	p := api.ContentPath(state, digest.Hex(sha(b)))
 	os.MkdirAll(filepath.Dir(p), 0o700)
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func newTestbed(t testing.TB) *testbed {
 
 	trackText := string(mustRead(t, "../tracks/demo.toml"))
 	for old, repl := range map[string]string{
-		strings.Repeat("a", 64): examSHA, strings.Repeat("b", 64): valSHA.SHA256, strings.Repeat("c", 64): k.Hash,
+		strings.Repeat("a", 64): examSHA, strings.Repeat("b", 64): string(valSHA.SHA256), strings.Repeat("c", 64): string(k.Hash),
 		strings.Repeat("f", 64): builder.DemoScaffoldConfigSHA256(),
 		"questions = 40":        "questions = 12", `wall = "6m"`: `wall = "3m"`, `call_limit = "2m"`: `call_limit = "1m"`, `reserve = "1m"`: `reserve = "30s"`,
 		`grading = "3m"`: `grading = "2m"`, `memory = "3GiB"`: `memory = "1GiB"`, `workspace = "2GiB"`: `workspace = "64MiB"`,

@@ -110,7 +110,7 @@ func TestTaskSealedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	track, trackText := tb.taskTrack(t, task.Hash, dataHash)
+	track, trackText := tb.taskTrack(t, string(task.Hash), string(dataHash))
 	agent, _ := controller.ParseAgent("openai/gpt-x@high")
 	if _, err := tb.executor().Check(RunSpec{Track: track, Agent: agent}); err == nil ||
 		!strings.Contains(err.Error(), "sealrun content add TASKDIR") || !strings.Contains(err.Error(), "sealrun content add DATADIR") {
@@ -142,7 +142,7 @@ func TestTaskSealedRun(t *testing.T) {
 				probe = "sh probe.sh controller\nrunner sh probe.sh runner"
 				secret := sha(labels) + "\n" + sha(mustRead(t, filepath.Join(raw, "digits.csv.gz"))) + "\n"
 				os.WriteFile(filepath.Join(tb.kit, "secret.sha"), []byte(secret), 0o644)
-				os.WriteFile(filepath.Join(tb.kit, "forbidden.txt"), []byte(strings.Join([]string{TaskDataDir, "evaluation-data", dataHash, task.Hash, "test_with_labels", "airs-digits-raw"}, "\n")+"\n"), 0o644)
+				os.WriteFile(filepath.Join(tb.kit, "forbidden.txt"), []byte(strings.Join([]string{TaskDataDir, "evaluation-data", string(dataHash), string(task.Hash), "test_with_labels", "airs-digits-raw"}, "\n")+"\n"), 0o644)
 				os.WriteFile(filepath.Join(tb.kit, "probe.sh"), []byte(probeScript), 0o644)
 			}
 			os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.NewReplacer("TRAIN", c.train, "PROBE", probe).Replace(taskAgent)), 0o755)

@@ -24,6 +24,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images/builder"
@@ -222,7 +223,7 @@ func demoExam(state string, questions int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dst := api.ContentPath(state, sum)
+	dst := api.ContentPath(state, digest.Hex(sum))
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/kits"
@@ -112,7 +113,7 @@ func (s *session) makeContent(context.Context) error {
 	}
 	train, _ := s.kit.File(kits.TrainPath)
 	s.lg.printf("    kit %s: %d files, %d bytes of training text", s.kit.Hash, len(s.kit.Files), train.Size)
-	n, err := contamination(filepath.Join(kitOut, kits.TrainPath), api.ContentPath(s.state, s.examSHA))
+	n, err := contamination(filepath.Join(kitOut, kits.TrainPath), api.ContentPath(s.state, digest.Hex(s.examSHA)))
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func (s *session) writeTrack(context.Context) error {
 	s.trackFile = filepath.Join(s.demoDir, "track.toml")
 	python := s.refs["python"]
 	pinned, err := trackpin.Pin(s.state, "tracks/demo.toml", []byte(text), s.trackFile,
-		trackpin.Pins{Exam: s.examSHA, Kit: s.kit.Hash, Controller: s.refs[s.controllerKey], Runner: python, Grader: python})
+		trackpin.Pins{Exam: s.examSHA, Kit: string(s.kit.Hash), Controller: s.refs[s.controllerKey], Runner: python, Grader: python})
 	if err != nil {
 		return fmt.Errorf("pin the demo track: %w", err)
 	}

@@ -188,7 +188,7 @@ func TestDemo(t *testing.T) {
 	// SHA256SUMS, and from the files alone), and equals the track's pin.
 	kitDir := filepath.Join(state, "demo", "kit")
 	h := runDocBlock(t, "../kits/KIT.md", "kit-hash", work, filepath.Dir(sealrun), "KIT", kitDir)
-	if got := strings.Count(h, track.Kit.SHA256); got != 2 {
+	if got := strings.Count(h, string(track.Kit.SHA256)); got != 2 {
 		t.Errorf("kits/KIT.md's recipe on %s printed the track's kit hash %s %d times, want 2:\n%s", kitDir, track.Kit.SHA256, got, h)
 	}
 

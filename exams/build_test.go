@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
+	"github.com/sealrun/sealrun/digest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -93,7 +94,7 @@ func TestSynthGolden(t *testing.T) {
 	golden(t, "synth-seed1-30.jsonl", buf.Bytes())
 	out, sum := buildFile(t, "synth-seed1-30.jsonl", true, 1024)
 	golden(t, "synth-seed1-30.sha256", []byte(sum+"\n"))
-	if _, err := Open(out, sum); err != nil {
+	if _, err := Open(out, digest.Hex(sum)); err != nil {
 		t.Error(err)
 	}
 }
@@ -131,15 +132,15 @@ func bytesEqualDocs(a, b []Document) bool {
 
 func TestOpen(t *testing.T) {
 	out, sum := buildFile(t, "small-questions.jsonl", false, 16)
-	ex, err := Open(out, sum)
+	ex, err := Open(out, digest.Hex(sum))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ex.Questions) != ex.Header.Questions || ex.SHA256 != sum {
+	if len(ex.Questions) != ex.Header.Questions || string(ex.SHA256) != sum {
 		t.Errorf("exam = %+v", ex.Header)
 	}
 	wrong := strings.Repeat("0", 64)
-	_, err = Open(out, wrong)
+	_, err = Open(out, digest.Hex(wrong))
 	var hm *HashMismatchError
 	if !errors.As(err, &hm) || !strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), sum) {
 		t.Errorf("mismatch error %v does not show both hashes", err)

@@ -3,6 +3,7 @@ package exams
 import (
 	"bytes"
 	"errors"
+	"github.com/sealrun/sealrun/digest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ func checkRead(t *testing.T, qs []Question, err error, c int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := Decode("fuzz", &buf, sum)
+	ex, err := Decode("fuzz", &buf, digest.Hex(sum))
 	if err != nil {
 		t.Fatalf("built exam does not read back: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sealrun/sealrun/digest"
 	"io"
 	"os"
 )
@@ -16,14 +17,14 @@ import (
 // Exam is a built exam, read back and verified.
 type Exam struct {
 	Header    Header
-	SHA256    string // of the file's bytes
+	SHA256    digest.Hex // of the file's bytes
 	Questions []Question
 }
 
 // HashMismatchError: the file is not the exam the caller asked for.
 type HashMismatchError struct {
 	Path      string
-	Want, Got string
+	Want, Got digest.Hex
 }
 
 func (e *HashMismatchError) Error() string {
@@ -48,7 +49,7 @@ func (e *InvalidExamError) Error() string {
 // canonical form and that the file's SHA-256 equals wantSHA256 (lowercase hex; "" skips the
 // comparison, for tools that only inspect). It returns *HashMismatchError showing both hashes,
 // or *InvalidExamError naming the line. The daemon refuses a run whose exam does not verify.
-func Open(path, wantSHA256 string) (*Exam, error) {
+func Open(path string, wantSHA256 digest.Hex) (*Exam, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func Open(path, wantSHA256 string) (*Exam, error) {
 
 // Decode is Open for an already opened reader; name is used in errors. It is long because it checks
 // the header and every question line in one pass, as the format (exams/FORMAT.md) lists them.
-func Decode(name string, in io.Reader, wantSHA256 string) (*Exam, error) {
+func Decode(name string, in io.Reader, wantSHA256 digest.Hex) (*Exam, error) {
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(in, h), 256<<10)
 	bad := func(line int, format string, args ...any) error {
@@ -152,7 +153,7 @@ func Decode(name string, in io.Reader, wantSHA256 string) (*Exam, error) {
 	if len(ex.Questions) != hdr.Questions {
 		return nil, bad(0, "the header says %d questions but the file has %d (truncated?)", hdr.Questions, len(ex.Questions))
 	}
-	ex.SHA256 = hex.EncodeToString(h.Sum(nil))
+	ex.SHA256 = digest.Hex(hex.EncodeToString(h.Sum(nil)))
 	if wantSHA256 != "" && ex.SHA256 != wantSHA256 {
 		return nil, &HashMismatchError{Path: name, Want: wantSHA256, Got: ex.SHA256}
 	}

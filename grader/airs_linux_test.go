@@ -14,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -223,7 +224,7 @@ func TestTaskService(t *testing.T) {
 	tr := &policy.Track{ID: strings.Repeat("c", 64), Name: "airs-t", Version: "1",
 		Budget:   policy.Budget{Wall: time.Hour, CallLimit: 20 * time.Minute, Reserve: 5 * time.Minute, Grading: 2 * time.Minute},
 		Artifact: policy.Artifact{MaxGzipBytes: 1 << 20},
-		Task:     &policy.Task{Kind: policy.TaskAIRS, Name: meta.Meta.Info.Name, SHA256: meta.Hash, DataSHA256: strings.Repeat("d", 64)}}
+		Task:     &policy.Task{Kind: policy.TaskAIRS, Name: meta.Meta.Info.Name, SHA256: digest.Hex(meta.Hash), DataSHA256: digest.Hex(strings.Repeat("d", 64))}}
 	base := t.TempDir()
 	os.Chmod(base, 0o711)
 	raw, preds := synthDigitsLabels(t)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
@@ -83,7 +84,7 @@ func synthExam(t testing.TB, dir string, seed uint64, n int) *exams.Exam {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := exams.Open(p, sum)
+	ex, err := exams.Open(p, digest.Hex(sum))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
@@ -80,9 +81,9 @@ type ReportTrack struct {
 
 // ReportExam is the exam's hash and shape.
 type ReportExam struct {
-	SHA256       string `json:"sha256"`
-	Questions    int    `json:"questions"`
-	ContextBytes int    `json:"context_bytes"`
+	SHA256       digest.Hex `json:"sha256"`
+	Questions    int        `json:"questions"`
+	ContextBytes int        `json:"context_bytes"`
 }
 
 // ReportCandidate is the graded bundle ("" id when no candidate was promoted).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
@@ -83,13 +84,13 @@ type TaskReport struct {
 
 // ReportTask names the task a report scored.
 type ReportTask struct {
-	Name          string   `json:"name"`
-	SHA256        string   `json:"sha256"`
-	DataSHA256    string   `json:"data_sha256"`
-	LowerIsBetter bool     `json:"metric_lower_is_better"`
-	SOTA          float64  `json:"sota_score"`
-	Optimal       float64  `json:"optimal_score"`
-	Worst         *float64 `json:"estimated_worst_score,omitempty"`
+	Name          string     `json:"name"`
+	SHA256        digest.Hex `json:"sha256"`
+	DataSHA256    digest.Hex `json:"data_sha256"`
+	LowerIsBetter bool       `json:"metric_lower_is_better"`
+	SOTA          float64    `json:"sota_score"`
+	Optimal       float64    `json:"optimal_score"`
+	Worst         *float64   `json:"estimated_worst_score,omitempty"`
 }
 
 // GradeTask scores the promoted candidate with the task's evaluate.py (a fresh container, no

@@ -45,15 +45,15 @@ var pathRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za
 // File is one file of a kit.
 type File struct {
 	Path   string
-	SHA256 string
+	SHA256 digest.Hex
 	Size   int64
 }
 
 // Kit is a verified built kit.
 type Kit struct {
 	Dir   string
-	Hash  string // sha256 of SHA256SUMS: the kit hash a track pins
-	Files []File // sorted by path, SHA256SUMS excluded
+	Hash  digest.Hex // sha256 of SHA256SUMS: the kit hash a track pins
+	Files []File     // sorted by path, SHA256SUMS excluded
 	Bytes int64
 }
 
@@ -116,10 +116,10 @@ func Open(dir string) (*Kit, error) {
 		if err != nil {
 			return nil, &Error{Dir: dir, File: f.Path, Problem: err.Error()}
 		}
-		if sum != f.SHA256 {
+		if sum != string(f.SHA256) {
 			return nil, &Error{Dir: dir, File: f.Path, Problem: fmt.Sprintf("has sha256 %s, SHA256SUMS says %s: it was changed after the kit was built", sum, f.SHA256), Fix: rebuild}
 		}
-		k.Files = append(k.Files, File{Path: f.Path, SHA256: sum, Size: size})
+		k.Files = append(k.Files, File{Path: f.Path, SHA256: digest.Hex(sum), Size: size})
 		k.Bytes += size
 	}
 	if len(found) > 0 {
@@ -136,7 +136,7 @@ func Open(dir string) (*Kit, error) {
 		}
 	}
 	sum := sha256.Sum256(manifest)
-	k.Hash = hex.EncodeToString(sum[:])
+	k.Hash = digest.Hex(hex.EncodeToString(sum[:]))
 	return k, nil
 }
 
@@ -196,7 +196,7 @@ func scanKit(dir string) (map[string]int64, error) {
 }
 
 // Check compares the kit's hash with the one a track pins.
-func (k *Kit) Check(want, track string) error {
+func (k *Kit) Check(want digest.Hex, track string) error {
 	if k.Hash != want {
 		return &Error{Dir: k.Dir, File: ManifestName, Problem: fmt.Sprintf("the kit hash is %s, track %s pins %s", k.Hash, track, want),
 			Fix: "use the kit the track was made with, or a track that pins this kit ([kit] sha256)"}
@@ -218,7 +218,7 @@ func parseManifest(b []byte) ([]File, error) {
 	}
 	out := make([]File, len(sums))
 	for i, s := range sums {
-		out[i] = File{Path: s.Path, SHA256: string(s.SHA256)}
+		out[i] = File{Path: s.Path, SHA256: s.SHA256}
 	}
 	return out, nil
 }
@@ -227,7 +227,7 @@ func parseManifest(b []byte) ([]File, error) {
 func manifestBytes(files []File) []byte {
 	sums := make([]digest.Sum, len(files))
 	for i, f := range files {
-		sums[i] = digest.Sum{Path: f.Path, SHA256: digest.Hex(f.SHA256)}
+		sums[i] = digest.Sum{Path: f.Path, SHA256: f.SHA256}
 	}
 	return digest.FormatSums(sums)
 }
@@ -243,7 +243,7 @@ func (k *Kit) Seed(ws string) error {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o775); err != nil {
 			return err
 		}
-		if err := copyChecked(filepath.Join(k.Dir, f.Path), dst, f.SHA256); err != nil {
+		if err := copyChecked(filepath.Join(k.Dir, f.Path), dst, string(f.SHA256)); err != nil {
 			return &Error{Dir: k.Dir, File: f.Path, Problem: err.Error(), Fix: "add the kit again (sealrun content add DIR)"}
 		}
 	}
@@ -282,7 +282,7 @@ func Install(src, kitsDir string) (*Kit, error) {
 	if err != nil {
 		return nil, err
 	}
-	final := filepath.Join(kitsDir, k.Hash)
+	final := filepath.Join(kitsDir, string(k.Hash))
 	if have, err := Open(final); err == nil {
 		return have, nil
 	}

@@ -1,6 +1,7 @@
 package kits
 
 import (
+	"github.com/sealrun/sealrun/digest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,7 @@ func TestBuildIsReproducibleAndRecomputable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Fields(string(out))[0]; got != a.Hash {
+		if got := strings.Fields(string(out))[0]; got != string(a.Hash) {
 			t.Errorf("shell recipe: %s; sealrun: %s", got, a.Hash)
 		}
 	}
@@ -87,8 +88,8 @@ func TestOpenRefusesDamagedKits(t *testing.T) {
 
 func TestCheckNamesTheTrack(t *testing.T) {
 	k := buildARI(t)
-	err := k.Check(strings.Repeat("0", 64), "demo")
-	if err == nil || !strings.Contains(err.Error(), "track demo pins "+strings.Repeat("0", 64)) || !strings.Contains(err.Error(), k.Hash) {
+	err := k.Check(digest.Hex(strings.Repeat("0", 64)), "demo")
+	if err == nil || !strings.Contains(err.Error(), "track demo pins "+strings.Repeat("0", 64)) || !strings.Contains(err.Error(), string(k.Hash)) {
 		t.Errorf("hash mismatch against the track: %v", err)
 	}
 	if err := k.Check(k.Hash, "demo"); err != nil {
@@ -123,7 +124,7 @@ func TestInstallIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := Install(k.Dir, store)
-	if err != nil || a.Hash != b.Hash || a.Dir != filepath.Join(store, k.Hash) {
+	if err != nil || a.Hash != b.Hash || a.Dir != filepath.Join(store, string(k.Hash)) {
 		t.Fatalf("install twice: %v %v %v", a, b, err)
 	}
 }

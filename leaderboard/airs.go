@@ -176,16 +176,16 @@ func (b *AIRSBoard) collect(in *Inputs) (tasks map[string]*attest.TaskInfo, name
 			b.Skipped = append(b.Skipped, Rejection{e.Path, "an exam run, not an AIRS task run: its board is the default suite"})
 			continue
 		}
-		if _, ok := tasks[p.Task.SHA256]; !ok {
-			tasks[p.Task.SHA256] = p.Task
-			names[p.Task.Name] = append(names[p.Task.Name], p.Task.SHA256)
+		if _, ok := tasks[string(p.Task.SHA256)]; !ok {
+			tasks[string(p.Task.SHA256)] = p.Task
+			names[p.Task.Name] = append(names[p.Task.Name], string(p.Task.SHA256))
 		}
 		agent := Agent{Scaffold: p.Scaffold.Name, ScaffoldVersion: p.Scaffold.Version, Model: p.Agent.Model, Effort: p.Agent.ReasoningEffort}.Name()
 		if p.Result.Status == outcome.Invalid {
 			b.Invalid = append(b.Invalid, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, Reason: p.Result.Reason, RerunOf: p.Run.RerunOf, Path: e.Path})
 			continue
 		}
-		r := airs.Run{Agent: agent, Task: p.Task.SHA256, ID: p.Run.ID, Valid: p.Result.ValidSubmission && p.Result.Value != nil}
+		r := airs.Run{Agent: agent, Task: string(p.Task.SHA256), ID: p.Run.ID, Valid: p.Result.ValidSubmission && p.Result.Value != nil}
 		if r.Valid {
 			r.Score = *p.Result.Value
 		}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
 
@@ -297,10 +298,11 @@ func (v *validator) track(md toml.MetaData) *Track {
 	t.Budget = Budget{Wall: dur("budget.wall"), CallLimit: dur("budget.call_limit"), Reserve: dur("budget.reserve"), Grading: dur("budget.grading"), QuestionLimit: dur("budget.question_limit"),
 		MaxTokens: num("budget.max_tokens"), MaxCost: money("budget.max_cost")}
 	t.Artifact.MaxGzipBytes = num("artifact.max_gzip_bytes")
-	t.Exam = Exam{SHA256: str("exam.sha256"), Questions: num("exam.questions"), ContextBytes: num("exam.context_bytes"), ValidationSHA256: str("exam.validation_sha256")}
-	t.Kit.SHA256 = str("kit.sha256")
+	hx := func(k string) digest.Hex { return digest.Hex(str(k)) } // checked as kSHA256 above
+	t.Exam = Exam{SHA256: hx("exam.sha256"), Questions: num("exam.questions"), ContextBytes: num("exam.context_bytes"), ValidationSHA256: hx("exam.validation_sha256")}
+	t.Kit.SHA256 = hx("kit.sha256")
 	if isTask {
-		t.Task = &Task{Kind: str("task.kind"), Name: str("task.name"), SHA256: str("task.sha256"), DataSHA256: str("task.data_sha256")}
+		t.Task = &Task{Kind: str("task.kind"), Name: str("task.name"), SHA256: hx("task.sha256"), DataSHA256: hx("task.data_sha256")}
 	}
 	t.Images = Images{Controller: img("images.controller"), Runner: img("images.runner"), Grader: img("images.grader")}
 	t.Scaffold = Scaffold{Name: str("scaffold.name"), Version: str("scaffold.version"), ConfigSHA256: str("scaffold.config_sha256")}

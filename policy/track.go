@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/sealrun/sealrun/digest"
 	"time"
 )
 
@@ -66,16 +67,16 @@ type Artifact struct {
 
 // Exam pins the hidden exam and the public validation set by hash.
 type Exam struct {
-	SHA256           string
+	SHA256           digest.Hex
 	Questions        int64
 	ContextBytes     int64
-	ValidationSHA256 string
+	ValidationSHA256 digest.Hex
 }
 
 // Kit pins the kit seeded into every workspace (the brief, the starter code, the training text,
 // the public validation set) by its kit hash: the SHA-256 of its SHA256SUMS (kits/KIT.md).
 type Kit struct {
-	SHA256 string
+	SHA256 digest.Hex
 }
 
 // Images pins the three container images by digest.
@@ -136,8 +137,8 @@ const TaskAIRS = "airs"
 // raw data directory, each by its directory hash (airs.TreeHash). The grader image is then the
 // task's evaluation image: its evaluate.py runs there.
 type Task struct {
-	Kind       string // TaskAIRS
-	Name       string // logging_info.name of the task's metadata.yaml
-	SHA256     string // the task directory's hash
-	DataSHA256 string // the raw data directory's hash
+	Kind       string     // TaskAIRS
+	Name       string     // logging_info.name of the task's metadata.yaml
+	SHA256     digest.Hex // the task directory's hash
+	DataSHA256 digest.Hex // the raw data directory's hash
 }

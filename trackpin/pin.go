@@ -15,6 +15,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
@@ -140,10 +141,10 @@ func (e *editor) kit(p Pins) error {
 	if !ok {
 		return fmt.Errorf("kit %s has no %s (the public validation set an exam track pins); build it from a kit.toml that names one (kits/KIT.md)", p.Kit, kits.ValidationPath)
 	}
-	if err := e.set("kit", "sha256", strconv.Quote(k.Hash), "sealrun kit hash"); err != nil {
+	if err := e.set("kit", "sha256", strconv.Quote(string(k.Hash)), "sealrun kit hash"); err != nil {
 		return err
 	}
-	return e.set("exam", "validation_sha256", strconv.Quote(val.SHA256), "the kit's "+kits.ValidationPath)
+	return e.set("exam", "validation_sha256", strconv.Quote(string(val.SHA256)), "the kit's "+kits.ValidationPath)
 }
 
 // task pins an AIRS task's tree and name, and its raw data's tree.
@@ -153,7 +154,7 @@ func (e *editor) task(p Pins) error {
 		if err != nil {
 			return err
 		}
-		if err := e.set("task", "sha256", strconv.Quote(t.Hash), "sealrun task validate"); err != nil {
+		if err := e.set("task", "sha256", strconv.Quote(string(t.Hash)), "sealrun task validate"); err != nil {
 			return err
 		}
 		if err := e.set("task", "name", strconv.Quote(t.Meta.Info.Name), "the task's metadata.yaml"); err != nil {
@@ -165,7 +166,7 @@ func (e *editor) task(p Pins) error {
 		if err != nil {
 			return err
 		}
-		return e.set("task", "data_sha256", strconv.Quote(t.Hash), "the raw data's tree hash")
+		return e.set("task", "data_sha256", strconv.Quote(string(t.Hash)), "the raw data's tree hash")
 	}
 	return nil
 }
@@ -237,11 +238,11 @@ func pinExam(state, v string) (string, exams.Header, error) {
 			return "", exams.Header{}, fmt.Errorf("--exam: %w", err)
 		}
 	}
-	stored := api.ContentPath(state, sha)
+	stored := api.ContentPath(state, digest.Hex(sha))
 	if _, err := os.Stat(stored); err != nil {
 		return "", exams.Header{}, fmt.Errorf("--exam %s: exam %s is not in this host's content store (%s); add it: sealrun --state-dir %s content add EXAM", v, sha, stored, state)
 	}
-	e, err := exams.Open(stored, sha)
+	e, err := exams.Open(stored, digest.Hex(sha))
 	if err != nil {
 		return "", exams.Header{}, fmt.Errorf("--exam %s: %w", v, err)
 	}
@@ -256,9 +257,9 @@ func pinKit(state, v string) (*kits.Kit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--kit: %w", err)
 		}
-		hash = k.Hash
+		hash = string(k.Hash)
 	}
-	dir := api.KitPath(state, hash)
+	dir := api.KitPath(state, digest.Hex(hash))
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("--kit %s: kit %s is not installed on this host (%s); add it: sealrun --state-dir %s content add KITDIR", v, hash, dir, state)
 	}
@@ -268,8 +269,8 @@ func pinKit(state, v string) (*kits.Kit, error) {
 // pinTree finds an AIRS task (task true) or raw data directory in the content store by
 // directory or tree hash.
 func pinTree(state, v, flag string, task bool) (*airs.Task, error) {
-	hash := v
-	if !hexSHA256.MatchString(v) {
+	hash := digest.Hex(v)
+	if !digest.IsHex(v) {
 		var err error
 		if task {
 			t, err := airs.Open(v)

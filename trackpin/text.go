@@ -98,12 +98,12 @@ func Unpinned(t *policy.Track) []string {
 		}
 	}
 	if t.Task != nil {
-		add(t.Task.SHA256, "task.sha256", "--task")
-		add(t.Task.DataSHA256, "task.data_sha256", "--task-data")
+		add(string(t.Task.SHA256), "task.sha256", "--task")
+		add(string(t.Task.DataSHA256), "task.data_sha256", "--task-data")
 	} else {
-		add(t.Exam.SHA256, "exam.sha256", "--exam")
-		add(t.Exam.ValidationSHA256, "exam.validation_sha256", "--kit")
-		add(t.Kit.SHA256, "kit.sha256", "--kit")
+		add(string(t.Exam.SHA256), "exam.sha256", "--exam")
+		add(string(t.Exam.ValidationSHA256), "exam.validation_sha256", "--kit")
+		add(string(t.Kit.SHA256), "kit.sha256", "--kit")
 	}
 	add(t.Images.Controller.String(), "images.controller", "--controller")
 	add(t.Images.Runner.String(), "images.runner", "--runner")

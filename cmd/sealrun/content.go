@@ -11,6 +11,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 )
@@ -49,7 +50,7 @@ container).`,
 				if err != nil {
 					return err
 				}
-				dst := api.ContentPath(g.stateDir, sum)
+				dst := api.ContentPath(g.stateDir, digest.Hex(sum))
 				if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 					return ioError(err)
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
@@ -177,7 +178,7 @@ func newExamVerifyCmd() *cobra.Command {
 			if !sha256Hex.MatchString(want) {
 				return usage(fmt.Errorf("--sha256 %q is not 64 lowercase hex digits (as sha256sum or a track's [exam].sha256 prints it)", want))
 			}
-			ex, err := openExam(args[0], want)
+			ex, err := openExam(args[0], digest.Hex(want))
 			if err != nil {
 				return err
 			}
@@ -189,13 +190,13 @@ func newExamVerifyCmd() *cobra.Command {
 	return cmd
 }
 
-func openExam(path, want string) (*exams.Exam, error) {
+func openExam(path string, want digest.Hex) (*exams.Exam, error) {
 	f, err := fileio.OpenRegular(path, "exam")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return exams.Decode(path, f, want)
+	return exams.Decode(path, f, digest.Hex(want))
 }
 
 func newExamShowCmd() *cobra.Command {

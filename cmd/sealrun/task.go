@@ -236,7 +236,7 @@ func showTask(w io.Writer, t *airs.Task) {
 		row("preparation requirements", strings.Join(m.PrepareCodePythonRequirements, ", "))
 	}
 	row("files", fmt.Sprintf("%d (%s)", len(t.Files), strings.Join(filePaths(t.Files), ", ")))
-	row("hash", t.Hash)
+	row("hash", string(t.Hash))
 	tw.Flush()
 	for _, n := range t.Notes {
 		fmt.Fprintln(w, "note: "+n)

@@ -80,7 +80,7 @@ func TestTrackPin(t *testing.T) {
 	}
 	examSHA := strings.Fields(must(sr("exam", "hash", p("exam.sealrun"))).stdout)[0]
 	kitHash := strings.Fields(must(sr("kit", "hash", p("kit"))).stdout)[0]
-	if pinned.Exam.SHA256 != examSHA || pinned.Exam.Questions != 7 || pinned.Kit.SHA256 != kitHash ||
+	if string(pinned.Exam.SHA256) != examSHA || pinned.Exam.Questions != 7 || string(pinned.Kit.SHA256) != kitHash ||
 		pinned.Images.Controller.String() != controllerRef || pinned.Images.Runner.String() != runnerRef || pinned.Images.Grader.String() != runnerRef ||
 		pinned.Scaffold.Name != "my-agent" || pinned.Scaffold.Version != "0.3.1" {
 		t.Errorf("pinned track: exam %+v kit %+v images %+v scaffold %+v", pinned.Exam, pinned.Kit, pinned.Images, pinned.Scaffold)
