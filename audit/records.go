@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -124,12 +125,12 @@ type Call struct {
 // Submit is a candidate the grader accepted (kind "submit"): its id, the directory it was
 // packed from (task runs), its packed and raw size and file count.
 type Submit struct {
-	Candidate string    `json:"candidate"`
-	Dir       string    `json:"dir,omitempty"`
-	Files     int       `json:"files"`
-	RawBytes  int64     `json:"raw_bytes"`
-	Size      int64     `json:"size"`
-	Time      time.Time `json:"time"`
+	Candidate digest.Digest `json:"candidate"`
+	Dir       string        `json:"dir,omitempty"`
+	Files     int           `json:"files"`
+	RawBytes  int64         `json:"raw_bytes"`
+	Size      int64         `json:"size"`
+	Time      time.Time     `json:"time"`
 }
 
 // SubmitRefused is a submission the grader refused (kind "submit_refused").
@@ -142,7 +143,7 @@ type SubmitRefused struct {
 // Validation is a candidate's score on the validation set (kind "validation"): questions
 // passed, of how many, and the count of each outcome.
 type Validation struct {
-	Candidate string         `json:"candidate"`
+	Candidate digest.Digest  `json:"candidate"`
 	Outcomes  map[string]int `json:"outcomes"`
 	Passed    *int           `json:"passed"`
 	Questions int            `json:"questions"`
@@ -152,33 +153,33 @@ type Validation struct {
 // Evaluated is a task candidate's evaluation by the task's evaluate.py (kind "evaluated"): the
 // task's metric and its value (null: no valid submission, and why in Invalid).
 type Evaluated struct {
-	Candidate       string    `json:"candidate"`
-	Invalid         string    `json:"invalid,omitempty"`
-	Metric          string    `json:"metric"`
-	Time            time.Time `json:"time"`
-	ValidSubmission bool      `json:"valid_submission"`
-	Value           *float64  `json:"value"`
+	Candidate       digest.Digest `json:"candidate"`
+	Invalid         string        `json:"invalid,omitempty"`
+	Metric          string        `json:"metric"`
+	Time            time.Time     `json:"time"`
+	ValidSubmission bool          `json:"valid_submission"`
+	Value           *float64      `json:"value"`
 }
 
 // Promote is the candidate the agent promoted (kind "promote").
 type Promote struct {
-	Candidate string    `json:"candidate"`
-	Time      time.Time `json:"time"`
+	Candidate digest.Digest `json:"candidate"`
+	Time      time.Time     `json:"time"`
 }
 
 // Finalize is the agent's end of the run (kind "finalize"), with the candidate promoted then.
 type Finalize struct {
-	Candidate string    `json:"candidate"`
-	Time      time.Time `json:"time"`
+	Candidate digest.Digest `json:"candidate"`
+	Time      time.Time     `json:"time"`
 }
 
 // Sealed is the hidden exam's pass vector of the graded candidate (kind "sealed").
 type Sealed struct {
-	Candidate        string    `json:"candidate"`
-	PassVectorSHA256 string    `json:"pass_vector_sha256"`
-	Passed           int       `json:"passed"`
-	Questions        int       `json:"questions"`
-	Time             time.Time `json:"time"`
+	Candidate        digest.Digest `json:"candidate"`
+	PassVectorSHA256 string        `json:"pass_vector_sha256"`
+	Passed           int           `json:"passed"`
+	Questions        int           `json:"questions"`
+	Time             time.Time     `json:"time"`
 }
 
 // TaskPrepare is a task's own preparation, run by the daemon before the clock (kind

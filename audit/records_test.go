@@ -2,6 +2,7 @@ package audit
 
 import (
 	"encoding/json"
+	"github.com/sealrun/sealrun/digest"
 	"testing"
 	"time"
 )
@@ -12,7 +13,7 @@ import (
 func TestRecordsKeepTheirBytes(t *testing.T) {
 	now := time.Date(2026, 11, 27, 10, 0, 0, 123456789, time.UTC)
 	passed, value := 7, 0.25
-	cand := "sha256:" + "ab12"
+	cand := digest.Digest("sha256:" + "ab12")
 	for _, tc := range []struct {
 		name   string
 		record any

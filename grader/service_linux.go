@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
@@ -187,7 +188,7 @@ func (s *Service) validate(ctx context.Context, cand *Candidate, fail func(error
 		}
 		return "", err
 	}
-	if err := s.audit(audit.KindSubmit, audit.Submit{Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files, Time: s.now()}); err != nil {
+	if err := s.audit(audit.KindSubmit, audit.Submit{Candidate: digest.Digest(id), Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files, Time: s.now()}); err != nil {
 		return "", err
 	}
 
@@ -206,7 +207,7 @@ func (s *Service) validate(ctx context.Context, cand *Candidate, fail func(error
 	for o, n := range a.Count() {
 		outcomes[string(o)] = n
 	}
-	if err := s.audit(audit.KindValidation, audit.Validation{Candidate: id, Passed: &passed, Questions: len(a.Vector), Outcomes: outcomes, Time: s.now()}); err != nil {
+	if err := s.audit(audit.KindValidation, audit.Validation{Candidate: digest.Digest(id), Passed: &passed, Questions: len(a.Vector), Outcomes: outcomes, Time: s.now()}); err != nil {
 		return "", err
 	}
 	info, _ := s.history.Candidate(id)
@@ -232,7 +233,7 @@ func (s *Service) Promote(_ context.Context, prefix string) (string, error) {
 	if err != nil {
 		return "", refused("%v", err)
 	}
-	if err := s.audit(audit.KindPromote, audit.Promote{Candidate: id, Time: s.now()}); err != nil {
+	if err := s.audit(audit.KindPromote, audit.Promote{Candidate: digest.Digest(id), Time: s.now()}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("promoted %s: %s it at the end unless you promote another\n", short(id), s.judge()), nil
@@ -244,7 +245,7 @@ func (s *Service) Finalize(_ context.Context, prefix string) (string, error) {
 	if err != nil {
 		return "", refused("%v", err)
 	}
-	if err := s.audit(audit.KindFinalize, audit.Finalize{Candidate: promoted, Time: s.now()}); err != nil {
+	if err := s.audit(audit.KindFinalize, audit.Finalize{Candidate: digest.Digest(promoted), Time: s.now()}); err != nil {
 		return "", err
 	}
 	msg := fmt.Sprintf("finalized: the run ends now; %s %s\n", s.judge(), short(promoted))
@@ -321,7 +322,7 @@ func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.
 	} else {
 		info, _ := s.history.Candidate(id)
 		sealed := func(v PassVector) error {
-			if err := s.audit(audit.KindSealed, audit.Sealed{Candidate: id, PassVectorSHA256: v.SHA256(), Passed: v.Passed(), Questions: len(v), Time: s.now()}); err != nil {
+			if err := s.audit(audit.KindSealed, audit.Sealed{Candidate: digest.Digest(id), PassVectorSHA256: v.SHA256(), Passed: v.Passed(), Questions: len(v), Time: s.now()}); err != nil {
 				return err
 			}
 			if seal != nil {

@@ -47,7 +47,7 @@ func (s *Service) submitTask(ctx context.Context, rel, shown string, fail func(e
 	if seen {
 		return fmt.Sprintf("candidate %s (%s gz) is the same as the one submitted at %s\n", short(id), iec(cand.Size), offset(prev.Time.Sub(s.cfg.Start))), nil
 	}
-	if err := s.audit(audit.KindSubmit, audit.Submit{Candidate: id, Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files, Dir: shown, Time: s.now()}); err != nil {
+	if err := s.audit(audit.KindSubmit, audit.Submit{Candidate: digest.Digest(id), Size: cand.Size, RawBytes: cand.RawBytes, Files: cand.Files, Dir: shown, Time: s.now()}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("candidate %s (%s gz, %d files matching %q) recorded\n"+
@@ -138,7 +138,7 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 				rep.Result = compact
 			}
 		}
-		body := audit.Evaluated{Candidate: id, Metric: rep.Metric, Value: rep.Value, ValidSubmission: rep.Valid, Invalid: rep.Invalid, Time: s.now()}
+		body := audit.Evaluated{Candidate: digest.Digest(id), Metric: rep.Metric, Value: rep.Value, ValidSubmission: rep.Valid, Invalid: rep.Invalid, Time: s.now()}
 		if err := s.audit(audit.KindEvaluated, body); err != nil {
 			return nil, "", err
 		}

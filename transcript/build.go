@@ -641,10 +641,10 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 	case *audit.Evaluated:
 		ev.Time, s.Candidate, s.Score, s.Reason = e.Time, e.Candidate, e.Value, e.Invalid
 		if e.Value != nil {
-			ev.Text = fmt.Sprintf("evaluated %s: %s %.6g", ShortID(e.Candidate), e.Metric, *e.Value)
+			ev.Text = fmt.Sprintf("evaluated %s: %s %.6g", e.Candidate.Short(), e.Metric, *e.Value)
 		} else {
 			ev.Failed = true
-			ev.Text = fmt.Sprintf("evaluated %s: %s: invalid submission %s", ShortID(e.Candidate), e.Metric, e.Invalid)
+			ev.Text = fmt.Sprintf("evaluated %s: %s: invalid submission %s", e.Candidate.Short(), e.Metric, e.Invalid)
 		}
 	case *audit.Promote:
 		ev.Time, s.Candidate = e.Time, e.Candidate

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -286,13 +287,13 @@ type Call struct {
 // Submission is a submission, its refusal, its validation or evaluation, a promotion, the
 // finalize or the sealed pass vector.
 type Submission struct {
-	Candidate string   `json:"candidate,omitempty"`
-	Dir       string   `json:"dir,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	Size      int64    `json:"size,omitempty"`
-	Files     int      `json:"files,omitempty"`
-	Passed    *int     `json:"passed,omitempty"`
-	Questions int      `json:"questions,omitempty"`
-	Score     *float64 `json:"score,omitempty"` // percent, or a task's metric value
-	Best      *float64 `json:"best,omitempty"`  // the best validation score before this one
+	Candidate digest.Digest `json:"candidate,omitempty"`
+	Dir       string        `json:"dir,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
+	Size      int64         `json:"size,omitempty"`
+	Files     int           `json:"files,omitempty"`
+	Passed    *int          `json:"passed,omitempty"`
+	Questions int           `json:"questions,omitempty"`
+	Score     *float64      `json:"score,omitempty"` // percent, or a task's metric value
+	Best      *float64      `json:"best,omitempty"`  // the best validation score before this one
 }

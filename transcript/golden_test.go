@@ -13,6 +13,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -25,7 +26,7 @@ var update = flag.Bool("update", false, "rewrite testdata/golden.sha256 from wha
 // with -update, and says so.
 func TestGoldenBytes(t *testing.T) {
 	r := newRun(t)
-	cand := "sha256:" + strings.Repeat("e", 64)
+	cand := digest.Digest("sha256:" + strings.Repeat("e", 64))
 	passed, value := 3, 0.5
 	req, resp := []byte(`{"model":"m","messages":[{"role":"user","content":"train it"}]}`), []byte(`{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`)
 	steps := []func() error{
@@ -47,8 +48,12 @@ func TestGoldenBytes(t *testing.T) {
 		func() error {
 			return r.Record(audit.KindEvaluated, audit.Evaluated{Candidate: cand, Metric: "accuracy", Value: &value, ValidSubmission: true, Time: r.Now})
 		},
-		func() error { return r.Record(audit.KindPromote, audit.Promote{Candidate: cand, Time: r.Now}) },
-		func() error { return r.Record(audit.KindFinalize, audit.Finalize{Candidate: cand, Time: r.Now}) },
+		func() error {
+			return r.Record(audit.KindPromote, audit.Promote{Candidate: cand, Time: r.Now})
+		},
+		func() error {
+			return r.Record(audit.KindFinalize, audit.Finalize{Candidate: cand, Time: r.Now})
+		},
 		func() error {
 			return r.Record(audit.KindSealed, audit.Sealed{Candidate: cand, PassVectorSHA256: strings.Repeat("f", 64), Passed: 3, Questions: 5, Time: r.Now})
 		},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -19,7 +20,7 @@ import (
 // requests through audit.Parse: TestMetricsReadTheAuditRecords.)
 func TestEveryAuditRecordIsRead(t *testing.T) {
 	r := newRun(t)
-	cand := "sha256:" + strings.Repeat("c", 64)
+	cand := digest.Digest("sha256:" + strings.Repeat("c", 64))
 	passed, value := 6, 0.875
 	req, resp := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), []byte(`{"choices":[{"message":{"role":"assistant","content":"hello"}}]}`)
 	if err := r.Exchange("/v1/chat/completions", req, resp, false, 200); err != nil { // audit.Gateway

@@ -206,9 +206,9 @@ func readAudit(rd io.Reader, r *RunReport) {
 			it.Detail, at = "refused: "+e.Reason, e.Time
 			it.Failed = true
 		case *audit.Promote:
-			it.Detail, at = env.Kind+" "+ShortID(e.Candidate), e.Time
+			it.Detail, at = env.Kind+" "+e.Candidate.Short(), e.Time
 		case *audit.Finalize:
-			it.Detail, at = env.Kind+" "+ShortID(e.Candidate), e.Time
+			it.Detail, at = env.Kind+" "+e.Candidate.Short(), e.Time
 		case *audit.Sealed:
 			it.Detail, at = fmt.Sprintf("pass vector sealed: %d/%d", e.Passed, e.Questions), e.Time
 		default:

@@ -10,33 +10,25 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 )
-
-// ShortID is a candidate id as pages show it: 12 hex digits, without "sha256:".
-func ShortID(id string) string {
-	id = strings.TrimPrefix(id, "sha256:")
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
 
 // callText is a compute call in words: its argv (as the reader shows it) and its length d.
 func callText(e *audit.Call, argv string, d time.Duration) string {
 	return fmt.Sprintf("call %d: %s — %s, exit %d, %s", e.Call, argv, e.Status, e.Exit, d)
 }
 
-func submitText(e *audit.Submit) string { return "submitted " + ShortID(e.Candidate) }
+func submitText(e *audit.Submit) string { return "submitted " + e.Candidate.Short() }
 
 func refusedText(e *audit.SubmitRefused) string {
 	return fmt.Sprintf("submission of %s refused: %s", e.Dir, e.Reason)
 }
 
 func validationText(e *audit.Validation) string {
-	return fmt.Sprintf("validation of %s: %d/%d", ShortID(e.Candidate), deref(e.Passed), e.Questions)
+	return fmt.Sprintf("validation of %s: %d/%d", e.Candidate.Short(), deref(e.Passed), e.Questions)
 }
 
-func promoteText(candidate string) string { return "promoted " + ShortID(candidate) }
+func promoteText(candidate digest.Digest) string { return "promoted " + candidate.Short() }
 
 func finalizeText(e *audit.Finalize) string {
 	if e.Candidate == "" {
