@@ -281,8 +281,8 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &e) && e.Code == code
 }
 
-// answerError reads an error answer: its JSON's message and code, or the status alone.
-func answerError(status int, statusText string, body []byte, what string) *Error {
+// AnswerError reads an error answer: its JSON's message and code, or the status alone.
+func AnswerError(status int, statusText string, body []byte, what string) *Error {
 	e := &Error{Status: status}
 	var a APIError
 	if json.Unmarshal(body, &a) == nil && a.Error != "" {

@@ -10,9 +10,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sealrun/sealrun/airgap"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
-	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // runIDRE is a run id as the daemon makes them.
@@ -394,8 +394,8 @@ func checkAirGap(p *Predicate) error {
 				return bad(fmt.Sprintf("air_gap.containers[%d]", i), "%s egress was not blocked; such a run is invalid, not %s", c.Role, r.Status)
 			}
 			// The same rule the network hook enforced before the container started.
-			ev := netnshook.Evidence{Links: c.Links, Addresses: c.Addresses, Routes: c.Routes, Names: netnshook.LinkNames(c.Links)}
-			if err := netnshook.CheckAirGap(c.Role, ev); err != nil {
+			ev := airgap.Evidence{Links: c.Links, Addresses: c.Addresses, Routes: c.Routes, Names: airgap.LinkNames(c.Links)}
+			if err := airgap.Check(c.Role, ev); err != nil {
 				return bad(fmt.Sprintf("air_gap.containers[%d]", i), "%v; such a run is invalid, not %s", err, r.Status)
 			}
 		}

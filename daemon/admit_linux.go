@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
@@ -110,7 +111,7 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		}
 		*im.dst = root
 	}
-	human := api.IsHuman(spec.Agent.String())
+	human := hostconfig.IsHuman(spec.Agent.String())
 	switch {
 	case human:
 		errs = append(errs, x.checkHuman(t, &p, spec.Agent)...)
@@ -128,10 +129,10 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 	}
 	prov, ok := x.Cfg.Providers[spec.Agent.Provider]
 	switch {
-	case spec.Agent.Provider == api.NoProvider:
+	case spec.Agent.Provider == hostconfig.NoProvider:
 		prov, ok = controller.NoProvider, true
 	case human:
-		prov, ok = controller.ProviderConfig{Name: api.HumanProvider, Kind: controller.KindNone}, true // a person has no model
+		prov, ok = controller.ProviderConfig{Name: hostconfig.HumanProvider, Kind: controller.KindNone}, true // a person has no model
 	}
 	if !ok {
 		errs = append(errs, fmt.Errorf("the agent's provider %q is not configured in %s; add [providers.%s]", spec.Agent.Provider, x.Cfg.File, spec.Agent.Provider))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/hostconfig"
 )
 
 // API limits.
@@ -325,7 +326,7 @@ func OpenJournalRead(path, run string, w io.Writer) error {
 
 // Listen opens the admin socket: mode 0660, group-owned by cfg.Group (root and members may use
 // it; nobody else).
-func Listen(cfg *api.Config) (net.Listener, error) {
+func Listen(cfg *hostconfig.Config) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
@@ -645,7 +646,7 @@ func TestHostileHuman(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.ID
-	var a *api.Attachment
+	var a *client.Attachment
 	for deadline := time.Now().Add(time.Duration(testenv.Slow()) * 2 * time.Minute); ; time.Sleep(time.Second) {
 		if a, err = c.Attach(t.Context(), id, false, 200, 50); err == nil {
 			break

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger/witness"
@@ -84,7 +85,7 @@ func BenchmarkPs10k(b *testing.B) {
 		enc.Encode(api.Event{Time: now, Run: id, Kind: "result", Data: json.RawMessage(`{"passed":3,"questions":20}`)})
 	}
 	f.Close()
-	d := &Daemon{cfg: &api.Config{StateDir: state}, runs: map[string]*api.Record{}, spec: map[string]RunSpec{}, subs: map[chan api.Event]string{}}
+	d := &Daemon{cfg: &hostconfig.Config{StateDir: state}, runs: map[string]*api.Record{}, spec: map[string]RunSpec{}, subs: map[chan api.Event]string{}}
 	t0 := time.Now()
 	j, err := OpenJournal(filepath.Join(state, "journal.jsonl"), d.apply)
 	if err != nil {
@@ -246,11 +247,11 @@ id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p'); runner fina
 				switch c {
 				case "answering":
 					w := witnesstest.ServeOn(b, newWitnessNet(b, n, true).listen(b), fmt.Sprintf("witness.test/w%d", i), ledgerOrigin(tb.cfg), hostPub)
-					tb.cfg.Witnesses = append(tb.cfg.Witnesses, api.WitnessConfig{Name: fmt.Sprintf("w%d", i), URL: w.URL, Key: w.Key})
+					tb.cfg.Witnesses = append(tb.cfg.Witnesses, hostconfig.WitnessConfig{Name: fmt.Sprintf("w%d", i), URL: w.URL, Key: w.Key})
 				case "down":
 					dn := newWitnessNet(b, n, false)
 					_, key, _ := witness.GenerateKey(fmt.Sprintf("witness.test/w%d", i))
-					tb.cfg.Witnesses = append(tb.cfg.Witnesses, api.WitnessConfig{Name: fmt.Sprintf("w%d", i), URL: "http://" + dn.ip + ":8080", Key: key})
+					tb.cfg.Witnesses = append(tb.cfg.Witnesses, hostconfig.WitnessConfig{Name: fmt.Sprintf("w%d", i), URL: "http://" + dn.ip + ":8080", Key: key})
 				}
 			}
 			d := startDaemon(b, tb, tb.executor())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -49,7 +50,7 @@ func TestCancelMidCall(t *testing.T) {
 	if tr.Totals.Calls != 1 || tr.Run.AuditHead != st.Predicate.Audit.Head {
 		t.Errorf("transcript.json: %d calls, audit head %q; want the cut-short call, and the attestation's head %q", tr.Totals.Calls, tr.Run.AuditHead, st.Predicate.Audit.Head)
 	}
-	if _, err := api.NewClient(rd.sock).Gather(context.Background(), rec, t.TempDir()); err != nil {
+	if _, err := client.New(rd.sock).Gather(context.Background(), rec, t.TempDir()); err != nil {
 		t.Errorf("gather of the run cancelled mid-call: %v", err)
 	}
 }

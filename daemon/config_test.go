@@ -10,6 +10,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -86,8 +87,8 @@ name = "ok"
 url = "https://other.example"
 key = "` + witnessKey + `"
 `
-	_, err := api.ParseConfig("sealrun.toml", []byte(cfg))
-	ce, ok := err.(*api.ConfigError)
+	_, err := hostconfig.Parse("sealrun.toml", []byte(cfg))
+	ce, ok := err.(*hostconfig.Error)
 	if !ok {
 		t.Fatalf("got %v", err)
 	}
@@ -133,10 +134,10 @@ key = "` + witnessKey + `"
 			t.Errorf("missing problem %q in:\n%s", want, got)
 		}
 	}
-	if _, err := api.ParseConfig("bad.toml", []byte("[keys\n")); err == nil || !strings.Contains(err.Error(), "bad.toml") {
+	if _, err := hostconfig.Parse("bad.toml", []byte("[keys\n")); err == nil || !strings.Contains(err.Error(), "bad.toml") {
 		t.Errorf("syntax error: %v", err)
 	}
-	if _, err := api.LoadConfig(filepath.Join(dir, "none.toml")); err == nil || !strings.Contains(err.Error(), "deploy/sealrun.toml") {
+	if _, err := hostconfig.Load(filepath.Join(dir, "none.toml")); err == nil || !strings.Contains(err.Error(), "deploy/sealrun.toml") {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -144,9 +145,9 @@ key = "` + witnessKey + `"
 // A price table: cached input and cache writes default to the input price; integers are prices
 // too; a table in one currency without models, or with a bad currency code, is refused.
 func TestConfigPrices(t *testing.T) {
-	pc := api.PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "https://provider.example/pricing", Models: map[string]api.PriceEntry{}}
+	pc := hostconfig.PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "https://provider.example/pricing", Models: map[string]hostconfig.PriceEntry{}}
 	in, cached, out := 3.0, 0.3, 15.0
-	pc.Models["openai/gpt-x"] = api.PriceEntry{Input: &in, CachedInput: &cached, Output: &out}
+	pc.Models["openai/gpt-x"] = hostconfig.PriceEntry{Input: &in, CachedInput: &cached, Output: &out}
 	p := pc.Price(controller.Agent{Provider: "openai", Model: "gpt-x", Effort: "high"})
 	if p == nil || *p != (policy.Price{Currency: "USD", Input: 3, CachedInput: 0.3, CacheWrite: 3, Output: 15, Taken: "2026-11-20", Source: "https://provider.example/pricing"}) {
 		t.Errorf("price %+v", p)
@@ -166,7 +167,7 @@ func TestConfigPrices(t *testing.T) {
 		{"[prices]\ncurrency = \"USD\"\ntaken = \"2026-11-20\"\n[prices.models.\"openai/gpt-x\"]\ninput = 3\noutput = 15\nouput = 1\n", "unknown key"},
 	} {
 		cfg := "[keys]\nsigning = \"" + key + "\"\n[providers.openai]\nbase_url = \"https://api.example.com/v1\"\nkey_file = \"" + key + "\"\n" + tc.toml
-		_, err := api.ParseConfig("sealrun.toml", []byte(cfg))
+		_, err := hostconfig.Parse("sealrun.toml", []byte(cfg))
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -183,8 +184,8 @@ func TestConfigPrices(t *testing.T) {
 
 // The shipped default configuration has only known keys; what it lacks on this machine is files.
 func TestDeployConfigKeysKnown(t *testing.T) {
-	_, err := api.LoadConfig("../deploy/sealrun.toml")
-	ce, ok := err.(*api.ConfigError)
+	_, err := hostconfig.Load("../deploy/sealrun.toml")
+	ce, ok := err.(*hostconfig.Error)
 	if !ok {
 		t.Fatalf("got %v", err)
 	}

@@ -20,9 +20,12 @@ import (
 	"time"
 	"unicode"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger"
@@ -30,7 +33,6 @@ import (
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 // submitted is the journal payload of a new run.
@@ -50,7 +52,7 @@ type submitted struct {
 
 // Daemon is sealrund: the runs, their queue and the executor.
 type Daemon struct {
-	cfg  *api.Config
+	cfg  *hostconfig.Config
 	x    *Executor
 	j    *Journal
 	log  *slog.Logger
@@ -147,7 +149,7 @@ func (d *Daemon) hostCPUSet() []int {
 // New opens the journal, replays it and reconciles what a previous daemon left: runs that were
 // not finished become invalid (reason: daemon restart), their leftovers are removed, and a rerun
 // of each is queued and linked. Finished runs are untouched.
-func New(ctx context.Context, cfg *api.Config, x *Executor, log *slog.Logger) (*Daemon, error) {
+func New(ctx context.Context, cfg *hostconfig.Config, x *Executor, log *slog.Logger) (*Daemon, error) {
 	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "runs")} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, err
@@ -811,7 +813,7 @@ func (d *Daemon) Close() error {
 }
 
 // hostOf builds the sandbox host and image store of a configuration.
-func hostOf(cfg *api.Config) (*sandbox.Host, *images.Store, error) {
+func hostOf(cfg *hostconfig.Config) (*sandbox.Host, *images.Store, error) {
 	h, err := sandbox.NewHost(sandbox.HostConfig{StateDir: cfg.StateDir, RunDir: cfg.RunDir, Runtime: cfg.Runtime, RoleRuntimes: cfg.RoleRuntimes(), Hook: cfg.Hook, CgroupParent: cfg.CgroupParent})
 	if err != nil {
 		return nil, nil, err

@@ -18,13 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
-	"golang.org/x/sys/unix"
 )
 
 // The user's path: sealrund's queue and admin API in this process, the real sealrun CLI against
@@ -46,7 +49,7 @@ func TestDaemonThroughCLI(t *testing.T) {
 	tb.cfg.Ledger.WitnessQuorum = 1
 	// A timestamp authority (sigstore's): every attestation's signature is timestamped.
 	tsaURL, tsaChain := testenv.TimestampAuthority(t)
-	tb.cfg.Timestamp = api.TimestampConfig{URL: tsaURL, Chain: tsaChain}
+	tb.cfg.Timestamp = hostconfig.TimestampConfig{URL: tsaURL, Chain: tsaChain}
 	x0, err := tb.cfg.TSA()
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +339,7 @@ func startDaemon(t testing.TB, tb *testbed, x *Executor) *Daemon {
 
 // serveAPI serves d's admin API on tb.cfg.Socket (set it, and Group, before startDaemon) until
 // the test ends, and returns a client of it.
-func serveAPI(t testing.TB, tb *testbed, d *Daemon) *api.Client {
+func serveAPI(t testing.TB, tb *testbed, d *Daemon) *client.Client {
 	t.Helper()
 	l, err := Listen(tb.cfg)
 	if err != nil {
@@ -346,7 +349,7 @@ func serveAPI(t testing.TB, tb *testbed, d *Daemon) *api.Client {
 	done := make(chan struct{})
 	go func() { d.ServeAPI(ctx, l); close(done) }()
 	t.Cleanup(func() { stop(); <-done })
-	return api.NewClient(tb.cfg.Socket)
+	return client.New(tb.cfg.Socket)
 }
 
 // Two runs on a host with one GPU run one after the other; each runner call sees the GPU.
@@ -372,7 +375,7 @@ devices:
           major: 195
           minor: 0
 `), 0o644)
-	tb.cfg.Resources = api.ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0"}, CDIDirs: []string{cdi}, Concurrency: 2}
+	tb.cfg.Resources = hostconfig.ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0"}, CDIDirs: []string{cdi}, Concurrency: 2}
 	script := strings.Replace(agentScript, "PROMOTE", `runner sh -c 'ls /dev/sealrun-test-gpu0 && grep Cpus_allowed_list /proc/self/status && sleep 2'; runner finalize "$id"`, 1)
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(script), 0o755)
 	x := tb.executor()
@@ -721,7 +724,7 @@ func TestTakeGPUs(t *testing.T) {
 // run records them and shows its GPUs in ps while it waits.
 func TestDispatchedRunRequests(t *testing.T) {
 	tb := newTestbed(t)
-	tb.cfg.Resources = api.ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0", "sealrun.test/gpu=1"}, Concurrency: 1}
+	tb.cfg.Resources = hostconfig.ResourcesConfig{GPUs: []string{"sealrun.test/gpu=0", "sealrun.test/gpu=1"}, Concurrency: 1}
 	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
 	d := startDaemon(t, tb, tb.executor())
 	gpuTrack := strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 1", 1)

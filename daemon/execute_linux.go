@@ -18,6 +18,7 @@ import (
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/outcome"
@@ -46,7 +47,7 @@ type RunSpec struct {
 
 // Executor runs sealed runs on this host.
 type Executor struct {
-	Cfg     *api.Config
+	Cfg     *hostconfig.Config
 	Host    *sandbox.Host
 	Store   *images.Store
 	Signer  signature.Signer

@@ -16,12 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -30,7 +33,6 @@ import (
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
-	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 func sha(b []byte) string {
@@ -93,7 +95,7 @@ PROMOTE
 // bundle and a scripted agent.
 type testbed struct {
 	h         *sandbox.Host
-	cfg       *api.Config
+	cfg       *hostconfig.Config
 	track     *policy.Track
 	trackTOML string
 	signer    signature.Signer
@@ -169,7 +171,7 @@ func newTestbed(t testing.TB) *testbed {
 	os.MkdirAll(kit, 0o755)
 	os.WriteFile(filepath.Join(kit, "sealrun-bundle.json"), mustRead(t, "../grader/example/sealrun-bundle.json"), 0o644)
 	os.WriteFile(filepath.Join(kit, "predict.py"), mustRead(t, "../grader/example/predict.py"), 0o644)
-	cfg := &api.Config{StateDir: state, Runtime: "runc", Runner: sandboxtest.Static(t, "cmd/runner"), File: "test.toml",
+	cfg := &hostconfig.Config{StateDir: state, Runtime: "runc", Runner: sandboxtest.Static(t, "cmd/runner"), File: "test.toml",
 		Providers: map[string]controller.ProviderConfig{"openai": {Name: "openai", Kind: "openai", BaseURL: prov.URL + "/v1", KeyFile: keyFile}}}
 	_ = imgs
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 )
 
@@ -68,7 +69,7 @@ func FuzzAdminAPI(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg := &api.Config{StateDir: state, File: "fuzz.toml"}
+	cfg := &hostconfig.Config{StateDir: state, File: "fuzz.toml"}
 	d := &Daemon{cfg: cfg, x: &Executor{Cfg: cfg, Store: store, Journal: j}, j: j, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		runs: map[string]*api.Record{}, spec: map[string]RunSpec{}, cancel: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), subs: map[chan api.Event]string{}}
 	d.metrics = newMetrics(d)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkAttachEcho(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var a *api.Attachment
+	var a *client.Attachment
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		if a, err = c.Attach(ctx, rec.ID, false, 200, 50); err == nil {
 			break

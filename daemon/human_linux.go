@@ -25,6 +25,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -40,10 +41,10 @@ const (
 // image (human.image, or the controller image) is in the store with a shell.
 func (x *Executor) checkHuman(t *policy.Track, p *pins, agent controller.Agent) []error {
 	if agent.Effort != "" {
-		return []error{fmt.Errorf("agent %s: a person has no reasoning effort; write %s/%s", agent, api.HumanProvider, agent.Model)}
+		return []error{fmt.Errorf("agent %s: a person has no reasoning effort; write %s/%s", agent, hostconfig.HumanProvider, agent.Model)}
 	}
 	if t.Human == nil {
-		return []error{fmt.Errorf("track %s takes no human runs (agent %s/HANDLE): it has no [human] table; add one (start = how long a run waits for its person) to the track, as docs/OPERATING.md shows", t.Name, api.HumanProvider)}
+		return []error{fmt.Errorf("track %s takes no human runs (agent %s/HANDLE): it has no [human] table; add one (start = how long a run waits for its person) to the track, as docs/OPERATING.md shows", t.Name, hostconfig.HumanProvider)}
 	}
 	if t.Human.Image.Digest != "" {
 		root, err := x.Store.Rootfs(t.Human.Image.Digest)
@@ -66,7 +67,7 @@ func (x *Executor) checkHuman(t *policy.Track, p *pins, agent controller.Agent) 
 	if err := controller.CheckImageEnv(cf.Config.Env); err != nil {
 		return []error{fmt.Errorf("the human controller image %s: %w", img, err)}
 	}
-	p.imageEnv, p.scaffold = cf.Config.Env, api.HumanProvider
+	p.imageEnv, p.scaffold = cf.Config.Env, hostconfig.HumanProvider
 	if _, err := os.Lstat(filepath.Join(p.controller, controller.HumanShell)); err != nil {
 		return []error{fmt.Errorf("the human controller image %s has no %s: a person's run needs a shell; pin an image with one ([human] image)", img, controller.HumanShell)}
 	}
@@ -210,15 +211,15 @@ func (d *Daemon) attach(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	rec, ok := d.Run(id)
 	switch {
-	case peerOf(r).Person && (!ok || !api.IsHuman(rec.Agent)):
+	case peerOf(r).Person && (!ok || !hostconfig.IsHuman(rec.Agent)):
 		// A person learns nothing of runs not theirs, not even that one exists or whose it is.
 		writeErrCode(w, http.StatusForbidden, api.CodeNotYourRun, "run %.80s is not yours: a person attaches to their own human run only", id)
 		return
 	case !ok:
 		writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", id)
 		return
-	case !api.IsHuman(rec.Agent):
-		writeErrCode(w, http.StatusConflict, api.CodeNotHuman, "run %s is %s's, not a person's: only a human run (--agent %s/HANDLE) has a terminal to attach to; sealrun logs %s follows an agent", id, rec.Agent, api.HumanProvider, id)
+	case !hostconfig.IsHuman(rec.Agent):
+		writeErrCode(w, http.StatusConflict, api.CodeNotHuman, "run %s is %s's, not a person's: only a human run (--agent %s/HANDLE) has a terminal to attach to; sealrun logs %s follows an agent", id, rec.Agent, hostconfig.HumanProvider, id)
 		return
 	}
 	// Who asks, before anything of the run's state: a refusal tells nothing but who may attach.
@@ -369,9 +370,9 @@ func checkPeople(agent controller.Agent, req api.RunRequest) (*api.Person, error
 	if err := req.CheckPeople(); err != nil {
 		return nil, err
 	}
-	if agent.Provider != api.HumanProvider {
+	if agent.Provider != hostconfig.HumanProvider {
 		if req.Person != nil || len(req.Proctors) > 0 {
-			return nil, fmt.Errorf("--person and --proctor are a human run's (agent %s/HANDLE); %s is an agent's run", api.HumanProvider, agent)
+			return nil, fmt.Errorf("--person and --proctor are a human run's (agent %s/HANDLE); %s is an agent's run", hostconfig.HumanProvider, agent)
 		}
 		return nil, nil
 	}
@@ -478,10 +479,10 @@ func (d *Daemon) livePerson(account string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.runs {
-		if r.Final() || !api.IsHuman(r.Agent) {
+		if r.Final() || !hostconfig.IsHuman(r.Agent) {
 			continue
 		}
-		if p := r.Person; p != nil && p.Account == account || p == nil && r.Agent == api.HumanProvider+"/"+account {
+		if p := r.Person; p != nil && p.Account == account || p == nil && r.Agent == hostconfig.HumanProvider+"/"+account {
 			return true
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -401,7 +402,7 @@ func TestHumanNeverAttached(t *testing.T) {
 		t.Errorf("attach to no run: %v", err)
 	}
 	// The terminal opens once the run is served; until then, a clear answer.
-	var w *api.Attachment
+	var w *client.Attachment
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		if w, err = c.Attach(ctx, id, true, 0, 0); err == nil {
 			break
@@ -557,8 +558,8 @@ func TestHumanKill9MidSession(t *testing.T) {
 	rd := newRealDaemon(t, tb)
 	rd.start()
 	id := strings.TrimSpace(rd.sealrun("run", "--track", rd.trackF, "--agent", "human/alice", "--person", "root", "--seed", "1", "--detach"))
-	c := api.NewClient(rd.sock)
-	var a *api.Attachment
+	c := client.New(rd.sock)
+	var a *client.Attachment
 	rd.waitFor("the run's terminal", func() bool { a, err = c.Attach(t.Context(), id, false, 100, 30); return err == nil })
 	defer a.Close()
 	seen := ""

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/outcome"
 )
 
 // ledgerOrigin names this host's ledger: [ledger] origin, else "sealrun.ledger/<hostname>". An
 // existing ledger keeps the origin it was made with.
-func ledgerOrigin(cfg *api.Config) string {
+func ledgerOrigin(cfg *hostconfig.Config) string {
 	if cfg.Ledger.Origin != "" {
 		return cfg.Ledger.Origin
 	}

@@ -9,8 +9,9 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
-	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/buildinfo"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/runner"
 	"github.com/sealrun/sealrun/sandbox"
@@ -19,7 +20,7 @@ import (
 // Main is sealrund: it loads the signing key (and checks it against its public half), opens the
 // journal and reconciles, serves the admin API on the socket and runs the queue until ctx ends.
 // ready is called once the socket accepts requests (sd_notify READY=1).
-func Main(ctx context.Context, cfg *api.Config, log *slog.Logger, version, commit string, ready func()) error {
+func Main(ctx context.Context, cfg *hostconfig.Config, log *slog.Logger, version, commit string, ready func()) error {
 	if len(cfg.Resources.GPUs) > 0 {
 		if _, err := sandbox.ResolveGPUs(cfg.CDIDirs(), cfg.Resources.GPUs); err != nil {
 			return fmt.Errorf("%s:resources.gpus: %w (sealrun doctor lists the CDI devices of this host)", cfg.File, err)
@@ -47,7 +48,7 @@ func Main(ctx context.Context, cfg *api.Config, log *slog.Logger, version, commi
 	if err := x.readSeamEnv(log); err != nil {
 		return err
 	}
-	b, err := api.CurrentBuild(version, commit)
+	b, err := buildinfo.CurrentBuild(version, commit)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func Main(ctx context.Context, cfg *api.Config, log *slog.Logger, version, commi
 	if shim := runner.ShimFor(cfg.Runner); shim != cfg.Runner {
 		helpers[runner.ExecShim] = shim
 	}
-	if b.Helpers, err = api.HelperHashes(helpers); err != nil {
+	if b.Helpers, err = buildinfo.HelperHashes(helpers); err != nil {
 		return err
 	}
 	x.Build = &b
@@ -124,10 +125,10 @@ func checkKeyPair(signer signature.Signer, pubPath string) error {
 // release build refuses to start while any is set (a seam set at run time is never silently
 // ignored, nor honoured).
 func (x *Executor) readSeamEnv(log *slog.Logger) error {
-	if err := api.CheckSeamEnv(); err != nil {
+	if err := buildinfo.CheckSeamEnv(); err != nil {
 		return err
 	}
-	if !api.TestSeams {
+	if !buildinfo.TestSeams {
 		return nil
 	}
 	x.Hold, x.TestOverlay, x.Entrypoint = os.Getenv("SEALRUND_TEST_HOLD"), os.Getenv("SEALRUND_TEST_OVERLAY"), strings.Fields(os.Getenv("SEALRUND_TEST_ENTRYPOINT"))

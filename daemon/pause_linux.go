@@ -19,6 +19,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/runner"
 )
@@ -206,7 +207,7 @@ func (d *Daemon) pauserOf(w http.ResponseWriter, id string) (*pauser, bool) {
 	case !ok:
 		writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", id)
 		return nil, false
-	case !api.IsHuman(rec.Agent):
+	case !hostconfig.IsHuman(rec.Agent):
 		writeErr(w, http.StatusConflict, "run %s is %s's, not a person's: only a human run pauses (an agent's clock is the host's alone)", id, rec.Agent)
 		return nil, false
 	case rec.Final():

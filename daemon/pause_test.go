@@ -18,6 +18,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/client"
 )
 
 // TestPausesOfAHumanRun: the operator pauses a person's run with sealrun pause while a compute
@@ -54,8 +55,8 @@ func TestPausesOfAHumanRun(t *testing.T) {
 	if o, _ := sealrun("ps"); !strings.Contains(o, "waiting up to 2m0s") {
 		t.Errorf("sealrun ps while the run waits for its person:\n%s", o)
 	}
-	c := api.NewClient(tb.cfg.Socket)
-	var a *api.Attachment
+	c := client.New(tb.cfg.Socket)
+	var a *client.Attachment
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
 		if a, err = c.Attach(t.Context(), id, false, 120, 40); err == nil {
 			break

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
@@ -259,7 +260,7 @@ func TestPeopleBoundToRuns(t *testing.T) {
 	if _, err := c.Attach(t.Context(), id, false, 80, 24); !api.IsCode(err, api.CodeNotYourRun) || !strings.Contains(err.Error(), "--take-over") {
 		t.Fatalf("root's attach without --take-over: %v", err)
 	}
-	op, err := c.AttachWith(t.Context(), id, api.AttachOptions{Takeover: "proctor check", Cols: 80, Rows: 24})
+	op, err := c.AttachWith(t.Context(), id, client.AttachOptions{Takeover: "proctor check", Cols: 80, Rows: 24})
 	if err != nil {
 		t.Fatalf("root's take-over: %v", err)
 	}
@@ -492,13 +493,13 @@ func freeLoopbackPort(t *testing.T) int {
 // before; the attestation lists the first 256 attaches and counts the rest.
 func TestAttachReconnectLoop(t *testing.T) {
 	tb, d, _, _ := humanTestbed(t, "2m")
-	c := api.NewClient(tb.cfg.Socket)
+	c := client.New(tb.cfg.Socket)
 	ctx := t.Context()
 	rec, err := c.Submit(ctx, api.RunRequest{Track: tb.trackTOML, TrackName: "track.toml", Agent: "human/root", Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a *api.Attachment
+	var a *client.Attachment
 	for deadline := time.Now().Add(time.Duration(testenv.Slow()) * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if a, err = c.Attach(ctx, rec.ID, false, 80, 24); err == nil {
 			break

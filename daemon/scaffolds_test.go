@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/export"
 	"github.com/sealrun/sealrun/export/exporttest"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/scaffolds"
@@ -66,7 +66,7 @@ func shippedScaffoldRun(t *testing.T, sc *scaffolds.Scaffold) {
 	}
 	tb.cfg.Providers[kind] = controller.ProviderConfig{Name: kind, Kind: kind, BaseURL: base, KeyFile: keyFile}
 	pin, pcached, pout := 2.0, 0.5, 8.0
-	tb.cfg.Prices = api.PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "a test's", Models: map[string]api.PriceEntry{kind + "/model-x": {Input: &pin, CachedInput: &pcached, Output: &pout}}}
+	tb.cfg.Prices = hostconfig.PricesConfig{Currency: "USD", Taken: "2026-11-20", Source: "a test's", Models: map[string]hostconfig.PriceEntry{kind + "/model-x": {Input: &pin, CachedInput: &pcached, Output: &pout}}}
 	track, _ := shippedTrack(t, tb, sc, map[string]string{`wall = "3m"`: `wall = "5m"`})
 	candidate := regexp.MustCompile(`candidate ([0-9a-f]{12})`)
 	tb.prov.Agent(
@@ -270,7 +270,7 @@ func TestCostBoundNeedsAPrice(t *testing.T) {
 		t.Errorf("no price: %v", err)
 	}
 	one := 1.0
-	tb.cfg.Prices = api.PricesConfig{Currency: "EUR", Taken: "2026-11-20", Models: map[string]api.PriceEntry{"openai/gpt-x": {Input: &one, Output: &one}}}
+	tb.cfg.Prices = hostconfig.PricesConfig{Currency: "EUR", Taken: "2026-11-20", Models: map[string]hostconfig.PriceEntry{"openai/gpt-x": {Input: &one, Output: &one}}}
 	if _, err := x.Check(RunSpec{ID: "run-unpriced", Track: track, Agent: agent}); err == nil || !strings.Contains(err.Error(), "bounds each run's cost in USD (max_cost 2.5 USD)") || !strings.Contains(err.Error(), "prices in EUR") {
 		t.Errorf("another currency: %v", err)
 	}

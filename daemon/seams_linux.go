@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/buildinfo"
 )
 
 // seamsUsed lists the test seams an executor has set.
@@ -27,7 +27,7 @@ func (x *Executor) seamsUsed() []string {
 
 // checkSeams refuses seams in a release build.
 func (x *Executor) checkSeams() error {
-	if s := x.seamsUsed(); len(s) > 0 && !api.TestSeams {
+	if s := x.seamsUsed(); len(s) > 0 && !buildinfo.TestSeams {
 		return fmt.Errorf("test seams %s are set but this is a release build: they exist only in builds made with -tags sealrun_testseams (make test sets it)", strings.Join(s, ", "))
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/internal/inflight"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/runner"
@@ -33,7 +34,7 @@ func (rs *runState) serve(ctx context.Context) (status, reason string) {
 	// A human run waits for its person first (human_linux.go): its clock starts at the first
 	// attach, or when human.start is over.
 	var human *humanRun
-	if api.IsHuman(spec.Agent.String()) {
+	if hostconfig.IsHuman(spec.Agent.String()) {
 		x.state(spec.ID, api.StateRunning, "")
 		var st, why string
 		if human, st, why = rs.openHuman(ctx); st != "" {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/buildinfo"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/sandbox"
@@ -36,7 +38,7 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 	pred.Host = x.hostFacts(ctx)
 	b := x.Build
 	if b == nil { // an executor made in-process (tests): the running binary
-		cb, err := api.CurrentBuild(x.Version, x.Commit)
+		cb, err := buildinfo.CurrentBuild(x.Version, x.Commit)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -54,7 +56,7 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 	if pred.Timeline.Queued.After(pred.Timeline.Started) {
 		pred.Timeline.Queued = pred.Timeline.Started
 	}
-	if api.IsHuman(spec.Agent.String()) {
+	if hostconfig.IsHuman(spec.Agent.String()) {
 		pred.Human = people(spec, rs.attached, finished)
 	}
 	rs.evidence(pred)
@@ -198,7 +200,7 @@ func (x *Executor) hostFacts(ctx context.Context) attest.Host {
 
 // gpuFacts is the model of each of a run's GPUs and the driver, as the NVIDIA driver reports them
 // (sandbox.GPUFacts); a GPU the driver does not describe is named by its CDI name.
-func gpuFacts(cfg *api.Config, names []string) (model, driver string) {
+func gpuFacts(cfg *hostconfig.Config, names []string) (model, driver string) {
 	if len(names) == 0 {
 		return "", ""
 	}

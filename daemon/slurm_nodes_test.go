@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/sandbox"
@@ -702,7 +703,7 @@ func TestSlurmNodes(t *testing.T) {
 	var wg sync.WaitGroup
 	gathers := 0
 	for _, n := range c.nodes {
-		client, runs := api.NewClient(n.rd.sock), n.runs()
+		client, runs := client.New(n.rd.sock), n.runs()
 		gathers += 4 * len(runs)
 		for g := range 4 {
 			wg.Add(1)

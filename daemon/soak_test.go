@@ -18,6 +18,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/internal/testenv"
 )
 
@@ -93,7 +94,7 @@ func TestSoak(t *testing.T) {
 	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock") // the admin API, for the gathers
 	tb.cfg.Group = "root"
 	d := startDaemon(t, tb, x)
-	client := serveAPI(t, tb, d)
+	cl := serveAPI(t, tb, d)
 	rss0, fds0 := procFacts()
 	open0 := openFiles()
 	start := time.Now()
@@ -162,7 +163,7 @@ func TestSoak(t *testing.T) {
 	if userNS > 32 || fds1-userNS > fds0+16 {
 		t.Errorf("open files grew from %d to %d over %d runs (%d of them user namespaces the sandbox keeps, at most 32); new since the start: %s", fds0, fds1, len(runs), userNS, grew)
 	}
-	gatherAtOnce(t, tb, client, runs)
+	gatherAtOnce(t, tb, cl, runs)
 }
 
 // gatherAtOnce gathers every graded run into one results directory from 8 clients at once, each
@@ -170,7 +171,7 @@ func TestSoak(t *testing.T) {
 // leaderboard does: every gather succeeds, the reader never sees a run without its attestation,
 // record, report and audit log, each run arrives once and verifies, and nothing temporary stays
 // (a killed gather's leftover is planted; a gather waits for another holding the run's lock).
-func gatherAtOnce(t *testing.T, tb *testbed, client *api.Client, runs []api.Record) {
+func gatherAtOnce(t *testing.T, tb *testbed, cl *client.Client, runs []api.Record) {
 	t.Helper()
 	var graded []api.Record
 	for _, r := range runs {
@@ -188,12 +189,12 @@ func gatherAtOnce(t *testing.T, tb *testbed, client *api.Client, runs []api.Reco
 	os.MkdirAll(filepath.Join(results, "."+graded[0].ID+".tmp-killed", "half"), 0o755)
 	// A gather of the second run waits while another holds that run's lock.
 	if len(graded) > 1 {
-		unlock, locked, err := api.LockGather(context.Background(), results, graded[1].ID)
+		unlock, locked, err := client.LockGather(context.Background(), results, graded[1].ID)
 		if err != nil || !locked {
 			t.Fatalf("lock: %v %v", locked, err)
 		}
 		done := make(chan error, 1)
-		go func() { _, err := client.Gather(context.Background(), graded[1], results); done <- err }()
+		go func() { _, err := cl.Gather(context.Background(), graded[1], results); done <- err }()
 		select {
 		case err := <-done:
 			t.Errorf("a gather went on while another held the run's lock (%v)", err)
@@ -239,7 +240,7 @@ func gatherAtOnce(t *testing.T, tb *testbed, client *api.Client, runs []api.Reco
 		go func() {
 			defer wg.Done()
 			for i := range graded {
-				already, err := client.Gather(context.Background(), graded[(i*(g+1)+g)%len(graded)], results)
+				already, err := cl.Gather(context.Background(), graded[(i*(g+1)+g)%len(graded)], results)
 				if err != nil {
 					errs <- err
 				} else if !already {

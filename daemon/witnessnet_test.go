@@ -6,12 +6,13 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sealrun/sealrun/api"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
 	"github.com/sealrun/sealrun/sandbox/netnshook"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 // witnessNet is a network namespace of the test's own joined to the host's by a veth pair (host
@@ -100,7 +101,7 @@ func (w *witnessNet) listen(t testing.TB) net.Listener {
 // "cosigns" (sealrun's witness, cosigning what it should), "garbage" (answers 200 with text that
 // is no cosignature) and "down" (its namespace unreachable). It returns them as sealrun.toml's
 // [[witnesses]], and the cosigning one.
-func netWitnesses(t testing.TB, tb *testbed, first int) ([]api.WitnessConfig, *witnesstest.Witness) {
+func netWitnesses(t testing.TB, tb *testbed, first int) ([]hostconfig.WitnessConfig, *witnesstest.Witness) {
 	t.Helper()
 	hostPub, _ := tb.verifier.PublicKey()
 	good := witnesstest.ServeOn(t, newWitnessNet(t, first, true).listen(t), "witness.test/daemon", ledgerOrigin(tb.cfg), hostPub)
@@ -109,7 +110,7 @@ func netWitnesses(t testing.TB, tb *testbed, first int) ([]api.WitnessConfig, *w
 	_, garbageKey, _ := witness.GenerateKey("witness.test/garbage")
 	dn := newWitnessNet(t, first+2, false)
 	_, downKey, _ := witness.GenerateKey("witness.test/down")
-	return []api.WitnessConfig{
+	return []hostconfig.WitnessConfig{
 		{Name: "cosigns", URL: good.URL, Key: good.Key},
 		{Name: "garbage", URL: garbageURL, Key: garbageKey},
 		{Name: "down", URL: "http://" + dn.ip + ":8080", Key: downKey},

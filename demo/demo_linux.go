@@ -23,6 +23,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
@@ -189,7 +190,7 @@ type session struct {
 	agent         string            // 4: the agent every seed runs
 	socket, log   string            // 4: the daemon's socket and log
 	runDir        string            // 4: the daemon's run directory (under /run)
-	c             *api.Client       // 5
+	c             *client.Client    // 5
 	runs          []*demoRun        // 5
 	atts          []string          // 6: the attestations that verified
 	failed        int               // 6: runs not graded with a valid attestation
@@ -255,7 +256,7 @@ func contamination(trainPath, examPath string) (int, error) {
 }
 
 // demoFollow streams a run's events to fn until the run ends and returns its last record.
-func demoFollow(ctx context.Context, c *api.Client, id string, fn func(api.Event, api.Record)) api.Record {
+func demoFollow(ctx context.Context, c *client.Client, id string, fn func(api.Event, api.Record)) api.Record {
 	var last api.Record
 	for ctx.Err() == nil {
 		r, err := c.Events(ctx, id, fn)
@@ -365,7 +366,7 @@ type demoRun struct {
 
 // demoPublish gathers the demo's runs as an operator would (sealrun results gather), exports the
 // run ledger, and publishes them with the track and the key (sealrun publish).
-func demoPublish(ctx context.Context, c *api.Client, lg *demoLog, state, demoDir, pubDir, pub, trackFile, witnessName, version string, runs []*demoRun) error {
+func demoPublish(ctx context.Context, c *client.Client, lg *demoLog, state, demoDir, pubDir, pub, trackFile, witnessName, version string, runs []*demoRun) error {
 	results := filepath.Join(demoDir, "results")
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return err

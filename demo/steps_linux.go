@@ -21,9 +21,11 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/daemon"
 	"github.com/sealrun/sealrun/digest"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/kits"
@@ -203,7 +205,7 @@ func (s *session) startDaemon(ctx context.Context) error {
 // writeConfig writes the keys and sealrun.toml of the demo's daemon; with a real scaffold, it
 // starts the scripted model on loopback (for the demo's lifetime, after the daemon's) as its
 // provider, of the kind the scaffold speaks.
-func (s *session) writeConfig() (*api.Config, error) {
+func (s *session) writeConfig() (*hostconfig.Config, error) {
 	s.keys = filepath.Join(s.demoDir, "keys")
 	if _, _, _, err := attest.GenerateKeys(s.keys, attest.AlgoED25519, nil); err != nil {
 		return nil, err
@@ -248,13 +250,13 @@ gpus = [%s]
 		if kind == "openai" {
 			base += "/v1"
 		}
-		cfgText += fmt.Sprintf("[providers.%s]\nkind = %q\nbase_url = %q\nkey_file = %q\n", api.ScriptedProvider, kind, base, keyFile)
-		s.agent = api.ScriptedProvider + "/scripted"
+		cfgText += fmt.Sprintf("[providers.%s]\nkind = %q\nbase_url = %q\nkey_file = %q\n", hostconfig.ScriptedProvider, kind, base, keyFile)
+		s.agent = hostconfig.ScriptedProvider + "/scripted"
 	}
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		return nil, err
 	}
-	return api.LoadConfig(cfgPath)
+	return hostconfig.Load(cfgPath)
 }
 
 // runSeeds (5/7) submits each seed through the admin API, follows them to their end, and reads
@@ -265,7 +267,7 @@ func (s *session) runSeeds(ctx context.Context) error {
 		who = s.o.Scaffold + " with the scripted model (" + s.agent + ": a script on loopback behind the gateway, not a model)"
 	}
 	s.lg.printf("5/7 runs: %d seed(s) of %s, %d CPU(s) each, %d CPU(s) here", s.o.Seeds, who, s.track.Resources.CPUs, runtime.NumCPU())
-	s.c = api.NewClient(s.socket)
+	s.c = client.New(s.socket)
 	s.runs = make([]*demoRun, s.o.Seeds)
 	for i := range s.runs {
 		r := &demoRun{seed: int64(i + 1)}
@@ -282,7 +284,7 @@ func (s *session) runSeeds(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			r.rec = demoFollow(ctx, s.c, r.rec.ID, func(e api.Event, last api.Record) {
-				if line := api.EventLine(e, last); line != "" {
+				if line := client.EventLine(e, last); line != "" {
 					s.lg.printf("    seed %d %s", r.seed, strings.TrimSpace(line[strings.Index(line, " "):]))
 				}
 			})

@@ -30,22 +30,25 @@ var allowed = map[string][]string{
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},
 	"grader":                 {"policy", "sandbox", "exams", "audit", "airs"},
-	"attest":                 {"policy", "sandbox", "audit", "ledger"}, // sandbox/netnshook only: the air-gap rule (portable)
-	"leaderboard":            {"policy", "attest", "airs", "ledger"},   // airs: the AIRS suite's scores
-	"airs":                   {},                                       // AIRS-Bench task format and scores: no sibling
-	"ledger":                 {},                                       // the run ledger: no sibling (portable, like attest)
-	"cmd/runner":             {"sandbox"},                              // sandbox/posture only: the record it prints (portable types)
+	"attest":                 {"policy", "audit", "ledger"},
+	"leaderboard":            {"policy", "attest", "airs", "ledger"}, // airs: the AIRS suite's scores
+	"airs":                   {},                                     // AIRS-Bench task format and scores: no sibling
+	"ledger":                 {},                                     // the run ledger: no sibling (portable, like attest)
+	"cmd/runner":             {"sandbox"},                            // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
-	"cmd/sealrund":           {"daemon", "api", "policy"},
+	"cmd/sealrund":           {"daemon", "api", "policy", "hostconfig", "buildinfo"},
 	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export"},            // a publication: written and checked from attestations alone (and the bodies their audit logs hash); ledger/witness: its ledgers' cosigned heads
 	"verify":                 {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export", "publish"}, // the reader's verifier: portable, nothing that runs containers; publish: what it regenerates
 	"transcript":             {"audit", "attest", "policy"},                                                                     // a run reassembled: portable, like attest
 	"export":                 {"transcript"},                                                                                    // a run in other tools' formats, from its transcript alone: portable
-	"api":                    {"policy", "attest", "audit", "controller", "sandbox", "transcript", "ledger"},                    // sealrund's contract: records, requests, events, the state dir's layout, its config (providers, runtimes per role, witnesses' keys: ledger/witness), the typed client (a gather checks the transcript)
+	"api":                    {"policy", "attest", "audit"},                                                                     // sealrund's wire contract: records, requests, events, frames, the state dir's layout; types only
+	"client":                 {"api", "attest", "audit", "transcript"},                                                          // the typed client of the admin API (a gather checks the transcript): no sandbox, no controller
+	"hostconfig":             {"policy", "attest", "controller", "sandbox", "ledger"},                                           // sealrun.toml: providers (controller), runtimes per role (sandbox), witnesses' keys (ledger/witness)
+	"buildinfo":              {"attest"},                                                                                        // a binary's build record
 	"daemon":                 {"*"},
 	"demo":                   {"*"},                                                // a client of the daemon, composing the rest as an operator would
 	"trackpin":               {"policy", "exams", "kits", "airs", "images", "api"}, // api: the state dir's layout
-	"view":                   {"transcript", "attest"},                             // reads sealrund through an interface (api.Client is one), as sealrun view
+	"view":                   {"transcript", "attest"},                             // reads sealrund through an interface (client.Client is one), as sealrun view
 	"cmd/sealrun":            {"*"},
 	"e2e":                    {"*"},
 	"deploy":                 {}, // deploy/kubernetes: a design's manifests and their test, no code
@@ -53,7 +56,15 @@ var allowed = map[string][]string{
 	// internal/testenv does; only _test files import it. internal/fileio (file helpers) and
 	// internal/jsonpass (one-pass JSON reading) may be imported by every package.
 	"internal": {},
+	// The types-only core (go-containerregistry's v1): every floor may import them, and they
+	// import nothing of sealrun's.
+	"digest":  {},
+	"outcome": {},
+	"airgap":  {},
 }
+
+// core are the types-only packages every floor may import (the floor below floor 0).
+var core = []string{"digest", "outcome", "airgap"}
 
 // helperImports lets a test-only helper package (an xxxtest package, imported by _test files
 // only) use more than its folder may: airs/datasetstest builds its stand-in image with images.
@@ -125,7 +136,7 @@ func TestImportRules(t *testing.T) {
 			if imp == module+"/internal/fileio" || imp == module+"/internal/inflight" || imp == module+"/internal/mountinfo" || imp == module+"/internal/jsonpass" {
 				continue // the file helpers, the request counter, the mount table and the one-pass JSON reading of every floor (no sibling of their own)
 			}
-			if impOwner == o || (len(rules) == 1 && rules[0] == "*") {
+			if impOwner == o || (len(rules) == 1 && rules[0] == "*") || slices.Contains(core, impOwner) {
 				continue
 			}
 			if impOwner == "internal" && strings.HasSuffix(p.ImportPath, "test") {
@@ -152,6 +163,27 @@ func TestImportRules(t *testing.T) {
 // daemon (sealrund; the demo, which runs one in-process). Everything else — the CLI, the viewer,
 // trackpin — speaks to sealrund through its contract, package api. (Tests may import it too.)
 var daemonUsers = []string{"cmd/sealrund", "demo"}
+
+// A client of sealrund and the reader's verifier run on a laptop: they link nothing that runs
+// containers or model traffic (sandbox, controller), nor the daemon, nor its configuration.
+func TestClientAndVerifierLinkNoSandbox(t *testing.T) {
+	for _, root := range []string{"client", "verify", "view"} {
+		cmd := exec.Command("go", "list", "-deps", module+"/"+root)
+		cmd.Dir = ".."
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", root, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			switch owner(dep) {
+			case "sandbox", "controller", "daemon", "hostconfig", "runner", "grader", "images":
+				if strings.HasPrefix(dep, module+"/") {
+					t.Errorf("%s links %s: it runs on a reader's laptop; move what it needs into a types package (api, airgap, digest, outcome)", root, dep)
+				}
+			}
+		}
+	}
+}
 
 func TestOnlyWhatRunsADaemonImportsIt(t *testing.T) {
 	for _, p := range listPackages(t) {

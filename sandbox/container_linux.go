@@ -18,8 +18,9 @@ import (
 
 	runc "github.com/containerd/go-runc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sealrun/sealrun/airgap"
 	"github.com/sealrun/sealrun/sandbox/cgroup"
-	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // ContainerConfig is one container to start in a run.
@@ -413,7 +414,7 @@ func (c *Container) awaitReady(ctx context.Context, evidencePath string, launche
 		if rerr != nil {
 			return false
 		}
-		var rec netnshook.Record
+		var rec airgap.Record
 		if json.Unmarshal(b, &rec) != nil || rec.Pid <= 0 {
 			return false
 		}

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/sealrun/sealrun/airgap"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/sandbox/cgroup"
-	"github.com/sealrun/sealrun/sandbox/netnshook"
-	"github.com/vishvananda/netlink"
 )
 
 func requireRoot(t testing.TB) { t.Helper(); testenv.RequireRoot(t) }
@@ -157,7 +158,7 @@ func assertNoLeaks(t *testing.T, h *Host) {
 	}
 	if links, err := netlink.LinkList(); err == nil {
 		for _, l := range links {
-			if strings.Contains(l.Attrs().Name, "sealrun") || l.Attrs().Name == netnshook.GatewayLink {
+			if strings.Contains(l.Attrs().Name, "sealrun") || l.Attrs().Name == airgap.GatewayLink {
 				t.Errorf("leaked link %s in the host's namespace", l.Attrs().Name)
 			}
 		}

@@ -11,23 +11,25 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sealrun/sealrun/internal/mountinfo"
-	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sealrun/sealrun/airgap"
+	"github.com/sealrun/sealrun/internal/mountinfo"
+	"github.com/sealrun/sealrun/sandbox/netnshook"
 )
 
 // The controller's /30 to its run's gateway (see netnshook).
 var (
-	GatewayIP    = netnshook.GatewayIP
-	ControllerIP = netnshook.ControllerIP
+	GatewayIP    = airgap.GatewayIP
+	ControllerIP = airgap.ControllerIP
 )
 
 // NetnsEvidence is one network namespace as netlink shows it from the host: the air-gap evidence.
-type NetnsEvidence = netnshook.Evidence
+type NetnsEvidence = airgap.Evidence
 
-func checkAirGap(role Role, ev NetnsEvidence) error { return netnshook.CheckAirGap(string(role), ev) }
+func checkAirGap(role Role, ev NetnsEvidence) error { return airgap.Check(string(role), ev) }
 
 // DefaultNetnsDir is where sealrun keeps its runs' named network namespaces: a directory of its
 // own, machine-wide (a name there is the claim on a run id across every sealrun of the machine).

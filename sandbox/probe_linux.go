@@ -20,10 +20,11 @@ import (
 
 	"github.com/containerd/cgroups/v3"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"github.com/sealrun/sealrun/sandbox/cgroup"
-	"github.com/sealrun/sealrun/sandbox/netnshook"
-	"github.com/sealrun/sealrun/sandbox/posture"
 	"github.com/vishvananda/netlink"
+
+	"github.com/sealrun/sealrun/airgap"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
+	"github.com/sealrun/sealrun/sandbox/posture"
 )
 
 // ProbeConfig is one probe: a container of Role from Rootfs running the static runner client's
@@ -444,7 +445,7 @@ func (r *ProbeResult) judgeSentry(bad func(string, ...any)) {
 	}
 }
 
-func linkNames(links []string) []string { return netnshook.LinkNames(links) }
+func linkNames(links []string) []string { return airgap.LinkNames(links) }
 
 // AllowedSockets are the socket families (as runner posture names them) a container may open.
 var AllowedSockets = []string{"AF_INET", "AF_INET6", "AF_NETLINK/NETLINK_ROUTE", "AF_UNIX", "socketpair(AF_UNIX)"}

@@ -16,10 +16,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sealrun/sealrun/sandbox/cgroup"
-	"github.com/sealrun/sealrun/sandbox/netnshook"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/sealrun/sealrun/airgap"
+	"github.com/sealrun/sealrun/sandbox/cgroup"
 )
 
 var runIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
@@ -202,7 +203,7 @@ func deleteGatewayLink(gateway string) {
 	}
 	defer ns.Close()
 	if h, err := netlink.NewHandleAt(ns); err == nil {
-		if l, err := h.LinkByName(netnshook.GatewayLink); err == nil {
+		if l, err := h.LinkByName(airgap.GatewayLink); err == nil {
 			h.LinkDel(l)
 		}
 		h.Close()

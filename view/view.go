@@ -29,7 +29,7 @@ import (
 	"github.com/sealrun/sealrun/transcript"
 )
 
-// Source is sealrund's admin API as the viewer reads it (api.Client is one): GET a path under
+// Source is sealrund's admin API as the viewer reads it (client.Client is one): GET a path under
 // /v1, the answer as it comes.
 type Source interface {
 	Get(ctx context.Context, path string) (*http.Response, error)

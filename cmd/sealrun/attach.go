@@ -13,9 +13,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sealrun/sealrun/api"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/client"
 )
 
 // detachKeys end an attach and leave the shell running (as docker attach's): ^P then ^Q.
@@ -47,7 +49,7 @@ People on other machines reach it through ssh, with a ForceCommand (docs/OPERATO
 runs"): the admin socket is only for users in the sealrun group.`,
 		Args: exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o := api.AttachOptions{Watch: watch}
+			o := client.AttachOptions{Watch: watch}
 			if takeOver {
 				if reason == "" {
 					return usage(errors.New("--take-over needs --reason TEXT: why the operator takes the person's terminal (it is published with the run)"))
@@ -69,7 +71,7 @@ runs"): the admin socket is only for users in the sealrun group.`,
 				}
 				o.Key = fp
 			}
-			return attach(cmd, api.NewClient(socket), args[0], o, wait)
+			return attach(cmd, client.New(socket), args[0], o, wait)
 		},
 	}
 	addSocketFlag(cmd, &socket)
@@ -83,7 +85,7 @@ runs"): the admin socket is only for users in the sealrun group.`,
 
 // attach waits for the run's terminal to open, then relays the local terminal to it until the
 // attachment ends.
-func attach(cmd *cobra.Command, c *api.Client, id string, o api.AttachOptions, wait time.Duration) error {
+func attach(cmd *cobra.Command, c *client.Client, id string, o client.AttachOptions, wait time.Duration) error {
 	watch := o.Watch
 	ctx := cmd.Context()
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -93,7 +95,7 @@ func attach(cmd *cobra.Command, c *api.Client, id string, o api.AttachOptions, w
 		o.Cols, o.Rows, _ = term.GetSize(outFd)
 	}
 	deadline := time.Now().Add(wait)
-	var a *api.Attachment
+	var a *client.Attachment
 	var said time.Time
 	for {
 		var err error
@@ -169,7 +171,7 @@ func attach(cmd *cobra.Command, c *api.Client, id string, o api.AttachOptions, w
 
 // relayInput sends what is typed, until the detach keys (^P ^Q) or the end of input. A ^P not
 // followed by ^Q is sent as typed.
-func relayInput(in io.Reader, a *api.Attachment) {
+func relayInput(in io.Reader, a *client.Attachment) {
 	buf := make([]byte, 4096)
 	held := false // a ^P read last, not yet sent
 	for {
@@ -222,7 +224,7 @@ length are in the run's audit log, its attestation and its leaderboard row.`,
 			if length < 0 {
 				return fmt.Errorf("--for %s: give a positive length (such as 10m), or leave it out for what the track's allowance leaves", length)
 			}
-			r, err := api.NewClient(socket).Pause(cmd.Context(), args[0], reason, length)
+			r, err := client.New(socket).Pause(cmd.Context(), args[0], reason, length)
 			if err != nil {
 				return err
 			}
@@ -243,7 +245,7 @@ func newResumeCmd() *cobra.Command {
 		Short: "End the pause of a human run: its deadline moves by the pause's length",
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := api.NewClient(socket).Resume(cmd.Context(), args[0])
+			r, err := client.New(socket).Resume(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

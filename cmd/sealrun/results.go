@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/sealrun/sealrun/api"
+	"github.com/spf13/cobra"
+
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
-	"github.com/spf13/cobra"
 )
 
 func newResultsCmd() *cobra.Command {
@@ -49,7 +50,7 @@ holds the same attestation, and an error when it holds another.`,
 			if !attest.ValidRunID(id) {
 				return usage(fmt.Errorf("%q is not a run id (sealrun ps lists them)", id))
 			}
-			c := api.NewClient(socket)
+			c := client.New(socket)
 			rec, err := c.Run(cmd.Context(), id)
 			if err != nil {
 				return err
@@ -102,7 +103,7 @@ track (the track file's id):
 			if err != nil {
 				return err
 			}
-			s, err := api.ReadSeedState(args[0], t.ID, agent, seed)
+			s, err := client.ReadSeedState(args[0], t.ID, agent, seed)
 			if err != nil {
 				return err
 			}

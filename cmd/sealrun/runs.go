@@ -12,10 +12,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
-	"github.com/spf13/cobra"
 )
 
 // Exit codes of run --wait (and of following a run to its end).
@@ -90,7 +92,7 @@ with, where people share one account); --proctor names who may watch it besides 
 			if err != nil {
 				return err
 			}
-			c := api.NewClient(socket)
+			c := client.New(socket)
 			req := api.RunRequest{Track: string(data), TrackName: track, Agent: agent, Seed: seed, Rerun: rerun, GPUs: gpus, RerunOf: rerunOf, Dispatcher: dispatcher, CPUs: cpus, Proctors: proctors}
 			if person != "" || personKey != "" {
 				if person == "" {
@@ -145,12 +147,12 @@ with, where people share one account); --proctor names who may watch it besides 
 }
 
 // follow streams a run's events until it ends (or Ctrl-C, which detaches).
-func follow(cmd *cobra.Command, c *api.Client, id string, show bool) error {
+func follow(cmd *cobra.Command, c *client.Client, id string, show bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	w := cmd.OutOrStdout()
 	last, err := c.Events(ctx, id, func(e api.Event, last api.Record) {
-		if line := api.EventLine(e, last); show && line != "" {
+		if line := client.EventLine(e, last); show && line != "" {
 			fmt.Fprintln(w, line)
 		}
 	})
@@ -170,7 +172,7 @@ func follow(cmd *cobra.Command, c *api.Client, id string, show bool) error {
 		return fmt.Errorf("the event stream of run %s ended before the run did (sealrund stopped?); sealrun show %s", id, id)
 	}
 	if !show {
-		fmt.Fprintln(w, api.EventLine(api.Event{Time: last.Finished, Kind: api.EventState, State: last.State, Reason: last.Reason}, last))
+		fmt.Fprintln(w, client.EventLine(api.Event{Time: last.Finished, Kind: api.EventState, State: last.State, Reason: last.Reason}, last))
 	}
 	fmt.Fprintf(w, "files: %s\n", last.Dir)
 	return stateExit(last.State, last.Reason)
@@ -184,7 +186,7 @@ func newPsCmd() *cobra.Command {
 		Short: "List runs: id, track, agent, seed, state, time left, score",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			recs, err := api.NewClient(socket).Runs(cmd.Context(), !all, 0)
+			recs, err := client.New(socket).Runs(cmd.Context(), !all, 0)
 			if err != nil {
 				return err
 			}
@@ -218,7 +220,7 @@ func newShowCmd() *cobra.Command {
 		Short: "Everything about one run, and the paths of its files",
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := api.NewClient(socket).Run(cmd.Context(), args[0])
+			r, err := client.New(socket).Run(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -242,7 +244,7 @@ func newCancelCmd() *cobra.Command {
 		Short: "End a run in any state; it ends invalid (reason: cancelled)",
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := api.NewClient(socket).Cancel(cmd.Context(), args[0])
+			r, err := client.New(socket).Cancel(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -266,7 +268,7 @@ files: --agent the scaffold's transcript, --audit the audit log (every call, gat
 submission), --history the submission history, --call N one compute call's output.`,
 		Args: exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := api.NewClient(socket)
+			c := client.New(socket)
 			name := file
 			if call > 0 {
 				name = fmt.Sprintf("call-%d", call)
@@ -303,7 +305,7 @@ func newReportCmd() *cobra.Command {
 		Short: "The run's report.html: timeline of calls and requests, validation scores, result",
 		Args:  exactArgs(1, "one run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := api.NewClient(socket)
+			c := client.New(socket)
 			r, err := c.Run(cmd.Context(), args[0])
 			if err != nil {
 				return err

@@ -12,12 +12,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/sealrun/sealrun/api"
+	"github.com/spf13/cobra"
+
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
-	"github.com/spf13/cobra"
 )
 
 // sandboxFlags is the flag group of the sandbox verbs.
@@ -507,7 +508,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hc := sandbox.HostConfig{StateDir: g.stateDir, RunDir: f.runDir, Runtime: f.runtime}
-			if cfg, err := api.LoadConfig(configPath); err == nil && !cmd.Flags().Changed("runtime") {
+			if cfg, err := hostconfig.Load(configPath); err == nil && !cmd.Flags().Changed("runtime") {
 				// The runtimes the daemon will use: its default and each role's.
 				hc.Runtime, hc.RoleRuntimes = cfg.Runtime, cfg.RoleRuntimes()
 			}
@@ -540,7 +541,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 	}
 	f.addFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
-	cmd.Flags().StringVar(&configPath, "config", api.DefaultConfigPath, "the daemon's configuration to check")
+	cmd.Flags().StringVar(&configPath, "config", hostconfig.DefaultPath, "the daemon's configuration to check")
 	return cmd
 }
 
@@ -550,7 +551,7 @@ func configCheck(path string) sandbox.Check {
 	if _, err := os.Stat(path); err != nil {
 		return sandbox.Check{Name: "config", Status: "warn", Detail: path + " does not exist", Fix: "make install writes it; sealrund needs it"}
 	}
-	if _, err := api.LoadConfig(path); err != nil {
+	if _, err := hostconfig.Load(path); err != nil {
 		return sandbox.Check{Name: "config", Status: "fail", Detail: strings.ReplaceAll(err.Error(), "\n", "; "), Fix: "fix each key named, then sealrund --check"}
 	}
 	return sandbox.Check{Name: "config", Status: "ok", Detail: path + " is valid"}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/buildinfo"
 )
 
 // Set by the Makefile with -ldflags "-X main.version=... -X main.commit=...".
@@ -45,7 +45,7 @@ func newVersionCmd() *cobra.Command {
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "sealrun\t%s\n", version)
-			b, err := api.CurrentBuild(version, commit)
+			b, err := buildinfo.CurrentBuild(version, commit)
 			tree := "clean"
 			if b.Modified {
 				tree = "modified (uncommitted changes)"

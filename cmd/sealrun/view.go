@@ -11,9 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sealrun/sealrun/api"
-	"github.com/sealrun/sealrun/view"
 	"github.com/spf13/cobra"
+
+	"github.com/sealrun/sealrun/client"
+	"github.com/sealrun/sealrun/view"
 )
 
 func newViewCmd() *cobra.Command {
@@ -36,7 +37,7 @@ after the first page): another user of this machine who finds the port gets noth
   ssh -L 8765:127.0.0.1:8765 gpu-host 'sealrun view'   # then open the printed URL here`,
 		Args: exactArgs(0, "no arguments (--listen sets the address)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := api.NewClient(socket)
+			c := client.New(socket)
 			if _, err := c.Runs(cmd.Context(), false, 1); err != nil {
 				return err
 			}

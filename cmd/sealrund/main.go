@@ -17,8 +17,9 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/buildinfo"
 	"github.com/sealrun/sealrun/daemon"
+	"github.com/sealrun/sealrun/hostconfig"
 )
 
 // Set by the build (make build).
@@ -29,7 +30,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sealrund", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	config := fs.String("config", api.DefaultConfigPath, "daemon configuration file")
+	config := fs.String("config", hostconfig.DefaultPath, "daemon configuration file")
 	check := fs.Bool("check", false, "validate the configuration and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: sealrund [--config FILE] [--check]\n\nThe sealrun daemon: runs sealed benchmark runs and serves the admin API on its socket\n(/run/sealrun/sealrun.sock). Logs go to stderr (the systemd journal under the unit).\n\n")
@@ -45,11 +46,11 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sealrund: unexpected argument %q; sealrund takes only flags\n", fs.Arg(0))
 		return 2
 	}
-	if err := api.CheckSeamEnv(); err != nil {
+	if err := buildinfo.CheckSeamEnv(); err != nil {
 		fmt.Fprintf(stderr, "sealrund: %v; nothing was started\n", err)
 		return 1
 	}
-	cfg, err := api.LoadConfig(*config)
+	cfg, err := hostconfig.Load(*config)
 	if err != nil {
 		fmt.Fprintf(stderr, "sealrund: the configuration is not valid; nothing was started:\n%v\n", err)
 		return 1

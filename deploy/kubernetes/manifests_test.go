@@ -17,7 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -188,8 +188,8 @@ func TestManifests(t *testing.T) {
 	// beside sealrund (its image's), the node's key (the init container's) and the provider's
 	// key (the Secret).
 	text := cm.Data["sealrun.toml"]
-	if _, err := api.ParseConfig("sealrun.toml", []byte(text)); err != nil {
-		var ce *api.ConfigError
+	if _, err := hostconfig.Parse("sealrun.toml", []byte(text)); err != nil {
+		var ce *hostconfig.Error
 		if !errors.As(err, &ce) {
 			t.Fatalf("sealrund refuses the ConfigMap's sealrun.toml: %v", err)
 		}
@@ -200,7 +200,7 @@ func TestManifests(t *testing.T) {
 			}
 		}
 	}
-	var cfg api.Config
+	var cfg hostconfig.Config
 	if _, err := toml.Decode(text, &cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sealrun/sealrun/airgap"
 )
 
 // OnThread runs fn on a locked OS thread of its own and puts the thread back into its original
@@ -99,7 +101,7 @@ func Configure(h *netlink.Handle, role string, gatewayNetns string) error {
 	if err := DisableIPv6(); err != nil {
 		return err
 	}
-	if role != RoleController {
+	if role != airgap.RoleController {
 		return nil
 	}
 	here, err := netns.Get()
@@ -117,43 +119,43 @@ func Configure(h *netlink.Handle, role string, gatewayNetns string) error {
 		return err
 	}
 	defer gh.Close()
-	if old, err := gh.LinkByName(GatewayLink); err == nil {
+	if old, err := gh.LinkByName(airgap.GatewayLink); err == nil {
 		gh.LinkDel(old) // a previous controller of this run
 	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: GatewayLink}, PeerName: ControllerLink}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: airgap.GatewayLink}, PeerName: airgap.ControllerLink}
 	if err := gh.LinkAdd(veth); err != nil {
 		return fmt.Errorf("create veth in %s: %w", gatewayNetns, err)
 	}
-	peer, err := gh.LinkByName(ControllerLink)
+	peer, err := gh.LinkByName(airgap.ControllerLink)
 	if err != nil {
 		return err
 	}
 	if err := gh.LinkSetNsFd(peer, int(here)); err != nil {
-		return fmt.Errorf("move %s into the controller: %w", ControllerLink, err)
+		return fmt.Errorf("move %s into the controller: %w", airgap.ControllerLink, err)
 	}
-	gwLink, err := gh.LinkByName(GatewayLink)
+	gwLink, err := gh.LinkByName(airgap.GatewayLink)
 	if err != nil {
 		return err
 	}
-	if err := gh.AddrAdd(gwLink, &netlink.Addr{IPNet: &net.IPNet{IP: GatewayIP, Mask: linkMask}}); err != nil {
+	if err := gh.AddrAdd(gwLink, &netlink.Addr{IPNet: &net.IPNet{IP: airgap.GatewayIP, Mask: airgap.LinkMask}}); err != nil {
 		return err
 	}
 	if err := gh.LinkSetUp(gwLink); err != nil {
 		return err
 	}
-	cLink, err := h.LinkByName(ControllerLink)
+	cLink, err := h.LinkByName(airgap.ControllerLink)
 	if err != nil {
 		return err
 	}
-	if err := h.AddrAdd(cLink, &netlink.Addr{IPNet: &net.IPNet{IP: ControllerIP, Mask: linkMask}}); err != nil {
+	if err := h.AddrAdd(cLink, &netlink.Addr{IPNet: &net.IPNet{IP: airgap.ControllerIP, Mask: airgap.LinkMask}}); err != nil {
 		return err
 	}
 	return h.LinkSetUp(cLink)
 }
 
 // read enumerates links, addresses and routes through h.
-func read(h *netlink.Handle) (Evidence, error) {
-	var ev Evidence
+func read(h *netlink.Handle) (airgap.Evidence, error) {
+	var ev airgap.Evidence
 	links, err := h.LinkList()
 	if err != nil {
 		return ev, fmt.Errorf("list links: %w", err)
@@ -259,7 +261,7 @@ func Handle(args []string, st specs.State, began time.Time) error {
 		return err
 	}
 	role := args[0]
-	if role != RoleController && role != RoleRunner && role != RoleGrader {
+	if role != airgap.RoleController && role != airgap.RoleRunner && role != airgap.RoleGrader {
 		return fmt.Errorf("unknown role %q", role)
 	}
 	if st.Pid <= 0 {
@@ -280,11 +282,11 @@ func Handle(args []string, st specs.State, began time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := CheckAirGap(role, ev); err != nil {
+	if err := airgap.Check(role, ev); err != nil {
 		return err
 	}
 	// Written last and atomically: the sandbox takes a complete record as "configured, checked".
-	b, _ := json.Marshal(Record{Pid: st.Pid, Evidence: ev, Began: began, Ended: time.Now()})
+	b, _ := json.Marshal(airgap.Record{Pid: st.Pid, Evidence: ev, Began: began, Ended: time.Now()})
 	tmp := args[2] + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err

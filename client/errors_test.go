@@ -1,4 +1,4 @@
-package api
+package client
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealrun/sealrun/api"
 )
 
 // sealrund's error answers come back typed: status, code and message. A client branches on the
@@ -36,28 +38,28 @@ func TestErrorAnswersAreTyped(t *testing.T) {
 	})}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
-	c := NewClient(sock)
+	c := New(sock)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		path, code, msg string
 		status          int
 	}{
-		{"/runs/coded", CodeNotYetRunning, "its terminal opens once it is running", 409},
-		{"/runs/uncoded", CodeNotFound, "no run r-2", 404},
-		{"/runs/notjson", CodeInternal, "sealrund answered 502 Bad Gateway", 502},
-		{"/runs/hostile", CodeConflict, "sealrund answered 409 Conflict", 409}, // not JSON: its code is not believed
+		{"/runs/coded", api.CodeNotYetRunning, "its terminal opens once it is running", 409},
+		{"/runs/uncoded", api.CodeNotFound, "no run r-2", 404},
+		{"/runs/notjson", api.CodeInternal, "sealrund answered 502 Bad Gateway", 502},
+		{"/runs/hostile", api.CodeConflict, "sealrund answered 409 Conflict", 409}, // not JSON: its code is not believed
 	} {
 		err := c.Do(ctx, "GET", tc.path, nil, nil)
-		var e *Error
-		if !errors.As(err, &e) || e.Code != tc.code || e.Status != tc.status || !strings.Contains(e.Message, tc.msg) || !IsCode(err, tc.code) {
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != tc.code || e.Status != tc.status || !strings.Contains(e.Message, tc.msg) || !api.IsCode(err, tc.code) {
 			t.Errorf("%s: %#v, want %s %d %q", tc.path, err, tc.code, tc.status, tc.msg)
 		}
 	}
 	_, err = c.Attach(ctx, "r", false, 0, 0)
-	if !IsCode(err, CodeRunEnded) || IsCode(err, CodeNotYetRunning) || !strings.Contains(err.Error(), "there is no terminal") {
+	if !api.IsCode(err, api.CodeRunEnded) || api.IsCode(err, api.CodeNotYetRunning) || !strings.Contains(err.Error(), "there is no terminal") {
 		t.Errorf("attach: %#v", err)
 	}
-	if IsCode(errors.New("its terminal opens once it is running"), CodeNotYetRunning) {
+	if api.IsCode(errors.New("its terminal opens once it is running"), api.CodeNotYetRunning) {
 		t.Error("a message alone was taken for a code")
 	}
 }

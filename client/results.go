@@ -1,4 +1,4 @@
-package api
+package client
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
 
@@ -49,7 +50,7 @@ func ReadSeedState(dir, trackID, agent string, seed int64) (SeedState, error) {
 	if err != nil {
 		return SeedState{}, fmt.Errorf("results directory %s: %w; give the shared results directory (SEALRUN_RESULTS for the job script)", dir, fileio.Cause(err))
 	}
-	var runs []Record
+	var runs []api.Record
 	rerun := map[string]bool{}
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
@@ -59,7 +60,7 @@ func ReadSeedState(dir, trackID, agent string, seed int64) (SeedState, error) {
 		if err != nil {
 			continue // not a gathered run
 		}
-		var r Record
+		var r api.Record
 		if json.Unmarshal(b, &r) != nil || r.ID != e.Name() {
 			return SeedState{}, fmt.Errorf("%s: not a run record of run %s; move it aside", filepath.Join(dir, e.Name(), "run.json"), e.Name())
 		}
@@ -74,11 +75,11 @@ func ReadSeedState(dir, trackID, agent string, seed int64) (SeedState, error) {
 	sort.Slice(runs, func(i, k int) bool { return runs[i].Finished.Before(runs[k].Finished) })
 	for _, r := range runs {
 		switch {
-		case r.State == StateGraded || r.State == StateFailed:
-			if s.State != StateGraded && s.State != StateFailed {
+		case r.State == api.StateGraded || r.State == api.StateFailed:
+			if s.State != api.StateGraded && s.State != api.StateFailed {
 				s.State, s.Run = r.State, r.ID
 			}
-		case r.State == StateInvalid && !rerun[r.ID] && (s.State == "none" || s.State == StateInvalid):
+		case r.State == api.StateInvalid && !rerun[r.ID] && (s.State == "none" || s.State == api.StateInvalid):
 			s.State, s.Run = r.State, r.ID // the latest invalid run nothing reruns
 		}
 	}

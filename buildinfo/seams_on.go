@@ -1,6 +1,6 @@
 //go:build sealrun_testseams
 
-package api
+package buildinfo
 
 // TestSeams: this is a test build (-tags sealrun_testseams); see seams_off.go.
 const TestSeams = true

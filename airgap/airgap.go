@@ -1,14 +1,8 @@
-// Package netnshook is the createRuntime hook of sealrun containers, kept small so that its
-// binary (cmd/sealrun-netns-hook) starts fast at every container start. Between the runtime's
-// creation of a container's namespaces and the start of its process, it configures the
-// container's network namespace for its role (loopback up, IPv6 off, and for the controller a
-// veth /30 to the run's gateway netns), tightens the device cgroup, reads the namespace back with
-// netlink, records that air-gap evidence, and refuses the start unless it is exactly what the
-// role allows. It imports no sibling package.
-//
-// The evidence format and the air-gap rule (this file) build for every OS: attest applies the
-// same rule when it verifies an attestation, on any machine.
-package netnshook
+// Package airgap is the air-gap evidence of a sealrun container's network namespace and the rule
+// it must meet for its role: what the createRuntime hook (sandbox/netnshook) records from the
+// host with netlink, what an attestation carries, and what a verifier checks on any machine. It
+// is data and one rule: it imports nothing of sealrun's and nothing of Linux's.
+package airgap
 
 import (
 	"fmt"
@@ -30,7 +24,7 @@ const (
 var (
 	GatewayIP    = net.IPv4(10, 88, 0, 1)
 	ControllerIP = net.IPv4(10, 88, 0, 2)
-	linkMask     = net.CIDRMask(30, 32)
+	LinkMask     = net.CIDRMask(30, 32)
 )
 
 // Link names inside the namespaces (not in the host's).
@@ -70,10 +64,10 @@ func LinkNames(links []string) []string {
 	return out
 }
 
-// CheckAirGap says what, if anything, a container's namespace has that its role must not:
+// Check says what, if anything, a container's namespace has that its role must not:
 // runner and grader exactly lo; the controller lo and its veth with the /30; no default route,
 // no IPv6 address, no route but the /30 and loopback's own.
-func CheckAirGap(role string, ev Evidence) error {
+func Check(role string, ev Evidence) error {
 	want := []string{"lo"}
 	if role == RoleController {
 		want = []string{ControllerLink, "lo"}

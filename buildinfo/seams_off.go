@@ -1,6 +1,6 @@
 //go:build !sealrun_testseams
 
-package api
+package buildinfo
 
 // TestSeams says whether this build has the test seams (Executor.Entrypoint, TestOverlay, Hold,
 // KillAfter; sealrund's SEALRUND_TEST_* variables). Release builds (make build, make install)

@@ -1,4 +1,4 @@
-package api
+package hostconfig
 
 import (
 	"errors"
@@ -20,8 +20,8 @@ import (
 	"github.com/sealrun/sealrun/sandbox"
 )
 
-// DefaultConfigPath is where make install puts the daemon's configuration.
-const DefaultConfigPath = "/etc/sealrun/sealrun.toml"
+// DefaultPath is where make install puts the daemon's configuration.
+const DefaultPath = "/etc/sealrun/sealrun.toml"
 
 // Config is sealrun.toml: one file for the whole daemon.
 type Config struct {
@@ -160,18 +160,18 @@ type MetricsConfig struct {
 
 var providerNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
-// LoadConfig reads and validates the configuration file; every problem is reported at once, as
+// Load reads and validates the configuration file; every problem is reported at once, as
 // file:key: what is wrong; the fix.
-func LoadConfig(path string) (*Config, error) {
+func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w; write one from deploy/sealrun.toml (make install does)", path, fileio.Cause(err))
 	}
-	return ParseConfig(path, data)
+	return Parse(path, data)
 }
 
-// ParseConfig parses and validates configuration data read from path.
-func ParseConfig(path string, data []byte) (*Config, error) {
+// Parse parses and validates configuration data read from path.
+func Parse(path string, data []byte) (*Config, error) {
 	c := &Config{File: path}
 	md, err := toml.Decode(string(data), c)
 	if err != nil {
@@ -186,18 +186,18 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}
 	if len(problems) > 0 {
-		return nil, &ConfigError{Path: path, Problems: problems}
+		return nil, &Error{Path: path, Problems: problems}
 	}
 	return c, nil
 }
 
-// ConfigError lists every problem of a configuration file.
-type ConfigError struct {
+// Error lists every problem of a configuration file.
+type Error struct {
 	Path     string
 	Problems []string
 }
 
-func (e *ConfigError) Error() string { return strings.Join(e.Problems, "\n") }
+func (e *Error) Error() string { return strings.Join(e.Problems, "\n") }
 
 func (c *Config) defaults() {
 	if c.StateDir == "" {

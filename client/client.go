@@ -1,4 +1,4 @@
-package api
+package client
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
@@ -33,8 +34,8 @@ type Client struct {
 	http   *http.Client
 }
 
-// NewClient is a client of the daemon listening on socket.
-func NewClient(socket string) *Client {
+// New is a client of the daemon listening on socket.
+func New(socket string) *Client {
 	return &Client{socket: socket, http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
@@ -63,7 +64,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		return answerError(resp.StatusCode, resp.Status, data, "")
+		return api.AnswerError(resp.StatusCode, resp.Status, data, "")
 	}
 	if out == nil {
 		return nil
@@ -76,15 +77,15 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, out any)
 }
 
 // Submit queues a run (POST /runs) and returns its record.
-func (c *Client) Submit(ctx context.Context, req RunRequest) (Record, error) {
-	var rec Record
+func (c *Client) Submit(ctx context.Context, req api.RunRequest) (api.Record, error) {
+	var rec api.Record
 	err := c.Do(ctx, http.MethodPost, "/runs", req, &rec)
 	return rec, err
 }
 
 // Runs lists the runs (GET /runs): every run, or with active only those not yet ended, newest
 // first; limit > 0 keeps that many.
-func (c *Client) Runs(ctx context.Context, active bool, limit int) ([]Record, error) {
+func (c *Client) Runs(ctx context.Context, active bool, limit int) ([]api.Record, error) {
 	q := url.Values{}
 	if active {
 		q.Set("active", "1")
@@ -96,40 +97,40 @@ func (c *Client) Runs(ctx context.Context, active bool, limit int) ([]Record, er
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var recs []Record
+	var recs []api.Record
 	err := c.Do(ctx, http.MethodGet, path, nil, &recs)
 	return recs, err
 }
 
 // Run is one run's record (GET /runs/{id}).
-func (c *Client) Run(ctx context.Context, id string) (Record, error) {
-	var rec Record
+func (c *Client) Run(ctx context.Context, id string) (api.Record, error) {
+	var rec api.Record
 	err := c.Do(ctx, http.MethodGet, "/runs/"+url.PathEscape(id), nil, &rec)
 	return rec, err
 }
 
 // Cancel cancels a run (POST /runs/{id}/cancel) and returns its record.
-func (c *Client) Cancel(ctx context.Context, id string) (Record, error) {
-	var rec Record
+func (c *Client) Cancel(ctx context.Context, id string) (api.Record, error) {
+	var rec api.Record
 	err := c.Do(ctx, http.MethodPost, "/runs/"+url.PathEscape(id)+"/cancel", nil, &rec)
 	return rec, err
 }
 
 // Pause pauses human run id (POST /runs/{id}/pause): its clock, its shell and its compute stop
 // until Resume or for at most d (zero: what the track's allowance leaves).
-func (c *Client) Pause(ctx context.Context, id, reason string, d time.Duration) (Record, error) {
-	req := PauseRequest{Reason: reason}
+func (c *Client) Pause(ctx context.Context, id, reason string, d time.Duration) (api.Record, error) {
+	req := api.PauseRequest{Reason: reason}
 	if d > 0 {
 		req.For = d.String()
 	}
-	var rec Record
+	var rec api.Record
 	err := c.Do(ctx, http.MethodPost, "/runs/"+url.PathEscape(id)+"/pause", req, &rec)
 	return rec, err
 }
 
 // Resume ends the pause of run id (POST /runs/{id}/resume).
-func (c *Client) Resume(ctx context.Context, id string) (Record, error) {
-	var rec Record
+func (c *Client) Resume(ctx context.Context, id string) (api.Record, error) {
+	var rec api.Record
 	err := c.Do(ctx, http.MethodPost, "/runs/"+url.PathEscape(id)+"/resume", nil, &rec)
 	return rec, err
 }
@@ -174,30 +175,30 @@ func (c *Client) dialError(err error) error {
 // EventLine is one line for a person following a run: its record, each state (with the score
 // at the end), each activity of the agent with the time left, and other events by kind; "" for
 // what another line already says. r is the run's latest record.
-func EventLine(e Event, r Record) string {
+func EventLine(e api.Event, r api.Record) string {
 	t := e.Time.Local().Format("15:04:05")
 	switch e.Kind {
-	case EventRecord:
+	case api.EventRecord:
 		return fmt.Sprintf("%s  run %s: %s, %s, seed %d — %s", t, r.ID, r.Track, r.Agent, r.Seed, r.State)
-	case EventState:
+	case api.EventState:
 		s := fmt.Sprintf("%s  %s", t, e.State)
-		if e.State == StateRunning && !r.Deadline.IsZero() {
+		if e.State == api.StateRunning && !r.Deadline.IsZero() {
 			s += fmt.Sprintf(" (deadline %s)", r.Deadline.Local().Format("15:04:05"))
 		}
-		if (e.State == StateGraded || e.State == StateFailed) && r.Passed != nil {
+		if (e.State == api.StateGraded || e.State == api.StateFailed) && r.Passed != nil {
 			s += fmt.Sprintf(": %d/%d passed (%.1f%%)", *r.Passed, r.Questions, 100*float64(*r.Passed)/float64(max(1, r.Questions)))
-		} else if (e.State == StateGraded || e.State == StateFailed) && r.Metric != "" {
+		} else if (e.State == api.StateGraded || e.State == api.StateFailed) && r.Metric != "" {
 			s += ": " + r.Score()
 		}
 		if e.Reason != "" {
 			s += " — " + e.Reason
 		}
 		return s
-	case EventHeartbeat, EventResult, EventFinalized: // the state line and the activity line say it
+	case api.EventHeartbeat, api.EventResult, api.EventFinalized: // the state line and the activity line say it
 		return ""
-	case EventSealed:
+	case api.EventSealed:
 		return fmt.Sprintf("%s  pass vector sealed %s", t, string(e.Data))
-	case EventActivity:
+	case api.EventActivity:
 		left := ""
 		if !r.Deadline.IsZero() {
 			left = fmt.Sprintf(" [%s left]", max(0, r.Deadline.Sub(e.Time)).Round(time.Second))
@@ -330,7 +331,7 @@ const staleGather = time.Hour
 // Gather copies a finished run's files into dir/<run id> (a results directory, deploy/slurm/README.md),
 // atomically: the attestation, report, audit log, track, summary, report.html, the graded
 // bundle and run.json, the daemon's record. already is true when they were there.
-func (c *Client) Gather(ctx context.Context, rec Record, dir string) (already bool, err error) {
+func (c *Client) Gather(ctx context.Context, rec api.Record, dir string) (already bool, err error) {
 	st, err := os.Stat(dir)
 	if err != nil || !st.IsDir() {
 		return false, fmt.Errorf("results directory %s: not a directory (%v); create it on the shared filesystem, writable by the jobs' user", dir, err)
@@ -453,8 +454,8 @@ func (c *Client) FetchFile(ctx context.Context, id, name, path string) (sum stri
 // Events streams a run's events (GET /v1/runs/ID/events) to fn, each with the run's latest
 // record as the events so far describe it, until the stream ends; it returns that record (its
 // Final says whether the run ended).
-func (c *Client) Events(ctx context.Context, id string, fn func(Event, Record)) (Record, error) {
-	var last Record
+func (c *Client) Events(ctx context.Context, id string, fn func(api.Event, api.Record)) (api.Record, error) {
+	var last api.Record
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://sealrund/v1/runs/"+id+"/events", nil)
 	if err != nil {
 		return last, err
@@ -465,13 +466,13 @@ func (c *Client) Events(ctx context.Context, id string, fn func(Event, Record)) 
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), MaxEventBytes+1)
+	sc.Buffer(make([]byte, 64<<10), api.MaxEventBytes+1)
 	for sc.Scan() {
-		var e Event
+		var e api.Event
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue
 		}
-		if len(e.Data) > 0 && (e.Kind == EventRecord || e.Kind == EventState || e.Kind == EventResult || e.Kind == EventHeartbeat) {
+		if len(e.Data) > 0 && (e.Kind == api.EventRecord || e.Kind == api.EventState || e.Kind == api.EventResult || e.Kind == api.EventHeartbeat) {
 			json.Unmarshal(e.Data, &last)
 		}
 		fn(e, last)
