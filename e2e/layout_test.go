@@ -31,16 +31,16 @@ var allowed = map[string][]string{
 	"runner":                 {"policy", "sandbox", "audit"},
 	"grader":                 {"policy", "sandbox", "exams", "audit", "airs"},
 	"attest":                 {"policy", "audit", "ledger"},
-	"leaderboard":            {"policy", "attest", "airs", "ledger"}, // airs: the AIRS suite's scores
-	"airs":                   {},                                     // AIRS-Bench task format and scores: no sibling
-	"ledger":                 {},                                     // the run ledger: no sibling (portable, like attest)
-	"cmd/runner":             {"sandbox"},                            // sandbox/posture only: the record it prints (portable types)
+	"leaderboard":            {"policy", "attest", "airs", "ledger", "stats"}, // airs: the AIRS suite's scores
+	"airs":                   {"stats"},                                       // AIRS-Bench task format and scores: no sibling
+	"ledger":                 {},                                              // the run ledger: no sibling (portable, like attest)
+	"cmd/runner":             {"sandbox"},                                     // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "api", "policy", "hostconfig", "buildinfo"},
 	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export"},            // a publication: written and checked from attestations alone (and the bodies their audit logs hash); ledger/witness: its ledgers' cosigned heads
 	"verify":                 {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export", "publish"}, // the reader's verifier: portable, nothing that runs containers; publish: what it regenerates
 	"transcript":             {"audit", "attest", "policy"},                                                                     // a run reassembled: portable, like attest
-	"export":                 {"transcript"},                                                                                    // a run in other tools' formats, from its transcript alone: portable
+	"export":                 {"transcript", "stats"},                                                                           // a run in other tools' formats, from its transcript alone: portable
 	"api":                    {"policy", "attest", "audit"},                                                                     // sealrund's wire contract: records, requests, events, frames, the state dir's layout; types only
 	"client":                 {"api", "attest", "audit", "transcript"},                                                          // the typed client of the admin API (a gather checks the transcript): no sandbox, no controller
 	"hostconfig":             {"policy", "attest", "controller", "sandbox", "ledger"},                                           // sealrun.toml: providers (controller), runtimes per role (sandbox), witnesses' keys (ledger/witness)
@@ -61,6 +61,7 @@ var allowed = map[string][]string{
 	"digest":  {},
 	"outcome": {},
 	"airgap":  {},
+	"stats":   {}, // statistics, in one place: no sibling
 }
 
 // core are the types-only packages every floor may import (the floor below floor 0).

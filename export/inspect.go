@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/outcome"
+	"github.com/sealrun/sealrun/stats"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -263,7 +264,7 @@ func inspectLogOf(runs []Run) (*inspectLog, error) {
 	}
 	metrics := map[string]any{}
 	if len(scores) > 0 {
-		mean, se := meanSE(scores)
+		mean, se := stats.MeanStderr(scores)
 		metrics["mean"] = fill(map[string]any{"name": "mean", "value": mean, "params": map[string]any{}}, fieldsMetric)
 		if len(scores) > 1 {
 			metrics["stderr"] = fill(map[string]any{"name": "stderr", "value": se, "params": map[string]any{}}, fieldsMetric)
@@ -679,21 +680,6 @@ func orEmpty[T any](xs []T) []T {
 		return []T{}
 	}
 	return xs
-}
-
-func meanSE(xs []float64) (mean, se float64) {
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	if len(xs) < 2 {
-		return mean, 0
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
 }
 
 // SampleOf finds run's sample in an Inspect eval log's bytes (the .json form, or the .eval zip):

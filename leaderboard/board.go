@@ -11,6 +11,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/outcome"
+	"github.com/sealrun/sealrun/stats"
 )
 
 func decodeB64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
@@ -345,21 +346,11 @@ func (r *Row) stats() {
 		return
 	}
 	xs := make([]*big.Rat, r.N)
-	sum := new(big.Rat)
 	for i, run := range r.Runs {
 		xs[i] = big.NewRat(int64(run.Passed), int64(max(1, run.Questions)))
-		sum.Add(sum, xs[i])
 	}
-	r.mean = new(big.Rat).Quo(sum, big.NewRat(int64(r.N), 1))
-	r.se2 = new(big.Rat)
+	r.mean, r.se2 = stats.MeanSE2Rat(xs)
 	if r.N > 1 {
-		ss := new(big.Rat)
-		for _, x := range xs {
-			d := new(big.Rat).Sub(x, r.mean)
-			ss.Add(ss, d.Mul(d, d))
-		}
-		// SE² = (ss / (n-1)) / n
-		r.se2.Quo(ss, big.NewRat(int64((r.N-1)*r.N), 1))
 		se, _ := r.se2.Float64()
 		v := 100 * math.Sqrt(se)
 		r.SEPct = &v
@@ -398,13 +389,9 @@ func costOf(runs []Run) *CostStat {
 	if len(xs) == 0 {
 		return nil
 	}
-	c := &CostStat{Mean: *meanOf(xs), Currency: cur, Tokens: tokens / float64(len(xs))}
-	if n := float64(len(xs)); n > 1 {
-		var ss float64
-		for _, x := range xs {
-			ss += (x - c.Mean) * (x - c.Mean)
-		}
-		se := math.Sqrt(ss / (n - 1) / n)
+	mean, se := stats.MeanSE(xs)
+	c := &CostStat{Mean: mean, Currency: cur, Tokens: tokens / float64(len(xs))}
+	if len(xs) > 1 {
 		c.SE = &se
 	}
 	return c
