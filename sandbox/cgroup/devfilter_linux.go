@@ -22,6 +22,15 @@ import (
 // and an access is allowed only when all of them allow it: the container gets exactly the
 // standard nodes and its GPUs, whatever the runtime adds. On cgroup v1 the network hook removes
 // runc's extra rules from devices.list instead (netnshook.TightenDevices).
+//
+// Why not containerd/cgroups' cgroup2.DeviceFilter and LoadAttachCgroupDeviceFilter (a
+// dependency already): (1) the probe must find sealrun's program among the effective ones and
+// read its rules back from the kernel (EffectiveDeviceRules), and the library's program has no
+// name and is the same code's output as runc's own, wider program: it cannot be told apart or
+// read back as rules; (2) the library refuses a rule whose type is unset and dereferences an
+// unset major or minor (a panic), which the runtime spec defines as all and any and sealrun's
+// specs use. For the same rules the two programs allow the same opens. TestDeviceFilterAgainstContainerd
+// shows all of this on a real kernel, and fails when the library changes so that it could serve.
 
 // DeviceFilterName names sealrun's program (bpftool prog shows it), so that the probe finds it.
 const DeviceFilterName = "sealrun_devices"

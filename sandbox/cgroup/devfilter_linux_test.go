@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/sealrun/sealrun/internal/testenv"
 )
@@ -164,4 +165,126 @@ func TestLimitDevicesV1(t *testing.T) {
 	if err := LimitDevicesV1("sealrun-no-such-cgroup", nil); err == nil || !strings.Contains(err.Error(), "sealrun-no-such-cgroup") {
 		t.Errorf("a missing cgroup: %v; want an error naming it", err)
 	}
+}
+
+// containerd/cgroups/v3 (already a dependency) has a device filter of its own: cgroup2's
+// DeviceFilter (the code runc generates its program with) and LoadAttachCgroupDeviceFilter.
+// sealrun keeps its own for what that one cannot do, shown here on a real kernel: the library's
+// program, attached the library's way, carries no name, so among a container's effective
+// programs it cannot be told from the runtime's (which is made by the same code, wider); and its
+// instructions are not a shape a probe can read back into rules. Both are what the probe
+// (EffectiveDeviceRules) needs. It also refuses a rule whose type is unset and panics on one
+// whose major or minor is, which the runtime spec defines as all and any. Where they meet, they
+// agree: for the same spec rules, the
+// library's program and sealrun's allow and deny the same opens.
+func TestDeviceFilterAgainstContainerd(t *testing.T) {
+	testenv.RequireRoot(t)
+	mnt := unifiedMount(t)
+	i := func(n int64) *int64 { return &n }
+	spec := []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"},
+		{Allow: true, Type: "c", Major: i(1), Minor: i(3), Access: "rwm"},
+		{Allow: true, Type: "c", Major: i(1), Minor: i(5), Access: "rw"},
+		{Allow: true, Type: "c", Major: i(1), Minor: i(7), Access: "r"}}
+	rules, err := AllowRules(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := t.TempDir()
+	for _, n := range []struct {
+		name         string
+		major, minor int
+	}{{"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}} {
+		if err := syscall.Mknod(filepath.Join(nodes, n.name), syscall.S_IFCHR|0o666, n.major<<8|n.minor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opens := func(dir string) string {
+		script := fmt.Sprintf(`echo $$ > %s/cgroup.procs || exit 9
+try() { if [ "$2" = w ]; then (exec 3>"$1") 2>/dev/null; else (exec 3<"$1") 2>/dev/null; fi && echo "$1 $2 ok" || echo "$1 $2 denied"; }
+for f in zero full random; do try %s/$f r; try %s/$f w; done; try /dev/null w`, dir, nodes, nodes)
+		out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return string(out)
+	}
+	cgroupDir := func(which string) string {
+		dir := filepath.Join(mnt, fmt.Sprintf("sealrun-devfilter-%s-%d", which, os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(dir) })
+		return dir
+	}
+
+	ours := cgroupDir("ours")
+	if err := AttachDeviceFilter(ours, rules); err != nil {
+		t.Fatal(err)
+	}
+	theirs := cgroupDir("containerd")
+	// The runtime spec leaves a rule's type unset to mean all (a), and its major or minor unset
+	// to mean any, as sealrun's specs do (the leading deny-all; the ptys' c 136:*). The library
+	// refuses the first and dereferences the second (a panic); it is given "a" and -1.
+	if _, _, err := cgroup2.DeviceFilter(spec); err == nil {
+		t.Error("containerd's DeviceFilter now takes a rule with its type unset: see whether sealrun can use it")
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("containerd's DeviceFilter now takes a rule with its minor unset: see whether sealrun can use it")
+			}
+		}()
+		cgroup2.DeviceFilter([]specs.LinuxDeviceCgroup{{Allow: true, Type: "c", Major: i(136), Access: "rwm"}})
+	}()
+	lib := slices.Clone(spec)
+	for k := range lib {
+		if lib[k].Type == "" {
+			lib[k].Type = "a"
+		}
+		if lib[k].Major == nil {
+			lib[k].Major = i(-1)
+		}
+		if lib[k].Minor == nil {
+			lib[k].Minor = i(-1)
+		}
+	}
+	insts, license, err := cgroup2.DeviceFilter(lib)
+	if err != nil {
+		t.Fatalf("containerd's DeviceFilter: %v", err)
+	}
+	fd, err := os.Open(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	detach, err := cgroup2.LoadAttachCgroupDeviceFilter(insts, license, int(fd.Fd()))
+	if err != nil {
+		t.Fatalf("containerd's LoadAttachCgroupDeviceFilter: %v", err)
+	}
+	defer detach()
+
+	if a, b := opens(ours), opens(theirs); a != b {
+		t.Errorf("for the same rules, sealrun's filter and containerd's differ:\nsealrun's\n%s\ncontainerd's\n%s", a, b)
+	} else if !strings.Contains(a, nodes+"/full w denied") || !strings.Contains(a, nodes+"/random r denied") || !strings.Contains(a, nodes+"/zero w ok") {
+		t.Errorf("the opens are not the rules':\n%s", a)
+	}
+
+	ids, err := deviceFilterIDs(theirs, false)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("containerd's program on %s: %v %v", theirs, ids, err)
+	}
+	name, prog, err := readDeviceFilter(ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name == DeviceFilterName {
+		t.Errorf("containerd's program is named %q: the probe could tell it apart, and sealrun could use it", name)
+	}
+	if _, err := decodeDeviceFilter(prog); err == nil {
+		t.Error("containerd's program reads back as rules: the probe could check it, and sealrun could use it")
+	}
+	if _, _, err := EffectiveDeviceRules(theirs); err == nil {
+		t.Error("the probe found a sealrun filter above a cgroup that has only containerd's")
+	}
+	t.Logf("containerd's program: %d instructions, named %q, not readable as rules; sealrun's: %d instructions, named %q", len(prog), name, len(deviceFilterProgram(rules)), DeviceFilterName)
 }
