@@ -12,6 +12,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/digest"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/outcome"
 )
 
@@ -78,7 +79,7 @@ const MaxPauseReason = 300
 func CheckPauseReason(s string) error {
 	switch {
 	case strings.TrimSpace(s) == "":
-		return fmt.Errorf("a pause needs its reason (--reason \"fire alarm\"): it is published with the run")
+		return errors.New("none given: a pause is published with its reason (\"fire alarm\")")
 	case len(s) > MaxPauseReason:
 		return fmt.Errorf("the reason is %d bytes; at most %d", len(s), MaxPauseReason)
 	case !utf8.ValidString(s):
@@ -182,24 +183,24 @@ func CheckKeyFingerprint(fp string) error {
 func (r *RunRequest) CheckPeople() error {
 	if r.Person != nil {
 		if err := CheckAccount(r.Person.Account); err != nil {
-			return fmt.Errorf("--person: %w", err)
+			return &opt.Error{Option: "person", Err: err}
 		}
 		if r.Person.Key != "" {
 			if err := CheckKeyFingerprint(r.Person.Key); err != nil {
-				return fmt.Errorf("--person-key: %w", err)
+				return &opt.Error{Option: "person.key", Err: err}
 			}
 		}
 	}
 	if len(r.Proctors) > MaxProctors {
-		return fmt.Errorf("--proctor: %d proctors; at most %d a run", len(r.Proctors), MaxProctors)
+		return opt.Field("proctors", fmt.Sprintf("%d; at most %d a run", len(r.Proctors), MaxProctors))
 	}
 	seen := map[string]bool{}
 	for _, a := range r.Proctors {
 		if err := CheckAccount(a); err != nil {
-			return fmt.Errorf("--proctor: %w", err)
+			return &opt.Error{Option: "proctors", Err: err}
 		}
 		if seen[a] {
-			return fmt.Errorf("--proctor: %s is named twice", a)
+			return opt.Field("proctors", a+" is named twice")
 		}
 		seen[a] = true
 	}
@@ -213,6 +214,10 @@ type APIError struct {
 	// may change, the code does not). Absent from answers of sealrund before codes: a client
 	// then takes CodeOf the status.
 	Code string `json:"code,omitempty"`
+	// Option is the request's field the answer is about (its JSON name: "seed", "rerun_of",
+	// "person.key"), where it is about one: the message begins with it, and a client may name
+	// it as its own input (sealrun run names its flag).
+	Option string `json:"option,omitempty"`
 }
 
 // The codes of sealrund's error answers (daemon/API.md).
@@ -271,6 +276,7 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	Option  string // APIError.Option
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -286,7 +292,7 @@ func AnswerError(status int, statusText string, body []byte, what string) *Error
 	e := &Error{Status: status}
 	var a APIError
 	if json.Unmarshal(body, &a) == nil && a.Error != "" {
-		e.Message, e.Code = a.Error, a.Code
+		e.Message, e.Code, e.Option = a.Error, a.Code, a.Option
 	} else {
 		e.Message = what + "sealrund answered " + statusText
 	}

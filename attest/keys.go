@@ -22,6 +22,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/kms"
 
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 )
 
 // Key algorithms.
@@ -78,7 +79,7 @@ func GenerateKeys(dir, algo string, passphrase []byte) (privPath, pubPath, keyID
 	privPath, pubPath = filepath.Join(dir, PrivateKeyFile), filepath.Join(dir, PublicKeyFile)
 	for _, p := range []string{privPath, pubPath} {
 		if _, err := os.Lstat(p); err == nil {
-			return "", "", "", fmt.Errorf("%s already exists; move it away or choose another --out directory (keys are never overwritten)", p)
+			return "", "", "", opt.New("attest.GenerateKeys", "Dir", fmt.Sprintf("%s already exists; move it away or choose another directory (keys are never overwritten)", p))
 		}
 	}
 	if err := fileio.WriteFile(privPath, privPEM, 0o600); err != nil {
@@ -150,7 +151,7 @@ func LoadSigner(ctx context.Context, ref string, passphrase []byte) (signature.S
 		return nil, fmt.Errorf("key %s is a public key; signing needs the private key (%s)", ref, PrivateKeyFile)
 	case string(cryptoutils.EncryptedSigstorePrivateKeyPEMType), "ENCRYPTED COSIGN PRIVATE KEY", "ENCRYPTED PRIVATE KEY":
 		if len(passphrase) == 0 {
-			return nil, fmt.Errorf("key %s is encrypted; give its passphrase (--passphrase-file)", ref)
+			return nil, opt.New("attest.LoadSigner", "Passphrase", fmt.Sprintf("key %s is encrypted: none given", ref))
 		}
 	}
 	priv, err := cryptoutils.UnmarshalPEMToPrivateKey(data, func(bool) ([]byte, error) { return passphrase, nil })

@@ -72,7 +72,7 @@ func TestKeyErrors(t *testing.T) {
 		{"public as private", func() error { _, err := LoadSigner(ctx, "testdata/ed25519.pub", nil); return err }, "is a public key; signing needs the private key"},
 		{"private as public", func() error { _, _, err := LoadVerifier("testdata/ed25519.key"); return err }, "is a private key; verification takes the public key"},
 		{"garbage public", func() error { _, _, err := LoadVerifier(garbage); return err }, "is not PEM"},
-		{"encrypted without passphrase", func() error { _, err := LoadSigner(ctx, "testdata/encrypted.key", nil); return err }, "is encrypted; give its passphrase"},
+		{"encrypted without passphrase", func() error { _, err := LoadSigner(ctx, "testdata/encrypted.key", nil); return err }, "is encrypted: none given"},
 		{"unknown kms scheme", func() error { _, err := LoadSigner(ctx, "nosuchkms://keys/sealrun", nil); return err }, "no KMS provider for this scheme"},
 	}
 	if os.Geteuid() != 0 { // root reads mode-000 files

@@ -20,6 +20,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/hostconfig"
+	"github.com/sealrun/sealrun/internal/opt"
 )
 
 // API limits.
@@ -163,7 +164,12 @@ func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, ErrRefused):
 			code = http.StatusUnprocessableEntity
 		}
-		writeErr(w, code, "%s", strings.TrimPrefix(err.Error(), "refused: "))
+		a := api.APIError{Error: strings.TrimPrefix(err.Error(), "refused: "), Code: api.CodeOf(code)}
+		var oe *opt.Error
+		if errors.As(err, &oe) && oe.Where == "" {
+			a.Option = oe.Option
+		}
+		writeJSON(w, code, a)
 		return
 	}
 	writeJSON(w, http.StatusCreated, rec)

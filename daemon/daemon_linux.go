@@ -28,6 +28,7 @@ import (
 	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/outcome"
@@ -409,10 +410,10 @@ func (d *Daemon) SubmitRequest(req api.RunRequest, user string) (*api.Record, er
 	}
 	agent, err := controller.ParseAgent(agentS)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --agent %q: %v", ErrRefused, agentS, err)
+		return nil, fmt.Errorf("%w: %w", ErrRefused, opt.Field("agent", fmt.Sprintf("%q: %v", agentS, err)))
 	}
 	if seed < 0 {
-		return nil, fmt.Errorf("%w: --seed %d; seeds are 0 or more", ErrRefused, seed)
+		return nil, fmt.Errorf("%w: %w", ErrRefused, opt.Field("seed", fmt.Sprintf("%d; seeds are 0 or more", seed)))
 	}
 	if n := t.Resources.CPUs; n > d.hostCPUs() {
 		return nil, fmt.Errorf("%w: track %s needs %d CPUs per run; this host gives runs %d ([resources] cpus)", ErrRefused, t.Name, n, d.hostCPUs())
@@ -435,7 +436,7 @@ func (d *Daemon) SubmitRequest(req api.RunRequest, user string) (*api.Record, er
 		for _, r := range d.runs {
 			if r.TrackID == t.ID && r.Agent == agent.String() && r.Seed == seed && r.State != api.StateInvalid {
 				d.mu.Unlock()
-				return nil, fmt.Errorf("%w: seed %d of %s on track %s already has run %s (%s); give another seed, or --rerun to run it again", ErrRefused, seed, agent, t.Name, r.ID, r.State)
+				return nil, fmt.Errorf("%w: %w", ErrRefused, opt.Field("seed", fmt.Sprintf("%d of %s on track %s already has run %s (%s): give another seed, or run it again", seed, agent, t.Name, r.ID, r.State), "rerun"))
 			}
 		}
 		d.mu.Unlock()
@@ -450,7 +451,7 @@ const maxDispatcher = 200
 // and enough for the track, a rerun link to an invalid run of the same seed, a job name.
 func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req api.RunRequest) error {
 	if req.CPUs < 0 || req.Memory < 0 {
-		return fmt.Errorf("%w: --cpus and --memory are 0 (not given) or more", ErrRefused)
+		return fmt.Errorf("%w: %w", ErrRefused, opt.Field("cpus", fmt.Sprintf("%d, memory %d: both are 0 (not given) or more", req.CPUs, req.Memory)))
 	}
 	if req.CPUs > 0 && t.Resources.CPUs > req.CPUs {
 		return fmt.Errorf("%w: track %s needs %d CPUs per run; the job was given %d (sbatch --cpus-per-task=%d)", ErrRefused, t.Name, t.Resources.CPUs, req.CPUs, t.Resources.CPUs)
@@ -462,33 +463,33 @@ func (d *Daemon) checkDispatch(t *policy.Track, agent string, seed int64, req ap
 	// host's free ones, which the scheduler may have given to another job.
 	if len(req.GPUs) > 0 || req.Dispatcher != "" {
 		if len(req.GPUs) < int(t.Resources.GPUs) {
-			return fmt.Errorf("%w: --gpus gives %d GPUs (%s); track %s needs %d per run (sbatch --gres=gpu:%d)", ErrRefused, len(req.GPUs), strings.Join(req.GPUs, ","), t.Name, t.Resources.GPUs, t.Resources.GPUs)
+			return fmt.Errorf("%w: %w", ErrRefused, opt.Field("gpus", fmt.Sprintf("%d GPUs (%s); track %s needs %d per run (sbatch --gres=gpu:%d)", len(req.GPUs), strings.Join(req.GPUs, ","), t.Name, t.Resources.GPUs, t.Resources.GPUs)))
 		}
 		seen := map[string]bool{}
 		for _, g := range req.GPUs {
 			if seen[g] {
-				return fmt.Errorf("%w: --gpus names %s twice", ErrRefused, g)
+				return fmt.Errorf("%w: %w", ErrRefused, opt.Field("gpus", g+" is named twice"))
 			}
 			seen[g] = true
 			if !slices.Contains(d.cfg.Resources.GPUs, g) {
-				return fmt.Errorf("%w: --gpus %s is not one of this host's GPUs ([resources] gpus: %s); use their CDI names (sealrun doctor lists them)", ErrRefused, g, strings.Join(d.cfg.Resources.GPUs, ", "))
+				return fmt.Errorf("%w: %w", ErrRefused, opt.Field("gpus", fmt.Sprintf("%s is not one of this host's GPUs ([resources] gpus: %s); use their CDI names (sealrun doctor lists them)", g, strings.Join(d.cfg.Resources.GPUs, ", "))))
 			}
 		}
 	}
 	if req.RerunOf != "" {
 		if !attest.ValidRunID(req.RerunOf) {
-			return fmt.Errorf("%w: --rerun-of %q is not a run id", ErrRefused, req.RerunOf)
+			return fmt.Errorf("%w: %w", ErrRefused, opt.Field("rerun_of", fmt.Sprintf("%q is not a run id", req.RerunOf)))
 		}
 		d.mu.Lock()
 		o := d.runs[req.RerunOf]
 		d.mu.Unlock()
 		// A run of another host is not known here; the leaderboard links it by its attestation.
 		if o != nil && (o.State != api.StateInvalid || o.TrackID != t.ID || o.Agent != agent || o.Seed != seed || o.RerunBy != "") {
-			return fmt.Errorf("%w: --rerun-of %s: that run is %s (track %s, %s, seed %d, rerun by %q); only an invalid run of the same track, agent and seed without a rerun can be rerun", ErrRefused, o.ID, o.State, o.Track, o.Agent, o.Seed, o.RerunBy)
+			return fmt.Errorf("%w: %w", ErrRefused, opt.Field("rerun_of", fmt.Sprintf("%s: that run is %s (track %s, %s, seed %d, rerun by %q); only an invalid run of the same track, agent and seed without a rerun can be rerun", o.ID, o.State, o.Track, o.Agent, o.Seed, o.RerunBy)))
 		}
 	}
 	if len(req.Dispatcher) > maxDispatcher || strings.ContainsFunc(req.Dispatcher, unicode.IsControl) {
-		return fmt.Errorf("%w: --dispatcher is longer than %d bytes or holds control characters", ErrRefused, maxDispatcher)
+		return fmt.Errorf("%w: %w", ErrRefused, opt.Field("dispatcher", fmt.Sprintf("is longer than %d bytes or holds control characters", maxDispatcher)))
 	}
 	return nil
 }

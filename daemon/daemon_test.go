@@ -96,8 +96,8 @@ func TestDaemonThroughCLI(t *testing.T) {
 		}
 	}
 	id := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
-	if code, _, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--detach"); code != 1 || !strings.Contains(errs, "already has run "+id) {
-		t.Errorf("same seed again: %d %s", code, errs)
+	if code, _, errs := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--detach"); code != 1 || !strings.Contains(errs, "already has run "+id) || !strings.Contains(errs, "sealrun run: --seed: 1 of ") || !strings.HasSuffix(strings.TrimSpace(errs), "; give --rerun") {
+		t.Errorf("same seed again (sealrund names the request's field, seed, and sealrun run its flag): %d %s", code, errs)
 	}
 	for _, c := range []struct {
 		args []string
@@ -738,21 +738,21 @@ func TestDispatchedRunRequests(t *testing.T) {
 		req  api.RunRequest
 		want string
 	}{
-		{"not this host's", req(func(r *api.RunRequest) { r.GPUs = []string{"nvidia.com/gpu=0"} }), "--gpus nvidia.com/gpu=0 is not one of this host's GPUs ([resources] gpus: sealrun.test/gpu=0, sealrun.test/gpu=1)"},
-		{"twice", req(func(r *api.RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1", "sealrun.test/gpu=1"} }), "--gpus names sealrun.test/gpu=1 twice"},
+		{"not this host's", req(func(r *api.RunRequest) { r.GPUs = []string{"nvidia.com/gpu=0"} }), "gpus: nvidia.com/gpu=0 is not one of this host's GPUs ([resources] gpus: sealrun.test/gpu=0, sealrun.test/gpu=1)"},
+		{"twice", req(func(r *api.RunRequest) { r.GPUs = []string{"sealrun.test/gpu=1", "sealrun.test/gpu=1"} }), "gpus: sealrun.test/gpu=1 is named twice"},
 		{"too few", req(func(r *api.RunRequest) {
 			r.Track = strings.Replace(tb.trackTOML, "gpus = 0", "gpus = 2", 1)
 			r.GPUs = []string{"sealrun.test/gpu=1"}
-		}), "--gpus gives 1 GPUs (sealrun.test/gpu=1); track"},
-		{"bad rerun id", req(func(r *api.RunRequest) { r.RerunOf = "../../etc" }), `--rerun-of "../../etc" is not a run id`},
-		{"no GPUs from the scheduler", req(func(r *api.RunRequest) { r.GPUs = nil }), "--gpus gives 0 GPUs (); track"},
+		}), "gpus: 1 GPUs (sealrun.test/gpu=1); track"},
+		{"bad rerun id", req(func(r *api.RunRequest) { r.RerunOf = "../../etc" }), `rerun_of: "../../etc" is not a run id`},
+		{"no GPUs from the scheduler", req(func(r *api.RunRequest) { r.GPUs = nil }), "gpus: 0 GPUs (); track"},
 		{"too few CPUs", req(func(r *api.RunRequest) {
 			r.Track = strings.Replace(gpuTrack, "cpus = 1", "cpus = 2", 1)
 			r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, 1
 		}), "needs 2 CPUs per run; the job was given 1 (sbatch --cpus-per-task=2)"},
 		{"too little memory", req(func(r *api.RunRequest) { r.GPUs, r.Memory = []string{"sealrun.test/gpu=0"}, 1<<20 }), "MiB of memory per run; the job was given 1 MiB"},
-		{"negative", req(func(r *api.RunRequest) { r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, -1 }), "--cpus and --memory are 0 (not given) or more"},
-		{"long job", req(func(r *api.RunRequest) { r.Dispatcher = strings.Repeat("j", 201) }), "--dispatcher is longer than 200 bytes"},
+		{"negative", req(func(r *api.RunRequest) { r.GPUs, r.CPUs = []string{"sealrun.test/gpu=0"}, -1 }), "cpus: -1, memory 0: both are 0 (not given) or more"},
+		{"long job", req(func(r *api.RunRequest) { r.Dispatcher = strings.Repeat("j", 201) }), "dispatcher: is longer than 200 bytes"},
 		{"control", req(func(r *api.RunRequest) { r.Dispatcher = "job\x1b[2J" }), "holds control characters"},
 	} {
 		if _, err := d.SubmitRequest(c.req, "test"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.want) {

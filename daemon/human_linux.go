@@ -26,6 +26,7 @@ import (
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/controller"
 	"github.com/sealrun/sealrun/hostconfig"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -372,26 +373,26 @@ func checkPeople(agent controller.Agent, req api.RunRequest) (*api.Person, error
 	}
 	if agent.Provider != hostconfig.HumanProvider {
 		if req.Person != nil || len(req.Proctors) > 0 {
-			return nil, fmt.Errorf("--person and --proctor are a human run's (agent %s/HANDLE); %s is an agent's run", hostconfig.HumanProvider, agent)
+			return nil, opt.Field("person", fmt.Sprintf("a person and proctors are a human run's (agent %s/HANDLE); %s is an agent's run", hostconfig.HumanProvider, agent))
 		}
 		return nil, nil
 	}
 	person := req.Person
 	if person == nil {
 		if api.CheckAccount(agent.Model) != nil || !accountExists(agent.Model) {
-			return nil, fmt.Errorf("agent %s: say whose run it is: --person ACCOUNT (the account of the person who attaches; add --person-key SHA256:... where people reach this host over ssh through one shared account); this host has no account %.40q", agent, agent.Model)
+			return nil, opt.Field("person", fmt.Sprintf("none given, and this host has no account %.40q (agent %s): give the account of the person who attaches (and their ssh key's SHA256 fingerprint, person.key, where people reach this host over ssh through one shared account)", agent.Model, agent))
 		}
 		person = &api.Person{Account: agent.Model}
 	}
 	if !accountExists(person.Account) {
-		return nil, fmt.Errorf("--person %s: this host has no such account (getent passwd %s); create it (useradd, and add it to %s: docs/OPERATOR.md, \"Human runs\")", person.Account, person.Account, PeopleGroup)
+		return nil, opt.Field("person", fmt.Sprintf("%s: this host has no such account (getent passwd %s); create it (useradd, and add it to %s: docs/OPERATOR.md, \"Human runs\")", person.Account, person.Account, PeopleGroup))
 	}
 	for _, a := range req.Proctors {
 		switch {
 		case a == person.Account && person.Key == "":
-			return nil, fmt.Errorf("--proctor %s is the run's own person: a proctor watches someone else", a)
+			return nil, opt.Field("proctors", a+" is the run's own person: a proctor watches someone else")
 		case !accountExists(a):
-			return nil, fmt.Errorf("--proctor %s: this host has no such account (getent passwd %s)", a, a)
+			return nil, opt.Field("proctors", fmt.Sprintf("%s: this host has no such account (getent passwd %s)", a, a))
 		}
 	}
 	return person, nil

@@ -90,7 +90,7 @@ func TestCheckPeople(t *testing.T) {
 		req   api.RunRequest
 		say   string
 	}{
-		{nobody, api.RunRequest{}, "say whose run it is: --person ACCOUNT"},
+		{nobody, api.RunRequest{}, "person: none given, and this host has no account"},
 		{human, api.RunRequest{Person: &api.Person{Account: "no-such-account-here"}}, "this host has no such account"},
 		{human, api.RunRequest{Person: &api.Person{Account: "Root; rm -rf /"}}, "is not an account name"},
 		{human, api.RunRequest{Person: &api.Person{Account: "root", Key: "MD5:aa:bb"}}, "not an ssh key's fingerprint"},

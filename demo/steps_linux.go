@@ -28,6 +28,7 @@ import (
 	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/images/builder"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/policy"
@@ -62,7 +63,7 @@ func (s *session) buildImages(ctx context.Context) error {
 	}
 	if r := s.o.RunnerImage; r != "" {
 		if _, err := store.Get(r[strings.LastIndex(r, "@")+1:]); err != nil {
-			return fmt.Errorf("--runner-image: %w", err)
+			return opt.Wrap("demo.Options", "RunnerImage", err)
 		}
 		s.refs["python"] = r
 		s.lg.printf("    runner and grader: %s (given)", r)
@@ -70,7 +71,7 @@ func (s *session) buildImages(ctx context.Context) error {
 	// The demo's daemon keeps its runs in this state dir: it must be the demo's own.
 	if _, err := os.Stat(filepath.Join(s.state, "journal.jsonl")); err == nil {
 		if _, err := os.Stat(s.demoDir); err != nil {
-			return fmt.Errorf("%s holds runs that are not the demo's (a journal and no demo/); the demo replaces its runs each time: give it its own --state-dir, for example /var/lib/sealrun-demo", s.state)
+			return opt.New("demo.Options", "StateDir", fmt.Sprintf("%s holds runs that are not the demo's (a journal and no demo/); the demo replaces its runs each time: give it its own, for example /var/lib/sealrun-demo", s.state))
 		}
 	}
 	// Everything of the earlier demo goes but its publication, which a new one replaces only once
@@ -102,7 +103,7 @@ func (s *session) makeContent(context.Context) error {
 		kitOut = s.o.Kit
 		s.lg.printf("    kit: %s (given; sealrun kit build made it)", kitOut)
 		if s.kit, err = kits.Open(kitOut); err != nil {
-			return fmt.Errorf("--kit: %w", err)
+			return opt.Wrap("demo.Options", "Kit", err)
 		}
 	} else {
 		s.lg.printf("    kit: building the ARI kit (sealrun kit build kits/ari)")

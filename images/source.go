@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/sealrun/sealrun/internal/opt"
 )
 
 // ParsePinned parses a reference that must be pinned by digest: name@sha256:<64 hex>. Runs
@@ -116,7 +118,7 @@ func (s *Store) Import(ctx context.Context, path, pin, nameOverride string) (*Re
 	}
 	if pin != "" {
 		if _, err := parseDigest(pin); err != nil {
-			return nil, fmt.Errorf("import %s: --digest %w", path, err)
+			return nil, fmt.Errorf("import %s: %w", path, opt.Wrap("images.Import", "Digest", err))
 		}
 	}
 	var img v1.Image
@@ -179,7 +181,7 @@ func fromLayout(dir, pin string) (v1.Image, string, error) {
 		for _, m := range images {
 			ds = append(ds, m.Digest.String())
 		}
-		return nil, "", fmt.Errorf("the layout holds %d images; choose one with --digest (%s)", len(images), strings.Join(ds, ", "))
+		return nil, "", opt.New("images.Import", "Digest", fmt.Sprintf("the layout holds %d images; choose one (%s)", len(images), strings.Join(ds, ", ")))
 	}
 	img, err := idx.Image(pick.Digest)
 	if err != nil {

@@ -97,7 +97,7 @@ func OpenStore(stateDir string, opts ...StoreOption) (*Store, error) {
 		mode os.FileMode
 	}{{stateDir, 0o711}, {dir, 0o711}, {filepath.Join(dir, "sha256"), 0o711}, {filepath.Join(dir, ".tmp"), 0o700}} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
-			return nil, fmt.Errorf("image store %s: %w (is --state-dir writable? it defaults to /var/lib/sealrun)", dir, err)
+			return nil, fmt.Errorf("image store %s: %w (is the state directory writable? it defaults to /var/lib/sealrun)", dir, err)
 		}
 		if st, err := os.Stat(d.path); err == nil && st.Mode().Perm()&0o111 != 0o111 && d.mode == 0o711 {
 			if err := os.Chmod(d.path, st.Mode().Perm()|0o711); err != nil {

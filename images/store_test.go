@@ -307,7 +307,7 @@ func TestImportLayoutAndDockerArchive(t *testing.T) {
 	}
 	// Several images: --digest chooses, and must exist.
 	lp.AppendImage(other)
-	if _, err := s.Import(ctx, filepath.Join(dir, "oci"), "", ""); err == nil || !strings.Contains(err.Error(), "choose one with --digest") {
+	if _, err := s.Import(ctx, filepath.Join(dir, "oci"), "", ""); err == nil || !strings.Contains(err.Error(), "images.Import.Digest: the layout holds") {
 		t.Errorf("two images: %v", err)
 	}
 	if r, err := s.Import(ctx, filepath.Join(dir, "oci"), digestOf(t, other), "named"); err != nil || r.Name != "named" {

@@ -11,6 +11,8 @@ import (
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/sealrun/sealrun/internal/opt"
 )
 
 // Defaults for the decompression-bomb caps of Unpack.
@@ -260,7 +262,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	}
 	u.report.Files++
 	if u.report.Files > u.opts.MaxFiles {
-		return u.fail(hdr.Name, RuleTooManyFiles, fmt.Errorf("more than %d entries; raise --max-files if the image is genuine", u.opts.MaxFiles))
+		return u.fail(hdr.Name, RuleTooManyFiles, opt.New("images.UnpackOptions", "MaxFiles", fmt.Sprintf("more than %d entries; raise it if the image is genuine", u.opts.MaxFiles)))
 	}
 	dir, base := path.Split(name)
 	dir = path.Clean(dir)
@@ -324,7 +326,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	case tar.TypeReg:
 		u.report.Bytes += hdr.Size
 		if u.report.Bytes > u.opts.MaxBytes {
-			return u.fail(hdr.Name, RuleTooManyBytes, fmt.Errorf("more than %d bytes of files; raise --max-unpack-bytes if the image is genuine", u.opts.MaxBytes))
+			return u.fail(hdr.Name, RuleTooManyBytes, opt.New("images.UnpackOptions", "MaxBytes", fmt.Sprintf("more than %d bytes of files; raise it if the image is genuine", u.opts.MaxBytes)))
 		}
 		if dr, err = u.replace(hdr.Name, dr, dir, base, name); err != nil {
 			return err

@@ -263,11 +263,11 @@ func TestBombCaps(t *testing.T) {
 	}
 	_, err := Unpack(context.Background(), "img", []Layer{layerOf("sha256:1", tarOf(t, many...))}, s.rootfs, UnpackOptions{MaxFiles: 10})
 	var ue *UnpackError
-	if !errors.As(err, &ue) || ue.Rule != RuleTooManyFiles || !strings.Contains(err.Error(), "--max-files") {
+	if !errors.As(err, &ue) || ue.Rule != RuleTooManyFiles || !strings.Contains(err.Error(), "UnpackOptions.MaxFiles: more than 10 entries") {
 		t.Errorf("files cap: %v", err)
 	}
 	_, err = Unpack(context.Background(), "img", []Layer{layerOf("sha256:1", tarOf(t, file("big", strings.Repeat("x", 200))))}, newSandbox(t).rootfs, UnpackOptions{MaxBytes: 100})
-	if !errors.As(err, &ue) || ue.Rule != RuleTooManyBytes || !strings.Contains(err.Error(), "--max-unpack-bytes") {
+	if !errors.As(err, &ue) || ue.Rule != RuleTooManyBytes || !strings.Contains(err.Error(), "UnpackOptions.MaxBytes: more than 100 bytes") {
 		t.Errorf("bytes cap: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/outcome"
 )
 
@@ -162,7 +163,7 @@ func (b *AIRSBoard) Render(w io.Writer, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(b)
 	}
-	return fmt.Errorf("unknown format %q for --suite airs; use one of %s", format, strings.Join(AIRSFormats, ", "))
+	return opt.New("leaderboard.AIRS", "Format", fmt.Sprintf("%q is not a format of the AIRS suite's board; use one of %s", format, strings.Join(AIRSFormats, ", ")))
 }
 
 // collect sorts the verified entries: exam runs skipped, invalid task runs listed, the others

@@ -12,6 +12,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -30,7 +31,7 @@ func LoadLedgers(paths []string, keys []Key) ([]*ledger.Ledger, error) {
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, fmt.Errorf("--ledger: %w", err)
+			return nil, opt.Wrap("leaderboard.LoadLedgers", "Ledgers", err)
 		}
 		l, err := ledger.Read(io.LimitReader(f, MaxLedgerBytes), p, vs)
 		f.Close()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -67,7 +68,7 @@ func LoadKeys(paths []string) ([]Key, error) {
 		}
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("no public key given; every row must come from a verified attestation (--key PUB.pem)")
+		return nil, opt.New("leaderboard.LoadKeys", "Keys", "none given: every row must come from a verified attestation (a PEM file or a directory of *.pub files)")
 	}
 	return keys, nil
 }
@@ -284,6 +285,8 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 		id := trackIDOf(head.Payload)
 		t, ok := tracks[id]
 		if !ok {
+			// (published in boards' rejections: kept word for word, so that a board regenerated
+			// from its attestations is the bytes published)
 			return nil, fmt.Sprintf("made under track %s, which is not among the --track files", shortID(id)), false
 		}
 		opts = append(opts, attest.WithTrack(t))

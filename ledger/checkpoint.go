@@ -177,7 +177,7 @@ func OpenCheckpoint(signed string, origin string, keys []signature.Verifier) (Ch
 	if err != nil {
 		var unk *note.UnverifiedNoteError
 		if errors.As(err, &unk) {
-			return Checkpoint{}, fmt.Errorf("checkpoint of %q is not signed by a trusted key (--key names the host's public key)", body)
+			return Checkpoint{}, fmt.Errorf("checkpoint of %q is not signed by any of the host keys given", body)
 		}
 		return Checkpoint{}, fmt.Errorf("checkpoint of %q: %v", body, err)
 	}

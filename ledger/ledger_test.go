@@ -179,7 +179,7 @@ func TestReadRejectsRewrites(t *testing.T) {
 		{"dropped entry", lines[0] + strings.Join(lines[2:], ""), "never queued", keys},
 		{"no head", strings.Join(lines[:len(lines)-2], ""), "does not end with a signed checkpoint", keys},
 		{"cut line", string(good[:len(good)-1]), "cut", keys},
-		{"wrong key", string(good), "not signed by a trusted key", []signature.Verifier{other}},
+		{"wrong key", string(good), "not signed by any of the host keys given", []signature.Verifier{other}},
 		{"ends before queued", strings.Replace(string(good), `"run":"r-1","time"`, `"run":"r-9","time"`, 1), "never queued", keys},
 		{"not json", "hello\n", "line 1", keys},
 		{"unknown field", `{"entry":{"kind":"queued"},"x":1}` + "\n", "unknown field", keys},

@@ -7,9 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/sigstore/sigstore/pkg/signature"
 	"io"
 	"io/fs"
 	"os"
@@ -17,14 +15,18 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"path"
+
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
-	"path"
 )
 
 // A publication is a directory a reader checks offline (docs/READER.md, "Publishing results"):
@@ -108,9 +110,9 @@ type Summary struct {
 func Write(o Options) (*Summary, error) {
 	switch {
 	case o.Out == "":
-		return nil, usageErr(errors.New("give the publication directory to create"))
+		return nil, usageErr(opt.New("publish.Options", "Out", "none given: give the publication directory to create"))
 	case len(o.Keys) == 0:
-		return nil, usageErr(errors.New("give the public key(s) that signed the runs (a PEM file or a directory of *.pub files)"))
+		return nil, usageErr(opt.New("publish.Options", "Keys", "none given: give the public key(s) that signed the runs (a PEM file or a directory of *.pub files)"))
 	case o.Suite != leaderboard.SuiteExam && o.Suite != leaderboard.SuiteAIRS:
 		return nil, usageErr(fmt.Errorf("suite %q: use exam or airs", o.Suite))
 	}
@@ -199,7 +201,7 @@ func write(o Options, s *Summary) error {
 func load(o Options, log io.Writer) (*leaderboard.Inputs, map[string]string, error) {
 	out, keyPaths, trackPaths, inputs := o.Out, o.Keys, o.Tracks, o.Inputs
 	if _, err := os.Lstat(out); err == nil {
-		return nil, nil, usageErr(fmt.Errorf("--out %s exists; a publication is written once: choose a new directory", out))
+		return nil, nil, usageErr(opt.New("publish.Options", "Out", fmt.Sprintf("%s exists; a publication is written once: choose a new directory", out)))
 	}
 	ks, err := leaderboard.LoadKeys(keyPaths)
 	if err != nil {
@@ -210,7 +212,7 @@ func load(o Options, log io.Writer) (*leaderboard.Inputs, map[string]string, err
 	for _, p := range trackPaths {
 		t, err := policy.Load(p)
 		if err != nil {
-			return nil, nil, ioErr(fmt.Errorf("--track: %w", err))
+			return nil, nil, ioErr(opt.Wrap("publish.Options", "Tracks", err))
 		}
 		ts = append(ts, t)
 		trackFile[t.ID] = p
@@ -292,7 +294,7 @@ func copyTracks(tmp string, in *leaderboard.Inputs, trackFile map[string]string,
 		tid := e.Predicate.Track.ID
 		p, ok := trackFile[tid]
 		if !ok {
-			return fmt.Errorf("run %s was judged under track %s (%s), and no track file with that id was found: give it with --track FILE", e.Predicate.Run.ID, e.Predicate.Track.Name, tid)
+			return opt.New("publish.Options", "Tracks", fmt.Sprintf("run %s was judged under track %s (%s), and no track file with that id was given: give it", e.Predicate.Run.ID, e.Predicate.Track.Name, tid))
 		}
 		name := fmt.Sprintf("%s-%s.toml", e.Predicate.Track.Name, tid[:12])
 		dst := filepath.Join(tmp, "tracks", name)
@@ -753,5 +755,5 @@ func signerAmongKeys(signer signature.Signer, keyPaths []string) error {
 			return nil
 		}
 	}
-	return usageErr(fmt.Errorf("the manifest's signing key (key id %s) is not one of the --key files; sign with the host's key whose public half the publication carries", id))
+	return usageErr(opt.New("publish.Options", "Signer", fmt.Sprintf("the manifest's signing key (key id %s) is not one of the keys that signed the runs; sign with the host's key whose public half the publication carries", id)))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/export"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -44,7 +45,7 @@ func parseRedactions(values []string, runs map[string]bool) (*redactions, error)
 			}
 			run, what, one := strings.Cut(item, ":")
 			if !runs[run] {
-				return nil, fmt.Errorf("--redact %q: no run %q among the inputs; give all, RUN, RUN:gateway-N, RUN:call-N or RUN:terminal-N", item, run)
+				return nil, opt.New("publish.Options", "Redact", fmt.Sprintf("%q: no run %q among the inputs; give all, RUN, RUN:gateway-N, RUN:call-N or RUN:terminal-N", item, run))
 			}
 			if r.runs[run] == nil {
 				r.runs[run] = map[string]bool{}
@@ -57,7 +58,7 @@ func parseRedactions(values []string, runs map[string]bool) (*redactions, error)
 			kind, num, _ := strings.Cut(what, "-")
 			n, err := strconv.Atoi(num)
 			if err != nil || n < 1 || strconv.Itoa(n) != num || (kind != "gateway" && kind != "call" && kind != "terminal") {
-				return nil, fmt.Errorf("--redact %q: %q is not gateway-N (a model exchange), call-N (a compute call) or terminal-N (a segment of a human run's recording)", item, what)
+				return nil, opt.New("publish.Options", "Redact", fmt.Sprintf("%q: %q is not gateway-N (a model exchange), call-N (a compute call) or terminal-N (a segment of a human run's recording)", item, what))
 			}
 			switch kind {
 			case "gateway":
@@ -118,7 +119,7 @@ func copyTrajectory(src, dst string, pred *attest.Predicate, red *redactions, ve
 	}
 	if len(absent) > 0 {
 		sort.Strings(absent)
-		return fmt.Errorf("run %s: %s holds no %s (and %d more bodies its audit log hashes); gather it again with this sealrun (sealrun results gather), or withhold its bodies with --redact %s", id, src, absent[0], len(absent)-1, id)
+		return fmt.Errorf("run %s: %s holds no %s (and %d more bodies its audit log hashes); gather it again with this sealrun (sealrun results gather), or withhold its bodies (sealrun publish --redact %s)", id, src, absent[0], len(absent)-1, id)
 	}
 	for _, name := range []string{"transcript.json", "transcript.html"} {
 		os.Remove(filepath.Join(dst, name)) // as gathered; made again below from what is published

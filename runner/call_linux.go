@@ -97,7 +97,7 @@ func (s *Service) validateCall(req *CallRequest) (cwd string, err error) {
 		return "", fmt.Errorf("the arguments are %d bytes; at most %d (put long input in a file)", n, MaxArgvBytes)
 	}
 	if len(req.Env) > MaxEnv {
-		return "", fmt.Errorf("%d --env entries; at most %d", len(req.Env), MaxEnv)
+		return "", fmt.Errorf("%d env entries; at most %d", len(req.Env), MaxEnv)
 	}
 	n = 0
 	for _, e := range req.Env {
@@ -105,15 +105,15 @@ func (s *Service) validateCall(req *CallRequest) (cwd string, err error) {
 		k, _, ok := strings.Cut(e, "=")
 		switch {
 		case !ok || !envKeyRE.MatchString(k):
-			return "", fmt.Errorf("--env %q: give KEY=VALUE with a KEY of letters, digits and _", e)
+			return "", fmt.Errorf("env %q: give KEY=VALUE with a KEY of letters, digits and _", e)
 		case strings.HasPrefix(k, "LD_") || strings.Contains(strings.ToUpper(k), "PROXY"):
-			return "", fmt.Errorf("--env %s is not allowed (no LD_* or proxy variables)", k)
+			return "", fmt.Errorf("env %s is not allowed (no LD_* or proxy variables)", k)
 		case strings.IndexByte(e, 0) >= 0:
-			return "", fmt.Errorf("--env %s has a NUL byte", k)
+			return "", fmt.Errorf("env %s has a NUL byte", k)
 		}
 	}
 	if n > MaxEnvBytes {
-		return "", fmt.Errorf("--env entries are %d bytes; at most %d", n, MaxEnvBytes)
+		return "", fmt.Errorf("env entries are %d bytes; at most %d", n, MaxEnvBytes)
 	}
 	cwd = sandbox.WorkspacePath
 	if req.Cwd != "" {

@@ -386,7 +386,7 @@ func TestCwdAndEnv(t *testing.T) {
 		t.Error("the client's environment reached the call")
 	}
 	for _, bad := range []string{"LD_PRELOAD=/x.so", "HTTP_PROXY=x", "1BAD=x", "NOEQUALS"} {
-		if r := f.runner("--env", bad, "true"); r.code != ExitRefused || !strings.Contains(r.stderr, "--env") {
+		if r := f.runner("--env", bad, "true"); r.code != ExitRefused || !strings.Contains(r.stderr, "env ") {
 			t.Errorf("--env %s: %+v", bad, r)
 		}
 	}

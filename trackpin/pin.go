@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,13 +20,14 @@ import (
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/images"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/policy"
 )
 
 // Pins are the values to fill, each a path or a hash (an image: name@sha256:<hex> or a name in
-// Lock); an empty one keeps the track's value. Errors name each by its flag of `sealrun track
-// pin` (--exam, --kit, ...), the way an operator gives them.
+// Lock); an empty one keeps the track's value. Errors name each by its field (an *opt.Error);
+// `sealrun track pin` names them as its flags (--exam, --kit, ...), the way an operator gives them.
 type Pins struct {
 	Exam       string // the hidden exam file or its sha256: exam.sha256, exam.questions, exam.context_bytes
 	Kit        string // a built kit directory or its kit hash: kit.sha256, exam.validation_sha256
@@ -62,10 +64,10 @@ func Pin(state, path string, data []byte, out string, p Pins) (*Pinned, error) {
 		return nil, err
 	}
 	if old.Task != nil && (p.Exam != "" || p.Kit != "") {
-		return nil, &UsageError{fmt.Errorf("%s is a task track ([task]): it pins --task and --task-data, not --exam or --kit", path)}
+		return nil, &UsageError{opt.New("trackpin.Pins", "", fmt.Sprintf("%s is a task track ([task]): it pins a task and its data, not an exam or a kit", path), "Task", "TaskData")}
 	}
 	if old.Task == nil && (p.Task != "" || p.TaskData != "") {
-		return nil, &UsageError{fmt.Errorf("%s is an exam track ([exam] and [kit]): it pins --exam and --kit, not --task or --task-data", path)}
+		return nil, &UsageError{opt.New("trackpin.Pins", "", fmt.Sprintf("%s is an exam track ([exam] and [kit]): it pins an exam and a kit, not a task or its data", path), "Exam", "Kit")}
 	}
 	e := &editor{state: state, path: path, text: newTrackText(string(data))}
 	for _, step := range []func(Pins) error{e.exam, e.kit, e.task, e.images} {
@@ -79,10 +81,12 @@ func Pin(state, path string, data []byte, out string, p Pins) (*Pinned, error) {
 		return nil, err
 	}
 	if left := Unpinned(pinned); len(left) > 0 {
-		return nil, fmt.Errorf("track %s still holds placeholders, so %s was not written: %s; give those flags (sealrun track pin --help)", path, out, strings.Join(left, ", "))
+		keys, options := pinList(left)
+		return nil, opt.New("trackpin.Pins", "", fmt.Sprintf("track %s still holds placeholders, so %s was not written: %s", path, out, keys), options...)
 	}
 	if missing := missingOnHost(state, pinned); len(missing) > 0 {
-		return nil, fmt.Errorf("track %s pins what this host does not hold, so %s was not written: %s; give those flags with what this host holds, or add it (sealrun content add, sealrun images pull|import)", path, out, strings.Join(missing, ", "))
+		keys, options := pinList(missing)
+		return nil, opt.New("trackpin.Pins", "", fmt.Sprintf("track %s pins what this host does not hold, so %s was not written: %s; add it (sealrun content add, sealrun images pull|import), or pin what this host holds", path, out, keys), options...)
 	}
 	return &Pinned{Text: text, Track: pinned, Was: old, Changes: e.changes}, nil
 }
@@ -150,7 +154,7 @@ func (e *editor) kit(p Pins) error {
 // task pins an AIRS task's tree and name, and its raw data's tree.
 func (e *editor) task(p Pins) error {
 	if p.Task != "" {
-		t, err := pinTree(e.state, p.Task, "--task", true)
+		t, err := pinTree(e.state, p.Task, "Task", true)
 		if err != nil {
 			return err
 		}
@@ -162,7 +166,7 @@ func (e *editor) task(p Pins) error {
 		}
 	}
 	if p.TaskData != "" {
-		t, err := pinTree(e.state, p.TaskData, "--task-data", false)
+		t, err := pinTree(e.state, p.TaskData, "TaskData", false)
 		if err != nil {
 			return err
 		}
@@ -183,17 +187,17 @@ func (e *editor) images(p Pins) error {
 	lock := images.Lock{}
 	if p.Lock != "" {
 		if _, err := os.Stat(p.Lock); err != nil {
-			return fmt.Errorf("--lock %s: %w; write one with sealrun images pin REF --lock %s or images build-local --lock %s", p.Lock, errors.Unwrap(err), p.Lock, p.Lock)
+			return opt.New("trackpin.Pins", "Lock", fmt.Sprintf("%s: %v; write one with sealrun images pin REF --lock %s or images build-local --lock %s", p.Lock, errors.Unwrap(err), p.Lock, p.Lock))
 		}
 		if lock, err = images.ReadLock(p.Lock); err != nil {
 			return err
 		}
 	}
-	for _, im := range []struct{ flag, key, v string }{{"--controller", "controller", p.Controller}, {"--runner", "runner", p.Runner}, {"--grader", "grader", p.Grader}} {
+	for _, im := range []struct{ option, key, v string }{{"Controller", "controller", p.Controller}, {"Runner", "runner", p.Runner}, {"Grader", "grader", p.Grader}} {
 		if im.v == "" {
 			continue
 		}
-		ref, from, err := pinImage(store, e.state, lock, p.Lock, im.flag, im.v)
+		ref, from, err := pinImage(store, e.state, lock, p.Lock, im.option, im.v)
 		if err != nil {
 			return err
 		}
@@ -219,8 +223,8 @@ func (e *editor) scaffold(store *images.Store, given, ref string) error {
 	for _, l := range []struct{ label, key string }{{images.LabelScaffoldName, "name"}, {images.LabelScaffoldVer, "version"}, {images.LabelScaffoldConfig, "config_sha256"}} {
 		v := labels[l.label]
 		if v == "" {
-			return fmt.Errorf("--controller %s: the image has no %s label, so its scaffold cannot be pinned; a scaffold image carries %s, %s and %s (controller/SCAFFOLD.md, \"The image\")",
-				given, l.label, images.LabelScaffoldName, images.LabelScaffoldVer, images.LabelScaffoldConfig)
+			return opt.New("trackpin.Pins", "Controller", fmt.Sprintf("%s: the image has no %s label, so its scaffold cannot be pinned; a scaffold image carries %s, %s and %s (controller/SCAFFOLD.md, \"The image\")",
+				given, l.label, images.LabelScaffoldName, images.LabelScaffoldVer, images.LabelScaffoldConfig))
 		}
 		if err := e.set("scaffold", l.key, strconv.Quote(v), "label "+l.label); err != nil {
 			return err
@@ -235,16 +239,16 @@ func pinExam(state, v string) (string, exams.Header, error) {
 	if !hexSHA256.MatchString(v) {
 		var err error
 		if sha, err = fileio.SHA256(v); err != nil {
-			return "", exams.Header{}, fmt.Errorf("--exam: %w", err)
+			return "", exams.Header{}, opt.Wrap("trackpin.Pins", "Exam", err)
 		}
 	}
 	stored := api.ContentPath(state, digest.Hex(sha))
 	if _, err := os.Stat(stored); err != nil {
-		return "", exams.Header{}, fmt.Errorf("--exam %s: exam %s is not in this host's content store (%s); add it: sealrun --state-dir %s content add EXAM", v, sha, stored, state)
+		return "", exams.Header{}, opt.New("trackpin.Pins", "Exam", fmt.Sprintf("%s: exam %s is not in this host's content store (%s); add it: sealrun --state-dir %s content add EXAM", v, sha, stored, state))
 	}
 	e, err := exams.Open(stored, digest.Hex(sha))
 	if err != nil {
-		return "", exams.Header{}, fmt.Errorf("--exam %s: %w", v, err)
+		return "", exams.Header{}, &opt.Error{Where: "trackpin.Pins", Option: "Exam", Problem: v, Err: err}
 	}
 	return sha, e.Header, nil
 }
@@ -255,36 +259,36 @@ func pinKit(state, v string) (*kits.Kit, error) {
 	if !hexSHA256.MatchString(v) {
 		k, err := kits.Open(v)
 		if err != nil {
-			return nil, fmt.Errorf("--kit: %w", err)
+			return nil, opt.Wrap("trackpin.Pins", "Kit", err)
 		}
 		hash = string(k.Hash)
 	}
 	dir := api.KitPath(state, digest.Hex(hash))
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("--kit %s: kit %s is not installed on this host (%s); add it: sealrun --state-dir %s content add KITDIR", v, hash, dir, state)
+		return nil, opt.New("trackpin.Pins", "Kit", fmt.Sprintf("%s: kit %s is not installed on this host (%s); add it: sealrun --state-dir %s content add KITDIR", v, hash, dir, state))
 	}
 	return kits.Open(dir)
 }
 
 // pinTree finds an AIRS task (task true) or raw data directory in the content store by
 // directory or tree hash.
-func pinTree(state, v, flag string, task bool) (*airs.Task, error) {
+func pinTree(state, v, option string, task bool) (*airs.Task, error) {
 	hash := digest.Hex(v)
 	if !digest.IsHex(v) {
 		var err error
 		if task {
 			t, err := airs.Open(v)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", flag, err)
+				return nil, opt.Wrap("trackpin.Pins", option, err)
 			}
 			hash = t.Hash
 		} else if _, hash, err = airs.TreeHash(v, airs.MaxDataFiles, airs.MaxDataBytes); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", flag, v, err)
+			return nil, &opt.Error{Where: "trackpin.Pins", Option: option, Problem: v, Err: err}
 		}
 	}
 	dir := api.TreePath(state, hash)
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("%s %s: %s is not in this host's content store (%s); add it: sealrun --state-dir %s content add DIR", flag, v, hash, dir, state)
+		return nil, opt.New("trackpin.Pins", option, fmt.Sprintf("%s: %s is not in this host's content store (%s); add it: sealrun --state-dir %s content add DIR", v, hash, dir, state))
 	}
 	if !task {
 		return &airs.Task{Dir: dir, Hash: hash}, nil
@@ -292,59 +296,71 @@ func pinTree(state, v, flag string, task bool) (*airs.Task, error) {
 	return airs.OpenStored(dir)
 }
 
-// pinImage resolves an image flag to name@sha256:<hex> via the lock or as given, and requires
+// pinImage resolves an image pin to name@sha256:<hex> via the lock or as given, and requires
 // the image in the store.
-func pinImage(store *images.Store, state string, lock images.Lock, lockPath, flag, v string) (ref, from string, err error) {
+func pinImage(store *images.Store, state string, lock images.Lock, lockPath, option, v string) (ref, from string, err error) {
 	ref, from = v, "as given"
 	if l, ok := lock[v]; ok {
 		ref, from = l, lockPath+": "+v
 	} else if !strings.Contains(v, "@") {
 		if lockPath != "" {
-			return "", "", fmt.Errorf("%s %s: not a name in %s and not pinned by digest; pin it: sealrun images pin %s --lock %s", flag, v, lockPath, v, lockPath)
+			return "", "", opt.New("trackpin.Pins", option, fmt.Sprintf("%s: not a name in %s and not pinned by digest; pin it: sealrun images pin %s --lock %s", v, lockPath, v, lockPath))
 		}
-		return "", "", fmt.Errorf("%s %s: not pinned by digest; pin it (sealrun images pin %s --lock images.lock) and give --lock images.lock, or give name@sha256:<hex>", flag, v, v)
+		return "", "", opt.New("trackpin.Pins", option, fmt.Sprintf("%s: not pinned by digest; pin it (sealrun images pin %s --lock images.lock) and give the lock file, or give name@sha256:<hex>", v, v), "Lock")
 	}
 	d, err := images.ParsePinned(ref)
 	if err != nil {
-		return "", "", fmt.Errorf("%s: %w", flag, err)
+		return "", "", opt.Wrap("trackpin.Pins", option, err)
 	}
 	if _, err := store.Get(d.DigestStr()); err != nil {
 		if errors.Is(err, images.ErrNotFound) {
-			return "", "", fmt.Errorf("%s %s: image %s is not in this host's image store (%s); fetch it: sealrun --state-dir %s images pull %s (or images import an OCI layout)", flag, v, ref, filepath.Join(state, "images"), state, ref)
+			return "", "", opt.New("trackpin.Pins", option, fmt.Sprintf("%s: image %s is not in this host's image store (%s); fetch it: sealrun --state-dir %s images pull %s (or images import an OCI layout)", v, ref, filepath.Join(state, "images"), state, ref))
 		}
-		return "", "", fmt.Errorf("%s %s: %w", flag, v, err)
+		return "", "", &opt.Error{Where: "trackpin.Pins", Option: option, Problem: v, Err: err}
 	}
 	return ref, from, nil
 }
 
-// missingOnHost lists the pins of t this host's stores lack (each as table.key and the flag of
-// `sealrun track pin` that sets it): a pinned track is one this host can run.
-func missingOnHost(state string, t *policy.Track) []string {
-	var out []string
-	have := func(path, key, flag string) {
+// missingOnHost lists the pins of t this host's stores lack (each its table.key and the option
+// that sets it): a pinned track is one this host can run.
+func missingOnHost(state string, t *policy.Track) []Placeholder {
+	var out []Placeholder
+	have := func(path, key, option string) {
 		if _, err := os.Stat(path); err != nil {
-			out = append(out, fmt.Sprintf("%s (%s)", key, flag))
+			out = append(out, Placeholder{Key: key, Option: option})
 		}
 	}
 	if t.Task != nil {
-		have(api.TreePath(state, t.Task.SHA256), "task.sha256", "--task")
-		have(api.TreePath(state, t.Task.DataSHA256), "task.data_sha256", "--task-data")
+		have(api.TreePath(state, t.Task.SHA256), "task.sha256", "Task")
+		have(api.TreePath(state, t.Task.DataSHA256), "task.data_sha256", "TaskData")
 	} else {
-		have(api.ContentPath(state, t.Exam.SHA256), "exam.sha256", "--exam")
-		have(api.KitPath(state, t.Kit.SHA256), "kit.sha256", "--kit")
+		have(api.ContentPath(state, t.Exam.SHA256), "exam.sha256", "Exam")
+		have(api.KitPath(state, t.Kit.SHA256), "kit.sha256", "Kit")
 	}
 	store, err := images.OpenStore(state)
 	for _, im := range []struct {
-		ref       policy.ImageRef
-		key, flag string
-	}{{t.Images.Controller, "images.controller", "--controller"}, {t.Images.Runner, "images.runner", "--runner"}, {t.Images.Grader, "images.grader", "--grader"}} {
+		ref         policy.ImageRef
+		key, option string
+	}{{t.Images.Controller, "images.controller", "Controller"}, {t.Images.Runner, "images.runner", "Runner"}, {t.Images.Grader, "images.grader", "Grader"}} {
 		if err != nil {
-			out = append(out, fmt.Sprintf("%s (%s: %v)", im.key, im.flag, err))
+			out = append(out, Placeholder{Key: fmt.Sprintf("%s (%v)", im.key, err), Option: im.option})
 			continue
 		}
 		if _, err := store.Get(im.ref.Digest); err != nil {
-			out = append(out, fmt.Sprintf("%s %s (%s)", im.key, im.ref, im.flag))
+			out = append(out, Placeholder{Key: im.key + " " + im.ref.String(), Option: im.option})
 		}
 	}
 	return out
+}
+
+// pinList is pins as a list of their keys and the options that set them (each once).
+func pinList(pins []Placeholder) (keys string, options []string) {
+	ks := make([]string, len(pins))
+	for i, p := range pins {
+		ks[i] = p.Key
+		if !slices.Contains(options, p.Option) {
+			options = append(options, p.Option)
+		}
+	}
+	return strings.Join(ks, ", "), options
 }

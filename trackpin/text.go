@@ -88,26 +88,29 @@ func placeholderPin(v string) bool {
 	return len(v) == 64 && strings.Count(v, v[:1]) == 64
 }
 
-// Unpinned lists the pins of t that are still placeholders, each as table.key and the flag of
-// `sealrun track pin` that fills it.
-func Unpinned(t *policy.Track) []string {
-	var out []string
-	add := func(v, key, flag string) {
+// Placeholder is one value of a track that a pin sets: its table.key and the option of Pins that sets
+// it (cmd's `sealrun track pin` has a flag for each).
+type Placeholder struct{ Key, Option string }
+
+// Unpinned lists the pins of t that are still placeholders.
+func Unpinned(t *policy.Track) []Placeholder {
+	var out []Placeholder
+	add := func(v, key, option string) {
 		if placeholderPin(v) {
-			out = append(out, fmt.Sprintf("%s (%s)", key, flag))
+			out = append(out, Placeholder{Key: key, Option: option})
 		}
 	}
 	if t.Task != nil {
-		add(string(t.Task.SHA256), "task.sha256", "--task")
-		add(string(t.Task.DataSHA256), "task.data_sha256", "--task-data")
+		add(string(t.Task.SHA256), "task.sha256", "Task")
+		add(string(t.Task.DataSHA256), "task.data_sha256", "TaskData")
 	} else {
-		add(string(t.Exam.SHA256), "exam.sha256", "--exam")
-		add(string(t.Exam.ValidationSHA256), "exam.validation_sha256", "--kit")
-		add(string(t.Kit.SHA256), "kit.sha256", "--kit")
+		add(string(t.Exam.SHA256), "exam.sha256", "Exam")
+		add(string(t.Exam.ValidationSHA256), "exam.validation_sha256", "Kit")
+		add(string(t.Kit.SHA256), "kit.sha256", "Kit")
 	}
-	add(t.Images.Controller.String(), "images.controller", "--controller")
-	add(t.Images.Runner.String(), "images.runner", "--runner")
-	add(t.Images.Grader.String(), "images.grader", "--grader")
-	add(t.Scaffold.ConfigSHA256, "scaffold.config_sha256", "--controller")
+	add(t.Images.Controller.String(), "images.controller", "Controller")
+	add(t.Images.Runner.String(), "images.runner", "Runner")
+	add(t.Images.Grader.String(), "images.grader", "Grader")
+	add(t.Scaffold.ConfigSHA256, "scaffold.config_sha256", "Controller")
 	return out
 }

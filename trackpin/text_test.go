@@ -44,7 +44,7 @@ func TestPinRefusals(t *testing.T) {
 	if _, err := Pin(t.TempDir(), "ari-v1.toml", ari, "out.toml", Pins{Task: "x"}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "is an exam track") {
 		t.Errorf("--task on an exam track: %v", err)
 	}
-	if _, err := Pin(t.TempDir(), "ari-v1.toml", ari, "out.toml", Pins{}); err == nil || !strings.Contains(err.Error(), "still holds placeholders, so out.toml was not written: exam.sha256 (--exam)") {
+	if _, err := Pin(t.TempDir(), "ari-v1.toml", ari, "out.toml", Pins{}); err == nil || !strings.Contains(err.Error(), "still holds placeholders, so out.toml was not written: exam.sha256, exam.validation_sha256, kit.sha256") || !strings.HasSuffix(err.Error(), "; give trackpin.Pins.Exam, trackpin.Pins.Kit, trackpin.Pins.Runner and trackpin.Pins.Grader") {
 		t.Errorf("nothing pinned: %v", err)
 	}
 	digits, err := os.ReadFile("../tracks/airs-digits.toml")

@@ -1,12 +1,12 @@
 package verify
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/sealrun/sealrun/airs"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
@@ -63,11 +63,11 @@ func Board(paths []string, o BoardOptions) (*Result, *leaderboard.Suite, error) 
 	case suite != leaderboard.SuiteExam && suite != leaderboard.SuiteAIRS:
 		return nil, nil, usageErr(fmt.Errorf("suite %q: use %s or %s", suite, leaderboard.SuiteExam, leaderboard.SuiteAIRS))
 	case len(o.Keys) == 0:
-		return nil, nil, usageErr(errors.New("give the trusted public key(s) with --key (a PEM file or a directory of *.pub files)"))
+		return nil, nil, usageErr(opt.New("verify.BoardOptions", "Keys", "none given: every row comes from an attestation a trusted key verifies (a PEM file or a directory of *.pub files)"))
 	case len(o.Ledgers) > 0 && suite == leaderboard.SuiteAIRS:
-		return nil, nil, usageErr(errors.New("--ledger is for the exam suite's board for now"))
+		return nil, nil, usageErr(opt.New("verify.BoardOptions", "Ledgers", "are for the exam suite's board for now"))
 	case len(o.Witnesses) > 0 && len(o.Ledgers) == 0:
-		return nil, nil, usageErr(errors.New("--witness checks the ledgers: give each host's with --ledger"))
+		return nil, nil, usageErr(opt.New("verify.BoardOptions", "Witnesses", "check the ledgers: each host's", "Ledgers"))
 	}
 	r := &Result{Kind: "board", Path: strings.Join(paths, " ")}
 	in, lerr, err := leaderboard.LoadWithLedgers(paths, o.Keys, o.Tracks, o.Ledgers, leaderboard.LoadOptions{})

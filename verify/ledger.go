@@ -10,13 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/outcome"
-	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 // HeadTimestampSuffix names the RFC 3161 timestamp of a ledger export's witnessed head, written
@@ -74,10 +76,10 @@ type HeadTimestamp struct {
 // ("witnessed") and the head's timestamp ("timestamp"), as o asks.
 func Ledger(path string, o LedgerOptions) (*Result, error) {
 	if len(o.Keys) == 0 {
-		return nil, usageErr(errors.New("give the host's public key with --key (a PEM file or a directory of *.pub files)"))
+		return nil, usageErr(opt.New("verify.LedgerOptions", "Keys", "none given: give the host's public key (a PEM file or a directory of *.pub files)"))
 	}
 	if o.Timestamp != "" && o.TSAChain == "" {
-		return nil, usageErr(errors.New("--timestamp is checked with the authority's chain: give --tsa-chain PEM"))
+		return nil, usageErr(opt.New("verify.LedgerOptions", "Timestamp", "is checked with the authority's chain (PEM)", "TSAChain"))
 	}
 	if o.Quorum == 0 {
 		o.Quorum = len(o.Witnesses)
@@ -129,7 +131,7 @@ func Ledger(path string, o LedgerOptions) (*Result, error) {
 			}
 			c, err := ledger.OpenCheckpoint(string(b), l.Origin, verifiersOf(ks))
 			if err != nil {
-				ps = append(ps, Problem{Reason: fmt.Sprintf("--head %s: %v", h, err)})
+				ps = append(ps, Problem{Reason: fmt.Sprintf("head %s (given to check against): %v", h, err)})
 				continue
 			}
 			if err := l.CheckHead(c, "the head in "+h); err != nil {
@@ -155,7 +157,7 @@ func Ledger(path string, o LedgerOptions) (*Result, error) {
 	} else {
 		chain, err := attest.LoadTSAChain(o.TSAChain)
 		if err != nil {
-			return nil, usageErr(fmt.Errorf("--tsa-chain: %w", err))
+			return nil, usageErr(opt.Wrap("verify.LedgerOptions", "TSAChain", err))
 		}
 		tsr := o.Timestamp
 		if tsr == "" {

@@ -17,16 +17,18 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/transcript"
-	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 // Options are what a reader trusts and allows.
@@ -86,14 +88,14 @@ func Publication(dir string, o Options) (*Result, error) {
 	}
 	for _, p := range o.AllowUnchecked {
 		if _, err := path.Match(p, ""); err != nil {
-			return nil, usageErr(fmt.Errorf("--allow-unchecked %q: not a pattern (%v); give a path in the publication, with * for any name, e.g. runs/*/witnessed.json", p, err))
+			return nil, usageErr(opt.New("verify.Options", "AllowUnchecked", fmt.Sprintf("%q is not a pattern (%v); give a path in the publication, with * for any name, e.g. runs/*/witnessed.json", p, err)))
 		}
 	}
 	r := &Result{Kind: "publication", Path: dir, Publication: &PublicationDetails{}}
 	c := &checker{dir: dir, w: w, claimed: map[string]bool{}, why: map[string]string{}, r: r, heads: &ledger.Heads{}, maxMemory: o.MaxMemory, pinnedBy: map[string]string{}}
 	if o.TSAChain != "" {
 		if c.chain, err = attest.LoadTSAChain(o.TSAChain); err != nil {
-			return nil, usageErr(fmt.Errorf("--tsa-chain: %w", err))
+			return nil, usageErr(opt.Wrap("verify.Options", "TSAChain", err))
 		}
 	}
 	c.begin("files")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 )
 
 // buildEnv is this process's environment for make build, less what would change the build
@@ -56,18 +57,18 @@ type RebuiltBinary struct {
 func rebuild(src string, b *attest.Build, progress io.Writer) (*Rebuild, error) {
 	switch {
 	case b == nil:
-		return nil, notRebuildable(errors.New("--rebuild: the attestation records no build (made before sealrun recorded it)"))
+		return nil, notRebuildable(errors.New("the attestation records no build (made before sealrun recorded it)"))
 	case b.Modified:
-		return nil, notRebuildable(fmt.Errorf("--rebuild: sealrund %s was built from a modified tree (commit %s and uncommitted changes): no commit rebuilds it", b.Version, b.Commit))
+		return nil, notRebuildable(fmt.Errorf("sealrund %s was built from a modified tree (commit %s and uncommitted changes): no commit rebuilds it", b.Version, b.Commit))
 	case b.Commit == "" || b.Commit == "unknown":
-		return nil, notRebuildable(errors.New("--rebuild: the build record names no commit"))
+		return nil, notRebuildable(errors.New("the build record names no commit"))
 	}
 	goVersion, err := exec.Command("go", "env", "GOVERSION").Output()
 	if err != nil {
-		return nil, ioErr(fmt.Errorf("--rebuild needs the Go toolchain (go env GOVERSION: %v)", err))
+		return nil, ioErr(opt.New("verify.RunOptions", "Rebuild", fmt.Sprintf("needs the Go toolchain (go env GOVERSION: %v)", err)))
 	}
 	if got := strings.TrimSpace(string(goVersion)); got != b.GoVersion {
-		return nil, ioErr(fmt.Errorf("--rebuild: sealrund was built with %s, this machine's go is %s: install %s (https://go.dev/dl/) and run again with it first in PATH", b.GoVersion, got, b.GoVersion))
+		return nil, ioErr(opt.New("verify.RunOptions", "Rebuild", fmt.Sprintf("sealrund was built with %s, this machine's go is %s: install %s (https://go.dev/dl/) and run again with it first in PATH", b.GoVersion, got, b.GoVersion)))
 	}
 	work, err := os.MkdirTemp("", "sealrun-rebuild-")
 	if err != nil {
@@ -97,7 +98,7 @@ func rebuild(src string, b *attest.Build, progress io.Writer) (*Rebuild, error) 
 		err := cmd.Run()
 		close(done)
 		if err != nil {
-			return ioErr(fmt.Errorf("--rebuild: %s: %v\n%s", what, err, tail(out.String(), 2000)))
+			return ioErr(opt.New("verify.RunOptions", "Rebuild", fmt.Sprintf("%s: %v\n%s", what, err, tail(out.String(), 2000))))
 		}
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/export"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/transcript"
 )
@@ -109,11 +110,11 @@ type Export struct {
 func Run(att string, o RunOptions) (*Result, error) {
 	switch {
 	case o.Key == "":
-		return nil, usageErr(errors.New("give the signer's public key with --key (for example sealrun.pub)"))
+		return nil, usageErr(opt.New("verify.RunOptions", "Key", "none given: give the signer's public key (a PEM file, for example sealrun.pub)"))
 	case o.Export != "" && o.Transcript == "":
-		return nil, usageErr(errors.New("--export is recomputed from the run's checked transcript: give --transcript RUNDIR too"))
+		return nil, usageErr(opt.New("verify.RunOptions", "Export", "is recomputed from the run's checked transcript (its run directory)", "Transcript"))
 	case o.Witnessed != "" && len(o.Witnesses) == 0:
-		return nil, usageErr(errors.New("--witnessed is checked against witnesses: give their keys with --witness"))
+		return nil, usageErr(opt.New("verify.RunOptions", "Witnessed", "is checked against witnesses: their keys", "Witnesses"))
 	}
 	if o.Quorum == 0 {
 		o.Quorum = len(o.Witnesses)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/internal/opt"
 )
 
 // Timestamp is what --tsa-chain found: the earliest time a timestamp of the signature
@@ -23,7 +24,7 @@ type Timestamp struct {
 func checkTimestamps(path, chainPath string) (*Timestamp, error) {
 	chain, err := attest.LoadTSAChain(chainPath)
 	if err != nil {
-		return nil, ioErr(fmt.Errorf("--tsa-chain: %w", err))
+		return nil, ioErr(opt.Wrap("verify.RunOptions", "TSAChain", err))
 	}
 	data, err := fileio.ReadLimited(path, "attestation", attest.MaxEnvelopeBytes)
 	if err != nil {

@@ -3,10 +3,11 @@ package verify
 import (
 	"errors"
 	"fmt"
-	"github.com/sigstore/sigstore/pkg/signature"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"

@@ -6,10 +6,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/ledger/witness"
-	"github.com/sigstore/sigstore/pkg/signature"
 )
 
 // Witnessed is what --witness found: the cosigned head the run's entries are under.
@@ -31,7 +32,7 @@ func checkWitnessed(attPath string, o *RunOptions, got *attest.Verified) (*Witne
 		path = filepath.Join(filepath.Dir(attPath), witness.RunProofFile)
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, &attest.VerificationFailure{Reason: attest.ReasonWitnessed, Detail: fmt.Sprintf("no witnessed proof at %s: a publication carries one beside each run its ledger's cosigned head covers (give another with --witnessed FILE)", path)}
+		return nil, &attest.VerificationFailure{Reason: attest.ReasonWitnessed, Detail: fmt.Sprintf("no witnessed proof at %s: a publication carries one beside each run its ledger's cosigned head covers (name another with the option Witnessed)", path)}
 	}
 	b, err := fileio.ReadLimited(path, "witnessed proof", witness.MaxRunProofBytes+1)
 	if err != nil {

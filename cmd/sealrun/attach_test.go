@@ -150,7 +150,7 @@ func TestPauseFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"pause", "r-1"}, "--reason: a pause needs its reason"},
+		{[]string{"pause", "r-1"}, "--reason: none given: a pause is published with its reason"},
 		{[]string{"pause", "r-1", "--reason", "two\nlines"}, "control character"},
 		{[]string{"pause", "r-1", "--reason", strings.Repeat("x", 301)}, "at most 300"},
 		{[]string{"pause", "r-1", "--reason", "ok", "--for", "-5s"}, "give a positive length"},

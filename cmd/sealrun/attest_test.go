@@ -96,7 +96,7 @@ func TestAttestVerbs(t *testing.T) {
 		{"sign inconsistent", append([]string{"attest", "sign", "--predicate", badPred, "--key", p("ec/sealrun.key"), "--out", p("x.att.json")}, subjects...), 1, "", "result.score"},
 		{"sign unknown field", append([]string{"attest", "sign", "--predicate", unknownField, "--key", p("ec/sealrun.key"), "--out", p("x.att.json")}, subjects...), 1, "", `unknown field "bonus"`},
 		{"sign wrong passphrase", append([]string{"attest", "sign", "--predicate", predFile, "--key", p("keys/sealrun.key"), "--passphrase-file", wrongPass, "--out", p("x.att.json")}, subjects...), 2, "", "wrong passphrase"},
-		{"sign no passphrase", append([]string{"attest", "sign", "--predicate", predFile, "--key", p("keys/sealrun.key"), "--out", p("x.att.json")}, subjects...), 2, "", "is encrypted; give its passphrase"},
+		{"sign no passphrase", append([]string{"attest", "sign", "--predicate", predFile, "--key", p("keys/sealrun.key"), "--out", p("x.att.json")}, subjects...), 2, "", "is encrypted: none given"},
 		{"sign with public key", append([]string{"attest", "sign", "--predicate", predFile, "--key", pub, "--out", p("x.att.json")}, subjects...), 2, "", "is a public key"},
 		{"sign kms", append([]string{"attest", "sign", "--predicate", predFile, "--key", "nosuchkms://k", "--out", p("x.att.json")}, subjects...), 2, "", "no KMS provider"},
 		{"sign bad subject", []string{"attest", "sign", "--predicate", predFile, "--key", pub, "--out", p("x.att.json"), "--subject", "report.json=abc"}, 2, "", "NAME=sha256:<64 lowercase hex>"},

@@ -49,7 +49,7 @@ func TestLedgerCommands(t *testing.T) {
 		{"verify", []string{"ledger", "verify", out, "--key", pub}, 0, "2 queued (1 reruns); ended: 0 graded, 0 failed, 1 invalid; not ended: 1", ""},
 		{"verify without key", []string{"ledger", "verify", out}, 2, "", "--key"},
 		{"verify garbage", []string{"ledger", "verify", garbage, "--key", pub}, 1, "NOT VALID", ""},
-		{"verify with another key", []string{"ledger", "verify", out, "--key", "../../attest/testdata/ecdsa.pub"}, 1, "not signed by a trusted key", ""},
+		{"verify with another key", []string{"ledger", "verify", out, "--key", "../../attest/testdata/ecdsa.pub"}, 1, "not signed by any of the host keys given", ""},
 		{"head not a checkpoint", []string{"ledger", "verify", out, "--key", pub, "--head", garbage}, 1, "--head", ""},
 		{"vkey", []string{"ledger", "vkey", out, "--key", pub}, 0, "sealrun.ledger/test-host+", ""},
 		{"vkey without key", []string{"ledger", "vkey", out}, 2, "", "--key"},

@@ -11,7 +11,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/internal/opt"
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -65,13 +70,49 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ee = &exitError{code: exitUsage, err: err}
 	}
 	if !ee.quiet {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), ee.err)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), errorText(cmd, ee.err))
 	}
 	if ee.code == exitUsage && !ee.quiet && !ee.noHint {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return ee.code
 }
+
+// errorText is err as cmd says it: each library option and each field of a request sealrund
+// refused named as the flag of cmd it came from.
+func errorText(cmd *cobra.Command, err error) string {
+	name := flagName(cmd)
+	msg := opt.Render(err, name)
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Option != "" {
+		msg = strings.Replace(msg, ae.Option+": ", name(ae.Option)+": ", 1)
+	}
+	return msg
+}
+
+// flagName names a library's option as cmd's flag it came from: TSAChain is --tsa-chain, Keys
+// --key and Witnesses --witness where cmd has that flag (a list's flag is singular: it is
+// given once per item), an option in optionFlags its flag, and "tsa chain" where cmd has none
+// (an argument, or a value of its own).
+func flagName(cmd *cobra.Command) func(option string) string {
+	return func(option string) string {
+		k := opt.Kebab(option)
+		if f, ok := optionFlags[option]; ok {
+			k = f
+		}
+		for _, f := range []string{k, strings.TrimSuffix(k, "s"), strings.TrimSuffix(k, "es")} {
+			if f != "" && cmd.Flags().Lookup(f) != nil {
+				return "--" + f
+			}
+		}
+		return strings.ReplaceAll(k, "-", " ")
+	}
+}
+
+// optionFlags are the options whose flag is not their name's: publish.Options.Signer is made
+// from --sign-key, a quorum of witnesses is --witnesses, ...
+var optionFlags = map[string]string{"Signer": "sign-key", "Quorum": "witnesses", "Passphrase": "passphrase-file",
+	"MaxBytes": "max-unpack-bytes", "Dir": "out"}
 
 // printJSON writes v as indented JSON, the form every --json flag prints.
 func printJSON(w io.Writer, v any) error {

@@ -5,9 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/sealrun/sealrun/internal/opt"
+	"github.com/sealrun/sealrun/ledger"
 )
 
 // Witnessed is what a reader's check of a ledger against witnesses found: the largest head of
@@ -25,7 +27,7 @@ type Witnessed struct {
 // found, when no head is.
 func CheckLedger(l *ledger.Ledger, hostKeys []signature.Verifier, ws []*Verifier, quorum int) (*Witnessed, error) {
 	if quorum < 1 || quorum > len(ws) {
-		return nil, fmt.Errorf("--witnesses %d with %d --witness keys: give 1 to %d", quorum, len(ws), len(ws))
+		return nil, opt.New("witness", "Quorum", fmt.Sprintf("a quorum of %d with %d witness keys given: give 1 to %d", quorum, len(ws), len(ws)))
 	}
 	var host []note.Verifier
 	for _, k := range hostKeys {

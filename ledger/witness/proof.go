@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/sealrun/sealrun/internal/opt"
+	"github.com/sealrun/sealrun/ledger"
 )
 
 // RunProofFile is the name of a run's witnessed proof in a publication (runs/<id>/).
@@ -108,7 +110,7 @@ type RunWitnessed struct {
 // queued entry the attestation itself carries (it must be the same entry at the same index).
 func (p *RunProof) Check(run string, statement []byte, queued *ledger.Ref, hostKeys []signature.Verifier, ws []*Verifier, quorum int) (*RunWitnessed, error) {
 	if quorum < 1 || quorum > len(ws) {
-		return nil, fmt.Errorf("--witnesses %d with %d --witness keys: give 1 to %d", quorum, len(ws), len(ws))
+		return nil, opt.New("witness", "Quorum", fmt.Sprintf("a quorum of %d with %d witness keys given: give 1 to %d", quorum, len(ws), len(ws)))
 	}
 	ref := func(e ProofEntry) *ledger.Ref {
 		return &ledger.Ref{Origin: p.Origin, Index: e.Index, Entry: e.Entry, Checkpoint: p.Checkpoint, Inclusion: e.Inclusion}

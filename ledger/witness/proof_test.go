@@ -149,10 +149,10 @@ func TestRunProof(t *testing.T) {
 		{"index past the head", edit(func(q *RunProof) { q.Ended.Index = 1 << 62 }), "r-2", stmt, nil, pl.ws, 3, "not below the head's size 8"},
 		{"65 hashes", edit(func(q *RunProof) { q.Queued.Inclusion = make([]string, 65) }), "r-2", stmt, nil, pl.ws, 3, "65 hashes; at most 64"},
 		{"not hex", edit(func(q *RunProof) { q.Queued.Inclusion[0] = "zz" }), "r-2", stmt, nil, pl.ws, 3, "not a hex SHA-256 hash"},
-		{"head not the host's", edit(func(q *RunProof) { q.Checkpoint = other.signed }), "r-2", stmt, nil, pl.ws, 1, "not signed by a trusted key"},
+		{"head not the host's", edit(func(q *RunProof) { q.Checkpoint = other.signed }), "r-2", stmt, nil, pl.ws, 1, "not signed by any of the host keys given"},
 		{"cosignatures stripped", edit(func(q *RunProof) { q.Checkpoint, _, _ = strings.Cut(q.Checkpoint, "— witness.test/") }), "r-2", stmt, nil, pl.ws, 1, "0 valid cosignature(s)"},
 		{"witnesses it does not carry", p, "r-2", stmt, nil, append(pl.ws[:1:1], other.ws...), 2, "1 valid cosignature(s) of the given witnesses ([witness.test/a]), 2 needed; not by [witness.test/a]"},
-		{"a quorum above the keys", p, "r-2", stmt, nil, pl.ws, 4, "--witnesses 4 with 3 --witness keys"},
+		{"a quorum above the keys", p, "r-2", stmt, nil, pl.ws, 4, "witness.Quorum: a quorum of 4 with 3 witness keys given: give 1 to 3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := c.p.Check(c.run, c.stmt, c.ref, hosts, c.ws, c.quota)
