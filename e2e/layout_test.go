@@ -54,7 +54,8 @@ var allowed = map[string][]string{
 	"deploy":                 {}, // deploy/kubernetes: a design's manifests and their test, no code
 	// internal/testenv gates tests on the machine (root, tools, the local images), as Go's own
 	// internal/testenv does; only _test files import it. internal/fileio (file helpers) and
-	// internal/jsonpass (one-pass JSON reading) may be imported by every package.
+	// internal/jsonpass (one-pass JSON reading) and internal/opt (option errors) may be imported
+	// by every package.
 	"internal": {},
 	// The types-only core (go-containerregistry's v1): every floor may import them, and they
 	// import nothing of sealrun's.
@@ -134,8 +135,8 @@ func TestImportRules(t *testing.T) {
 				continue
 			}
 			impOwner := owner(imp)
-			if imp == module+"/internal/fileio" || imp == module+"/internal/inflight" || imp == module+"/internal/mountinfo" || imp == module+"/internal/jsonpass" {
-				continue // the file helpers, the request counter, the mount table and the one-pass JSON reading of every floor (no sibling of their own)
+			if imp == module+"/internal/fileio" || imp == module+"/internal/inflight" || imp == module+"/internal/mountinfo" || imp == module+"/internal/jsonpass" || imp == module+"/internal/opt" {
+				continue // the file helpers, the request counter, the mount table, the one-pass JSON reading and the option errors of every floor (no sibling of their own)
 			}
 			if impOwner == o || (len(rules) == 1 && rules[0] == "*") || slices.Contains(core, impOwner) {
 				continue
