@@ -24,6 +24,7 @@ import (
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -235,9 +236,7 @@ func (c *Client) fetchRun(ctx context.Context, id string, att []byte, tmp string
 		return err
 	}
 	if bundleSum != "" {
-		var rep struct {
-			Candidate struct{ ID string } `json:"candidate"`
-		}
+		var rep report.Exam // a task's report.Task has the same candidate
 		b, _ := os.ReadFile(filepath.Join(tmp, "report.json"))
 		if json.Unmarshal(b, &rep) != nil || rep.Candidate.ID != "sha256:"+bundleSum {
 			return fmt.Errorf("run %s: the bundle copied has sha256 %s, not the graded candidate %q of its report; gather again", id, bundleSum, rep.Candidate.ID)

@@ -23,6 +23,7 @@ import (
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -104,9 +105,9 @@ func (x *Executor) hold(ctx context.Context, run, point string) {
 type Outcome struct {
 	Status      outcome.Outcome
 	Reason      string
-	Report      *grader.Report     // an exam run's
-	TaskReport  *grader.TaskReport // a task run's
-	Attestation string             // path of result.att.json
+	Report      *report.Exam // an exam run's
+	TaskReport  *report.Task // a task run's
+	Attestation string       // path of result.att.json
 }
 
 // runIO is one run's files and services, torn down by close.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
-	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/outcome"
+	"github.com/sealrun/sealrun/report"
 )
 
 // grade grades the run's final submission: the outcome and report.json's digest are set.
@@ -24,11 +24,11 @@ func (rs *runState) grade(ctx context.Context) {
 	var err error
 	var graded func() // records the report and its outcome, once grading has not failed
 	if t.Task != nil {
-		var rep *grader.TaskReport
+		var rep *report.Task
 		rep, rs.reportSum, err = rs.gsvc.GradeTask(ctx, rs.now().Add(t.Budget.Grading))
 		graded = func() { out.TaskReport, out.Status, out.Reason = rep, rep.Status, rep.Reason }
 	} else {
-		var rep *grader.Report
+		var rep *report.Exam
 		rep, rs.reportSum, err = rs.gsvc.GradeFinal(ctx, rs.io.exam, rs.now().Add(t.Budget.Grading), rs.sealed, nil)
 		graded = func() { out.Report, out.Status, out.Reason = rep, rep.Status, rep.Reason }
 	}
@@ -43,7 +43,7 @@ func (rs *runState) grade(ctx context.Context) {
 }
 
 // sealed journals the pass vector of an exam's first phase before its second may start.
-func (rs *runState) sealed(v grader.PassVector) error {
+func (rs *runState) sealed(v report.PassVector) error {
 	e := api.Event{Time: time.Now().UTC(), Run: rs.spec.ID, Kind: api.EventSealed, Data: mustJSON(map[string]any{"pass_vector_sha256": v.SHA256(), "passed": v.Passed(), "questions": len(v)})}
 	if rs.x.Journal != nil {
 		if err := rs.x.Journal.Append(e); err != nil {
@@ -69,12 +69,12 @@ func (rs *runState) reportUngraded() error {
 	case t.Task != nil && out.TaskReport == nil:
 		out.TaskReport, rs.reportSum, err = endTaskReport(rs.io.dir, t, rs.io.task, out.Status, out.Reason, head)
 	case t.Task == nil && out.Report == nil:
-		rep := &grader.Report{Format: grader.ReportFormat, Status: out.Status, Reason: out.Reason,
-			Track:       grader.ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
-			Exam:        grader.ReportExam{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions), ContextBytes: int(t.Exam.ContextBytes)},
-			Score:       grader.NewScore(0, int(t.Exam.Questions)),
+		rep := &report.Exam{Format: report.ExamFormat, Status: out.Status, Reason: out.Reason,
+			Track:       report.Track{ID: t.ID, Name: t.Name, Version: t.Version},
+			Exam:        report.ExamInfo{SHA256: t.Exam.SHA256, Questions: int(t.Exam.Questions), ContextBytes: int(t.Exam.ContextBytes)},
+			Score:       report.NewScore(0, int(t.Exam.Questions)),
 			HistoryHead: head}
-		if rs.reportSum, err = grader.WriteReport(filepath.Join(rs.io.dir, "report.json"), rep); err == nil {
+		if rs.reportSum, err = report.WriteExam(filepath.Join(rs.io.dir, "report.json"), rep); err == nil {
 			out.Report = rep
 		}
 	}
@@ -99,10 +99,10 @@ func (rs *runState) addUsage() error {
 	switch out := rs.out; {
 	case out.TaskReport != nil:
 		out.TaskReport.Usage = u
-		rs.reportSum, err = grader.WriteTaskReport(path, out.TaskReport)
+		rs.reportSum, err = report.WriteTask(path, out.TaskReport)
 	case out.Report != nil:
 		out.Report.Usage = u
-		rs.reportSum, err = grader.WriteReport(path, out.Report)
+		rs.reportSum, err = report.WriteExam(path, out.Report)
 	}
 	return err
 }

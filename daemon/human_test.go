@@ -22,11 +22,11 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/client"
-	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
 )
@@ -514,7 +514,7 @@ func TestHumanNeverAttached(t *testing.T) {
 	if !strings.Contains(r.Reason, "never attached") {
 		t.Errorf("the run failed for %q; want never attached", r.Reason)
 	}
-	var rep grader.Report
+	var rep report.Exam
 	json.Unmarshal(mustRead(t, filepath.Join(r.Dir, "report.json")), &rep)
 	if rep.Status != outcome.Failed || rep.Score.Passed != 0 {
 		t.Errorf("report.json: %+v", rep)

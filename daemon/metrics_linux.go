@@ -16,7 +16,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
-	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/report"
 )
 
 // metrics are sealrund's Prometheus metrics, served only on the opt-in loopback listener.
@@ -111,7 +111,7 @@ func (m *metrics) observeRun(dir, state string) {
 			}
 		}
 	}
-	var rep grader.Report // a task's report.json (grader.TaskReport) has no timings: nothing observed
+	var rep report.Exam // a task's report.json (report.Task) has no timings: nothing observed
 	if b, err := os.ReadFile(filepath.Join(dir, "report.json")); err == nil && json.Unmarshal(b, &rep) == nil && rep.Timings.AnswersMS > 0 {
 		m.gradingSeconds.Observe(float64(rep.Timings.AnswersMS+rep.Timings.BitsMS) / 1000)
 	}

@@ -10,13 +10,13 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
-	"github.com/sealrun/sealrun/grader"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
 )
 
 // The metrics read an ended run's audit log through audit's records (written here by the
 // writers' own types, through a real audit log) and its report.json through the grader's
-// Report (written by grader.WriteReport): calls by status, requests by class, grading time.
+// Report (written by report.WriteExam): calls by status, requests by class, grading time.
 func TestMetricsReadTheAuditRecords(t *testing.T) {
 	dir := t.TempDir()
 	r, err := transcripttest.New(dir, time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
@@ -29,7 +29,7 @@ func TestMetricsReadTheAuditRecords(t *testing.T) {
 	r.Call([]string{"python3", "a.py"}, []byte("x\n"), 0)
 	r.Call([]string{"python3", "b.py"}, []byte("y\n"), 2)
 	r.Record(audit.KindSubmit, audit.Submit{Candidate: "sha256:" + "ab", Time: r.Now})
-	if _, err := grader.WriteReport(filepath.Join(dir, "report.json"), &grader.Report{Timings: grader.ReportTimings{AnswersMS: 1500, BitsMS: 500}}); err != nil {
+	if _, err := report.WriteExam(filepath.Join(dir, "report.json"), &report.Exam{Timings: report.Timings{AnswersMS: 1500, BitsMS: 500}}); err != nil {
 		t.Fatal(err)
 	}
 	m := newMetrics(&Daemon{runs: map[string]*api.Record{}})

@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 )
 
 // A sealed run of an AIRS task (a track with [task]) differs from an exam run in four places,
@@ -195,9 +196,9 @@ submit, promote and finalize still work.
 `, m.Info.Name, t.Name, t.Version, t.Budget.Wall, t.Budget.CallLimit, strings.Join(m.FileExportGlobs, ", "), m.Info.Metric, dir, t.Budget.Reserve)
 }
 
-// taskInfo is the attested task: what its report says of it (grader.NewTaskReport: the track's
+// taskInfo is the attested task: what its report says of it (report.NewTask: the track's
 // pins and, from the verified metadata, the metric and its scoring).
-func taskInfo(t *policy.Track, rep *grader.TaskReport) *attest.TaskInfo {
+func taskInfo(t *policy.Track, rep *report.Task) *attest.TaskInfo {
 	r := rep.Task
 	return &attest.TaskInfo{Kind: t.Task.Kind, Name: r.Name, SHA256: r.SHA256, DataSHA256: r.DataSHA256,
 		Metric: rep.Metric, LowerIsBetter: r.LowerIsBetter, SOTA: r.SOTA, Optimal: r.Optimal, Worst: r.Worst}
@@ -205,14 +206,14 @@ func taskInfo(t *policy.Track, rep *grader.TaskReport) *attest.TaskInfo {
 
 // endTaskReport writes the task report of a run that ended without evaluation (invalid, or
 // failed before grading) and returns its sha256.
-func endTaskReport(dir string, t *policy.Track, task *airs.Task, status outcome.Outcome, reason, head string) (*grader.TaskReport, string, error) {
+func endTaskReport(dir string, t *policy.Track, task *airs.Task, status outcome.Outcome, reason, head string) (*report.Task, string, error) {
 	var m *airs.Metadata
 	if task != nil {
 		m = &task.Meta
 	}
-	rep := grader.NewTaskReport(t, m, status, reason, t.Images.Grader.String())
+	rep := report.NewTask(t, m, status, reason, t.Images.Grader.String())
 	rep.HistoryHead = head
-	sum, err := grader.WriteTaskReport(filepath.Join(dir, "report.json"), rep)
+	sum, err := report.WriteTask(filepath.Join(dir, "report.json"), rep)
 	return rep, sum, err
 }
 

@@ -27,13 +27,13 @@ import (
 	"github.com/sealrun/sealrun/controller/scriptedmodel"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
-	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/images/builder"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/scaffolds"
 )
 
@@ -302,12 +302,12 @@ func roundDuration(d time.Duration) string {
 	return d.Round(100 * time.Millisecond).String()
 }
 
-func readReport(path string) (*grader.Report, error) {
+func readReport(path string) (*report.Exam, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var r grader.Report
+	var r report.Exam
 	return &r, json.Unmarshal(b, &r)
 }
 

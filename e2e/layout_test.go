@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"sandbox":                {"policy", "images"},
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},
-	"grader":                 {"policy", "sandbox", "exams", "audit", "airs"},
+	"grader":                 {"policy", "sandbox", "exams", "audit", "airs", "report"},
 	"attest":                 {"policy", "audit", "ledger"},
 	"leaderboard":            {"policy", "attest", "airs", "ledger", "stats"}, // airs: the AIRS suite's scores
 	"airs":                   {"stats"},                                       // AIRS-Bench task format and scores: no sibling
@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"transcript":             {"audit", "attest", "policy"},                                                                     // a run reassembled: portable, like attest
 	"export":                 {"transcript", "stats"},                                                                           // a run in other tools' formats, from its transcript alone: portable
 	"api":                    {"policy", "attest", "audit"},                                                                     // sealrund's wire contract: records, requests, events, frames, the state dir's layout; types only
-	"client":                 {"api", "attest", "audit", "transcript"},                                                          // the typed client of the admin API (a gather checks the transcript): no sandbox, no controller
+	"client":                 {"api", "attest", "audit", "transcript", "report"},                                                // the typed client of the admin API (a gather checks the transcript): no sandbox, no controller
 	"hostconfig":             {"policy", "attest", "controller", "sandbox", "ledger"},                                           // sealrun.toml: providers (controller), runtimes per role (sandbox), witnesses' keys (ledger/witness)
 	"buildinfo":              {"attest"},                                                                                        // a binary's build record
 	"daemon":                 {"*"},
@@ -62,7 +62,8 @@ var allowed = map[string][]string{
 	"digest":  {},
 	"outcome": {},
 	"airgap":  {},
-	"stats":   {}, // statistics, in one place: no sibling
+	"stats":   {},                 // statistics, in one place: no sibling
+	"report":  {"policy", "airs"}, // report.json, an exam run's and a task run's: portable
 }
 
 // core are the types-only packages every floor may import (the floor below floor 0).

@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 )
 
 const digitsTask = "../airs/tasks/DigitsClassificationAccuracy"
@@ -231,7 +232,7 @@ func TestTaskService(t *testing.T) {
 	if _, err := PrepareTask(ctx, e, digitsTask, raw, filepath.Join(base, "data"), scriptLimit); err != nil {
 		t.Fatal(err)
 	}
-	run := func(t *testing.T, submission string, promote bool) (*TaskReport, string) {
+	run := func(t *testing.T, submission string, promote bool) (*report.Task, string) {
 		ws := t.TempDir()
 		os.MkdirAll(filepath.Join(ws, "out"), 0o755)
 		os.WriteFile(filepath.Join(ws, "out", "submission.csv"), []byte(submission), 0o644)

@@ -16,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 )
 
 // QuestionsOf turns an exam (or the validation set, same format) into the questions a phase asks.
@@ -96,7 +97,7 @@ type Result struct {
 // time phase 1 left before deadline; when it runs out the diagnostic is null, the score stands.
 // An error is the infrastructure's failure (the run is invalid); a broken bundle is in
 // Result.BundleErr.
-func (e *Env) Grade(ctx context.Context, file string, ex *exams.Exam, deadline time.Time, seal func(PassVector) error) (*Result, error) {
+func (e *Env) Grade(ctx context.Context, file string, ex *exams.Exam, deadline time.Time, seal func(report.PassVector) error) (*Result, error) {
 	res := &Result{}
 	logDir := filepath.Join(e.WorkDir, "hidden")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
@@ -152,16 +153,16 @@ func (e *Env) Validate(ctx context.Context, u *Unpacked, val *exams.Exam, deadli
 }
 
 func notRun(n int, why string) *Answers {
-	a := &Answers{Vector: make(PassVector, n), Outcomes: make([]Outcome, n), Times: make([]time.Duration, n), FirstNote: why}
+	a := &Answers{Vector: make(report.PassVector, n), Outcomes: make([]report.Outcome, n), Times: make([]time.Duration, n), FirstNote: why}
 	for i := range a.Vector {
-		a.Vector[i], a.Outcomes[i] = '0', NotRun
+		a.Vector[i], a.Outcomes[i] = '0', report.NotRun
 	}
 	return a
 }
 
 func everyNotRun(a *Answers) bool {
 	for _, o := range a.Outcomes {
-		if o != NotRun {
+		if o != report.NotRun {
 			return false
 		}
 	}
@@ -170,29 +171,29 @@ func everyNotRun(a *Answers) bool {
 
 // Report builds report.json's content for a grading. The status is graded when the bundle
 // answered at least once, failed (the agent's fault) when it could not be graded at all.
-func (r *Result) Report(t *policy.Track, ex *exams.Exam, cand ReportCandidate, e *Env, families map[string]string) *Report {
+func (r *Result) Report(t *policy.Track, ex *exams.Exam, cand report.Candidate, e *Env, families map[string]string) *report.Exam {
 	a := r.Answers
-	rep := &Report{
-		Format:      ReportFormat,
-		Track:       ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
-		Exam:        ReportExam{SHA256: ex.SHA256, Questions: len(ex.Questions), ContextBytes: int(ex.Header.ContextBytes)},
+	rep := &report.Exam{
+		Format:      report.ExamFormat,
+		Track:       report.Track{ID: t.ID, Name: t.Name, Version: t.Version},
+		Exam:        report.ExamInfo{SHA256: ex.SHA256, Questions: len(ex.Questions), ContextBytes: int(ex.Header.ContextBytes)},
 		Candidate:   cand,
 		Status:      outcome.Graded,
-		Score:       NewScore(a.Vector.Passed(), len(a.Vector)),
+		Score:       report.NewScore(a.Vector.Passed(), len(a.Vector)),
 		PassVector:  string(a.Vector),
 		Outcomes:    a.Count(),
 		BitsPerByte: r.BitsPerByte, BitsPerByteNote: r.BitsNote,
 		Device:      e.Device,
 		GraderImage: e.Image,
-		Limits:      ReportLimits{Grading: t.Budget.Grading.String(), Question: e.Question.String(), MaxRestarts: e.maxRestarts()},
-		Restarts:    ReportRestarts{Answers: a.Restarts, Bits: r.BitsRestarts},
+		Limits:      report.Limits{Grading: t.Budget.Grading.String(), Question: e.Question.String(), MaxRestarts: e.maxRestarts()},
+		Restarts:    report.Restarts{Answers: a.Restarts, Bits: r.BitsRestarts},
 	}
 	rep.PassVectorSHA256 = a.Vector.SHA256()
 	ids := make([]string, len(ex.Questions))
 	for i, q := range ex.Questions {
 		ids[i] = q.ID
 	}
-	rep.Families = FamilyScores(ids, a.Vector, families)
+	rep.Families = report.FamilyScores(ids, a.Vector, families)
 	rep.Timings = timings(a, r)
 	switch {
 	case r.BundleErr != nil:
@@ -205,15 +206,15 @@ func (r *Result) Report(t *policy.Track, ex *exams.Exam, cand ReportCandidate, e
 	return rep
 }
 
-func timings(a *Answers, r *Result) ReportTimings {
+func timings(a *Answers, r *Result) report.Timings {
 	var ts []time.Duration
 	for i, t := range a.Times {
-		if a.Outcomes[i] != NotRun {
+		if a.Outcomes[i] != report.NotRun {
 			ts = append(ts, t)
 		}
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-	t := ReportTimings{AnswersMS: a.Elapsed.Milliseconds(), BitsMS: r.BitsElapsed.Milliseconds(), EntrypointLoads: a.Loads + r.BitsLoads}
+	t := report.Timings{AnswersMS: a.Elapsed.Milliseconds(), BitsMS: r.BitsElapsed.Milliseconds(), EntrypointLoads: a.Loads + r.BitsLoads}
 	if len(ts) > 0 {
 		ms := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 		t.QuestionP50MS, t.QuestionMaxMS = ms(ts[len(ts)/2]), ms(ts[len(ts)-1])

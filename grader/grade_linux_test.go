@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -120,8 +121,8 @@ func grade(t *testing.T, e *Env, file string, ex *exams.Exam, limit time.Duratio
 }
 
 // expected is the pass vector of a bundle that answers with f(prefix, n).
-func expected(ex *exams.Exam, f func(prefix []byte, n int) []byte) PassVector {
-	v := make(PassVector, len(ex.Questions))
+func expected(ex *exams.Exam, f func(prefix []byte, n int) []byte) report.PassVector {
+	v := make(report.PassVector, len(ex.Questions))
 	for i, q := range ex.Questions {
 		v[i] = '0'
 		if bytes.Equal(f(q.Prefix, len(q.Answer)), q.Answer) {
@@ -238,44 +239,44 @@ TRUE = {k: v.encode() for k, v in json.load(open("truth.json")).items()}` + righ
 		name     string
 		body     string
 		want     string // the vector
-		outcomes map[Outcome]int
+		outcomes map[report.Outcome]int
 		restarts int
 	}{
 		{"crashes on question 7", pre + `
 def answer(seq, prefix, n):
     if seq == 7:
         os._exit(3)
-    return right(prefix, n)`, "1111110111", map[Outcome]int{Pass: 9, Crash: 1}, 1},
+    return right(prefix, n)`, "1111110111", map[report.Outcome]int{report.Pass: 9, report.Crash: 1}, 1},
 		{"hangs on question 3", pre + `
 def answer(seq, prefix, n):
     if seq == 3:
         time.sleep(3600)
-    return right(prefix, n)`, "1101111111", map[Outcome]int{Pass: 9, Timeout: 1}, 1},
+    return right(prefix, n)`, "1101111111", map[report.Outcome]int{report.Pass: 9, report.Timeout: 1}, 1},
 		{"prints every answer twice", pre + `
 def answer(seq, prefix, n):
     respond({"seq": seq, "output_b64": base64.b64encode(right(prefix, n)).decode()})
-    return right(prefix, n)`, "1111111111", map[Outcome]int{Pass: 10}, 0},
+    return right(prefix, n)`, "1111111111", map[report.Outcome]int{report.Pass: 10}, 0},
 		{"prints a debug line before question 5", pre + `
 def answer(seq, prefix, n):
     if seq == 5:
         print("debug: thinking", flush=True)
-    return right(prefix, n)`, "1111011111", map[Outcome]int{Pass: 9, Malformed: 1}, 1},
+    return right(prefix, n)`, "1111011111", map[report.Outcome]int{report.Pass: 9, report.Malformed: 1}, 1},
 		{"writes 10 MB per answer", pre + `
 def answer(seq, prefix, n):
     sys.stdout.write("x" * 10000000 + "\n")
     sys.stdout.flush()
-    return right(prefix, n)`, "0000000000", map[Outcome]int{Malformed: 4, NotRun: 6}, 4},
+    return right(prefix, n)`, "0000000000", map[report.Outcome]int{report.Malformed: 4, report.NotRun: 6}, 4},
 		{"answers one byte too many", pre + `
 def answer(seq, prefix, n):
-    return right(prefix, n) + (b"x" if seq % 2 else b"")`, "0101010101", map[Outcome]int{Pass: 5, WrongLength: 5}, 0},
+    return right(prefix, n) + (b"x" if seq % 2 else b"")`, "0101010101", map[report.Outcome]int{report.Pass: 5, report.WrongLength: 5}, 0},
 		{"answers a later seq", pre + `
 def answer(seq, prefix, n):
     respond({"seq": seq + 1, "output_b64": ""})
-    return None`, "0000000000", map[Outcome]int{Malformed: 4, NotRun: 6}, 4},
+    return None`, "0000000000", map[report.Outcome]int{report.Malformed: 4, report.NotRun: 6}, 4},
 		{"never ready", `import sys
 sys.exit(1)
 def answer(seq, prefix, n):
-    return b""`, "0000000000", map[Outcome]int{NotRun: 10}, 3},
+    return b""`, "0000000000", map[report.Outcome]int{report.NotRun: 10}, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -321,12 +322,12 @@ func TestBrokenBundleFails(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var sealed PassVector
-			res, err := e.Grade(context.Background(), cand.Path, ex, time.Now().Add(time.Minute), func(v PassVector) error { sealed = v; return nil })
+			var sealed report.PassVector
+			res, err := e.Grade(context.Background(), cand.Path, ex, time.Now().Add(time.Minute), func(v report.PassVector) error { sealed = v; return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := res.Report(tr, ex, ReportCandidate{ID: cand.Digest(), Size: cand.Size}, e, nil)
+			rep := res.Report(tr, ex, report.Candidate{ID: cand.Digest(), Size: cand.Size}, e, nil)
 			if res.BundleErr == nil || !strings.Contains(res.BundleErr.Error(), c.want) || rep.Status != "failed" || !strings.Contains(rep.Reason, c.want) || string(sealed) != "0000" {
 				t.Errorf("bundle error %v; report %s %q; sealed %q", res.BundleErr, rep.Status, rep.Reason, sealed)
 			}

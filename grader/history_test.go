@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/report"
 )
 
 func cand(hexPrefix string) string {
@@ -206,7 +207,7 @@ func TestPromoteFinalizeRace(t *testing.T) {
 
 // The pass vector hash is recomputed independently, as PREDICATE.md documents it.
 func TestPassVectorHashIndependent(t *testing.T) {
-	v := PassVector("0110100001")
+	v := report.PassVector("0110100001")
 	if v.Passed() != 4 {
 		t.Errorf("passed %d", v.Passed())
 	}

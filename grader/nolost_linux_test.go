@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sealrun/sealrun/report"
 )
 
 // No answer is lost (issue 28), in grading and validation alike (both read a bundle's answers the
@@ -34,7 +36,7 @@ def answer(seq, prefix, n):
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
 				res := grade(t, e, file, ex, 2*time.Minute)
-				if !bytes.Equal(res.Answers.Vector, want) || res.Answers.Count()[Pass] != len(want) {
+				if !bytes.Equal(res.Answers.Vector, want) || res.Answers.Count()[report.Pass] != len(want) {
 					t.Errorf("env %d round %d: vector %s, outcomes %v (%s)", i, r, res.Answers.Vector, res.Answers.Count(), res.Answers.FirstNote)
 				}
 				if res.BitsPerByte == nil || *res.BitsPerByte != 8 {

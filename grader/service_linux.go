@@ -15,6 +15,7 @@ import (
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 )
 
 // RefusedError is a request the grader declines, with the reason the agent sees. The runner's
@@ -198,7 +199,7 @@ func (s *Service) validate(ctx context.Context, cand *Candidate, fail func(error
 		return "", fmt.Errorf("validation of candidate %s: %w", short(id), err)
 	}
 	passed := a.Vector.Passed()
-	score := NewScore(passed, len(a.Vector)).Percent
+	score := report.NewScore(passed, len(a.Vector)).Percent
 	v := HistoryEntry{Kind: KindValidation, Time: s.now(), Candidate: id, Passed: &passed, Questions: len(a.Vector), Score: &score, Reason: a.FirstNote}
 	if err := s.history.Append(v); err != nil {
 		return "", err
@@ -305,23 +306,23 @@ func (j Judge) infra(ctx context.Context, err error) error {
 // the track's hash) and writes report.json. seal journals the pass vector before phase 2 (it is
 // appended to the audit log here first). With no promoted candidate the report is a failed run
 // scoring 0. It returns the report and report.json's sha256.
-func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.Time, seal func(PassVector) error, families map[string]string) (*Report, string, error) {
+func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.Time, seal func(report.PassVector) error, families map[string]string) (*report.Exam, string, error) {
 	head, _ := s.history.Head()
 	id := s.history.Promoted()
-	var rep *Report
+	var rep *report.Exam
 	if id == "" {
-		rep = &Report{
-			Format: ReportFormat, Status: outcome.Failed, Reason: "no candidate was promoted",
-			Track:       ReportTrack{ID: s.cfg.Track.ID, Name: s.cfg.Track.Name, Version: s.cfg.Track.Version},
-			Exam:        ReportExam{SHA256: ex.SHA256, Questions: len(ex.Questions), ContextBytes: int(ex.Header.ContextBytes)},
-			Score:       NewScore(0, len(ex.Questions)),
+		rep = &report.Exam{
+			Format: report.ExamFormat, Status: outcome.Failed, Reason: "no candidate was promoted",
+			Track:       report.Track{ID: s.cfg.Track.ID, Name: s.cfg.Track.Name, Version: s.cfg.Track.Version},
+			Exam:        report.ExamInfo{SHA256: ex.SHA256, Questions: len(ex.Questions), ContextBytes: int(ex.Header.ContextBytes)},
+			Score:       report.NewScore(0, len(ex.Questions)),
 			Device:      s.cfg.Env.Device,
 			GraderImage: s.cfg.Env.Image,
-			Limits:      ReportLimits{Grading: s.cfg.Track.Budget.Grading.String(), Question: s.cfg.Env.Question.String(), MaxRestarts: s.cfg.Env.maxRestarts()},
+			Limits:      report.Limits{Grading: s.cfg.Track.Budget.Grading.String(), Question: s.cfg.Env.Question.String(), MaxRestarts: s.cfg.Env.maxRestarts()},
 		}
 	} else {
 		info, _ := s.history.Candidate(id)
-		sealed := func(v PassVector) error {
+		sealed := func(v report.PassVector) error {
 			if err := s.audit(audit.KindSealed, audit.Sealed{Candidate: digest.Digest(id), PassVectorSHA256: v.SHA256(), Passed: v.Passed(), Questions: len(v), Time: s.now()}); err != nil {
 				return err
 			}
@@ -334,10 +335,10 @@ func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.
 		if err != nil {
 			return nil, "", err
 		}
-		rep = res.Report(s.cfg.Track, ex, ReportCandidate{ID: id, Size: info.Size}, s.cfg.Env, families)
+		rep = res.Report(s.cfg.Track, ex, report.Candidate{ID: id, Size: info.Size}, s.cfg.Env, families)
 	}
 	rep.HistoryHead = head
-	sum, err := WriteReport(filepath.Join(s.cfg.Dir, "report.json"), rep)
+	sum, err := report.WriteExam(filepath.Join(s.cfg.Dir, "report.json"), rep)
 	if err != nil {
 		return nil, "", err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/runner"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
@@ -148,12 +149,12 @@ func TestServiceThroughRunnerSocket(t *testing.T) {
 
 	// Hidden grading of the finalized candidate; the pass vector is sealed before phase 2.
 	bitsLog := filepath.Join(e.WorkDir, "hidden", "bits.jsonl")
-	var sealed PassVector
-	rep, sum, err := svc.GradeFinal(context.Background(), ex, time.Now().Add(tr.Budget.Grading), func(v PassVector) error {
+	var sealed report.PassVector
+	rep, sum, err := svc.GradeFinal(context.Background(), ex, time.Now().Add(tr.Budget.Grading), func(v report.PassVector) error {
 		if _, err := os.Stat(bitsLog); err == nil {
 			t.Error("phase 2 started before the pass vector was sealed")
 		}
-		sealed = append(PassVector(nil), v...)
+		sealed = append(report.PassVector(nil), v...)
 		return nil
 	}, nil)
 	if err != nil {
@@ -164,7 +165,7 @@ func TestServiceThroughRunnerSocket(t *testing.T) {
 		t.Errorf("report %+v; want vector %s", rep, want)
 	}
 	data, _ := os.ReadFile(filepath.Join(runDir, "report.json"))
-	var back Report
+	var back report.Exam
 	if err := json.Unmarshal(data, &back); err != nil || back.PassVectorSHA256 != want.SHA256() || len(sum) != 64 {
 		t.Errorf("report.json: %v %s", err, data)
 	}

@@ -18,6 +18,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -283,7 +284,7 @@ func (s *session) stderrHint() string {
 
 // ask sends one request and returns the response for it, or the outcome that failed it. Stale
 // lines (a response to an earlier seq) are skipped.
-func (s *session) ask(ctx context.Context, req request, wait time.Duration) (*response, Outcome, string) {
+func (s *session) ask(ctx context.Context, req request, wait time.Duration) (*response, report.Outcome, string) {
 	b, _ := json.Marshal(req)
 	end := time.Now().Add(wait)
 	t := time.NewTimer(wait)
@@ -291,30 +292,30 @@ func (s *session) ask(ctx context.Context, req request, wait time.Duration) (*re
 	case s.reqs <- append(b, '\n'):
 		t.Stop()
 	case <-t.C: // the entrypoint stopped reading its stdin
-		return nil, Timeout, fmt.Sprintf("timeout: the entrypoint did not read the question within %s", wait.Round(time.Millisecond))
+		return nil, report.Timeout, fmt.Sprintf("timeout: the entrypoint did not read the question within %s", wait.Round(time.Millisecond))
 	case <-ctx.Done():
 		t.Stop()
-		return nil, NotRun, "not_run: " + ctx.Err().Error()
+		return nil, report.NotRun, "not_run: " + ctx.Err().Error()
 	}
 	for {
 		l, why := s.next(ctx, time.Until(end))
 		if why != "" {
 			kind, _, _ := strings.Cut(why, ":")
-			return nil, Outcome(kind), why
+			return nil, report.Outcome(kind), why
 		}
 		r, err := parseResponse(l)
 		if err != nil {
-			return nil, Malformed, fmt.Sprintf("malformed: %v in %s", err, quoteLine(l))
+			return nil, report.Malformed, fmt.Sprintf("malformed: %v in %s", err, quoteLine(l))
 		}
 		switch {
 		case r.Seq == nil:
-			return nil, Malformed, "malformed: the response has no seq: " + quoteLine(l)
+			return nil, report.Malformed, "malformed: the response has no seq: " + quoteLine(l)
 		case *r.Seq < req.Seq:
 			continue // a late or repeated answer to an earlier question
 		case *r.Seq > req.Seq:
-			return nil, Malformed, fmt.Sprintf("malformed: seq %d answers a question not asked yet (%d)", *r.Seq, req.Seq)
+			return nil, report.Malformed, fmt.Sprintf("malformed: seq %d answers a question not asked yet (%d)", *r.Seq, req.Seq)
 		}
-		return r, Pass, ""
+		return r, report.Pass, ""
 	}
 }
 
@@ -354,8 +355,8 @@ type Question struct {
 
 // Answers is the result of a generate phase.
 type Answers struct {
-	Vector    PassVector
-	Outcomes  []Outcome
+	Vector    report.PassVector
+	Outcomes  []report.Outcome
 	Times     []time.Duration // per question, as the harness saw it (0 when not run)
 	Restarts  int
 	Loads     int
@@ -364,8 +365,8 @@ type Answers struct {
 }
 
 // Count tallies the outcomes.
-func (a *Answers) Count() map[Outcome]int {
-	m := map[Outcome]int{}
+func (a *Answers) Count() map[report.Outcome]int {
+	m := map[report.Outcome]int{}
 	for _, o := range a.Outcomes {
 		m[o]++
 	}
@@ -374,14 +375,14 @@ func (a *Answers) Count() map[Outcome]int {
 
 // questionLog is one private per-question line (never published: it says answer lengths).
 type questionLog struct {
-	Index   int     `json:"index"`
-	ID      string  `json:"id"`
-	Outcome Outcome `json:"outcome"`
-	MS      float64 `json:"ms"`
-	Want    int     `json:"want_bytes,omitempty"`
-	Got     int     `json:"got_bytes,omitempty"`
-	Bits    float64 `json:"bits,omitempty"`
-	Note    string  `json:"note,omitempty"`
+	Index   int            `json:"index"`
+	ID      string         `json:"id"`
+	Outcome report.Outcome `json:"outcome"`
+	MS      float64        `json:"ms"`
+	Want    int            `json:"want_bytes,omitempty"`
+	Got     int            `json:"got_bytes,omitempty"`
+	Bits    float64        `json:"bits,omitempty"`
+	Note    string         `json:"note,omitempty"`
 }
 
 // phase runs one protocol phase over qs: starting the entrypoint, asking each question with
@@ -393,12 +394,12 @@ type phase struct {
 	u      *Unpacked
 	qs     []Question
 	op     string
-	judge  func(q Question, r *response) (Outcome, string, float64)
+	judge  func(q Question, r *response) (report.Outcome, string, float64)
 	logDir string
 }
 
 type phaseResult struct {
-	outcomes []Outcome
+	outcomes []report.Outcome
 	values   []float64 // bits (score phase)
 	times    []time.Duration
 	restarts int
@@ -411,7 +412,7 @@ type phaseResult struct {
 
 // ask sends question i to the session and judges the reply, recording its time and value in res
 // and its outcome; it returns the outcome, why, and the question's log entry.
-func (p *phase) ask(ctx context.Context, s *session, i int, deadline time.Time, res *phaseResult) (Outcome, string, questionLog) {
+func (p *phase) ask(ctx context.Context, s *session, i int, deadline time.Time, res *phaseResult) (report.Outcome, string, questionLog) {
 	q := p.qs[i]
 	req := request{Op: p.op, Seq: i + 1, PrefixB64: base64.StdEncoding.EncodeToString(q.Prefix)}
 	if p.op == "generate" {
@@ -433,8 +434,8 @@ func (p *phase) ask(ctx context.Context, s *session, i int, deadline time.Time, 
 		}
 		entry.Bits = res.values[i]
 	}
-	if outcome == NotRun && ctx.Err() == nil && !time.Now().Before(deadline) {
-		outcome, why = Timeout, "timeout: grading time ran out during the question"
+	if outcome == report.NotRun && ctx.Err() == nil && !time.Now().Before(deadline) {
+		outcome, why = report.Timeout, "timeout: grading time ran out during the question"
 	}
 	res.outcomes[i], entry.Outcome, entry.Note = outcome, outcome, why
 	return outcome, why, entry
@@ -446,9 +447,9 @@ func (p *phase) ask(ctx context.Context, s *session, i int, deadline time.Time, 
 // start again, when to give up) are one loop.
 func (p *phase) run(ctx context.Context, deadline time.Time) (*phaseResult, error) {
 	t0 := time.Now()
-	res := &phaseResult{outcomes: make([]Outcome, len(p.qs)), values: make([]float64, len(p.qs)), times: make([]time.Duration, len(p.qs))}
+	res := &phaseResult{outcomes: make([]report.Outcome, len(p.qs)), values: make([]float64, len(p.qs)), times: make([]time.Duration, len(p.qs))}
 	for i := range res.outcomes {
-		res.outcomes[i] = NotRun
+		res.outcomes[i] = report.NotRun
 	}
 	logf, err := os.OpenFile(filepath.Join(p.logDir, p.name+".jsonl"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -504,7 +505,7 @@ func (p *phase) run(ctx context.Context, deadline time.Time) (*phaseResult, erro
 		outcome, why, entry := p.ask(ctx, s, i, deadline, res)
 		enc.Encode(entry)
 		switch outcome {
-		case Timeout, Crash, Malformed:
+		case report.Timeout, report.Crash, report.Malformed:
 			note(fmt.Sprintf("question %d: %s", i+1, why))
 			if err := s.close(); err != nil {
 				return nil, err
@@ -512,7 +513,7 @@ func (p *phase) run(ctx context.Context, deadline time.Time) (*phaseResult, erro
 			s = nil
 			fails++
 			res.restarts++
-		case NotRun:
+		case report.NotRun:
 			note(why)
 		}
 		i++
@@ -530,40 +531,40 @@ func (e *Env) Answer(ctx context.Context, u *Unpacked, qs []Question, deadline t
 	if err != nil {
 		return nil, err
 	}
-	a := &Answers{Vector: make(PassVector, len(qs)), Outcomes: r.outcomes, Times: r.times, Restarts: r.restarts, Loads: r.loads, Elapsed: r.elapsed, FirstNote: r.note}
+	a := &Answers{Vector: make(report.PassVector, len(qs)), Outcomes: r.outcomes, Times: r.times, Restarts: r.restarts, Loads: r.loads, Elapsed: r.elapsed, FirstNote: r.note}
 	for i, o := range r.outcomes {
 		a.Vector[i] = '0'
-		if o == Pass {
+		if o == report.Pass {
 			a.Vector[i] = '1'
 		}
 	}
 	return a, nil
 }
 
-func judgeAnswer(q Question, r *response) (Outcome, string, float64) {
+func judgeAnswer(q Question, r *response) (report.Outcome, string, float64) {
 	if r.OutputB64 == nil || r.Bits != nil || r.Ready != nil {
-		return Malformed, "malformed: a generate response is {\"seq\": N, \"output_b64\": \"…\"}", 0
+		return report.Malformed, "malformed: a generate response is {\"seq\": N, \"output_b64\": \"…\"}", 0
 	}
 	b, err := base64.StdEncoding.Strict().DecodeString(*r.OutputB64)
 	switch {
 	case err != nil:
-		return Malformed, fmt.Sprintf("malformed: output_b64 is not standard base64: %v", err), 0
+		return report.Malformed, fmt.Sprintf("malformed: output_b64 is not standard base64: %v", err), 0
 	case len(b) != len(q.Answer):
-		return WrongLength, fmt.Sprintf("wrong_length: %d bytes for %d", len(b), len(q.Answer)), 0
+		return report.WrongLength, fmt.Sprintf("wrong_length: %d bytes for %d", len(b), len(q.Answer)), 0
 	case !bytes.Equal(b, q.Answer):
-		return Wrong, "", 0
+		return report.Wrong, "", 0
 	}
-	return Pass, "", 0
+	return report.Pass, "", 0
 }
 
-func judgeBits(q Question, r *response) (Outcome, string, float64) {
+func judgeBits(q Question, r *response) (report.Outcome, string, float64) {
 	if r.Bits == nil || r.OutputB64 != nil || r.Ready != nil {
-		return Malformed, "malformed: a score response is {\"seq\": N, \"bits\": X}", 0
+		return report.Malformed, "malformed: a score response is {\"seq\": N, \"bits\": X}", 0
 	}
 	if b := *r.Bits; b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
-		return Malformed, fmt.Sprintf("malformed: bits %v is not a finite number >= 0", b), 0
+		return report.Malformed, fmt.Sprintf("malformed: bits %v is not a finite number >= 0", b), 0
 	}
-	return Pass, "", *r.Bits
+	return report.Pass, "", *r.Bits
 }
 
 // Bits runs the score phase: each answer span's bits under the bundle's model, given its
@@ -578,7 +579,7 @@ func (e *Env) Bits(ctx context.Context, u *Unpacked, qs []Question, deadline tim
 	var bits float64
 	var n int
 	for i, o := range r.outcomes {
-		if o != Pass {
+		if o != report.Pass {
 			return nil, fmt.Sprintf("not measured: question %d was not scored (%s); %s", i+1, o, r.note), r, nil
 		}
 		bits += r.values[i]

@@ -2,8 +2,6 @@ package grader
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +14,7 @@ import (
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/outcome"
-	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 )
 
 // TaskJudging makes a Service the judge of an AIRS task (ServiceConfig.Task): a submission is
@@ -56,50 +54,13 @@ func (s *Service) submitTask(ctx context.Context, rel, shown string, fail func(e
 		short(id), iec(cand.Size), cand.Files, s.cfg.Task.Meta.FileExportGlobs), nil
 }
 
-// TaskReportFormat identifies report.json of a task run.
-const TaskReportFormat = "sealrun-task-report/v1"
-
-// TaskReport is report.json of an AIRS task run (grader/REPORT.md): the promoted submission's
-// metric from the task's evaluate.py, or why it yields none. Safe to publish: evaluate.py's
-// stderr stays in the private grading directory.
-type TaskReport struct {
-	Format      string          `json:"format"`
-	Status      outcome.Outcome `json:"status"` // graded, or failed: no candidate promoted
-	Reason      string          `json:"reason,omitempty"`
-	Track       ReportTrack     `json:"track"`
-	Task        ReportTask      `json:"task"`
-	Candidate   ReportCandidate `json:"candidate"`
-	Metric      string          `json:"metric"`
-	Value       *float64        `json:"value"`             // null: no valid submission
-	Valid       bool            `json:"valid_submission"`  // evaluate.py gave a finite number
-	Invalid     string          `json:"invalid,omitempty"` // why not
-	Result      json.RawMessage `json:"result,omitempty"`  // evaluate.py's result JSON
-	GraderImage string          `json:"grader_image"`
-	Device      string          `json:"device"`
-	Seconds     float64         `json:"evaluate_seconds"`
-	HistoryHead string          `json:"history_head"`
-	// Usage is the run's model use and cost (added by the daemon once the run has ended).
-	Usage *policy.Usage `json:"usage,omitempty"`
-}
-
-// ReportTask names the task a report scored.
-type ReportTask struct {
-	Name          string     `json:"name"`
-	SHA256        digest.Hex `json:"sha256"`
-	DataSHA256    digest.Hex `json:"data_sha256"`
-	LowerIsBetter bool       `json:"metric_lower_is_better"`
-	SOTA          float64    `json:"sota_score"`
-	Optimal       float64    `json:"optimal_score"`
-	Worst         *float64   `json:"estimated_worst_score,omitempty"`
-}
-
 // GradeTask scores the promoted candidate with the task's evaluate.py (a fresh container, no
 // network, the labels read-only) within the grading budget and writes report.json. No promoted
 // candidate is a failed run; a submission that yields no number is graded as an invalid
 // submission (no value, the reason recorded). It returns the report and report.json's sha256.
-func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskReport, string, error) {
+func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*report.Task, string, error) {
 	m := s.cfg.Task.Meta
-	rep := NewTaskReport(s.cfg.Track, m, outcome.Graded, "", s.cfg.Env.Image)
+	rep := report.NewTask(s.cfg.Track, m, outcome.Graded, "", s.cfg.Env.Image)
 	rep.Device = s.cfg.Env.Device
 	rep.HistoryHead, _ = s.history.Head()
 	id := s.history.Promoted()
@@ -107,7 +68,7 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 		rep.Status, rep.Reason = outcome.Failed, "no candidate was promoted"
 	} else {
 		info, _ := s.history.Candidate(id)
-		rep.Candidate = ReportCandidate{ID: id, Size: info.Size}
+		rep.Candidate = report.Candidate{ID: id, Size: info.Size}
 		dir := filepath.Join(s.cfg.Env.WorkDir, "final-submission")
 		os.RemoveAll(dir)
 		if err := os.MkdirAll(s.cfg.Env.WorkDir, 0o711); err != nil {
@@ -143,40 +104,9 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*TaskRepor
 			return nil, "", err
 		}
 	}
-	sum, err := WriteTaskReport(filepath.Join(s.cfg.Dir, "report.json"), rep)
+	sum, err := report.WriteTask(filepath.Join(s.cfg.Dir, "report.json"), rep)
 	if err != nil {
 		return nil, "", err
 	}
 	return rep, sum, nil
-}
-
-// UnknownMetric is the metric a task report or attestation names when the run ended before its
-// task directory was verified (nothing says which metric it would have had).
-const UnknownMetric = "unknown (the run ended before its task was verified)"
-
-// NewTaskReport is a task report with the track's pins and, from the task's metadata (nil when
-// the task was never verified: UnknownMetric), the metric and its scoring; no candidate yet.
-func NewTaskReport(t *policy.Track, m *airs.Metadata, status outcome.Outcome, reason, image string) *TaskReport {
-	rep := &TaskReport{Format: TaskReportFormat, Status: status, Reason: reason, Track: ReportTrack{ID: t.ID, Name: t.Name, Version: t.Version},
-		Task: ReportTask{Name: t.Task.Name, SHA256: t.Task.SHA256, DataSHA256: t.Task.DataSHA256}, Metric: UnknownMetric, GraderImage: image}
-	if m != nil {
-		rep.Task.LowerIsBetter, rep.Task.SOTA, rep.Task.Optimal, rep.Task.Worst = m.MetricLowerIsBetter, m.Info.SOTA.Score, airs.DirectionOptimum(m.MetricLowerIsBetter), m.Info.EstimatedWorstScore
-		rep.Metric = m.Info.Metric
-	}
-	return rep
-}
-
-// WriteTaskReport writes a task report atomically (indented JSON and a newline) and returns its
-// sha256: what the attestation's report.json subject binds.
-func WriteTaskReport(path string, rep *TaskReport) (string, error) {
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	data = append(data, '\n')
-	if err := fileio.WriteAtomic(path, 0o644, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
-		return "", fmt.Errorf("write report: %w", err)
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
 }

@@ -78,7 +78,7 @@ func TestExportVerb(t *testing.T) {
 	}
 	// --export is recomputed from a checked transcript: without --transcript it is a usage error.
 	r = sealrun(t, "verify", "x.att.json", "--key", "k.pub", "--export", filepath.Join(out, "r-one", "trajectory.json"))
-	if r.code != 2 || !strings.Contains(r.stderr, "give --transcript RUNDIR too") {
+	if r.code != 2 || !strings.Contains(r.stderr, "--export: is recomputed from the run's checked transcript (its run directory); give --transcript") {
 		t.Errorf("verify --export without --transcript: %+v", r)
 	}
 }

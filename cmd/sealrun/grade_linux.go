@@ -13,15 +13,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/verify"
-	"github.com/spf13/cobra"
 )
 
 // exitFailed is a grading whose bundle could not be graded at all (the agent's fault), as
@@ -160,7 +162,7 @@ printed), 1 bad input, 2 usage or a failure of this host. Needs root.`,
 
 // grade grades --bundle in a grading environment of its own (torn down after) and returns the
 // report and the directory of the grading logs.
-func (f *gradeFlags) grade(cmd *cobra.Command, g *globals, image string, ex *exams.Exam, t *policy.Track, families map[string]string) (*grader.Report, string, error) {
+func (f *gradeFlags) grade(cmd *cobra.Command, g *globals, image string, ex *exams.Exam, t *policy.Track, families map[string]string) (*report.Exam, string, error) {
 	ctx := cmd.Context()
 	e, done, err := f.env(ctx, g, cmd, image, t.Budget.QuestionLimit, t.Artifact.MaxGzipBytes)
 	if err != nil {
@@ -172,7 +174,7 @@ func (f *gradeFlags) grade(cmd *cobra.Command, g *globals, image string, ex *exa
 }
 
 // gradeFile grades one bundle file and builds its report.
-func gradeFile(ctx context.Context, e *grader.Env, bundle string, ex *exams.Exam, t *policy.Track, families map[string]string) (*grader.Report, error) {
+func gradeFile(ctx context.Context, e *grader.Env, bundle string, ex *exams.Exam, t *policy.Track, families map[string]string) (*report.Exam, error) {
 	sum, err := fileio.SHA256(bundle)
 	if err != nil {
 		return nil, err
@@ -185,10 +187,10 @@ func gradeFile(ctx context.Context, e *grader.Env, bundle string, ex *exams.Exam
 	if err != nil {
 		return nil, err
 	}
-	return res.Report(t, ex, grader.ReportCandidate{ID: "sha256:" + sum, Size: st.Size()}, e, families), nil
+	return res.Report(t, ex, report.Candidate{ID: "sha256:" + sum, Size: st.Size()}, e, families), nil
 }
 
-func printReport(w io.Writer, r *grader.Report, asJSON bool) error {
+func printReport(w io.Writer, r *report.Exam, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, r)
 	}
@@ -208,7 +210,7 @@ func printReport(w io.Writer, r *grader.Report, asJSON bool) error {
 		row("  "+fam, "%d/%d = %.1f%%", s.Passed, s.Questions, s.Percent)
 	}
 	var outs []string
-	for _, o := range []grader.Outcome{grader.Pass, grader.Wrong, grader.WrongLength, grader.Malformed, grader.Timeout, grader.Crash, grader.NotRun} {
+	for _, o := range []report.Outcome{report.Pass, report.Wrong, report.WrongLength, report.Malformed, report.Timeout, report.Crash, report.NotRun} {
 		if n := r.Outcomes[o]; n > 0 {
 			outs = append(outs, fmt.Sprintf("%s %d", o, n))
 		}
@@ -312,7 +314,7 @@ func regrade(cmd *cobra.Command, g *globals, f *gradeFlags, vf *verifyFlags, att
 }
 
 // readReport reads the run's report.json given with --report (nil without one).
-func readReport(path string) (*grader.Report, error) {
+func readReport(path string) (*report.Exam, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -320,7 +322,7 @@ func readReport(path string) (*grader.Report, error) {
 	if err != nil {
 		return nil, ioError(err)
 	}
-	r := &grader.Report{}
+	r := &report.Exam{}
 	if err := json.Unmarshal(data, r); err != nil {
 		return nil, fmt.Errorf("report %s: %v", path, err)
 	}
@@ -329,7 +331,7 @@ func readReport(path string) (*grader.Report, error) {
 
 // regradeTrack is the track a regrade grades under: the attested one's identity, grading budget
 // and artifact limit, with the question limit of the run's report, else of --track, else 30s.
-func regradeTrack(p *attest.Predicate, attested *grader.Report, reportPath, trackFile string) (*policy.Track, error) {
+func regradeTrack(p *attest.Predicate, attested *report.Exam, reportPath, trackFile string) (*policy.Track, error) {
 	question := 30 * time.Second
 	if attested != nil {
 		var err error
@@ -353,7 +355,7 @@ func regradeTrack(p *attest.Predicate, attested *grader.Report, reportPath, trac
 
 // printDifference says how a regrade's pass vector differs from the attested one, question by
 // question when the run's report is at hand.
-func printDifference(w io.Writer, p *attest.Predicate, rep, attested *grader.Report, ex *exams.Exam) {
+func printDifference(w io.Writer, p *attest.Predicate, rep, attested *report.Exam, ex *exams.Exam) {
 	fmt.Fprintf(w, "regrade DIFFERS: pass vector sha256 %s, attested %s\n", rep.PassVectorSHA256, p.Result.PassVectorSHA256)
 	fmt.Fprintf(w, "  regraded %d/%d passed on %s; attested %d/%d\n", rep.Score.Passed, rep.Score.Questions, rep.Device, p.Result.Passed, p.Result.Questions)
 	if attested == nil {
@@ -365,7 +367,7 @@ func printDifference(w io.Writer, p *attest.Predicate, rep, attested *grader.Rep
 	for i, q := range ex.Questions {
 		ids[i] = q.ID
 	}
-	for _, d := range grader.DiffVectors(ids, grader.PassVector(attested.PassVector), grader.PassVector(rep.PassVector)) {
+	for _, d := range report.DiffVectors(ids, report.PassVector(attested.PassVector), report.PassVector(rep.PassVector)) {
 		fmt.Fprintf(w, "  %s\n", d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/internal/testenv"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/sandbox"
 )
 
@@ -52,7 +53,7 @@ func TestGradeAndRegrade(t *testing.T) {
 	}
 	t.Logf("sealrun grade:\n%s", r.stdout)
 	r = sr("grade", "--bundle", cand.Path, "--exam", p("exam.sealrun"), "--image", python, "--run-dir", runDir, "--json")
-	var rep grader.Report
+	var rep report.Exam
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
 		t.Fatalf("grade --json: %v %+v", err, r)
 	}
@@ -62,7 +63,7 @@ func TestGradeAndRegrade(t *testing.T) {
 	if r := sr("keys", "generate", "--out", p("keys")); r.code != 0 {
 		t.Fatal(r)
 	}
-	sign := func(name string, rep grader.Report) string {
+	sign := func(name string, rep report.Exam) string {
 		t.Helper()
 		pred, _ := goldenPredicate(t)
 		var pr attest.Predicate
@@ -102,8 +103,8 @@ func TestGradeAndRegrade(t *testing.T) {
 	v := []byte(rep.PassVector)
 	v[0] = "10"[v[0]-'0']
 	flipped.PassVector = string(v)
-	flipped.PassVectorSHA256 = grader.PassVector(v).SHA256()
-	flipped.Score = grader.NewScore(grader.PassVector(v).Passed(), len(v))
+	flipped.PassVectorSHA256 = report.PassVector(v).SHA256()
+	flipped.Score = report.NewScore(report.PassVector(v).Passed(), len(v))
 	bad := sign("flipped", flipped)
 	r = regrade(bad, p("flipped.report.json"), p("exam.sealrun"))
 	if r.code != 1 || !strings.Contains(r.stdout, "regrade DIFFERS") || !strings.Contains(r.stdout, "question 1 (syn-4-1/1): attested "+string(v[0])) || !strings.Contains(r.stdout, "the run graded on cpu: ") {

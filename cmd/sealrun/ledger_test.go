@@ -50,7 +50,7 @@ func TestLedgerCommands(t *testing.T) {
 		{"verify without key", []string{"ledger", "verify", out}, 2, "", "--key"},
 		{"verify garbage", []string{"ledger", "verify", garbage, "--key", pub}, 1, "NOT VALID", ""},
 		{"verify with another key", []string{"ledger", "verify", out, "--key", "../../attest/testdata/ecdsa.pub"}, 1, "not signed by any of the host keys given", ""},
-		{"head not a checkpoint", []string{"ledger", "verify", out, "--key", pub, "--head", garbage}, 1, "--head", ""},
+		{"head not a checkpoint", []string{"ledger", "verify", out, "--key", pub, "--head", garbage}, 1, "head " + garbage + " (given to check against): checkpoint of log", ""},
 		{"vkey", []string{"ledger", "vkey", out, "--key", pub}, 0, "sealrun.ledger/test-host+", ""},
 		{"vkey without key", []string{"ledger", "vkey", out}, 2, "", "--key"},
 		{"vkey with another key", []string{"ledger", "vkey", out, "--key", "../../attest/testdata/ecdsa.pub"}, 1, "", "no --key verifies this ledger's heads"},

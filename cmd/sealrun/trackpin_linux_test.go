@@ -106,7 +106,7 @@ func TestTrackPin(t *testing.T) {
 		stderr string
 	}{
 		{"no out", []string{"track", "pin", track}, 2, "--out is required"},
-		{"partial", []string{"track", "pin", track, "--out", p("x.toml"), "--exam", p("exam.sealrun")}, 1, "still holds placeholders, so " + p("x.toml") + " was not written: exam.validation_sha256 (--kit), kit.sha256 (--kit), images.runner (--runner)"},
+		{"partial", []string{"track", "pin", track, "--out", p("x.toml"), "--exam", p("exam.sealrun")}, 1, "still holds placeholders, so " + p("x.toml") + " was not written: exam.validation_sha256, kit.sha256, images.runner, images.grader; give --kit, --runner and --grader"},
 		{"tag not pinned", []string{"track", "pin", track, "--out", p("x.toml"), "--runner", "lab.example/pytorch-cuda:2.6"}, 1, "not pinned by digest; pin it (sealrun images pin lab.example/pytorch-cuda:2.6 --lock images.lock)"},
 		{"not in lock", []string{"track", "pin", track, "--out", p("x.toml"), "--lock", p("images.lock"), "--runner", "nope"}, 1, "not a name in " + p("images.lock")},
 		{"image not here", []string{"track", "pin", track, "--out", p("x.toml"), "--runner", "lab.example/x@sha256:" + strings.Repeat("9a", 32)}, 1, "is not in this host's image store"},

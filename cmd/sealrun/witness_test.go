@@ -288,7 +288,7 @@ func TestWitnessedLedger(t *testing.T) {
 		{"one witness", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1}, 0, "witnessed  head of 5 entries cosigned by witness.test/w1; 0 entries after it", ""},
 		{"two, one never shown", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1, "--witness", vkey2}, 1, "witness.test/w2 cosigned nothing here", ""},
 		{"one of two", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1, "--witness", vkey2, "--witnesses", "1"}, 0, "cosigned by witness.test/w1; not by witness.test/w2", ""},
-		{"more than given", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1, "--witnesses", "2"}, 2, "", "--witnesses: a quorum of 2 with 1 witness keys given: give 1 to 1"},
+		{"more than given", []string{"ledger", "verify", out, "--key", pub, "--witness", vkey1, "--witnesses", "2"}, 2, "", "--witnesses 2 with 1 --witness keys: give 1 to 1"},
 		{"quorum without keys", []string{"ledger", "verify", out, "--key", pub, "--witnesses", "1"}, 2, "", "give each with --witness"},
 		{"a log key as a witness", []string{"ledger", "verify", out, "--key", pub, "--witness", "sealrun.ledger/x+01234567+AQ=="}, 2, "", "--witness: witness key"},
 		{"export needing two", []string{"--state-dir", host.state, "ledger", "export", "--out", out + ".2", "--witnessed", "2"}, 1, "", "no head of 5 entries or fewer has 2 cosignatures: witness.test/w1 at 5"},
@@ -324,7 +324,7 @@ func TestWitnessedLedger(t *testing.T) {
 		want string
 	}{
 		{"--tsa without --witnessed", []string{"--state-dir", host.state, "ledger", "export", "--out", tsOut + ".x", "--tsa", tsaURL, "--tsa-chain", tsaChain}, 2, "--tsa and --tsa-chain go together, with --witnessed"},
-		{"--timestamp without --tsa-chain", []string{"ledger", "verify", tsOut, "--key", pub, "--timestamp", tsOut + ".tsr"}, 2, "give --tsa-chain PEM"},
+		{"--timestamp without --tsa-chain", []string{"ledger", "verify", tsOut, "--key", pub, "--timestamp", tsOut + ".tsr"}, 2, "--timestamp: is checked with the authority's chain (PEM); give --tsa-chain"},
 		{"no timestamp beside it", []string{"ledger", "verify", out, "--key", pub, "--tsa-chain", tsaChain}, 1, "no timestamp at " + out + ".tsr"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,4 +1,8 @@
-package grader
+// Package report is report.json, the one format of a run's result report (grader/REPORT.md): an
+// exam run's (Exam) and a task run's (Task), as the grader writes them and the daemon, the
+// client's gather, the metrics and sealrun grade read them. Portable: it imports nothing that
+// runs containers.
+package report
 
 import (
 	"bytes"
@@ -42,72 +46,72 @@ const (
 	NotRun      Outcome = "not_run"      // grading time or restarts ran out before it
 )
 
-// ReportFormat is the version of report.json (grader/REPORT.md).
-const ReportFormat = "sealrun-report/v1"
+// ExamFormat is the version of report.json (grader/REPORT.md).
+const ExamFormat = "sealrun-report/v1"
 
-// Report is report.json: what the attestation's report subject binds. Everything in it is safe
+// Exam is report.json: what the attestation's report subject binds. Everything in it is safe
 // to publish: counts and hashes, never a question, an answer, or the bundle's own output.
-type Report struct {
+type Exam struct {
 	Format    string          `json:"format"`
-	Track     ReportTrack     `json:"track"`
-	Exam      ReportExam      `json:"exam"`
-	Candidate ReportCandidate `json:"candidate"`
+	Track     Track           `json:"track"`
+	Exam      ExamInfo        `json:"exam"`
+	Candidate Candidate       `json:"candidate"`
 	Status    outcome.Outcome `json:"status"`
 	Reason    string          `json:"reason"`
-	Score     ReportScore     `json:"score"`
+	Score     Score           `json:"score"`
 	// Families: per-family scores when the operator has the family labels, else empty.
-	Families         map[string]ReportScore `json:"families"`
-	PassVector       string                 `json:"pass_vector"`
-	PassVectorSHA256 string                 `json:"pass_vector_sha256"`
-	Outcomes         map[Outcome]int        `json:"outcomes"`
-	BitsPerByte      *float64               `json:"bits_per_byte"`
-	BitsPerByteNote  string                 `json:"bits_per_byte_note"`
-	Device           string                 `json:"device"`
-	GraderImage      string                 `json:"grader_image"`
-	Limits           ReportLimits           `json:"limits"`
-	Timings          ReportTimings          `json:"timings"`
-	Restarts         ReportRestarts         `json:"restarts"`
-	HistoryHead      string                 `json:"history_head"`
+	Families         map[string]Score `json:"families"`
+	PassVector       string           `json:"pass_vector"`
+	PassVectorSHA256 string           `json:"pass_vector_sha256"`
+	Outcomes         map[Outcome]int  `json:"outcomes"`
+	BitsPerByte      *float64         `json:"bits_per_byte"`
+	BitsPerByteNote  string           `json:"bits_per_byte_note"`
+	Device           string           `json:"device"`
+	GraderImage      string           `json:"grader_image"`
+	Limits           Limits           `json:"limits"`
+	Timings          Timings          `json:"timings"`
+	Restarts         Restarts         `json:"restarts"`
+	HistoryHead      string           `json:"history_head"`
 	// Usage is the run's model use and cost (added by the daemon once the run has ended).
 	Usage *policy.Usage `json:"usage,omitempty"`
 }
 
-// ReportTrack names the track the bundle was graded under.
-type ReportTrack struct {
+// Track names the track the bundle was graded under.
+type Track struct {
 	ID      string `json:"id"`
 	Name    string `json:"name"`
 	Version string `json:"version"`
 }
 
-// ReportExam is the exam's hash and shape.
-type ReportExam struct {
+// ExamInfo is the exam's hash and shape.
+type ExamInfo struct {
 	SHA256       digest.Hex `json:"sha256"`
 	Questions    int        `json:"questions"`
 	ContextBytes int        `json:"context_bytes"`
 }
 
-// ReportCandidate is the graded bundle ("" id when no candidate was promoted).
-type ReportCandidate struct {
+// Candidate is the graded bundle ("" id when no candidate was promoted).
+type Candidate struct {
 	ID   string `json:"id"` // sha256:<hex> of the .tar.gz, or ""
 	Size int64  `json:"size"`
 }
 
-// ReportScore is exact matches out of questions.
-type ReportScore struct {
+// Score is exact matches out of questions.
+type Score struct {
 	Questions int     `json:"questions"`
 	Passed    int     `json:"passed"`
 	Percent   float64 `json:"percent"`
 }
 
-// ReportLimits are the grading limits applied.
-type ReportLimits struct {
+// Limits are the grading limits applied.
+type Limits struct {
 	Grading     string `json:"grading"`
 	Question    string `json:"question"`
 	MaxRestarts int    `json:"max_restarts"`
 }
 
-// ReportTimings are wall-clock milliseconds.
-type ReportTimings struct {
+// Timings are wall-clock milliseconds.
+type Timings struct {
 	AnswersMS       int64   `json:"answers_ms"`      // phase 1, container starts included
 	BitsMS          int64   `json:"bits_ms"`         // phase 2
 	QuestionP50MS   float64 `json:"question_p50_ms"` // one answer, as the harness saw it
@@ -115,15 +119,15 @@ type ReportTimings struct {
 	EntrypointLoads int     `json:"entrypoint_loads"` // containers started across both phases
 }
 
-// ReportRestarts count entrypoint restarts per phase.
-type ReportRestarts struct {
+// Restarts count entrypoint restarts per phase.
+type Restarts struct {
 	Answers int `json:"answers"`
 	Bits    int `json:"bits"`
 }
 
 // NewScore is passed out of questions with its percent.
-func NewScore(passed, questions int) ReportScore {
-	s := ReportScore{Questions: questions, Passed: passed}
+func NewScore(passed, questions int) Score {
+	s := Score{Questions: questions, Passed: passed}
 	if questions > 0 {
 		s.Percent = 100 * float64(passed) / float64(questions)
 	}
@@ -132,8 +136,8 @@ func NewScore(passed, questions int) ReportScore {
 
 // FamilyScores groups a pass vector by family labels (question id -> family); questions
 // without a label count under "unlabelled".
-func FamilyScores(ids []string, v PassVector, families map[string]string) map[string]ReportScore {
-	out := map[string]ReportScore{}
+func FamilyScores(ids []string, v PassVector, families map[string]string) map[string]Score {
+	out := map[string]Score{}
 	if len(families) == 0 {
 		return out
 	}
@@ -155,11 +159,11 @@ func FamilyScores(ids []string, v PassVector, families map[string]string) map[st
 	return out
 }
 
-// WriteReport writes r as indented JSON, atomically (temp file, fsync, rename, fsync dir), and
+// WriteExam writes r as indented JSON, atomically (temp file, fsync, rename, fsync dir), and
 // returns the file's sha256 (the attestation's report subject).
-func WriteReport(path string, r *Report) (string, error) {
+func WriteExam(path string, r *Exam) (string, error) {
 	if r.Families == nil {
-		r.Families = map[string]ReportScore{}
+		r.Families = map[string]Score{}
 	}
 	if r.Outcomes == nil {
 		r.Outcomes = map[Outcome]int{}
