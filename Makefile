@@ -9,7 +9,7 @@ COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 # The C compiler and C library the static helpers are built with, stamped into sealrund's build
 # record (attestations' build.toolchain): what a rebuild needs beside the Go version.
 TOOLCHAIN ?= $(shell $(CC) --version 2>/dev/null | head -1 | tr -s ' ' '_'),$(shell getconf GNU_LIBC_VERSION 2>/dev/null | tr ' ' '-')
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X github.com/sealrun/sealrun/api.toolchain=$(TOOLCHAIN)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X github.com/sealrun/sealrun/buildinfo.toolchain=$(TOOLCHAIN)
 PREFIX  ?= /usr/local
 FUZZTIME ?= 30s
 # Where make test keeps the local demo/test images and the debootstrap cache between runs.

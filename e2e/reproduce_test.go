@@ -82,6 +82,11 @@ func TestRebuildIsByteForByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	toolchain := strings.TrimSpace(run(t, repo, nil, "make", "-s", "toolchain"))
+	// make build stamps the C toolchain into the build record (buildinfo's toolchain): a binary
+	// without it would attest an empty one.
+	if v := run(t, src, nil, filepath.Join(src, "bin", "sealrun"), "version"); !strings.Contains(v, "c toolchain") || !strings.Contains(v, toolchain) {
+		t.Errorf("sealrun version of the build does not name the toolchain %q make stamps:\n%s", toolchain, v)
+	}
 	st.Predicate.Build = &attest.Build{Version: version, Commit: head, GoVersion: runtime.Version(), DaemonSHA256: first["sealrund"], Toolchain: toolchain,
 		Helpers: map[string]string{"runner": first["runner"], "runner-exec": first["runner-exec"], "sealrun-netns-hook": first["sealrun-netns-hook"], "sealrun-hook-relay": first["sealrun-hook-relay"]}}
 	signer, err := attest.LoadSigner(context.Background(), "../attest/testdata/ed25519.key", nil)

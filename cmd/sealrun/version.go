@@ -61,6 +61,11 @@ func newVersionCmd() *cobra.Command {
 				fmt.Fprintf(w, "sha256\t%s (this binary)\n", b.DaemonSHA256)
 			}
 			fmt.Fprintf(w, "go\t%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			tc := b.Toolchain
+			if tc == "" {
+				tc = "not stamped (built without make build)"
+			}
+			fmt.Fprintf(w, "c toolchain\t%s\n", tc)
 			for _, m := range mandated {
 				v := deps[m]
 				if v == "" {
