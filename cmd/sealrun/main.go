@@ -110,8 +110,8 @@ func flagName(cmd *cobra.Command) func(option string) string {
 }
 
 // optionFlags are the options whose flag is not their name's: publish.Options.Signer is made
-// from --sign-key, a quorum of witnesses is --witnesses, ...
-var optionFlags = map[string]string{"Signer": "sign-key", "Quorum": "witnesses", "Passphrase": "passphrase-file",
+// from --sign-key, a quorum of witnesses is --witnesses (and the witnesses' keys --witness), ...
+var optionFlags = map[string]string{"Signer": "sign-key", "Quorum": "witnesses", "Witnesses": "witness", "Passphrase": "passphrase-file",
 	"MaxBytes": "max-unpack-bytes", "Dir": "out"}
 
 // printJSON writes v as indented JSON, the form every --json flag prints.

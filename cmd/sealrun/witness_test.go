@@ -402,7 +402,7 @@ func TestVerifyWitnessedRefuses(t *testing.T) {
 		{"no proof beside it", []string{"--witness", vkey}, 1, "NOT VALID (witnessed)\n  no witnessed proof at " + filepath.Join(dir, "witnessed.json")},
 		{"a broken proof", []string{"--witness", vkey, "--witnessed", broken}, 1, "broken.json: not a witnessed proof"},
 		{"an oversized proof", []string{"--witness", vkey, "--witnessed", huge}, 1, "a witnessed proof is at most 262144"},
-		{"a proof without keys", []string{"--witnessed", broken}, 2, "give their keys with --witness"},
+		{"a proof without keys", []string{"--witnessed", broken}, 2, "--witnessed: is checked against witnesses: their keys; give --witness"},
 		{"a host key as a witness key", []string{"--witness", "sealrun.ledger/x+01234567+AQ=="}, 2, "--witness: witness key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
