@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
@@ -265,4 +268,63 @@ func TestArchitectureListsEveryPackage(t *testing.T) {
 			t.Errorf("ARCHITECTURE.md lists %s, which `go list ./...` does not: remove or rename its row", p)
 		}
 	}
+}
+
+// Journal and events-stream kinds are api.EventKind's constants (api/events.go), never a string
+// written in place: an api.Event whose Kind is a literal, or the daemon's event(run, "kind", …),
+// is a second definition of a kind. (Untyped string constants convert silently, so the compiler
+// alone does not catch them.)
+func TestEventKindsAreNamed(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, p := range listPackages(t) {
+		if !strings.HasPrefix(p.ImportPath, module+"/") {
+			continue
+		}
+		entries, _ := os.ReadDir(p.Dir)
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+				continue
+			}
+			path := filepath.Join(p.Dir, e.Name())
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.CompositeLit:
+					if !isEventType(n.Type) {
+						return true
+					}
+					for _, el := range n.Elts {
+						if kv, ok := el.(*ast.KeyValueExpr); ok {
+							if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Kind" {
+								if lit, ok := kv.Value.(*ast.BasicLit); ok {
+									t.Errorf("%s: an api.Event of kind %s written in place; name it in api/events.go", fset.Position(lit.Pos()), lit.Value)
+								}
+							}
+						}
+					}
+				case *ast.CallExpr:
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && p.ImportPath == module+"/daemon" && sel.Sel.Name == "event" && len(n.Args) == 3 {
+						if lit, ok := n.Args[1].(*ast.BasicLit); ok {
+							t.Errorf("%s: a journal event of kind %s written in place; name it in api/events.go", fset.Position(lit.Pos()), lit.Value)
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+func isEventType(x ast.Expr) bool {
+	switch x := x.(type) {
+	case *ast.SelectorExpr:
+		id, ok := x.X.(*ast.Ident)
+		return ok && id.Name == "api" && x.Sel.Name == "Event"
+	case *ast.Ident:
+		return x.Name == "Event"
+	}
+	return false
 }
