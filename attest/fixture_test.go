@@ -14,6 +14,7 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -66,7 +67,7 @@ func fixture(t testing.TB, candidates, auditEntries int) (*Statement, string) {
 	p.Audit = Audit{Head: auditLogHead(auditEntries), Entries: auditEntries}
 	bpb := 1.75
 	vector := strings.Repeat("1011", 25)
-	p.Result = Result{Status: outcome.Graded, Questions: 100, Passed: 75, Score: 75, PassVectorSHA256: sum(vector), BitsPerByte: &bpb}
+	p.Result = Result{Status: outcome.Graded, Questions: 100, Passed: 75, Score: 75, PassVectorSHA256: digest.Hex(sum(vector)), BitsPerByte: &bpb}
 	p.Seed = 2
 	p.Run = RunInfo{ID: "r-20261121-120000-2"}
 	return NewStatement(p, NewSubject(SubjectBundle, bundle), NewSubject(SubjectReport, sum("report"))), bundle

@@ -550,7 +550,7 @@ func checkExamResult(p *Predicate, r Result, subjects []Subject) error {
 		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
 			return bad("result.status", "graded, but there is no %q subject binding the graded bundle", SubjectBundle)
 		}
-		if !isHex64(r.PassVectorSHA256) {
+		if !isHex64(string(r.PassVectorSHA256)) {
 			return bad("result.pass_vector_sha256", "a graded result needs the pass vector's sha256 (64 lowercase hex)")
 		}
 	case outcome.Failed, outcome.Invalid:
@@ -569,7 +569,7 @@ func checkExamResult(p *Predicate, r Result, subjects []Subject) error {
 	if want := 100 * float64(r.Passed) / float64(r.Questions); math.Abs(r.Score-want) > 1e-9 {
 		return bad("result.score", "is %v but passed/questions is %d/%d = %v%%", r.Score, r.Passed, r.Questions, want)
 	}
-	if r.PassVectorSHA256 != "" && !isHex64(r.PassVectorSHA256) {
+	if r.PassVectorSHA256 != "" && !isHex64(string(r.PassVectorSHA256)) {
 		return bad("result.pass_vector_sha256", "%q is not 64 lowercase hex", r.PassVectorSHA256)
 	}
 	if r.BitsPerByte != nil && (*r.BitsPerByte < 0 || math.IsNaN(*r.BitsPerByte) || math.IsInf(*r.BitsPerByte, 0)) {

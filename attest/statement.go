@@ -382,7 +382,7 @@ type Result struct {
 	Questions        int             `json:"questions"`
 	Passed           int             `json:"passed"`
 	Score            float64         `json:"score"` // percent: 100 * passed / questions
-	PassVectorSHA256 string          `json:"pass_vector_sha256"`
+	PassVectorSHA256 digest.Hex      `json:"pass_vector_sha256"`
 	BitsPerByte      *float64        `json:"bits_per_byte"` // null when not measured
 
 	// Task runs only.
@@ -402,7 +402,7 @@ func (p *Predicate) ResultJSON() any {
 			Questions        int             `json:"questions"`
 			Passed           int             `json:"passed"`
 			Score            float64         `json:"score"`
-			PassVectorSHA256 string          `json:"pass_vector_sha256"`
+			PassVectorSHA256 digest.Hex      `json:"pass_vector_sha256"`
 			BitsPerByte      *float64        `json:"bits_per_byte"`
 		}{r.Status, r.Reason, r.Questions, r.Passed, r.Score, r.PassVectorSHA256, r.BitsPerByte}
 	}

@@ -34,24 +34,24 @@ const (
 
 // Gateway is the record of one model request through the gateway (kind "gateway").
 type Gateway struct {
-	Request        int       `json:"request"`
-	Time           time.Time `json:"time"`
-	Method         string    `json:"method"`
-	Path           string    `json:"path"`
-	Model          string    `json:"model"`
-	Effort         string    `json:"effort"`
-	Status         int       `json:"status"`
-	Refused        string    `json:"refused,omitempty"`
-	Tries          []Try     `json:"tries"`
-	LatencyMS      int64     `json:"latency_ms"`
-	ProviderLostMS int64     `json:"provider_lost_ms"`
-	RequestBytes   int64     `json:"request_bytes"`
-	RequestSHA256  string    `json:"request_sha256"`
-	ResponseBytes  int64     `json:"response_bytes"`
-	ResponseSHA256 string    `json:"response_sha256"`
-	Streamed       bool      `json:"streamed"`
-	Usage          Usage     `json:"usage"`
-	Error          string    `json:"error,omitempty"`
+	Request        int        `json:"request"`
+	Time           time.Time  `json:"time"`
+	Method         string     `json:"method"`
+	Path           string     `json:"path"`
+	Model          string     `json:"model"`
+	Effort         string     `json:"effort"`
+	Status         int        `json:"status"`
+	Refused        string     `json:"refused,omitempty"`
+	Tries          []Try      `json:"tries"`
+	LatencyMS      int64      `json:"latency_ms"`
+	ProviderLostMS int64      `json:"provider_lost_ms"`
+	RequestBytes   int64      `json:"request_bytes"`
+	RequestSHA256  digest.Hex `json:"request_sha256"`
+	ResponseBytes  int64      `json:"response_bytes"`
+	ResponseSHA256 digest.Hex `json:"response_sha256"`
+	Streamed       bool       `json:"streamed"`
+	Usage          Usage      `json:"usage"`
+	Error          string     `json:"error,omitempty"`
 	// BodyError: a body the entry hashes could not be kept (the run is invalid for it).
 	BodyError string `json:"body_error,omitempty"`
 }
@@ -105,18 +105,18 @@ type Call struct {
 	OOMKilled   bool      `json:"oom_killed"`
 	// PidsLimitEnded: the call's container ended at its pids limit (under gVisor only, whose
 	// sandbox ends there; under runc the fork fails and the call goes on).
-	PidsLimitEnded bool   `json:"pids_limit_ended,omitempty"`
-	OutputBytes    int64  `json:"output_bytes"`
-	OutputSHA256   string `json:"output_sha256"`
-	LogTruncated   bool   `json:"log_truncated"`
+	PidsLimitEnded bool       `json:"pids_limit_ended,omitempty"`
+	OutputBytes    int64      `json:"output_bytes"`
+	OutputSHA256   digest.Hex `json:"output_sha256"`
+	LogTruncated   bool       `json:"log_truncated"`
 	// LogBytes and LogSHA256 are of exactly what calls/<n>.log keeps, when it is cut at the
 	// runner's log cap (LogTruncated); a log kept whole is output_bytes and output_sha256.
-	LogBytes   int64   `json:"log_bytes,omitempty"`
-	LogSHA256  string  `json:"log_sha256,omitempty"`
-	CPUSeconds float64 `json:"cpu_seconds"`
-	MemoryPeak uint64  `json:"memory_peak"`
-	Container  string  `json:"container"`
-	Error      string  `json:"error,omitempty"`
+	LogBytes   int64      `json:"log_bytes,omitempty"`
+	LogSHA256  digest.Hex `json:"log_sha256,omitempty"`
+	CPUSeconds float64    `json:"cpu_seconds"`
+	MemoryPeak uint64     `json:"memory_peak"`
+	Container  string     `json:"container"`
+	Error      string     `json:"error,omitempty"`
 	// StartRetried: the call's first container never ran (the runtime failed to start it:
 	// the host's fault, nothing of the agent's ran) and it was started once more; why.
 	StartRetried string `json:"start_retried,omitempty"`
@@ -176,7 +176,7 @@ type Finalize struct {
 // Sealed is the hidden exam's pass vector of the graded candidate (kind "sealed").
 type Sealed struct {
 	Candidate        digest.Digest `json:"candidate"`
-	PassVectorSHA256 string        `json:"pass_vector_sha256"`
+	PassVectorSHA256 digest.Hex    `json:"pass_vector_sha256"`
 	Passed           int           `json:"passed"`
 	Questions        int           `json:"questions"`
 	Time             time.Time     `json:"time"`
@@ -204,10 +204,10 @@ type Terminal struct {
 	To     float64 `json:"to"`
 	Events int     `json:"events"`
 	// InputBytes and OutputBytes are what the person typed and what the terminal showed in it.
-	InputBytes  int64  `json:"input_bytes"`
-	OutputBytes int64  `json:"output_bytes"`
-	Bytes       int64  `json:"bytes"`
-	SHA256      string `json:"sha256"`
+	InputBytes  int64      `json:"input_bytes"`
+	OutputBytes int64      `json:"output_bytes"`
+	Bytes       int64      `json:"bytes"`
+	SHA256      digest.Hex `json:"sha256"`
 	// NotRecorded counts the terminal's output past the recording's cap, shown but not kept
 	// (the recording says so in a marker).
 	NotRecorded int64 `json:"not_recorded,omitempty"`

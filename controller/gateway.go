@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/policy"
 )
 
@@ -257,7 +257,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	x.body = pinned
 	sum := sha256.Sum256(pinned)
-	x.rec.RequestBytes, x.rec.RequestSHA256 = int64(len(pinned)), hex.EncodeToString(sum[:])
+	x.rec.RequestBytes, x.rec.RequestSHA256 = int64(len(pinned)), digest.HexOf(sum[:])
 	ctx := context.WithValue(r.Context(), exchangeKey{}, x)
 	out := r.Clone(ctx)
 	out.URL.Path = suffix
@@ -550,7 +550,7 @@ func (g *Gateway) finish(x *exchange, sw *statusWriter) {
 		}
 	}
 	if c := x.capture; c != nil {
-		x.rec.ResponseBytes, x.rec.ResponseSHA256 = c.n, hex.EncodeToString(c.h.Sum(nil))
+		x.rec.ResponseBytes, x.rec.ResponseSHA256 = c.n, digest.HexOf(c.h.Sum(nil))
 		x.rec.Usage = c.usage.result()
 		g.mu.Lock()
 		g.stats.Tokens.Add(x.rec.Usage.Tokens())

@@ -462,7 +462,7 @@ func TestGatewayKeepsBodiesWhole(t *testing.T) {
 			part string
 			n    int64
 			sum  string
-		}{{audit.BodyRequest, r.RequestBytes, r.RequestSHA256}, {audit.BodyResponse, r.ResponseBytes, r.ResponseSHA256}} {
+		}{{audit.BodyRequest, r.RequestBytes, string(r.RequestSHA256)}, {audit.BodyResponse, r.ResponseBytes, string(r.ResponseSHA256)}} {
 			kept := x.readBody(r.Request, b.part)
 			got := sha256.Sum256(kept)
 			if int64(len(kept)) != b.n || hex.EncodeToString(got[:]) != b.sum {

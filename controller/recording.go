@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 )
 
 // Recording limits.
@@ -222,7 +223,7 @@ func (r *Recording) commit() {
 	}
 	r.segN++
 	rec := audit.Terminal{Segment: r.segN, From: r.from, To: r.to, Events: r.events, InputBytes: r.in, OutputBytes: r.out,
-		Bytes: int64(r.seg.Len()), SHA256: sha256Hex(r.seg.Bytes()), NotRecorded: r.notRecorded, NotRecordedInput: r.notRecordedIn}
+		Bytes: int64(r.seg.Len()), SHA256: digest.Hex(sha256Hex(r.seg.Bytes())), NotRecorded: r.notRecorded, NotRecordedInput: r.notRecordedIn}
 	rel := audit.TerminalSegmentPath(r.segN)
 	bf := newBodyFile(filepath.Join(r.dir, filepath.Dir(rel)), filepath.Base(rel))
 	bf.Write(r.seg.Bytes())

@@ -422,7 +422,7 @@ func TestKill9AtEveryJournalEvent(t *testing.T) {
 		}
 		e := led.Entries[ei]
 		digest, _ := StatementDigest(readOr(filepath.Join(r.Dir, "result.att.json")))
-		if string(e.State) != r.State || (e.Attestation != "" && e.Attestation != digest) {
+		if string(e.State) != r.State || (string(e.Attestation) != "" && string(e.Attestation) != digest) {
 			t.Errorf("run %s: ledger says %s %s, the daemon %s with attestation %s", r.ID, e.State, e.Attestation, r.State, digest)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/outcome"
@@ -70,7 +71,7 @@ func (x *Executor) ledgerEnded(run string, state outcome.Outcome, reason, statem
 	if len(reason) > 1000 {
 		reason = reason[:1000]
 	}
-	e := &ledger.Entry{Kind: ledger.KindEnded, Run: run, Time: time.Now().UTC(), State: state, Reason: strings.ToValidUTF8(reason, "?"), Attestation: statement}
+	e := &ledger.Entry{Kind: ledger.KindEnded, Run: run, Time: time.Now().UTC(), State: state, Reason: strings.ToValidUTF8(reason, "?"), Attestation: digest.Hex(statement)}
 	if _, err := x.Ledger.Append(e); err != nil {
 		if x.onFail != nil {
 			x.onFail("ledger", err)
@@ -154,7 +155,7 @@ func (d *Daemon) finishedInLedger(r *api.Record) bool {
 	if err != nil {
 		return false
 	}
-	if digest, err := StatementDigest(b); err != nil || digest != e.Attestation {
+	if digest, err := StatementDigest(b); err != nil || digest != string(e.Attestation) {
 		return false
 	}
 	if err := d.setState(r.ID, string(e.State), e.Reason); err != nil {

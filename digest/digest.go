@@ -57,6 +57,9 @@ func SumHex(b []byte) Hex {
 	return Hex(hex.EncodeToString(s[:]))
 }
 
+// HexOf is a hash's sum (a crypto/sha256 hash's Sum) as hex.
+func HexOf(sum []byte) Hex { return Hex(hex.EncodeToString(sum)) }
+
 // Of is the digest of b.
 func Of(b []byte) Digest { return SumHex(b).Digest() }
 

@@ -5,13 +5,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sealrun/sealrun/digest"
 	"io"
 	"os"
+
+	"github.com/sealrun/sealrun/digest"
 )
 
 // Exam is a built exam, read back and verified.
@@ -153,7 +153,7 @@ func Decode(name string, in io.Reader, wantSHA256 digest.Hex) (*Exam, error) {
 	if len(ex.Questions) != hdr.Questions {
 		return nil, bad(0, "the header says %d questions but the file has %d (truncated?)", hdr.Questions, len(ex.Questions))
 	}
-	ex.SHA256 = digest.Hex(hex.EncodeToString(h.Sum(nil)))
+	ex.SHA256 = digest.HexOf(h.Sum(nil))
 	if wantSHA256 != "" && ex.SHA256 != wantSHA256 {
 		return nil, &HashMismatchError{Path: name, Want: wantSHA256, Got: ex.SHA256}
 	}

@@ -230,7 +230,7 @@ func (kw *kitWriter) put(rel string, data []byte) error {
 		return err
 	}
 	sum := sha256.Sum256(data)
-	kw.files = append(kw.files, File{Path: rel, SHA256: digest.Hex(hex.EncodeToString(sum[:])), Size: int64(len(data))})
+	kw.files = append(kw.files, File{Path: rel, SHA256: digest.HexOf(sum[:]), Size: int64(len(data))})
 	return nil
 }
 

@@ -136,7 +136,7 @@ func Open(dir string) (*Kit, error) {
 		}
 	}
 	sum := sha256.Sum256(manifest)
-	k.Hash = digest.Hex(hex.EncodeToString(sum[:]))
+	k.Hash = digest.HexOf(sum[:])
 	return k, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	sdigest "github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
@@ -132,7 +133,7 @@ func (f *fixture) attestation(r runSpec) []byte {
 	}
 	switch r.status {
 	case "graded":
-		p.Result.PassVectorSHA256 = digest(fmt.Sprint(r.id, r.passed))
+		p.Result.PassVectorSHA256 = sdigest.Hex(digest(fmt.Sprint(r.id, r.passed)))
 	case "failed":
 		p.Result.Reason = "no candidate was promoted"
 	case "invalid":
@@ -168,7 +169,7 @@ func (f *fixture) attestation(r runSpec) []byte {
 	if f.led != nil && !f.led.Has(r.id, ledger.KindEnded) {
 		payload, _ := st.Canonical()
 		sum := sha256.Sum256(payload)
-		if _, err := f.led.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: r.id, Time: p.Timeline.Finished, State: outcome.Outcome(r.status), Attestation: hex.EncodeToString(sum[:])}); err != nil {
+		if _, err := f.led.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: r.id, Time: p.Timeline.Finished, State: outcome.Outcome(r.status), Attestation: sdigest.Hex(hex.EncodeToString(sum[:]))}); err != nil {
 			f.t.Fatal(err)
 		}
 	}

@@ -264,7 +264,7 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 						// to publish; the ledger itself is the record.
 					case !ok:
 						rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d, %s on %s): its attestation is not in the published set", e.Run, e.Seed, end.State, o))
-					case got != end.Attestation:
+					case got != string(end.Attestation):
 						rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d): the published attestation is not the one the ledger names", e.Run, e.Seed))
 					}
 				}

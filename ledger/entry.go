@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/jsonpass"
 	"github.com/sealrun/sealrun/outcome"
 )
@@ -36,7 +37,7 @@ type Entry struct {
 	// Ended only.
 	State       outcome.Outcome `json:"state,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
-	Attestation string          `json:"attestation,omitempty"` // sha256 hex of the signed statement
+	Attestation digest.Hex      `json:"attestation,omitempty"` // sha256 hex of the signed statement
 }
 
 // MaxEntryBytes bounds one entry.
@@ -84,7 +85,7 @@ func (e *Entry) Check() error {
 		if _, err := outcome.Parse(string(e.State)); err != nil {
 			return bad("state", "%v", err)
 		}
-		if e.Attestation != "" && !hex64RE.MatchString(e.Attestation) {
+		if e.Attestation != "" && !hex64RE.MatchString(string(e.Attestation)) {
 			return bad("attestation", "%q is not 64 lowercase hex", e.Attestation)
 		}
 		if e.Attestation == "" && e.State != outcome.Invalid {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/hex"
+	"github.com/sealrun/sealrun/digest"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func TestGoldenEntries(t *testing.T) {
 	at := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	queued := &Entry{Kind: KindQueued, Run: "r-golden", Time: at, Track: strings.Repeat("a", 64), TrackName: "ari 1",
 		Scaffold: "opencode 1.0", Agent: "openai/gpt-x@high", Seed: 3}
-	ended := &Entry{Kind: KindEnded, Run: "r-golden", Time: at.Add(time.Hour), State: "graded", Attestation: strings.Repeat("b", 64)}
+	ended := &Entry{Kind: KindEnded, Run: "r-golden", Time: at.Add(time.Hour), State: "graded", Attestation: digest.Hex(strings.Repeat("b", 64))}
 	tree := NewTree()
 	var lines []string
 	for _, e := range []*Entry{queued, ended} {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"golang.org/x/mod/sumdb/note"
@@ -40,7 +41,7 @@ func queued(run string, seed int64, rerunOf string) *Entry {
 func ended(run string, state outcome.Outcome) *Entry {
 	e := &Entry{Kind: KindEnded, Run: run, Time: time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC), State: state}
 	if state != "invalid" {
-		e.Attestation = strings.Repeat("ab", 32)
+		e.Attestation = digest.Hex(strings.Repeat("ab", 32))
 	} else {
 		e.Reason = "daemon restart"
 	}

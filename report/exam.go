@@ -23,10 +23,7 @@ import (
 type PassVector []byte
 
 // SHA256 is the lowercase hex SHA-256 of the vector's bytes: `printf %s 0110… | sha256sum`.
-func (v PassVector) SHA256() string {
-	h := sha256.Sum256(v)
-	return hex.EncodeToString(h[:])
-}
+func (v PassVector) SHA256() digest.Hex { return digest.SumHex(v) }
 
 // Passed counts the '1's.
 func (v PassVector) Passed() int { return bytes.Count(v, []byte{'1'}) }
@@ -62,7 +59,7 @@ type Exam struct {
 	// Families: per-family scores when the operator has the family labels, else empty.
 	Families         map[string]Score `json:"families"`
 	PassVector       string           `json:"pass_vector"`
-	PassVectorSHA256 string           `json:"pass_vector_sha256"`
+	PassVectorSHA256 digest.Hex       `json:"pass_vector_sha256"`
 	Outcomes         map[Outcome]int  `json:"outcomes"`
 	BitsPerByte      *float64         `json:"bits_per_byte"`
 	BitsPerByteNote  string           `json:"bits_per_byte_note"`

@@ -6,7 +6,6 @@ package runner
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox"
 )
@@ -429,10 +429,10 @@ func (s *Service) endCall(st *stream, cs *callState, rec *audit.Call, out *outpu
 func (s *Service) finish(st *stream, rec *audit.Call, out *output) {
 	out.mu.Lock()
 	rec.OutputBytes = out.n
-	rec.OutputSHA256 = hex.EncodeToString(out.hash.Sum(nil))
+	rec.OutputSHA256 = digest.HexOf(out.hash.Sum(nil))
 	if out.n > out.logged && out.log != nil {
 		rec.LogTruncated = true
-		rec.LogBytes, rec.LogSHA256 = out.logged, hex.EncodeToString(out.logHash.Sum(nil))
+		rec.LogBytes, rec.LogSHA256 = out.logged, digest.HexOf(out.logHash.Sum(nil))
 	}
 	logErr := out.logErr
 	if out.log != nil && logErr == nil {

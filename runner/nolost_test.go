@@ -66,7 +66,7 @@ func (f *fixture) checkCall(t *testing.T, n int, c outputCase, got result, e aud
 		t.Errorf("call %d %v: the agent received %d bytes, the call wrote %d", n, c.argv, len(got.stdout), len(c.want))
 	case err != nil || !bytes.Equal(logged, c.want):
 		t.Errorf("call %d %v: the call log holds %d bytes (%v), the call wrote %d", n, c.argv, len(logged), err, len(c.want))
-	case e.OutputBytes != int64(len(c.want)) || e.OutputSHA256 != want:
+	case e.OutputBytes != int64(len(c.want)) || string(e.OutputSHA256) != want:
 		t.Errorf("call %d %v: the audit says %d bytes %s, the call wrote %d %s", n, c.argv, e.OutputBytes, e.OutputSHA256, len(c.want), want)
 	default:
 		return true

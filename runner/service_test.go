@@ -243,7 +243,7 @@ func exitStatusesAndOutput(t *testing.T, f *fixture) {
 		t.Errorf("entry 2: %+v", entries[1])
 	}
 	sum := sha256.Sum256([]byte("out\nerr\n"))
-	if entries[1].OutputSHA256 != hex.EncodeToString(sum[:]) {
+	if string(entries[1].OutputSHA256) != hex.EncodeToString(sum[:]) {
 		t.Errorf("output sha256 %s", entries[1].OutputSHA256)
 	}
 	fh, _ := os.Open(f.log.Path())
@@ -479,13 +479,13 @@ func TestLargeOutputCapped(t *testing.T) {
 		t.Errorf("client received %s, want %s", got, want)
 	}
 	e := f.entries()[0]
-	if e.OutputBytes != 200000000 || e.OutputSHA256 != want || !e.LogTruncated {
+	if e.OutputBytes != 200000000 || string(e.OutputSHA256) != want || !e.LogTruncated {
 		t.Errorf("audit: %+v", e)
 	}
 	// The log holds exactly its cap, and the entry hashes exactly that.
 	kept, _ := os.ReadFile(filepath.Join(f.calls, "1.log"))
 	sum := sha256.Sum256(kept)
-	if len(kept) != 1<<20 || e.LogBytes != 1<<20 || e.LogSHA256 != hex.EncodeToString(sum[:]) {
+	if len(kept) != 1<<20 || e.LogBytes != 1<<20 || string(e.LogSHA256) != hex.EncodeToString(sum[:]) {
 		t.Errorf("log: %d bytes, sha256 %x; the entry says %d bytes, %s", len(kept), sum, e.LogBytes, e.LogSHA256)
 	}
 	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 32<<20 {

@@ -410,12 +410,12 @@ func (b *Builder) exchange(e *audit.Gateway) (Event, error) {
 	}
 	var req, resp []byte
 	if e.RequestSHA256 != "" {
-		x.Request = Body{Path: audit.GatewayBodyPath(e.Request, audit.BodyRequest), Bytes: e.RequestBytes, SHA256: e.RequestSHA256}
+		x.Request = Body{Path: audit.GatewayBodyPath(e.Request, audit.BodyRequest), Bytes: e.RequestBytes, SHA256: string(e.RequestSHA256)}
 		req = b.readBodyInto(&x.Request, true, &b.reqBuf)
 		b.count(&x.Request)
 	}
 	if e.ResponseSHA256 != "" {
-		x.Response = Body{Path: audit.GatewayBodyPath(e.Request, audit.BodyResponse), Bytes: e.ResponseBytes, SHA256: e.ResponseSHA256}
+		x.Response = Body{Path: audit.GatewayBodyPath(e.Request, audit.BodyResponse), Bytes: e.ResponseBytes, SHA256: string(e.ResponseSHA256)}
 		resp = b.readBody(&x.Response, true)
 		b.count(&x.Response)
 	}
@@ -576,9 +576,9 @@ func (b *Builder) call(line []byte) (Event, error) {
 		c.Argv = []string{}
 	}
 	if e.OutputSHA256 != "" && e.Status != "infra_error" {
-		c.Output = Body{Path: audit.CallLogPath(e.Call), Bytes: e.OutputBytes, SHA256: e.OutputSHA256}
+		c.Output = Body{Path: audit.CallLogPath(e.Call), Bytes: e.OutputBytes, SHA256: string(e.OutputSHA256)}
 		if e.LogTruncated {
-			c.Output.Kept, c.Output.KeptSHA256 = e.LogBytes, e.LogSHA256
+			c.Output.Kept, c.Output.KeptSHA256 = e.LogBytes, string(e.LogSHA256)
 			if e.LogSHA256 == "" {
 				// A log cut before the audit entry said what it keeps (an older sealrun): it
 				// cannot be checked.
@@ -668,7 +668,7 @@ func (b *Builder) other(kind string, line []byte) (Event, error) {
 		case e.Segment < 1:
 			return Event{}, fmt.Errorf("terminal segment %d: segments count from 1", e.Segment)
 		default:
-			tm.Body = Body{Path: audit.TerminalSegmentPath(e.Segment), Bytes: e.Bytes, SHA256: e.SHA256}
+			tm.Body = Body{Path: audit.TerminalSegmentPath(e.Segment), Bytes: e.Bytes, SHA256: string(e.SHA256)}
 			data := b.readBody(&tm.Body, true)
 			switch {
 			case data == nil:

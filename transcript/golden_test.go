@@ -55,7 +55,7 @@ func TestGoldenBytes(t *testing.T) {
 			return r.Record(audit.KindFinalize, audit.Finalize{Candidate: cand, Time: r.Now})
 		},
 		func() error {
-			return r.Record(audit.KindSealed, audit.Sealed{Candidate: cand, PassVectorSHA256: strings.Repeat("f", 64), Passed: 3, Questions: 5, Time: r.Now})
+			return r.Record(audit.KindSealed, audit.Sealed{Candidate: cand, PassVectorSHA256: digest.Hex(strings.Repeat("f", 64)), Passed: 3, Questions: 5, Time: r.Now})
 		},
 		func() error {
 			return r.Record(audit.KindTaskPrepare, audit.TaskPrepare{Script: "prepare.py", Exit: 0, Seconds: 1.25})

@@ -40,7 +40,7 @@ func TestEveryAuditRecordIsRead(t *testing.T) {
 		{audit.KindEvaluated, audit.Evaluated{Candidate: cand, Metric: "accuracy", Value: &value, ValidSubmission: true, Time: r.Now}, "evaluated cccccccccccc: accuracy 0.875"},
 		{audit.KindPromote, audit.Promote{Candidate: cand, Time: r.Now}, "promoted cccccccccccc"},
 		{audit.KindFinalize, audit.Finalize{Candidate: cand, Time: r.Now}, "finalized, promoted cccccccccccc"},
-		{audit.KindSealed, audit.Sealed{Candidate: cand, PassVectorSHA256: strings.Repeat("d", 64), Passed: 5, Questions: 7, Time: r.Now}, "the hidden exam's pass vector sealed: 5/7"},
+		{audit.KindSealed, audit.Sealed{Candidate: cand, PassVectorSHA256: digest.Hex(strings.Repeat("d", 64)), Passed: 5, Questions: 7, Time: r.Now}, "the hidden exam's pass vector sealed: 5/7"},
 		{audit.KindTaskPrepare, audit.TaskPrepare{Script: "prepare.py", Exit: 0, Seconds: 1.5}, "the task's prepare.py: exit 0, 1.5 s"},
 	}
 	for _, rec := range records {

@@ -94,7 +94,7 @@ func TestGradeAndRegrade(t *testing.T) {
 		}
 		return sr(args...)
 	}
-	if r := regrade(att, p("ok.report.json"), p("exam.sealrun")); r.code != 0 || !strings.Contains(r.stdout, "regrade matches: pass vector sha256 "+rep.PassVectorSHA256) {
+	if r := regrade(att, p("ok.report.json"), p("exam.sealrun")); r.code != 0 || !strings.Contains(r.stdout, "regrade matches: pass vector sha256 "+string(rep.PassVectorSHA256)) {
 		t.Fatalf("regrade: %+v", r)
 	}
 

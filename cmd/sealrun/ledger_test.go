@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/ledger"
 )
 
@@ -27,7 +28,7 @@ func TestLedgerCommands(t *testing.T) {
 	}
 	track := strings.Repeat("ab", 32)
 	l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: "r-1", Time: time.Now(), Track: track, Scaffold: "s 1", Agent: "none/none", Seed: 1})
-	l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: "r-1", Time: time.Now(), State: "invalid", Reason: "cancelled", Attestation: track})
+	l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: "r-1", Time: time.Now(), State: "invalid", Reason: "cancelled", Attestation: digest.Hex(track)})
 	l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: "r-2", Time: time.Now(), Track: track, Scaffold: "s 1", Agent: "none/none", Seed: 1, RerunOf: "r-1"})
 	l.Close()
 	out := filepath.Join(dir, "ledger.jsonl")

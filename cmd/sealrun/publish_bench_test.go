@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/publish"
@@ -128,7 +129,7 @@ func benchPublication(b *testing.B, n int) string {
 		ps := sha256.Sum256(payload)
 		sc := p["scaffold"].(map[string]any)
 		l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: id, Time: started, Track: track, Scaffold: fmt.Sprint(sc["name"], " ", sc["version"]), Agent: "example-model-2026-10@high", Seed: int64(seed)})
-		l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: id, Time: started, State: "graded", Attestation: hex.EncodeToString(ps[:])})
+		l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: id, Time: started, State: "graded", Attestation: digest.HexOf(ps[:])})
 	}
 	exported := filepath.Join(dir, "ledger-bench-host.jsonl")
 	var out bytes.Buffer

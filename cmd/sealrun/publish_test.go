@@ -19,6 +19,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/export/exporttest"
 	"github.com/sealrun/sealrun/internal/browsertest"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -120,7 +121,7 @@ func newPubFixtureWith(t *testing.T, people ...string) *pubFixture {
 		payload, _ := base64.StdEncoding.DecodeString(e.Payload)
 		sc := p["scaffold"].(map[string]any)
 		l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: id, Time: time.Now(), Track: track, Scaffold: fmt.Sprint(sc["name"], " ", sc["version"]), Agent: agent, Seed: int64(seed)})
-		l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: id, Time: time.Now(), State: "graded", Attestation: sumOf(string(payload))})
+		l.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: id, Time: time.Now(), State: "graded", Attestation: digest.Hex(sumOf(string(payload)))})
 	}
 	f.ledger = filepath.Join(f.dir, "ledger-pub-host.jsonl")
 	if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {

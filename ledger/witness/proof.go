@@ -129,7 +129,7 @@ func (p *RunProof) Check(run string, statement []byte, queued *ledger.Ref, hostK
 		return nil, fmt.Errorf("queued.entry: is the %s entry of run %s, not the queued entry of %s", q.Kind, q.Run, run)
 	case e.Kind != ledger.KindEnded || e.Run != run:
 		return nil, fmt.Errorf("ended.entry: is the %s entry of run %s, not the ended entry of %s", e.Kind, e.Run, run)
-	case e.Attestation != hex.EncodeToString(sum[:]):
+	case string(e.Attestation) != hex.EncodeToString(sum[:]):
 		return nil, errors.New("ended.entry: names another attestation than this one (the witnesses saw this run end with a different result)")
 	case queued != nil && (queued.Origin != p.Origin || queued.Index != p.Queued.Index || queued.Entry != p.Queued.Entry):
 		return nil, fmt.Errorf("queued.entry: is not the ledger entry the attestation carries (%s index %d)", queued.Origin, queued.Index)

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealrun/sealrun/ledger"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/sealrun/sealrun/digest"
+	"github.com/sealrun/sealrun/ledger"
 )
 
 // provedLedger is a host's ledger of runs r-0..r-(n-1), each queued then ended with the
@@ -56,7 +57,7 @@ func newProvedLedger(t testing.TB, n, m int, witnesses ...string) *provedLedger 
 	}
 	for i := range n {
 		sum := sha256.Sum256([]byte(fmt.Sprint("statement-", i)))
-		if _, err := lg.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: fmt.Sprintf("r-%d", i), Time: time.Now(), State: "graded", Attestation: hex.EncodeToString(sum[:])}); err != nil {
+		if _, err := lg.Append(&ledger.Entry{Kind: ledger.KindEnded, Run: fmt.Sprintf("r-%d", i), Time: time.Now(), State: "graded", Attestation: digest.HexOf(sum[:])}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 )
 
 // Run is a run directory being written.
@@ -86,7 +87,7 @@ func (r *Run) Exchange(path string, req, resp []byte, streamed bool, status int)
 	_, _, err := r.log.Append(audit.KindGateway, audit.Gateway{
 		Request: r.n, Time: r.Now.UTC(), Method: "POST", Path: path, Model: "m", Status: status,
 		Tries: []audit.Try{{Status: status, LatencyMS: 900}}, LatencyMS: 900,
-		RequestBytes: int64(len(req)), RequestSHA256: sum(req), ResponseBytes: int64(len(resp)), ResponseSHA256: sum(resp),
+		RequestBytes: int64(len(req)), RequestSHA256: digest.Hex(sum(req)), ResponseBytes: int64(len(resp)), ResponseSHA256: digest.Hex(sum(resp)),
 		Streamed: streamed, Usage: audit.Usage{Prompt: int64(len(req) / 4), Completion: int64(len(resp) / 4)}})
 	r.Now = r.Now.Add(time.Second)
 	return err
@@ -102,7 +103,7 @@ func (r *Run) Call(argv []string, output []byte, exit int) error {
 	_, _, err := r.log.Append(audit.KindCall, audit.Call{
 		Call: r.calls, Argv: argv, Cwd: "/workspace", EnvKeys: []string{}, Start: r.Now.UTC(), End: end.UTC(),
 		StartOffset: r.Now.Sub(r.Start).String(), EndOffset: end.Sub(r.Start).String(), Limit: "10m0s", Status: audit.CallExited,
-		Exit: exit, OutputBytes: int64(len(output)), OutputSHA256: sum(output), CPUSeconds: 2.5, MemoryPeak: 1 << 28,
+		Exit: exit, OutputBytes: int64(len(output)), OutputSHA256: digest.Hex(sum(output)), CPUSeconds: 2.5, MemoryPeak: 1 << 28,
 		Container: fmt.Sprintf("c-%d", r.calls)})
 	r.Now = end.Add(time.Second)
 	return err
@@ -254,7 +255,7 @@ func Recording(dir string) (cast []byte, segments []audit.Terminal, attaches []a
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("terminal segment %d: %w", r.Segment, err)
 			}
-			if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != r.SHA256 || int64(len(body)) != r.Bytes {
+			if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != string(r.SHA256) || int64(len(body)) != r.Bytes {
 				return nil, nil, nil, fmt.Errorf("terminal segment %d: %d bytes, not the %d with sha256 %s its entry names", r.Segment, len(body), r.Bytes, r.SHA256)
 			}
 			segments = append(segments, r)
