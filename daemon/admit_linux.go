@@ -104,7 +104,7 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 		ref  policy.ImageRef
 		dst  *string
 	}{{"controller", t.Images.Controller, &p.controller}, {"runner", t.Images.Runner, &p.runner}, {"grader", t.Images.Grader, &p.grader}} {
-		root, err := x.Store.Rootfs(im.ref.Digest)
+		root, err := x.Store.Rootfs(string(im.ref.Digest))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("track %s pins the %s image %s, which is not in the image store (%v); pull or import it (sealrun images pull %s)", t.Name, im.role, im.ref, err, im.ref))
 			continue
@@ -210,7 +210,7 @@ func providerKind(p controller.ProviderConfig) string {
 // the scaffold's command (the image's entrypoint and command, or Executor.Entrypoint), its name
 // and the image's own environment (controller/SCAFFOLD.md).
 func (x *Executor) scaffold(t *policy.Track) ([]string, string, []string, error) {
-	cf, err := x.Store.Config(t.Images.Controller.Digest)
+	cf, err := x.Store.Config(string(t.Images.Controller.Digest))
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("the controller image %s: %v", t.Images.Controller, err)
 	}

@@ -456,7 +456,7 @@ func TestPinMismatchAndDeadlineMidCall(t *testing.T) {
 	if _, err := d.Submit([]byte(bad), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "the hidden exam "+strings.Repeat("9", 64)) {
 		t.Errorf("exam pin mismatch: %v", err)
 	}
-	badImage := strings.Replace(tb.trackTOML, strings.TrimPrefix(tb.track.Images.Controller.Digest, "sha256:"), strings.Repeat("8", 64), 1)
+	badImage := strings.Replace(tb.trackTOML, strings.TrimPrefix(string(tb.track.Images.Controller.Digest), "sha256:"), strings.Repeat("8", 64), 1)
 	if _, err := d.Submit([]byte(badImage), "bad.toml", "openai/gpt-x@high", 1, false, "test"); err == nil || !strings.Contains(err.Error(), "controller image") {
 		t.Errorf("image pin mismatch: %v", err)
 	}

@@ -48,7 +48,7 @@ func (x *Executor) checkHuman(t *policy.Track, p *pins, agent controller.Agent) 
 		return []error{fmt.Errorf("track %s takes no human runs (agent %s/HANDLE): it has no [human] table; add one (start = how long a run waits for its person) to the track, as docs/OPERATING.md shows", t.Name, hostconfig.HumanProvider)}
 	}
 	if t.Human.Image.Digest != "" {
-		root, err := x.Store.Rootfs(t.Human.Image.Digest)
+		root, err := x.Store.Rootfs(string(t.Human.Image.Digest))
 		if err != nil {
 			return []error{fmt.Errorf("track %s pins the human controller image %s, which is not in the image store (%v); pull or import it (sealrun images pull %s)", t.Name, t.Human.Image, err, t.Human.Image)}
 		}
@@ -61,7 +61,7 @@ func (x *Executor) checkHuman(t *policy.Track, p *pins, agent controller.Agent) 
 	if t.Human.Image.Digest != "" {
 		img = t.Human.Image
 	}
-	cf, err := x.Store.Config(img.Digest)
+	cf, err := x.Store.Config(string(img.Digest))
 	if err != nil {
 		return []error{fmt.Errorf("the human controller image %s: %v", img, err)}
 	}

@@ -521,15 +521,15 @@ func (v *validator) convert(key string, k kind, val any) (any, bool) {
 }
 
 func (v *validator) image(key, s string) (any, bool) {
-	name, digest, ok := strings.Cut(s, "@")
+	name, dg, ok := strings.Cut(s, "@")
 	if !ok {
 		v.add(key, "%q is not pinned by digest; run `sealrun images pin %s` and use the name@sha256:<64 hex> it prints", s, s)
 		return nil, false
 	}
-	algo, hex, _ := strings.Cut(digest, ":")
+	algo, hex, _ := strings.Cut(dg, ":")
 	switch {
 	case algo != "sha256":
-		v.add(key, "%q: digest %q is not sha256; expected name@sha256:<64 lowercase hex>", s, digest)
+		v.add(key, "%q: digest %q is not sha256; expected name@sha256:<64 lowercase hex>", s, dg)
 		return nil, false
 	case !hexRE.MatchString(hex):
 		v.add(key, "%q: digest is not sha256: followed by 64 lowercase hex digits; copy the digest exactly as `sealrun images pin` prints it", s)
@@ -544,7 +544,7 @@ func (v *validator) image(key, s string) (any, bool) {
 		v.add(key, "%q: %q is not a valid image repository name; expected lowercase path components such as registry.example/team/controller", s, name)
 		return nil, false
 	}
-	return ImageRef{Name: name, Digest: digest}, true
+	return ImageRef{Name: name, Digest: digest.Digest(dg)}, true
 }
 
 func describe(val any) string {

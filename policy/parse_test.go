@@ -83,7 +83,7 @@ func TestParseValid(t *testing.T) {
 	if tr.Budget != want {
 		t.Errorf("budget = %+v, want %+v", tr.Budget, want)
 	}
-	if got := tr.Images.Grader; got.Name != "localhost:5000/python:v1" || !strings.HasPrefix(got.Digest, "sha256:5555") {
+	if got := tr.Images.Grader; got.Name != "localhost:5000/python:v1" || !strings.HasPrefix(string(got.Digest), "sha256:5555") {
 		t.Errorf("grader = %+v", got)
 	}
 	if tr.Resources.Memory != 64<<30 || tr.Resources.Workspace != 1<<30 {

@@ -88,11 +88,11 @@ type Images struct {
 
 // ImageRef is an image reference pinned by digest: Name@Digest.
 type ImageRef struct {
-	Name   string // repository, for example "ghcr.io/sealrun/controller"
-	Digest string // "sha256:" + 64 lowercase hex
+	Name   string        // repository, for example "ghcr.io/sealrun/controller"
+	Digest digest.Digest // "sha256:" + 64 lowercase hex
 }
 
-func (r ImageRef) String() string { return r.Name + "@" + r.Digest }
+func (r ImageRef) String() string { return r.Name + "@" + string(r.Digest) }
 
 // Scaffold pins the agent scaffold (the program driving the model inside the controller).
 type Scaffold struct {

@@ -346,7 +346,7 @@ func missingOnHost(state string, t *policy.Track) []Placeholder {
 			out = append(out, Placeholder{Key: fmt.Sprintf("%s (%v)", im.key, err), Option: im.option})
 			continue
 		}
-		if _, err := store.Get(im.ref.Digest); err != nil {
+		if _, err := store.Get(string(im.ref.Digest)); err != nil {
 			out = append(out, Placeholder{Key: im.key + " " + im.ref.String(), Option: im.option})
 		}
 	}
