@@ -218,6 +218,9 @@ type APIError struct {
 	// "person.key"), where it is about one: the message begins with it, and a client may name
 	// it as its own input (sealrun run names its flag).
 	Option string `json:"option,omitempty"`
+	// Needs are the request's other fields the answer says to give with it (the message ends
+	// "; give NEEDS").
+	Needs []string `json:"needs,omitempty"`
 }
 
 // The codes of sealrund's error answers (daemon/API.md).
@@ -276,7 +279,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
-	Option  string // APIError.Option
+	Option  string   // APIError.Option
+	Needs   []string // APIError.Needs
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -292,7 +296,7 @@ func AnswerError(status int, statusText string, body []byte, what string) *Error
 	e := &Error{Status: status}
 	var a APIError
 	if json.Unmarshal(body, &a) == nil && a.Error != "" {
-		e.Message, e.Code, e.Option = a.Error, a.Code, a.Option
+		e.Message, e.Code, e.Option, e.Needs = a.Error, a.Code, a.Option, a.Needs
 	} else {
 		e.Message = what + "sealrund answered " + statusText
 	}

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/sealrun/sealrun/internal/opt"
 )
 
 // Provider kinds: the API shapes the gateway knows.
@@ -124,7 +126,7 @@ func ParseAgent(s string) (Agent, error) {
 		return true
 	}
 	if !ok || !valid(prov) || strings.Contains(prov, "/") || !valid(model) || (hasAt && !valid(effort)) {
-		return Agent{}, fmt.Errorf("agent %q: write PROVIDER/MODEL[@EFFORT], for example openai/gpt-x@high", s)
+		return Agent{}, opt.Field("agent", fmt.Sprintf("%q: write PROVIDER/MODEL[@EFFORT], for example openai/gpt-x@high", s))
 	}
 	return Agent{Provider: prov, Model: model, Effort: effort}, nil
 }

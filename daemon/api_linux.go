@@ -167,7 +167,7 @@ func (d *Daemon) postRun(w http.ResponseWriter, r *http.Request) {
 		a := api.APIError{Error: strings.TrimPrefix(err.Error(), "refused: "), Code: api.CodeOf(code)}
 		var oe *opt.Error
 		if errors.As(err, &oe) && oe.Where == "" {
-			a.Option = oe.Option
+			a.Option, a.Needs = oe.Option, oe.Needs
 		}
 		writeJSON(w, code, a)
 		return

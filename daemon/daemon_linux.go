@@ -410,7 +410,7 @@ func (d *Daemon) SubmitRequest(req api.RunRequest, user string) (*api.Record, er
 	}
 	agent, err := controller.ParseAgent(agentS)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRefused, opt.Field("agent", fmt.Sprintf("%q: %v", agentS, err)))
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err) // the agent field's own
 	}
 	if seed < 0 {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, opt.Field("seed", fmt.Sprintf("%d; seeds are 0 or more", seed)))

@@ -104,7 +104,7 @@ func TestDaemonThroughCLI(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"run", "--track", trackFile, "--agent", "nope", "--seed", "2"}, 1, `--agent "nope"`},
+		{[]string{"run", "--track", trackFile, "--agent", "nope", "--seed", "2"}, 1, `sealrun run: --agent: "nope": write PROVIDER/MODEL[@EFFORT]`},
 		{[]string{"run", "--track", trackFile, "--agent", "anthropic/claude@high", "--seed", "2"}, 1, `provider "anthropic" is not configured`},
 		{[]string{"run", "--track", trackFile, "--agent", "openai/gpt-x", "--seed", "2", "--wait", "--detach"}, 2, "exclude each other"},
 		{[]string{"show", "r-nope"}, 1, "no run r-nope"},

@@ -165,7 +165,7 @@ func TestPausesOfAHumanRun(t *testing.T) {
 	}{
 		{"/runs/" + id + "/pause", `{"reason": "again"}`, 409, "already paused"},
 		{"/runs/nope/pause", `{"reason": "x"}`, 404, "no run nope"},
-		{"/runs/" + id + "/pause", `{"reason": ""}`, 400, "needs its reason"},
+		{"/runs/" + id + "/pause", `{"reason": ""}`, 400, "reason: none given"},
 		{"/runs/" + id + "/pause", `{"reason": "a\u001b]52;c;aGk=\u0007b"}`, 400, "control character"},
 		{"/runs/" + id + "/pause", `{"reason": "` + strings.Repeat("x", 301) + `"}`, 400, "at most 300"},
 		{"/runs/" + id + "/pause", `{"reason": "x", "for": "-1s"}`, 400, "not a length of pause"},

@@ -38,8 +38,8 @@ func TestFlagNames(t *testing.T) {
 	if got, want := errorText(verify, e), "ledger: --export: is recomputed from the run's checked transcript; give --transcript"; got != want {
 		t.Errorf("errorText = %q; want %q", got, want)
 	}
-	refused := &api.Error{Status: 422, Code: api.CodeRefused, Message: "rerun_of: r-1: that run is graded", Option: "rerun_of"}
-	if got, want := errorText(run, refused), "--rerun-of: r-1: that run is graded"; got != want {
+	refused := &api.Error{Status: 422, Code: api.CodeRefused, Message: "seed: 1 already has run r-1: give another seed, or run it again; give rerun", Option: "seed", Needs: []string{"rerun"}}
+	if got, want := errorText(run, refused), "--seed: 1 already has run r-1: give another seed, or run it again; give --rerun"; got != want {
 		t.Errorf("errorText = %q; want %q", got, want)
 	}
 	if got := errorText(run, errors.New("rerun_of: not an option error")); got != "rerun_of: not an option error" {

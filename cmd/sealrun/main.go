@@ -86,6 +86,12 @@ func errorText(cmd *cobra.Command, err error) string {
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Option != "" {
 		msg = strings.Replace(msg, ae.Option+": ", name(ae.Option)+": ", 1)
+		if len(ae.Needs) > 0 {
+			words := opt.NeedsText(ae.Needs, func(o string) string { return o })
+			if strings.HasSuffix(msg, words) {
+				msg = strings.TrimSuffix(msg, words) + opt.NeedsText(ae.Needs, name)
+			}
+		}
 	}
 	return msg
 }

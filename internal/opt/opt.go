@@ -63,17 +63,23 @@ func (e *Error) Text(name func(option string) string) string {
 		b.WriteString(e.Err.Error())
 	}
 	if len(e.Needs) > 0 {
-		names := make([]string, len(e.Needs))
-		for i, n := range e.Needs {
-			names[i] = name(n)
-		}
-		last := names[len(names)-1]
-		if len(names) > 1 {
-			last = strings.Join(names[:len(names)-1], ", ") + " and " + last
-		}
-		b.WriteString("; give " + last)
+		b.WriteString(NeedsText(e.Needs, name))
 	}
 	return b.String()
+}
+
+// NeedsText is what an Error says of the options it needs: "; give A, B and C", each named by
+// name.
+func NeedsText(needs []string, name func(option string) string) string {
+	names := make([]string, len(needs))
+	for i, n := range needs {
+		names[i] = name(n)
+	}
+	last := names[len(names)-1]
+	if len(names) > 1 {
+		last = strings.Join(names[:len(names)-1], ", ") + " and " + last
+	}
+	return "; give " + last
 }
 
 // Kebab is an option's field name as a flag names it: TSAChain → tsa-chain, AllowUnchecked →
