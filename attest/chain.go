@@ -53,7 +53,7 @@ func appendCanonicalSubmission(b []byte, s *Submission) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, `{"digest":`...)
-	b = appendCanonicalString(b, s.Digest)
+	b = appendCanonicalString(b, string(s.Digest))
 	b = append(b, `,"promoted":`...)
 	b = strconv.AppendBool(b, s.Promoted)
 	b = append(b, `,"size":`...)

@@ -57,7 +57,7 @@ func fixture(t testing.TB, candidates, auditEntries int) (*Statement, string) {
 		if promoted {
 			bundle = d
 		}
-		p.Submissions.History = append(p.Submissions.History, Submission{Digest: "sha256:" + d, Size: int64(1<<20 + i*1000), Time: p.Timeline.Started.Add(time.Duration(i+1) * time.Minute), ValidationScore: float64(i), Promoted: promoted})
+		p.Submissions.History = append(p.Submissions.History, Submission{Digest: digest.Digest("sha256:" + d), Size: int64(1<<20 + i*1000), Time: p.Timeline.Started.Add(time.Duration(i+1) * time.Minute), ValidationScore: float64(i), Promoted: promoted})
 	}
 	head, err := HistoryHead(p.Submissions.History)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/jsonpass"
 )
 
@@ -360,8 +361,8 @@ func FuzzCanonicalSubmission(f *testing.F) {
 	f.Add("z", int64(0), int64(2), int64(100), 0, math.NaN(), false)
 	f.Add("z", int64(0), int64(2), int64(100), 0, math.Inf(1), false)
 	f.Add("z", int64(9007199254740993), int64(2), int64(100), 59, 123456789012345680000.0, false)
-	f.Fuzz(func(t *testing.T, digest string, size, sec, nsec int64, offset int, score float64, promoted bool) {
-		s := Submission{Digest: digest, Size: size, Time: time.Unix(sec, nsec).In(time.FixedZone("z", offset)), ValidationScore: score, Promoted: promoted}
+	f.Fuzz(func(t *testing.T, dg string, size, sec, nsec int64, offset int, score float64, promoted bool) {
+		s := Submission{Digest: digest.Digest(dg), Size: size, Time: time.Unix(sec, nsec).In(time.FixedZone("z", offset)), ValidationScore: score, Promoted: promoted}
 		var want []byte
 		plain, err := json.Marshal(&s)
 		if err == nil {

@@ -145,7 +145,7 @@ func bad(field, format string, args ...any) error {
 // in attest/PREDICATE.md's order.
 func checkIdentity(p *Predicate) error {
 	hexes := []struct{ field, v string }{
-		{"track.id", p.Track.ID}, {"scaffold.config_sha256", p.Scaffold.ConfigSHA256}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
+		{"track.id", p.Track.ID}, {"scaffold.config_sha256", string(p.Scaffold.ConfigSHA256)}, {"audit.head", p.Audit.Head}, {"submissions.head", p.Submissions.Head},
 	}
 	if p.Task == nil {
 		hexes = append(hexes, struct{ field, v string }{"exam.sha256", string(p.Exam.SHA256)}, struct{ field, v string }{"kit.sha256", string(p.Kit.SHA256)})
@@ -340,7 +340,7 @@ func checkSubmissions(p *Predicate, subjects []Subject) error {
 	var promoted []string
 	for i, s := range p.Submissions.History {
 		field := fmt.Sprintf("submissions.history[%d]", i)
-		d, ok := strings.CutPrefix(s.Digest, "sha256:")
+		d, ok := strings.CutPrefix(string(s.Digest), "sha256:")
 		switch {
 		case !ok || !isHex64(d):
 			return bad(field+".digest", "%q is not sha256:<64 lowercase hex>", s.Digest)
@@ -453,7 +453,7 @@ func checkTrack(p *Predicate, t *policy.Track) (warnings []string, err error) {
 		{"images.grader", p.Images.Grader, t.Images.Grader.String()},
 		{"scaffold.name", p.Scaffold.Name, t.Scaffold.Name},
 		{"scaffold.version", p.Scaffold.Version, t.Scaffold.Version},
-		{"scaffold.config_sha256", p.Scaffold.ConfigSHA256, t.Scaffold.ConfigSHA256},
+		{"scaffold.config_sha256", string(p.Scaffold.ConfigSHA256), string(t.Scaffold.ConfigSHA256)},
 		{"budget.wall", normDur(p.Budget.Wall), t.Budget.Wall.String()},
 		{"budget.call_limit", normDur(p.Budget.CallLimit), t.Budget.CallLimit.String()},
 		{"budget.reserve", normDur(p.Budget.Reserve), t.Budget.Reserve.String()},

@@ -269,9 +269,9 @@ type KitInfo struct {
 
 // Scaffold pins the agent scaffold.
 type Scaffold struct {
-	Name         string `json:"name"`
-	Version      string `json:"version"`
-	ConfigSHA256 string `json:"config_sha256"`
+	Name         string     `json:"name"`
+	Version      string     `json:"version"`
+	ConfigSHA256 digest.Hex `json:"config_sha256"`
 }
 
 // Agent is the row identity on a leaderboard (with the scaffold).
@@ -359,11 +359,11 @@ type Submissions struct {
 
 // Submission is one candidate bundle.
 type Submission struct {
-	Digest          string    `json:"digest"` // sha256:<hex> of the gzipped bundle
-	Size            int64     `json:"size"`   // gzipped bytes, recomputed by sealrun
-	Time            time.Time `json:"time"`
-	ValidationScore float64   `json:"validation_score"` // percent on the public validation set
-	Promoted        bool      `json:"promoted"`
+	Digest          digest.Digest `json:"digest"` // sha256:<hex> of the gzipped bundle
+	Size            int64         `json:"size"`   // gzipped bytes, recomputed by sealrun
+	Time            time.Time     `json:"time"`
+	ValidationScore float64       `json:"validation_score"` // percent on the public validation set
+	Promoted        bool          `json:"promoted"`
 }
 
 // Audit summarises the run's audit log.

@@ -40,7 +40,7 @@ func taskFixture(t testing.TB) (*Statement, string) {
 	var bundle string
 	for i := range 3 {
 		d := sum(string(rune('a' + i)))
-		p.Submissions.History = append(p.Submissions.History, Submission{Digest: "sha256:" + d, Size: 900, Time: p.Timeline.Started.Add(time.Duration(1+2*i) * time.Minute), Promoted: i == 1})
+		p.Submissions.History = append(p.Submissions.History, Submission{Digest: digest.Digest("sha256:" + d), Size: 900, Time: p.Timeline.Started.Add(time.Duration(1+2*i) * time.Minute), Promoted: i == 1})
 		if i == 1 {
 			bundle = d
 		}

@@ -238,7 +238,7 @@ func (c *Client) fetchRun(ctx context.Context, id string, att []byte, tmp string
 	if bundleSum != "" {
 		var rep report.Exam // a task's report.Task has the same candidate
 		b, _ := os.ReadFile(filepath.Join(tmp, "report.json"))
-		if json.Unmarshal(b, &rep) != nil || rep.Candidate.ID != "sha256:"+bundleSum {
+		if json.Unmarshal(b, &rep) != nil || string(rep.Candidate.ID) != "sha256:"+bundleSum {
 			return fmt.Errorf("run %s: the bundle copied has sha256 %s, not the graded candidate %q of its report; gather again", id, bundleSum, rep.Candidate.ID)
 		}
 	}

@@ -148,7 +148,7 @@ func (x *Executor) Check(spec RunSpec) (*pins, error) {
 			errs = append(errs, fmt.Errorf("track %s bounds each run's cost in %s (max_cost %s), and %s prices in %s; the bound cannot be checked in another currency", t.Name, m.Currency, m, x.Cfg.File, p.price.Currency))
 		}
 	}
-	if sc, known := scaffolds.Lookup(p.scaffold); ok && known && t.Scaffold.ConfigSHA256 == sc.ConfigSHA256() {
+	if sc, known := scaffolds.Lookup(p.scaffold); ok && known && string(t.Scaffold.ConfigSHA256) == sc.ConfigSHA256() {
 		// A scaffold sealrun ships (scaffolds/NAME), with its config template: the config is
 		// rendered now, so that a provider or model it cannot take is refused before anything
 		// is created.
@@ -220,7 +220,7 @@ func (x *Executor) scaffold(t *policy.Track) ([]string, string, []string, error)
 	labels := cf.Config.Labels
 	var bad []string
 	for _, l := range []struct{ key, want string }{
-		{images.LabelScaffoldName, t.Scaffold.Name}, {images.LabelScaffoldVer, t.Scaffold.Version}, {images.LabelScaffoldConfig, t.Scaffold.ConfigSHA256},
+		{images.LabelScaffoldName, t.Scaffold.Name}, {images.LabelScaffoldVer, t.Scaffold.Version}, {images.LabelScaffoldConfig, string(t.Scaffold.ConfigSHA256)},
 	} {
 		if got := labels[l.key]; got != l.want {
 			bad = append(bad, fmt.Sprintf("label %s is %q, the track says %q", l.key, got, l.want))

@@ -19,8 +19,10 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/internal/opt"
+	"github.com/sealrun/sealrun/report"
 )
 
 // API limits.
@@ -283,15 +285,17 @@ func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
 		name = filepath.Join("calls", strconv.Itoa(n)+".log")
 	} else if name == "bundle" {
 		// The graded bundle: the candidate report.json names (the attestation's bundle.tar.gz).
-		var rep struct {
-			Candidate struct{ ID string } `json:"candidate"`
-		}
+		var rep report.Exam // a task's report.Task names its candidate alike
 		b, _ := os.ReadFile(filepath.Join(rec.Dir, "report.json"))
-		if json.Unmarshal(b, &rep) != nil || !strings.HasPrefix(rep.Candidate.ID, "sha256:") || strings.ContainsAny(rep.Candidate.ID, "/.") {
+		var id digest.Digest
+		if json.Unmarshal(b, &rep) == nil {
+			id, _ = digest.Parse(string(rep.Candidate.ID)) // a hex name: nothing of a path
+		}
+		if id == "" {
 			writeErr(w, http.StatusNotFound, "run %s has no graded bundle (nothing promoted, or not graded yet)", rec.ID)
 			return
 		}
-		name = filepath.Join("candidates", strings.TrimPrefix(rep.Candidate.ID, "sha256:")+".tar.gz")
+		name = filepath.Join("candidates", string(id.Hex())+".tar.gz")
 	} else if f, ok := runFiles[name]; ok {
 		name = f
 	} else {

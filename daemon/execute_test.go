@@ -234,7 +234,7 @@ func TestExecuteSealedRun(t *testing.T) {
 			defer af.Close()
 			opts := []attest.VerifyOption{attest.WithReportDigest(sha(mustRead(t, filepath.Join(dir, "report.json")))), attest.WithAuditLog(af), attest.WithTrack(track)}
 			if out.Report.Candidate.ID != "" {
-				cand := filepath.Join(dir, "candidates", strings.TrimPrefix(out.Report.Candidate.ID, "sha256:")+".tar.gz")
+				cand := filepath.Join(dir, "candidates", strings.TrimPrefix(string(out.Report.Candidate.ID), "sha256:")+".tar.gz")
 				opts = append(opts, attest.WithBundleDigest(sha(mustRead(t, cand))))
 			}
 			v, err := attest.Verify(mustRead(t, out.Attestation), verifier, opts...)
@@ -248,7 +248,7 @@ func TestExecuteSealedRun(t *testing.T) {
 			args := []string{"verify", out.Attestation, "--key", "../attest/testdata/ed25519.pub", "--report", filepath.Join(dir, "report.json"),
 				"--audit", filepath.Join(dir, "audit.jsonl"), "--track", trackFile}
 			if out.Report.Candidate.ID != "" {
-				args = append(args, "--bundle", filepath.Join(dir, "candidates", strings.TrimPrefix(out.Report.Candidate.ID, "sha256:")+".tar.gz"))
+				args = append(args, "--bundle", filepath.Join(dir, "candidates", strings.TrimPrefix(string(out.Report.Candidate.ID), "sha256:")+".tar.gz"))
 			}
 			if o, err := exec.Command(sandboxtest.Static(t, "cmd/sealrun"), args...).CombinedOutput(); err != nil || !strings.Contains(string(o), "VALID") ||
 				!strings.Contains(string(o), "TEST BUILD (test seams compiled in)") || !strings.Contains(string(o), "this run used test seams (entrypoint, overlay)") {

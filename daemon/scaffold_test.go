@@ -126,7 +126,7 @@ func TestUserScaffoldFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Statement.Predicate.Images.Controller != ref || v.Statement.Predicate.Scaffold.Name != "my-agent" || v.Statement.Predicate.Scaffold.ConfigSHA256 != configSHA {
+	if v.Statement.Predicate.Images.Controller != ref || v.Statement.Predicate.Scaffold.Name != "my-agent" || string(v.Statement.Predicate.Scaffold.ConfigSHA256) != configSHA {
 		t.Errorf("attested controller %s scaffold %+v; want %s my-agent", v.Statement.Predicate.Images.Controller, v.Statement.Predicate.Scaffold, ref)
 	}
 	// The image's labels are checked against the track: a track pinning another config is refused.

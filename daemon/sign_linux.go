@@ -17,6 +17,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/buildinfo"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/outcome"
@@ -86,7 +87,7 @@ func (rs *runState) evidence(pred *attest.Predicate) {
 	pred.Submissions.History = []attest.Submission{}
 	if rs.hist != nil {
 		for _, c := range rs.hist.Candidates() {
-			pred.Submissions.History = append(pred.Submissions.History, attest.Submission{Digest: c.ID, Size: c.Size, Time: c.Time.UTC(), ValidationScore: c.Score, Promoted: c.Promoted})
+			pred.Submissions.History = append(pred.Submissions.History, attest.Submission{Digest: digest.Digest(c.ID), Size: c.Size, Time: c.Time.UTC(), ValidationScore: c.Score, Promoted: c.Promoted})
 		}
 	}
 	pred.Submissions.Head, _ = attest.HistoryHead(pred.Submissions.History)
@@ -104,12 +105,12 @@ func (rs *runState) result(pred *attest.Predicate) []attest.Subject {
 		if out.Status == outcome.Graded {
 			pred.Result.Value, pred.Result.ValidSubmission, pred.Result.Invalid = rep.Value, rep.Valid, rep.Invalid
 		}
-		graded = rep.Candidate.ID
+		graded = string(rep.Candidate.ID)
 	} else {
 		rep := out.Report
 		pred.Result = attest.Result{Status: out.Status, Reason: out.Reason, Questions: int(rs.t.Exam.Questions), Passed: rep.Score.Passed, Score: rep.Score.Percent,
 			PassVectorSHA256: rep.PassVectorSHA256, BitsPerByte: rep.BitsPerByte}
-		graded = rep.Candidate.ID
+		graded = string(rep.Candidate.ID)
 	}
 	if graded != "" {
 		subjects = append(subjects, attest.NewSubject(attest.SubjectBundle, strings.TrimPrefix(graded, "sha256:")))

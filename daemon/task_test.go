@@ -178,7 +178,7 @@ func TestTaskSealedRun(t *testing.T) {
 
 			// The attestation: a sealed-task-run predicate that verifies with every file and
 			// against the track, here and with sealrun verify.
-			cand := filepath.Join(dir, "candidates", strings.TrimPrefix(rep.Candidate.ID, "sha256:")+".tar.gz")
+			cand := filepath.Join(dir, "candidates", string(rep.Candidate.ID.Hex())+".tar.gz")
 			af, _ := os.Open(filepath.Join(dir, "audit.jsonl"))
 			defer af.Close()
 			v, err := attest.Verify(mustRead(t, out.Attestation), tb.verifier, attest.WithReportDigest(sha(mustRead(t, filepath.Join(dir, "report.json")))),

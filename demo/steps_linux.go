@@ -317,7 +317,7 @@ func (s *session) verifyRuns(context.Context) error {
 		att := filepath.Join(dir, "result.att.json")
 		f := attest.Files{Key: filepath.Join(s.keys, "sealrun.pub"), Report: filepath.Join(dir, "report.json"), Audit: filepath.Join(dir, "audit.jsonl"), Track: s.trackFile}
 		if rep, err := readReport(filepath.Join(dir, "report.json")); err == nil && rep.Candidate.ID != "" {
-			f.Bundle = filepath.Join(dir, "candidates", strings.TrimPrefix(rep.Candidate.ID, "sha256:")+".tar.gz")
+			f.Bundle = filepath.Join(dir, "candidates", string(rep.Candidate.ID.Hex())+".tar.gz")
 		}
 		v, err := attest.VerifyFile(att, f)
 		if err != nil {

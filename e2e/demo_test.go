@@ -20,6 +20,7 @@ import (
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish/publishtest"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/sandbox"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 	"github.com/sealrun/sealrun/scaffolds"
@@ -50,11 +51,7 @@ func TestDemo(t *testing.T) {
 	}
 
 	// The report's score is the pass vector's count.
-	var rep struct {
-		Score      struct{ Questions, Passed int }
-		PassVector string `json:"pass_vector"`
-		Candidate  struct{ ID string }
-	}
+	var rep report.Exam
 	b, _ := os.ReadFile(filepath.Join(dir, "report.json"))
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
@@ -64,7 +61,7 @@ func TestDemo(t *testing.T) {
 	}
 
 	// The attestation verifies with every file, by the CLI a verifier runs.
-	bundle := filepath.Join(dir, "candidates", strings.TrimPrefix(rep.Candidate.ID, "sha256:")+".tar.gz")
+	bundle := filepath.Join(dir, "candidates", string(rep.Candidate.ID.Hex())+".tar.gz")
 	v, err := exec.Command(sealrun, "verify", filepath.Join(dir, "result.att.json"), "--key", filepath.Join(state, "demo", "keys", "sealrun.pub"),
 		"--bundle", bundle, "--report", filepath.Join(dir, "report.json"), "--audit", filepath.Join(dir, "audit.jsonl"), "--track", trackFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(v), "VALID") {

@@ -327,7 +327,7 @@ func TestBrokenBundleFails(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := res.Report(tr, ex, report.Candidate{ID: cand.Digest(), Size: cand.Size}, e, nil)
+			rep := res.Report(tr, ex, report.Candidate{ID: digest.Digest(cand.Digest()), Size: cand.Size}, e, nil)
 			if res.BundleErr == nil || !strings.Contains(res.BundleErr.Error(), c.want) || rep.Status != "failed" || !strings.Contains(rep.Reason, c.want) || string(sealed) != "0000" {
 				t.Errorf("bundle error %v; report %s %q; sealed %q", res.BundleErr, rep.Status, rep.Reason, sealed)
 			}

@@ -335,7 +335,7 @@ func (s *Service) GradeFinal(ctx context.Context, ex *exams.Exam, deadline time.
 		if err != nil {
 			return nil, "", err
 		}
-		rep = res.Report(s.cfg.Track, ex, report.Candidate{ID: id, Size: info.Size}, s.cfg.Env, families)
+		rep = res.Report(s.cfg.Track, ex, report.Candidate{ID: digest.Digest(id), Size: info.Size}, s.cfg.Env, families)
 	}
 	rep.HistoryHead = head
 	sum, err := report.WriteExam(filepath.Join(s.cfg.Dir, "report.json"), rep)

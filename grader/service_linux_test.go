@@ -161,7 +161,7 @@ func TestServiceThroughRunnerSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := expected(ex, func(_ []byte, n int) []byte { return bytes.Repeat([]byte("2"), n) })
-	if rep.Status != "graded" || rep.PassVector != string(want) || string(sealed) != string(want) || rep.Candidate.ID[7:19] != second || rep.BitsPerByte == nil {
+	if rep.Status != "graded" || rep.PassVector != string(want) || string(sealed) != string(want) || string(rep.Candidate.ID[7:19]) != second || rep.BitsPerByte == nil {
 		t.Errorf("report %+v; want vector %s", rep, want)
 	}
 	data, _ := os.ReadFile(filepath.Join(runDir, "report.json"))

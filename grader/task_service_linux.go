@@ -68,7 +68,7 @@ func (s *Service) GradeTask(ctx context.Context, deadline time.Time) (*report.Ta
 		rep.Status, rep.Reason = outcome.Failed, "no candidate was promoted"
 	} else {
 		info, _ := s.history.Candidate(id)
-		rep.Candidate = report.Candidate{ID: id, Size: info.Size}
+		rep.Candidate = report.Candidate{ID: digest.Digest(id), Size: info.Size}
 		dir := filepath.Join(s.cfg.Env.WorkDir, "final-submission")
 		os.RemoveAll(dir)
 		if err := os.MkdirAll(s.cfg.Env.WorkDir, 0o711); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sealrun/sealrun/airs"
 	"github.com/sealrun/sealrun/attest"
+	sdigest "github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -27,7 +28,7 @@ func (f *fixture) taskAttestation(track *policy.Track, model, id string, status 
 	start := time.Date(2026, 11, 21, 12, 0, 10, 0, time.UTC)
 	p.Timeline = attest.Timeline{Queued: start, Started: start, Deadline: start.Add(track.Budget.Wall), Finished: start.Add(track.Budget.Wall + time.Minute)}
 	bundle := digest(id)
-	p.Submissions.History = []attest.Submission{{Digest: "sha256:" + bundle, Size: 300, Time: start.Add(time.Minute), Promoted: status == "graded"}}
+	p.Submissions.History = []attest.Submission{{Digest: sdigest.Digest("sha256:" + bundle), Size: 300, Time: start.Add(time.Minute), Promoted: status == "graded"}}
 	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)
 	p.Result = attest.Result{Status: outcome.Outcome(status), Value: value, ValidSubmission: value != nil, Invalid: invalid}
 	switch status {

@@ -118,7 +118,7 @@ func (f *fixture) attestation(r runSpec) []byte {
 		p.Timeline.Deadline, p.Timeline.Finished = p.Timeline.Deadline.Add(5*time.Minute), p.Timeline.Finished.Add(5*time.Minute)
 	}
 	bundle := digest(r.id)
-	p.Submissions.History = []attest.Submission{{Digest: "sha256:" + bundle, Size: 1000, Time: start.Add(time.Minute), ValidationScore: r.validation, Promoted: r.status == "graded"}}
+	p.Submissions.History = []attest.Submission{{Digest: sdigest.Digest("sha256:" + bundle), Size: 1000, Time: start.Add(time.Minute), ValidationScore: r.validation, Promoted: r.status == "graded"}}
 	p.Submissions.Head, _ = attest.HistoryHead(p.Submissions.History)
 	q := int(r.track.Exam.Questions)
 	p.Result = attest.Result{Status: outcome.Outcome(r.status), Questions: q, Passed: r.passed, Score: 100 * float64(r.passed) / float64(q), BitsPerByte: r.bpb}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
@@ -305,7 +306,7 @@ func (v *validator) track(md toml.MetaData) *Track {
 		t.Task = &Task{Kind: str("task.kind"), Name: str("task.name"), SHA256: hx("task.sha256"), DataSHA256: hx("task.data_sha256")}
 	}
 	t.Images = Images{Controller: img("images.controller"), Runner: img("images.runner"), Grader: img("images.grader")}
-	t.Scaffold = Scaffold{Name: str("scaffold.name"), Version: str("scaffold.version"), ConfigSHA256: str("scaffold.config_sha256")}
+	t.Scaffold = Scaffold{Name: str("scaffold.name"), Version: str("scaffold.version"), ConfigSHA256: hx("scaffold.config_sha256")}
 	t.Seeds.Required = num("seeds.required")
 	t.Resources = Resources{GPUs: num("resources.gpus"), CPUs: num("resources.cpus"), Memory: num("resources.memory"), Workspace: num("resources.workspace")}
 	if _, ok := v.raw["human"].(map[string]any); ok {

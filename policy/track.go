@@ -1,8 +1,9 @@
 package policy
 
 import (
-	"github.com/sealrun/sealrun/digest"
 	"time"
+
+	"github.com/sealrun/sealrun/digest"
 )
 
 // Status is a track's life-cycle state. Only active tracks take new runs; legacy and withdrawn
@@ -98,7 +99,7 @@ func (r ImageRef) String() string { return r.Name + "@" + string(r.Digest) }
 type Scaffold struct {
 	Name         string
 	Version      string
-	ConfigSHA256 string
+	ConfigSHA256 digest.Hex
 }
 
 // Seeds says how many valid seeds an official leaderboard row needs.

@@ -89,8 +89,8 @@ type ExamInfo struct {
 
 // Candidate is the graded bundle ("" id when no candidate was promoted).
 type Candidate struct {
-	ID   string `json:"id"` // sha256:<hex> of the .tar.gz, or ""
-	Size int64  `json:"size"`
+	ID   digest.Digest `json:"id"` // sha256:<hex> of the .tar.gz, or ""
+	Size int64         `json:"size"`
 }
 
 // Score is exact matches out of questions.

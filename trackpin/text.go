@@ -111,6 +111,6 @@ func Unpinned(t *policy.Track) []Placeholder {
 	add(t.Images.Controller.String(), "images.controller", "Controller")
 	add(t.Images.Runner.String(), "images.runner", "Runner")
 	add(t.Images.Grader.String(), "images.grader", "Grader")
-	add(t.Scaffold.ConfigSHA256, "scaffold.config_sha256", "Controller")
+	add(string(t.Scaffold.ConfigSHA256), "scaffold.config_sha256", "Controller")
 	return out
 }

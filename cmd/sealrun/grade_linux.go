@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/exams"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/fileio"
@@ -187,7 +188,7 @@ func gradeFile(ctx context.Context, e *grader.Env, bundle string, ex *exams.Exam
 	if err != nil {
 		return nil, err
 	}
-	return res.Report(t, ex, report.Candidate{ID: "sha256:" + sum, Size: st.Size()}, e, families), nil
+	return res.Report(t, ex, report.Candidate{ID: digest.Digest("sha256:" + sum), Size: st.Size()}, e, families), nil
 }
 
 func printReport(w io.Writer, r *report.Exam, asJSON bool) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/grader"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/internal/testenv"
@@ -73,7 +74,7 @@ func TestGradeAndRegrade(t *testing.T) {
 		pr.Exam.SHA256, pr.Exam.Questions = rep.Exam.SHA256, rep.Exam.Questions
 		pr.Images.Grader = python
 		pr.Result.Questions, pr.Result.Passed, pr.Result.Score, pr.Result.PassVectorSHA256 = rep.Score.Questions, rep.Score.Passed, rep.Score.Percent, rep.PassVectorSHA256
-		pr.Submissions.History = []attest.Submission{{Digest: cand.Digest(), Size: cand.Size, Time: pr.Timeline.Started.Add(time.Minute), Promoted: true}}
+		pr.Submissions.History = []attest.Submission{{Digest: digest.Digest(cand.Digest()), Size: cand.Size, Time: pr.Timeline.Started.Add(time.Minute), Promoted: true}}
 		pr.Submissions.Head, _ = attest.HistoryHead(pr.Submissions.History)
 		b, _ := json.Marshal(pr)
 		os.WriteFile(p(name+".pred.json"), b, 0o600)
