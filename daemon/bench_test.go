@@ -20,6 +20,7 @@ import (
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger/witness"
 	"github.com/sealrun/sealrun/ledger/witness/witnesstest"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/scaffolds"
 )
 
@@ -43,12 +44,7 @@ id=$(runner submit b | sed -n 's/^candidate \([0-9a-f]*\) .*/\1/p'); runner fina
 		}
 		rec := waitState(b, d, r.ID, api.StateGraded)
 		total += time.Since(t0)
-		var rep struct {
-			Timings struct {
-				AnswersMS int64 `json:"answers_ms"`
-				BitsMS    int64 `json:"bits_ms"`
-			} `json:"timings"`
-		}
+		var rep report.Exam
 		json.Unmarshal(mustRead(b, filepath.Join(rec.Dir, "report.json")), &rep)
 		grading += time.Duration(rep.Timings.AnswersMS+rep.Timings.BitsMS) * time.Millisecond
 		// The validation scoring at submit is grading compute too.

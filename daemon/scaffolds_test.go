@@ -19,6 +19,7 @@ import (
 	"github.com/sealrun/sealrun/hostconfig"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
+	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/scaffolds"
 	"github.com/sealrun/sealrun/transcript"
 )
@@ -186,7 +187,7 @@ func checkUsage(t *testing.T, dir string, p *attest.Predicate, tr *transcript.Tr
 	if u.Cost.Amount <= 0 || u.Cost.Amount != tr.Totals.Cost || u.Cost.Price.Currency != "USD" || u.Cost.Price.Taken != "2026-11-20" {
 		t.Errorf("attested cost %+v; the transcript's %v", u.Cost, tr.Totals.Cost)
 	}
-	var rep struct{ Usage *policy.Usage }
+	var rep report.Exam
 	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "report.json")), &rep); err != nil || rep.Usage == nil || rep.Usage.Tokens != u.Tokens || rep.Usage.Cost == nil || rep.Usage.Cost.Amount != u.Cost.Amount {
 		t.Errorf("report.json's usage %+v (%v); the attestation's %+v", rep.Usage, err, u)
 	}
