@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -319,6 +320,57 @@ func Decode(kind string, line []byte) (Record, error) {
 		return nil, err // the caller names the entry: its line and kind
 	}
 	return r, nil
+}
+
+// ParseRecord reads one entry's line: its kind and its record (nil for a kind this package does
+// not own), with one JSON decoding where the line is as Append writes it (its kind found by
+// KindOf) and two otherwise.
+func ParseRecord(line []byte) (kind string, r Record, err error) {
+	kind, ok := KindOf(line)
+	if !ok {
+		e, r, err := Parse(line)
+		return e.Kind, r, err
+	}
+	if r, err = Decode(kind, line); err != nil {
+		return kind, nil, fmt.Errorf("a %s record: %w", kind, err)
+	}
+	return kind, r, nil
+}
+
+// KindOf is the kind of an entry's line in the form Append writes it: {"seq":N,"prev":"HEX",
+// "kind":"KIND", …, with "kind": nowhere else in the line (JSON takes the last of a repeated
+// key, so a line that repeats it is not read here). ok is false for any other line: read it
+// with Parse.
+func KindOf(line []byte) (kind string, ok bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"seq":`))
+	if !ok {
+		return "", false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return "", false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"prev":"`)); !ok {
+		return "", false
+	}
+	i = 0
+	for i < len(rest) && (rest[i] >= '0' && rest[i] <= '9' || rest[i] >= 'a' && rest[i] <= 'f') {
+		i++
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`","kind":"`)); !ok {
+		return "", false
+	}
+	i = 0
+	for i < len(rest) && (rest[i] >= 'a' && rest[i] <= 'z' || rest[i] == '_') {
+		i++
+	}
+	if i == 0 || i == len(rest) || rest[i] != '"' || bytes.Count(line, []byte(`"kind":`)) != 1 {
+		return "", false
+	}
+	return string(rest[:i]), true
 }
 
 // Parse reads one entry's line: its envelope and its record (nil for a kind this package does

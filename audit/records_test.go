@@ -45,3 +45,43 @@ func TestRecordsKeepTheirBytes(t *testing.T) {
 		}
 	}
 }
+
+// KindOf reads the kind of a line as Append writes it, and nothing else: a line in another form,
+// or one that repeats "kind" (JSON takes the last), is left to Parse, which agrees with it
+// wherever both read.
+func TestKindOf(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir + "/audit.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var lines [][]byte
+	l.OnAppend(func(_ string, line []byte) { lines = append(lines, append([]byte(nil), line...)) })
+	for _, r := range []Record{Submit{Candidate: "sha256:ab"}, Call{Call: 1}, SubmitRefused{Reason: `"kind":"call"`}, Pause{Event: PauseStart}} {
+		if _, _, err := l.Append(r.Kind(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, line := range lines {
+		kind, ok := KindOf(line)
+		e, rec, err := Parse(line)
+		k2, rec2, err2 := ParseRecord(line)
+		if !ok || kind != e.Kind || err != nil || err2 != nil || k2 != kind || rec.Kind() != rec2.Kind() {
+			t.Errorf("line %d %s: KindOf %q %v; Parse %q %v; ParseRecord %q %v", i+1, line, kind, ok, e.Kind, err, k2, err2)
+		}
+	}
+	for _, line := range []string{
+		`{"seq":1,"prev":"","kind":"call","kind":"submit","candidate":"x"}`, // repeated: JSON says submit
+		`{"prev":"","seq":1,"kind":"call"}`,                                 // another order
+		`{"seq":1,"prev":"","kind":"Call"}`, `{"seq":,"prev":"","kind":"call"}`, `{"seq":1,"prev":"","kind":"call`, `{"seq":1,"prev":"","kind":""}`,
+	} {
+		if k, ok := KindOf([]byte(line)); ok {
+			t.Errorf("KindOf(%s) = %q: a line not as Append writes it", line, k)
+		}
+	}
+	k, rec, err := ParseRecord([]byte(`{"seq":1,"prev":"","kind":"call","kind":"submit","candidate":"sha256:ab"}`))
+	if err != nil || k != KindSubmit || rec.Kind() != KindSubmit {
+		t.Errorf("a repeated kind: ParseRecord %q %v %v; JSON takes the last (submit)", k, rec, err)
+	}
+}

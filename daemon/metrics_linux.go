@@ -96,7 +96,7 @@ func (m *metrics) observeRun(dir, state string) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		_, rec, err := audit.Parse(sc.Bytes())
+		_, rec, err := audit.ParseRecord(sc.Bytes())
 		if err != nil {
 			continue
 		}

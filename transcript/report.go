@@ -171,11 +171,11 @@ func readAudit(rd io.Reader, r *RunReport) {
 	sc.Buffer(make([]byte, readSize(rd)), 1<<20)
 	var gwStart time.Time
 	for sc.Scan() {
-		env, rec, err := audit.Parse(sc.Bytes())
+		kind, rec, err := audit.ParseRecord(sc.Bytes())
 		if err != nil || rec == nil {
 			continue
 		}
-		it := timelineItem{Kind: env.Kind}
+		it := timelineItem{Kind: kind}
 		var at time.Time // a point's time (calls and requests have a span)
 		switch e := rec.(type) {
 		case *audit.Call:
@@ -206,9 +206,9 @@ func readAudit(rd io.Reader, r *RunReport) {
 			it.Detail, at = "refused: "+e.Reason, e.Time
 			it.Failed = true
 		case *audit.Promote:
-			it.Detail, at = env.Kind+" "+e.Candidate.Short(), e.Time
+			it.Detail, at = kind+" "+e.Candidate.Short(), e.Time
 		case *audit.Finalize:
-			it.Detail, at = env.Kind+" "+e.Candidate.Short(), e.Time
+			it.Detail, at = kind+" "+e.Candidate.Short(), e.Time
 		case *audit.Sealed:
 			it.Detail, at = fmt.Sprintf("pass vector sealed: %d/%d", e.Passed, e.Questions), e.Time
 		default:
