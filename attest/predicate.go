@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sealrun/sealrun/airgap"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/outcome"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -172,7 +173,7 @@ func checkIdentity(p *Predicate) error {
 		hexes = append(hexes, struct{ field, v string }{"task.sha256", string(p.Task.SHA256)}, struct{ field, v string }{"task.data_sha256", string(p.Task.DataSHA256)})
 	}
 	for _, h := range hexes {
-		if !isHex64(h.v) {
+		if !digest.IsHex(h.v) {
 			return bad(h.field, "%q is not 64 lowercase hex", h.v)
 		}
 	}
@@ -188,7 +189,7 @@ func checkIdentity(p *Predicate) error {
 	}
 	for _, im := range []struct{ field, v string }{{"images.controller", p.Images.Controller}, {"images.runner", p.Images.Runner}, {"images.grader", p.Images.Grader}} {
 		_, d, ok := strings.Cut(im.v, "@sha256:")
-		if !ok || !isHex64(d) {
+		if !ok || !digest.IsHex(d) {
 			return bad(im.field, "%q is not pinned as name@sha256:<64 hex>", im.v)
 		}
 	}
@@ -342,7 +343,7 @@ func checkSubmissions(p *Predicate, subjects []Subject) error {
 		field := fmt.Sprintf("submissions.history[%d]", i)
 		d, ok := strings.CutPrefix(string(s.Digest), "sha256:")
 		switch {
-		case !ok || !isHex64(d):
+		case !ok || !digest.IsHex(d):
 			return bad(field+".digest", "%q is not sha256:<64 lowercase hex>", s.Digest)
 		case s.Size < 1 || s.Size > p.Budget.MaxGzipBytes:
 			return bad(field+".size", "is %d; a candidate is 1 to max_gzip_bytes (%d) bytes", s.Size, p.Budget.MaxGzipBytes)
@@ -411,7 +412,7 @@ func checkBuild(b *Build) error {
 	if strings.TrimSpace(b.Version) == "" || strings.TrimSpace(b.GoVersion) == "" {
 		return bad("build", "version and go_version are required")
 	}
-	if !isHex64(b.DaemonSHA256) {
+	if !digest.IsHex(b.DaemonSHA256) {
 		return bad("build.sealrund_sha256", "%q is not 64 lowercase hex", b.DaemonSHA256)
 	}
 	for i, s := range b.SeamsUsed {
@@ -429,7 +430,7 @@ func checkBuild(b *Build) error {
 		if !slices.Contains(Helpers, name) {
 			return bad("build.helpers", "%q is not one of %s", name, strings.Join(Helpers, ", "))
 		}
-		if !isHex64(h) {
+		if !digest.IsHex(h) {
 			return bad("build.helpers."+name, "%q is not 64 lowercase hex", h)
 		}
 	}
@@ -550,7 +551,7 @@ func checkExamResult(p *Predicate, r Result, subjects []Subject) error {
 		if _, ok := subjectDigest(subjects, SubjectBundle); !ok {
 			return bad("result.status", "graded, but there is no %q subject binding the graded bundle", SubjectBundle)
 		}
-		if !isHex64(string(r.PassVectorSHA256)) {
+		if !digest.IsHex(string(r.PassVectorSHA256)) {
 			return bad("result.pass_vector_sha256", "a graded result needs the pass vector's sha256 (64 lowercase hex)")
 		}
 	case outcome.Failed, outcome.Invalid:
@@ -569,7 +570,7 @@ func checkExamResult(p *Predicate, r Result, subjects []Subject) error {
 	if want := 100 * float64(r.Passed) / float64(r.Questions); math.Abs(r.Score-want) > 1e-9 {
 		return bad("result.score", "is %v but passed/questions is %d/%d = %v%%", r.Score, r.Passed, r.Questions, want)
 	}
-	if r.PassVectorSHA256 != "" && !isHex64(string(r.PassVectorSHA256)) {
+	if r.PassVectorSHA256 != "" && !digest.IsHex(string(r.PassVectorSHA256)) {
 		return bad("result.pass_vector_sha256", "%q is not 64 lowercase hex", r.PassVectorSHA256)
 	}
 	if r.BitsPerByte != nil && (*r.BitsPerByte < 0 || math.IsNaN(*r.BitsPerByte) || math.IsInf(*r.BitsPerByte, 0)) {

@@ -19,6 +19,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/options"
 
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 )
@@ -634,7 +635,7 @@ func checkSubjects(subjects []Subject) error {
 			return failf(ReasonSubject, "subject %q appears twice", s.Name)
 		}
 		seen[s.Name] = true
-		if d, ok := s.Digest["sha256"]; !ok || !isHex64(d) {
+		if d, ok := s.Digest["sha256"]; !ok || !digest.IsHex(d) {
 			return failf(ReasonSubject, "subject %q has no sha256 digest of 64 lowercase hex", s.Name)
 		}
 	}
@@ -642,18 +643,6 @@ func checkSubjects(subjects []Subject) error {
 		return failf(ReasonSubject, "no %q subject; every attestation binds its result report", SubjectReport)
 	}
 	return nil
-}
-
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // ReadUnverified reads the statement of an envelope without checking its signature or

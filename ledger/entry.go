@@ -43,10 +43,7 @@ type Entry struct {
 // MaxEntryBytes bounds one entry.
 const MaxEntryBytes = 16 << 10
 
-var (
-	runRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-	hex64RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+var runRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 
 // Check says what is wrong with an entry, naming the field.
 func (e *Entry) Check() error {
@@ -66,7 +63,7 @@ func (e *Entry) Check() error {
 	}
 	switch e.Kind {
 	case KindQueued:
-		if !hex64RE.MatchString(e.Track) {
+		if !digest.IsHex(e.Track) {
 			return bad("track", "%q is not a track id (64 lowercase hex)", e.Track)
 		}
 		if e.Agent == "" || e.Scaffold == "" {
@@ -85,7 +82,7 @@ func (e *Entry) Check() error {
 		if _, err := outcome.Parse(string(e.State)); err != nil {
 			return bad("state", "%v", err)
 		}
-		if e.Attestation != "" && !hex64RE.MatchString(string(e.Attestation)) {
+		if e.Attestation != "" && !digest.IsHex(string(e.Attestation)) {
 			return bad("attestation", "%q is not 64 lowercase hex", e.Attestation)
 		}
 		if e.Attestation == "" && e.State != outcome.Invalid {

@@ -336,7 +336,6 @@ func (v *validator) track(md toml.MetaData) *Track {
 
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-	hexRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	// repoRE is a registry repository name: optional host[:port]/ then lowercase path components.
 	repoRE = regexp.MustCompile(`^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`)
 	sizeRE = regexp.MustCompile(`^([0-9]+)(B|KiB|MiB|GiB|TiB)$`)
@@ -489,7 +488,7 @@ func (v *validator) convert(key string, k kind, val any) (any, bool) {
 			return fail("is %q, not a task kind", s)
 		}
 	case kTrackID:
-		if s != "" && !hexRE.MatchString(s) {
+		if s != "" && !digest.IsHex(s) {
 			return fail("is %q, not a track id", s)
 		}
 	case kDuration:
@@ -502,7 +501,7 @@ func (v *validator) convert(key string, k kind, val any) (any, bool) {
 		}
 		return d, true
 	case kSHA256:
-		if !hexRE.MatchString(s) {
+		if !digest.IsHex(s) {
 			if strings.HasPrefix(s, "sha256:") {
 				return fail("is %q; drop the \"sha256:\" prefix", s)
 			}
@@ -532,7 +531,7 @@ func (v *validator) image(key, s string) (any, bool) {
 	case algo != "sha256":
 		v.add(key, "%q: digest %q is not sha256; expected name@sha256:<64 lowercase hex>", s, dg)
 		return nil, false
-	case !hexRE.MatchString(hex):
+	case !digest.IsHex(hex):
 		v.add(key, "%q: digest is not sha256: followed by 64 lowercase hex digits; copy the digest exactly as `sealrun images pin` prints it", s)
 		return nil, false
 	}

@@ -23,6 +23,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sealrun/sealrun/digest"
 )
 
 //go:embed */scaffold.toml */*
@@ -126,7 +128,6 @@ var (
 func init() { loadErr = load() }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // memoryRE is a scaffold's memory: whole MiB or GiB, as tracks write sizes (policy.ParseBytes
 // takes more; this package imports nothing of sealrun's).
@@ -183,7 +184,7 @@ func read(dir string) (*Scaffold, error) {
 		}
 	}
 	for i, n := range s.NPM {
-		if n.Package == "" || n.Version == "" || !hexRE.MatchString(n.SHA256) || !strings.HasPrefix(n.Take, "package/") || !path.IsAbs(n.To) {
+		if n.Package == "" || n.Version == "" || !digest.IsHex(n.SHA256) || !strings.HasPrefix(n.Take, "package/") || !path.IsAbs(n.To) {
 			errs = append(errs, fmt.Errorf("npm[%d]: give package, version, sha256 (64 hex), take (under package/) and to (absolute)", i))
 		}
 	}

@@ -236,7 +236,7 @@ func (e *editor) scaffold(store *images.Store, given, ref string) error {
 // pinExam finds the hidden exam in the content store by file or sha256 and reads its header.
 func pinExam(state, v string) (string, exams.Header, error) {
 	sha := v
-	if !hexSHA256.MatchString(v) {
+	if !digest.IsHex(v) {
 		var err error
 		if sha, err = fileio.SHA256(v); err != nil {
 			return "", exams.Header{}, opt.Wrap("trackpin.Pins", "Exam", err)
@@ -256,7 +256,7 @@ func pinExam(state, v string) (string, exams.Header, error) {
 // pinKit opens an installed kit by directory (a built kit, checked) or kit hash.
 func pinKit(state, v string) (*kits.Kit, error) {
 	hash := v
-	if !hexSHA256.MatchString(v) {
+	if !digest.IsHex(v) {
 		k, err := kits.Open(v)
 		if err != nil {
 			return nil, opt.Wrap("trackpin.Pins", "Kit", err)

@@ -16,7 +16,6 @@ type trackText struct {
 }
 
 var (
-	hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	tableLine = regexp.MustCompile(`^\s*\[([A-Za-z0-9_.-]+)\]\s*(#.*)?$`)
 	valueLine = regexp.MustCompile(`^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)("(?:[^"\\]|\\.)*"|[^\s#]+)(\s*)(#.*)?$`)
 	// A comment that says the value is not real yet; it goes when the value is pinned.
