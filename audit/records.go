@@ -274,9 +274,9 @@ func (Terminal) Kind() string      { return KindTerminal }
 func (Attach) Kind() string        { return KindAttach }
 func (Pause) Kind() string         { return KindPause }
 
-// NewRecord is a new, empty record of kind (a pointer to its type: *Call for KindCall), or nil
+// newRecord is a new, empty record of kind (a pointer to its type: *Call for KindCall), or nil
 // for a kind this package does not own.
-func NewRecord(kind string) Record {
+func newRecord(kind string) Record {
 	switch kind {
 	case KindGateway:
 		return new(Gateway)
@@ -312,7 +312,7 @@ func NewRecord(kind string) Record {
 // all) as kind's type: *Call for KindCall, and so on. A kind this package does not own is
 // (nil, nil): readers show it by its name.
 func Decode(kind string, line []byte) (Record, error) {
-	r := NewRecord(kind)
+	r := newRecord(kind)
 	if r == nil {
 		return nil, nil
 	}

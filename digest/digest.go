@@ -34,14 +34,6 @@ func IsHex(s string) bool {
 	return true
 }
 
-// ParseHex reads s as 64 lowercase hex digits.
-func ParseHex(s string) (Hex, error) {
-	if !IsHex(s) {
-		return "", fmt.Errorf("%.80q is not a SHA-256 (64 lowercase hex digits)", s)
-	}
-	return Hex(s), nil
-}
-
 // Parse reads s as "sha256:" and 64 lowercase hex digits.
 func Parse(s string) (Digest, error) {
 	h, ok := strings.CutPrefix(s, Prefix)
@@ -60,12 +52,6 @@ func SumHex(b []byte) Hex {
 // HexOf is a hash's sum (a crypto/sha256 hash's Sum) as hex.
 func HexOf(sum []byte) Hex { return Hex(hex.EncodeToString(sum)) }
 
-// Of is the digest of b.
-func Of(b []byte) Digest { return SumHex(b).Digest() }
-
-// FromSum is the digest whose hash is sum.
-func FromSum(sum [sha256.Size]byte) Digest { return Digest(Prefix + hex.EncodeToString(sum[:])) }
-
 // Digest is h with its algorithm.
 func (h Hex) Digest() Digest { return Digest(Prefix + string(h)) }
 
@@ -77,9 +63,3 @@ func (d Digest) Short() string {
 	h := string(d.Hex())
 	return h[:min(len(h), 12)]
 }
-
-// Short is h's first 12 hex digits.
-func (h Hex) Short() string { return h.Digest().Short() }
-
-func (d Digest) String() string { return string(d) }
-func (h Hex) String() string    { return string(h) }

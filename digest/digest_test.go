@@ -16,8 +16,8 @@ func TestParse(t *testing.T) {
 	if d, err := Parse("sha256:" + h); err != nil || d.Hex() != Hex(h) || d.Short() != h[:12] {
 		t.Errorf("Parse: %q %v", d, err)
 	}
-	if x, err := ParseHex(h); err != nil || x.Digest() != Digest("sha256:"+h) {
-		t.Errorf("ParseHex: %q %v", x, err)
+	if !IsHex(h) || Hex(h).Digest() != Digest("sha256:"+h) {
+		t.Errorf("IsHex, Digest of %q", h)
 	}
 	for _, bad := range []string{"", h, "sha256:", "sha256:" + strings.ToUpper(h), "sha512:" + h, "sha256:" + h + "0", "sha256:" + h[:63] + "g", " sha256:" + h} {
 		if _, err := Parse(bad); err == nil {
@@ -25,13 +25,13 @@ func TestParse(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "sha256:" + h, h[:63], h + "0", strings.ToUpper(h)} {
-		if _, err := ParseHex(bad); err == nil {
-			t.Errorf("ParseHex(%q): no error", bad)
+		if IsHex(bad) {
+			t.Errorf("IsHex(%q)", bad)
 		}
 	}
 	sum := sha256.Sum256([]byte("x"))
-	if Of([]byte("x")) != Digest("sha256:"+hex.EncodeToString(sum[:])) || FromSum(sum) != Of([]byte("x")) {
-		t.Error("Of and FromSum disagree with crypto/sha256")
+	if SumHex([]byte("x")) != Hex(hex.EncodeToString(sum[:])) || HexOf(sum[:]) != SumHex([]byte("x")) {
+		t.Error("SumHex and HexOf disagree with crypto/sha256")
 	}
 	if Digest("").Short() != "" || Digest("sha256:ab").Short() != "ab" {
 		t.Error("Short of a short value")

@@ -43,8 +43,7 @@ func HashSums(sums []Sum) Hex {
 		line = append(append(append(append(line[:0], s.SHA256...), "  "...), s.Path...), '\n')
 		h.Write(line)
 	}
-	var sum [sha256.Size]byte
-	return FromSum([sha256.Size]byte(h.Sum(sum[:0]))).Hex()
+	return HexOf(h.Sum(nil))
 }
 
 // SumsRules are what a reader of SHA256SUMS asks of it beyond its lines' form.
