@@ -73,7 +73,7 @@ output = 1
 url = "ftp://tsa.example"
 chain = "` + key + `"
 [ledger]
-witness_quorum = 4
+witness_quorum = 5
 [[witnesses]]
 name = "lab a"
 url = "ftp://witness.example"
@@ -85,6 +85,10 @@ key = "` + witnessKey + `"
 [[witnesses]]
 name = "ok"
 url = "https://other.example"
+key = "` + witnessKey + `"
+[[witnesses]]
+name = "creds"
+url = "https://user:secret@witness.example"
 key = "` + witnessKey + `"
 `
 	_, err := hostconfig.Parse("sealrun.toml", []byte(cfg))
@@ -126,7 +130,8 @@ key = "` + witnessKey + `"
 		`sealrun.toml:witnesses[0].key: witness key "sealrun.ledger/x+01234567+AQ=="`,
 		`sealrun.toml:witnesses[2].name: "ok" is listed twice`,
 		`sealrun.toml:witnesses[2].key: the key witness.test/config is listed twice`,
-		"sealrun.toml:ledger.witness_quorum: 4, but only 3 [[witnesses]] are listed",
+		`sealrun.toml:witnesses[3].url: "https://user:xxxxx@witness.example" carries a user name or password`,
+		"sealrun.toml:ledger.witness_quorum: 5, but only 4 [[witnesses]] are listed",
 		`sealrun.toml:timestamp.url: "ftp://tsa.example" is not the http(s) URL of an RFC 3161 timestamp authority`,
 		"sealrun.toml:timestamp.chain: " + key + ": no PEM certificate",
 	} {

@@ -346,8 +346,10 @@ func (c *Config) Validate() error {
 			bad(key+".name", "%q is listed twice", w.Name)
 		}
 		wnames[w.Name] = true
-		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 			bad(key+".url", "%q is not an http(s) URL of a witness's submission prefix (sealrun posts to <url>/add-checkpoint), like https://witness.example.org", w.URL)
+		} else if u.User != nil {
+			bad(key+".url", "%q carries a user name or password: sealrund sends a witness its heads and nothing else; give the URL without them", u.Redacted())
 		}
 		if v, err := witness.NewVerifier(w.Key); err != nil {
 			bad(key+".key", "%v", err)

@@ -39,6 +39,8 @@ test_packages=(
   xxd             # attest/VERIFY.md's by-hand cosignature check, run as written by a test
   jq              # attest/VERIFY.md's by-hand checks read JSON with it, run as written by tests
   tmux            # the human-run test drives a person at sealrun attach with send-keys and capture-pane
+  nginx           # the TLS reverse proxy docs/OPERATOR.md puts in front of a witness: the witness's
+                  #   flood and interop tests run behind it, configured as the docs say; no service started
   openssh-server  # sshd, on loopback with its own configuration, takes people to the documented
                   #   ForceCommand (deploy/ssh) in the people test; installed with no service started
 )

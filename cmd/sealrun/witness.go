@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -156,24 +157,33 @@ func readLogKeys(flags, files []string) ([]witness.Log, error) {
 
 func newWitnessServeCmd() *cobra.Command {
 	var keyFile, stateDir, listen string
-	var logs, logFiles []string
-	var rate float64
+	var logs, logFiles, proxies []string
+	var rate, logRate float64
 	cmd := &cobra.Command{
 		Use:   "serve --key FILE --state DIR --log VKEY... [--listen ADDR]",
 		Short: "Serve add-checkpoint (C2SP tlog-witness) for the logs given",
 		Long: `Serve answers POST /add-checkpoint for each log given with --log (a host's note verifier key, from
 sealrun ledger vkey; repeatable) or listed in --logs files (one key per line). It keeps, in
 --state (witness-heads.jsonl), the size and root hash it last cosigned for each log, written and
-fsynced before it answers; never delete that file (a witness that forgets a size can be made to
-cosign a rolled-back log). Each answer is one line on stderr. Requests are bounded in size
-(16 KiB) and rate (--rate per client address).
+fsynced before it answers; never delete that file, and never put an older copy in its place (a
+witness that forgets a size can be made to cosign a rolled-back log). One process holds a state:
+a second serve on it refuses to start, naming the first; the state must be on a local file
+system (not NFS, SMB, Ceph or FUSE).
+
+What cannot be a checkpoint of a log it follows (malformed, another origin, no signature line of
+the log's key) is refused before it is counted. The rest is bounded per client (--rate; a client
+is an IPv4 address or an IPv6 /64) and what moves a log's head per log (--log-rate). Behind a
+reverse proxy, name it with --trusted-proxy: the client is then the address the proxy puts in
+X-Forwarded-For (docs/OPERATOR.md has the nginx configuration); without it every client shares
+the proxy's budget. Each cosignature is a line on stderr; refusals at most five a second, each
+line counting those not logged.
 
 The statuses are the protocol's: 200 and the cosignature line; 404 a log it does not follow; 403
 no signature by the log's key; 409 an old size other than the one it holds (the body is that
 size), or the same size with another root hash; 422 a consistency proof that does not verify;
-400 a malformed request.`,
+400 a malformed request; 429 over a budget (Retry-After says when to come back).`,
 		Example: `  sealrun witness serve --key /etc/sealrun-witness/key --state /var/lib/sealrun-witness \
-    --log 'sealrun.ledger/gpu-node-07+1a2b3c4d+AW3x...' --listen :7380`,
+    --log 'sealrun.ledger/gpu-node-07+1a2b3c4d+AW3x...' --listen 127.0.0.1:7380 --trusted-proxy 127.0.0.1`,
 		Args: exactArgs(0, "no arguments (the logs are --log or --logs)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if keyFile == "" || stateDir == "" {
@@ -182,6 +192,13 @@ size), or the same size with another root hash; 422 a consistency proof that doe
 			ls, err := readLogKeys(logs, logFiles)
 			if err != nil {
 				return err
+			}
+			trusted, err := witness.ParseProxies(proxies)
+			if err != nil {
+				return usage(fmt.Errorf("--trusted-proxy: %w", err))
+			}
+			if rate <= 0 || logRate <= 0 {
+				return usage(errors.New("--rate and --log-rate are per second, above 0"))
 			}
 			if len(ls) == 0 {
 				return usage(errors.New("give at least one log to follow with --log VKEY or --logs FILE"))
@@ -196,7 +213,7 @@ size), or the same size with another root hash; 422 a consistency proof that doe
 			}
 			defer st.Close()
 			lg := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			srv, err := witness.NewServer(witness.Config{Signer: c, Logs: ls, Store: st, Log: lg, Rate: rate})
+			srv, err := witness.NewServer(witness.Config{Signer: c, Logs: ls, Store: st, Log: lg, Rate: rate, LogRate: logRate, TrustedProxies: trusted})
 			if err != nil {
 				return usage(err)
 			}
@@ -208,6 +225,9 @@ size), or the same size with another root hash; 422 a consistency proof that doe
 				h := st.Head(l.Origin)
 				lg.Info("following", "origin", l.Origin, "keys", len(l.Keys), "cosigned_size", h.Size)
 			}
+			if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && ap.Addr().IsLoopback() && len(trusted) == 0 {
+				lg.Warn("serving on loopback with no --trusted-proxy: behind a proxy, every client shares the proxy's budget (--rate); name the proxy with --trusted-proxy (docs/OPERATOR.md)")
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "witness %s on http://%s (public key %s)\n", c.Name(), ln.Addr(), c.VerifierKey())
 			return serveWitness(cmd.Context(), ln, srv)
 		},
@@ -217,7 +237,9 @@ size), or the same size with another root hash; 422 a consistency proof that doe
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7380", "the address to serve on")
 	cmd.Flags().StringArrayVar(&logs, "log", nil, "a log to follow: its note verifier key (repeatable)")
 	cmd.Flags().StringArrayVar(&logFiles, "logs", nil, "a file of log keys, one per line (repeatable)")
-	cmd.Flags().Float64Var(&rate, "rate", 20, "requests per second per client address (a burst of twice that)")
+	cmd.Flags().Float64Var(&rate, "rate", 20, "requests per second per client, an IPv4 address or IPv6 /64 (a burst of twice that)")
+	cmd.Flags().Float64Var(&logRate, "log-rate", 10, "moves of one log's head per second (a burst of twice that)")
+	cmd.Flags().StringArrayVar(&proxies, "trusted-proxy", nil, "a reverse proxy (address or CIDR; repeatable) whose X-Forwarded-For names the client")
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 )
@@ -27,13 +28,27 @@ func (e *ConflictError) Error() string {
 
 // StatusError is any other refusal: the witness's status and its words.
 type StatusError struct {
-	Witness string
-	Status  int
-	Text    string
+	Witness    string
+	Status     int
+	Text       string
+	Location   string        // a redirect's, which is not followed
+	RetryAfter time.Duration // a 429's Retry-After (seconds), 0 when absent
 }
 
 func (e *StatusError) Error() string {
+	if e.Location != "" {
+		return fmt.Sprintf("witness %s answered %d, a redirect to %s, which is not followed: give the witness's own URL (heads go to that address and nowhere else)", e.Witness, e.Status, trim(e.Location))
+	}
 	return fmt.Sprintf("witness %s answered %d: %s", e.Witness, e.Status, e.Text)
+}
+
+// NewClient is the HTTP client a log sends its heads with: it follows no redirect (a witness's
+// URL cannot send the host's requests elsewhere), keeps no cookies and sends no credentials.
+func NewClient() *http.Client {
+	return &http.Client{
+		Timeout:       20 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // RequestBody is an add-checkpoint request body: the old size, the proof, the signed checkpoint.
@@ -49,12 +64,15 @@ func RequestBody(old uint64, proof [][]byte, signed string) []byte {
 }
 
 // Submit sends a signed checkpoint to the witness at url (its submission prefix) with a
-// consistency proof from old, and returns the witness's cosignature line, checked with v.
+// consistency proof from old, and returns the witness's cosignature line, checked with v. hc
+// should be NewClient's: one that follows redirects would send the head where the answer says.
 func Submit(ctx context.Context, hc *http.Client, url string, v *Verifier, old uint64, proof [][]byte, signed string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(url, "/")+"/add-checkpoint", bytes.NewReader(RequestBody(old, proof, signed)))
 	if err != nil {
 		return "", err
 	}
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	req.Header.Set("User-Agent", "sealrun-witness-follower")
 	resp, err := hc.Do(req)
 	if err != nil {
 		return "", err
@@ -72,7 +90,17 @@ func Submit(ctx context.Context, hc *http.Client, url string, v *Verifier, old u
 		}
 		return "", &ConflictError{Witness: v.Name(), Size: n}
 	case resp.StatusCode != http.StatusOK:
-		return "", &StatusError{Witness: v.Name(), Status: resp.StatusCode, Text: trim(strings.TrimSpace(string(body)))}
+		e := &StatusError{Witness: v.Name(), Status: resp.StatusCode, Text: trim(strings.TrimSpace(string(body)))}
+		if resp.StatusCode/100 == 3 {
+			e.Location = resp.Header.Get("Location")
+			if e.Location == "" {
+				e.Location = "(no Location)"
+			}
+		}
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+			e.RetryAfter = time.Duration(min(n, 3600)) * time.Second
+		}
+		return "", e
 	}
 	line, err := Pick(signed, string(body), v)
 	if err != nil {

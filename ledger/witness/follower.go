@@ -242,7 +242,7 @@ func NewFollower(src Source, targets []Target, store *Cosignatures, log *slog.Lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Follower{src: src, targets: targets, store: store, log: log, status: map[string]*TargetStatus{}, MaxBackoff: time.Minute,
-		hc: &http.Client{Timeout: 20 * time.Second}}
+		hc: NewClient()}
 	for _, t := range targets {
 		f.status[t.Name] = &TargetStatus{Name: t.Name, Held: store.Latest(t.Verifier.Name())}
 	}
@@ -345,7 +345,12 @@ func (f *Follower) follow(ctx context.Context, t Target, wake <-chan struct{}) {
 			err = fmt.Errorf("the witness holds size %d of this log, which has %d entries: it was shown another ledger under this origin (a second machine with this key?) or this ledger was rolled back", ce.Size, cp.Size)
 		}
 		conflicts = 0
-		backoff = min(max(2*backoff, time.Second), f.MaxBackoff)
+		var se *StatusError
+		if errors.As(err, &se) && se.Status == http.StatusTooManyRequests {
+			backoff = min(max(se.RetryAfter, time.Second), f.MaxBackoff) // its budget, not a failure
+		} else {
+			backoff = min(max(2*backoff, time.Second), f.MaxBackoff)
+		}
 		st(func(s *TargetStatus) { s.LastError = err.Error() })
 		f.log.Warn("witness did not cosign", "witness", t.Name, "size", cp.Size, "retry_in", backoff, "err", err)
 	}

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,13 +34,23 @@ type Log struct {
 }
 
 // Server answers add-checkpoint requests (C2SP tlog-witness) for the logs it follows.
+//
+// A request is refused, before it is counted against anything, when it cannot be a checkpoint
+// of a log it follows: malformed, of another origin, or bearing no signature line of that log's
+// key. What is left costs a signature check and is counted against its client's budget; what
+// would move a log's head (an fsync) is counted against that log's, which only the log's key
+// can spend: a replayed checkpoint moves nothing. Refusals are logged at a bounded rate.
 type Server struct {
-	signer *Cosigner
-	logs   map[string]note.Verifiers
-	store  *Store
-	log    *slog.Logger
-	now    func() time.Time
-	limit  *limiter
+	signer   *Cosigner
+	logs     map[string]note.Verifiers
+	store    *Store
+	log      *slog.Logger
+	now      func() time.Time
+	clients  *limiter[clientKey]
+	heads    *limiter[string]
+	proxies  []netip.Prefix
+	refused  *refusals
+	viaProxy sync.Once
 }
 
 // Config configures a Server.
@@ -47,11 +58,19 @@ type Config struct {
 	Signer *Cosigner
 	Logs   []Log
 	Store  *Store
-	Log    *slog.Logger // one line per answer (origin, sizes, status); nil: discarded
-	// Rate bounds requests per client address (per second, with a burst of twice that): 0
-	// means 20. A client over it is answered 429.
+	Log    *slog.Logger // a line per cosignature; refusals at most a few a second; nil: discarded
+	// Rate bounds a client's requests (per second, with a burst of twice that): 0 means 20. A
+	// client is an IPv4 address or an IPv6 /64. Over it: 429.
 	Rate float64
-	Now  func() time.Time // the cosignatures' clock; nil: time.Now
+	// LogRate bounds how often one log's head moves (per second, a burst of twice that): 0
+	// means 10. Over it: 429.
+	LogRate float64
+	// TrustedProxies are the proxies whose X-Forwarded-For names the client; from anyone else
+	// the header is ignored.
+	TrustedProxies []netip.Prefix
+	// MaxClients bounds the clients the limiter keeps a budget for (0: DefaultMaxClients).
+	MaxClients int
+	Now        func() time.Time // the cosignatures' clock; nil: time.Now
 }
 
 // NewServer returns a witness server.
@@ -59,7 +78,7 @@ func NewServer(c Config) (*Server, error) {
 	if c.Signer == nil || c.Store == nil {
 		return nil, errors.New("witness: a signer and a store are required")
 	}
-	s := &Server{signer: c.Signer, logs: map[string]note.Verifiers{}, store: c.Store, log: c.Log, now: c.Now}
+	s := &Server{signer: c.Signer, logs: map[string]note.Verifiers{}, store: c.Store, log: c.Log, now: c.Now, proxies: c.TrustedProxies}
 	for _, l := range c.Logs {
 		if err := checkName("log origin", l.Origin); err != nil {
 			return nil, err
@@ -83,11 +102,19 @@ func NewServer(c Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	rate := c.Rate
+	rate, logRate := c.Rate, c.LogRate
 	if rate <= 0 {
 		rate = 20
 	}
-	s.limit = newLimiter(rate, 2*rate)
+	if logRate <= 0 {
+		logRate = 10
+	}
+	if c.MaxClients <= 0 {
+		c.MaxClients = DefaultMaxClients
+	}
+	s.clients = newLimiter[clientKey](rate, 2*rate, c.MaxClients)
+	s.heads = newLimiter[string](logRate, 2*logRate, max(len(s.logs), 1))
+	s.refused = newRefusals(s.log, 5)
 	return s, nil
 }
 
@@ -116,58 +143,129 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "add-checkpoint takes POST", http.StatusMethodNotAllowed)
 		return
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	client, viaProxy, err := clientOf(r, s.proxies)
 	if err != nil {
-		host = r.RemoteAddr
-	}
-	if !s.limit.allow(host, s.now()) {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "too many requests from "+host, http.StatusTooManyRequests)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if viaProxy {
+		s.viaProxy.Do(func() {
+			s.log.Warn("a request came through a proxy this witness does not trust (X-Forwarded-For from "+client.String()+"): its clients share that proxy's budget; name it with --trusted-proxy", "proxy", client.String())
+		})
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			http.Error(w, fmt.Sprintf("request body over %d bytes", MaxRequestBody), http.StatusRequestEntityTooLarge)
+			s.refuse(w, client, fail(http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxRequestBody))
 			return
 		}
-		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		s.refuse(w, client, fail(http.StatusBadRequest, "reading the request: %v", err))
 		return
 	}
-	line, rerr := s.AddCheckpoint(body)
-	if rerr != nil {
+	req, err := s.parse(body)
+	if err != nil {
+		s.refuse(w, client, err)
+		return
+	}
+	if !s.clients.allow(client, time.Now()) {
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, client, fail(http.StatusTooManyRequests, "too many requests from %s (%g a second)", client, s.clients.rate))
+		return
+	}
+	line, err := s.add(req)
+	if err != nil {
 		var e *requestError
-		if !errors.As(rerr, &e) {
-			e = fail(http.StatusInternalServerError, "%v", rerr)
+		if errors.As(err, &e) && e.status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
 		}
-		s.log.Info("add-checkpoint refused", "client", host, "status", e.status, "why", e.msg)
-		if e.isSize {
-			w.Header().Set("Content-Type", "text/x.tlog.size")
-			w.WriteHeader(http.StatusConflict)
-			fmt.Fprintf(w, "%d\n", e.size)
-			return
-		}
-		http.Error(w, e.msg, e.status)
+		s.refuse(w, client, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, line)
 }
 
-// AddCheckpoint handles one request body and returns the cosignature line, or an error
-// carrying the status the protocol gives it.
-func (s *Server) AddCheckpoint(body []byte) (string, error) {
+// refuse answers err (a requestError, or a 500) and logs it at the refusals' rate.
+func (s *Server) refuse(w http.ResponseWriter, client clientKey, err error) {
+	var e *requestError
+	if !errors.As(err, &e) {
+		e = fail(http.StatusInternalServerError, "%v", err)
+	}
+	s.refused.note(time.Now(), "add-checkpoint refused", "client", client.String(), "status", e.status, "why", e.msg)
+	if e.isSize {
+		w.Header().Set("Content-Type", "text/x.tlog.size")
+		w.WriteHeader(http.StatusConflict)
+		fmt.Fprintf(w, "%d\n", e.size)
+		return
+	}
+	http.Error(w, e.msg, e.status)
+}
+
+// request is an add-checkpoint request that could be a checkpoint of a log this witness follows.
+type request struct {
+	old    uint64
+	proof  [][]byte
+	signed []byte
+	origin string
+	keys   note.Verifiers
+}
+
+// parse checks, without any signature check, that body can be a checkpoint of a log this
+// witness follows: the request's form, the origin, and a signature line of one of its keys.
+func (s *Server) parse(body []byte) (*request, error) {
 	old, proof, signed, err := parseRequest(body)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	origin, _, _ := strings.Cut(string(signed), "\n")
 	keys, ok := s.logs[origin]
 	if !ok {
-		return "", fail(http.StatusNotFound, "unknown log %q: this witness does not follow it", trim(origin))
+		return nil, fail(http.StatusNotFound, "unknown log %q: this witness does not follow it", trim(origin))
 	}
-	n, err := note.Open(signed, keys)
+	text, sigs, ok := bytes.Cut(signed, []byte("\n\n"))
+	if !ok || !hasSignatureBy(sigs, keys) {
+		return nil, fail(http.StatusForbidden, "checkpoint of %s: no signature line of the log's key", origin)
+	}
+	if _, err := ledger.ParseCheckpoint(string(text) + "\n"); err != nil {
+		return nil, fail(http.StatusBadRequest, "checkpoint of %s: %v", origin, err)
+	}
+	return &request{old: old, proof: proof, signed: signed, origin: origin, keys: keys}, nil
+}
+
+// hasSignatureBy says whether a note's signature lines include one whose key name and hash are
+// one of keys (its signature is not checked).
+func hasSignatureBy(sigs []byte, keys note.Verifiers) bool {
+	for l := range strings.SplitSeq(string(sigs), "\n") {
+		rest, ok := strings.CutPrefix(l, "— ")
+		name, b64, ok2 := strings.Cut(rest, " ")
+		if !ok || !ok2 {
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(sig) < 5 {
+			continue
+		}
+		if _, err := keys.Verifier(name, binary.BigEndian.Uint32(sig)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// AddCheckpoint handles one request body and returns the cosignature line, or an error
+// carrying the status the protocol gives it.
+func (s *Server) AddCheckpoint(body []byte) (string, error) {
+	req, err := s.parse(body)
+	if err != nil {
+		return "", err
+	}
+	return s.add(req)
+}
+
+func (s *Server) add(req *request) (string, error) {
+	origin, old, proof := req.origin, req.old, req.proof
+	n, err := note.Open(req.signed, req.keys)
 	if err != nil {
 		var unverified *note.UnverifiedNoteError
 		var invalid *note.InvalidSignatureError
@@ -189,6 +287,7 @@ func (s *Server) AddCheckpoint(body []byte) (string, error) {
 	if old == 0 && len(proof) > 0 {
 		return "", fail(http.StatusUnprocessableEntity, "a consistency proof from size 0 is empty; got %d lines", len(proof))
 	}
+	moved := false
 	err = s.store.Update(origin, func(cur Head) (Head, error) {
 		if old != cur.Size {
 			return cur, &requestError{status: http.StatusConflict, msg: fmt.Sprintf("old size %d; this witness holds %d", old, cur.Size), size: cur.Size, isSize: true}
@@ -203,12 +302,22 @@ func (s *Server) AddCheckpoint(body []byte) (string, error) {
 				return cur, fail(http.StatusUnprocessableEntity, "consistency proof from %d to %d does not verify: %v", old, cp.Size, err)
 			}
 		}
-		return Head{Size: cp.Size, Root: cp.Root}, nil
+		next := Head{Size: cp.Size, Root: cp.Root}
+		if next != cur {
+			// The head moves (an fsync): the log's own budget, which only its key can spend.
+			if !s.heads.allow(origin, time.Now()) {
+				return cur, fail(http.StatusTooManyRequests, "the head of %s moved more than %g times a second", origin, s.heads.rate)
+			}
+			moved = true
+		}
+		return next, nil
 	})
 	if err != nil {
 		return "", err
 	}
-	s.log.Info("cosigned", "origin", origin, "old", old, "size", cp.Size)
+	if moved {
+		s.log.Info("cosigned", "origin", origin, "old", old, "size", cp.Size)
+	}
 	return s.signer.Cosign([]byte(n.Text), s.now()), nil
 }
 
@@ -265,47 +374,6 @@ func trim(s string) string {
 		return s[:80] + "…"
 	}
 	return s
-}
-
-// limiter is a token bucket per client address.
-type limiter struct {
-	mu      sync.Mutex
-	rate    float64
-	burst   float64
-	buckets map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-func newLimiter(rate, burst float64) *limiter {
-	return &limiter{rate: rate, burst: burst, buckets: map[string]*bucket{}}
-}
-
-func (l *limiter) allow(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buckets) > 10000 { // forget idle clients rather than grow without bound
-		for k, b := range l.buckets {
-			if now.Sub(b.at).Seconds()*l.rate >= l.burst {
-				delete(l.buckets, k)
-			}
-		}
-	}
-	b, ok := l.buckets[key]
-	if !ok {
-		b = &bucket{tokens: l.burst, at: now}
-		l.buckets[key] = b
-	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-	b.at = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 // ServerFor is a witness server following one log, origin's, whose heads are signed with logPub

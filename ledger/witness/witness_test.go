@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -128,7 +129,7 @@ func newTestWitness(t testing.TB, dir string, logs ...*testLog) *testWitness {
 		}
 		ls = append(ls, Log{Origin: l.origin, Keys: []note.Verifier{lv}})
 	}
-	srv, err := NewServer(Config{Signer: c, Logs: ls, Store: st, Rate: 1e6})
+	srv, err := NewServer(Config{Signer: c, Logs: ls, Store: st, Rate: 1e6, LogRate: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,17 +393,93 @@ func TestStoreDurable(t *testing.T) {
 	if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(`"size":9`)) {
 		t.Errorf("the cut line is still in the file: %s", b)
 	}
-	for name, content := range map[string]string{
-		"garbage":   "not json\n",
-		"bad root":  `{"origin":"o","size":1,"root":"xx"}` + "\n",
-		"unknown":   `{"origin":"o","size":1,"root":"` + strings.Repeat("A", 43) + `=","extra":1}` + "\n",
-		"goes back": `{"origin":"o","size":5,"root":"` + strings.Repeat("A", 43) + `="}` + "\n" + `{"origin":"o","size":4,"root":"` + strings.Repeat("A", 43) + `="}` + "\n",
+	// What a crash, a full disk or a torn sector leaves is the file's tail, never answered: it
+	// is cut off and the witness comes back at the last whole record. Damage with whole records
+	// after it is no write of a witness's: refused, naming the line, advising no older copy.
+	root := strings.Repeat("A", 43) + "="
+	rec := func(origin string, size int) string {
+		return fmt.Sprintf(`{"origin":%q,"size":%d,"root":%q}`+"\n", origin, size, root)
+	}
+	for _, c := range []struct {
+		name, content string
+		held          uint64 // o's head after opening, when it opens
+		refused       string // else: what the refusal says
+	}{
+		{"a garbage tail", rec("o", 3) + "not json\n", 3, ""},
+		{"a tail with a bad root", rec("o", 3) + `{"origin":"o","size":4,"root":"xx"}` + "\n", 3, ""},
+		{"a tail with an unknown field", rec("o", 3) + `{"origin":"o","size":4,"root":"` + root + `","extra":1}` + "\n", 3, ""},
+		{"a tail of NULs", rec("o", 3) + "\x00\x00\x00\x00\x00\x00\x00\x00", 3, ""},
+		{"a torn sector: NULs, then the record's end", rec("o", 3) + "\x00\x00\x00\x00:4,\"root\":\"" + root + "\"}\n", 3, ""},
+		{"two damaged lines at the tail", rec("o", 3) + "{\"or\x00\n\x00ig\n", 3, ""},
+		{"only damage", "\x00\x00\n", 0, ""},
+		{"damage, then a whole record", rec("o", 3) + "not json\n" + rec("o", 5), 0, "line 2: not a head record"},
+		{"goes back", rec("o", 5) + rec("o", 4), 0, "line 2: o goes back from size 5 to 4"},
+		{"an oversized line mid-file", rec("o", 1) + strings.Repeat("x", 2000) + "\n" + rec("o", 2), 0, "line 2: not a head record (a line of over 1024 bytes)"},
 	} {
-		d := t.TempDir()
-		os.WriteFile(filepath.Join(d, StateFile), []byte(content), 0o600)
-		if _, err := OpenStore(d); err == nil || !strings.Contains(err.Error(), StateFile) || !strings.Contains(err.Error(), "backup") {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			d := t.TempDir()
+			os.WriteFile(filepath.Join(d, StateFile), []byte(c.content), 0o600)
+			st, err := OpenStore(d)
+			if c.refused != "" {
+				if err == nil {
+					st.Close()
+					t.Fatal("opened")
+				}
+				msg := err.Error()
+				if !strings.Contains(msg, StateFile) || !strings.Contains(msg, c.refused) || !strings.Contains(msg, "Retire this witness's key") || strings.Contains(msg, "backup") || strings.Contains(msg, "restore it") {
+					t.Fatalf("%v\nwant the file, %q, the advice to retire the key, and none to restore a copy", err, c.refused)
+				}
+				if b, _ := os.ReadFile(filepath.Join(d, StateFile)); string(b) != c.content {
+					t.Errorf("a refused file was changed: %q", b)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if h := st.Head("o"); h.Size != c.held {
+				t.Errorf("holds %d; want %d", h.Size, c.held)
+			}
+			b, _ := os.ReadFile(filepath.Join(d, StateFile))
+			if want := rec("o", int(c.held)); c.held > 0 && string(b) != want || c.held == 0 && len(b) != 0 {
+				t.Errorf("the file after opening: %q", b)
+			}
+			// It goes on: the next head is appended after the whole records.
+			if err := st.Update("o", func(h Head) (Head, error) { return Head{Size: h.Size + 1}, nil }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// One process per state: a second store on the same directory, in this process as in another,
+// is refused naming the holder; once it is closed (or its process gone), the state opens.
+func TestStoreOneHolder(t *testing.T) {
+	dir := t.TempDir()
+	st, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenStore(dir)
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (", os.Getpid())) || !strings.Contains(err.Error(), LockFile) {
+		t.Fatalf("a second store on the state: %v; want ErrInUse naming this pid and the lock file", err)
+	}
+	st.Close()
+	st, err = OpenStore(dir)
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	st.Close()
+	// Whatever a lock file says is text: a holder's hostile words are not echoed.
+	os.WriteFile(filepath.Join(dir, LockFile), []byte("\x1b[2Jowned\n"), 0o600)
+	f, _ := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR, 0)
+	defer f.Close()
+	if held, err := tryLock(f); held || err != nil {
+		t.Fatal(held, err)
+	}
+	if _, err := OpenStore(dir); !errors.Is(err, ErrInUse) || strings.Contains(err.Error(), "\x1b") || !strings.Contains(err.Error(), "a process that has not said which") {
+		t.Fatalf("%q", err)
 	}
 }
 
@@ -474,12 +551,31 @@ func TestHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("another path: %d", resp.StatusCode)
 	}
-	// The rate bound: a burst beyond it is answered 429.
-	w.srv.limit = newLimiter(2, 4)
+	// The rate bound: what cannot be a checkpoint of a log it follows is refused without being
+	// counted; a burst of requests that could be is answered 429 beyond it.
+	w.srv.clients = newLimiter[clientKey](2, 4, 16)
 	codes := map[int]int{}
+	post := func(body []byte) int {
+		resp, err := http.Post(ts.URL+"/add-checkpoint", "text/plain", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	unsigned := RequestBody(0, nil, strings.Replace(lg.head(t), "— "+lg.origin+" ", "— "+lg.origin+"x ", 1))
+	for range 50 {
+		codes[post([]byte("x"))]++
+		codes[post(RequestBody(0, nil, "sealrun.ledger/other\n1\nAAAA\n\n— x AAAA\n"))]++
+		codes[post(unsigned)]++
+	}
+	if codes[429] > 0 || codes[400] != 50 || codes[404] != 50 || codes[403] != 50 {
+		t.Errorf("150 requests that cannot be a checkpoint of the log: %v; want 50 each of 400, 404 and 403, none counted", codes)
+	}
+	clear(codes)
+	body := RequestBody(0, nil, lg.head(t))
 	for range 10 {
-		resp, _ := http.Post(ts.URL+"/add-checkpoint", "text/plain", strings.NewReader("x"))
-		codes[resp.StatusCode]++
+		codes[post(body)]++
 	}
 	if codes[429] < 5 {
 		t.Errorf("10 requests at once against a rate of 2/s: %v", codes)
