@@ -58,8 +58,13 @@ func GenerateKey(name string) (skey, vkey string, err error) {
 	}
 	id := keyID(name, algCosignature, pub)
 	skey = fmt.Sprintf("PRIVATE+KEY+%s+%08x+%s", name, id, base64.StdEncoding.EncodeToString(append([]byte{algCosignature}, priv.Seed()...)))
-	vkey = fmt.Sprintf("%s+%08x+%s", name, id, base64.StdEncoding.EncodeToString(append([]byte{algCosignature}, pub...)))
-	return skey, vkey, nil
+	return skey, VKey(name, pub), nil
+}
+
+// VKey is the public key (vkey) of the cosigner key named name whose Ed25519 public key is pub:
+// for a witness whose private key is kept elsewhere (litewitness's, in an ssh-agent).
+func VKey(name string, pub ed25519.PublicKey) string {
+	return fmt.Sprintf("%s+%08x+%s", name, keyID(name, algCosignature, pub), base64.StdEncoding.EncodeToString(append([]byte{algCosignature}, pub...)))
 }
 
 // Cosigner signs cosignatures with a witness's private key.
@@ -96,9 +101,7 @@ func NewCosigner(skey string) (*Cosigner, error) {
 func (c *Cosigner) Name() string { return c.name }
 
 // VerifierKey is the public key in the vkey form a reader passes to --witness.
-func (c *Cosigner) VerifierKey() string {
-	return fmt.Sprintf("%s+%08x+%s", c.name, c.id, base64.StdEncoding.EncodeToString(append([]byte{algCosignature}, c.key.Public().(ed25519.PublicKey)...)))
-}
+func (c *Cosigner) VerifierKey() string { return VKey(c.name, c.key.Public().(ed25519.PublicKey)) }
 
 // cosignedMessage is what a v1 cosignature signs: the header line, the time line, the checkpoint's
 // note body (its text, with every extension line, not its signatures).
