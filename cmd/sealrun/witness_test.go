@@ -223,11 +223,20 @@ func (h *hostLedger) add(t *testing.T, n int) {
 // it.
 func (h *hostLedger) follow(t *testing.T, targets ...witness.Target) *witness.Follower {
 	t.Helper()
+	return h.followVia(t, nil, targets...)
+}
+
+// followVia is follow with the HTTP client hc (nil: the follower's own).
+func (h *hostLedger) followVia(t *testing.T, hc *http.Client, targets ...witness.Target) *witness.Follower {
+	t.Helper()
 	cs, err := witness.OpenCosignatures(filepath.Join(h.state, witness.CosignaturesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := witness.NewFollower(h.log, targets, cs, nil)
+	if hc != nil {
+		f.HTTP = hc
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()

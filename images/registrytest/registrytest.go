@@ -4,17 +4,12 @@
 package registrytest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -54,7 +49,7 @@ func Start(t testing.TB) *Registry {
 	os.MkdirAll(r.Storage, 0o700)
 	r.CAFile = filepath.Join(dir, "ca.pem")
 	crt, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
-	if err := makeCerts(r.CAFile, crt, key); err != nil {
+	if err := testenv.MakeCerts(r.CAFile, crt, key); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(htpasswd, "-Bbc", filepath.Join(dir, "htpasswd"), r.User, r.Password).CombinedOutput(); err != nil {
@@ -158,45 +153,6 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return fmt.Sprintf("%x", b)
-}
-
-// makeCerts writes a CA and a server certificate for 127.0.0.1 and localhost signed by it.
-func makeCerts(caFile, crtFile, keyFile string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sealrun test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, srv, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		path, typ string
-		der       []byte
-	}{{caFile, "CERTIFICATE", caDER}, {crtFile, "CERTIFICATE", der}, {keyFile, "EC PRIVATE KEY", kb}} {
-		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // buildah runs buildah (Debian's package, as an operator would) with its storage in a directory of

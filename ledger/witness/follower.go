@@ -228,10 +228,12 @@ type Follower struct {
 	src     Source
 	targets []Target
 	store   *Cosignatures
-	hc      *http.Client
-	log     *slog.Logger
-	mu      sync.Mutex
-	status  map[string]*TargetStatus
+	// HTTP is the client heads are sent with: NewClient's unless set before Run (a test's, with
+	// its own TLS roots).
+	HTTP   *http.Client
+	log    *slog.Logger
+	mu     sync.Mutex
+	status map[string]*TargetStatus
 	// MaxBackoff bounds the wait before a failed witness is tried again.
 	MaxBackoff time.Duration
 }
@@ -242,7 +244,7 @@ func NewFollower(src Source, targets []Target, store *Cosignatures, log *slog.Lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Follower{src: src, targets: targets, store: store, log: log, status: map[string]*TargetStatus{}, MaxBackoff: time.Minute,
-		hc: NewClient()}
+		HTTP: NewClient()}
 	for _, t := range targets {
 		f.status[t.Name] = &TargetStatus{Name: t.Name, Held: store.Latest(t.Verifier.Name())}
 	}
@@ -319,7 +321,7 @@ func (f *Follower) follow(ctx context.Context, t Target, wake <-chan struct{}) {
 		proof, err := f.src.ConsistencyProof(held, cp.Size)
 		if err == nil {
 			var line string
-			line, err = Submit(ctx, f.hc, t.URL, t.Verifier, held, proof, signed)
+			line, err = Submit(ctx, f.HTTP, t.URL, t.Verifier, held, proof, signed)
 			if err == nil {
 				if aerr := f.store.Add(t.Verifier.Name(), signed, line); aerr != nil {
 					f.log.Error("keeping a cosignature failed", "witness", t.Name, "err", aerr)

@@ -114,11 +114,18 @@ func takeLock(path string) (*os.File, error) {
 	}
 	held, err := tryLock(f)
 	if err != nil || held {
-		b := make([]byte, 512)
-		n, _ := f.ReadAt(b, 0)
-		f.Close()
+		defer f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		// The holder writes who it is just after it takes the lock: give it a moment.
+		b := make([]byte, 512)
+		n := 0
+		for range 100 {
+			if n, _ = f.ReadAt(b, 0); n > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		who := strings.TrimSpace(string(b[:n]))
 		if who == "" || !utf8.ValidString(who) || strings.ContainsFunc(who, unicode.IsControl) {
