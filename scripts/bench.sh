@@ -39,7 +39,7 @@ echo "== Go benchmarks"
   go test -run '^$' -bench 'Stream|LineLatency' -benchtime 3x ./runner
   go test -run '^$' -bench . -benchtime 5x ./grader
   go test -run '^$' -bench . -benchtime 2x ./leaderboard
-  go test -run '^$' -bench 'VerifyPublication' -benchtime 1x ./cmd/sealrun
+  go test -run '^$' -bench 'VerifyPublication|WitnessUnderFlood' -benchtime 1x ./cmd/sealrun
   go test -run '^$' -bench . -benchtime 3x ./export
   go test -run '^$' -bench . -skip 'SlurmNodes' -benchtime 3x ./daemon
   go test -run '^$' -bench 'SlurmNodes' -benchtime 1x ./daemon
@@ -59,6 +59,15 @@ rn=$(gobench_metric BenchmarkRunsWithWitnesses/none runs/h); ra=$(gobench_metric
 if [ -n "$rn" ] && [ -n "$ra" ] && [ -n "$rd" ]; then
   echo "whole sealed runs, one after another (3 witnesses each in a network namespace of its own): ${rn} runs/h with none, ${ra} runs/h with all 3 cosigning ($(ratio "$ra" "$rn")x, heads held $(gobench_metric BenchmarkRunsWithWitnesses/answering held-size)), ${rd} runs/h with all 3 unreachable ($(ratio "$rd" "$rn")x)   (target: ~1x)"
 fi
+
+echo
+echo "== a witness as deployed: sealrun witness serve behind docs/OPERATOR.md's nginx (TLS on loopback, --trusted-proxy)"
+if [ -z "$(gobench_metric BenchmarkWitnessUnderFlood p50-ms)" ]; then
+  echo "(skipped: needs nginx: make deps)"
+else
+  echo "a log's add-checkpoint to its cosignature during a flood of $(gobench_metric BenchmarkWitnessUnderFlood flood-req/s) requests/s from 1,005 addresses (junk, unsigned, forged): p50 $(gobench_metric BenchmarkWitnessUnderFlood p50-ms) ms, p99 $(gobench_metric BenchmarkWitnessUnderFlood p99-ms) ms, $(gobench_metric BenchmarkWitnessUnderFlood refused-heads) of its heads refused; with no flood p50 $(gobench_metric BenchmarkWitnessUnderFlood quiet-p50-ms) ms, p99 $(gobench_metric BenchmarkWitnessUnderFlood quiet-p99-ms) ms: ratio $(ratio "$(gobench_metric BenchmarkWitnessUnderFlood p99-ms)" "$(gobench_metric BenchmarkWitnessUnderFlood quiet-p99-ms)")x at p99   (target: every head cosigned within 1000 ms)"
+fi
+echo "the client limiter after a million addresses: $(gobench_metric BenchmarkLimiterMillionClients MiB) MiB (65,536 clients kept), $(gobench_metric BenchmarkLimiterMillionClients ns/request) ns a request; the limiter before it held $(gobench_metric BenchmarkLimiterMillionClients before-MiB) MiB for them: ratio $(ratio "$(gobench_metric BenchmarkLimiterMillionClients MiB)" "$(gobench_metric BenchmarkLimiterMillionClients before-MiB)")x   (target: bounded, whatever the number of addresses)"
 
 echo
 echo "== exports: the synthetic 2,000-turn hour from its transcript.json ($(gobench_metric BenchmarkExport2000Turns/atif transcript-MB) MB)"

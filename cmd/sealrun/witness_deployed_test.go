@@ -355,21 +355,19 @@ func flood(t testing.TB, p *proxied, v *witness.Verifier, lg *floodLog, rate int
 	return res
 }
 
-// Behind nginx configured as docs/OPERATOR.md says (TLS on loopback, --trusted-proxy naming
-// it), a flood of 1,000 requests a second for 30 s from a thousand addresses and five hot ones
-// (junk, another log's checkpoints, checkpoints of the log unsigned, and with a forged signature)
-// does not stop the real log's heads, one every 100 ms from another address: each is cosigned.
-// The hot addresses are held to their budget; the spread ones, each within it, are refused for
-// what they send, never for one another's traffic; nothing is cosigned but the log's own heads;
-// and the witness's log grows by a few lines a second, not a line a refusal.
-func TestWitnessBehindProxyUnderFlood(t *testing.T) {
+// floodedWitness is `sealrun witness serve` following lg's log, with --trusted-proxy 127.0.0.1,
+// behind docs/OPERATOR.md's nginx block.
+func floodedWitness(t testing.TB) (*proxied, *witness.Verifier, *floodLog, *servedWitness) {
+	t.Helper()
 	testenv.RequireTool(t, "nginx", "nginx")
 	dir := t.TempDir()
 	key := filepath.Join(dir, "witness.key")
-	if r := sealrun(t, "witness", "keygen", "--name", "witness.test/flooded", "--out", key); r.code != 0 {
-		t.Fatal(r)
+	skey, vkey, err := witness.GenerateKey("witness.test/flooded")
+	if err != nil {
+		t.Fatal(err)
 	}
-	v, err := witness.NewVerifier(strings.TrimSpace(sealrun(t, "witness", "key", key).stdout))
+	os.WriteFile(key, []byte(skey+"\n"), 0o600)
+	v, err := witness.NewVerifier(vkey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +376,18 @@ func TestWitnessBehindProxyUnderFlood(t *testing.T) {
 	if w.addr == "" {
 		t.Fatalf("witness serve: %s", w.stderr)
 	}
-	p := behindNginx(t, w.addr)[0]
+	return behindNginx(t, w.addr)[0], v, lg, w
+}
+
+// Behind nginx configured as docs/OPERATOR.md says (TLS on loopback, --trusted-proxy naming
+// it), a flood of 1,000 requests a second for 30 s from a thousand addresses and five hot ones
+// (junk, another log's checkpoints, checkpoints of the log unsigned, and with a forged signature)
+// does not stop the real log's heads, one every 100 ms from another address: each is cosigned.
+// The hot addresses are held to their budget; the spread ones, each within it, are refused for
+// what they send, never for one another's traffic; nothing is cosigned but the log's own heads;
+// and the witness's log grows by a few lines a second, not a line a refusal.
+func TestWitnessBehindProxyUnderFlood(t *testing.T) {
+	p, v, lg, w := floodedWitness(t)
 	res := flood(t, p, v, lg, 1000, 30*time.Second)
 	t.Logf("flood: %d requests in %s (%.0f a second); the real log: %d heads cosigned, p50 %s, p99 %s, max %s; statuses by kind: %v",
 		res.sent, res.elapsed.Round(time.Millisecond), float64(res.sent)/res.elapsed.Seconds(), len(res.latencies), res.quantile(0.5), res.quantile(0.99), res.quantile(1), res.statuses)
@@ -585,4 +594,23 @@ func TestWitnessTwoProcessesKill9(t *testing.T) {
 		t.Fatal("nothing was ever cosigned")
 	}
 	t.Logf("8 rounds: %d heads cosigned, %d sizes, the largest %d; never two roots for one size", cosigned.Load(), len(roots), acked)
+}
+
+// The real log's add-checkpoint, each head to its cosignature through nginx, while the witness
+// is flooded as TestWitnessBehindProxyUnderFlood floods it (1,000 requests a second for 30 s),
+// against the same with no flood, in the same run.
+func BenchmarkWitnessUnderFlood(b *testing.B) {
+	p, v, lg, _ := floodedWitness(b)
+	var quiet, flooded *floodResult
+	for b.Loop() {
+		quiet = flood(b, p, v, lg, 0, 10*time.Second)
+		flooded = flood(b, p, v, lg, 1000, 30*time.Second)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(flooded.quantile(0.5)), "p50-ms")
+	b.ReportMetric(ms(flooded.quantile(0.99)), "p99-ms")
+	b.ReportMetric(ms(quiet.quantile(0.5)), "quiet-p50-ms")
+	b.ReportMetric(ms(quiet.quantile(0.99)), "quiet-p99-ms")
+	b.ReportMetric(float64(flooded.sent)/flooded.elapsed.Seconds(), "flood-req/s")
+	b.ReportMetric(float64(len(flooded.failures)), "refused-heads")
 }

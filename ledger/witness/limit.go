@@ -59,7 +59,7 @@ type limiter[K comparable] struct {
 type slot[K comparable] struct {
 	key        K
 	tokens     float64
-	at         time.Time
+	at         int64 // Unix nanoseconds
 	prev, next int32 // toward newest, toward oldest; -1 at the ends
 }
 
@@ -88,13 +88,13 @@ func (l *limiter[K]) allow(key K, now time.Time) bool {
 		l.evicted++
 	}
 	if !ok {
-		l.slots[i] = slot[K]{key: key, tokens: l.burst, at: now}
+		l.slots[i] = slot[K]{key: key, tokens: l.burst, at: now.UnixNano()}
 		l.index[key] = i
 	}
 	s := &l.slots[i]
-	if d := now.Sub(s.at); d > 0 {
-		s.tokens = min(l.burst, s.tokens+d.Seconds()*l.rate)
-		s.at = now
+	if d := now.UnixNano() - s.at; d > 0 {
+		s.tokens = min(l.burst, s.tokens+float64(d)/1e9*l.rate)
+		s.at = now.UnixNano()
 	}
 	l.pushNewest(i)
 	if s.tokens < 1 {
