@@ -516,6 +516,9 @@ func TestWitnessTwoProcessesKill9(t *testing.T) {
 		if a.addr == "" {
 			up, refused = b, a
 		}
+		if round == 0 && !strings.Contains(up.stderr.String(), "serving on loopback with no --trusted-proxy") {
+			t.Errorf("serving on loopback with no trusted proxy, the witness does not warn: %s", up.stderr)
+		}
 		if msg := refused.stderr.String(); !strings.Contains(msg, fmt.Sprintf("in use by another witness: pid %d (", up.cmd.Process.Pid)) || !strings.Contains(msg, "One witness process per state") {
 			t.Fatalf("round %d: the second serve said %q; want it to name pid %d", round, msg, up.cmd.Process.Pid)
 		}

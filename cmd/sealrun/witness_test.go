@@ -36,6 +36,11 @@ func TestWitnessVerbs(t *testing.T) {
 	}
 	logs := filepath.Join(dir, "logs")
 	os.WriteFile(logs, []byte("# hosts\n\nnot-a-key\n"), 0o644)
+	_, pub, err := attest.LoadVerifier("../../attest/testdata/ed25519.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logKey, _ := ledger.VerifierKey("sealrun.ledger/x", pub)
 	for _, c := range []struct {
 		name   string
 		args   []string
@@ -52,6 +57,8 @@ func TestWitnessVerbs(t *testing.T) {
 		{"serve without key", []string{"witness", "serve", "--state", dir, "--log", vkey}, 2, "", "--key"},
 		{"serve a witness key as a log", []string{"witness", "serve", "--key", key, "--state", dir, "--log", vkey}, 2, "", "--log: log key"},
 		{"serve a bad logs file", []string{"witness", "serve", "--key", key, "--state", dir, "--logs", logs}, 2, "", logs + ":3"},
+		{"serve behind a proxy that is no address", []string{"witness", "serve", "--key", key, "--state", dir, "--log", logKey, "--trusted-proxy", "proxy.local"}, 2, "", `--trusted-proxy: trusted proxy "proxy.local" is not an IP address or prefix`},
+		{"serve with no rate", []string{"witness", "serve", "--key", key, "--state", dir, "--log", logKey, "--rate", "0"}, 2, "", "--rate and --log-rate are per second, above 0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := sealrun(t, c.args...)

@@ -64,6 +64,9 @@ func TestClientOf(t *testing.T) {
 		fromProxy bool
 	}{
 		{"192.0.2.1:4000", nil, "192.0.2.1", false},
+		{"[2001:db8:7:8::1]:4000", nil, "2001:db8:7:8::/64", false}, // served directly over IPv6: its /64
+		{"[2001:db8:7:8:aaaa::2]:4000", nil, "2001:db8:7:8::/64", false},
+		{"[::ffff:192.0.2.1]:4000", nil, "192.0.2.1", false},
 		{"192.0.2.1:4000", []string{"198.51.100.9"}, "192.0.2.1", true}, // anyone can write the header
 		{"127.0.0.1:4000", nil, "127.0.0.1", false},                     // the proxy's own request
 		{"127.0.0.1:4000", []string{"198.51.100.9"}, "198.51.100.9", false},
@@ -90,6 +93,24 @@ func TestClientOf(t *testing.T) {
 		if _, err := ParseProxies([]string{bad}); err == nil || !strings.Contains(err.Error(), "trusted proxy") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// A request through a proxy the operator did not name is counted as the proxy, and the witness
+// says so once, naming --trusted-proxy.
+func TestUntrustedProxyWarned(t *testing.T) {
+	lg := newTestLog(t, "sealrun.ledger/host-a", false)
+	w := newTestWitness(t, t.TempDir(), lg)
+	var buf bytes.Buffer
+	w.srv.log = slog.New(slog.NewTextHandler(&buf, nil))
+	for range 3 {
+		r := httptest.NewRequest(http.MethodPost, "/add-checkpoint", strings.NewReader("x"))
+		r.RemoteAddr = "127.0.0.1:5000"
+		r.Header.Set("X-Forwarded-For", "198.51.100.9")
+		w.srv.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if n := strings.Count(buf.String(), "name it with --trusted-proxy"); n != 1 {
+		t.Fatalf("%d warnings for three requests through an untrusted proxy:\n%s", n, buf.String())
 	}
 }
 
