@@ -70,7 +70,6 @@ func main() {
 }
 `
 
-
 // Litewitness runs torchwood's litewitness (nobody here wrote it) until the test ends: its key
 // made with ssh-keygen and held in an ssh-agent, as it expects, and each log of logs (origin ->
 // the log's vkey) added to its SQLite database as witnessctl would (with Debian's sqlite3). It

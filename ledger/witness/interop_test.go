@@ -112,15 +112,4 @@ func checkTime(t *testing.T, line string) {
 	}
 }
 
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	for i := 0; i < 200; i++ {
-		if ok() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("timed out waiting")
-}
-
 var _ note.Verifier = (*Verifier)(nil)
