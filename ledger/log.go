@@ -26,6 +26,7 @@ type Log struct {
 	leaves  [][]byte          // the entries' bytes, by index
 	queued  map[string]uint64 // run -> index of its queued entry
 	ended   map[string]uint64
+	amended *Amendments
 	head    string // the latest signed checkpoint
 	headCP  Checkpoint
 	failure error         // an append that failed: the log takes nothing more
@@ -39,7 +40,7 @@ func Open(path, origin string, s signature.Signer) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
-	l := &Log{f: f, path: path, origin: origin, signer: s, tree: NewTree(), queued: map[string]uint64{}, ended: map[string]uint64{}, changed: make(chan struct{}, 1)}
+	l := &Log{f: f, path: path, origin: origin, signer: s, tree: NewTree(), queued: map[string]uint64{}, ended: map[string]uint64{}, amended: NewAmendments(), changed: make(chan struct{}, 1)}
 	var lastCP string
 	good, torn, err := scanLines(f, func(n int, ln line) error {
 		if len(ln.Entry) > 0 {
@@ -96,10 +97,13 @@ func (l *Log) add(e *Entry, leaf []byte) {
 	i := l.tree.Size()
 	l.tree.Append(LeafHash(leaf))
 	l.leaves = append(l.leaves, leaf)
-	if e.Kind == KindQueued {
+	switch e.Kind {
+	case KindQueued:
 		l.queued[e.Run] = i
-	} else {
+	case KindEnded:
 		l.ended[e.Run] = i
+	case KindAmended:
+		l.amended.Add(e, int(i))
 	}
 }
 
@@ -193,6 +197,11 @@ func (l *Log) Append(e *Entry) (uint64, error) {
 	if _, dup := l.ended[e.Run]; dup && e.Kind == KindEnded {
 		return 0, fmt.Errorf("run %s is already in the ledger as ended", e.Run)
 	}
+	if e.Kind == KindAmended {
+		if err := l.amended.Check(e, l.entryAt(l.ended, e.Run)); err != nil {
+			return 0, err
+		}
+	}
 	i := l.tree.Size()
 	l.add(e, leaf)
 	s, c, err := l.signHead()
@@ -224,12 +233,34 @@ func (l *Log) Has(run, kind string) bool {
 func (l *Log) EndOf(run string) (*Entry, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	i, ok := l.ended[run]
+	e := l.entryAt(l.ended, run)
+	return e, e != nil
+}
+
+// entryAt is the entry of run in index (queued or ended), nil when there is none.
+func (l *Log) entryAt(index map[string]uint64, run string) *Entry {
+	i, ok := index[run]
 	if !ok {
-		return nil, false
+		return nil
 	}
 	e, err := DecodeEntry(l.leaves[i])
-	return e, err == nil
+	if err != nil {
+		return nil
+	}
+	return e
+}
+
+// AmendmentsOf returns run's amended entries, in order.
+func (l *Log) AmendmentsOf(run string) []*Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*Entry
+	for _, i := range l.amended.ByRun[run] {
+		if e, err := DecodeEntry(l.leaves[i]); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Size is the number of entries.

@@ -23,6 +23,7 @@ type Ledger struct {
 	Tree    *Tree
 	Queued  map[string]int // run -> index of its queued entry
 	Ended   map[string]int
+	Amended *Amendments
 }
 
 // Read reads and verifies a ledger file: each line well formed, each entry valid, each run queued
@@ -30,7 +31,7 @@ type Ledger struct {
 // line a checkpoint over all of them signed by one of keys. name labels errors. It is long because
 // it is one pass over the lines with a rule per kind of line.
 func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) {
-	l := &Ledger{Name: name, Tree: NewTree(), Queued: map[string]int{}, Ended: map[string]int{}}
+	l := &Ledger{Name: name, Tree: NewTree(), Queued: map[string]int{}, Ended: map[string]int{}, Amended: NewAmendments()}
 	var last string
 	_, torn, err := scanLines(r, func(n int, ln line) error {
 		last = ""
@@ -54,6 +55,15 @@ func Read(r io.Reader, name string, keys []signature.Verifier) (*Ledger, error) 
 					return fmt.Errorf("entry %d: run %s ends a second time", i, e.Run)
 				}
 				l.Ended[e.Run] = i
+			case KindAmended:
+				var ended *Entry
+				if j, ok := l.Ended[e.Run]; ok {
+					ended = l.Entries[j]
+				}
+				if err := l.Amended.Check(e, ended); err != nil {
+					return fmt.Errorf("entry %d: %w", i, err)
+				}
+				l.Amended.Add(e, i)
 			}
 			l.Entries = append(l.Entries, e)
 			l.Leaves = append(l.Leaves, ln.Entry)
