@@ -45,7 +45,6 @@ type Amendment struct {
 	Action string    `json:"action"` // ledger.ActionInvalidate, ActionLegacy or ActionNote
 	Reason string    `json:"reason"`
 	Link   string    `json:"link,omitempty"`
-	Rerun  string    `json:"rerun,omitempty"` // the run that reruns an invalidated one
 	Time   time.Time `json:"time"`
 	// The amended run's row, as its attestation names it.
 	Track struct {
@@ -88,7 +87,7 @@ func (st *AmendmentStatement) Amended() digest.Hex {
 // Entry is the ledger entry of the amendment whose signed payload has the SHA-256 payloadDigest.
 func (st *AmendmentStatement) Entry(payloadDigest digest.Hex) *ledger.Entry {
 	a := st.Predicate
-	return &ledger.Entry{Kind: ledger.KindAmended, Run: a.Run, Time: a.Time.UTC(), Action: a.Action, Reason: a.Reason, Link: a.Link, Rerun: a.Rerun,
+	return &ledger.Entry{Kind: ledger.KindAmended, Run: a.Run, Time: a.Time.UTC(), Action: a.Action, Reason: a.Reason, Link: a.Link,
 		Attestation: st.Amended(), Amendment: payloadDigest}
 }
 

@@ -90,7 +90,6 @@ func TestAmendmentRefused(t *testing.T) {
 		{"two subjects", func(s *AmendmentStatement) { s.Subject = append(s.Subject, s.Subject[0]) }, "subject: an amendment has one subject"},
 		{"another predicate type", func(s *AmendmentStatement) { s.PredicateType = PredicateTypeV1 }, "predicateType"},
 		{"no time", func(s *AmendmentStatement) { s.Predicate.Time = time.Time{} }, "predicate.time: missing"},
-		{"a rerun of a note", func(s *AmendmentStatement) { s.Predicate.Action = ledger.ActionNote; s.Predicate.Rerun = "r-2" }, "predicate.rerun"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, _ := amendmentFixture(t, ledger.ActionInvalidate)

@@ -52,12 +52,11 @@ type Entry struct {
 	Reason string          `json:"reason,omitempty"` // ended and amended
 	// Ended: the sha256 hex of the run's signed statement; amended: the one it amends.
 	Attestation digest.Hex `json:"attestation,omitempty"`
-	// Amended only: what it does, the sha256 hex of the signed amendment statement, a link to
-	// the report it rests on, and the run that reruns the amended one.
+	// Amended only: what it does, the sha256 hex of the signed amendment statement, and a link
+	// to the report it rests on. (A rerun of an invalidated run is queued after it, rerun_of it.)
 	Action    string     `json:"action,omitempty"`
 	Amendment digest.Hex `json:"amendment,omitempty"`
 	Link      string     `json:"link,omitempty"`
-	Rerun     string     `json:"rerun,omitempty"`
 }
 
 // MaxEntryBytes bounds one entry.
@@ -98,7 +97,7 @@ func (e *Entry) Check() error {
 		if e.State != "" || e.Attestation != "" {
 			return bad("state", "a queued entry has no state and no attestation")
 		}
-		if e.Action != "" || e.Amendment != "" || e.Link != "" || e.Rerun != "" {
+		if e.Action != "" || e.Amendment != "" || e.Link != "" {
 			return bad("action", "a queued entry has no amendment fields")
 		}
 	case KindEnded:
@@ -111,7 +110,7 @@ func (e *Entry) Check() error {
 		if e.Attestation == "" && e.State != outcome.Invalid {
 			return bad("attestation", "a %s run has an attestation", e.State)
 		}
-		if e.Action != "" || e.Amendment != "" || e.Link != "" || e.Rerun != "" {
+		if e.Action != "" || e.Amendment != "" || e.Link != "" {
 			return bad("action", "an ended entry has no amendment fields")
 		}
 	case KindAmended:
@@ -131,9 +130,6 @@ func (e *Entry) Check() error {
 		}
 		if e.Link != "" && !strings.HasPrefix(e.Link, "https://") && !strings.HasPrefix(e.Link, "http://") {
 			return bad("link", "%q is not an http(s) URL", e.Link)
-		}
-		if e.Rerun != "" && (!runRE.MatchString(e.Rerun) || e.Rerun == e.Run || e.Action != ActionInvalidate) {
-			return bad("rerun", "%q: an invalidation names another run as its rerun", e.Rerun)
 		}
 		if e.Track != "" || e.TrackName != "" || e.Scaffold != "" || e.Agent != "" || e.Seed != 0 || e.RerunOf != "" || e.State != "" {
 			return bad("kind", "an amended entry names its run, its attestation and the amendment only")

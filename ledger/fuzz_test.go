@@ -41,7 +41,7 @@ func FuzzRead(f *testing.F) {
 // same; so the one pass changes no entry, only the time to read a ledger.
 func FuzzDecodeEntry(f *testing.F) {
 	withRerun := amended("r-1", ActionInvalidate)
-	withRerun.Rerun, withRerun.Link = "r-3", "https://example.org/report"
+	withRerun.Link = "https://example.org/report"
 	for _, e := range []*Entry{queued("r-1", 1, ""), queued("r-2", 3, "r-1"), ended("r-1", "graded"), ended("r-2", "invalid"), amended("r-1", ActionNote), withRerun} {
 		b, err := e.Encode()
 		if err != nil {
