@@ -61,6 +61,18 @@ type Record struct {
 	// Person and Proctors are a human run's (RunRequest.Person, .Proctors).
 	Person   *Person  `json:"person,omitempty"`
 	Proctors []string `json:"proctors,omitempty"`
+	// Amendments are what was found about the run after it ended (sealrun amend), from the
+	// host's ledger; GET /runs/{id} only.
+	Amendments []Amendment `json:"amendments,omitempty"`
+}
+
+// Amendment is one amendment of a run, as its ledger entry says it.
+type Amendment struct {
+	Time      time.Time `json:"time"`
+	Action    string    `json:"action"`
+	Reason    string    `json:"reason"`
+	Link      string    `json:"link,omitempty"`
+	Amendment string    `json:"amendment"` // SHA-256 (hex) of the signed statement
 }
 
 // PauseRequest is the body of POST /v1/runs/{id}/pause: why (shown in the audit log, the
@@ -69,6 +81,26 @@ type Record struct {
 type PauseRequest struct {
 	Reason string `json:"reason"`
 	For    string `json:"for,omitempty"`
+}
+
+// AmendRequest asks sealrund to amend a run that ended (POST /runs/{id}/amend; sealrun amend):
+// a signed amendment (attest/PREDICATE.md, "Amendments") and its ledger entry.
+type AmendRequest struct {
+	Action string `json:"action"` // invalidate, legacy or note (ledger.Action*)
+	Reason string `json:"reason"` // why, for a reader: 1 to 1024 bytes, no control characters
+	Link   string `json:"link,omitempty"`
+	// Rerun queues a rerun of an invalidated run once the amendment is in the ledger.
+	Rerun bool `json:"rerun,omitempty"`
+}
+
+// Amended is sealrund's answer to an AmendRequest.
+type Amended struct {
+	Run       string `json:"run"`
+	Action    string `json:"action"`
+	Amendment string `json:"amendment"`    // SHA-256 (hex) of the signed statement: its ledger entry's
+	Path      string `json:"path"`         // the signed amendment (a DSSE envelope) on this host
+	Entry     uint64 `json:"ledger_entry"` // its index in the host's ledger
+	Rerun     string `json:"rerun,omitempty"`
 }
 
 // MaxPauseReason bounds a pause's reason, in bytes.

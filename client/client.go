@@ -136,6 +136,14 @@ func (c *Client) Resume(ctx context.Context, id string) (api.Record, error) {
 	return rec, err
 }
 
+// Amend amends run id (POST /runs/{id}/amend): sealrund signs the amendment with the host key
+// and appends its ledger entry.
+func (c *Client) Amend(ctx context.Context, id string, req api.AmendRequest) (api.Amended, error) {
+	var out api.Amended
+	err := c.Do(ctx, http.MethodPost, "/runs/"+url.PathEscape(id)+"/amend", req, &out)
+	return out, err
+}
+
 // File is one of a run's files as the admin API serves it (GET /runs/{id}/files/{name}; name as
 // daemon/API.md lists them: journal, report-html, call-N, …), whole.
 func (c *Client) File(ctx context.Context, id, name string) ([]byte, error) {

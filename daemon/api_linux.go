@@ -71,6 +71,11 @@ func (d *Daemon) Handler() http.Handler {
 			writeErr(w, http.StatusNotFound, "no run %s (sealrun ps -a lists them)", r.PathValue("id"))
 			return
 		}
+		if d.ledger != nil {
+			for _, e := range d.ledger.AmendmentsOf(rec.ID) {
+				rec.Amendments = append(rec.Amendments, api.Amendment{Time: e.Time, Action: e.Action, Reason: e.Reason, Link: e.Link, Amendment: string(e.Amendment)})
+			}
+		}
 		writeJSON(w, http.StatusOK, rec)
 	})
 	handle("POST "+apiVersion+"/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +95,7 @@ func (d *Daemon) Handler() http.Handler {
 	handle("POST "+apiVersion+"/runs/{id}/attach", d.attach)
 	handle("POST "+apiVersion+"/runs/{id}/pause", d.pauseRun)
 	handle("POST "+apiVersion+"/runs/{id}/resume", d.resumeRun)
+	handle("POST "+apiVersion+"/runs/{id}/amend", d.amendRun)
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "%s %s is not an API path; see daemon/API.md (paths start with %s)", r.Method, r.URL.Path, apiVersion)
 	})

@@ -60,6 +60,8 @@ type Daemon struct {
 	mu   sync.Mutex
 	runs map[string]*api.Record
 	spec map[string]RunSpec
+	// amendMu makes one amendment at a time: its check, its file and its ledger entry.
+	amendMu sync.Mutex
 	// cancel of each running run; queued runs are cancelled by state alone.
 	cancel  map[string]context.CancelFunc
 	active  int
@@ -176,6 +178,7 @@ func New(ctx context.Context, cfg *hostconfig.Config, x *Executor, log *slog.Log
 			d.Close()
 			return nil, err
 		}
+		d.dropUnledgeredAmendments()
 		if len(cfg.Witnesses) > 0 {
 			if d.cosigs, err = witness.OpenCosignatures(filepath.Join(cfg.StateDir, witness.CosignaturesFile)); err != nil {
 				d.Close()

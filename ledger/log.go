@@ -217,6 +217,16 @@ func (l *Log) Append(e *Entry) (uint64, error) {
 	return i, nil
 }
 
+// CheckAmendment says why the amended entry e could not be appended now (nil: it could).
+func (l *Log) CheckAmendment(e *Entry) error {
+	if err := e.Check(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.amended.Check(e, l.entryAt(l.ended, e.Run))
+}
+
 // Has says whether run has an entry of kind.
 func (l *Log) Has(run, kind string) bool {
 	l.mu.Lock()

@@ -47,7 +47,9 @@ type LedgerDetails struct {
 	Ended  map[outcome.Outcome]int `json:"ended"`
 	Open   []string                `json:"not_ended"`
 	Reruns int                     `json:"reruns"`
-	Heads  []string                `json:"heads_checked"`
+	// Amended counts the amendments by action (invalidate, legacy, note).
+	Amended map[string]int `json:"amended"`
+	Heads   []string       `json:"heads_checked"`
 	// Witnessed: the largest head the quorum of witnesses cosigned.
 	Witnessed *LedgerWitnessed `json:"witnessed,omitempty"`
 	// Timestamp: what the timestamp check found.
@@ -89,7 +91,7 @@ func Ledger(path string, o LedgerOptions) (*Result, error) {
 		return nil, ioErr(err)
 	}
 	r := &Result{Kind: "ledger", Path: path}
-	d := &LedgerDetails{Ended: map[outcome.Outcome]int{}, Open: []string{}, Heads: []string{}}
+	d := &LedgerDetails{Ended: map[outcome.Outcome]int{}, Open: []string{}, Heads: []string{}, Amended: map[string]int{}}
 	l, err := readLedger(path, verifiersOf(ks))
 	var bad *ledgerFailure
 	switch {
@@ -117,6 +119,8 @@ func Ledger(path string, o LedgerOptions) (*Result, error) {
 			}
 		case ledger.KindEnded:
 			d.Ended[e.State]++
+		case ledger.KindAmended:
+			d.Amended[e.Action]++
 		}
 	}
 
@@ -246,6 +250,13 @@ func WriteLedger(w io.Writer, r *Result) {
 		ended = append(ended, fmt.Sprintf("%d %s", d.Ended[s], s))
 	}
 	fmt.Fprintf(w, "  runs       %d queued (%d reruns); ended: %s; not ended: %d\n", d.Runs, d.Reruns, strings.Join(ended, ", "), len(d.Open))
+	if n := d.Amended[ledger.ActionInvalidate] + d.Amended[ledger.ActionLegacy] + d.Amended[ledger.ActionNote]; n > 0 {
+		notes := "notes"
+		if d.Amended[ledger.ActionNote] == 1 {
+			notes = "note"
+		}
+		fmt.Fprintf(w, "  amended    %d invalidated, %d legacy, %d %s\n", d.Amended[ledger.ActionInvalidate], d.Amended[ledger.ActionLegacy], d.Amended[ledger.ActionNote], notes)
+	}
 	for _, h := range d.Heads {
 		fmt.Fprintf(w, "  consistent with %s\n", h)
 	}

@@ -408,6 +408,13 @@ func printRun(w io.Writer, r *api.Record) {
 	if r.Dispatcher != "" {
 		row("dispatched by", "%s", r.Dispatcher)
 	}
+	for _, a := range r.Amendments {
+		link := ""
+		if a.Link != "" {
+			link = " (" + a.Link + ")"
+		}
+		row("amended", "%s %s: %s%s", a.Time.Local().Format(time.DateOnly), a.Action, a.Reason, link)
+	}
 	if len(r.GPUs) > 0 {
 		row("GPUs asked", "%s", strings.Join(r.GPUs, ", "))
 	}

@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/sandbox/sandboxtest"
+)
+
+// sealrun amend as an operator meets it: a graded run noted, then invalidated with a rerun
+// queued rerun_of it; what conflicts, what names no run of this host and each malformed flag
+// refused, naming it; sealrun show lists the amendments; each signed amendment verifies with the
+// host key and is the one its ledger entry names; the exported ledger verifies with them. An
+// amendment file a daemon killed before its ledger entry left is removed at the next start.
+func TestAmendThroughCLI(t *testing.T) {
+	tb := newTestbed(t)
+	cli := sandboxtest.Static(t, "cmd/sealrun")
+	tb.cfg.Socket = filepath.Join(tb.base, "sealrun.sock")
+	tb.cfg.Group = "root"
+	tb.cfg.Resources.Concurrency = 1
+	os.WriteFile(filepath.Join(tb.kit, "agent.sh"), []byte(strings.Replace(agentScript, "PROMOTE", `runner finalize "$id"`, 1)), 0o755)
+	ctx, stop := context.WithCancel(context.Background())
+	d, err := New(ctx, tb.cfg, tb.executor(), slog.New(slog.NewTextHandler(testLogOutput(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { d.Serve(ctx); close(served) }()
+	l, err := Listen(tb.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiDone := make(chan struct{})
+	go func() { d.ServeAPI(ctx, l); close(apiDone) }()
+	stopped := false
+	stopDaemon := func() {
+		if !stopped {
+			stopped = true
+			stop()
+			<-served
+			<-apiDone
+			d.Close()
+		}
+	}
+	defer stopDaemon()
+	trackFile := filepath.Join(tb.base, "track.toml")
+	os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
+	sealrun := func(args ...string) (int, string) {
+		t.Helper()
+		out, err := exec.Command(cli, append(args, "--socket", tb.cfg.Socket)...).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	code, out := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--detach")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, out)
+	}
+	waitState(t, d, id, api.StateGraded)
+
+	reason := "the host's memory failed memtest86+ on 2026-11-30"
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no action", []string{"amend", id, "--reason", "x"}, 2, "give one of --invalidate, --legacy or --note"},
+		{"two actions", []string{"amend", id, "--legacy", "--note", "--reason", "x"}, 2, "give one of --invalidate, --legacy or --note"},
+		{"no reason", []string{"amend", id, "--note"}, 2, "--reason: say why"},
+		{"a reason over its bound", []string{"amend", id, "--note", "--reason", strings.Repeat("x", 1025)}, 2, "--reason: say why, for a reader: 1 to 1024 bytes"},
+		{"a reason of two lines", []string{"amend", id, "--note", "--reason", "a\nb"}, 2, "--reason"},
+		{"a link that is no URL", []string{"amend", id, "--note", "--reason", "x", "--link", "javascript:alert(1)"}, 2, `--link "javascript:alert(1)"`},
+		{"a rerun of a note", []string{"amend", id, "--note", "--rerun", "--reason", "x"}, 2, "--rerun goes with --invalidate"},
+		{"a run this host never ran", []string{"amend", "r-20260101-000000-abcdef", "--note", "--reason", "x"}, 1, "no run r-20260101-000000-abcdef on this host"},
+		{"a note", []string{"amend", id, "--note", "--reason", "a contamination report is under review"}, 0, id + ": amended (note); amendment sha256:"},
+		{"an invalidation, rerun", []string{"amend", id, "--invalidate", "--rerun", "--reason", reason, "--link", "https://status.example.org/incident/42"}, 0, ": queued as its rerun"},
+		{"then legacy too", []string{"amend", id, "--legacy", "--reason", "x"}, 1, "already amended invalidated: a run takes one invalidation or legacy label, not two"},
+		{"invalidated twice", []string{"amend", id, "--invalidate", "--reason", "x"}, 1, "already amended invalidated"},
+	} {
+		code, out := sealrun(c.args...)
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d %q; want %d %q", c.name, code, out, c.code, c.want)
+		}
+	}
+	rec, _ := d.Run(id)
+	rerun := rec.RerunBy
+	if rerun == "" {
+		t.Fatal("no rerun queued for the invalidated run")
+	}
+	waitState(t, d, rerun, api.StateGraded)
+	if r, _ := d.Run(rerun); r.RerunOf != id {
+		t.Errorf("the rerun is rerun_of %q", r.RerunOf)
+	}
+	if code, out := sealrun("show", id); code != 0 || !strings.Contains(out, "note: a contamination report is under review") || !strings.Contains(out, "invalidate: "+reason+" (https://status.example.org/incident/42)") {
+		t.Errorf("show: %d %s", code, out)
+	}
+	// Each amendment: signed with the host key, the one its ledger entry names.
+	v, _, _ := attest.LoadVerifier("../attest/testdata/ed25519.pub")
+	entries := d.ledger.AmendmentsOf(id)
+	if len(entries) != 2 {
+		t.Fatalf("%d amended entries", len(entries))
+	}
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join(rec.Dir, AmendmentsDir, string(e.Amendment)+".att.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := attest.VerifyAmendment(env, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := got.Statement.Entry(got.Digest); want.Action != e.Action || want.Reason != e.Reason || want.Attestation != e.Attestation || got.Digest != e.Amendment {
+			t.Errorf("the signed amendment %+v is not its ledger entry %+v", want, e)
+		}
+	}
+	led := filepath.Join(tb.base, "ledger.jsonl")
+	if out, err := exec.Command(cli, "ledger", "export", "--state-dir", tb.state, "--out", led).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v %s", err, out)
+	}
+	if out, err := exec.Command(cli, "ledger", "verify", led, "--key", "../attest/testdata/ed25519.pub").CombinedOutput(); err != nil || !strings.Contains(string(out), "amended    1 invalidated, 0 legacy, 1 note") {
+		t.Errorf("ledger verify: %v %s", err, out)
+	}
+	// A file a daemon killed between the two left: removed at the next start.
+	stray := filepath.Join(rec.Dir, AmendmentsDir, strings.Repeat("0", 64)+".att.json")
+	os.WriteFile(stray, []byte("{}"), 0o644)
+	stopDaemon()
+	d2 := startDaemon(t, tb, tb.executor())
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("an amendment with no ledger entry survived a restart: %v", err)
+	}
+	if n := len(d2.ledger.AmendmentsOf(id)); n != 2 {
+		t.Errorf("%d amendments after a restart", n)
+	}
+}
