@@ -58,7 +58,8 @@ type Amendment struct {
 }
 
 // NewAmendment makes the statement of an amendment of the run whose attestation statement
-// (verified) is run and whose payload's SHA-256 is runDigest.
+// (verified) is run and whose payload's SHA-256 is runDigest; a.Ledger, when empty, is the
+// origin of the ledger the run's attestation names.
 func NewAmendment(run *Statement, runDigest digest.Hex, a Amendment) (*AmendmentStatement, error) {
 	if run == nil || run.Predicate == nil {
 		return nil, fmt.Errorf("amend: no run statement")
@@ -66,7 +67,7 @@ func NewAmendment(run *Statement, runDigest digest.Hex, a Amendment) (*Amendment
 	p := run.Predicate
 	a.Track.ID, a.Track.Name, a.Track.Version = p.Track.ID, p.Track.Name, p.Track.Version
 	a.Agent = p.LedgerAgent()
-	if p.Ledger != nil {
+	if a.Ledger == "" && p.Ledger != nil {
 		a.Ledger = p.Ledger.Origin
 	}
 	st := &AmendmentStatement{Type: StatementType, Subject: []Subject{NewSubject(SubjectAmendedRun, string(runDigest))}, PredicateType: PredicateTypeAmendmentV1, Predicate: &a}
@@ -175,4 +176,29 @@ func VerifyAmendment(env []byte, v signature.Verifier) (*VerifiedAmendment, erro
 	}
 	sum := sha256.Sum256(payload)
 	return &VerifiedAmendment{Statement: &st, Payload: payload, Digest: digest.Hex(hex.EncodeToString(sum[:])), KeyID: checks.KeyID}, nil
+}
+
+// ReadAmendmentUnverified reads an amendment's statement without checking its signature: for
+// showing what a run's amendments say (its transcript), never for judging them. VerifyAmendment
+// is the check.
+func ReadAmendmentUnverified(env []byte) (*AmendmentStatement, digest.Hex, error) {
+	if len(env) > MaxAmendmentBytes {
+		return nil, "", failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxAmendmentBytes)
+	}
+	var e envelope
+	if err := strictDecode(env, &e, false); err != nil || e.Payload == nil {
+		return nil, "", failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+	}
+	payload, err := canonicalBase64(*e.Payload)
+	if err != nil {
+		return nil, "", failf(ReasonEnvelopeSyntax, "payload: %v", err)
+	}
+	var st AmendmentStatement
+	if err := strictDecode(payload, &st, true); err != nil {
+		return nil, "", failf(ReasonStatementType, "the amendment's statement: %v", err)
+	}
+	if err := st.Check(); err != nil {
+		return nil, "", failf(ReasonPredicate, "the amendment's statement: %v", err)
+	}
+	return &st, digest.SumHex(payload), nil
 }

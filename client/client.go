@@ -23,6 +23,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/report"
 	"github.com/sealrun/sealrun/transcript"
@@ -337,8 +338,55 @@ const staleGather = time.Hour
 
 // Gather copies a finished run's files into dir/<run id> (a results directory, deploy/slurm/README.md),
 // atomically: the attestation, report, audit log, track, summary, report.html, the graded
-// bundle and run.json, the daemon's record. already is true when they were there.
+// bundle and run.json, the daemon's record. already is true when they were there. The run's
+// amendments (rec.Amendments, as GET /runs/{id} gives them) are added to dir/<run id>/amendments
+// each time, so that one made after the run was gathered is gathered too.
 func (c *Client) Gather(ctx context.Context, rec api.Record, dir string) (already bool, err error) {
+	already, err = c.gather(ctx, rec, dir)
+	if err == nil {
+		err = c.gatherAmendments(ctx, rec, filepath.Join(dir, rec.ID))
+	}
+	return already, err
+}
+
+// gatherAmendments fetches each of rec's amendments dest lacks, each written whole (a temporary
+// file, synced, renamed).
+func (c *Client) gatherAmendments(ctx context.Context, rec api.Record, dest string) error {
+	for _, a := range rec.Amendments {
+		if !digest.IsHex(a.Amendment) {
+			return fmt.Errorf("run %s: sealrund named an amendment %.80q, which is no SHA-256", rec.ID, a.Amendment)
+		}
+		dir := filepath.Join(dest, "amendments")
+		path := filepath.Join(dir, a.Amendment+".att.json")
+		if _, err := os.Lstat(path); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		tmp := path + ".tmp"
+		os.Remove(tmp)
+		// Fetched whole; its statement's hash, its signature and its ledger entry are the
+		// reader's to check (leaderboard, verify-publication).
+		_, ok, err := c.FetchFile(ctx, rec.ID, "amendment-"+a.Amendment, tmp)
+		if err == nil && !ok {
+			err = fmt.Errorf("run %s: sealrund has no amendment %s, which its ledger names", rec.ID, a.Amendment)
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		if err := fileio.SyncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) gather(ctx context.Context, rec api.Record, dir string) (already bool, err error) {
 	st, err := os.Stat(dir)
 	if err != nil || !st.IsDir() {
 		return false, fmt.Errorf("results directory %s: not a directory (%v); create it on the shared filesystem, writable by the jobs' user", dir, err)

@@ -117,7 +117,7 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 	if run.Statement.Predicate.Track.Status == string(policy.StatusWithdrawn) {
 		return nil, fmt.Errorf("%w: run %s is of a withdrawn track: its results are unranked already", errAmendConflict, id)
 	}
-	st, err := attest.NewAmendment(run.Statement, ended.Attestation, attest.Amendment{Run: id, Action: req.Action, Reason: req.Reason, Link: req.Link, Time: time.Now().UTC().Truncate(time.Second)})
+	st, err := attest.NewAmendment(run.Statement, ended.Attestation, attest.Amendment{Run: id, Action: req.Action, Reason: req.Reason, Link: req.Link, Time: time.Now().UTC().Truncate(time.Second), Ledger: d.ledger.Origin()})
 	if err != nil {
 		field, problem, _ := strings.Cut(strings.TrimPrefix(err.Error(), "predicate."), ": ")
 		return nil, refuse(field, "%s", problem)

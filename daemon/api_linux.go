@@ -302,10 +302,12 @@ func (d *Daemon) file(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		name = filepath.Join("candidates", string(id.Hex())+".tar.gz")
+	} else if h, ok := strings.CutPrefix(name, "amendment-"); ok && digest.IsHex(h) {
+		name, contentType = filepath.Join(AmendmentsDir, h+".att.json"), "application/json"
 	} else if f, ok := runFiles[name]; ok {
 		name = f
 	} else {
-		writeErr(w, http.StatusNotFound, "no file %q; one of transcript, transcript-json, transcript-html, audit, history, report, report-html, attestation, summary, track, bundle, journal, call-N, gateway-N-request, gateway-N-response", name)
+		writeErr(w, http.StatusNotFound, "no file %q; one of transcript, transcript-json, transcript-html, audit, history, report, report-html, attestation, summary, track, bundle, journal, call-N, gateway-N-request, gateway-N-response, amendment-SHA256", name)
 		return
 	}
 	f, err := os.Open(filepath.Join(rec.Dir, name))

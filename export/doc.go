@@ -44,5 +44,8 @@ func (s Source) fields(t *transcript.Transcript) map[string]any {
 		f["started"] = stamp(t.Run.Started)
 		f["finished"] = stamp(t.Run.Finished)
 	}
+	if len(t.Amendments) > 0 {
+		f["amendments"] = t.Amendments // what was found after the run ended (sealrun amend)
+	}
 	return f
 }

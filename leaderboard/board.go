@@ -71,6 +71,10 @@ type Run struct {
 	Key    string `json:"key"` // the key file that verified it
 	KeyID  string `json:"key_id"`
 	Path   string `json:"path"`
+	// Amendments are what was found about the run after it ended (sealrun amend) and applies;
+	// Legacy: one labels it graded under a superseded protocol.
+	Amendments []RunAmendment `json:"amendments,omitempty"`
+	Legacy     bool           `json:"legacy,omitempty"`
 }
 
 // InvalidRun is a run excluded from the means, with the runs that rerun it.
@@ -200,8 +204,9 @@ func Build(in *Inputs, keys []Key) *Board {
 		}
 		byTrack[id] = append(byTrack[id], e)
 	}
+	amends := b.amendmentsByRun(in)
 	for _, id := range ids {
-		b.Tables = append(b.Tables, buildTable(byTrack[id], in.HumanBaseline))
+		b.Tables = append(b.Tables, buildTable(byTrack[id], in.HumanBaseline, amends))
 	}
 	if len(in.Ledgers) > 0 {
 		n := len(b.Rejected)
@@ -236,7 +241,7 @@ func orEmpty(r []Rejection) []Rejection {
 // buildTable builds one track's table from its verified entries: a row per agent with its valid
 // seeds, failed runs and invalid runs (each with the runs that rerun it), then the rows' statistics
 // and ranks. It is long because it sorts each kind of run into its row in one pass.
-func buildTable(entries []Entry, humanBaseline bool) Table {
+func buildTable(entries []Entry, humanBaseline bool, amends map[string][]RunAmendment) Table {
 	p0 := entries[0].Predicate
 	t := Table{Track: p0.Track, Questions: p0.Exam.Questions, SeedsRequired: p0.Track.SeedsRequired, Ranked: p0.Track.Status != "withdrawn", Warnings: []string{}}
 	switch p0.Track.Status {
@@ -290,8 +295,14 @@ func buildTable(entries []Entry, humanBaseline bool) Table {
 				run.BestValidation = &v
 			}
 		}
-		switch p.Result.Status {
-		case outcome.Invalid:
+		run.Amendments = amends[p.Run.ID]
+		invalidated, legacy := amendedStatus(run.Amendments)
+		run.Legacy = legacy != nil
+		switch {
+		case p.Result.Status == outcome.Invalid || invalidated != nil:
+			if invalidated != nil {
+				run.Reason = "invalidated by amendment: " + invalidated.Reason
+			}
 			rr := reruns[p.Run.ID]
 			sort.Strings(rr)
 			row.Invalid = append(row.Invalid, InvalidRun{Run: run, Reruns: append([]string{}, rr...)})

@@ -129,7 +129,7 @@ svg text { font: 12px system-ui, sans-serif; fill: #1b1b1b; }
 {{end}}</tbody>
 </table></div>
 <details class="runs"><summary>Each row's runs (their report.html: the calls, submissions and validation scores over the hour; their transcript: every model exchange and call the agent made)</summary>
-<ul>{{range $t.Rows}}<li>{{.Agent.Name}}: {{range $i, $r := .Runs}}{{if $i}}, {{end}}<a href="{{runlink $r.Path}}">seed {{$r.Seed}}</a> (<a href="{{transcriptlink $r.Path}}">transcript</a>{{if $.Exports}}, <a href="{{trajectorylink $r.Path}}">ATIF</a>{{end}}, {{$r.ID}}, {{$r.Status}}{{if $r.People}}; {{$r.People}}{{end}}){{end}}{{range .Invalid}}; <a href="{{runlink .Path}}">seed {{.Seed}}</a> (<a href="{{transcriptlink .Path}}">transcript</a>{{if $.Exports}}, <a href="{{trajectorylink .Path}}">ATIF</a>{{end}}, {{.ID}}, invalid: {{.Reason}}){{end}}</li>
+<ul>{{range $t.Rows}}<li>{{.Agent.Name}}: {{range $i, $r := .Runs}}{{if $i}}, {{end}}<a href="{{runlink $r.Path}}">seed {{$r.Seed}}</a> (<a href="{{transcriptlink $r.Path}}">transcript</a>{{if $.Exports}}, <a href="{{trajectorylink $r.Path}}">ATIF</a>{{end}}, {{$r.ID}}, {{$r.Status}}{{if $r.People}}; {{$r.People}}{{end}}{{range $r.Amendments}}; amended: {{.Text}}{{end}}){{end}}{{range .Invalid}}; <a href="{{runlink .Path}}">seed {{.Seed}}</a> (<a href="{{transcriptlink .Path}}">transcript</a>{{if $.Exports}}, <a href="{{trajectorylink .Path}}">ATIF</a>{{end}}, {{.ID}}, invalid: {{.Reason}}{{range .Amendments}}{{if ne .Action "invalidate"}}; amended: {{.Text}}{{end}}{{end}}{{if .Amendments}}{{range .Amendments}}{{if .Link}}{{if eq .Action "invalidate"}} (<a href="{{.Link}}" rel="nofollow noopener">report</a>){{end}}{{end}}{{end}}{{end}}){{end}}</li>
 {{end}}</ul></details>
 </section>
 {{end}}

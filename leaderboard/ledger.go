@@ -196,6 +196,25 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 		published[e.Predicate.Run.ID] = hex.EncodeToString(e.StatementSHA256[:])
 	}
 	inLedger := map[string]bool{}
+	// Amendments: those the board applied, and those the ledgers hold.
+	applied := map[string]bool{}
+	for _, t := range b.Tables {
+		for _, r := range t.Rows {
+			for _, run := range r.amended() {
+				for _, a := range run.Amendments {
+					applied[a.Digest] = true
+				}
+			}
+		}
+	}
+	ledgered := map[string]bool{}
+	for _, l := range ledgers {
+		for _, is := range l.Amended.ByRun {
+			for _, i := range is {
+				ledgered[string(l.Entries[i].Amendment)] = true
+			}
+		}
+	}
 	origins := make([]string, 0, len(ledgers))
 	for o := range ledgers {
 		origins = append(origins, o)
@@ -267,6 +286,11 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 					case got != string(end.Attestation):
 						rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d): the published attestation is not the one the ledger names", e.Run, e.Seed))
 					}
+					for _, ai := range l.Amended.ByRun[e.Run] {
+						if a := l.Entries[ai]; !applied[string(a.Amendment)] {
+							rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d): its amendment (%s: %s; sha256 %s…) is not in the published set", e.Run, e.Seed, a.Action, a.Reason, a.Amendment[:12]))
+						}
+					}
 				}
 				if used {
 					rl.Ledgers = append(rl.Ledgers, o)
@@ -280,6 +304,13 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 			for _, r := range row.Invalid {
 				if !inLedger[r.ID] {
 					rl.NotInLedger = append(rl.NotInLedger, r.ID)
+				}
+			}
+			for _, run := range row.amended() {
+				for _, a := range run.Amendments {
+					if !ledgered[a.Digest] {
+						rl.NotInLedger = append(rl.NotInLedger, fmt.Sprintf("the amendment of %s (%s, sha256 %s…)", run.ID, a.Action, a.Digest[:12]))
+					}
 				}
 			}
 			rl.Accounted = !bad && len(rl.Missing)+len(rl.Pending)+len(rl.NotInLedger) == 0

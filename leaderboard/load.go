@@ -17,6 +17,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
+	dg "github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/ledger"
@@ -86,6 +87,16 @@ type Entry struct {
 	Warnings        []string
 }
 
+// Amended is one amendment that verified (attest.VerifyAmendment): applied to its run's row by
+// Build when it names the run's published attestation.
+type Amended struct {
+	Path      string
+	Key       string
+	KeyID     string
+	Statement *attest.AmendmentStatement
+	Digest    dg.Hex // SHA-256 of its signed statement: what its ledger entry names
+}
+
 // Rejection is an input that contributes nothing, with the reason.
 type Rejection struct {
 	Path   string `json:"path"`
@@ -97,8 +108,10 @@ const MaxFileBytes = attest.MaxEnvelopeBytes + 64<<10
 
 // Inputs are what Load found.
 type Inputs struct {
-	Entries  []Entry
-	Rejected []Rejection
+	Entries []Entry
+	// Amendments are the amendments that verified (sealrun amend), in path order.
+	Amendments []Amended
+	Rejected   []Rejection
 	Skipped  []Rejection // files in a directory that are not attestations (report.json, ...)
 	// Ledgers are published run ledgers (LoadLedgers) to account for every run against.
 	Ledgers []*ledger.Ledger
@@ -145,15 +158,18 @@ func LoadWith(paths []string, keys []Key, tracks []*policy.Track, o LoadOptions)
 	}
 	type result struct {
 		entry   *Entry
+		amended *Amended
 		reject  *Rejection
 		skipped bool
 	}
 	results := make([]result, len(jobs))
 	EachParallel(len(jobs), func(i int) {
-		e, reason, notAtt := verifyFile(jobs[i].path, keys, byTrack, len(tracks) > 0, o)
+		e, am, reason, notAtt := verifyFile(jobs[i].path, keys, byTrack, len(tracks) > 0, o)
 		switch {
 		case e != nil:
 			results[i].entry = e
+		case am != nil:
+			results[i].amended = am
 		case notAtt && !jobs[i].explicit:
 			results[i].skipped, results[i].reject = true, &Rejection{jobs[i].path, reason}
 		default:
@@ -165,6 +181,8 @@ func LoadWith(paths []string, keys []Key, tracks []*policy.Track, o LoadOptions)
 		switch {
 		case r.entry != nil:
 			in.Entries = append(in.Entries, *r.entry)
+		case r.amended != nil:
+			in.Amendments = append(in.Amendments, *r.amended)
 		case r.skipped:
 			in.Skipped = append(in.Skipped, *r.reject)
 		default:
@@ -237,13 +255,14 @@ func loadJobs(paths []string) ([]loadJob, error) {
 	return jobs, nil
 }
 
-// verifyFile verifies one file; notAtt reports a file that is not an attestation at all.
-func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTracks bool, o LoadOptions) (e *Entry, reason string, notAtt bool) {
+// verifyFile verifies one file, a run's attestation or an amendment; notAtt reports a file that
+// is not an attestation at all.
+func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTracks bool, o LoadOptions) (e *Entry, am *Amended, reason string, notAtt bool) {
 	var data []byte
 	if o.ReadFile != nil {
 		var err error
 		if data, err = o.ReadFile(path); err != nil {
-			return nil, "cannot read: " + fileio.Cause(err).Error(), false
+			return nil, nil, "cannot read: " + fileio.Cause(err).Error(), false
 		}
 	} else {
 		// The file's bytes are read into a buffer used again for the next file: nothing
@@ -252,29 +271,33 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 		var err error
 		if data, err = readFileCapped(path, MaxFileBytes, *buf); err != nil {
 			readBuffers.Put(buf)
-			return nil, err.Error(), false
+			return nil, nil, err.Error(), false
 		}
 		defer func() { *buf = data[:0]; readBuffers.Put(buf) }()
 	}
 	if len(data) > MaxFileBytes {
-		return nil, fmt.Sprintf("over %d bytes; not an attestation", MaxFileBytes), true
+		return nil, nil, fmt.Sprintf("over %d bytes; not an attestation", MaxFileBytes), true
 	}
 	if !looksLikeEnvelope(data) {
-		return nil, "not an attestation (no DSSE envelope)", true
+		return nil, nil, "not an attestation (no DSSE envelope)", true
 	}
 	if o.Verified != nil {
 		if v, kid := o.Verified(path, data); v != nil {
 			t := tracks[v.Statement.Predicate.Track.ID]
 			for _, k := range keys {
 				if k.KeyID == kid && (!pinTracks || t != nil) {
-					return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, StatementSHA256: sha256.Sum256(v.Payload), Warnings: v.Warnings}, "", false
+					return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, StatementSHA256: sha256.Sum256(v.Payload), Warnings: v.Warnings}, nil, "", false
 				}
 			}
 		}
 	}
 	env, err := attest.EnvelopeOf(data)
 	if err != nil {
-		return nil, err.Error(), false
+		return nil, nil, err.Error(), false
+	}
+	if isAmendment(env) {
+		am, reason := verifyAmendment(path, env, keys)
+		return nil, am, reason, false
 	}
 	opts := []attest.VerifyOption{attest.WithHeads(o.heads)}
 	if pinTracks {
@@ -287,7 +310,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 		if !ok {
 			// (published in boards' rejections: kept word for word, so that a board regenerated
 			// from its attestations is the bytes published)
-			return nil, fmt.Sprintf("made under track %s, which is not among the --track files", shortID(id)), false
+			return nil, nil, fmt.Sprintf("made under track %s, which is not among the --track files", shortID(id)), false
 		}
 		opts = append(opts, attest.WithTrack(t))
 	}
@@ -295,7 +318,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 	for _, k := range keys {
 		v, err := attest.Verify(env, k.Verifier, opts...)
 		if err == nil {
-			return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, StatementSHA256: sha256.Sum256(v.Payload), Warnings: v.Warnings}, "", false
+			return &Entry{Path: path, Key: k.Name, KeyID: k.KeyID, Predicate: v.Statement.Predicate, StatementSHA256: sha256.Sum256(v.Payload), Warnings: v.Warnings}, nil, "", false
 		}
 		last = err
 		var vf *attest.VerificationFailure
@@ -303,7 +326,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 			break // signed by this key but not valid: another key will not help
 		}
 	}
-	return nil, keysReason(len(keys), last), false
+	return nil, nil, keysReason(len(keys), last), false
 }
 
 // keysReason is why an attestation that failed with err under each of keys keys is rejected.
@@ -312,6 +335,41 @@ func keysReason(keys int, err error) string {
 		return fmt.Sprintf("not valid with any of the %d keys: %v", keys, err)
 	}
 	return err.Error()
+}
+
+// isAmendment says whether an envelope's (unverified) payload is an amendment's statement, only
+// to pick its verifier; the verification checks the type again from the signed bytes.
+func isAmendment(env []byte) bool {
+	var head struct {
+		Payload string `json:"payload"`
+	}
+	json.Unmarshal(env, &head)
+	raw, err := decodeB64(head.Payload)
+	if err != nil {
+		return false
+	}
+	var st struct {
+		PredicateType string `json:"predicateType"`
+	}
+	json.Unmarshal(raw, &st)
+	return st.PredicateType == attest.PredicateTypeAmendmentV1
+}
+
+// verifyAmendment verifies an amendment with the first of keys that does.
+func verifyAmendment(path string, env []byte, keys []Key) (*Amended, string) {
+	var last error
+	for _, k := range keys {
+		v, err := attest.VerifyAmendment(env, k.Verifier)
+		if err == nil {
+			return &Amended{Path: path, Key: k.Name, KeyID: k.KeyID, Statement: v.Statement, Digest: v.Digest}, ""
+		}
+		last = err
+		var vf *attest.VerificationFailure
+		if errors.As(err, &vf) && vf.Reason != attest.ReasonSignature && vf.Reason != attest.ReasonSignatureCount {
+			break
+		}
+	}
+	return nil, "an amendment, not applied: " + keysReason(len(keys), last)
 }
 
 // looksLikeEnvelope tells a broken attestation from some other JSON file.

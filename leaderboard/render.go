@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,23 @@ func (r *Row) flags() string {
 		f = append(f, fmt.Sprintf("%s granted, %s in all", n, time.Duration(p.Seconds*float64(time.Second)).Round(time.Second)))
 	}
 	return strings.Join(f, ", ")
+}
+
+// amended are the row's runs, valid and invalid, that have amendments, by id.
+func (r *Row) amended() []Run {
+	var out []Run
+	for _, run := range r.Runs {
+		if len(run.Amendments) > 0 {
+			out = append(out, run)
+		}
+	}
+	for _, i := range r.Invalid {
+		if len(i.Amendments) > 0 {
+			out = append(out, i.Run)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // TrackTitle is a table's heading.
@@ -172,6 +190,11 @@ func (b *Board) text(w io.Writer, md bool) error {
 			}
 			if r.Ledger != nil {
 				bw.printf("Ledger: %s: %s\n", r.Agent.Name(), r.Ledger.Text())
+			}
+			for _, run := range r.amended() {
+				for _, a := range run.Amendments {
+					bw.printf("Amended: %s, %s (seed %d): %s\n", r.Agent.Name(), run.ID, run.Seed, a.Text())
+				}
 			}
 		}
 		bw.printf("Repeatability tested (2 or more valid seeds) for %d of %d rows.\n\n", repeat, len(t.Rows))

@@ -230,6 +230,12 @@ func load(o Options, log io.Writer) (*leaderboard.Inputs, map[string]string, err
 	if len(in.Entries) == 0 {
 		return nil, nil, fmt.Errorf("no attestation found under %s; gather runs first (sealrun results gather RUN DIR)", strings.Join(inputs, ", "))
 	}
+	if _, rejected, _ := leaderboard.Amendments(in); len(rejected) > 0 {
+		for _, r := range rejected {
+			fmt.Fprintf(log, "  %s: %s\n", r.Path, r.Reason)
+		}
+		return nil, nil, fmt.Errorf("%d amendment(s) do not apply to the runs given (listed); a publication holds only what its boards apply: give the run each amends, or remove it", len(rejected))
+	}
 	return in, trackFile, nil
 }
 
@@ -245,6 +251,10 @@ func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, r
 		dst := filepath.Join(tmp, "runs", id)
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return ioErr(err)
+		}
+		// Its amendments first: its transcript, made below, says what they say.
+		if err := copyAmendments(in, id, dst); err != nil {
+			return err
 		}
 		src := filepath.Dir(e.Path)
 		if a := e.Predicate.Audit; a.Entries > 0 {
@@ -283,6 +293,28 @@ func copyRuns(tmp string, in *leaderboard.Inputs, trackFile map[string]string, r
 	sort.Strings(meta.Runs)
 	return nil
 }
+
+// copyAmendments copies the verified amendments of run id into dst/amendments, each named by the
+// SHA-256 of its statement (as sealrund keeps them).
+func copyAmendments(in *leaderboard.Inputs, id, dst string) error {
+	for _, a := range in.Amendments {
+		if a.Statement.Predicate.Run != id {
+			continue
+		}
+		dir := filepath.Join(dst, AmendmentsDir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return ioErr(err)
+		}
+		if err := copyFile(a.Path, filepath.Join(dir, string(a.Digest)+".att.json")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AmendmentsDir holds a published run's amendments (sealrun amend), each
+// <sha256 of its statement>.att.json.
+const AmendmentsDir = "amendments"
 
 // unpublished are the files of a gathered run a publication leaves out: summary.txt (the
 // daemon's summary, naming the host's paths) and run.json (its record of the run).
@@ -480,6 +512,9 @@ func relativize(dir string, in *leaderboard.Inputs) func(string) string {
 	}
 	for i := range in.Entries {
 		in.Entries[i].Path = rel(in.Entries[i].Path)
+	}
+	for i := range in.Amendments {
+		in.Amendments[i].Path = rel(in.Amendments[i].Path)
 	}
 	prefix := filepath.Clean(dir) + string(filepath.Separator)
 	for _, rs := range [][]leaderboard.Rejection{in.Rejected, in.Skipped} {

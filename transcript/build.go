@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/policy"
@@ -98,7 +99,49 @@ func Build(dir string, run Run, opts Options) (*Transcript, error) {
 	if err := b.flush(); err != nil {
 		return nil, err
 	}
-	return b.Transcript(), nil
+	t := b.Transcript()
+	t.Amendments = b.amendments()
+	return t, nil
+}
+
+// AmendmentsDir holds a run's signed amendments, <sha256 of its statement>.att.json each.
+const AmendmentsDir = "amendments"
+
+// amendments reads the run's amendments (unverified: what they say, to show; their signatures
+// and ledger entries are a reader's checks), oldest first. One that does not read as an
+// amendment, or is not named by its statement's SHA-256, is left out.
+func (b *Builder) amendments() []Amendment {
+	fsys := b.opts.FS
+	if fsys == nil {
+		fsys = os.DirFS(b.dir)
+	}
+	entries, err := fs.ReadDir(fsys, AmendmentsDir)
+	if err != nil {
+		return nil
+	}
+	var out []Amendment
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".att.json") {
+			continue
+		}
+		data, err := fs.ReadFile(fsys, AmendmentsDir+"/"+e.Name())
+		if err != nil {
+			continue
+		}
+		st, sum, err := attest.ReadAmendmentUnverified(data)
+		if err != nil || e.Name() != string(sum)+".att.json" {
+			continue
+		}
+		p := st.Predicate
+		out = append(out, Amendment{Time: p.Time.UTC(), Action: p.Action, Reason: p.Reason, Link: p.Link, Amendment: string(sum)})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Time.Equal(out[j].Time) {
+			return out[i].Time.Before(out[j].Time)
+		}
+		return out[i].Amendment < out[j].Amendment
+	})
+	return out
 }
 
 // stashed is a gateway entry Build reads once the whole log has been read.

@@ -30,6 +30,18 @@ type Transcript struct {
 	// entries after it.
 	Through int     `json:"through"`
 	Events  []Event `json:"events"`
+	// Amendments are what was found about the run after it ended (sealrun amend), as the signed
+	// amendments beside it say (attest/PREDICATE.md, "Amendments"), oldest first.
+	Amendments []Amendment `json:"amendments,omitempty"`
+}
+
+// Amendment is one amendment of the run.
+type Amendment struct {
+	Time      time.Time `json:"time"`
+	Action    string    `json:"action"` // invalidate, legacy or note
+	Reason    string    `json:"reason"`
+	Link      string    `json:"link,omitempty"`
+	Amendment string    `json:"amendment"` // SHA-256 (hex) of its signed statement
 }
 
 // Run is what the transcript says of the run as a whole: from its attestation once it has

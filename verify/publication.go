@@ -21,6 +21,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
+	dg "github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/leaderboard"
@@ -559,6 +560,7 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 			if !given["audit.jsonl"] && (p.Audit.Entries > 0 || (p.Audit.Head != "" && p.Audit.Head != audit.ZeroHead)) {
 				out.bad("runs/%s/audit.jsonl: missing: the attestation names an audit log of %d entries (head %s), and without it nothing the agent did can be checked", id, p.Audit.Entries, p.Audit.Head)
 			}
+			c.amendments(id, dg.SumHex(v.Payload), ks, out)
 			return
 		}
 		out.bad("runs/%s: the attestation or a file it binds does not verify with a trusted key: %v", id, lastErr)
@@ -572,6 +574,52 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 			}
 		}
 	}
+}
+
+// amendments checks the amendments published beside run id, whose attestation's statement has
+// the SHA-256 runDigest: each signed with a trusted key, named by its statement's SHA-256, of
+// this run and its attestation. One that is not is a problem (the boards, rebuilt with the
+// reader's keys, then apply it not); the ledgers and the boards check the rest (leaderboard).
+func (c *checker) amendments(id string, runDigest dg.Hex, ks []leaderboard.Key, out *finding) {
+	prefix := "runs/" + id + "/" + publish.AmendmentsDir + "/"
+	for _, rel := range c.under(prefix) {
+		env, _, err := c.snap.read(rel, "amendment", attest.MaxAmendmentBytes+64<<10)
+		if err == nil {
+			env, err = attest.EnvelopeOf(env)
+		}
+		if err != nil {
+			out.bad("%s: %v", rel, err)
+			continue
+		}
+		var v *attest.VerifiedAmendment
+		for _, k := range ks {
+			if v, err = attest.VerifyAmendment(env, k.Verifier); err == nil {
+				break
+			}
+		}
+		switch {
+		case err != nil:
+			out.bad("%s: an amendment that does not verify with a trusted key (%v): no board may apply it", rel, err)
+		case path.Base(rel) != string(v.Digest)+".att.json":
+			out.bad("%s: the amendment's statement has SHA-256 %s; a published amendment is named by it (the file was renamed)", rel, v.Digest)
+		case v.Statement.Predicate.Run != id:
+			out.bad("%s: an amendment of run %s, beside run %s", rel, v.Statement.Predicate.Run, id)
+		case v.Statement.Amended() != runDigest:
+			out.bad("%s: amends attestation %s… of run %s; the one published is %s…: re-pointed at another attestation", rel, v.Statement.Amended()[:12], id, runDigest[:12])
+		default:
+			out.claims = append(out.claims, rel)
+		}
+	}
+}
+
+// under lists the publication's files whose path starts with prefix.
+func (c *checker) under(prefix string) []string {
+	i := sort.SearchStrings(c.present, prefix)
+	var out []string
+	for ; i < len(c.present) && strings.HasPrefix(c.present[i], prefix); i++ {
+		out = append(out, c.present[i])
+	}
+	return out
 }
 
 // trackOnce is one track file parsed, once for every run that carries it.

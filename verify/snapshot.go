@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,6 +296,26 @@ func (d runDir) ReadFile(name string) ([]byte, error) {
 func (d runDir) SHA256(name string) (string, bool) {
 	sum, ok := d.s.sums[d.prefix+name]
 	return sum, ok && d.s.files[d.prefix+name]
+}
+
+// ReadDir lists the files of the run directory's folder name, as the files check found them.
+func (d runDir) ReadDir(name string) ([]fs.DirEntry, error) {
+	p, err := d.full("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	p += "/"
+	var out []fs.DirEntry
+	for f := range d.s.files {
+		if rest, ok := strings.CutPrefix(f, p); ok && !strings.Contains(rest, "/") {
+			out = append(out, fs.FileInfoToDirEntry(memInfo{rest, 0}))
+		}
+	}
+	if len(out) == 0 {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out, nil
 }
 
 func (d runDir) Stat(name string) (fs.FileInfo, error) {

@@ -14,7 +14,7 @@ import (
 // naming the file and what is wrong; the untouched one is VALID. The table printed says which
 // check catches which. e2e.TestDemo runs the same corpus on the demo's own publication.
 func TestHostilePublications(t *testing.T) {
-	f := newPubFixture(t)
+	f := newAmendedPubFixture(t) // a run noted and one invalidated after they ended
 	pub := filepath.Join(f.dir, "pub")
 	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--sign-key", "../../attest/testdata/ed25519.key", "--ledger", f.ledger, f.results); r.code != 0 {
 		t.Fatalf("publish: %+v", r)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/digest"
@@ -38,6 +40,73 @@ type pubFixture struct {
 }
 
 func newPubFixture(t *testing.T) *pubFixture { return newPubFixtureWith(t) }
+
+// newAmendedPubFixture is newPubFixture with two runs amended after they ended, as sealrund
+// amends them: the first run noted, the second invalidated; each signed with the host key, kept
+// in the run's amendments/ and appended to the ledger, which is exported again.
+func newAmendedPubFixture(t *testing.T) *pubFixture {
+	t.Helper()
+	f := newPubFixtureWith(t)
+	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(f.dir, "state")
+	l, err := ledger.Open(filepath.Join(state, "ledger.jsonl"), "sealrun.ledger/pub-host", signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i, a := range []attest.Amendment{
+		{Action: ledger.ActionNote, Reason: "a contamination report against this model is under review", Link: "https://example.org/reports/7"},
+		{Action: ledger.ActionInvalidate, Reason: "the host's memory failed memtest86+ a week after the run", Link: "https://status.example.org/incident/42"},
+	} {
+		f.amend(t, l, signer, f.runs[i], a)
+	}
+	os.Remove(f.ledger)
+	if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {
+		t.Fatalf("ledger export: %+v", r)
+	}
+	return f
+}
+
+// amend signs amendment a of run id (gathered in results/) with signer, writes it into the run's
+// amendments/ and appends its entry to l; it returns the file.
+func (f *pubFixture) amend(t *testing.T, l *ledger.Log, signer signature.Signer, id string, a attest.Amendment) string {
+	t.Helper()
+	env, err := os.ReadFile(filepath.Join(f.results, id, "result.att.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := attest.ReadUnverified(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct{ Payload string }
+	json.Unmarshal(env, &e)
+	payload, _ := base64.StdEncoding.DecodeString(e.Payload)
+	a.Run, a.Time, a.Ledger = id, time.Date(2026, 12, 1, 9, len(id)%60, 0, 0, time.UTC), "sealrun.ledger/pub-host"
+	st, err := attest.NewAmendment(run, digest.Hex(sumOf(string(payload))), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, sum, err := attest.SignAmendment(context.Background(), st, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(f.results, id, "amendments")
+	os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, string(sum)+".att.json")
+	if err := os.WriteFile(path, signed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if l != nil {
+		if _, err := l.Append(st.Entry(sum)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
 
 // newPubFixtureWith gathers the runs with their trajectories: each run directory holds an audit
 // log of a synthetic agent loop (model exchanges and calls), the bodies it hashes, and its

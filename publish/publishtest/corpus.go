@@ -4,6 +4,7 @@
 package publishtest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -158,6 +159,27 @@ func Corpus(pub string) ([]Tampering, error) {
 			Tampering{"the manifest's signature flipped", "manifest: signed by a trusted key", flipSignature(publish.ManifestFile), publish.ManifestFile + ": does not verify with a trusted key", true, true, nil},
 			Tampering{"the signed manifest stripped", "manifest: required signed", func(string) error { return nil }, publish.ManifestFile + ": missing: the manifest is unsigned", true, false, []string{"--require-signed-manifest"}},
 			Tampering{"the signed manifest stripped, publication.json kept", "manifest: publication.json says it is signed", remove(publish.ManifestFile), publish.ManifestFile + ": missing: publication.json says publish signed the list", true, true, nil})
+	}
+	// Amendments (sealrun amend), where a run has one: dropped, edited, moved beside another run.
+	if ams, _ := filepath.Glob(filepath.Join(pub, "runs", "*", publish.AmendmentsDir, "*.att.json")); len(ams) > 0 {
+		sort.Strings(ams)
+		am, _ := filepath.Rel(pub, ams[0])
+		am = filepath.ToSlash(am)
+		amRun := strings.Split(am, "/")[1]
+		dropWant := "leaderboard.json: not what the attestations give"
+		if len(meta.Ledgers) > 0 {
+			dropWant = "is not in the published set"
+		}
+		c = append(c,
+			Tampering{"an amendment dropped", "boards: each ledger's amendments published and applied", remove(am), dropWant, false, false, nil},
+			Tampering{"an amendment's reason edited", "attestations: each amendment signed by a trusted key", editPayload(am, `"reason":"`, `"reason":"nothing was found; `), am + ": an amendment that does not verify with a trusted key", false, false, nil})
+		for _, id := range meta.Runs {
+			if id != amRun {
+				moved := "runs/" + id + "/" + publish.AmendmentsDir + "/" + filepath.Base(am)
+				c = append(c, Tampering{"an amendment moved beside another run", "attestations: an amendment of the run it is beside", all(copyFrom(am, moved), remove(am)), moved + ": an amendment of run " + amRun + ", beside run " + id, false, false, nil})
+				break
+			}
+		}
 	}
 	if other == "" {
 		return c, nil // one run: nothing of another to swap in
@@ -355,7 +377,9 @@ func copyFrom(src, dst string) func(string) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(dir, filepath.FromSlash(dst)), b, 0o644)
+		to := filepath.Join(dir, filepath.FromSlash(dst))
+		os.MkdirAll(filepath.Dir(to), 0o755)
+		return os.WriteFile(to, b, 0o644)
 	}
 }
 
@@ -399,5 +423,25 @@ func flipSignature(p string) func(string) error {
 			b[i] = 'A'
 		}
 		return os.WriteFile(f, b, 0o644)
+	}
+}
+
+// editPayload replaces old with new in the signed payload of the DSSE envelope at p, keeping its
+// signature: what a forger who rewrites what was signed does.
+func editPayload(p, old, new string) func(string) error {
+	return func(dir string) error {
+		path := filepath.Join(dir, filepath.FromSlash(p))
+		var env map[string]any
+		if err := readJSON(path, &env); err != nil {
+			return err
+		}
+		s, _ := env["payload"].(string)
+		payload, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || !strings.Contains(string(payload), old) {
+			return fmt.Errorf("%s: no payload holding %q", p, old)
+		}
+		env["payload"] = base64.StdEncoding.EncodeToString([]byte(strings.Replace(string(payload), old, new, 1)))
+		b, _ := json.MarshalIndent(env, "", "  ")
+		return os.WriteFile(path, append(b, '\n'), 0o644)
 	}
 }
