@@ -102,8 +102,10 @@ func TestAmendmentRefused(t *testing.T) {
 	// Unknown fields and duplicate keys in a signed payload: refused.
 	st, _ := amendmentFixture(t, ledger.ActionNote)
 	for name, payload := range map[string]func([]byte) []byte{
-		"unknown field":  func(p []byte) []byte { return bytes.Replace(p, []byte(`{"_type"`), []byte(`{"extra":1,"_type"`), 1) },
-		"duplicate keys": func(p []byte) []byte { return bytes.Replace(p, []byte(`"action":"note"`), []byte(`"action":"note","action":"invalidate"`), 1) },
+		"unknown field": func(p []byte) []byte { return bytes.Replace(p, []byte(`{"_type"`), []byte(`{"extra":1,"_type"`), 1) },
+		"duplicate keys": func(p []byte) []byte {
+			return bytes.Replace(p, []byte(`"action":"note"`), []byte(`"action":"note","action":"invalidate"`), 1)
+		},
 	} {
 		p, _ := st.Canonical()
 		env := resign(t, PayloadType, payload(p))

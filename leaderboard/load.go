@@ -112,7 +112,7 @@ type Inputs struct {
 	// Amendments are the amendments that verified (sealrun amend), in path order.
 	Amendments []Amended
 	Rejected   []Rejection
-	Skipped  []Rejection // files in a directory that are not attestations (report.json, ...)
+	Skipped    []Rejection // files in a directory that are not attestations (report.json, ...)
 	// Ledgers are published run ledgers (LoadLedgers) to account for every run against.
 	Ledgers []*ledger.Ledger
 	// HumanBaseline makes every person's runs of a track one row, "human · baseline: HANDLES",
