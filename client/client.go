@@ -350,8 +350,9 @@ func (c *Client) Gather(ctx context.Context, rec api.Record, dir string) (alread
 }
 
 // gatherAmendments fetches each of rec's amendments dest lacks, each written whole (a temporary
-// file, synced, renamed).
+// file, synced, renamed); when one came, the run's transcript is made again there, to say it.
 func (c *Client) gatherAmendments(ctx context.Context, rec api.Record, dest string) error {
+	added := 0
 	for _, a := range rec.Amendments {
 		if !digest.IsHex(a.Amendment) {
 			return fmt.Errorf("run %s: sealrund named an amendment %.80q, which is no SHA-256", rec.ID, a.Amendment)
@@ -382,8 +383,32 @@ func (c *Client) gatherAmendments(ctx context.Context, rec api.Record, dest stri
 		if err := fileio.SyncDir(dir); err != nil {
 			return err
 		}
+		added++
+	}
+	if added > 0 {
+		if err := rebuildTranscript(dest); err != nil {
+			return fmt.Errorf("run %s: its amendments are gathered, but its transcript was not made again to say them: %w; gather it again", rec.ID, err)
+		}
 	}
 	return nil
+}
+
+// rebuildTranscript makes a gathered run's transcript.json and transcript.html again from its
+// files.
+func rebuildTranscript(dir string) error {
+	env, err := os.ReadFile(filepath.Join(dir, "result.att.json"))
+	if err != nil {
+		return err
+	}
+	st, err := attest.ReadUnverified(env)
+	if err != nil {
+		return err
+	}
+	t, err := transcript.Build(dir, transcript.RunFromPredicate(st.Predicate), transcript.Options{})
+	if err != nil {
+		return err
+	}
+	return transcript.Write(dir, t)
 }
 
 func (c *Client) gather(ctx context.Context, rec api.Record, dir string) (already bool, err error) {

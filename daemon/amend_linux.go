@@ -147,6 +147,10 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 		return nil, err
 	}
 	d.log.Info("amended", "run", id, "action", req.Action, "amendment", sum, "ledger_entry", i)
+	// The run's transcript and page say it (a reader rebuilds them from the same files).
+	if err := writeTranscript(rec.Dir, run.Statement.Predicate); err != nil {
+		d.log.Warn("rewrite the transcript of an amended run", "run", id, "err", err)
+	}
 	out := &api.Amended{Run: id, Action: req.Action, Amendment: string(sum), Path: path, Entry: i}
 	if req.Rerun {
 		r, err := d.submit(spec.Track, mustTrackBytes(rec.Dir), submitted{Agent: spec.Agent.String(), Seed: spec.Seed, User: "sealrund (rerun: amended: " + req.Reason + ")", RerunOf: id, Person: spec.Person, Proctors: spec.Proctors})

@@ -70,6 +70,11 @@ func TestAmendThroughCLI(t *testing.T) {
 		t.Fatalf("run: %d %s", code, out)
 	}
 	waitState(t, d, id, api.StateGraded)
+	results := filepath.Join(tb.base, "results")
+	os.MkdirAll(results, 0o755)
+	if code, out := sealrun("results", "gather", id, results); code != 0 {
+		t.Fatalf("gather before the amendments: %d %s", code, out)
+	}
 
 	reason := "the host's memory failed memtest86+ on 2026-11-30"
 	for _, c := range []struct {
@@ -127,12 +132,33 @@ func TestAmendThroughCLI(t *testing.T) {
 			t.Errorf("the signed amendment %+v is not its ledger entry %+v", want, e)
 		}
 	}
+	// Gathered again: the run is there already, its amendments are added and its transcript says
+	// them; the rerun is gathered beside it. The board, with the ledger, applies them.
+	if code, out := sealrun("results", "gather", id, results); code != 0 || !strings.Contains(out, "already gathered") {
+		t.Errorf("gather after the amendments: %d %s", code, out)
+	}
+	if code, out := sealrun("results", "gather", rerun, results); code != 0 {
+		t.Errorf("gather the rerun: %d %s", code, out)
+	}
+	if got, _ := filepath.Glob(filepath.Join(results, id, AmendmentsDir, "*.att.json")); len(got) != 2 {
+		t.Errorf("%d amendments gathered", len(got))
+	}
+	if b, _ := os.ReadFile(filepath.Join(results, id, "transcript.json")); !strings.Contains(string(b), `"action":"invalidate"`) {
+		t.Errorf("the gathered transcript does not say the amendments")
+	}
 	led := filepath.Join(tb.base, "ledger.jsonl")
 	if out, err := exec.Command(cli, "ledger", "export", "--state-dir", tb.state, "--out", led).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v %s", err, out)
 	}
 	if out, err := exec.Command(cli, "ledger", "verify", led, "--key", "../attest/testdata/ed25519.pub").CombinedOutput(); err != nil || !strings.Contains(string(out), "amended    1 invalidated, 0 legacy, 1 note") {
 		t.Errorf("ledger verify: %v %s", err, out)
+	}
+	out2, err := exec.Command(cli, "leaderboard", "--key", "../attest/testdata/ed25519.pub", results, "--ledger", led).CombinedOutput()
+	if err != nil || !strings.Contains(string(out2), id+" → "+rerun) || !strings.Contains(string(out2), "invalidated ") || !strings.Contains(string(out2), "every run accounted for (2 in ") {
+		t.Errorf("leaderboard of the amended run and its rerun: %v\n%s", err, out2)
+	}
+	if out, err := exec.Command(cli, "verify", filepath.Join(results, id, "result.att.json"), "--key", "../attest/testdata/ed25519.pub", "--transcript", filepath.Join(results, id)).CombinedOutput(); err != nil {
+		t.Errorf("verify --transcript of the amended run: %v %s", err, out)
 	}
 	// A file a daemon killed between the two left: removed at the next start.
 	stray := filepath.Join(rec.Dir, AmendmentsDir, strings.Repeat("0", 64)+".att.json")
