@@ -197,12 +197,12 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 	}
 	inLedger := map[string]bool{}
 	// Amendments: those the board applied, and those the ledgers hold.
-	applied := map[string]bool{}
+	applied := map[string]RunAmendment{}
 	for _, t := range b.Tables {
 		for _, r := range t.Rows {
 			for _, run := range r.amended() {
 				for _, a := range run.Amendments {
-					applied[a.Digest] = true
+					applied[a.Digest] = a
 				}
 			}
 		}
@@ -287,8 +287,14 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 						rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d): the published attestation is not the one the ledger names", e.Run, e.Seed))
 					}
 					for _, ai := range l.Amended.ByRun[e.Run] {
-						if a := l.Entries[ai]; !applied[string(a.Amendment)] {
+						a := l.Entries[ai]
+						got, ok := applied[string(a.Amendment)]
+						switch {
+						case !ok:
 							rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d): its amendment (%s: %s; sha256 %s…) is not in the published set", e.Run, e.Seed, a.Action, a.Reason, a.Amendment[:12]))
+						case got.Action != a.Action || got.Reason != a.Reason || got.Link != a.Link || !got.Time.Equal(a.Time):
+							// The entry names the signed statement's digest but says something else.
+							rl.Missing = append(rl.Missing, fmt.Sprintf("%s (seed %d): the ledger's entry of amendment sha256 %s… says %s: %q, the signed amendment %s: %q", e.Run, e.Seed, a.Amendment[:12], a.Action, a.Reason, got.Action, got.Reason))
 						}
 					}
 				}

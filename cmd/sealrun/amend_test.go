@@ -61,6 +61,39 @@ func TestAmendedPublication(t *testing.T) {
 		t.Errorf("a run never amended has amendments in its transcript")
 	}
 
+	// A ledger whose amended entry names the signed amendment's digest but says another reason:
+	// the row is not accounted for.
+	v, _, _ := attest.LoadVerifier(f.key)
+	lf, err := os.Open(f.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := ledger.Read(lf, f.ledger, []signature.Verifier{v})
+	lf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.jsonl"), orig.Origin, hostSigner(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range orig.Entries {
+		if e.Kind == ledger.KindAmended && e.Action == ledger.ActionInvalidate {
+			e.Reason = "a routine check"
+		}
+		if _, err := forged.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forgedFile := filepath.Join(t.TempDir(), "forged.jsonl")
+	out, _ := os.Create(forgedFile)
+	forged.Export(out)
+	out.Close()
+	forged.Close()
+	if r := sealrun(t, "leaderboard", "--key", f.key, f.results, "--ledger", forgedFile); r.code != 1 || !strings.Contains(r.stdout, `the ledger's entry of amendment sha256 `) || !strings.Contains(r.stdout, `says invalidate: "a routine check", the signed amendment invalidate: "the host's memory`) {
+		t.Errorf("a ledger entry that says another reason than its amendment: %+v", r)
+	}
+
 	// By another key (the ECDSA test key, not trusted): shown among the rejected, not applied.
 	ecdsa, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ecdsa.key", nil)
 	if err != nil {
