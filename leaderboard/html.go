@@ -61,8 +61,9 @@ func (t *Table) chart() chart {
 }
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"chart": func(t *Table) chart { return t.chart() },
-	"cells": func(r *Row) []string { return r.cells() },
+	"chart":   func(t *Table) chart { return t.chart() },
+	"cells":   func(r *Row) []string { return r.cells() },
+	"amended": func(r *Row) []Run { return r.amended() },
 	"sortkey": func(r *Row) string {
 		if r.MeanPct == nil {
 			return "-1"
@@ -131,7 +132,8 @@ svg text { font: 12px system-ui, sans-serif; fill: #1b1b1b; }
 <details class="runs"><summary>Each row's runs (their report.html: the calls, submissions and validation scores over the hour; their transcript: every model exchange and call the agent made)</summary>
 <ul>{{range $t.Rows}}<li>{{.Agent.Name}}: {{range $i, $r := .Runs}}{{if $i}}, {{end}}<a href="{{runlink $r.Path}}">seed {{$r.Seed}}</a> (<a href="{{transcriptlink $r.Path}}">transcript</a>{{if $.Exports}}, <a href="{{trajectorylink $r.Path}}">ATIF</a>{{end}}, {{$r.ID}}, {{$r.Status}}{{if $r.People}}; {{$r.People}}{{end}}{{range $r.Amendments}}; amended: {{.Text}}{{end}}){{end}}{{range .Invalid}}; <a href="{{runlink .Path}}">seed {{.Seed}}</a> (<a href="{{transcriptlink .Path}}">transcript</a>{{if $.Exports}}, <a href="{{trajectorylink .Path}}">ATIF</a>{{end}}, {{.ID}}, invalid: {{.Reason}}{{range .Amendments}}{{if ne .Action "invalidate"}}; amended: {{.Text}}{{end}}{{end}}{{if .Amendments}}{{range .Amendments}}{{if .Link}}{{if eq .Action "invalidate"}} (<a href="{{.Link}}" rel="nofollow noopener">report</a>){{end}}{{end}}{{end}}{{end}}){{end}}</li>
 {{end}}</ul></details>
-</section>
+{{range $t.Rows}}{{$row := .}}{{range amended .}}{{$run := .}}{{range .Amendments}}<p class="muted">Amended: {{$row.Agent.Name}}, {{$run.ID}} (seed {{$run.Seed}}): {{.Text}}</p>
+{{end}}{{end}}{{end}}</section>
 {{end}}
 {{if .Rejected}}<h2>Rejected (not counted)</h2>
 <ul>{{range .Rejected}}<li><code>{{.Path}}</code>: {{.Reason}}</li>{{end}}</ul>{{end}}

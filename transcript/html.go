@@ -115,9 +115,10 @@ func renderMarshaled(w io.Writer, t *Transcript, o PageOptions, marshaled []byte
 	}
 	fmt.Fprintf(&b, "<header id=\"head\"><h1>Run %s</h1><div class=\"facts\">%s — %s</div></header>\n", e(t.Run.ID), e(t.Run.State), e(t.Run.Reason))
 	if len(t.Amendments) > 0 {
-		// What was found after the run ended: its operator's words, as text; a link only http(s)
+		// What was found after the run ended (a header: the page's style frames it; no inline
+		// style passes its CSP): its operator's words, as text; a link only http(s)
 		// (the amendment's check), never followed with the page's referrer.
-		fmt.Fprintf(&b, "<section id=\"amended\"><b>Amended after it ended</b> (signed by its host, in its ledger: amendments/):<ul>")
+		fmt.Fprintf(&b, "<header id=\"amended\"><b>Amended after it ended</b> (signed by its host, in its ledger: amendments/):<ul>")
 		for _, a := range t.Amendments {
 			what := map[string]string{"invalidate": "invalidated: out of every mean", "legacy": "legacy: graded under a superseded protocol", "note": "note"}[a.Action]
 			fmt.Fprintf(&b, "<li>%s, %s: %s", e(a.Time.UTC().Format(time.DateOnly)), e(what), e(a.Reason))
@@ -126,7 +127,7 @@ func renderMarshaled(w io.Writer, t *Transcript, o PageOptions, marshaled []byte
 			}
 			fmt.Fprintf(&b, "</li>")
 		}
-		fmt.Fprintf(&b, "</ul></section>\n")
+		fmt.Fprintf(&b, "</ul></header>\n")
 	}
 	fmt.Fprintf(&b, "<noscript>This page draws the transcript with JavaScript. transcript.json beside it holds the same, as JSON (docs/TRANSCRIPT.md).</noscript>\n")
 	fmt.Fprintf(&b, "<div id=\"bar\">")
