@@ -12,6 +12,7 @@ import (
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/client"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
 
@@ -99,6 +100,22 @@ func TestAmendThroughCLI(t *testing.T) {
 		code, out := sealrun(c.args...)
 		if code != c.code || !strings.Contains(out, c.want) {
 			t.Errorf("%s: exit %d %q; want %d %q", c.name, code, out, c.code, c.want)
+		}
+	}
+	// The API refuses what the CLI would not send, naming the field.
+	c := client.New(tb.cfg.Socket)
+	for _, bad := range []struct {
+		req  api.AmendRequest
+		want string
+	}{
+		{api.AmendRequest{Action: "erase", Reason: "x"}, `action: "erase": give invalidate, legacy or note`},
+		{api.AmendRequest{Action: "note", Reason: ""}, "reason: an amendment says why"},
+		{api.AmendRequest{Action: "note", Reason: strings.Repeat("é", 600)}, "reason: is longer than 1024 bytes"},
+		{api.AmendRequest{Action: "note", Reason: "x", Link: "ftp://example.org/r"}, `link: "ftp://example.org/r" is not an http(s) URL`},
+		{api.AmendRequest{Action: "legacy", Reason: "x", Rerun: true}, "rerun: only an invalidated run is rerun"},
+	} {
+		if _, err := c.Amend(t.Context(), id, bad.req); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%+v: %v; want %q", bad.req, err, bad.want)
 		}
 	}
 	rec, _ := d.Run(id)
