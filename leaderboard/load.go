@@ -295,10 +295,6 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 	if err != nil {
 		return nil, nil, err.Error(), false
 	}
-	if isAmendment(env) {
-		am, reason := verifyAmendment(path, env, keys)
-		return nil, am, reason, false
-	}
 	opts := []attest.VerifyOption{attest.WithHeads(o.heads)}
 	if pinTracks {
 		var head struct {
@@ -325,6 +321,12 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 		if errors.As(err, &vf) && vf.Reason != attest.ReasonSignature && vf.Reason != attest.ReasonSignatureCount {
 			break // signed by this key but not valid: another key will not help
 		}
+	}
+	// Not a run's attestation that verified: an amendment, perhaps (read only now, so that a run's
+	// costs nothing more).
+	if isAmendment(env) {
+		am, reason := verifyAmendment(path, env, keys)
+		return nil, am, reason, false
 	}
 	return nil, nil, keysReason(len(keys), last), false
 }
