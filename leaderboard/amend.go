@@ -86,7 +86,7 @@ func Amendments(in *Inputs) (byRunOut map[string][]RunAmendment, rejected, skipp
 			b.Rejected = append(b.Rejected, Rejection{a.Path, fmt.Sprintf("an amendment (%s) naming attestation %s… of run %s; the attestation here is %s…: not applied", p.Action, a.Statement.Amended()[:12], p.Run, hex.EncodeToString(e.StatementSHA256[:6]))})
 			continue
 		case p.Track.ID != e.Predicate.Track.ID:
-			b.Rejected = append(b.Rejected, Rejection{a.Path, fmt.Sprintf("an amendment of run %s naming track %s…, not its track: not applied", p.Run, shortID(p.Track.ID))})
+			b.Rejected = append(b.Rejected, Rejection{a.Path, fmt.Sprintf("an amendment of run %s naming track %s, not its track: not applied", p.Run, shortID(p.Track.ID))})
 			continue
 		}
 		if _, ok := byRun[p.Run]; !ok {

@@ -261,6 +261,32 @@ func (r *Result) transcript(o RunOptions, p *attest.Predicate) error {
 			r.uncheckedInRun(&ps, o.AllowUnchecked, f.name, "not compared: "+joinNotes(rep.Notes))
 		}
 	}
+	// The amendments beside it, which its transcript says: each signed with the key, named by its
+	// statement's SHA-256, of this run and this attestation. One that is not would have the page
+	// say what no host signed.
+	if names, err := os.ReadDir(filepath.Join(dir, transcript.AmendmentsDir)); err == nil {
+		v, _, kerr := attest.LoadVerifier(o.Key)
+		for _, n := range names {
+			rel := transcript.AmendmentsDir + "/" + n.Name()
+			env, _, rerr := readWhole(filepath.Join(dir, transcript.AmendmentsDir, n.Name()))
+			if kerr != nil || rerr != nil {
+				ps = append(ps, Problem{File: rel, Reason: fmt.Sprintf("cannot be checked: %v", errors.Join(kerr, rerr))})
+				continue
+			}
+			if e, err := attest.EnvelopeOf(env); err == nil {
+				env = e
+			}
+			a, err := attest.VerifyAmendment(env, v)
+			switch {
+			case err != nil:
+				ps = append(ps, Problem{File: rel, Reason: fmt.Sprintf("an amendment that does not verify with the key: %v", err)})
+			case n.Name() != string(a.Digest)+".att.json":
+				ps = append(ps, Problem{File: rel, Reason: "not named by its statement's SHA-256 (" + string(a.Digest) + ")"})
+			case a.Statement.Predicate.Run != p.Run.ID || string(a.Statement.Amended()) != r.Run.Statement:
+				ps = append(ps, Problem{File: rel, Reason: fmt.Sprintf("an amendment of run %s's attestation %s…, not of this one", a.Statement.Predicate.Run, a.Statement.Amended()[:12])})
+			}
+		}
+	}
 	if have, missing, err := readWhole(filepath.Join(dir, transcript.RunPageFile)); !missing {
 		if want, werr := transcript.RunPage(dir, p); err == nil && werr == nil && string(have) == string(want) {
 			t.ReportHTML = true

@@ -33,6 +33,10 @@ func TestAmendedPublication(t *testing.T) {
 			t.Errorf("leaderboard: exit %d, no %q in\n%s%s", r.code, want, r.stdout, r.stderr)
 		}
 	}
+	// A run's own amendments, in its gathered directory: verify --transcript checks them.
+	if r := sealrun(t, "verify", filepath.Join(f.results, invalidated, "result.att.json"), "--key", f.key, "--transcript", filepath.Join(f.results, invalidated)); r.code != 0 {
+		t.Errorf("verify --transcript of an amended run: %+v", r)
+	}
 	pub := filepath.Join(f.dir, "pub")
 	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results); r.code != 0 {
 		t.Fatalf("publish: %+v", r)
@@ -106,6 +110,10 @@ func TestAmendedPublication(t *testing.T) {
 	}
 	if r := sealrun(t, "publish", "--out", pub+"-2", "--key", f.key, f.results); r.code == 0 || !strings.Contains(r.stderr, "did not verify") {
 		t.Errorf("publish with an amendment no key given verifies: %+v", r)
+	}
+	// A reader handed the run's directory with it: verify --transcript names the file.
+	if r := sealrun(t, "verify", filepath.Join(f.results, plain, "result.att.json"), "--key", f.key, "--transcript", filepath.Join(f.results, plain)); r.code != 1 || !strings.Contains(r.stdout, "amendments/"+filepath.Base(stranger)+": an amendment that does not verify with the key") {
+		t.Errorf("verify --transcript of a run beside an amendment by another key: %+v", r)
 	}
 	os.Remove(stranger)
 
