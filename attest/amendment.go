@@ -3,8 +3,6 @@ package attest
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -146,8 +144,7 @@ func SignAmendment(ctx context.Context, st *AmendmentStatement, signer signature
 		return nil, "", err
 	}
 	out.WriteByte('\n')
-	sum := sha256.Sum256(payload)
-	return out.Bytes(), digest.Hex(hex.EncodeToString(sum[:])), nil
+	return out.Bytes(), digest.SumHex(payload), nil
 }
 
 // VerifiedAmendment is an amendment whose signature verified.
@@ -167,6 +164,16 @@ func VerifyAmendment(env []byte, v signature.Verifier) (*VerifiedAmendment, erro
 	if err != nil {
 		return nil, err
 	}
+	st, err := decodeAmendment(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &VerifiedAmendment{Statement: st, Payload: payload, Digest: digest.SumHex(payload), KeyID: checks.KeyID}, nil
+}
+
+// decodeAmendment reads an amendment's statement from its payload strictly (unknown fields and
+// duplicate keys refused) and checks it.
+func decodeAmendment(payload []byte) (*AmendmentStatement, error) {
 	var st AmendmentStatement
 	if err := strictDecode(payload, &st, true); err != nil {
 		return nil, failf(ReasonStatementType, "the amendment's statement: %v", err)
@@ -174,8 +181,7 @@ func VerifyAmendment(env []byte, v signature.Verifier) (*VerifiedAmendment, erro
 	if err := st.Check(); err != nil {
 		return nil, failf(ReasonPredicate, "the amendment's statement: %v", err)
 	}
-	sum := sha256.Sum256(payload)
-	return &VerifiedAmendment{Statement: &st, Payload: payload, Digest: digest.Hex(hex.EncodeToString(sum[:])), KeyID: checks.KeyID}, nil
+	return &st, nil
 }
 
 // ReadAmendmentUnverified reads an amendment's statement without checking its signature: for
@@ -193,12 +199,9 @@ func ReadAmendmentUnverified(env []byte) (*AmendmentStatement, digest.Hex, error
 	if err != nil {
 		return nil, "", failf(ReasonEnvelopeSyntax, "payload: %v", err)
 	}
-	var st AmendmentStatement
-	if err := strictDecode(payload, &st, true); err != nil {
-		return nil, "", failf(ReasonStatementType, "the amendment's statement: %v", err)
+	st, err := decodeAmendment(payload)
+	if err != nil {
+		return nil, "", err
 	}
-	if err := st.Check(); err != nil {
-		return nil, "", failf(ReasonPredicate, "the amendment's statement: %v", err)
-	}
-	return &st, digest.SumHex(payload), nil
+	return st, digest.SumHex(payload), nil
 }

@@ -325,9 +325,17 @@ func checkTranscript(id, dir string) error {
 	if rep.Transcript {
 		return nil
 	}
-	t, err := transcript.Build(dir, transcript.RunFromPredicate(st.Predicate), transcript.Options{})
-	if err != nil {
+	if err := writeTranscript(dir, st.Predicate); err != nil {
 		return fmt.Errorf("run %s: %w", id, err)
+	}
+	return nil
+}
+
+// writeTranscript makes a gathered run's transcript.json and transcript.html from its files.
+func writeTranscript(dir string, p *attest.Predicate) error {
+	t, err := transcript.Build(dir, transcript.RunFromPredicate(p), transcript.Options{})
+	if err != nil {
+		return err
 	}
 	return transcript.Write(dir, t)
 }
@@ -393,8 +401,7 @@ func (c *Client) gatherAmendments(ctx context.Context, rec api.Record, dest stri
 	return nil
 }
 
-// rebuildTranscript makes a gathered run's transcript.json and transcript.html again from its
-// files.
+// rebuildTranscript makes a gathered run's transcript again, from its attestation and files.
 func rebuildTranscript(dir string) error {
 	env, err := os.ReadFile(filepath.Join(dir, "result.att.json"))
 	if err != nil {
@@ -404,11 +411,7 @@ func rebuildTranscript(dir string) error {
 	if err != nil {
 		return err
 	}
-	t, err := transcript.Build(dir, transcript.RunFromPredicate(st.Predicate), transcript.Options{})
-	if err != nil {
-		return err
-	}
-	return transcript.Write(dir, t)
+	return writeTranscript(dir, st.Predicate)
 }
 
 func (c *Client) gather(ctx context.Context, rec api.Record, dir string) (already bool, err error) {

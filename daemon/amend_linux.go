@@ -139,11 +139,11 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 	}
 	i, err := d.ledger.Append(st.Entry(sum))
 	if err != nil {
+		// The rules were checked above, under amendMu: what fails now is the ledger's file, which
+		// takes no more entries (as for a run's).
 		os.Remove(path)
 		fileio.SyncDir(dir)
-		if !strings.Contains(err.Error(), "amended") { // the disk, not the rules: no more entries
-			d.fail("ledger", err)
-		}
+		d.fail("ledger", err)
 		return nil, err
 	}
 	d.log.Info("amended", "run", id, "action", req.Action, "amendment", sum, "ledger_entry", i)

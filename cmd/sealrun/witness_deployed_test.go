@@ -435,11 +435,7 @@ func TestWitnessAndLitewitnessBehindOneProxy(t *testing.T) {
 	vkeyA, _ := ledger.VerifierKey("sealrun.ledger/proxied-a", pub)
 	vkeyB, _ := ledger.VerifierKey("sealrun.ledger/proxied-b", pub)
 	dir := t.TempDir()
-	key := filepath.Join(dir, "witness.key")
-	if r := sealrun(t, "witness", "keygen", "--name", "witness.test/ours", "--out", key); r.code != 0 {
-		t.Fatal(r)
-	}
-	oursKey := strings.TrimSpace(sealrun(t, "witness", "key", key).stdout)
+	key, oursKey, _ := newWitnessKey(t, dir, "witness.test/ours")
 	ours := startServe(t, "--key", key, "--state", filepath.Join(dir, "state"), "--log", vkeyA, "--log", vkeyB, "--trusted-proxy", "127.0.0.1")
 	if ours.addr == "" {
 		t.Fatalf("witness serve: %s", ours.stderr)
@@ -483,14 +479,7 @@ func TestWitnessAndLitewitnessBehindOneProxy(t *testing.T) {
 // answered for.
 func TestWitnessTwoProcessesKill9(t *testing.T) {
 	dir := t.TempDir()
-	key := filepath.Join(dir, "witness.key")
-	if r := sealrun(t, "witness", "keygen", "--name", "witness.test/raced", "--out", key); r.code != 0 {
-		t.Fatal(r)
-	}
-	v, err := witness.NewVerifier(strings.TrimSpace(sealrun(t, "witness", "key", key).stdout))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, _, v := newWitnessKey(t, dir, "witness.test/raced")
 	// Two trees under one origin and key: a log showing two views.
 	forkA := newFloodLog(t, "sealrun.ledger/raced-host")
 	forkB := newFloodLog(t, "sealrun.ledger/raced-host")

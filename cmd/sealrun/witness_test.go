@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,24 +66,30 @@ func TestWitnessVerbs(t *testing.T) {
 	}
 }
 
-// startWitness starts sealrun witness serve and returns its URL and process.
-func startWitness(t *testing.T, key, state, logKey string) (string, *exec.Cmd) {
+// startWitness starts sealrun witness serve following logKey (startServe) and returns its URL.
+func startWitness(t *testing.T, key, state, logKey string) (string, *servedWitness) {
 	t.Helper()
-	cmd := exec.Command(bin, "witness", "serve", "--key", key, "--state", state, "--log", logKey, "--listen", "127.0.0.1:0", "--rate", "100000")
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = nil
-	if err := cmd.Start(); err != nil {
+	w := startServe(t, "--key", key, "--state", state, "--log", logKey, "--rate", "100000")
+	if w.addr == "" {
+		t.Fatalf("witness serve: %s", w.stderr)
+	}
+	return "http://" + w.addr, w
+}
+
+// newWitnessKey makes a witness key with sealrun witness keygen (its file in dir) and returns
+// the file, its public key as sealrun witness key prints it, and its verifier.
+func newWitnessKey(t *testing.T, dir, name string) (key, vkey string, v *witness.Verifier) {
+	t.Helper()
+	key = filepath.Join(dir, "witness.key")
+	if r := sealrun(t, "witness", "keygen", "--name", name, "--out", key); r.code != 0 {
+		t.Fatal(r)
+	}
+	vkey = strings.TrimSpace(sealrun(t, "witness", "key", key).stdout)
+	v, err := witness.NewVerifier(vkey)
+	if err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("witness serve said %q: %v", line, err)
-	}
-	_, rest, _ := strings.Cut(line, " on ")
-	url, _, _ := strings.Cut(rest, " ")
-	return url, cmd
+	return key, vkey, v
 }
 
 // kill -9 of the witness at any moment loses no cosigned size: after every restart it holds at
@@ -94,14 +97,7 @@ func startWitness(t *testing.T, key, state, logKey string) (string, *exec.Cmd) {
 // goes on. The log is a real ledger signed with a host key, its heads taken from its export.
 func TestWitnessSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
-	key := filepath.Join(dir, "witness.key")
-	if r := sealrun(t, "witness", "keygen", "--name", "witness.test/w1", "--out", key); r.code != 0 {
-		t.Fatal(r)
-	}
-	wv, err := witness.NewVerifier(strings.TrimSpace(sealrun(t, "witness", "key", key).stdout))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, _, wv := newWitnessKey(t, dir, "witness.test/w1")
 	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +137,7 @@ func TestWitnessSurvivesKill9(t *testing.T) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var acked, held uint64
 	for round := range 8 {
-		url, cmd := startWitness(t, key, state, logKey)
+		url, w := startWitness(t, key, state, logKey)
 		killAt := time.Duration(rand.IntN(40)) * time.Millisecond
 		done := make(chan struct{})
 		go func() {
@@ -168,14 +164,12 @@ func TestWitnessSurvivesKill9(t *testing.T) {
 			}
 		}()
 		time.Sleep(killAt)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		w.kill() // SIGKILL
 		<-done
 		// Restarted, it holds at least what it acknowledged: a request from 0 is told so.
-		url, cmd = startWitness(t, key, state, logKey)
+		url, w = startWitness(t, key, state, logKey)
 		_, err := witness.Submit(context.Background(), hc, url, wv, 0, nil, add(1))
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		w.kill()
 		ce, ok := err.(*witness.ConflictError)
 		if acked == 0 && err == nil {
 			held = tree.Size()
