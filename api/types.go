@@ -91,6 +91,14 @@ type AmendRequest struct {
 	Link   string `json:"link,omitempty"`
 	// Rerun queues a rerun of an invalidated run once the amendment is in the ledger.
 	Rerun bool `json:"rerun,omitempty"`
+	// Draft: make the amendment's statement and answer it unsigned (Amended.Draft), for a
+	// reviewer to sign, where the run's track asks for a reviewer's signature; nothing is
+	// signed or appended.
+	Draft bool `json:"draft,omitempty"`
+	// Reviewed is such a draft with the reviewer's signature (sealrun amend review): sealrund
+	// checks it is the statement it would make, signs it, and appends it. Action, reason and
+	// link are then the draft's (given too, they must be the same).
+	Reviewed json.RawMessage `json:"reviewed,omitempty"`
 }
 
 // Amended is sealrund's answer to an AmendRequest.
@@ -101,6 +109,12 @@ type Amended struct {
 	Path      string `json:"path"`         // the signed amendment (a DSSE envelope) on this host
 	Entry     uint64 `json:"ledger_entry"` // its index in the host's ledger
 	Rerun     string `json:"rerun,omitempty"`
+	// Reviewer is the key id of the reviewer who signed it beside the host, where the run's
+	// track asks for one.
+	Reviewer string `json:"reviewer,omitempty"`
+	// Draft is, for a draft request, the unsigned amendment (a DSSE envelope with no
+	// signature) for a reviewer; Amendment is then its statement's SHA-256 and nothing else is set.
+	Draft json.RawMessage `json:"draft,omitempty"`
 }
 
 // MaxPauseReason bounds a pause's reason, in bytes.

@@ -3,17 +3,19 @@ package attest
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 	"github.com/sigstore/sigstore/pkg/signature"
-	"github.com/sigstore/sigstore/pkg/signature/dsse"
 	"github.com/sigstore/sigstore/pkg/signature/options"
 
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/policy"
 )
 
 // PredicateTypeAmendmentV1 is the predicate of an amendment: what an operator found about a run
@@ -125,9 +127,10 @@ func (st *AmendmentStatement) Canonical() ([]byte, error) {
 }
 
 // SignAmendment checks the statement and signs its canonical JSON in a DSSE envelope, as Sign
-// does a run's. It returns the envelope and the SHA-256 of its payload (the ledger entry's
-// amendment digest).
-func SignAmendment(ctx context.Context, st *AmendmentStatement, signer signature.Signer) ([]byte, digest.Hex, error) {
+// does a run's, beside the signatures of others already made over the same payload (a
+// reviewer's, ReviewAmendment). It returns the envelope and the SHA-256 of its payload (the
+// ledger entry's amendment digest).
+func SignAmendment(ctx context.Context, st *AmendmentStatement, signer signature.Signer, others ...AmendmentSignature) ([]byte, digest.Hex, error) {
 	if err := st.Check(); err != nil {
 		return nil, "", fmt.Errorf("amendment: %w", err)
 	}
@@ -135,40 +138,215 @@ func SignAmendment(ctx context.Context, st *AmendmentStatement, signer signature
 	if err != nil {
 		return nil, "", fmt.Errorf("amendment: %w", err)
 	}
-	env, err := dsse.WrapSigner(signer, PayloadType).SignMessage(bytes.NewReader(payload), options.WithContext(ctx))
+	sig, err := signAmendmentPayload(ctx, payload, signer)
 	if err != nil {
 		return nil, "", fmt.Errorf("sign amendment: %w", err)
 	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, env, "", "  "); err != nil {
-		return nil, "", err
-	}
-	out.WriteByte('\n')
-	return out.Bytes(), digest.SumHex(payload), nil
+	return amendmentEnvelope(payload, append([]AmendmentSignature{sig}, others...)), digest.SumHex(payload), nil
 }
 
-// VerifiedAmendment is an amendment whose signature verified.
+// AmendmentSignature is one signature of an amendment's envelope.
+type AmendmentSignature struct {
+	KeyID string // a hint only (the signer's key id): never part of a verdict
+	Sig   []byte
+}
+
+// MaxAmendmentSignatures: the host's, and one reviewer's where the run's track asks for one.
+const MaxAmendmentSignatures = 2
+
+// signAmendmentPayload signs the DSSE pre-authentication encoding of an amendment's payload.
+func signAmendmentPayload(ctx context.Context, payload []byte, signer signature.Signer) (AmendmentSignature, error) {
+	pub, err := signer.PublicKey()
+	if err != nil {
+		return AmendmentSignature{}, err
+	}
+	id, err := KeyID(pub)
+	if err != nil {
+		return AmendmentSignature{}, err
+	}
+	sig, err := signer.SignMessage(bytes.NewReader(appendPAE(nil, PayloadType, payload)), options.WithContext(ctx))
+	if err != nil {
+		return AmendmentSignature{}, err
+	}
+	return AmendmentSignature{KeyID: id, Sig: sig}, nil
+}
+
+// amendmentEnvelope writes an amendment's DSSE envelope, indented, with its signatures in order
+// (none: a draft for a reviewer).
+func amendmentEnvelope(payload []byte, sigs []AmendmentSignature) []byte {
+	type sigJSON struct {
+		KeyID string `json:"keyid"`
+		Sig   string `json:"sig"`
+	}
+	e := struct {
+		PayloadType string    `json:"payloadType"`
+		Payload     string    `json:"payload"`
+		Signatures  []sigJSON `json:"signatures"`
+	}{PayloadType, base64.StdEncoding.EncodeToString(payload), []sigJSON{}}
+	for _, s := range sigs {
+		e.Signatures = append(e.Signatures, sigJSON{s.KeyID, base64.StdEncoding.EncodeToString(s.Sig)})
+	}
+	out, _ := json.MarshalIndent(e, "", "  ")
+	return append(out, '\n')
+}
+
+// AmendmentDraft is the envelope of st with no signature: what the host hands a reviewer where
+// the run's track asks for one (ReviewAmendment signs it; the host signs last, when it appends
+// the entry).
+func AmendmentDraft(st *AmendmentStatement) ([]byte, error) {
+	if err := st.Check(); err != nil {
+		return nil, fmt.Errorf("amendment: %w", err)
+	}
+	payload, err := st.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	return amendmentEnvelope(payload, nil), nil
+}
+
+// ReadAmendmentEnvelope reads an amendment's envelope without verifying any signature: its
+// statement (strictly decoded and checked), its payload and its signatures, at most
+// MaxAmendmentSignatures of them.
+func ReadAmendmentEnvelope(env []byte) (*AmendmentStatement, []byte, []AmendmentSignature, error) {
+	if len(env) > MaxAmendmentBytes {
+		return nil, nil, nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxAmendmentBytes)
+	}
+	var e envelope
+	if err := strictDecode(env, &e, false); err != nil {
+		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+	}
+	switch {
+	case e.PayloadType == nil:
+		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "envelope has no payloadType")
+	case e.Payload == nil:
+		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "envelope has no payload")
+	case *e.PayloadType != PayloadType:
+		return nil, nil, nil, failf(ReasonPayloadType, "payloadType is %q; expected %q", *e.PayloadType, PayloadType)
+	case len(e.Signatures) > MaxAmendmentSignatures:
+		return nil, nil, nil, failf(ReasonSignatureCount, "the envelope has %d signatures; an amendment has the host's and at most one reviewer's", len(e.Signatures))
+	}
+	payload, err := canonicalBase64(*e.Payload)
+	if err != nil {
+		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "payload: %v", err)
+	}
+	sigs := make([]AmendmentSignature, len(e.Signatures))
+	for i, s := range e.Signatures {
+		if s.Sig == nil {
+			return nil, nil, nil, failf(ReasonEnvelopeSyntax, "signatures[%d] has no sig", i)
+		}
+		b, err := canonicalBase64(*s.Sig)
+		if err != nil {
+			return nil, nil, nil, failf(ReasonEnvelopeSyntax, "signatures[%d].sig: %v", i, err)
+		}
+		sigs[i] = AmendmentSignature{KeyID: s.KeyID, Sig: b}
+	}
+	st, err := decodeAmendment(payload)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return st, payload, sigs, nil
+}
+
+// ReviewAmendment adds the reviewer's signature to an amendment's envelope (a host's draft,
+// AmendmentDraft): it reads the statement the reviewer signs, and refuses an envelope the
+// reviewer's key has signed already. It returns the envelope and the statement, to be shown to
+// the reviewer.
+func ReviewAmendment(ctx context.Context, env []byte, reviewer signature.Signer) ([]byte, *AmendmentStatement, error) {
+	st, payload, sigs, err := ReadAmendmentEnvelope(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(sigs) != 0 {
+		return nil, nil, fmt.Errorf("the envelope is signed already (%d signature(s)); a reviewer signs the host's draft (sealrun amend RUN ... --draft FILE), before the host", len(sigs))
+	}
+	sig, err := signAmendmentPayload(ctx, payload, reviewer)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign amendment: %w", err)
+	}
+	return amendmentEnvelope(payload, []AmendmentSignature{sig}), st, nil
+}
+
+// VerifiedAmendment is an amendment whose host signature verified.
 type VerifiedAmendment struct {
 	Statement *AmendmentStatement
 	Payload   []byte
 	Digest    digest.Hex // SHA-256 of Payload: what its ledger entry names
-	KeyID     string
+	KeyID     string     // the host's key
+	// Reviewer is the key id of the reviewer whose signature CheckReviewer verified; "" before,
+	// or where the run's track asks for none.
+	Reviewer string
+	others   []AmendmentSignature // the signatures that are not the host's
 }
 
-// VerifyAmendment checks an amendment's envelope with v, as Verify checks a run's (one
-// signature over the DSSE PAE, the in-toto payload type), and its statement strictly: unknown
-// fields and duplicate keys are refused, and the predicate holds to its ledger entry's rules.
+// VerifyAmendment checks an amendment's envelope with the host's key v: the in-toto payload
+// type, one signature by v over the DSSE PAE, at most one other (a reviewer's, which
+// CheckReviewer judges against the run's track), and its statement strictly: unknown fields and
+// duplicate keys are refused, and the predicate holds to its ledger entry's rules.
 func VerifyAmendment(env []byte, v signature.Verifier) (*VerifiedAmendment, error) {
-	var checks Verified
-	payload, err := verifyEnvelopeOf(env, PayloadType, MaxAmendmentBytes, v, &checks)
+	st, payload, sigs, err := ReadAmendmentEnvelope(env)
 	if err != nil {
 		return nil, err
 	}
-	st, err := decodeAmendment(payload)
-	if err != nil {
-		return nil, err
+	if len(sigs) == 0 {
+		return nil, failf(ReasonSignatureCount, "the envelope has no signature: a reviewer's draft the host never signed")
 	}
-	return &VerifiedAmendment{Statement: st, Payload: payload, Digest: digest.SumHex(payload), KeyID: checks.KeyID}, nil
+	pub, err := v.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("verification key: %w", err)
+	}
+	id, err := KeyID(pub)
+	if err != nil {
+		return nil, fmt.Errorf("verification key: %w", err)
+	}
+	msg := appendPAE(nil, PayloadType, payload)
+	host := -1
+	for i, s := range sigs {
+		if verifySignature(v, s.Sig, msg) == nil {
+			host = i
+			break
+		}
+	}
+	if host < 0 {
+		return nil, failf(ReasonSignature, "no signature verifies with key %s; the envelope was altered or signed by another key", id)
+	}
+	out := &VerifiedAmendment{Statement: st, Payload: payload, Digest: digest.SumHex(payload), KeyID: id}
+	out.others = append(append(out.others, sigs[:host]...), sigs[host+1:]...)
+	return out, nil
+}
+
+// Signatures is how many signatures the amendment's envelope has: the host's, and a reviewer's
+// where there are two.
+func (va *VerifiedAmendment) Signatures() int { return 1 + len(va.others) }
+
+// CheckReviewer judges the amendment's signatures beside the host's against what the amended
+// run's track asks (t.Amendments; t is the track whose id the amendment names): where it names
+// reviewers, one signature by one of them, and nothing else; where it names none, no other
+// signature. It records the reviewer's key id.
+func (va *VerifiedAmendment) CheckReviewer(t *policy.Track) error {
+	if t == nil || t.ID != va.Statement.Predicate.Track.ID {
+		return failf(ReasonTrack, "the amendment's run is of track %s; its reviewers are read from that track's file", va.Statement.Predicate.Track.ID)
+	}
+	if t.Amendments == nil {
+		if len(va.others) > 0 {
+			return failf(ReasonSignatureCount, "the amendment has a second signature, and track %s (%s) names no reviewer: a signature no one can check", t.Name, t.ID[:12])
+		}
+		return nil
+	}
+	if len(va.others) == 0 {
+		return failf(ReasonSignatureCount, "track %s (%s) asks for a reviewer's signature on an amendment beside the host's, and it has none", t.Name, t.ID[:12])
+	}
+	msg := appendPAE(nil, PayloadType, va.Payload)
+	for _, r := range t.Amendments.Reviewers {
+		v, err := signature.LoadVerifier(r.Key, crypto.SHA256)
+		if err != nil {
+			continue
+		}
+		if verifySignature(v, va.others[0].Sig, msg) == nil {
+			va.Reviewer = r.KeyID
+			return nil
+		}
+	}
+	return failf(ReasonSignature, "the second signature verifies with none of the %d reviewer key(s) track %s (%s) names", len(t.Amendments.Reviewers), t.Name, t.ID[:12])
 }
 
 // decodeAmendment reads an amendment's statement from its payload strictly (unknown fields and
@@ -188,18 +366,7 @@ func decodeAmendment(payload []byte) (*AmendmentStatement, error) {
 // showing what a run's amendments say (its transcript), never for judging them. VerifyAmendment
 // is the check.
 func ReadAmendmentUnverified(env []byte) (*AmendmentStatement, digest.Hex, error) {
-	if len(env) > MaxAmendmentBytes {
-		return nil, "", failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxAmendmentBytes)
-	}
-	var e envelope
-	if err := strictDecode(env, &e, false); err != nil || e.Payload == nil {
-		return nil, "", failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
-	}
-	payload, err := canonicalBase64(*e.Payload)
-	if err != nil {
-		return nil, "", failf(ReasonEnvelopeSyntax, "payload: %v", err)
-	}
-	st, err := decodeAmendment(payload)
+	st, payload, _, err := ReadAmendmentEnvelope(env)
 	if err != nil {
 		return nil, "", err
 	}

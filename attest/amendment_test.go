@@ -3,6 +3,7 @@ package attest
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/policy"
 )
 
 func amendmentFixture(t *testing.T, action string) (*AmendmentStatement, digest.Hex) {
@@ -112,5 +114,119 @@ func TestAmendmentRefused(t *testing.T) {
 		if _, err := VerifyAmendment(env, verifier(t, "ed25519")); reason(t, err) != ReasonStatementType {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// reviewedTrack is a track of the fixture's id whose amendments need one of the given keys
+// (testdata's, by name) beside the host's.
+func reviewedTrack(t *testing.T, st *AmendmentStatement, keys ...string) *policy.Track {
+	t.Helper()
+	tr := &policy.Track{ID: st.Predicate.Track.ID, Name: st.Predicate.Track.Name}
+	if len(keys) == 0 {
+		return tr
+	}
+	tr.Amendments = &policy.Amendments{}
+	for _, k := range keys {
+		pub, err := verifier(t, k).PublicKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := policy.ParseReviewer(base64.StdEncoding.EncodeToString(der))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Amendments.Reviewers = append(tr.Amendments.Reviewers, r)
+	}
+	return tr
+}
+
+// The two-key flow: the host's draft, unsigned; the reviewer's signature; the host's last. A
+// track that names the reviewer takes it, and refuses an amendment without it, with another
+// reviewer's, or with the host's key counted twice; a track that names none refuses a second
+// signature; a draft is never an amendment.
+func TestAmendmentReviewed(t *testing.T) {
+	ctx := context.Background()
+	st, _ := amendmentFixture(t, ledger.ActionInvalidate)
+	draft, err := AmendmentDraft(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyAmendment(draft, verifier(t, "ed25519")); reason(t, err) != ReasonSignatureCount {
+		t.Errorf("a draft: %v", err)
+	}
+	reviewed, got, err := ReviewAmendment(ctx, draft, signer(t, "ecdsa"))
+	if err != nil || got.Predicate.Reason != st.Predicate.Reason {
+		t.Fatalf("review: %v %+v", err, got)
+	}
+	if _, _, err := ReviewAmendment(ctx, reviewed, signer(t, "ecdsa")); err == nil || !strings.Contains(err.Error(), "signed already") {
+		t.Errorf("reviewed twice: %v", err)
+	}
+	_, _, sigs, err := ReadAmendmentEnvelope(reviewed)
+	if err != nil || len(sigs) != 1 {
+		t.Fatalf("the reviewed draft: %v %d", err, len(sigs))
+	}
+	env, sum, err := SignAmendment(ctx, st, signer(t, "ed25519"), sigs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va, err := VerifyAmendment(env, verifier(t, "ed25519"))
+	if err != nil || va.Digest != sum {
+		t.Fatalf("verify: %v", err)
+	}
+	if err := va.CheckReviewer(reviewedTrack(t, st, "ed25519", "ecdsa")); err != nil || va.Reviewer == "" {
+		t.Errorf("the track's reviewer: %v %q", err, va.Reviewer)
+	}
+	if err := va.CheckReviewer(reviewedTrack(t, st)); reason(t, err) != ReasonSignatureCount {
+		t.Errorf("a track naming no reviewer: %v", err)
+	}
+	// The host's key alone, where the track names the host's key as a reviewer too: one
+	// signature is not two.
+	alone, _, err := SignAmendment(ctx, st, signer(t, "ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	va, err = VerifyAmendment(alone, verifier(t, "ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := va.CheckReviewer(reviewedTrack(t, st, "ed25519")); reason(t, err) != ReasonSignatureCount {
+		t.Errorf("no reviewer's signature: %v", err)
+	}
+	// The host signing twice: the second is not a reviewer's (the track names ecdsa).
+	hostSig, err := signAmendmentPayload(ctx, va.Payload, signer(t, "ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, _, _ := SignAmendment(ctx, st, signer(t, "ed25519"), hostSig)
+	if va, err = VerifyAmendment(twice, verifier(t, "ed25519")); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.CheckReviewer(reviewedTrack(t, st, "ecdsa")); reason(t, err) != ReasonSignature {
+		t.Errorf("the host's signature twice: %v", err)
+	}
+	// Another track's file: refused, not judged.
+	if err := va.CheckReviewer(&policy.Track{ID: strings.Repeat("0", 64)}); reason(t, err) != ReasonTrack {
+		t.Errorf("another track: %v", err)
+	}
+	// Three signatures: refused before any is checked.
+	three, _, _ := SignAmendment(ctx, st, signer(t, "ed25519"), sigs[0], sigs[0])
+	if _, err := VerifyAmendment(three, verifier(t, "ed25519")); reason(t, err) != ReasonSignatureCount {
+		t.Errorf("three signatures: %v", err)
+	}
+	// The reviewer's signature over another payload (the reason edited after review).
+	other := *st
+	p := *st.Predicate
+	p.Reason = "a milder reason"
+	other.Predicate = &p
+	env2, _, _ := SignAmendment(ctx, &other, signer(t, "ed25519"), sigs...)
+	if va, err = VerifyAmendment(env2, verifier(t, "ed25519")); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.CheckReviewer(reviewedTrack(t, st, "ecdsa")); reason(t, err) != ReasonSignature {
+		t.Errorf("the reason edited after review: %v", err)
 	}
 }

@@ -57,6 +57,10 @@ func (d *Daemon) amendRun(w http.ResponseWriter, r *http.Request) {
 
 var errNoRun = errors.New("no such run")
 
+// MaxDraftAge is how long a drafted amendment may wait for its reviewer: the statement says when
+// it was drafted, and a reader should not find it weeks older than its ledger entry.
+const MaxDraftAge = 14 * 24 * time.Hour
+
 // Amend signs an amendment of run id with the host key and appends its ledger entry: the
 // amendment's file and its entry both, or neither (the file is written first, atomically, and
 // removed when the entry cannot be appended; one left by a crash in between names no entry and
@@ -82,6 +86,35 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 	case d.ledger == nil || d.x.Signer == nil:
 		return nil, fmt.Errorf("%w: this host keeps no ledger (no signing key): an amendment is a signed ledger entry", errAmendConflict)
 	}
+	var drafted *attest.AmendmentStatement
+	var reviewSigs []attest.AmendmentSignature
+	if len(req.Reviewed) > 0 {
+		if req.Draft {
+			return nil, refuse("draft", "a reviewed amendment is not drafted again: send it (reviewed) alone")
+		}
+		st, _, sigs, err := attest.ReadAmendmentEnvelope(req.Reviewed)
+		if err != nil {
+			return nil, refuse("reviewed", "not a reviewed amendment: %v", err)
+		}
+		if len(sigs) != 1 {
+			return nil, refuse("reviewed", "has %d signatures; a reviewed draft has the reviewer's only (sealrun amend review FILE --key KEY signs the draft sealrun amend --draft wrote)", len(sigs))
+		}
+		p := st.Predicate
+		for _, f := range []struct{ name, given, drafted string }{{"action", req.Action, p.Action}, {"reason", req.Reason, p.Reason}, {"link", req.Link, p.Link}} {
+			if f.given != "" && f.given != f.drafted {
+				return nil, refuse(f.name, "%q, and the reviewed draft says %q: the reviewer signed the draft's; give none, or the same", f.given, f.drafted)
+			}
+		}
+		if p.Run != id {
+			return nil, refuse("reviewed", "is a draft of an amendment of run %s, not of %s", p.Run, id)
+		}
+		now := time.Now()
+		if p.Time.After(now.Add(time.Minute)) || p.Time.Before(now.Add(-MaxDraftAge)) {
+			return nil, refuse("reviewed", "was drafted at %s; a draft is sent within %s of it (draft it again, and have it reviewed again)", p.Time.Format(time.RFC3339), MaxDraftAge)
+		}
+		req.Action, req.Reason, req.Link = p.Action, p.Reason, p.Link
+		drafted, reviewSigs = st, sigs
+	}
 	switch req.Action {
 	case ledger.ActionInvalidate, ledger.ActionLegacy, ledger.ActionNote:
 	default:
@@ -89,6 +122,9 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 	}
 	if req.Rerun && req.Action != ledger.ActionInvalidate {
 		return nil, refuse("rerun", "only an invalidated run is rerun; a %s amendment leaves the run in the mean", req.Action)
+	}
+	if req.Rerun && req.Draft {
+		return nil, refuse("rerun", "a draft queues nothing: give --rerun when you send the reviewed amendment")
 	}
 	ended, ok := d.ledger.EndOf(id)
 	if !ok || ended.Attestation == "" {
@@ -114,20 +150,60 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 	if sum := digest.SumHex(run.Payload); sum != ended.Attestation {
 		return nil, fmt.Errorf("run %s's attestation (%s) is not the one its ledger entry names (%s): the run directory was changed", id, sum, ended.Attestation)
 	}
-	if run.Statement.Predicate.Track.Status == string(policy.StatusWithdrawn) {
+	// The run's track, whose [amendments] says whose signatures an amendment needs: the track
+	// file the run ran under, by the id its attestation names.
+	track, err := policy.Parse("track.toml", mustTrackBytes(rec.Dir))
+	if err != nil || track.ID != run.Statement.Predicate.Track.ID {
+		return nil, fmt.Errorf("run %s's track.toml is not the track its attestation names (%s): the run directory was changed (%v)", id, run.Statement.Predicate.Track.ID, err)
+	}
+	if track.Status == policy.StatusWithdrawn || run.Statement.Predicate.Track.Status == string(policy.StatusWithdrawn) {
 		return nil, fmt.Errorf("%w: run %s is of a withdrawn track: its results are unranked already", errAmendConflict, id)
 	}
-	st, err := attest.NewAmendment(run.Statement, ended.Attestation, attest.Amendment{Run: id, Action: req.Action, Reason: req.Reason, Link: req.Link, Time: time.Now().UTC().Truncate(time.Second), Ledger: d.ledger.Origin()})
+	reviewed := track.Amendments != nil
+	switch {
+	case reviewed && !req.Draft && drafted == nil:
+		return nil, fmt.Errorf("%w: track %s (%s) asks for a reviewer's signature on an amendment beside the host's ([amendments] reviewers): draft it with --draft FILE, have a reviewer sign it (sealrun amend review FILE --key THEIR.key), and send it with sealrun amend %s --reviewed FILE", ErrRefused, track.Name, track.ID[:12], id)
+	case !reviewed && (req.Draft || drafted != nil):
+		return nil, refuse("draft", "track %s (%s) names no reviewer: the host's signature alone makes its amendments; amend without --draft or --reviewed", track.Name, track.ID[:12])
+	}
+	at := time.Now().UTC().Truncate(time.Second)
+	if drafted != nil {
+		at = drafted.Predicate.Time
+	}
+	st, err := attest.NewAmendment(run.Statement, ended.Attestation, attest.Amendment{Run: id, Action: req.Action, Reason: req.Reason, Link: req.Link, Time: at, Ledger: d.ledger.Origin()})
 	if err != nil {
 		field, problem, _ := strings.Cut(strings.TrimPrefix(err.Error(), "predicate."), ": ")
 		return nil, refuse(field, "%s", problem)
 	}
+	if drafted != nil {
+		// The reviewer signed what this host would say: the same statement, byte for byte.
+		want, _ := st.Canonical()
+		got, _ := drafted.Canonical()
+		if string(want) != string(got) {
+			return nil, refuse("reviewed", "is not the statement this host makes of run %s (another run's attestation, track, agent or ledger): draft it again with sealrun amend %s --draft", id, id)
+		}
+	}
 	if err := d.ledger.CheckAmendment(st.Entry(digest.Hex(strings.Repeat("0", 64)))); err != nil {
 		return nil, fmt.Errorf("%w: %v", errAmendConflict, err)
 	}
-	signed, sum, err := attest.SignAmendment(ctx, st, d.x.Signer)
+	if req.Draft {
+		draft, err := attest.AmendmentDraft(st)
+		if err != nil {
+			return nil, err
+		}
+		payload, _ := st.Canonical()
+		return &api.Amended{Run: id, Action: req.Action, Amendment: string(digest.SumHex(payload)), Draft: draft}, nil
+	}
+	signed, sum, err := attest.SignAmendment(ctx, st, d.x.Signer, reviewSigs...)
 	if err != nil {
 		return nil, err
+	}
+	va, err := attest.VerifyAmendment(signed, v)
+	if err == nil {
+		err = va.CheckReviewer(track)
+	}
+	if err != nil {
+		return nil, refuse("reviewed", "%v", err)
 	}
 	dir := filepath.Join(rec.Dir, AmendmentsDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -146,12 +222,12 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 		d.fail("ledger", err)
 		return nil, err
 	}
-	d.log.Info("amended", "run", id, "action", req.Action, "amendment", sum, "ledger_entry", i)
+	d.log.Info("amended", "run", id, "action", req.Action, "amendment", sum, "ledger_entry", i, "reviewer", va.Reviewer)
 	// The run's transcript and page say it (a reader rebuilds them from the same files).
 	if err := writeTranscript(rec.Dir, run.Statement.Predicate); err != nil {
 		d.log.Warn("rewrite the transcript of an amended run", "run", id, "err", err)
 	}
-	out := &api.Amended{Run: id, Action: req.Action, Amendment: string(sum), Path: path, Entry: i}
+	out := &api.Amended{Run: id, Action: req.Action, Amendment: string(sum), Path: path, Entry: i, Reviewer: va.Reviewer}
 	if req.Rerun {
 		r, err := d.submit(spec.Track, mustTrackBytes(rec.Dir), submitted{Agent: spec.Agent.String(), Seed: spec.Seed, User: "sealrund (rerun: amended: " + req.Reason + ")", RerunOf: id, Person: spec.Person, Proctors: spec.Proctors})
 		if err != nil {

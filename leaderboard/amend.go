@@ -18,7 +18,10 @@ type RunAmendment struct {
 	Time   time.Time `json:"time"`
 	Digest string    `json:"amendment"` // SHA-256 (hex) of its signed statement: its ledger entry's
 	Key    string    `json:"key"`       // the key file that verified it
-	Path   string    `json:"path"`
+	// Reviewer is the key id of the reviewer who signed it beside the host, where the run's
+	// track names reviewers ([amendments] reviewers).
+	Reviewer string `json:"reviewer,omitempty"`
+	Path     string `json:"path"`
 }
 
 // Text is the amendment as a board line says it.
@@ -32,7 +35,7 @@ func (a RunAmendment) Text() string {
 }
 
 // AmendRule is the rule added when a board has amendments.
-const AmendRule = "Amendments (sealrun amend: signed by the host, each an entry of its ledger) apply when they verify with a trusted key and name the run's published attestation, which never changes: an invalidated run leaves the mean and is listed with its reason and link, and its rerun, as an invalid run is; a legacy run is labelled and stays in the mean; a note is shown with the row's runs. A run takes one invalidation or legacy label: two that conflict are both rejected. With --ledger, an amendment a ledger holds and the board lacks leaves the row not accounted for, as a withheld run does."
+const AmendRule = "Amendments (sealrun amend: signed by the host, each an entry of its ledger) apply when they verify with a trusted key, carry a reviewer's signature too where the run's track names reviewers, and name the run's published attestation, which never changes: an invalidated run leaves the mean and is listed with its reason and link, and its rerun, as an invalid run is; a legacy run is labelled and stays in the mean; a note is shown with the row's runs. A run takes one invalidation or legacy label: two that conflict are both rejected. With --ledger, an amendment a ledger holds and the board lacks leaves the row not accounted for, as a withheld run does."
 
 // amendmentsByRun applies Amendments to the board: those that apply by run id, the others
 // rejected, the rule added.
@@ -128,7 +131,7 @@ func Amendments(in *Inputs) (byRunOut map[string][]RunAmendment, rejected, skipp
 
 func runAmendment(a Amended) RunAmendment {
 	p := a.Statement.Predicate
-	return RunAmendment{Action: p.Action, Reason: p.Reason, Link: p.Link, Time: p.Time.UTC(), Digest: string(a.Digest), Key: a.Key, Path: a.Path}
+	return RunAmendment{Action: p.Action, Reason: p.Reason, Link: p.Link, Time: p.Time.UTC(), Digest: string(a.Digest), Key: a.Key, Reviewer: a.Reviewer, Path: a.Path}
 }
 
 // amendedStatus says what run's amendments make of it: invalidated, legacy, or neither.

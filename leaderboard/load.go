@@ -95,6 +95,7 @@ type Amended struct {
 	KeyID     string
 	Statement *attest.AmendmentStatement
 	Digest    dg.Hex // SHA-256 of its signed statement: what its ledger entry names
+	Reviewer  string // the key id of the reviewer who signed it too, where its track asks for one
 }
 
 // Rejection is an input that contributes nothing, with the reason.
@@ -325,7 +326,7 @@ func verifyFile(path string, keys []Key, tracks map[string]*policy.Track, pinTra
 	// Not a run's attestation that verified: an amendment, perhaps (read only now, so that a run's
 	// costs nothing more).
 	if isAmendment(env) {
-		am, reason := verifyAmendment(path, env, keys)
+		am, reason := verifyAmendment(path, env, keys, tracks, pinTracks, o)
 		return nil, am, reason, false
 	}
 	return nil, nil, keysReason(len(keys), last), false
@@ -357,13 +358,34 @@ func isAmendment(env []byte) bool {
 	return st.PredicateType == attest.PredicateTypeAmendmentV1
 }
 
-// verifyAmendment verifies an amendment with the first of keys that does.
-func verifyAmendment(path string, env []byte, keys []Key) (*Amended, string) {
+// verifyAmendment verifies an amendment with the first of keys that does, and its signatures
+// beside the host's against what its run's track asks (attest.CheckReviewer): with tracks
+// pinned, the track must be one of them; without, it is the run's own track.toml, in a gathered
+// run's directory (RUN/amendments/AMENDMENT), where its id is the one the amendment names; with
+// neither, an amendment with a second signature cannot be judged, and one with the host's alone
+// is taken as the run's attestation is, unpinned.
+func verifyAmendment(path string, env []byte, keys []Key, tracks map[string]*policy.Track, pinTracks bool, o LoadOptions) (*Amended, string) {
 	var last error
 	for _, k := range keys {
 		v, err := attest.VerifyAmendment(env, k.Verifier)
 		if err == nil {
-			return &Amended{Path: path, Key: k.Name, KeyID: k.KeyID, Statement: v.Statement, Digest: v.Digest}, ""
+			tid := v.Statement.Predicate.Track.ID
+			t, ok := tracks[tid]
+			if !ok && !pinTracks {
+				t = ownTrack(path, tid, o)
+				ok = t != nil
+			}
+			switch {
+			case ok:
+				if err := v.CheckReviewer(t); err != nil {
+					return nil, "an amendment, not applied: " + err.Error()
+				}
+			case pinTracks:
+				return nil, fmt.Sprintf("an amendment of a run made under track %s, which is not among the --track files", shortID(tid))
+			case v.Signatures() > 1:
+				return nil, fmt.Sprintf("an amendment with a reviewer's signature, not applied: its run's track (%s) was not given (--track), and only the track names its reviewers", shortID(tid))
+			}
+			return &Amended{Path: path, Key: k.Name, KeyID: k.KeyID, Statement: v.Statement, Digest: v.Digest, Reviewer: v.Reviewer}, ""
 		}
 		last = err
 		var vf *attest.VerificationFailure
@@ -372,6 +394,30 @@ func verifyAmendment(path string, env []byte, keys []Key) (*Amended, string) {
 		}
 	}
 	return nil, "an amendment, not applied: " + keysReason(len(keys), last)
+}
+
+// ownTrack is the track.toml of the gathered run whose amendment is at path
+// (RUN/amendments/AMENDMENT), when it is track id; nil when there is none.
+func ownTrack(path, id string, o LoadOptions) *policy.Track {
+	if filepath.Base(filepath.Dir(path)) != "amendments" {
+		return nil
+	}
+	p := filepath.Join(filepath.Dir(filepath.Dir(path)), "track.toml")
+	var b []byte
+	var err error
+	if o.ReadFile != nil {
+		b, err = o.ReadFile(p)
+	} else {
+		b, err = fileio.ReadLimited(p, "track file", policy.MaxTrackBytes)
+	}
+	if err != nil {
+		return nil
+	}
+	t, err := policy.Parse(p, b)
+	if err != nil || t.ID != id {
+		return nil
+	}
+	return t
 }
 
 // looksLikeEnvelope tells a broken attestation from some other JSON file.

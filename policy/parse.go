@@ -2,7 +2,12 @@ package policy
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -158,6 +163,7 @@ const (
 	kSHA256                  // 64 lowercase hex
 	kImage                   // name@sha256:<64 hex>
 	kMoney                   // "25.00 USD": an amount above zero and a currency code
+	kKeys                    // 1 to MaxReviewers public keys: base64 of PKIX DER, ed25519 or ECDSA P-256
 )
 
 type keySpec struct {
@@ -169,7 +175,7 @@ type keySpec struct {
 var optionalKeys = map[string]bool{"budget.max_tokens": true, "budget.max_cost": true, "human.image": true, "human.pauses": true}
 
 // optionalTables may be left out; a track without them keeps its id.
-var optionalTables = map[string]bool{"human": true}
+var optionalTables = map[string]bool{"human": true, "amendments": true}
 
 type tableSpec struct {
 	name string
@@ -189,6 +195,7 @@ var schema = []tableSpec{
 	{"seeds", []keySpec{{"required", kPositive}}},
 	{"resources", []keySpec{{"gpus", kNonNegative}, {"cpus", kPositive}, {"memory", kSize}, {"workspace", kSize}}},
 	{"human", []keySpec{{"start", kDuration}, {"image", kImage}, {"pauses", kDuration}}},
+	{"amendments", []keySpec{{"reviewers", kKeys}}},
 }
 
 type validator struct {
@@ -316,6 +323,10 @@ func (v *validator) track(md toml.MetaData) *Track {
 		}
 	}
 
+	if keys, ok := got["amendments.reviewers"].([]Reviewer); ok {
+		t.Amendments = &Amendments{Reviewers: keys}
+	}
+
 	// Cross-key rules, only where both sides parsed.
 	_, okWall := got["budget.wall"]
 	_, okRes := got["budget.reserve"]
@@ -369,6 +380,8 @@ func expectation(k kind) string {
 		return `an image pinned by digest, "name@sha256:<64 lowercase hex>"`
 	case kMoney:
 		return `an amount and a currency as a string, for example "25.00 USD" (priced by the host's [prices] table)`
+	case kKeys:
+		return fmt.Sprintf(`an array of 1 to %d reviewers' public keys, each the base64 of its PKIX DER (ed25519 or ECDSA P-256; sealrun keys generate prints it)`, MaxReviewers)
 	}
 	return "a value"
 }
@@ -412,6 +425,9 @@ func (v *validator) convert(key string, k kind, val any) (any, bool) {
 	fail := func(format string, args ...any) (any, bool) {
 		v.add(key, format+"; expected "+expectation(k), args...)
 		return nil, false
+	}
+	if k == kKeys {
+		return v.reviewers(key, val)
 	}
 	// Types that no track key accepts.
 	switch val.(type) {
@@ -610,4 +626,67 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// reviewers reads [amendments] reviewers: 1 to MaxReviewers distinct public keys, each the
+// base64 of its PKIX DER, ed25519 or ECDSA P-256.
+func (v *validator) reviewers(key string, val any) (any, bool) {
+	list, ok := val.([]any)
+	if !ok {
+		v.add(key, "is %s; expected %s", describe(val), expectation(kKeys))
+		return nil, false
+	}
+	if len(list) == 0 || len(list) > MaxReviewers {
+		v.add(key, "has %d keys; expected %s (leave out [amendments] for amendments signed by the host alone)", len(list), expectation(kKeys))
+		return nil, false
+	}
+	var out []Reviewer
+	seen := map[string]int{}
+	for i, e := range list {
+		at := fmt.Sprintf("%s[%d]", key, i)
+		s, ok := e.(string)
+		if !ok {
+			v.add(at, "is %s; expected the base64 of a public key's PKIX DER", describe(e))
+			return nil, false
+		}
+		r, err := ParseReviewer(s)
+		if err != nil {
+			v.add(at, "%v", err)
+			return nil, false
+		}
+		if j, dup := seen[r.KeyID]; dup {
+			v.add(at, "is the key of %s[%d] again; give each reviewer once", key, j)
+			return nil, false
+		}
+		seen[r.KeyID] = i
+		out = append(out, r)
+	}
+	return out, true
+}
+
+// ParseReviewer reads a reviewer's public key as a track writes it: the standard base64 of its
+// PKIX DER (the body of its PEM file on one line), ed25519 or ECDSA P-256.
+func ParseReviewer(s string) (Reviewer, error) {
+	if len(s) > 256 {
+		return Reviewer{}, fmt.Errorf("is %d bytes; a public key's base64 is at most 124", len(s))
+	}
+	der, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || base64.StdEncoding.EncodeToString(der) != s {
+		return Reviewer{}, fmt.Errorf("is not standard base64 (%q); give the public key's PKIX DER in base64, on one line: sealrun keys generate prints it", s)
+	}
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return Reviewer{}, fmt.Errorf("is not a PKIX public key (%v); give the reviewer's public key (sealrun.pub), not a private key or a certificate", err)
+	}
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return Reviewer{}, fmt.Errorf("is an ECDSA key on %s; reviewers sign with ed25519 or ECDSA P-256", k.Curve.Params().Name)
+		}
+	default:
+		return Reviewer{}, fmt.Errorf("is a %T key; reviewers sign with ed25519 or ECDSA P-256", pub)
+	}
+	sum := sha256.Sum256(der)
+	return Reviewer{Key: pub, Base64: s, KeyID: hex.EncodeToString(sum[:])}, nil
 }

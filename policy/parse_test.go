@@ -1,6 +1,12 @@
 package policy
 
 import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"math"
 	"os"
@@ -437,6 +443,58 @@ func TestHumanTable(t *testing.T) {
 			src = c.add + base
 		}
 		_, err := Parse("t.toml", []byte(src))
+		var ie *InvalidTrackError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %s: ...%s...", c.add, err, c.key, c.want)
+		}
+	}
+}
+
+// TestAmendmentsTable: [amendments] is optional (a track without it keeps its id, and its
+// amendments need the host's signature only); its reviewers are public keys, each checked.
+func TestAmendmentsTable(t *testing.T) {
+	key := func(curve elliptic.Curve) string {
+		var pub any
+		if curve == nil {
+			p, _, _ := ed25519.GenerateKey(rand.Reader)
+			pub = p
+		} else {
+			k, _ := ecdsa.GenerateKey(curve, rand.Reader)
+			pub = k.Public()
+		}
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.StdEncoding.EncodeToString(der)
+	}
+	ed, p256 := key(nil), key(elliptic.P256())
+	plain, err := Parse("t.toml", []byte(base))
+	if err != nil || plain.Amendments != nil {
+		t.Fatalf("a track without [amendments]: %v %+v", err, plain.Amendments)
+	}
+	tr, err := Parse("t.toml", []byte(base+"\n[amendments]\nreviewers = [\""+ed+"\", \""+p256+"\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Amendments == nil || len(tr.Amendments.Reviewers) != 2 || tr.Amendments.Reviewers[1].Base64 != p256 || len(tr.Amendments.Reviewers[0].KeyID) != 64 || tr.ID == plain.ID {
+		t.Errorf("amendments = %+v (id %s)", tr.Amendments, tr.ID)
+	}
+	many := strings.Repeat(`"`+ed+`", `, MaxReviewers+1)
+	for _, c := range []struct{ add, key, want string }{
+		{"[amendments]\n", "amendments.reviewers", "missing key"},
+		{"[amendments]\nreviewers = []\n", "amendments.reviewers", "has 0 keys"},
+		{"[amendments]\nreviewers = [" + many + "]\n", "amendments.reviewers", "has 9 keys"},
+		{"[amendments]\nreviewers = \"" + ed + "\"\n", "amendments.reviewers", "is a string"},
+		{"[amendments]\nreviewers = [1]\n", "amendments.reviewers[0]", "expected the base64"},
+		{"[amendments]\nreviewers = [\"" + ed + "\", \"" + ed + "\"]\n", "amendments.reviewers[1]", "is the key of amendments.reviewers[0] again"},
+		{"[amendments]\nreviewers = [\"not base64!\"]\n", "amendments.reviewers[0]", "not standard base64"},
+		{"[amendments]\nreviewers = [\"" + base64.StdEncoding.EncodeToString([]byte("a certificate, say")) + "\"]\n", "amendments.reviewers[0]", "not a PKIX public key"},
+		{"[amendments]\nreviewers = [\"" + key(elliptic.P384()) + "\"]\n", "amendments.reviewers[0]", "ECDSA key on P-384"},
+		{"[amendments]\nreviewers = [\"" + strings.Repeat("A", 300) + "\"]\n", "amendments.reviewers[0]", "is 300 bytes"},
+		{"[amendments]\nreviewers = [\"" + ed + "\"]\nquorum = 2\n", "amendments.quorum", "unknown key; [amendments] takes reviewers"},
+	} {
+		_, err := Parse("t.toml", []byte(base+"\n"+c.add))
 		var ie *InvalidTrackError
 		if !errors.As(err, &ie) || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %s: ...%s...", c.add, err, c.key, c.want)

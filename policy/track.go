@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"crypto"
 	"time"
 
 	"github.com/sealrun/sealrun/digest"
@@ -37,6 +38,8 @@ type Track struct {
 	Seeds     Seeds
 	Resources Resources
 	Human     *Human // nil: the track takes no human runs
+	// Amendments: nil, an amendment of a run needs the host's signature only.
+	Amendments *Amendments
 
 	canonical []byte
 }
@@ -142,4 +145,22 @@ type Task struct {
 	Name       string     // logging_info.name of the task's metadata.yaml
 	SHA256     digest.Hex // the task directory's hash
 	DataSHA256 digest.Hex // the raw data directory's hash
+}
+
+// MaxReviewers bounds a track's reviewers.
+const MaxReviewers = 8
+
+// Amendments is what a track asks of an amendment of one of its runs beyond the host's
+// signature (attest/PREDICATE.md, "Amendments"): a second signature, by one of its reviewers.
+// The track pins the reviewers' public keys themselves, so a reader trusts them as it trusts the
+// track, by its id, which every run's attestation names.
+type Amendments struct {
+	Reviewers []Reviewer
+}
+
+// Reviewer is one reviewer's public key.
+type Reviewer struct {
+	Key    crypto.PublicKey // ed25519.PublicKey or *ecdsa.PublicKey on P-256
+	Base64 string           // as the track file writes it: the base64 of its PKIX DER
+	KeyID  string           // lowercase hex SHA-256 of its PKIX DER (attest.KeyID)
 }

@@ -520,8 +520,10 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 				opts, given[b.file] = append(opts, b.opt(sum)), true
 			}
 		}
+		var track *policy.Track
 		if c.snap.has(rel + "track.toml") {
 			t, err := c.track(rel + "track.toml")
+			track = t
 			if err != nil {
 				out.bad("runs/%s: the attestation or a file it binds does not verify with a trusted key: the track: %v", id, err)
 				return
@@ -560,7 +562,7 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 			if !given["audit.jsonl"] && (p.Audit.Entries > 0 || (p.Audit.Head != "" && p.Audit.Head != audit.ZeroHead)) {
 				out.bad("runs/%s/audit.jsonl: missing: the attestation names an audit log of %d entries (head %s), and without it nothing the agent did can be checked", id, p.Audit.Entries, p.Audit.Head)
 			}
-			c.amendments(id, dg.SumHex(v.Payload), ks, out)
+			c.amendments(id, dg.SumHex(v.Payload), track, ks, out)
 			return
 		}
 		out.bad("runs/%s: the attestation or a file it binds does not verify with a trusted key: %v", id, lastErr)
@@ -577,10 +579,11 @@ func (c *checker) runs(onDisk []string, ks []leaderboard.Key) {
 }
 
 // amendments checks the amendments published beside run id, whose attestation's statement has
-// the SHA-256 runDigest: each signed with a trusted key, named by its statement's SHA-256, of
-// this run and its attestation. One that is not is a problem (the boards, rebuilt with the
+// the SHA-256 runDigest and whose track (its track.toml, verified with it) is track: each signed
+// with a trusted key, and by one of the track's reviewers where it names them, named by its
+// statement's SHA-256, of this run and its attestation. One that is not is a problem (the boards, rebuilt with the
 // reader's keys, then apply it not); the ledgers and the boards check the rest (leaderboard).
-func (c *checker) amendments(id string, runDigest dg.Hex, ks []leaderboard.Key, out *finding) {
+func (c *checker) amendments(id string, runDigest dg.Hex, track *policy.Track, ks []leaderboard.Key, out *finding) {
 	prefix := "runs/" + id + "/" + publish.AmendmentsDir + "/"
 	for _, rel := range c.under(prefix) {
 		env, _, err := c.snap.read(rel, "amendment", attest.MaxAmendmentBytes+64<<10)
@@ -606,6 +609,10 @@ func (c *checker) amendments(id string, runDigest dg.Hex, ks []leaderboard.Key, 
 			out.bad("%s: an amendment of run %s, beside run %s", rel, v.Statement.Predicate.Run, id)
 		case v.Statement.Amended() != runDigest:
 			out.bad("%s: amends attestation %s… of run %s; the one published is %s…: re-pointed at another attestation", rel, v.Statement.Amended()[:12], id, runDigest[:12])
+		case track == nil:
+			out.bad("%s: cannot be checked: no track.toml beside run %s, and the track names who must sign its amendments beside the host", rel, id)
+		case v.CheckReviewer(track) != nil:
+			out.bad("%s: %v: no board may apply it", rel, v.CheckReviewer(track))
 		default:
 			out.claims = append(out.claims, rel)
 		}

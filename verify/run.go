@@ -14,6 +14,7 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/internal/opt"
 	"github.com/sealrun/sealrun/ledger/witness"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/transcript"
 )
 
@@ -266,6 +267,12 @@ func (r *Result) transcript(o RunOptions, p *attest.Predicate) error {
 	// say what no host signed.
 	if names, err := os.ReadDir(filepath.Join(dir, transcript.AmendmentsDir)); err == nil {
 		v, _, kerr := attest.LoadVerifier(o.Key)
+		// The run's track names who signs its amendments beside the host: its track.toml, as
+		// the attestation names it.
+		track, terr := policy.Load(filepath.Join(dir, "track.toml"))
+		if terr == nil && track.ID != p.Track.ID {
+			terr = fmt.Errorf("track.toml is track %s; the run's attestation names %s", track.ID, p.Track.ID)
+		}
 		for _, n := range names {
 			rel := transcript.AmendmentsDir + "/" + n.Name()
 			env, _, rerr := readWhole(filepath.Join(dir, transcript.AmendmentsDir, n.Name()))
@@ -284,6 +291,12 @@ func (r *Result) transcript(o RunOptions, p *attest.Predicate) error {
 				ps = append(ps, Problem{File: rel, Reason: "not named by its statement's SHA-256 (" + string(a.Digest) + ")"})
 			case a.Statement.Predicate.Run != p.Run.ID || string(a.Statement.Amended()) != r.Run.Statement:
 				ps = append(ps, Problem{File: rel, Reason: fmt.Sprintf("an amendment of run %s's attestation %s…, not of this one", a.Statement.Predicate.Run, a.Statement.Amended()[:12])})
+			case terr != nil:
+				ps = append(ps, Problem{File: rel, Reason: fmt.Sprintf("cannot be checked: the run's track names who signs its amendments beside the host, and %v", terr)})
+			default:
+				if err := a.CheckReviewer(track); err != nil {
+					ps = append(ps, Problem{File: rel, Reason: err.Error()})
+				}
 			}
 		}
 	}

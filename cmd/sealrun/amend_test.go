@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +12,9 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/publish/publishtest"
 )
 
 // Amendments as readers meet them: the board applies them (the invalidated run out of the mean,
@@ -105,7 +109,7 @@ func TestAmendedPublication(t *testing.T) {
 	}
 	stranger := f.amend(t, nil, ecdsa, plain, attest.Amendment{Action: ledger.ActionInvalidate, Reason: "signed by someone else"})
 	r = sealrun(t, "leaderboard", "--key", f.key, f.results)
-	if !strings.Contains(r.stdout, "an amendment, not applied: not valid (signature): the signature does not verify") || strings.Contains(r.stdout, "signed by someone else") {
+	if !strings.Contains(r.stdout, "an amendment, not applied: not valid (signature): no signature verifies with key") || strings.Contains(r.stdout, "signed by someone else") {
 		t.Errorf("an amendment by an untrusted key: %+v", r)
 	}
 	if r := sealrun(t, "publish", "--out", pub+"-2", "--key", f.key, f.results); r.code == 0 || !strings.Contains(r.stderr, "did not verify") {
@@ -145,4 +149,156 @@ func hostSigner(t *testing.T) signature.Signer {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// A track that asks for a reviewer: the reviewer's key made by openssl (someone else's tool),
+// named in the track by the line openssl prints; the host's draft, signed by the reviewer with
+// sealrun amend review (checked against the track), then by the host. Readers apply it; an
+// amendment of such a run signed by the host alone, or by the host and a key the track does not
+// name, is caught by the board, verify --transcript and verify-publication, and publish refuses
+// it.
+func TestReviewedAmendments(t *testing.T) {
+	openssl := testenv.RequireTool(t, "openssl", "openssl")
+	dir := t.TempDir()
+	reviewerKey := filepath.Join(dir, "reviewer.key")
+	if out, err := exec.Command(openssl, "genpkey", "-algorithm", "ed25519", "-out", reviewerKey).CombinedOutput(); err != nil {
+		t.Fatalf("openssl genpkey: %v %s", err, out)
+	}
+	der, err := exec.Command(openssl, "pkey", "-in", reviewerKey, "-pubout", "-outform", "DER").Output()
+	if err != nil {
+		t.Fatalf("openssl pkey: %v", err)
+	}
+	ari, err := os.ReadFile("../../tracks/ari-v1.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trackTOML := append(ari, []byte("\n[amendments]\nreviewers = [\""+base64.StdEncoding.EncodeToString(der)+"\"]\n")...)
+	f := newPubFixtureTrack(t, trackTOML)
+	trackFile := filepath.Join(f.results, f.runs[0], "track.toml")
+	state := filepath.Join(f.dir, "state")
+	l, err := ledger.Open(filepath.Join(state, "ledger.jsonl"), "sealrun.ledger/pub-host", hostSigner(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	// The host's draft, as sealrund writes it for --draft.
+	st := f.statement(t, f.runs[1], attest.Amendment{Action: ledger.ActionInvalidate, Reason: "the grader's bug of 2026-11-28 touched this run", Link: "https://example.org/reports/9"})
+	draft, err := attest.AmendmentDraft(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	draftFile := filepath.Join(dir, "amend.json")
+	os.WriteFile(draftFile, draft, 0o644)
+	// The reviewer, with a key the track does not name: refused before anything is signed.
+	if r := sealrun(t, "amend", "review", draftFile, "--key", "../../attest/testdata/ecdsa.key", "--track", trackFile); r.code != 1 || !strings.Contains(r.stderr, "is not one of the 1 reviewer(s) track ari-v1 names") {
+		t.Errorf("review with a key the track does not name: %+v", r)
+	}
+	if r := sealrun(t, "amend", "review", draftFile, "--key", reviewerKey, "--track", "../../tracks/ari-v1.toml"); r.code != 1 || !strings.Contains(r.stderr, "give the run's track file") {
+		t.Errorf("review against another track: %+v", r)
+	}
+	if b, _ := os.ReadFile(draftFile); string(b) != string(draft) {
+		t.Fatal("a refused review wrote the draft")
+	}
+	r := sealrun(t, "amend", "review", draftFile, "--key", reviewerKey, "--track", trackFile)
+	if r.code != 0 || !strings.Contains(r.stdout, "reason:  the grader's bug of 2026-11-28 touched this run") || !strings.Contains(r.stdout, "action:  invalidate") {
+		t.Fatalf("review: %+v", r)
+	}
+	if r := sealrun(t, "amend", "review", draftFile, "--key", reviewerKey); r.code != 1 || !strings.Contains(r.stderr, "signed already") {
+		t.Errorf("review twice: %+v", r)
+	}
+	if r := sealrun(t, "amend", "review", f.ledger, "--key", reviewerKey); r.code != 1 || !strings.Contains(r.stderr, "is not a drafted amendment") {
+		t.Errorf("review of a file that is no draft: %+v", r)
+	}
+	// The host signs last, and appends it (as sealrund does for --reviewed).
+	reviewed, err := os.ReadFile(draftFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, sigs, err := attest.ReadAmendmentEnvelope(reviewed)
+	if err != nil || len(sigs) != 1 {
+		t.Fatalf("the reviewed draft: %v", err)
+	}
+	f.write(t, l, st, hostSigner(t), sigs...)
+	os.Remove(f.ledger)
+	if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {
+		t.Fatalf("ledger export: %+v", r)
+	}
+	r = sealrun(t, "leaderboard", "--key", f.key, f.results, "--track", trackFile, "--ledger", f.ledger)
+	if r.code != 0 || !strings.Contains(r.stdout, f.runs[1]+" (seed 2): invalidated 2026-12-01: the grader's bug") {
+		t.Errorf("leaderboard with the reviewed amendment: %+v", r)
+	}
+	if r := sealrun(t, "verify", filepath.Join(f.results, f.runs[1], "result.att.json"), "--key", f.key, "--transcript", filepath.Join(f.results, f.runs[1])); r.code != 0 {
+		t.Errorf("verify --transcript of a run amended with review: %+v", r)
+	}
+	pub := filepath.Join(f.dir, "pub")
+	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results); r.code != 0 {
+		t.Fatalf("publish: %+v", r)
+	}
+	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") {
+		t.Fatalf("verify-publication: %+v", r)
+	}
+	if b := mustRead(t, filepath.Join(pub, "leaderboard.json")); !strings.Contains(b, `"reviewer": "`) {
+		t.Errorf("leaderboard.json does not name the reviewer")
+	}
+
+	// The host alone, on a run of the track that asks for a reviewer; then the host and a key
+	// the track does not name. Each in the ledger, so only the missing review can catch it.
+	for _, c := range []struct {
+		name, action string
+		others       func(*attest.AmendmentStatement) []attest.AmendmentSignature
+		want         string
+	}{
+		{"the host alone", ledger.ActionLegacy, func(*attest.AmendmentStatement) []attest.AmendmentSignature { return nil }, "asks for a reviewer's signature on an amendment beside the host's, and it has none"},
+		{"a reviewer the track does not name", ledger.ActionNote, func(st *attest.AmendmentStatement) []attest.AmendmentSignature {
+			ecdsa, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ecdsa.key", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := attest.AmendmentDraft(st)
+			env, _, err := attest.ReviewAmendment(context.Background(), d, ecdsa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, s, _ := attest.ReadAmendmentEnvelope(env)
+			return s
+		}, "the second signature verifies with none of the 1 reviewer key(s) track ari-v1 ("},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := f.statement(t, f.runs[2], attest.Amendment{Action: c.action, Reason: "graded before the fix: " + c.name})
+			path := f.write(t, l, st, hostSigner(t), c.others(st)...)
+			defer os.Remove(path)
+			os.Remove(f.ledger)
+			if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {
+				t.Fatalf("ledger export: %+v", r)
+			}
+			r := sealrun(t, "leaderboard", "--key", f.key, f.results, "--track", trackFile)
+			if !strings.Contains(r.stdout, "an amendment, not applied: not valid") || !strings.Contains(r.stdout, c.want) || strings.Contains(r.stdout, "graded before the fix") {
+				t.Errorf("leaderboard: %+v", r)
+			}
+			if r := sealrun(t, "verify", filepath.Join(f.results, f.runs[2], "result.att.json"), "--key", f.key, "--transcript", filepath.Join(f.results, f.runs[2])); r.code != 1 || !strings.Contains(r.stdout, c.want) {
+				t.Errorf("verify --transcript: %+v", r)
+			}
+			if r := sealrun(t, "publish", "--out", filepath.Join(t.TempDir(), "pub"), "--key", f.key, "--ledger", f.ledger, f.results); r.code == 0 {
+				t.Errorf("publish took it: %+v", r)
+			}
+			// Planted in the valid publication (its sums written again, as a forger would): caught.
+			forged := filepath.Join(t.TempDir(), "pub")
+			plant := publishtest.Tampering{Name: c.name, Change: func(dir string) error {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				at := filepath.Join(dir, "runs", f.runs[2], "amendments", filepath.Base(path))
+				os.MkdirAll(filepath.Dir(at), 0o755)
+				return os.WriteFile(at, b, 0o644)
+			}}
+			if err := publishtest.Forge(pub, forged, plant); err != nil {
+				t.Fatal(err)
+			}
+			if r := sealrun(t, "verify-publication", forged, "--key", f.key); r.code != 1 || !strings.Contains(r.stdout, c.want) {
+				t.Errorf("verify-publication of a publication with it planted: %+v", r)
+			}
+		})
+	}
 }

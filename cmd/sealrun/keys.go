@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -85,6 +87,9 @@ publish next to results). Existing keys are never overwritten.`,
 				fmt.Fprint(w, ", encrypted")
 			}
 			fmt.Fprintf(w, ")\npublic key   %s (publish it with your results)\nkey id       %s\nalgorithm    %s\n", pub, id, algo)
+			if line, err := reviewerLine(pub); err == nil {
+				fmt.Fprintf(w, "as reviewer  %s (a track's [amendments] reviewers entry)\n", line)
+			}
 			return nil
 		},
 	}
@@ -92,4 +97,18 @@ publish next to results). Existing keys are never overwritten.`,
 	cmd.Flags().StringVar(&algo, "algo", attest.AlgoED25519, "key algorithm: ed25519 or ecdsa-p256")
 	cmd.Flags().StringVar(&passFile, "passphrase-file", "", "encrypt the private key with the passphrase in this file")
 	return cmd
+}
+
+// reviewerLine is how a track names the public key in the PEM file pub as a reviewer
+// ([amendments] reviewers): the base64 of its PKIX DER, on one line.
+func reviewerLine(pub string) (string, error) {
+	_, k, err := attest.LoadVerifier(pub)
+	if err != nil {
+		return "", err
+	}
+	der, err := x509.MarshalPKIXPublicKey(k)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(der), nil
 }

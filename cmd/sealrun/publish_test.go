@@ -27,6 +27,7 @@ import (
 	"github.com/sealrun/sealrun/internal/testenv"
 	"github.com/sealrun/sealrun/leaderboard"
 	"github.com/sealrun/sealrun/ledger"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/transcript/transcripttest"
 	"github.com/sealrun/sealrun/verify"
@@ -74,6 +75,12 @@ func newAmendedPubFixture(t *testing.T) *pubFixture {
 // amendments/ and appends its entry to l; it returns the file.
 func (f *pubFixture) amend(t *testing.T, l *ledger.Log, signer signature.Signer, id string, a attest.Amendment) string {
 	t.Helper()
+	return f.write(t, l, f.statement(t, id, a), signer)
+}
+
+// statement is the statement of amendment a of run id, as its host makes it.
+func (f *pubFixture) statement(t *testing.T, id string, a attest.Amendment) *attest.AmendmentStatement {
+	t.Helper()
 	env, err := os.ReadFile(filepath.Join(f.results, id, "result.att.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +97,18 @@ func (f *pubFixture) amend(t *testing.T, l *ledger.Log, signer signature.Signer,
 	if err != nil {
 		t.Fatal(err)
 	}
-	signed, sum, err := attest.SignAmendment(context.Background(), st, signer)
+	return st
+}
+
+// write signs st with signer beside others (a reviewer's), writes it into its run's
+// amendments/ and appends its entry to l (nil: to no ledger); it returns the file.
+func (f *pubFixture) write(t *testing.T, l *ledger.Log, st *attest.AmendmentStatement, signer signature.Signer, others ...attest.AmendmentSignature) string {
+	t.Helper()
+	signed, sum, err := attest.SignAmendment(context.Background(), st, signer, others...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(f.results, id, "amendments")
+	dir := filepath.Join(f.results, st.Predicate.Run, "amendments")
 	os.MkdirAll(dir, 0o755)
 	path := filepath.Join(dir, string(sum)+".att.json")
 	if err := os.WriteFile(path, signed, 0o644); err != nil {
@@ -115,6 +129,17 @@ func (f *pubFixture) amend(t *testing.T, l *ledger.Log, signer signature.Signer,
 // human/PERSON), not a model's.
 func newPubFixtureWith(t *testing.T, people ...string) *pubFixture {
 	t.Helper()
+	b, err := os.ReadFile("../../tracks/ari-v1.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newPubFixtureTrack(t, b, people...)
+}
+
+// newPubFixtureTrack is newPubFixtureWith with the runs made under the track trackTOML (the
+// golden's, ari-v1, with tables added: its pins the same, its id its own).
+func newPubFixtureTrack(t *testing.T, trackTOML []byte, people ...string) *pubFixture {
+	t.Helper()
 	f := &pubFixture{dir: t.TempDir(), key: "../../attest/testdata/ed25519.pub"}
 	f.results = filepath.Join(f.dir, "results")
 	pred, _ := goldenPredicate(t)
@@ -122,7 +147,12 @@ func newPubFixtureWith(t *testing.T, people ...string) *pubFixture {
 	if err := json.Unmarshal(pred, &p); err != nil {
 		t.Fatal(err)
 	}
-	track := p["track"].(map[string]any)["id"].(string)
+	tr, err := policy.Parse("track.toml", trackTOML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p["track"].(map[string]any)["id"] = tr.ID
+	track := tr.ID
 	state := filepath.Join(f.dir, "state")
 	os.MkdirAll(state, 0o755)
 	signer, err := attest.LoadSigner(context.Background(), "../../attest/testdata/ed25519.key", nil)
@@ -142,8 +172,7 @@ func newPubFixtureWith(t *testing.T, people ...string) *pubFixture {
 		report := fmt.Sprintf(`{"run":%q,"seed":%d}`+"\n", id, seed)
 		os.WriteFile(filepath.Join(rd, "report.json"), []byte(report), 0o644)
 		os.WriteFile(filepath.Join(rd, "summary.txt"), []byte("run "+id+"\n"), 0o644)
-		b, _ := os.ReadFile("../../tracks/ari-v1.toml")
-		os.WriteFile(filepath.Join(rd, "track.toml"), b, 0o644)
+		os.WriteFile(filepath.Join(rd, "track.toml"), trackTOML, 0o644)
 		p["run"] = map[string]any{"id": id, "rerun_of": ""}
 		p["seed"] = seed
 		agent := "example-model-2026-10@high"
