@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -13,6 +16,7 @@ import (
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/client"
+	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/sandbox/sandboxtest"
 )
 
@@ -177,6 +181,8 @@ func TestAmendThroughCLI(t *testing.T) {
 	if out, err := exec.Command(cli, "verify", filepath.Join(results, id, "result.att.json"), "--key", "../attest/testdata/ed25519.pub", "--transcript", filepath.Join(results, id)).CombinedOutput(); err != nil {
 		t.Errorf("verify --transcript of the amended run: %v %s", err, out)
 	}
+	amendReviewed(t, d, tb, cli, sealrun, id)
+
 	// A file a daemon killed between the two left: removed at the next start.
 	stray := filepath.Join(rec.Dir, AmendmentsDir, strings.Repeat("0", 64)+".att.json")
 	os.WriteFile(stray, []byte("{}"), 0o644)
@@ -187,5 +193,101 @@ func TestAmendThroughCLI(t *testing.T) {
 	}
 	if n := len(d2.ledger.AmendmentsOf(id)); n != 2 {
 		t.Errorf("%d amendments after a restart", n)
+	}
+}
+
+// amendReviewed: a run of a track that asks for a reviewer ([amendments] reviewers: the ECDSA
+// test key) is amended in three steps — sealrund's draft, the reviewer's signature (sealrun
+// amend review), the host's — and nothing else makes an amendment of it: the host alone, an
+// unsigned draft, a draft edited after review, one of another run, a draft of a run whose track
+// names no reviewer. other is a graded run of the testbed's own track.
+func amendReviewed(t *testing.T, d *Daemon, tb *testbed, cli string, sealrun func(...string) (int, string), other string) {
+	t.Helper()
+	_, pub, err := attest.LoadVerifier("../attest/testdata/ecdsa.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	reviewed := filepath.Join(tb.base, "reviewed.toml")
+	os.WriteFile(reviewed, []byte(tb.trackTOML+"\n[amendments]\nreviewers = [\""+base64.StdEncoding.EncodeToString(der)+"\"]\n"), 0o644)
+	code, out := sealrun("run", "--track", reviewed, "--agent", "openai/gpt-x@high", "--seed", "2", "--detach")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, out)
+	}
+	waitState(t, d, id, api.StateGraded)
+	draft := filepath.Join(tb.base, "amend.json")
+	reason := "graded before the grader fix of 2026-11-28"
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"the host alone", []string{"amend", id, "--legacy", "--reason", reason}, 1, "asks for a reviewer's signature on an amendment beside the host's ([amendments] reviewers): draft it with --draft FILE"},
+		{"a draft of a track with no reviewer", []string{"amend", other, "--note", "--reason", "x", "--draft", filepath.Join(tb.base, "x.json")}, 1, "names no reviewer: the host's signature alone makes its amendments"},
+		{"a draft queues no rerun", []string{"amend", id, "--invalidate", "--rerun", "--reason", "x", "--draft", filepath.Join(tb.base, "x.json")}, 2, "a draft queues nothing"},
+		{"the draft", []string{"amend", id, "--legacy", "--reason", reason, "--link", "https://example.org/fix", "--draft", draft}, 0, id + ": drafted (legacy) in " + draft},
+		{"over the draft", []string{"amend", id, "--legacy", "--reason", reason, "--draft", draft}, 1, "is never written over"},
+		{"the draft unreviewed", []string{"amend", id, "--reviewed", draft}, 1, "has 0 signatures; a reviewed draft has the reviewer's only"},
+		{"review with another key", []string{"amend", "review", draft, "--key", "../attest/testdata/ed25519.key", "--track", reviewed}, 1, "is not one of the 1 reviewer(s)"},
+		{"review", []string{"amend", "review", draft, "--key", "../attest/testdata/ecdsa.key", "--track", reviewed}, 0, "reason:  " + reason},
+		{"reviewed, with another reason", []string{"amend", id, "--reviewed", draft, "--reason", "milder"}, 2, "the action, reason and link are the reviewed draft's"},
+		{"reviewed, of another run", []string{"amend", other, "--reviewed", draft}, 1, "is a draft of an amendment of run " + id + ", not of " + other},
+	} {
+		code, out := sealrun(c.args...)
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d %q; want %d %q", c.name, code, out, c.code, c.want)
+		}
+	}
+	// The reviewed draft with its reason edited (the payload re-encoded, the reviewer's
+	// signature kept): the reviewer did not sign that.
+	env, err := os.ReadFile(draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e map[string]any
+	json.Unmarshal(env, &e)
+	payload, _ := base64.StdEncoding.DecodeString(e["payload"].(string))
+	e["payload"] = base64.StdEncoding.EncodeToString([]byte(strings.Replace(string(payload), "grader fix", "grader's fix", 1)))
+	edited, _ := json.Marshal(e)
+	c := client.New(tb.cfg.Socket)
+	if _, err := c.Amend(t.Context(), id, api.AmendRequest{Reviewed: edited}); err == nil || !strings.Contains(err.Error(), "the second signature verifies with none of the 1 reviewer key(s)") {
+		t.Errorf("a draft edited after review: %v", err)
+	}
+	if _, err := c.Amend(t.Context(), id, api.AmendRequest{Reviewed: []byte(`{"payloadType":1}`)}); err == nil || !strings.Contains(err.Error(), "reviewed: not a reviewed amendment") {
+		t.Errorf("a reviewed draft that is no envelope: %v", err)
+	}
+	if n := len(d.ledger.AmendmentsOf(id)); n != 0 {
+		t.Fatalf("%d amendments in the ledger before the reviewed one", n)
+	}
+	code, out = sealrun("amend", id, "--reviewed", draft)
+	if code != 0 || !strings.Contains(out, id+": amended (legacy, reviewed by key ") {
+		t.Fatalf("reviewed: %d %s", code, out)
+	}
+	entries := d.ledger.AmendmentsOf(id)
+	if len(entries) != 1 || entries[0].Reason != reason || entries[0].Link != "https://example.org/fix" {
+		t.Fatalf("the ledger's amendments of %s: %+v", id, entries)
+	}
+	rec, _ := d.Run(id)
+	signed, err := os.ReadFile(filepath.Join(rec.Dir, AmendmentsDir, string(entries[0].Amendment)+".att.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ := attest.LoadVerifier("../attest/testdata/ed25519.pub")
+	va, err := attest.VerifyAmendment(signed, host)
+	if err != nil || va.Signatures() != 2 {
+		t.Fatalf("the reviewed amendment: %v", err)
+	}
+	track, err := policy.Load(reviewed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := va.CheckReviewer(track); err != nil {
+		t.Errorf("its reviewer: %v", err)
+	}
+	// Sent twice: the run is labelled already.
+	if code, out := sealrun("amend", id, "--reviewed", draft); code != 1 || !strings.Contains(out, "already amended legacy") {
+		t.Errorf("the reviewed draft again: %d %s", code, out)
 	}
 }

@@ -203,7 +203,7 @@ func TestPeopleBoundToRuns(t *testing.T) {
 	// Nor anything else of sealrund: a person's account attaches, nothing more.
 	aliceTrack := filepath.Join(sockDir, "track.toml")
 	os.WriteFile(aliceTrack, []byte(tb.trackTOML), 0o644)
-	for _, args := range [][]string{{"ps", "-a"}, {"show", id}, {"cancel", id}, {"logs", id}, {"pause", id, "--reason", "x"}, {"run", "--track", aliceTrack, "--agent", "human/srt-alice", "--seed", "2", "--detach"}} {
+	for _, args := range [][]string{{"ps", "-a"}, {"show", id}, {"cancel", id}, {"logs", id}, {"pause", id, "--reason", "x"}, {"amend", id, "--note", "--reason", "mine to say"}, {"run", "--track", aliceTrack, "--agent", "human/srt-alice", "--seed", "2", "--detach"}} {
 		refused("srt-alice", "srt-alice is a person's account (a member of "+PeopleGroup, args...)
 	}
 

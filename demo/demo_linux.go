@@ -31,6 +31,7 @@ import (
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/kits"
 	"github.com/sealrun/sealrun/leaderboard"
+	"github.com/sealrun/sealrun/ledger"
 	"github.com/sealrun/sealrun/policy"
 	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/report"
@@ -371,6 +372,14 @@ func demoPublish(ctx context.Context, c *client.Client, lg *demoLog, state, demo
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return err
 	}
+	// What an operator learns after a run is said by an amendment (sealrun amend): here a note on
+	// the first seed, signed, kept beside the run and in the ledger, and shown by the boards, the
+	// run's page and the publication.
+	am, err := c.Amend(ctx, runs[0].rec.ID, api.AmendRequest{Action: ledger.ActionNote, Reason: "a note the demo's operator added after the run (sealrun amend): the run stays in the mean, its attestation unchanged"})
+	if err != nil {
+		return fmt.Errorf("amend run %s: %w", runs[0].rec.ID, err)
+	}
+	lg.printf("    amendment: seed %d noted (sealrun amend): %s, ledger entry %d", runs[0].seed, am.Path, am.Entry)
 	for _, r := range runs {
 		if _, err := c.Gather(ctx, r.rec, results); err != nil {
 			return fmt.Errorf("gather run %s: %w", r.rec.ID, err)

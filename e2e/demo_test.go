@@ -34,7 +34,7 @@ import (
 // the scripted agent's calls are in the audit log in order, and nothing is left behind.
 func TestDemo(t *testing.T) {
 	sealrun, state, out := runDemo(t)
-	for _, want := range []string{"1/7 images", "contamination check: 0 of 12", "seed 1: VALID", "scripted-demo 1.0.0 · no model (scripted)", "Where the reports are:", "transcript.html (what the agent did: open it first)", "setup "} {
+	for _, want := range []string{"1/7 images", "contamination check: 0 of 12", "seed 1: VALID", "scripted-demo 1.0.0 · no model (scripted)", "Where the reports are:", "transcript.html (what the agent did: open it first)", "setup ", "amendment: seed 1 noted (sealrun amend)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
@@ -77,6 +77,13 @@ func TestDemo(t *testing.T) {
 	pv := runDocBlock(t, "../README.md", "reader", work, filepath.Dir(sealrun), "RUN", m[1])
 	if !strings.Contains(pv, "publication: VALID") || !strings.Contains(pv, "every run they hold of these tracks ended and is published here") {
 		t.Errorf("README's reader block on the demo's publication:\n%s", pv)
+	}
+	// Its first seed's note (the demo amends it) is published beside the run and on the board.
+	if ams, _ := filepath.Glob(filepath.Join(state, "demo", "publication", "runs", "*", "amendments", "*.att.json")); len(ams) != 1 {
+		t.Errorf("the demo's publication holds %d amendments; want its one note", len(ams))
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, "demo", "publication", "leaderboard.md")); !strings.Contains(string(b), "note ") || !strings.Contains(string(b), "a note the demo's operator added after the run") {
+		t.Errorf("the demo's leaderboard.md does not show its note:\n%s", b)
 	}
 	// The demo's ledger was shown to its witness: the publication's ledger carries a head it
 	// cosigned over every entry, and a reader with the witness's key checks it.

@@ -35,10 +35,13 @@ type AIRSBoard struct {
 	Tasks     []AIRSTask  `json:"tasks"`
 	Agents    []AIRSAgent `json:"agents"` // by mean normalized score, best first; the SOTA player last
 	Invalid   []AIRSRun   `json:"invalid_runs"`
-	Rejected  []Rejection `json:"rejected"`
-	Skipped   []Rejection `json:"skipped"`
-	Keys      []KeyInfo   `json:"keys"`
-	Rules     []string    `json:"rules"`
+	// Amended are the runs counted whose amendments label them legacy or note them (an
+	// invalidated run is among Invalid).
+	Amended  []AIRSRun   `json:"amended_runs"`
+	Rejected []Rejection `json:"rejected"`
+	Skipped  []Rejection `json:"skipped"`
+	Keys     []KeyInfo   `json:"keys"`
+	Rules    []string    `json:"rules"`
 }
 
 // AIRSTask is one task of the suite and its normalization.
@@ -92,6 +95,8 @@ type AIRSRun struct {
 	Reason  string `json:"reason"`
 	RerunOf string `json:"rerun_of,omitempty"`
 	Path    string `json:"path"`
+	// Amendments are the run's amendments that apply (sealrun amend; leaderboard/FORMAT.md, rule 12).
+	Amendments []RunAmendment `json:"amendments,omitempty"`
 }
 
 // AIRSRules are the rules BuildAIRS applies (the AIRS-Bench paper, Eq. 1–5) with the default
@@ -121,11 +126,17 @@ var nsRule = map[airs.Transform]string{
 
 // BuildAIRS builds the AIRS board from the task runs among the verified entries.
 func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
-	b := &AIRSBoard{Format: AIRSFormat, Rejected: orEmpty(in.Rejected), Skipped: orEmpty(in.Skipped), Invalid: []AIRSRun{}, Rules: AIRSRules}
+	b := &AIRSBoard{Format: AIRSFormat, Rejected: orEmpty(in.Rejected), Skipped: orEmpty(in.Skipped), Invalid: []AIRSRun{}, Amended: []AIRSRun{}, Rules: AIRSRules}
 	for _, k := range keys {
 		b.Keys = append(b.Keys, KeyInfo{k.Name, k.KeyID})
 	}
-	tasks, names, runs := b.collect(in)
+	var amends map[string][]RunAmendment
+	if len(in.Amendments) > 0 {
+		var rejected, skipped []Rejection
+		amends, rejected, skipped = Amendments(in)
+		b.Rejected, b.Skipped = append(b.Rejected, rejected...), append(b.Skipped, skipped...)
+	}
+	tasks, names, runs := b.collect(in, amends)
 	// Tasks are keyed by hash; they are shown by name, with the hash where two share a name.
 	display := map[string]string{}
 	for name, hashes := range names {
@@ -150,6 +161,9 @@ func BuildAIRS(in *Inputs, keys []Key, o airs.Options) (*AIRSBoard, error) {
 		return nil, err
 	}
 	b.fill(sum, scorings, tasks, display)
+	if len(in.Amendments) > 0 {
+		b.Rules = append(b.Rules, AmendRule)
+	}
 	return b, nil
 }
 
@@ -166,9 +180,10 @@ func (b *AIRSBoard) Render(w io.Writer, format string) error {
 	return opt.New("leaderboard.AIRS", "Format", fmt.Sprintf("%q is not a format of the AIRS suite's board; use one of %s", format, strings.Join(AIRSFormats, ", ")))
 }
 
-// collect sorts the verified entries: exam runs skipped, invalid task runs listed, the others
-// as runs to score; tasks by hash, and the hashes of each task name.
-func (b *AIRSBoard) collect(in *Inputs) (tasks map[string]*attest.TaskInfo, names map[string][]string, runs []airs.Run) {
+// collect sorts the verified entries: exam runs skipped, invalid task runs (and those an
+// amendment invalidates) listed, the others as runs to score, those amended listed too; tasks by
+// hash, and the hashes of each task name.
+func (b *AIRSBoard) collect(in *Inputs, amends map[string][]RunAmendment) (tasks map[string]*attest.TaskInfo, names map[string][]string, runs []airs.Run) {
 	tasks = map[string]*attest.TaskInfo{}
 	names = map[string][]string{} // task name -> hashes
 	for _, e := range in.Entries {
@@ -182,9 +197,18 @@ func (b *AIRSBoard) collect(in *Inputs) (tasks map[string]*attest.TaskInfo, name
 			names[p.Task.Name] = append(names[p.Task.Name], string(p.Task.SHA256))
 		}
 		agent := Agent{Scaffold: p.Scaffold.Name, ScaffoldVersion: p.Scaffold.Version, Model: p.Agent.Model, Effort: p.Agent.ReasoningEffort}.Name()
-		if p.Result.Status == outcome.Invalid {
-			b.Invalid = append(b.Invalid, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, Reason: p.Result.Reason, RerunOf: p.Run.RerunOf, Path: e.Path})
+		as := amends[p.Run.ID]
+		invalidated, _ := amendedStatus(as)
+		if p.Result.Status == outcome.Invalid || invalidated != nil {
+			reason := p.Result.Reason
+			if invalidated != nil {
+				reason = "invalidated by amendment: " + invalidated.Reason
+			}
+			b.Invalid = append(b.Invalid, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, Reason: reason, RerunOf: p.Run.RerunOf, Path: e.Path, Amendments: as})
 			continue
+		}
+		if len(as) > 0 {
+			b.Amended = append(b.Amended, AIRSRun{ID: p.Run.ID, Agent: agent, Task: p.Task.Name, RerunOf: p.Run.RerunOf, Path: e.Path, Amendments: as})
 		}
 		r := airs.Run{Agent: agent, Task: string(p.Task.SHA256), ID: p.Run.ID, Valid: p.Result.ValidSubmission && p.Result.Value != nil}
 		if r.Valid {
@@ -292,6 +316,15 @@ func (b *AIRSBoard) text(w io.Writer, md bool) error {
 		head("Invalid runs (left out; the infrastructure's fault)")
 		for _, r := range b.Invalid {
 			ew.printf("  %s  %s  %s: %s\n", r.ID, r.Agent, r.Task, r.Reason)
+		}
+	}
+	if len(b.Amended) > 0 {
+		ew.printf("\n")
+		head("Amended runs (counted; sealrun amend)")
+		for _, r := range b.Amended {
+			for _, a := range r.Amendments {
+				ew.printf("  %s  %s  %s: %s\n", r.ID, r.Agent, r.Task, a.Text())
+			}
 		}
 	}
 	if len(b.Rejected) > 0 {

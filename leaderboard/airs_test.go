@@ -2,6 +2,8 @@ package leaderboard
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"strings"
@@ -146,5 +148,76 @@ func TestAIRSBoard(t *testing.T) {
 	eb := Build(in, keys)
 	if len(eb.Tables) != 1 || eb.Tables[0].Track.Name != "ari-v1" {
 		t.Errorf("the exam board has %d tables", len(eb.Tables))
+	}
+}
+
+// amendAttestation signs an amendment of the run whose signed envelope is env, with the
+// fixture's key.
+func (f *fixture) amendAttestation(env []byte, a attest.Amendment) []byte {
+	f.t.Helper()
+	run, err := attest.ReadUnverified(env)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var e struct{ Payload string }
+	json.Unmarshal(env, &e)
+	payload, _ := base64.StdEncoding.DecodeString(e.Payload)
+	a.Run, a.Time, a.Ledger = run.Predicate.Run.ID, time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), "sealrun.ledger/airs-host"
+	st, err := attest.NewAmendment(run, sdigest.SumHex(payload), a)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	signer, err := attest.LoadSigner(context.Background(), f.key, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out, _, err := attest.SignAmendment(context.Background(), st, signer)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// The AIRS board applies amendments as the exam board does: an invalidated run leaves the
+// scores and is listed among the invalid runs with its reason; a noted or legacy run is counted
+// and listed with them; the rule is printed.
+func TestAIRSBoardAmended(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir(), base: basePredicate(t), key: "../attest/testdata/ed25519.key"}
+	track := loadTrack(t, "../tracks/airs-digits.toml", nil)
+	v := func(x float64) *float64 { return &x }
+	a1 := f.taskAttestation(track, "openai/alpha", "a1", "graded", v(0.95), "")
+	a2 := f.taskAttestation(track, "openai/alpha", "a2", "graded", v(0.99), "")
+	f.write("a1.att.json", a1)
+	f.write("a2.att.json", a2)
+	f.write("b1.att.json", f.taskAttestation(track, "openai/beta", "b1", "graded", v(0.90), ""))
+	f.write("a2-amended.att.json", f.amendAttestation(a2, attest.Amendment{Action: "invalidate", Reason: "the evaluation data leaked into the workspace", Link: "https://example.org/r/1"}))
+	f.write("a1-noted.att.json", f.amendAttestation(a1, attest.Amendment{Action: "note", Reason: "a contamination report under review"}))
+	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Load([]string{f.dir}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BuildAIRS(in, keys, airs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Invalid) != 1 || b.Invalid[0].ID != "a2" || b.Invalid[0].Reason != "invalidated by amendment: the evaluation data leaked into the workspace" || len(b.Rejected) != 0 {
+		t.Fatalf("invalid %+v rejected %+v", b.Invalid, b.Rejected)
+	}
+	if len(b.Amended) != 1 || b.Amended[0].ID != "a1" || b.Amended[0].Amendments[0].Action != "note" {
+		t.Errorf("amended %+v", b.Amended)
+	}
+	if alpha := b.Agents[0]; !strings.Contains(alpha.Name, "alpha") || alpha.Runs != 1 {
+		t.Errorf("alpha counts %d runs; the invalidated one left: %+v", alpha.Runs, alpha)
+	}
+	var text bytes.Buffer
+	b.Render(&text, "text")
+	for _, s := range []string{"a2  ", "invalidated by amendment: the evaluation data leaked", "Amended runs (counted; sealrun amend)", "note 2026-12-01: a contamination report under review", "Amendments (sealrun amend"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("the text board lacks %q:\n%s", s, text.String())
+		}
 	}
 }
