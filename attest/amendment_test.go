@@ -208,6 +208,10 @@ func TestAmendmentReviewed(t *testing.T) {
 	if err := va.CheckReviewer(reviewedTrack(t, st, "ecdsa")); reason(t, err) != ReasonSignature {
 		t.Errorf("the host's signature twice: %v", err)
 	}
+	// ... where the track names the host's key a reviewer too: still not two people.
+	if err := va.CheckReviewer(reviewedTrack(t, st, "ed25519")); reason(t, err) != ReasonSignature {
+		t.Errorf("the host's signature twice, its key a reviewer: %v", err)
+	}
 	// Another track's file: refused, not judged.
 	if err := va.CheckReviewer(&policy.Track{ID: strings.Repeat("0", 64)}); reason(t, err) != ReasonTrack {
 		t.Errorf("another track: %v", err)

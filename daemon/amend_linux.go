@@ -183,7 +183,11 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 			return nil, refuse("reviewed", "is not the statement this host makes of run %s (another run's attestation, track, agent or ledger): draft it again with sealrun amend %s --draft", id, id)
 		}
 	}
-	if err := d.ledger.CheckAmendment(st.Entry(digest.Hex(strings.Repeat("0", 64)))); err != nil {
+	payload, err := st.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ledger.CheckAmendment(st.Entry(digest.SumHex(payload))); err != nil {
 		return nil, fmt.Errorf("%w: %v", errAmendConflict, err)
 	}
 	if req.Draft {
@@ -191,7 +195,6 @@ func (d *Daemon) Amend(ctx context.Context, id string, req api.AmendRequest) (*a
 		if err != nil {
 			return nil, err
 		}
-		payload, _ := st.Canonical()
 		return &api.Amended{Run: id, Action: req.Action, Amendment: string(digest.SumHex(payload)), Draft: draft}, nil
 	}
 	signed, sum, err := attest.SignAmendment(ctx, st, d.x.Signer, reviewSigs...)

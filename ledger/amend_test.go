@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +11,13 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 )
 
+// amendedN counts the amended entries made, so that each names an amendment of its own.
+var amendedN int
+
 func amended(run, action string) *Entry {
+	amendedN++
 	return &Entry{Kind: KindAmended, Run: run, Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Action: action,
-		Attestation: digest.Hex(strings.Repeat("ab", 32)), Amendment: digest.Hex(strings.Repeat("cd", 32)), Reason: "the host's memory failed its test on 2026-11-30"}
+		Attestation: digest.Hex(strings.Repeat("ab", 32)), Amendment: digest.SumHex([]byte(fmt.Sprint("amendment ", amendedN))), Reason: "the host's memory failed its test on 2026-11-30"}
 }
 
 // rawLedger is a ledger file of entries under a head signed with s, written without the Log's
@@ -60,8 +65,14 @@ func TestAmendedEntries(t *testing.T) {
 			t.Errorf("%s: %v; want %q", c.name, err, c.want)
 		}
 	}
-	if _, err := l.Append(amended("r-1", ActionInvalidate)); err != nil {
+	first := amended("r-1", ActionInvalidate)
+	if _, err := l.Append(first); err != nil {
 		t.Fatal(err)
+	}
+	again := *first
+	again.Action = ActionNote
+	if _, err := l.Append(&again); err == nil || !strings.Contains(err.Error(), "is in the ledger already: each amendment is appended once") {
+		t.Fatalf("the same amendment twice: %v", err)
 	}
 	if _, err := l.Append(amended("r-1", ActionLegacy)); err == nil || !strings.Contains(err.Error(), "already amended invalidated") {
 		t.Fatalf("a legacy label after an invalidation: %v", err)
@@ -105,6 +116,7 @@ func TestAmendedEntries(t *testing.T) {
 		{"two invalidations", []*Entry{q, e, amended("r-1", ActionInvalidate), amended("r-1", ActionInvalidate)}, "entry 3: run r-1 is already amended invalidated"},
 		{"invalidated, then legacy", []*Entry{q, e, amended("r-1", ActionInvalidate), amended("r-1", ActionLegacy)}, "entry 3: run r-1 is already amended invalidated"},
 		{"re-pointed at another attestation", []*Entry{q, e, other}, "entry 2: run r-1 ended with attestation abababababab…; the amendment names efefefefefef…"},
+		{"one amendment twice", func() []*Entry { n := amended("r-1", ActionNote); return []*Entry{q, e, n, n} }(), "entry 3: amendment "},
 	} {
 		if _, err := Read(strings.NewReader(rawLedger(t, s, c.entries...)), "L", []signature.Verifier{v}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want %q", c.name, err, c.want)

@@ -190,12 +190,13 @@ func DecodeEntry(b []byte) (*Entry, error) {
 type Amendments struct {
 	Status map[string]string // run -> invalidate or legacy
 	Notes  map[string]int
-	ByRun  map[string][]int // run -> the indexes of its amended entries
+	ByRun  map[string][]int    // run -> the indexes of its amended entries
+	Seen   map[digest.Hex]bool // the amendments' digests: each is appended once
 }
 
 // NewAmendments returns an empty set.
 func NewAmendments() *Amendments {
-	return &Amendments{Status: map[string]string{}, Notes: map[string]int{}, ByRun: map[string][]int{}}
+	return &Amendments{Status: map[string]string{}, Notes: map[string]int{}, ByRun: map[string][]int{}, Seen: map[digest.Hex]bool{}}
 }
 
 // Check says why e (an amended entry) cannot follow what is recorded, given the run's ended
@@ -208,6 +209,8 @@ func (a *Amendments) Check(e, ended *Entry) error {
 		return fmt.Errorf("run %s ended without an attestation: there is nothing to amend", e.Run)
 	case ended.Attestation != e.Attestation:
 		return fmt.Errorf("run %s ended with attestation %s; the amendment names %s (an amendment amends a run's attestation, never another amendment)", e.Run, short(ended.Attestation), short(e.Attestation))
+	case a.Seen[e.Amendment]:
+		return fmt.Errorf("amendment %s of run %s is in the ledger already: each amendment is appended once", short(e.Amendment), e.Run)
 	}
 	switch e.Action {
 	case ActionInvalidate, ActionLegacy:
@@ -233,6 +236,7 @@ func (a *Amendments) Add(e *Entry, i int) {
 		a.Status[e.Run] = e.Action
 	}
 	a.ByRun[e.Run] = append(a.ByRun[e.Run], i)
+	a.Seen[e.Amendment] = true
 }
 
 func past(action string) string {
