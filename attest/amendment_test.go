@@ -15,7 +15,7 @@ import (
 	"github.com/sealrun/sealrun/policy"
 )
 
-func amendmentFixture(t *testing.T, action string) (*AmendmentStatement, digest.Hex) {
+func amendmentFixture(t testing.TB, action string) (*AmendmentStatement, digest.Hex) {
 	t.Helper()
 	run, _ := fixture(t, 3, 10)
 	run.Predicate.Ledger = &ledger.Ref{Origin: "sealrun.ledger/host-a"}

@@ -2,6 +2,7 @@ package attest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -400,6 +401,39 @@ func FuzzContainsFoldASCII(f *testing.F) {
 		}
 		if got := containsFoldASCII(data, word); got != want {
 			t.Fatalf("containsFoldASCII(%q, %q) = %v; the plain search says %v", data, word, got, want)
+		}
+	})
+}
+
+// FuzzVerifyAmendment: any bytes as an amendment's envelope give a verdict or a
+// *VerificationFailure, never a panic; one that verifies has its host signature, at most one
+// other, and a statement that holds to its rules. A reviewer's check against a track that names
+// reviewers gives a verdict too.
+func FuzzVerifyAmendment(f *testing.F) {
+	for _, s := range []string{"", "{}", `{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[]}`, `{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[{"sig":"AA=="},{"sig":"AA=="},{"sig":"AA=="}]}`} {
+		f.Add([]byte(s))
+	}
+	st, _ := amendmentFixture(f, "invalidate")
+	if env, _, err := SignAmendment(context.Background(), st, signer(f, "ed25519")); err == nil {
+		f.Add(env)
+		if d, err := AmendmentDraft(st); err == nil {
+			if r, _, err := ReviewAmendment(context.Background(), d, signer(f, "ecdsa")); err == nil {
+				f.Add(r)
+			}
+		}
+	}
+	v := verifier(f, "ed25519")
+	f.Fuzz(func(t *testing.T, env []byte) {
+		va, err := VerifyAmendment(env, v)
+		if err != nil {
+			var vf *VerificationFailure
+			if !errors.As(err, &vf) {
+				t.Fatalf("not a verdict: %v", err)
+			}
+			return
+		}
+		if va.Signatures() < 1 || va.Signatures() > MaxAmendmentSignatures || va.Statement.Check() != nil {
+			t.Fatalf("verified: %d signatures, %v", va.Signatures(), va.Statement.Check())
 		}
 	})
 }
