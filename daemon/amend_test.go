@@ -60,14 +60,7 @@ func TestAmendThroughCLI(t *testing.T) {
 	os.WriteFile(trackFile, []byte(tb.trackTOML), 0o644)
 	sealrun := func(args ...string) (int, string) {
 		t.Helper()
-		out, err := exec.Command(cli, append(args, "--socket", tb.cfg.Socket)...).CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), string(out)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
+		return runCLI(t, cli, append(args, "--socket", tb.cfg.Socket)...)
 	}
 	code, out := sealrun("run", "--track", trackFile, "--agent", "openai/gpt-x@high", "--seed", "1", "--detach")
 	id := strings.TrimSpace(out)
@@ -219,16 +212,7 @@ func amendReviewed(t *testing.T, d *Daemon, tb *testbed, cli string, sealrun fun
 	draft := filepath.Join(tb.base, "amend.json")
 	reason := "graded before the grader fix of 2026-11-28"
 	// sealrun amend review needs no sealrund (and takes no --socket): the reviewer's own machine.
-	offline := func(args ...string) (int, string) {
-		out, err := exec.Command(cli, args...).CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), string(out)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
-	}
+	offline := func(args ...string) (int, string) { return runCLI(t, cli, args...) }
 	for _, c := range []struct {
 		name string
 		args []string
@@ -305,4 +289,17 @@ func amendReviewed(t *testing.T, d *Daemon, tb *testbed, cli string, sealrun fun
 	if code, out := sealrun("amend", id, "--reviewed", draft); code != 1 || !strings.Contains(out, "is in the ledger already: each amendment is appended once") {
 		t.Errorf("the reviewed draft again: %d %s", code, out)
 	}
+}
+
+// runCLI runs the sealrun binary cli with args, and returns its exit code and output.
+func runCLI(t *testing.T, cli string, args ...string) (int, string) {
+	t.Helper()
+	out, err := exec.Command(cli, args...).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
 }

@@ -65,18 +65,7 @@ func TestAIRSBoard(t *testing.T) {
 	f.write("b4.att.json", f.taskAttestation(track, "openai/beta", "b4", "invalid", nil, ""))
 	ari := loadTrack(t, "../tracks/ari-v1.toml", nil)
 	f.write("exam.att.json", f.attestation(runSpec{track: ari, model: "openai/alpha", effort: "high", seed: 1, id: "e1", status: "graded", passed: 50}))
-	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := Load([]string{f.dir}, keys, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := BuildAIRS(in, keys, airs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, in, keys := airsBoard(t, f.dir)
 	if len(b.Tasks) != 1 || b.Tasks[0].Min == nil || *b.Tasks[0].Min != 0.9 || b.Tasks[0].MinSource != airs.MinFromRuns || len(b.Invalid) != 1 || len(b.Rejected) != 0 {
 		t.Fatalf("tasks %+v invalid %+v rejected %+v", b.Tasks, b.Invalid, b.Rejected)
 	}
@@ -192,18 +181,7 @@ func TestAIRSBoardAmended(t *testing.T) {
 	f.write("b1.att.json", f.taskAttestation(track, "openai/beta", "b1", "graded", v(0.90), ""))
 	f.write("a2-amended.att.json", f.amendAttestation(a2, attest.Amendment{Action: "invalidate", Reason: "the evaluation data leaked into the workspace", Link: "https://example.org/r/1"}))
 	f.write("a1-noted.att.json", f.amendAttestation(a1, attest.Amendment{Action: "note", Reason: "a contamination report under review"}))
-	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := Load([]string{f.dir}, keys, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := BuildAIRS(in, keys, airs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _, _ := airsBoard(t, f.dir)
 	if len(b.Invalid) != 1 || b.Invalid[0].ID != "a2" || b.Invalid[0].Reason != "invalidated by amendment: the evaluation data leaked into the workspace" || len(b.Rejected) != 0 {
 		t.Fatalf("invalid %+v rejected %+v", b.Invalid, b.Rejected)
 	}
@@ -220,4 +198,23 @@ func TestAIRSBoardAmended(t *testing.T) {
 			t.Errorf("the text board lacks %q:\n%s", s, text.String())
 		}
 	}
+}
+
+// airsBoard is the AIRS board of the attestations in dir, verified with the test key, and what
+// it was built from.
+func airsBoard(t *testing.T, dir string) (*AIRSBoard, *Inputs, []Key) {
+	t.Helper()
+	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Load([]string{dir}, keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BuildAIRS(in, keys, airs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, in, keys
 }
