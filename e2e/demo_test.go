@@ -82,7 +82,7 @@ func TestDemo(t *testing.T) {
 	if ams, _ := filepath.Glob(filepath.Join(state, "demo", "publication", "runs", "*", "amendments", "*.att.json")); len(ams) != 1 {
 		t.Errorf("the demo's publication holds %d amendments; want its one note", len(ams))
 	}
-	if b, _ := os.ReadFile(filepath.Join(state, "demo", "publication", "leaderboard.md")); !strings.Contains(string(b), "note ") || !strings.Contains(string(b), "a note the demo's operator added after the run") {
+	if b, _ := os.ReadFile(filepath.Join(state, "demo", "publication", "leaderboard.md")); !strings.Contains(string(b), "note ") || !strings.Contains(string(b), "operator added after the run") {
 		t.Errorf("the demo's leaderboard.md does not show its note:\n%s", b)
 	}
 	// The demo's ledger was shown to its witness: the publication's ledger carries a head it
