@@ -357,13 +357,27 @@ func (c *Client) Gather(ctx context.Context, rec api.Record, dir string) (alread
 	return already, err
 }
 
-// gatherAmendments fetches each of rec's amendments dest lacks, each written whole (a temporary
-// file, synced, renamed); when one came, the run's transcript is made again there, to say it.
+// gatherAmendments fetches each of rec's amendments dest lacks (fetchAmendments); when one came,
+// the run's transcript is made again there, to say it.
 func (c *Client) gatherAmendments(ctx context.Context, rec api.Record, dest string) error {
-	added := 0
+	added, err := c.fetchAmendments(ctx, rec, dest)
+	if err != nil {
+		return err
+	}
+	if added > 0 {
+		if err := rebuildTranscript(dest); err != nil {
+			return fmt.Errorf("run %s: its amendments are gathered, but its transcript was not made again to say them: %w; gather it again", rec.ID, err)
+		}
+	}
+	return nil
+}
+
+// fetchAmendments fetches each of rec's amendments dest lacks into dest/amendments, each written
+// whole (a temporary file, synced, renamed), and says how many came.
+func (c *Client) fetchAmendments(ctx context.Context, rec api.Record, dest string) (added int, err error) {
 	for _, a := range rec.Amendments {
 		if !digest.IsHex(a.Amendment) {
-			return fmt.Errorf("run %s: sealrund named an amendment %.80q, which is no SHA-256", rec.ID, a.Amendment)
+			return added, fmt.Errorf("run %s: sealrund named an amendment %.80q, which is no SHA-256", rec.ID, a.Amendment)
 		}
 		dir := filepath.Join(dest, "amendments")
 		path := filepath.Join(dir, a.Amendment+".att.json")
@@ -371,7 +385,7 @@ func (c *Client) gatherAmendments(ctx context.Context, rec api.Record, dest stri
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
+			return added, err
 		}
 		tmp := path + ".tmp"
 		os.Remove(tmp)
@@ -386,19 +400,14 @@ func (c *Client) gatherAmendments(ctx context.Context, rec api.Record, dest stri
 		}
 		if err != nil {
 			os.Remove(tmp)
-			return err
+			return added, err
 		}
 		if err := fileio.SyncDir(dir); err != nil {
-			return err
+			return added, err
 		}
 		added++
 	}
-	if added > 0 {
-		if err := rebuildTranscript(dest); err != nil {
-			return fmt.Errorf("run %s: its amendments are gathered, but its transcript was not made again to say them: %w; gather it again", rec.ID, err)
-		}
-	}
-	return nil
+	return added, nil
 }
 
 // rebuildTranscript makes a gathered run's transcript again, from its attestation and files.
@@ -458,6 +467,11 @@ func (c *Client) gather(ctx context.Context, rec api.Record, dir string) (alread
 		}
 	}()
 	os.Chmod(tmp, 0o755)
+	// The amendments first: the transcript sealrund serves says them, and is checked against
+	// what the run's files, amendments and all, give.
+	if _, err := c.fetchAmendments(ctx, rec, tmp); err != nil {
+		return false, err
+	}
 	if err := c.fetchRun(ctx, rec.ID, att, tmp); err != nil {
 		return false, err
 	}

@@ -285,6 +285,15 @@ func amendReviewed(t *testing.T, d *Daemon, tb *testbed, cli string, sealrun fun
 	if err := va.CheckReviewer(track); err != nil {
 		t.Errorf("its reviewer: %v", err)
 	}
+	// Gathered for the first time once amended: its transcript, which says the amendment, checks
+	// against what its files and its amendment give, and a reader's verify --transcript agrees.
+	results := filepath.Join(tb.base, "results")
+	if code, out := sealrun("results", "gather", id, results); code != 0 {
+		t.Errorf("gather a run amended before it was gathered: %d %s", code, out)
+	}
+	if code, out := runCLI(t, cli, "verify", filepath.Join(results, id, "result.att.json"), "--key", "../attest/testdata/ed25519.pub", "--transcript", filepath.Join(results, id)); code != 0 {
+		t.Errorf("verify --transcript of the reviewed run: %d %s", code, out)
+	}
 	// Sent twice: that amendment is in the ledger already.
 	if code, out := sealrun("amend", id, "--reviewed", draft); code != 1 || !strings.Contains(out, "is in the ledger already: each amendment is appended once") {
 		t.Errorf("the reviewed draft again: %d %s", code, out)

@@ -381,7 +381,11 @@ func demoPublish(ctx context.Context, c *client.Client, lg *demoLog, state, demo
 	}
 	lg.printf("    amendment: seed %d noted (sealrun amend): %s, ledger entry %d", runs[0].seed, am.Path, am.Entry)
 	for _, r := range runs {
-		if _, err := c.Gather(ctx, r.rec, results); err != nil {
+		rec, err := c.Run(ctx, r.rec.ID) // with its amendments
+		if err != nil {
+			return fmt.Errorf("gather run %s: %w", r.rec.ID, err)
+		}
+		if _, err := c.Gather(ctx, rec, results); err != nil {
 			return fmt.Errorf("gather run %s: %w", r.rec.ID, err)
 		}
 	}
