@@ -63,7 +63,7 @@ func (t *Table) chart() chart {
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"chart":   func(t *Table) chart { return t.chart() },
 	"cells":   func(r *Row) []string { return r.cells() },
-	"amended": func(r *Row) []Run { return r.amended() },
+	"amended": func(r *Row) []Run { return r.AmendedRuns() },
 	"sortkey": func(r *Row) string {
 		if r.MeanPct == nil {
 			return "-1"

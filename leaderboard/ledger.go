@@ -200,7 +200,7 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 	applied := map[string]RunAmendment{}
 	for _, t := range b.Tables {
 		for _, r := range t.Rows {
-			for _, run := range r.amended() {
+			for _, run := range r.AmendedRuns() {
 				for _, a := range run.Amendments {
 					applied[a.Digest] = a
 				}
@@ -312,7 +312,7 @@ func (b *Board) accountRows(in *Inputs, ledgers map[string]*ledger.Ledger, bad b
 					rl.NotInLedger = append(rl.NotInLedger, r.ID)
 				}
 			}
-			for _, run := range row.amended() {
+			for _, run := range row.AmendedRuns() {
 				for _, a := range run.Amendments {
 					if !ledgered[a.Digest] {
 						rl.NotInLedger = append(rl.NotInLedger, fmt.Sprintf("the amendment of %s (%s, sha256 %s…)", run.ID, a.Action, a.Digest[:12]))

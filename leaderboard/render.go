@@ -74,8 +74,8 @@ func (r *Row) flags() string {
 	return strings.Join(f, ", ")
 }
 
-// amended are the row's runs, valid and invalid, that have amendments, by id.
-func (r *Row) amended() []Run {
+// AmendedRuns are the row's runs, valid and invalid, that have amendments, by id.
+func (r *Row) AmendedRuns() []Run {
 	var out []Run
 	for _, run := range r.Runs {
 		if len(run.Amendments) > 0 {
@@ -191,7 +191,7 @@ func (b *Board) text(w io.Writer, md bool) error {
 			if r.Ledger != nil {
 				bw.printf("Ledger: %s: %s\n", r.Agent.Name(), r.Ledger.Text())
 			}
-			for _, run := range r.amended() {
+			for _, run := range r.AmendedRuns() {
 				for _, a := range run.Amendments {
 					bw.printf("Amended: %s, %s (seed %d): %s\n", r.Agent.Name(), run.ID, run.Seed, a.Text())
 				}

@@ -858,6 +858,31 @@ func absPaths(ps []string) []string {
 	return out
 }
 
+// summariseAmendments prints how many amendments the board applied, by action, and how many of
+// them a reviewer signed too.
+func summariseAmendments(w interface{ Write([]byte) (int, error) }, b *leaderboard.Board) {
+	by := map[string]int{}
+	n, reviewed := 0, 0
+	for _, t := range b.Tables {
+		for i := range t.Rows {
+			for _, run := range t.Rows[i].AmendedRuns() {
+				for _, a := range run.Amendments {
+					n++
+					by[a.Action]++
+					if a.Reviewer != "" {
+						reviewed++
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "amendments: %d applied (%d invalidated, %d legacy, %d note(s); %d signed by a reviewer the track names too), each signed with a trusted key and naming its run's attestation\n",
+		n, by[ledger.ActionInvalidate], by[ledger.ActionLegacy], by[ledger.ActionNote], reviewed)
+}
+
 // summarisePublication prints the boards' rows and what they mean.
 func summarisePublication(w interface{ Write([]byte) (int, error) }, dir string, boardJSON []byte, meta publish.Publication) {
 	fmt.Fprintf(w, "runs: %d, every attestation verified with a trusted key, with the files it binds\n", len(meta.Runs))
@@ -874,6 +899,7 @@ func summarisePublication(w interface{ Write([]byte) (int, error) }, dir string,
 					fmt.Fprintf(w, "  %s  %s ± %s  (%d valid seeds, %d failed, %d invalid; %s)\n", r.Agent.Name(), pctOrDash(r.MeanPct), pctOrDash(r.SEPct), r.N, r.Failed, len(r.Invalid), kind)
 				}
 			}
+			summariseAmendments(w, &b)
 		}
 	}
 	if len(meta.Ledgers) > 0 {

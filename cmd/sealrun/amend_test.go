@@ -45,7 +45,7 @@ func TestAmendedPublication(t *testing.T) {
 	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results); r.code != 0 {
 		t.Fatalf("publish: %+v", r)
 	}
-	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") {
+	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") || !strings.Contains(r.stdout, "amendments: 2 applied (1 invalidated, 0 legacy, 1 note(s); 0 signed by a reviewer") {
 		t.Fatalf("verify-publication: %+v", r)
 	}
 	board := mustRead(t, filepath.Join(pub, "leaderboard.json"))
@@ -235,7 +235,7 @@ func TestReviewedAmendments(t *testing.T) {
 	if r := sealrun(t, "publish", "--out", pub, "--key", f.key, "--ledger", f.ledger, f.results); r.code != 0 {
 		t.Fatalf("publish: %+v", r)
 	}
-	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") {
+	if r := sealrun(t, "verify-publication", pub, "--key", f.key); r.code != 0 || !strings.Contains(r.stdout, "publication: VALID") || !strings.Contains(r.stdout, "amendments: 1 applied (1 invalidated, 0 legacy, 0 note(s); 1 signed by a reviewer the track names too)") {
 		t.Fatalf("verify-publication: %+v", r)
 	}
 	if b := mustRead(t, filepath.Join(pub, "leaderboard.json")); !strings.Contains(b, `"reviewer": "`) {
