@@ -61,6 +61,10 @@ if [ -n "$rn" ] && [ -n "$ra" ] && [ -n "$rd" ]; then
 fi
 
 echo
+echo "== the host's TPM (package tpm, against swtpm: a software stand-in, so figures to report, no target)"
+echo "a run's attestation signed in the TPM: $(gobench_us BenchmarkSign/tpm) us; with a key file's key: $(gobench_us BenchmarkSign/file-key) us (ratio $(ratio "$(gobench_us BenchmarkSign/tpm)" "$(gobench_us BenchmarkSign/file-key)")x); a quote of 3 PCRs with their values: $(gobench_us BenchmarkQuote) us"
+
+echo
 echo "== a witness as deployed: sealrun witness serve behind docs/OPERATOR.md's nginx (TLS on loopback, --trusted-proxy)"
 if [ -z "$(gobench_metric BenchmarkWitnessUnderFlood p50-ms)" ]; then
   echo "(skipped: needs nginx: make deps)"

@@ -43,6 +43,9 @@ test_packages=(
                   #   flood and interop tests run behind it, configured as the docs say; no service started
   openssh-server  # sshd, on loopback with its own configuration, takes people to the documented
                   #   ForceCommand (deploy/ssh) in the people test; installed with no service started
+  swtpm           # a software TPM 2.0: package tpm's tests enroll, sign and quote with one of their own
+  swtpm-tools     #   swtpm_setup and swtpm_localca: its EK certificates, from a CA the test makes
+  tpm2-tools      # tpm2_checkquote (nobody here wrote it) verifies sealrun's quotes in the interop test
 )
 case "${1:-all}" in
   demo) packages=("${demo_packages[@]}") ;;
