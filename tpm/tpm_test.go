@@ -4,6 +4,7 @@ package tpm
 
 import (
 	"crypto/ecdsa"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -237,5 +238,63 @@ func TestCheckquoteInterop(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "pcrs.bin"), pcrs, 0o644)
 	if out, err := run(nonce[:]); err == nil {
 		t.Errorf("tpm2_checkquote took a PCR changed:\n%s", out)
+	}
+}
+
+// The attestation key bound to the EK: a challenge made from a TPM's EK certificate and its
+// attestation key comes back open from that TPM only; another TPM cannot open it, nor can the
+// right TPM for another TPM's attestation key.
+func TestActivation(t *testing.T) {
+	a, _ := open(t)
+	b, _ := open(t)
+	ea, err := a.Enroll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := b.Enroll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaEK := func(e *Enrollment) *x509.Certificate {
+		for _, der := range e.EKCertificates {
+			if c, err := x509.ParseCertificate(der); err == nil {
+				if _, ok := c.PublicKey.(*rsa.PublicKey); ok {
+					return c
+				}
+			}
+		}
+		t.Fatal("no RSA EK certificate")
+		return nil
+	}
+	c, secret, err := MakeChallenge(rsaEK(ea), ea.AttestationKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Activate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckAnswer(secret, got); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Activate(c); err == nil && CheckAnswer(secret, got) == nil {
+		t.Error("another TPM opened a challenge made for this one's EK")
+	} else {
+		t.Logf("another TPM: %v", err)
+	}
+	// B's operator claims A's EK for B's attestation key: A's TPM cannot open it for its own.
+	c2, secret2, err := MakeChallenge(rsaEK(ea), eb.AttestationKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, k := range map[string]*Keys{"A": a, "B": b} {
+		if got, err := k.Activate(c2); err == nil && CheckAnswer(secret2, got) == nil {
+			t.Errorf("TPM %s opened a challenge of A's EK naming B's attestation key", name)
+		} else {
+			t.Logf("TPM %s, A's EK and B's attestation key: %v", name, err)
+		}
+	}
+	if err := CheckAnswer(secret, make([]byte, ChallengeSecretBytes)); err == nil || reason(t, err) != ReasonEK {
+		t.Errorf("a wrong answer: %v", err)
 	}
 }
