@@ -3,17 +3,25 @@
 package tpm
 
 import (
+	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/dsse"
 
 	"github.com/sealrun/sealrun/internal/testenv"
 )
@@ -296,5 +304,41 @@ func TestActivation(t *testing.T) {
 	}
 	if err := CheckAnswer(secret, make([]byte, ChallengeSecretBytes)); err == nil || reason(t, err) != ReasonEK {
 		t.Errorf("a wrong answer: %v", err)
+	}
+}
+
+// The signing key through DSSE: an envelope sigstore's DSSE wrapper signs with the TPM's key
+// verifies with the enrolled key's PEM, by sigstore's verifier and by openssl over the DSSE
+// pre-authentication encoding (nobody here wrote either).
+func TestSignerDSSE(t *testing.T) {
+	openssl := testenv.RequireTool(t, "openssl", "openssl")
+	k, _ := open(t)
+	payload := []byte(`{"_type":"https://in-toto.io/Statement/v1"}`)
+	env, err := dsse.WrapSigner(k.Signer(), "application/vnd.in-toto+json").SignMessage(bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := signature.LoadECDSAVerifier(k.SigningKey(), crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dsse.WrapVerifier(v).VerifySignature(bytes.NewReader(env), nil); err != nil {
+		t.Fatalf("sigstore's DSSE verifier: %v", err)
+	}
+	var e struct {
+		Signatures []struct{ Sig string }
+	}
+	if err := json.Unmarshal(env, &e); err != nil || len(e.Signatures) != 1 {
+		t.Fatalf("envelope: %v %s", err, env)
+	}
+	sig, _ := base64.StdEncoding.DecodeString(e.Signatures[0].Sig)
+	pae := fmt.Sprintf("DSSEv1 %d %s %d %s", len("application/vnd.in-toto+json"), "application/vnd.in-toto+json", len(payload), payload)
+	dir := t.TempDir()
+	der, _ := x509.MarshalPKIXPublicKey(k.SigningKey())
+	os.WriteFile(filepath.Join(dir, "sk.pem"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644)
+	os.WriteFile(filepath.Join(dir, "pae"), []byte(pae), 0o644)
+	os.WriteFile(filepath.Join(dir, "sig"), sig, 0o644)
+	if out, err := exec.Command(openssl, "dgst", "-sha256", "-verify", filepath.Join(dir, "sk.pem"), "-signature", filepath.Join(dir, "sig"), filepath.Join(dir, "pae")).CombinedOutput(); err != nil {
+		t.Fatalf("openssl dgst -verify: %v %s", err, out)
 	}
 }
