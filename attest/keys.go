@@ -23,6 +23,7 @@ import (
 
 	"github.com/sealrun/sealrun/internal/fileio"
 	"github.com/sealrun/sealrun/internal/opt"
+	"github.com/sealrun/sealrun/tpm"
 )
 
 // Key algorithms.
@@ -124,9 +125,26 @@ func isKMS(ref string) bool {
 	return ok && scheme != "" && !strings.ContainsAny(scheme, `/\.`)
 }
 
+// TPMPrefix names a signing key made in a TPM (sealrun tpm enroll): "tpm:/dev/tpmrm0".
+const TPMPrefix = "tpm:"
+
 // LoadSigner loads the signing key ref: a PEM private key file (PKCS#8, SEC 1, or sigstore's
-// encrypted PEM with passphrase), or a KMS key URI resolved through sigstore's KMS registry.
+// encrypted PEM with passphrase), a KMS key URI resolved through sigstore's KMS registry, or
+// "tpm:DEVICE", the signing key of the TPM at DEVICE (package tpm; docs/TPM.md), which stays open
+// for as long as the process runs.
 func LoadSigner(ctx context.Context, ref string, passphrase []byte) (signature.Signer, error) {
+	if device, ok := strings.CutPrefix(ref, TPMPrefix); ok {
+		dev, err := tpm.Open(device)
+		if err != nil {
+			return nil, err
+		}
+		k, err := tpm.LoadKeys(dev)
+		if err != nil {
+			dev.Close()
+			return nil, fmt.Errorf("TPM %s: %w (sealrun tpm enroll --device %s makes and checks the keys)", device, err, device)
+		}
+		return k.Signer(), nil
+	}
 	if isKMS(ref) {
 		sv, err := kms.Get(ctx, ref, crypto.SHA256)
 		if err != nil {

@@ -246,3 +246,23 @@ func TestKeyPairMismatch(t *testing.T) {
 		t.Errorf("mismatching pair: %v", err)
 	}
 }
+
+// keys.signing = "tpm:DEVICE" (the TPM's signing key, docs/TPM.md): the device must be there.
+func TestConfigTPMSigningKey(t *testing.T) {
+	dir := t.TempDir()
+	pub := filepath.Join(dir, "signing-key.pem")
+	os.WriteFile(pub, []byte("x"), 0o644)
+	for signing, want := range map[string]string{
+		"tpm:":                                "sealrun.toml:keys.signing: tpm: names no device; give tpm:/dev/tpmrm0",
+		"tpm:" + filepath.Join(dir, "tpmrm9"): "sealrun.toml:keys.signing: TPM " + filepath.Join(dir, "tpmrm9") + ": no such file or directory (a host's TPM is /dev/tpmrm0",
+	} {
+		_, err := hostconfig.Parse("sealrun.toml", []byte("[keys]\nsigning = \""+signing+"\"\npublic = \""+pub+"\"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("signing = %q: %v; want %q", signing, err, want)
+		}
+	}
+	_, err := hostconfig.Parse("sealrun.toml", []byte("[keys]\nsigning = \"tpm:"+pub+"\"\npublic = \""+pub+"\"\n"))
+	if err != nil && strings.Contains(err.Error(), "keys.signing") {
+		t.Errorf("a device that is there: %v", err)
+	}
+}

@@ -79,7 +79,7 @@ const ScriptedProvider = "scripted"
 
 // KeysConfig is the signing key of attestations.
 type KeysConfig struct {
-	Signing        string `toml:"signing"`         // private key (PEM) or a KMS reference
+	Signing        string `toml:"signing"`         // private key (PEM), a KMS reference, or tpm:DEVICE (the TPM's signing key)
 	Public         string `toml:"public"`          // its public half, checked against it at start
 	PassphraseFile string `toml:"passphrase_file"` // for an encrypted private key
 }
@@ -254,6 +254,14 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Keys.Signing == "":
 		bad("keys.signing", "missing; give the attestation signing key (sealrun keys generate --out /etc/sealrun/keys)")
+	case strings.HasPrefix(c.Keys.Signing, "tpm:"):
+		// The signing key of the host's TPM (sealrun tpm enroll; docs/TPM.md): the device must be
+		// there; the key is made and checked against keys.public at start.
+		if dev := strings.TrimPrefix(c.Keys.Signing, "tpm:"); dev == "" {
+			bad("keys.signing", "tpm: names no device; give tpm:/dev/tpmrm0")
+		} else if _, err := os.Stat(dev); err != nil {
+			bad("keys.signing", "TPM %s: %v (a host's TPM is /dev/tpmrm0; its kernel module is tpm_tis or tpm_crb)", dev, fileio.Cause(err))
+		}
 	case !strings.Contains(c.Keys.Signing, "://"):
 		if st, err := os.Stat(c.Keys.Signing); err != nil {
 			bad("keys.signing", "%s: %v", c.Keys.Signing, fileio.Cause(err))

@@ -66,8 +66,13 @@ func (k *Keys) Activate(c *Challenge) ([]byte, error) {
 		return nil, fmt.Errorf("make the EK again: %w", err)
 	}
 	defer tpm2.FlushContext{FlushHandle: ek.ObjectHandle}.Execute(k.t)
+	ak, _, err := k.load(&k.ak)
+	if err != nil {
+		return nil, fmt.Errorf("make the attestation key: %w", err)
+	}
+	defer k.unload(ak)
 	r, err := tpm2.ActivateCredential{
-		ActivateHandle: k.ak.auth(),
+		ActivateHandle: ak.auth(),
 		KeyHandle:      tpm2.AuthHandle{Handle: ek.ObjectHandle, Name: ek.Name, Auth: tpm2.Policy(tpm2.TPMAlgSHA256, 16, endorsementSecret)},
 		CredentialBlob: tpm2.TPM2BIDObject{Buffer: c.IDObject},
 		Secret:         tpm2.TPM2BEncryptedSecret{Buffer: c.EncSecret},

@@ -49,7 +49,17 @@ func (k *Keys) Enroll() (*Enrollment, error) {
 		}
 		e.EKCertificates = append(e.EKCertificates, c)
 	}
-	r, err := tpm2.Certify{ObjectHandle: k.sk.auth(), SignHandle: k.ak.auth(), QualifyingData: tpm2.TPM2BData{Buffer: enrollmentData}, InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull}}.Execute(k.t)
+	ak, _, err := k.load(&k.ak)
+	if err != nil {
+		return nil, fmt.Errorf("make the attestation key: %w", err)
+	}
+	defer k.unload(ak)
+	sk, _, err := k.load(&k.sk)
+	if err != nil {
+		return nil, fmt.Errorf("make the signing key: %w", err)
+	}
+	defer k.unload(sk)
+	r, err := tpm2.Certify{ObjectHandle: sk.auth(), SignHandle: ak.auth(), QualifyingData: tpm2.TPM2BData{Buffer: enrollmentData}, InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull}}.Execute(k.t)
 	if err != nil {
 		return nil, fmt.Errorf("TPM2_Certify of the signing key: %w", err)
 	}

@@ -22,64 +22,83 @@ func template(restricted bool) tpm2.TPMTPublic {
 			Scheme: tpm2.TPMTECCScheme{Scheme: tpm2.TPMAlgECDSA, Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgECDSA, &tpm2.TPMSSigSchemeECDSA{HashAlg: tpm2.TPMAlgSHA256})}})}
 }
 
-// key is one key loaded in the TPM.
+// key is one of sealrun's keys: what it is made from, and its public half.
 type key struct {
-	handle tpm2.TPMHandle
-	name   tpm2.TPM2BName
-	public tpm2.TPMTPublic
-	pub    *ecdsa.PublicKey
+	hierarchy tpm2.TPMHandle
+	public    tpm2.TPMTPublic
+	pub       *ecdsa.PublicKey
 }
 
-func (k *key) auth() tpm2.AuthHandle {
-	return tpm2.AuthHandle{Handle: k.handle, Name: k.name, Auth: tpm2.PasswordAuth(nil)}
+// loaded is a key made (again) in the TPM for one operation, flushed after it.
+type loaded struct {
+	handle tpm2.TPMHandle
+	name   tpm2.TPM2BName
+}
+
+func (l loaded) auth() tpm2.AuthHandle {
+	return tpm2.AuthHandle{Handle: l.handle, Name: l.name, Auth: tpm2.PasswordAuth(nil)}
 }
 
 // Keys are the attestation key (under the endorsement hierarchy, beside the EK) and the signing
-// key (under the owner hierarchy), loaded in the TPM t until Close.
+// key (under the owner hierarchy) of the TPM t. Each operation makes the key it needs again and
+// unloads it after, so that nothing stays loaded between operations: a TPM reached without the
+// kernel's resource manager (a raw device, swtpm's socket) keeps what a process loaded after it
+// exits, and has room for three objects.
 type Keys struct {
 	t      transport.TPM
 	ak, sk key
 }
 
-// LoadKeys makes (again: they are primary keys) the attestation and signing keys in t.
+// LoadKeys makes (again: they are primary keys) the attestation and signing keys in t and reads
+// their public halves.
 func LoadKeys(t transport.TPM) (*Keys, error) {
-	k := &Keys{t: t}
-	var err error
-	if k.ak, err = primary(t, tpm2.TPMRHEndorsement, template(true)); err != nil {
-		return nil, fmt.Errorf("make the attestation key: %w", err)
-	}
-	if k.sk, err = primary(t, tpm2.TPMRHOwner, template(false)); err != nil {
-		k.Close()
-		return nil, fmt.Errorf("make the signing key: %w", err)
+	k := &Keys{t: t, ak: key{hierarchy: tpm2.TPMRHEndorsement, public: template(true)}, sk: key{hierarchy: tpm2.TPMRHOwner, public: template(false)}}
+	for _, c := range []struct {
+		k    *key
+		what string
+	}{{&k.ak, "attestation key"}, {&k.sk, "signing key"}} {
+		l, out, err := k.load(c.k)
+		if err != nil {
+			return nil, fmt.Errorf("make the %s: %w", c.what, err)
+		}
+		k.unload(l)
+		c.k.public = *out
+		if c.k.pub, err = publicKey(out); err != nil {
+			return nil, err
+		}
 	}
 	return k, nil
 }
 
-func primary(t transport.TPM, hierarchy tpm2.TPMHandle, tmpl tpm2.TPMTPublic) (key, error) {
-	r, err := tpm2.CreatePrimary{PrimaryHandle: hierarchy, InPublic: tpm2.New2B(tmpl)}.Execute(t)
+// load makes k in the TPM; unload it when done.
+func (ks *Keys) load(k *key) (loaded, *tpm2.TPMTPublic, error) {
+	r, err := tpm2.CreatePrimary{PrimaryHandle: k.hierarchy, InPublic: tpm2.New2B(template(k.public.ObjectAttributes.Restricted))}.Execute(ks.t)
 	if err != nil {
-		return key{}, err
+		return loaded{}, nil, err
 	}
 	pub, err := r.OutPublic.Contents()
 	if err != nil {
-		return key{}, err
+		ks.unload(loaded{handle: r.ObjectHandle})
+		return loaded{}, nil, err
 	}
-	k := key{handle: r.ObjectHandle, name: r.Name, public: *pub}
-	if k.pub, err = publicKey(pub); err != nil {
-		return key{}, err
-	}
-	return k, nil
-}
-
-// Close unloads the keys from the TPM (they are made again by the next LoadKeys).
-func (k *Keys) Close() {
-	for _, h := range []tpm2.TPMHandle{k.ak.handle, k.sk.handle} {
-		if h != 0 {
-			tpm2.FlushContext{FlushHandle: h}.Execute(k.t)
+	if k.pub != nil {
+		if got, err := publicKey(pub); err != nil || !got.Equal(k.pub) {
+			ks.unload(loaded{handle: r.ObjectHandle})
+			return loaded{}, nil, errors.New("the TPM made another key than before from the same template: its hierarchy was cleared (enroll it again)")
 		}
 	}
-	k.ak.handle, k.sk.handle = 0, 0
+	return loaded{handle: r.ObjectHandle, name: r.Name}, pub, nil
 }
+
+func (ks *Keys) unload(l loaded) {
+	if l.handle != 0 {
+		tpm2.FlushContext{FlushHandle: l.handle}.Execute(ks.t)
+	}
+}
+
+// Close is a no-op kept for callers that pair LoadKeys with it: no key stays loaded between
+// operations.
+func (k *Keys) Close() {}
 
 // SigningKey is the signing key's public half.
 func (k *Keys) SigningKey() *ecdsa.PublicKey { return k.sk.pub }
@@ -93,7 +112,12 @@ func (k *Keys) SignDigest(digest []byte) ([]byte, error) {
 	if len(digest) != sha256.Size {
 		return nil, fmt.Errorf("sign: a SHA-256 digest is %d bytes, not %d", sha256.Size, len(digest))
 	}
-	r, err := tpm2.Sign{KeyHandle: k.sk.auth(), Digest: tpm2.TPM2BDigest{Buffer: digest}, InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
+	sk, _, err := k.load(&k.sk)
+	if err != nil {
+		return nil, fmt.Errorf("make the signing key: %w", err)
+	}
+	defer k.unload(sk)
+	r, err := tpm2.Sign{KeyHandle: sk.auth(), Digest: tpm2.TPM2BDigest{Buffer: digest}, InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull},
 		Validation: tpm2.TPMTTKHashCheck{Tag: tpm2.TPMSTHashCheck, Hierarchy: tpm2.TPMRHNull}}.Execute(k.t)
 	if err != nil {
 		return nil, fmt.Errorf("TPM2_Sign: %w", err)

@@ -36,7 +36,12 @@ func (k *Keys) Quote(nonce []byte, pcrs []int) (*Quote, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := tpm2.Quote{SignHandle: k.ak.auth(), QualifyingData: tpm2.TPM2BData{Buffer: nonce}, InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull}, PCRSelect: sel}.Execute(k.t)
+	ak, _, err := k.load(&k.ak)
+	if err != nil {
+		return nil, fmt.Errorf("make the attestation key: %w", err)
+	}
+	r, err := tpm2.Quote{SignHandle: ak.auth(), QualifyingData: tpm2.TPM2BData{Buffer: nonce}, InScheme: tpm2.TPMTSigScheme{Scheme: tpm2.TPMAlgNull}, PCRSelect: sel}.Execute(k.t)
+	k.unload(ak)
 	if err != nil {
 		return nil, fmt.Errorf("TPM2_Quote: %w", err)
 	}

@@ -38,7 +38,7 @@ Start with:
 	g := &globals{}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/sealrun", "sealrun's state directory (image store, runs); tests and users can isolate with it")
 	// images, sandbox, doctor, grade and regrade are Linux only; elsewhere they say so (root_other.go).
-	root.AddCommand(newTrackCmd(g), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newGradeCmd(g), newRegradeCmd(g), newLeaderboardCmd(), newRunCmd(), newPsCmd(), newContentCmd(g), newShowCmd(), newCancelCmd(), newLogsCmd(), newReportCmd(), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd(), newDemoCmd(g), newKitCmd(), newTaskCmd(), newResultsCmd(), newLedgerCmd(g), newWitnessCmd(), newPublishCmd(), newVerifyPublicationCmd(), newTranscriptCmd(), newViewCmd(), newExportCmd(), newAttachCmd(), newPauseCmd(), newResumeCmd(), newAmendCmd(),
+	root.AddCommand(newTrackCmd(g), newExamCmd(), newImagesCmd(g), newSandboxCmd(g), newDoctorCmd(g), newGradeCmd(g), newRegradeCmd(g), newLeaderboardCmd(), newRunCmd(), newPsCmd(), newContentCmd(g), newShowCmd(), newCancelCmd(), newLogsCmd(), newReportCmd(), newKeysCmd(), newVerifyCmd(), newAttestCmd(), newVersionCmd(), newDemoCmd(g), newKitCmd(), newTaskCmd(), newResultsCmd(), newLedgerCmd(g), newWitnessCmd(), newPublishCmd(), newVerifyPublicationCmd(), newTranscriptCmd(), newViewCmd(), newExportCmd(), newAttachCmd(), newPauseCmd(), newResumeCmd(), newAmendCmd(), newTPMCmd(),
 		newDocsCmd(func() *cobra.Command { return newRootCmd(stdout, stderr) }))
 	defaultToInvalid(root)
 	return root
