@@ -89,6 +89,17 @@ func readNV(k *Keys, idx tpm2.TPMHandle) ([]byte, error) {
 	return out, nil
 }
 
+// RSAEK is the enrollment's RSA EK certificate (the one a challenge is made for), nil where it
+// has none that parses.
+func (e *Enrollment) RSAEK() *x509.Certificate {
+	for _, der := range e.EKCertificates {
+		if c, err := x509.ParseCertificate(der); err == nil && c.PublicKeyAlgorithm == x509.RSA {
+			return c
+		}
+	}
+	return nil
+}
+
 // Enrolled is what an enrollment that verified says.
 type Enrolled struct {
 	AttestationKey *ecdsa.PublicKey

@@ -3,10 +3,10 @@ package tpm
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/google/go-tpm/tpm2/transport"
 	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
-	"github.com/google/go-tpm/tpm2/transport/linuxudstpm"
 )
 
 // Open opens the TPM at path: the kernel's resource manager (/dev/tpmrm0), a TPM character
@@ -17,7 +17,7 @@ func Open(path string) (transport.TPMCloser, error) {
 		return nil, fmt.Errorf("TPM %s: %w (a host's TPM is /dev/tpmrm0; its kernel module is tpm_tis or tpm_crb)", path, err)
 	}
 	if fi.Mode()&os.ModeSocket != 0 {
-		return linuxudstpm.Open(path)
+		return dialSocket(path, 10*time.Second)
 	}
 	if fi.Mode()&os.ModeCharDevice == 0 {
 		return nil, fmt.Errorf("TPM %s is neither a character device nor a socket", path)

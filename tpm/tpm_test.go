@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -41,6 +40,21 @@ func open(t testing.TB) (*Keys, *testenv.SWTPM) {
 	}
 	t.Cleanup(k.Close)
 	return k, sw
+}
+
+// twoEnrolled is two TPMs of the test's own, each with its keys and enrollment.
+func twoEnrolled(t *testing.T) (a, b *Keys, ea, eb *Enrollment, swA *testenv.SWTPM) {
+	t.Helper()
+	a, swA = open(t)
+	b, _ = open(t)
+	var err error
+	if ea, err = a.Enroll(); err != nil {
+		t.Fatal(err)
+	}
+	if eb, err = b.Enroll(); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, ea, eb, swA
 }
 
 func pool(t *testing.T, files ...string) *x509.CertPool {
@@ -124,16 +138,7 @@ func TestEnrollSignQuote(t *testing.T) {
 // changed, a byte of the quote changed; an enrollment whose EK certificate another CA made, whose
 // certification is of another TPM's key, or whose signing key may leave its TPM.
 func TestRefused(t *testing.T) {
-	a, swA := open(t)
-	b, _ := open(t)
-	ea, err := a.Enroll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eb, err := b.Enroll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, ea, eb, swA := twoEnrolled(t)
 	nonce := sha256.Sum256([]byte("run 1"))
 	qa, err := a.Quote(nonce[:], []int{0, 23})
 	if err != nil {
@@ -253,26 +258,13 @@ func TestCheckquoteInterop(t *testing.T) {
 // attestation key comes back open from that TPM only; another TPM cannot open it, nor can the
 // right TPM for another TPM's attestation key.
 func TestActivation(t *testing.T) {
-	a, _ := open(t)
-	b, _ := open(t)
-	ea, err := a.Enroll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eb, err := b.Enroll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, ea, eb, _ := twoEnrolled(t)
 	rsaEK := func(e *Enrollment) *x509.Certificate {
-		for _, der := range e.EKCertificates {
-			if c, err := x509.ParseCertificate(der); err == nil {
-				if _, ok := c.PublicKey.(*rsa.PublicKey); ok {
-					return c
-				}
-			}
+		c := e.RSAEK()
+		if c == nil {
+			t.Fatal("no RSA EK certificate")
 		}
-		t.Fatal("no RSA EK certificate")
-		return nil
+		return c
 	}
 	c, secret, err := MakeChallenge(rsaEK(ea), ea.AttestationKey)
 	if err != nil {

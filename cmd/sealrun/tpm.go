@@ -254,13 +254,7 @@ prints; keep SECRET (mode 0600) and check the answer with --answer.`,
 			if err != nil {
 				return err
 			}
-			var ek *x509.Certificate
-			for _, der := range e.EKCertificates {
-				if c, err := x509.ParseCertificate(der); err == nil && c.PublicKeyAlgorithm == x509.RSA {
-					ek = c
-					break
-				}
-			}
+			ek := e.RSAEK()
 			if ek == nil {
 				return fmt.Errorf("%s has no RSA EK certificate: the challenge is made for the TCG's RSA 2048 EK", args[0])
 			}
