@@ -33,10 +33,11 @@ var allowed = map[string][]string{
 	"controller":             {"policy", "sandbox", "audit"},
 	"runner":                 {"policy", "sandbox", "audit"},
 	"grader":                 {"policy", "sandbox", "exams", "audit", "airs", "report"},
-	"attest":                 {"policy", "audit", "ledger"},
+	"attest":                 {"policy", "audit", "ledger", "tpm"},            // tpm: a signing key made in the host's TPM (LoadSigner("tpm:DEVICE"))
 	"leaderboard":            {"policy", "attest", "airs", "ledger", "stats"}, // airs: the AIRS suite's scores
 	"airs":                   {"stats"},                                       // AIRS-Bench task format and scores: no sibling
 	"ledger":                 {},                                              // the run ledger: no sibling (portable, like attest)
+	"tpm":                    {},                                              // the host's TPM: keys, enrollment, quotes and their checks; no sibling
 	"cmd/runner":             {"sandbox"},                                     // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "api", "policy", "hostconfig", "buildinfo"},
