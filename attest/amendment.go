@@ -208,37 +208,19 @@ func AmendmentDraft(st *AmendmentStatement) ([]byte, error) {
 // statement (strictly decoded and checked), its payload and its signatures, at most
 // MaxAmendmentSignatures of them.
 func ReadAmendmentEnvelope(env []byte) (*AmendmentStatement, []byte, []AmendmentSignature, error) {
-	if len(env) > MaxAmendmentBytes {
-		return nil, nil, nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), MaxAmendmentBytes)
-	}
-	var e envelope
-	if err := strictDecode(env, &e, false); err != nil {
-		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+	e, payload, raw, err := readEnvelope(env, MaxAmendmentBytes)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	switch {
-	case e.PayloadType == nil:
-		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "envelope has no payloadType")
-	case e.Payload == nil:
-		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "envelope has no payload")
 	case *e.PayloadType != PayloadType:
 		return nil, nil, nil, failf(ReasonPayloadType, "payloadType is %q; expected %q", *e.PayloadType, PayloadType)
-	case len(e.Signatures) > MaxAmendmentSignatures:
-		return nil, nil, nil, failf(ReasonSignatureCount, "the envelope has %d signatures; an amendment has the host's and at most one reviewer's", len(e.Signatures))
+	case len(raw) > MaxAmendmentSignatures:
+		return nil, nil, nil, failf(ReasonSignatureCount, "the envelope has %d signatures; an amendment has the host's and at most one reviewer's", len(raw))
 	}
-	payload, err := canonicalBase64(*e.Payload)
-	if err != nil {
-		return nil, nil, nil, failf(ReasonEnvelopeSyntax, "payload: %v", err)
-	}
-	sigs := make([]AmendmentSignature, len(e.Signatures))
-	for i, s := range e.Signatures {
-		if s.Sig == nil {
-			return nil, nil, nil, failf(ReasonEnvelopeSyntax, "signatures[%d] has no sig", i)
-		}
-		b, err := canonicalBase64(*s.Sig)
-		if err != nil {
-			return nil, nil, nil, failf(ReasonEnvelopeSyntax, "signatures[%d].sig: %v", i, err)
-		}
-		sigs[i] = AmendmentSignature{KeyID: s.KeyID, Sig: b}
+	sigs := make([]AmendmentSignature, len(raw))
+	for i, sig := range raw {
+		sigs[i] = AmendmentSignature{KeyID: e.Signatures[i].KeyID, Sig: sig}
 	}
 	st, err := decodeAmendment(payload)
 	if err != nil {

@@ -27,7 +27,6 @@ func TestSignedInTPM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
 	der, err := x509.MarshalPKIXPublicKey(k.SigningKey())
 	if err != nil {
 		t.Fatal(err)

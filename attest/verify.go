@@ -203,42 +203,9 @@ func verifyEnvelope(env []byte, v signature.Verifier, out *Verified) ([]byte, er
 
 // verifyEnvelopeOf is verifyEnvelope for an envelope of payloadType, of at most max bytes.
 func verifyEnvelopeOf(env []byte, payloadType string, max int, v signature.Verifier, out *Verified) ([]byte, error) {
-	if len(env) > max {
-		return nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), max)
-	}
-	// The one form signers write, read in one pass (fastEnvelope); any other, one decode (which
-	// checks the syntax) and one pass for duplicate keys; when the decode fails, strictDecode
-	// says why as it always has.
-	e, ok := fastEnvelope(env)
-	if !ok {
-		e = envelope{}
-		if json.Unmarshal(env, &e) != nil {
-			if err := strictDecode(env, &e, false); err != nil {
-				return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
-			}
-		}
-		if err := duplicateKeys(env); err != nil {
-			return nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
-		}
-	}
-	switch {
-	case e.PayloadType == nil:
-		return nil, failf(ReasonEnvelopeSyntax, "envelope has no payloadType")
-	case e.Payload == nil:
-		return nil, failf(ReasonEnvelopeSyntax, "envelope has no payload")
-	}
-	payload, err := canonicalBase64(*e.Payload)
+	e, payload, sigs, err := readEnvelope(env, max)
 	if err != nil {
-		return nil, failf(ReasonEnvelopeSyntax, "payload: %v", err)
-	}
-	sigs := make([][]byte, len(e.Signatures))
-	for i, s := range e.Signatures {
-		if s.Sig == nil {
-			return nil, failf(ReasonEnvelopeSyntax, "signatures[%d] has no sig", i)
-		}
-		if sigs[i], err = canonicalBase64(*s.Sig); err != nil {
-			return nil, failf(ReasonEnvelopeSyntax, "signatures[%d].sig: %v", i, err)
-		}
+		return nil, err
 	}
 	out.check("envelope")
 	if n := len(e.Signatures); n != 1 {
@@ -271,6 +238,49 @@ func verifyEnvelopeOf(env []byte, payloadType string, max int, v signature.Verif
 	}
 	out.check("signature")
 	return payload, nil
+}
+
+// readEnvelope reads a DSSE envelope of at most max bytes: its syntax (duplicate keys refused),
+// its payload type and payload, and its signatures decoded (each sig in canonical base64).
+// Nothing is verified.
+func readEnvelope(env []byte, max int) (e envelope, payload []byte, sigs [][]byte, err error) {
+	if len(env) > max {
+		return e, nil, nil, failf(ReasonEnvelopeSize, "envelope is %d bytes; at most %d are accepted", len(env), max)
+	}
+	// The one form signers write, read in one pass (fastEnvelope); any other, one decode (which
+	// checks the syntax) and one pass for duplicate keys; when the decode fails, strictDecode
+	// says why as it always has.
+	e, ok := fastEnvelope(env)
+	if !ok {
+		e = envelope{}
+		if json.Unmarshal(env, &e) != nil {
+			if err := strictDecode(env, &e, false); err != nil {
+				return e, nil, nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+			}
+		}
+		if err := duplicateKeys(env); err != nil {
+			return e, nil, nil, failf(ReasonEnvelopeSyntax, "not a DSSE envelope: %v", err)
+		}
+	}
+	switch {
+	case e.PayloadType == nil:
+		return e, nil, nil, failf(ReasonEnvelopeSyntax, "envelope has no payloadType")
+	case e.Payload == nil:
+		return e, nil, nil, failf(ReasonEnvelopeSyntax, "envelope has no payload")
+	}
+	if payload, err = canonicalBase64(*e.Payload); err != nil {
+		return e, nil, nil, failf(ReasonEnvelopeSyntax, "payload: %v", err)
+	}
+	sigs = make([][]byte, len(e.Signatures))
+	for i, s := range e.Signatures {
+		if s.Sig == nil {
+			return e, nil, nil, failf(ReasonEnvelopeSyntax, "signatures[%d] has no sig", i)
+		}
+		if sigs[i], err = canonicalBase64(*s.Sig); err != nil {
+			return e, nil, nil, failf(ReasonEnvelopeSyntax, "signatures[%d].sig: %v", i, err)
+		}
+	}
+	return e, payload, sigs, nil
 }
 
 // readStatement reads the in-toto statement from the verified payload: its type, the predicate

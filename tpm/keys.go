@@ -96,10 +96,6 @@ func (ks *Keys) unload(l loaded) {
 	}
 }
 
-// Close is a no-op kept for callers that pair LoadKeys with it: no key stays loaded between
-// operations.
-func (k *Keys) Close() {}
-
 // SigningKey is the signing key's public half.
 func (k *Keys) SigningKey() *ecdsa.PublicKey { return k.sk.pub }
 

@@ -83,10 +83,8 @@ func checkAttest(attest, sig []byte, ak *ecdsa.PublicKey, typ tpm2.TPMST) (*tpm2
 	if err != nil {
 		return nil, err
 	}
-	if s.SigAlg == tpm2.TPMAlgECDSA {
-		if es, _ := s.Signature.ECDSA(); es == nil || es.Hash != tpm2.TPMAlgSHA256 {
-			return nil, failf(ReasonForm, "the signature's hash is not SHA-256")
-		}
+	if es, _ := s.Signature.ECDSA(); es.Hash != tpm2.TPMAlgSHA256 { // an ECDSA signature: derSignature said so
+		return nil, failf(ReasonForm, "the signature's hash is not SHA-256")
 	}
 	h := sha256.Sum256(attest)
 	if !ecdsa.VerifyASN1(ak, h[:], der) {

@@ -611,9 +611,11 @@ func (c *checker) amendments(id string, runDigest dg.Hex, track *policy.Track, k
 			out.bad("%s: amends attestation %s… of run %s; the one published is %s…: re-pointed at another attestation", rel, v.Statement.Amended()[:12], id, runDigest[:12])
 		case track == nil:
 			out.bad("%s: cannot be checked: no track.toml beside run %s, and the track names who must sign its amendments beside the host", rel, id)
-		case v.CheckReviewer(track) != nil:
-			out.bad("%s: %v: no board may apply it", rel, v.CheckReviewer(track))
 		default:
+			if err := v.CheckReviewer(track); err != nil {
+				out.bad("%s: %v: no board may apply it", rel, err)
+				continue
+			}
 			out.claims = append(out.claims, rel)
 		}
 	}

@@ -64,11 +64,17 @@ func newAmendedPubFixture(t *testing.T) *pubFixture {
 	} {
 		f.amend(t, l, signer, f.runs[i], a)
 	}
+	f.exportLedger(t)
+	return f
+}
+
+// exportLedger exports the fixture's ledger again (sealrun ledger export), over the last export.
+func (f *pubFixture) exportLedger(t *testing.T) {
+	t.Helper()
 	os.Remove(f.ledger)
-	if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {
+	if r := sealrun(t, "--state-dir", filepath.Join(f.dir, "state"), "ledger", "export", "--out", f.ledger); r.code != 0 {
 		t.Fatalf("ledger export: %+v", r)
 	}
-	return f
 }
 
 // amend signs amendment a of run id (gathered in results/) with signer, writes it into the run's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -45,7 +46,7 @@ func openKeys(device string) (*tpm.Keys, func(), error) {
 		dev.Close()
 		return nil, nil, fmt.Errorf("TPM %s: %w", device, err)
 	}
-	return k, func() { k.Close(); dev.Close() }, nil
+	return k, func() { dev.Close() }, nil
 }
 
 func pemPublic(pub any) ([]byte, error) {
@@ -132,7 +133,7 @@ func readEnrollment(path string) (*tpm.Enrollment, error) {
 		return nil, err
 	}
 	var e tpm.Enrollment
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		return nil, fmt.Errorf("%s is not a TPM enrollment (sealrun tpm enroll writes one): %v", path, err)
@@ -299,7 +300,7 @@ func newTPMAnswerCmd() *cobra.Command {
 				return err
 			}
 			var c challengeFile
-			dec := json.NewDecoder(strings.NewReader(string(b)))
+			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&c); err != nil || c.Format != challengeFormat || c.Challenge == nil {
 				return fmt.Errorf("%s is not a challenge (sealrun tpm challenge writes one): %v", args[0], err)
