@@ -181,7 +181,12 @@ func TestAIRSBoardAmended(t *testing.T) {
 	f.write("b1.att.json", f.taskAttestation(track, "openai/beta", "b1", "graded", v(0.90), ""))
 	f.write("a2-amended.att.json", f.amendAttestation(a2, attest.Amendment{Action: "invalidate", Reason: "the evaluation data leaked into the workspace", Link: "https://example.org/r/1"}))
 	f.write("a1-noted.att.json", f.amendAttestation(a1, attest.Amendment{Action: "note", Reason: "a contamination report under review"}))
-	b, _, _ := airsBoard(t, f.dir)
+	// Without the runs' track (not given, not beside them), an amendment cannot be judged: the
+	// track says whether it needs a reviewer's signature too.
+	if b, _, _ := airsBoard(t, f.dir); len(b.Rejected) != 2 || len(b.Invalid) != 0 || !strings.Contains(b.Rejected[0].Reason, "is neither given (--track) nor beside the run") {
+		t.Errorf("amendments of a track not given: invalid %+v rejected %+v", b.Invalid, b.Rejected)
+	}
+	b, _, _ := airsBoard(t, f.dir, track)
 	if len(b.Invalid) != 1 || b.Invalid[0].ID != "a2" || b.Invalid[0].Reason != "invalidated by amendment: the evaluation data leaked into the workspace" || len(b.Rejected) != 0 {
 		t.Fatalf("invalid %+v rejected %+v", b.Invalid, b.Rejected)
 	}
@@ -200,15 +205,15 @@ func TestAIRSBoardAmended(t *testing.T) {
 	}
 }
 
-// airsBoard is the AIRS board of the attestations in dir, verified with the test key, and what
-// it was built from.
-func airsBoard(t *testing.T, dir string) (*AIRSBoard, *Inputs, []Key) {
+// airsBoard is the AIRS board of the attestations in dir, verified with the test key (and the
+// tracks, pinned, where given), and what it was built from.
+func airsBoard(t *testing.T, dir string, tracks ...*policy.Track) (*AIRSBoard, *Inputs, []Key) {
 	t.Helper()
 	keys, err := LoadKeys([]string{"../attest/testdata/ed25519.pub"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := Load([]string{dir}, keys, nil)
+	in, err := Load([]string{dir}, keys, tracks)
 	if err != nil {
 		t.Fatal(err)
 	}

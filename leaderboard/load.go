@@ -362,8 +362,7 @@ func isAmendment(env []byte) bool {
 // beside the host's against what its run's track asks (attest.CheckReviewer): with tracks
 // pinned, the track must be one of them; without, it is the run's own track.toml, in a gathered
 // run's directory (RUN/amendments/AMENDMENT), where its id is the one the amendment names; with
-// neither, an amendment with a second signature cannot be judged, and one with the host's alone
-// is taken as the run's attestation is, unpinned.
+// neither, the amendment cannot be judged (its track may ask for a reviewer) and is not applied.
 func verifyAmendment(path string, env []byte, keys []Key, tracks map[string]*policy.Track, pinTracks bool, o LoadOptions) (*Amended, string) {
 	var last error
 	for _, k := range keys {
@@ -382,8 +381,8 @@ func verifyAmendment(path string, env []byte, keys []Key, tracks map[string]*pol
 				}
 			case pinTracks:
 				return nil, fmt.Sprintf("an amendment of a run made under track %s, which is not among the --track files", shortID(tid))
-			case v.Signatures() > 1:
-				return nil, fmt.Sprintf("an amendment with a reviewer's signature, not applied: its run's track (%s) was not given (--track), and only the track names its reviewers", shortID(tid))
+			default:
+				return nil, fmt.Sprintf("an amendment, not applied: its run's track (%s) is neither given (--track) nor beside the run (RUN/track.toml), and only the track says whose signatures an amendment needs", shortID(tid))
 			}
 			return &Amended{Path: path, Key: k.Name, KeyID: k.KeyID, Statement: v.Statement, Digest: v.Digest, Reviewer: v.Reviewer}, ""
 		}

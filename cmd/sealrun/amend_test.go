@@ -121,6 +121,16 @@ func TestAmendedPublication(t *testing.T) {
 	}
 	os.Remove(stranger)
 
+	// Its run's track neither given nor beside it: whether it needed a reviewer cannot be told,
+	// so it is not applied.
+	own := filepath.Join(f.results, noted, "track.toml")
+	os.Rename(own, own+".away")
+	r = sealrun(t, "leaderboard", "--key", f.key, f.results)
+	if !strings.Contains(r.stdout, "an amendment, not applied: its run's track") || strings.Contains(r.stdout, noted+" (seed 1): note") {
+		t.Errorf("an amendment whose run's track is not there: %+v", r)
+	}
+	os.Rename(own+".away", own)
+
 	// By the host's key but never in its ledger: the row is not accounted for.
 	unledgered := f.amend(t, nil, hostSigner(t), plain, attest.Amendment{Action: ledger.ActionNote, Reason: "added after the ledger was exported"})
 	r = sealrun(t, "leaderboard", "--key", f.key, f.results, "--ledger", f.ledger)
@@ -220,10 +230,7 @@ func TestReviewedAmendments(t *testing.T) {
 		t.Fatalf("the reviewed draft: %v", err)
 	}
 	f.write(t, l, st, hostSigner(t), sigs...)
-	os.Remove(f.ledger)
-	if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {
-		t.Fatalf("ledger export: %+v", r)
-	}
+	f.exportLedger(t)
 	r = sealrun(t, "leaderboard", "--key", f.key, f.results, "--track", trackFile, "--ledger", f.ledger)
 	if r.code != 0 || !strings.Contains(r.stdout, f.runs[1]+" (seed 2): invalidated 2026-12-01: the grader's bug") {
 		t.Errorf("leaderboard with the reviewed amendment: %+v", r)
@@ -268,10 +275,7 @@ func TestReviewedAmendments(t *testing.T) {
 			st := f.statement(t, f.runs[2], attest.Amendment{Action: c.action, Reason: "graded before the fix: " + c.name})
 			path := f.write(t, l, st, hostSigner(t), c.others(st)...)
 			defer os.Remove(path)
-			os.Remove(f.ledger)
-			if r := sealrun(t, "--state-dir", state, "ledger", "export", "--out", f.ledger); r.code != 0 {
-				t.Fatalf("ledger export: %+v", r)
-			}
+			f.exportLedger(t)
 			r := sealrun(t, "leaderboard", "--key", f.key, f.results, "--track", trackFile)
 			if !strings.Contains(r.stdout, "an amendment, not applied: not valid") || !strings.Contains(r.stdout, c.want) || strings.Contains(r.stdout, "graded before the fix") {
 				t.Errorf("leaderboard: %+v", r)

@@ -161,13 +161,16 @@ func certPool(files []string) (*x509.CertPool, error) {
 
 func newTPMVerifyCmd() *cobra.Command {
 	var cas, intermediates []string
+	var uncheckedEK bool
 	cmd := &cobra.Command{
-		Use:   "verify ENROLLMENT [--ek-ca CA.pem]... [--ek-intermediate CERT.pem]...",
+		Use:   "verify ENROLLMENT (--ek-ca CA.pem... [--ek-intermediate CERT.pem]... | --allow-unchecked-ek)",
 		Short: "Check a host's TPM enrollment offline",
 		Long: `Verify checks an enrollment (sealrun tpm enroll): both keys are ECDSA P-256 keys fixed to a TPM
 and made inside it, the attestation key restricted; the attestation key certified the signing
 key; and, with --ek-ca (the TPM maker's CA, which you obtain from the maker, not from the
-operator), an EK certificate chains to it. It says what that shows, and what it does not.`,
+operator), an EK certificate chains to it. Without --ek-ca the EK certificate cannot be checked,
+and the enrollment is not valid unless you accept that by name (--allow-unchecked-ek). It says
+what the check shows, and what it does not.`,
 		Args: exactArgs(1, "the enrollment.json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := readEnrollment(args[0])
@@ -185,6 +188,10 @@ operator), an EK certificate chains to it. It says what that shows, and what it 
 			if inter != nil && roots == nil {
 				return usage(errors.New("--ek-intermediate goes with --ek-ca: give the maker's root CA"))
 			}
+			if roots == nil && !uncheckedEK {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: NOT VALID: its EK certificate cannot be checked without the TPM maker's CA: give --ek-ca (from the maker, not the operator), or accept it unchecked with --allow-unchecked-ek\n", args[0])
+				return &exitError{code: exitInvalid, err: errors.New("EK certificate unchecked"), quiet: true}
+			}
 			got, err := tpm.VerifyEnrollment(e, roots, inter)
 			w := cmd.OutOrStdout()
 			if err != nil {
@@ -199,13 +206,14 @@ operator), an EK certificate chains to it. It says what that shows, and what it 
 				fmt.Fprintf(w, "EK certificate issued by %s (serial %s), chained to the CA given\n", got.EK.Issuer, got.EK.SerialNumber)
 				fmt.Fprintln(w, "A reader may conclude: a TPM made the signing key and keeps it; a TPM whose maker certified its EK exists. Not: that the attestation key is in that TPM (sealrun tpm challenge asks it), or anything about what the host ran (its quotes say what it measured).")
 			} else {
-				fmt.Fprintln(w, "EK certificate not checked (no --ek-ca): give the TPM maker's CA.")
+				fmt.Fprintln(w, "EK certificate not checked (no --ek-ca; accepted unchecked with --allow-unchecked-ek): give the TPM maker's CA.")
 				fmt.Fprintln(w, "A reader may conclude: a TPM made the signing key and keeps it, if the attestation key is a TPM's. Not: whose TPM (give --ek-ca, and challenge it).")
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringArrayVar(&cas, "ek-ca", nil, "a root CA of the TPM's maker (PEM), for the EK certificate (repeatable)")
+	cmd.Flags().BoolVar(&uncheckedEK, "allow-unchecked-ek", false, "without --ek-ca: take the enrollment with its EK certificate unchecked (the verdict says so)")
 	cmd.Flags().StringArrayVar(&intermediates, "ek-intermediate", nil, "an intermediate CA certificate (PEM) between the root and the EK certificate (repeatable)")
 	return cmd
 }

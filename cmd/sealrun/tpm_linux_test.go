@@ -56,8 +56,11 @@ func TestTPMCommands(t *testing.T) {
 	if r := sealrun(t, "tpm", "verify", enr, "--ek-ca", a.RootCA, "--ek-intermediate", a.Issuer); r.code != 0 || !strings.Contains(r.stdout, "VALID") || !strings.Contains(r.stdout, "chained to the CA given") || !strings.Contains(r.stdout, "Not: that the attestation key is in that TPM") {
 		t.Errorf("verify with the maker's CA: %+v", r)
 	}
-	if r := sealrun(t, "tpm", "verify", enr); r.code != 0 || !strings.Contains(r.stdout, "EK certificate not checked (no --ek-ca)") {
+	if r := sealrun(t, "tpm", "verify", enr); r.code != 1 || !strings.Contains(r.stdout, "NOT VALID: its EK certificate cannot be checked without the TPM maker's CA") {
 		t.Errorf("verify without a CA: %+v", r)
+	}
+	if r := sealrun(t, "tpm", "verify", enr, "--allow-unchecked-ek"); r.code != 0 || !strings.Contains(r.stdout, "EK certificate not checked (no --ek-ca") {
+		t.Errorf("verify without a CA, accepted unchecked: %+v", r)
 	}
 	if r := sealrun(t, "tpm", "verify", enr, "--ek-ca", b.RootCA, "--ek-intermediate", b.Issuer); r.code != 1 || !strings.Contains(r.stdout, "NOT VALID: not valid (ek)") {
 		t.Errorf("verify with another maker's CA: %+v", r)
