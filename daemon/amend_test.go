@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sealrun/sealrun/api"
 	"github.com/sealrun/sealrun/attest"
@@ -239,12 +240,27 @@ func amendReviewed(t *testing.T, d *Daemon, tb *testbed, cli string, sealrun fun
 			t.Errorf("%s: exit %d %q; want %d %q", c.name, code, out, c.code, c.want)
 		}
 	}
-	// The reviewed draft with its reason edited (the payload re-encoded, the reviewer's
-	// signature kept): the reviewer did not sign that.
+	// A draft reviewed long after it was made (its time 15 days back, reviewed as such): refused.
 	env, err := os.ReadFile(draft)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st, _, _, err := attest.ReadAmendmentEnvelope(env); err == nil {
+		st.Predicate.Time = st.Predicate.Time.Add(-15 * 24 * time.Hour)
+		old, _ := attest.AmendmentDraft(st)
+		reviewer, _ := attest.LoadSigner(t.Context(), "../attest/testdata/ecdsa.key", nil)
+		late, _, err := attest.ReviewAmendment(t.Context(), old, reviewer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.New(tb.cfg.Socket).Amend(t.Context(), id, api.AmendRequest{Reviewed: late}); err == nil || !strings.Contains(err.Error(), "a draft is sent within 336h0m0s of it") {
+			t.Errorf("a draft 15 days old: %v", err)
+		}
+	} else {
+		t.Fatal(err)
+	}
+	// The reviewed draft with its reason edited (the payload re-encoded, the reviewer's
+	// signature kept): the reviewer did not sign that.
 	var e map[string]any
 	json.Unmarshal(env, &e)
 	payload, _ := base64.StdEncoding.DecodeString(e["payload"].(string))
