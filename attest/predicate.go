@@ -60,6 +60,9 @@ func CheckPredicate(p *Predicate, subjects []Subject) error {
 	if err := checkHuman(p); err != nil {
 		return err
 	}
+	if err := checkTPM(p); err != nil {
+		return err
+	}
 	if p.Audit.Entries < 0 {
 		return bad("audit.entries", "is negative")
 	}
@@ -405,6 +408,38 @@ func checkAirGap(p *Predicate) error {
 }
 
 // checkBuild checks the build record, when there is one.
+// checkTPM checks the tpm member: a quote's key, its PCRs (sealrund's among them) and a build
+// record naming the sealrund measured; or why there is no quote; never both.
+func checkTPM(p *Predicate) error {
+	t := p.TPM
+	switch {
+	case t == nil:
+		return nil
+	case t.None != "":
+		if t.AttestationKey != "" || len(t.PCRs) > 0 || t.SealrundPCR != 0 {
+			return bad("tpm", "says both that the run has no quote (none) and what its quote is")
+		}
+		return nil
+	case !digest.IsHex(t.AttestationKey):
+		return bad("tpm.attestation_key", "%q is not 64 lowercase hex (or give none: why the run has no quote)", t.AttestationKey)
+	case p.Build == nil:
+		return bad("tpm", "a quote without a build record: the sealrund it measured is named nowhere")
+	case len(t.PCRs) == 0 || len(t.PCRs) > 24:
+		return bad("tpm.pcrs", "%d PCRs; a quote covers 1 to 24", len(t.PCRs))
+	case t.SealrundPCR < 0 || t.SealrundPCR > 23:
+		return bad("tpm.sealrund_pcr", "%d is not a PCR", t.SealrundPCR)
+	}
+	for i, n := range t.PCRs {
+		if n < 0 || n > 23 || (i > 0 && n <= t.PCRs[i-1]) {
+			return bad("tpm.pcrs", "%v: each 0 to 23, once, in order", t.PCRs)
+		}
+	}
+	if !slices.Contains(t.PCRs, t.SealrundPCR) {
+		return bad("tpm.pcrs", "%v leaves out %d, where sealrund measured itself", t.PCRs, t.SealrundPCR)
+	}
+	return nil
+}
+
 func checkBuild(b *Build) error {
 	if b == nil {
 		return nil

@@ -144,7 +144,26 @@ type Predicate struct {
 	// host authenticated them (absent for an agent's run, and in human runs' attestations from
 	// before people were bound to their runs).
 	Human *Human `json:"human,omitempty"`
+	// TPM is what the host's TPM says of the run: the attestation key whose quote binds this
+	// statement (beside the attestation, result.tpm.json), or why there is none (absent in
+	// attestations from before hosts said so).
+	TPM *TPMInfo `json:"tpm,omitempty"`
 }
+
+// TPMInfo is a run's hardware root, or why it has none. Where AttestationKey is set, the host's
+// TPM quoted PCRs (its SHA-256 bank) with the SHA-256 of this statement's bytes (the envelope's
+// payload) as qualifying data, after sealrund had measured its binary into SealrundPCR; the
+// quote and sealrund's event log are the run's result.tpm.json (package tpm, docs/TPM.md).
+type TPMInfo struct {
+	AttestationKey string `json:"attestation_key,omitempty"` // SHA-256 of its PKIX DER, hex
+	PCRs           []int  `json:"pcrs,omitempty"`
+	SealrundPCR    int    `json:"sealrund_pcr,omitempty"`
+	// None says why the run has no quote ("this host has no [tpm]"): no hardware root.
+	None string `json:"none,omitempty"`
+}
+
+// TPMNone is what a host without [tpm] says in its attestations.
+const TPMNone = "this host quotes no run with a TPM ([tpm] is not configured): no hardware root"
 
 // Human is who a human run was for, who was named to watch it and every terminal attached to
 // it: the person's, the proctors' and the operators'.

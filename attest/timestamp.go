@@ -286,3 +286,17 @@ func CheckHeadTimestamp(der []byte, heads []string, chain []*x509.Certificate) (
 	}
 	return time.Time{}, "", -1, fmt.Errorf("the timestamp is of no head of this ledger, or not by the given authority (%v)", lastErr)
 }
+
+// EnvelopePayload is the payload of a DSSE envelope (the statement's bytes): what a run's TPM
+// quote binds, by its SHA-256. It checks nothing; Verify does.
+func EnvelopePayload(env []byte) ([]byte, error) {
+	var e bundleEnvelope
+	if err := strictDecode(env, &e, true); err != nil {
+		return nil, failf(ReasonEnvelopeSyntax, "not an envelope (%v)", err)
+	}
+	p, err := base64.StdEncoding.DecodeString(e.Payload)
+	if err != nil {
+		return nil, failf(ReasonEnvelopeSyntax, "the payload is not base64")
+	}
+	return p, nil
+}

@@ -46,6 +46,7 @@ const (
 	ReasonLedger         Reason = "ledger"          // the run's ledger entry, head or inclusion proof is wrong
 	ReasonExport         Reason = "export"          // (verify --export) the export is not what the run's transcript gives
 	ReasonWitnessed      Reason = "witnessed"       // (verify --witness) the run's witnessed proof is missing, or not cosigned by the quorum over this run's entries
+	ReasonTPM            Reason = "tpm"             // (verify --tpm) the run's TPM quote, or the host's enrollment, does not check
 	ReasonTranscript     Reason = "transcript"      // (verify --transcript) a body the audit log hashes is missing or altered, or the transcript is not what they give
 )
 

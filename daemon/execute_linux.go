@@ -62,6 +62,9 @@ type Executor struct {
 	// TSA is the host's timestamp authority ([timestamp]; nil: none): each attestation's
 	// signature is timestamped, the token in result.sigstore.json beside it.
 	TSA *attest.TSA
+	// TPM is the host's TPM ([tpm]; nil: none): each run's statement is quoted, the quote in
+	// result.tpm.json beside its attestation.
+	TPM *HostTPM
 	Now func() time.Time
 	// The test seams, Entrypoint, TestOverlay, Hold and KillAfter, exist only in a test build
 	// (TestSeams; -tags sealrun_testseams): a release build refuses to run with any set, and every

@@ -63,6 +63,13 @@ func Main(ctx context.Context, cfg *hostconfig.Config, log *slog.Logger, version
 	if x.TSA, err = cfg.TSA(); err != nil {
 		return fmt.Errorf("%s:timestamp.chain: %w", cfg.File, err)
 	}
+	if cfg.TPM.Enabled() {
+		if x.TPM, err = OpenTPM(cfg, &b); err != nil {
+			return err
+		}
+		defer x.TPM.Close()
+		log.Info("sealrund measured into the TPM", "pcr", x.TPM.sealrundPCR, "sha256", b.DaemonSHA256, "starts_this_boot", len(x.TPM.events), "quoted_pcrs", fmt.Sprint(x.TPM.pcrs))
+	}
 	log.Info("sealrund build", "version", b.Version, "commit", b.Commit, "modified", b.Modified, "go", b.GoVersion, "sha256", b.DaemonSHA256, "test_seams", b.TestSeams)
 	d, err := New(ctx, cfg, x, log)
 	if err != nil {

@@ -62,6 +62,11 @@ func (rs *runState) predicate(ctx context.Context) (*attest.Predicate, []attest.
 	}
 	rs.evidence(pred)
 	pred.Usage = rs.used
+	if x.TPM != nil {
+		pred.TPM = x.TPM.Info()
+	} else {
+		pred.TPM = &attest.TPMInfo{None: attest.TPMNone}
+	}
 	subjects := rs.result(pred)
 	if x.Ledger != nil {
 		ref, err := x.Ledger.Ref(spec.ID)
@@ -131,6 +136,17 @@ func (rs *runState) sign(ctx context.Context, pred *attest.Predicate, subjects [
 		out.Status, out.Reason = outcome.Invalid, "attestation: "+err.Error()
 		pred.Result.Status, pred.Result.Reason = out.Status, out.Reason
 		env, err = attest.Sign(ctx, st, x.Signer)
+	}
+	if err == nil && x.TPM != nil {
+		// The quote binds the signed statement; one the TPM does not give is the host's fault:
+		// the run is invalid, and says why in a statement without a quote.
+		if qerr := rs.quote(env); qerr != nil {
+			out.Status, out.Reason = outcome.Invalid, "TPM quote: "+qerr.Error()
+			pred.Result.Status, pred.Result.Reason = out.Status, out.Reason
+			pred.TPM = &attest.TPMInfo{None: "the TPM's quote failed: " + qerr.Error()}
+			st = attest.NewStatement(pred, subjects...)
+			env, err = attest.Sign(ctx, st, x.Signer)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sign the attestation of run %s: %w", id, err)

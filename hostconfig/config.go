@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -55,6 +56,9 @@ type Config struct {
 	Witnesses []WitnessConfig `toml:"witnesses"`
 	// Timestamp is an RFC 3161 timestamp authority every attestation's signature is sent to.
 	Timestamp TimestampConfig `toml:"timestamp"`
+	// TPM quotes each run's statement with the host's TPM and measures sealrund into it at
+	// start ([tpm]; docs/TPM.md). It needs keys.signing = "tpm:DEVICE".
+	TPM TPMConfig `toml:"tpm"`
 
 	// File is the file the configuration was read from (its errors name it).
 	File string `toml:"-"`
@@ -112,6 +116,48 @@ type LedgerConfig struct {
 type TimestampConfig struct {
 	URL   string `toml:"url"`   // where to POST application/timestamp-query
 	Chain string `toml:"chain"` // the authority's certificate chain (PEM: its signing certificate, its root)
+}
+
+// TPMConfig is [tpm]: the host's TPM quotes each run (its attestation key, over PCRs, with the
+// statement's SHA-256 as qualifying data), and sealrund measures its own binary into a PCR at
+// start. The TPM is keys.signing's ("tpm:DEVICE").
+type TPMConfig struct {
+	// Enrollment is what sealrun tpm enroll wrote (enrollment.json): sealrund checks at start
+	// that the TPM's keys are the ones it names, as readers will.
+	Enrollment string `toml:"enrollment"`
+	// PCRs are quoted with each run (default: 0, 2, 4, 7 and SealrundPCR).
+	PCRs []int `toml:"pcrs"`
+	// SealrundPCR is where sealrund extends the SHA-256 of its binary at start (default 23,
+	// which nothing else of a Linux host measures into).
+	SealrundPCR *int `toml:"sealrund_pcr"`
+}
+
+// DefaultSealrundPCR is the PCR sealrund measures itself into unless [tpm] sealrund_pcr names
+// another.
+const DefaultSealrundPCR = 23
+
+// Enabled says whether [tpm] is configured.
+func (t TPMConfig) Enabled() bool {
+	return t.Enrollment != "" || len(t.PCRs) > 0 || t.SealrundPCR != nil
+}
+
+// MeasurePCR is the PCR sealrund measures itself into.
+func (t TPMConfig) MeasurePCR() int {
+	if t.SealrundPCR != nil {
+		return *t.SealrundPCR
+	}
+	return DefaultSealrundPCR
+}
+
+// QuotePCRs are the PCRs each run's quote covers, in index order.
+func (t TPMConfig) QuotePCRs() []int {
+	ps := t.PCRs
+	if len(ps) == 0 {
+		ps = []int{0, 2, 4, 7, t.MeasurePCR()}
+	}
+	out := append([]int(nil), ps...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // TSA is the configured timestamp authority, its chain loaded (nil: none configured).
@@ -375,6 +421,30 @@ func (c *Config) Validate() error {
 			bad("timestamp.chain", "missing; give the authority's certificate chain (PEM, as it publishes it), which its answers must chain to")
 		} else if _, err := attest.LoadTSAChain(ts.Chain); err != nil {
 			bad("timestamp.chain", "%v", err)
+		}
+	}
+	if t := c.TPM; t.Enabled() {
+		if !strings.HasPrefix(c.Keys.Signing, "tpm:") {
+			bad("tpm", "quotes runs with the TPM whose signing key signs them: set keys.signing = \"tpm:/dev/tpmrm0\" (sealrun tpm enroll prints the lines), or remove [tpm]")
+		}
+		if t.Enrollment == "" {
+			bad("tpm.enrollment", "missing; give the enrollment.json sealrun tpm enroll wrote (readers check quotes against it, and sealrund checks the TPM is its)")
+		} else if _, err := os.Stat(t.Enrollment); err != nil {
+			bad("tpm.enrollment", "%s: %v (sealrun tpm enroll --device D --out DIR writes it)", t.Enrollment, fileio.Cause(err))
+		}
+		if p := t.MeasurePCR(); p != 23 && (p < 8 || p > 15) {
+			bad("tpm.sealrund_pcr", "%d: give 8 to 15 or 23 (0 to 7 are the firmware's, 16 the debug PCR, 17 to 22 the dynamic root's; 23, the default, is one nothing else on a Linux host measures into)", p)
+		}
+		seen := map[int]bool{}
+		for _, p := range t.PCRs {
+			if p < 0 || p > 23 || seen[p] {
+				bad("tpm.pcrs", "%v: each PCR 0 to 23, once", t.PCRs)
+				break
+			}
+			seen[p] = true
+		}
+		if len(t.PCRs) > 0 && !seen[t.MeasurePCR()] {
+			bad("tpm.pcrs", "%v leaves out PCR %d, where sealrund measures itself: a quote without it says nothing of sealrund; add it", t.PCRs, t.MeasurePCR())
 		}
 	}
 	switch q := c.Ledger.WitnessQuorum; {

@@ -5,10 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/asn1"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/google/go-tpm/tpm2"
+
+	"github.com/sealrun/sealrun/internal/fileio"
 )
 
 // EnrollmentFormat is the version of an Enrollment's JSON.
@@ -206,4 +209,40 @@ func residentKey(b []byte, what string, restricted bool) (*key, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// ReadEnrollment reads an enrollment file strictly (bounded, no unknown member).
+func ReadEnrollment(path string) (*Enrollment, error) {
+	b, err := fileio.ReadLimited(path, "TPM enrollment", MaxEnrollmentBytes)
+	if err != nil {
+		return nil, err
+	}
+	var e Enrollment
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("%s is not a TPM enrollment (sealrun tpm enroll writes one): %v", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: more after the enrollment's JSON", path)
+	}
+	return &e, nil
+}
+
+// CertPool reads PEM certificates (a TPM maker's CAs) into a pool; nil for no files.
+func CertPool(files []string) (*x509.CertPool, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	p := x509.NewCertPool()
+	for _, f := range files {
+		b, err := fileio.ReadLimited(f, "certificate", 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		if !p.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", f)
+		}
+	}
+	return p, nil
 }

@@ -48,6 +48,9 @@ type RunOptions struct {
 	// are rebuilt from its commit and compared. Progress gets a line per step.
 	Rebuild  string
 	Progress io.Writer
+	// TPM is the host's TPM enrollment and its maker's CAs: the run's quote (result.tpm.json
+	// beside the attestation) must check against them.
+	TPM TPMOptions
 }
 
 // RunDetails is what one run's attestation says, and what each further check found.
@@ -69,6 +72,9 @@ type RunDetails struct {
 	Export            *Export           `json:"export,omitempty"`
 	Witnessed         *Witnessed        `json:"witnessed,omitempty"`
 	Rebuild           *Rebuild          `json:"rebuild,omitempty"`
+	TPM               *TPM              `json:"tpm,omitempty"`
+	// NoTPM is why the run has no quote, as its attestation says (absent where it has one).
+	NoTPM string `json:"no_tpm,omitempty"`
 	// Predicate is the verified predicate, Verified the whole attestation as attest.Verify read
 	// it (nil when it did not verify).
 	Predicate *attest.Predicate `json:"-"`
@@ -120,6 +126,13 @@ func Run(att string, o RunOptions) (*Result, error) {
 	if o.Quorum == 0 {
 		o.Quorum = len(o.Witnesses)
 	}
+	host, err := loadTPM(o.TPM)
+	var enrollFail *attest.VerificationFailure
+	if errors.As(err, &enrollFail) {
+		host = nil
+	} else if err != nil {
+		return nil, err
+	}
 	progress := o.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -136,7 +149,7 @@ func Run(att string, o RunOptions) (*Result, error) {
 	case errors.As(err, &vf):
 		r.fail("attestation", Problem{File: att, Reason: vf.Detail})
 		r.Reason, r.Detail = string(vf.Reason), vf.Detail
-		for _, c := range []string{"transcript", "export", "timestamp", "witnessed", "rebuild"} {
+		for _, c := range []string{"transcript", "export", "timestamp", "witnessed", "rebuild", "tpm"} {
 			r.skip(c, "the attestation did not verify")
 		}
 		return r.finishRun(), nil
@@ -221,6 +234,35 @@ func Run(att string, o RunOptions) (*Result, error) {
 		default:
 			d.Rebuild = rb
 			r.pass("rebuild")
+		}
+	}
+
+	if p.TPM != nil && p.TPM.None != "" {
+		d.NoTPM = p.TPM.None
+	} else if p.TPM == nil {
+		d.NoTPM = "the attestation says nothing of a TPM (made before hosts said so)"
+	}
+	switch {
+	case enrollFail != nil:
+		r.fail("tpm", Problem{File: o.TPM.Enrollment, Reason: enrollFail.Detail})
+	case host == nil && p.TPM != nil && p.TPM.AttestationKey != "":
+		r.skip("tpm", "the run carries a TPM quote ("+RunQuoteFile+"); give the host's enrollment (--tpm) to check it")
+	case host == nil:
+		r.skip("tpm", "no hardware root: "+d.NoTPM)
+	default:
+		rq, err := readRunQuote(filepath.Join(filepath.Dir(att), RunQuoteFile))
+		if err != nil {
+			r.fail("tpm", Problem{File: RunQuoteFile, Reason: err.Error()})
+			break
+		}
+		t, err := host.check(got, got.KeyID, rq, r.Check("rebuild").Outcome == Passed)
+		if errors.As(err, &vf) {
+			r.fail("tpm", Problem{Reason: vf.Detail})
+		} else if err != nil {
+			return nil, err
+		} else {
+			d.TPM = t
+			r.pass("tpm")
 		}
 	}
 	return r.finishRun(), nil

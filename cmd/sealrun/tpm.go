@@ -127,38 +127,6 @@ Existing files are never overwritten.`,
 }
 
 // readEnrollment reads an enrollment's JSON strictly.
-func readEnrollment(path string) (*tpm.Enrollment, error) {
-	b, err := fileio.ReadLimited(path, "enrollment", tpm.MaxEnrollmentBytes)
-	if err != nil {
-		return nil, err
-	}
-	var e tpm.Enrollment
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%s is not a TPM enrollment (sealrun tpm enroll writes one): %v", path, err)
-	}
-	return &e, nil
-}
-
-// certPool reads PEM certificates into a pool (nil for no files).
-func certPool(files []string) (*x509.CertPool, error) {
-	if len(files) == 0 {
-		return nil, nil
-	}
-	p := x509.NewCertPool()
-	for _, f := range files {
-		b, err := fileio.ReadLimited(f, "certificate", 1<<20)
-		if err != nil {
-			return nil, err
-		}
-		if !p.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("%s holds no PEM certificate", f)
-		}
-	}
-	return p, nil
-}
-
 func newTPMVerifyCmd() *cobra.Command {
 	var cas, intermediates []string
 	var uncheckedEK bool
@@ -173,15 +141,15 @@ and the enrollment is not valid unless you accept that by name (--allow-unchecke
 what the check shows, and what it does not.`,
 		Args: exactArgs(1, "the enrollment.json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := readEnrollment(args[0])
+			e, err := tpm.ReadEnrollment(args[0])
 			if err != nil {
 				return err
 			}
-			roots, err := certPool(cas)
+			roots, err := tpm.CertPool(cas)
 			if err != nil {
 				return err
 			}
-			inter, err := certPool(intermediates)
+			inter, err := tpm.CertPool(intermediates)
 			if err != nil {
 				return err
 			}
@@ -259,7 +227,7 @@ prints; keep SECRET (mode 0600) and check the answer with --answer.`,
 			if len(args) != 1 || out == "" {
 				return usage(errors.New("give the enrollment and --out for the challenge (or --answer to check one)"))
 			}
-			e, err := readEnrollment(args[0])
+			e, err := tpm.ReadEnrollment(args[0])
 			if err != nil {
 				return err
 			}

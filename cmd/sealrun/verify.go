@@ -19,6 +19,33 @@ type verifyFlags struct {
 	json                                                                                bool
 	allow                                                                               []string
 	witness                                                                             witnessFlags
+	tpm                                                                                 tpmFlags
+}
+
+// tpmFlags are a reader's TPM flags: the host's enrollment and its maker's CAs.
+type tpmFlags struct {
+	enrollment       string
+	roots, inter     []string
+	allowUncheckedEK bool
+}
+
+func (f *tpmFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.enrollment, "tpm", "", "check each run's TPM quote (result.tpm.json beside its attestation) against the host's TPM enrollment (enrollment.json, as the operator publishes it): signed in that TPM, quoted over this statement, sealrund measured as recorded")
+	cmd.Flags().StringArrayVar(&f.roots, "ek-ca", nil, "with --tpm: a root CA of the TPM's maker (PEM, from the maker) the EK certificate must chain to (repeatable)")
+	cmd.Flags().StringArrayVar(&f.inter, "ek-intermediate", nil, "with --tpm: an intermediate CA certificate (PEM) between the maker's root and the EK certificate (repeatable)")
+	cmd.Flags().BoolVar(&f.allowUncheckedEK, "allow-unchecked-ek", false, "with --tpm and no --ek-ca: take the enrollment with its EK certificate unchecked (the verdict says what that leaves open)")
+}
+
+func (f *tpmFlags) options() verify.TPMOptions {
+	return verify.TPMOptions{Enrollment: f.enrollment, EKRoots: f.roots, EKIntermediates: f.inter, AllowUncheckedEK: f.allowUncheckedEK}
+}
+
+// check refuses the TPM flags without --tpm.
+func (f *tpmFlags) check() error {
+	if f.enrollment == "" && (len(f.roots) > 0 || len(f.inter) > 0 || f.allowUncheckedEK) {
+		return usage(errors.New("--ek-ca, --ek-intermediate and --allow-unchecked-ek go with --tpm ENROLLMENT: the host's TPM enrollment"))
+	}
+	return nil
 }
 
 func (f *verifyFlags) addFlags(cmd *cobra.Command) {
@@ -35,13 +62,14 @@ func (f *verifyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.witnessed, "witnessed", "", "with --witness: the run's witnessed proof (default: witnessed.json beside the attestation, as a publication carries it)")
 	cmd.Flags().StringArrayVar(&f.allow, "allow-unchecked", nil, "with --transcript: a file of the run directory (or pattern) that may stay unchecked, e.g. transcript.json of another format; repeatable. The verdict lists them")
 	cmd.Flags().StringVar(&f.rebuild, "rebuild", "", "rebuild the binaries the build record hashes from this clone (or URL) of sealrun's repository, at its commit, and compare")
+	f.tpm.add(cmd)
 }
 
 // options turns the flags into the reader's options.
 func (f *verifyFlags) options(ws []*witness.Verifier, progress io.Writer) verify.RunOptions {
 	return verify.RunOptions{Key: f.key, Bundle: f.bundle, Report: f.report, Audit: f.audit, Track: f.track, Transcript: f.transcript,
 		AllowUnchecked: f.allow, Export: f.export, TSAChain: f.tsaChain, Witnesses: ws, Quorum: f.witness.quorum, Witnessed: f.witnessed,
-		Rebuild: f.rebuild, Progress: progress}
+		Rebuild: f.rebuild, Progress: progress, TPM: f.tpm.options()}
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -85,16 +113,31 @@ C compiler or C library differ from build.toolchain), and compares the SHA-256 o
 each helper the record hashes (runner, runner-exec, sealrun-netns-hook, sealrun-hook-relay). A
 binary that differs makes it not valid.
 
+With --tpm ENROLLMENT (the host's TPM enrollment, sealrun tpm enroll's enrollment.json, as the
+operator publishes it) and --ek-ca CA.pem (the TPM maker's CA, from the maker; or
+--allow-unchecked-ek) it checks the run's hardware root: the enrollment (its signing key fixed to
+a TPM, certified by its attestation key, its EK certificate chained to the maker's CA), that the
+attestation was signed with that key, and the TPM's quote beside it (result.tpm.json): by that
+attestation key, over this statement's SHA-256, of the PCRs the statement names, with sealrund's
+event log of that boot replaying to the quoted PCR and the sealrund measured last being the build
+the attestation records (with --rebuild, the build its source gives). The verdict says what may
+then be concluded, and what may not. A run without a quote, or whose quote does not check, makes
+it not valid (reason "tpm"); without --tpm, a run with no quote says "no hardware root".
+
 Exit status: 0 valid, 1 not valid (the reason is printed), 2 usage or I/O error.`,
 		Example: `  sealrun verify result.att.json --key sealrun.pub
   sealrun verify result.att.json --key sealrun.pub --bundle bundle.tar.gz --audit audit.jsonl --track tracks/ari-v1.toml --json
   sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --transcript runs/r-20261126-101500-a1b2c3
   sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --witness witness.example.org+1a2b3c4d+AQ...
-  sealrun verify result.att.json --key sealrun.pub --rebuild https://github.com/sealrun/sealrun`,
+  sealrun verify result.att.json --key sealrun.pub --rebuild https://github.com/sealrun/sealrun
+  sealrun verify runs/r-20261126-101500-a1b2c3/result.att.json --key sealrun.pub --tpm enrollment.json --ek-ca maker-root.pem`,
 		Args: exactArgs(1, "one attestation file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := f.witness.verifiers()
 			if err != nil {
+				return err
+			}
+			if err := f.tpm.check(); err != nil {
 				return err
 			}
 			r, err := verify.Run(args[0], f.options(ws, cmd.ErrOrStderr()))
@@ -166,6 +209,11 @@ func writeVerdict(w io.Writer, res *verify.Result) {
 	}
 	if v.Rebuild != nil {
 		verify.WriteRebuild(w, v.Rebuild)
+	}
+	if v.TPM != nil {
+		verify.WriteTPM(w, v.TPM)
+	} else if v.NoTPM != "" {
+		fmt.Fprintf(w, "  tpm        none: %s\n", v.NoTPM)
 	}
 	if ex := v.Export; ex != nil {
 		fmt.Fprintf(w, "  export     %s is exactly the %s export of this run's transcript (transcript.json sha256 %s, sealrun %s)\n", ex.File, ex.Format, ex.TranscriptSHA256, ex.Version)

@@ -1,0 +1,128 @@
+package daemon
+
+// [tpm]: sealrund measures its own binary into a PCR at start (logging it in its event log), and
+// quotes each run's statement with the TPM's attestation key (docs/TPM.md).
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/hostconfig"
+	"github.com/sealrun/sealrun/internal/fileio"
+	"github.com/sealrun/sealrun/tpm"
+)
+
+// TPMEventLog is sealrund's event log in its state directory: each measurement it made into
+// its PCR since the TPM's last reset.
+const TPMEventLog = "tpm-events.jsonl"
+
+// RunQuoteFile is a run's TPM quote, beside its attestation.
+const RunQuoteFile = "result.tpm.json"
+
+// HostTPM is the host's TPM as [tpm] configures it: its keys (checked against the enrollment),
+// the PCRs each run's quote covers, and sealrund's event log of this boot, its own start last.
+type HostTPM struct {
+	mu          sync.Mutex
+	dev         io.Closer
+	keys        *tpm.Keys
+	pcrs        []int
+	sealrundPCR int
+	akID        string
+	events      []string
+}
+
+// OpenTPM opens keys.signing's TPM, checks its keys are the enrollment's and measures sealrund
+// (build b) into [tpm] sealrund_pcr. The TPM stays open for as long as sealrund runs.
+func OpenTPM(cfg *hostconfig.Config, b *attest.Build) (*HostTPM, error) {
+	dev := strings.TrimPrefix(cfg.Keys.Signing, attest.TPMPrefix)
+	t, err := tpm.Open(dev)
+	if err != nil {
+		return nil, fmt.Errorf("%s:keys.signing: TPM %s: %w", cfg.File, dev, err)
+	}
+	keys, err := tpm.LoadKeys(t)
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("%s:keys.signing: TPM %s: %w", cfg.File, dev, err)
+	}
+	h := &HostTPM{dev: t, keys: keys, pcrs: cfg.TPM.QuotePCRs(), sealrundPCR: cfg.TPM.MeasurePCR()}
+	if err := checkEnrolled(keys, cfg.TPM.Enrollment); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("%s:tpm.enrollment: %w", cfg.File, err)
+	}
+	if h.akID, err = tpm.AttestationKeyID(keys.AttestationKey()); err != nil {
+		t.Close()
+		return nil, err
+	}
+	h.events, err = keys.Measure(filepath.Join(cfg.StateDir, TPMEventLog), tpm.Event{PCR: h.sealrundPCR, SHA256: b.DaemonSHA256, Type: tpm.EventSealrund,
+		Version: b.Version, Commit: b.Commit, Time: time.Now().UTC()})
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("measure sealrund into TPM %s: %w", dev, err)
+	}
+	return h, nil
+}
+
+// checkEnrolled refuses a TPM whose keys are not the ones the enrollment names: every quote
+// and signature would fail the readers' checks against what the operator published.
+func checkEnrolled(keys *tpm.Keys, path string) error {
+	e, err := tpm.ReadEnrollment(path)
+	if err != nil {
+		return err
+	}
+	got, err := tpm.VerifyEnrollment(e, nil, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if !got.AttestationKey.Equal(keys.AttestationKey()) || !got.SigningKey.Equal(keys.SigningKey()) {
+		return fmt.Errorf("%s is another TPM's enrollment, or of keys its hierarchies no longer make (cleared): enroll this TPM again (sealrun tpm enroll) and publish that", path)
+	}
+	return nil
+}
+
+// Close closes the TPM.
+func (h *HostTPM) Close() error { return h.dev.Close() }
+
+// Info is what a run's statement says of its quote.
+func (h *HostTPM) Info() *attest.TPMInfo {
+	return &attest.TPMInfo{AttestationKey: h.akID, PCRs: h.pcrs, SealrundPCR: h.sealrundPCR}
+}
+
+// Quote quotes the PCRs with the SHA-256 of a statement's bytes as qualifying data.
+func (h *HostTPM) Quote(payload []byte) (*tpm.RunQuote, error) {
+	sum := sha256.Sum256(payload)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q, err := h.keys.Quote(sum[:], h.pcrs)
+	if err != nil {
+		return nil, err
+	}
+	return &tpm.RunQuote{Format: tpm.RunQuoteFormat, Quote: *q, Events: h.events}, nil
+}
+
+// quote quotes the run's signed statement and writes result.tpm.json beside its attestation.
+func (rs *runState) quote(env []byte) error {
+	payload, err := attest.EnvelopePayload(env)
+	if err != nil {
+		return err
+	}
+	rq, err := rs.x.TPM.Quote(payload)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rq, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := fileio.WriteAtomic(filepath.Join(rs.io.dir, RunQuoteFile), 0o644, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
+		return errors.New("write " + RunQuoteFile + ": " + err.Error())
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sealrun/sealrun/attest"
+	"github.com/sealrun/sealrun/internal/opt"
+	"github.com/sealrun/sealrun/tpm"
+)
+
+// TPMOptions are what a reader trusts of a host's TPM: its enrollment (what sealrun tpm enroll
+// wrote, as the operator published it) and the TPM maker's CAs its EK certificate must chain to,
+// or AllowUncheckedEK, the reader's word that an unchecked EK certificate will do.
+type TPMOptions struct {
+	Enrollment       string
+	EKRoots          []string
+	EKIntermediates  []string
+	AllowUncheckedEK bool
+}
+
+// RunQuoteFile is a run's TPM quote beside its attestation.
+const RunQuoteFile = "result.tpm.json"
+
+// TPM is what the check "tpm" found: the enrolled keys, the quote and what they allow a reader
+// to conclude, in words, and what not.
+type TPM struct {
+	SigningKey     string         `json:"signing_key"`     // its key id
+	AttestationKey string         `json:"attestation_key"` // SHA-256 of its PKIX DER
+	EK             string         `json:"ek"`              // the EK certificate's issuer, or why unchecked
+	Quoted         *tpm.RunQuoted `json:"quoted"`
+	Concluded      []string       `json:"concluded"`
+	NotConcluded   []string       `json:"not_concluded"`
+}
+
+// hostTPM is an enrollment that verified, loaded once for every run checked against it.
+type hostTPM struct {
+	enrolled *tpm.Enrolled
+	skID     string
+	akID     string
+	ek       string
+}
+
+// loadTPM reads and verifies the enrollment o names; a usage error where the options are
+// incomplete, a *attest.VerificationFailure where it does not verify.
+func loadTPM(o TPMOptions) (*hostTPM, error) {
+	if o.Enrollment == "" {
+		return nil, nil
+	}
+	roots, err := tpm.CertPool(o.EKRoots)
+	if err != nil {
+		return nil, ioErr(err)
+	}
+	inter, err := tpm.CertPool(o.EKIntermediates)
+	if err != nil {
+		return nil, ioErr(err)
+	}
+	switch {
+	case roots == nil && !o.AllowUncheckedEK:
+		return nil, usageErr(opt.New("verify.TPMOptions", "EKRoots", "none given: the enrollment's EK certificate cannot be checked without the TPM maker's CA (from the maker, not the operator); give it, or accept the EK unchecked", "AllowUncheckedEK"))
+	case inter != nil && roots == nil:
+		return nil, usageErr(opt.New("verify.TPMOptions", "EKIntermediates", "go with the maker's root CA", "EKRoots"))
+	}
+	e, err := tpm.ReadEnrollment(o.Enrollment)
+	if err != nil {
+		return nil, ioErr(err)
+	}
+	got, err := tpm.VerifyEnrollment(e, roots, inter)
+	if err != nil {
+		return nil, &attest.VerificationFailure{Reason: attest.ReasonTPM, Detail: fmt.Sprintf("the enrollment %s: %v", o.Enrollment, err)}
+	}
+	h := &hostTPM{enrolled: got, ek: "unchecked (the reader gave no TPM maker's CA and accepted that)"}
+	if got.EK != nil {
+		h.ek = fmt.Sprintf("issued by %s (serial %s), chained to the maker's CA given", got.EK.Issuer, got.EK.SerialNumber)
+	}
+	if h.skID, err = attest.KeyID(got.SigningKey); err != nil {
+		return nil, err
+	}
+	if h.akID, err = tpm.AttestationKeyID(got.AttestationKey); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// check checks one run's quote (rq, nil where its file is missing) against its verified
+// attestation v (signed by the key keyID).
+func (h *hostTPM) check(v *attest.Verified, keyID string, rq *tpm.RunQuote, rebuilt bool) (*TPM, error) {
+	p := v.Statement.Predicate
+	fail := func(format string, a ...any) (*TPM, error) {
+		return nil, &attest.VerificationFailure{Reason: attest.ReasonTPM, Detail: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case p.TPM == nil:
+		return fail("the run's attestation says nothing of a TPM (made before hosts said so): no hardware root, and the host's enrollment was given")
+	case p.TPM.None != "":
+		return fail("the run has no TPM quote: its host says %q, and the host's enrollment was given", p.TPM.None)
+	case keyID != h.skID:
+		return fail("the attestation is signed by key %s, not by the enrollment's TPM signing key %s: it was not signed in that TPM", keyID, h.skID)
+	case p.TPM.AttestationKey != h.akID:
+		return fail("the run names attestation key %s; the enrollment's is %s: another TPM quoted it", p.TPM.AttestationKey, h.akID)
+	case rq == nil:
+		return fail("%s: missing: the run's attestation says the TPM quoted it, and the quote is not there", RunQuoteFile)
+	}
+	q, err := tpm.VerifyRunQuote(rq, h.enrolled.AttestationKey, v.Payload, tpm.Bound{AttestationKey: p.TPM.AttestationKey, PCRs: p.TPM.PCRs, SealrundPCR: p.TPM.SealrundPCR, SealrundSHA256: p.Build.DaemonSHA256})
+	var tf *tpm.Failure
+	if errors.As(err, &tf) {
+		return fail("%s: %s (%s)", RunQuoteFile, tf.Msg, tf.Reason)
+	} else if err != nil {
+		return nil, err
+	}
+	last := q.Starts[len(q.Starts)-1]
+	out := &TPM{SigningKey: h.skID, AttestationKey: h.akID, EK: h.ek, Quoted: q}
+	out.Concluded = []string{
+		"the attestation was signed by a key that exists only in a TPM (fixed to it, made inside it: its attestation key certified so)",
+		fmt.Sprintf("that TPM quoted PCRs %s with this statement's SHA-256, in its boot %d, after the run ended", ints(p.TPM.PCRs), q.ResetCount),
+		fmt.Sprintf("in that boot, sealrund %s (version %s, commit %s) measured itself into PCR %d at its start and was the last sealrund to start before the quote (%d start(s) that boot): the build the attestation records", short(last.SHA256), last.Version, shortCommit(last.Commit), p.TPM.SealrundPCR, len(q.Starts)),
+	}
+	if h.enrolled.EK != nil {
+		out.Concluded = append(out.Concluded, "the TPM maker's CA certified an endorsement key of a TPM ("+h.ek+")")
+	}
+	if rebuilt {
+		out.Concluded = append(out.Concluded, "that sealrund is what its commit builds from source (--rebuild)")
+	}
+	out.NotConcluded = []string{
+		"anything not measured: sealrund measures itself, so a program that does not (another daemon, a kernel module loaded later, a GPU's firmware) is not in its log; a kernel with IMA measures every program it runs",
+	}
+	if rest := others(p.TPM.PCRs, p.TPM.SealrundPCR); rest != "" {
+		out.NotConcluded = append(out.NotConcluded, "what PCRs "+rest+" measured: they are quoted as the boot left them, and no event log of them is read")
+	}
+	if h.enrolled.EK == nil {
+		out.NotConcluded = append(out.NotConcluded, "whose TPM it is: its EK certificate was not checked against the maker's CA (--ek-ca)")
+	}
+	out.NotConcluded = append(out.NotConcluded, "that the attestation key is in the TPM the EK certificate names: only that TPM's answer to a challenge shows it (sealrun tpm challenge)")
+	if !rebuilt {
+		out.NotConcluded = append(out.NotConcluded, "that the sealrund measured is what its commit's source builds: --rebuild checks that")
+	}
+	return out, nil
+}
+
+// WriteTPM writes what the check "tpm" concluded.
+func WriteTPM(w io.Writer, t *TPM) {
+	fmt.Fprintf(w, "  tpm        quote by attestation key %s, boot %d\n", short(t.AttestationKey), t.Quoted.ResetCount)
+	fmt.Fprintf(w, "             may be concluded:\n")
+	for _, c := range t.Concluded {
+		fmt.Fprintf(w, "               - %s\n", c)
+	}
+	fmt.Fprintf(w, "             may not:\n")
+	for _, c := range t.NotConcluded {
+		fmt.Fprintf(w, "               - %s\n", c)
+	}
+}
+
+func short(h string) string {
+	if len(h) > 16 {
+		return h[:16] + "…"
+	}
+	return h
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	if c == "" {
+		return "none recorded"
+	}
+	return c
+}
+
+func ints(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func others(xs []int, but int) string {
+	var rest []int
+	for _, x := range xs {
+		if x != but {
+			rest = append(rest, x)
+		}
+	}
+	return ints(rest)
+}
+
+// readRunQuote reads a run's quote file: nil, nil where it is missing.
+func readRunQuote(path string) (*tpm.RunQuote, error) {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return tpm.ReadRunQuote(path)
+}
