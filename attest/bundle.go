@@ -179,3 +179,7 @@ func SameEnvelope(a, b []byte) bool {
 	}
 	return true
 }
+
+// TPMQuoteFile is a run's TPM quote beside its attestation (package tpm's RunQuote: the quote of
+// the statement and sealrund's event log), where its host has [tpm].
+const TPMQuoteFile = "result.tpm.json"

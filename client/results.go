@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/fileio"
 )
 
@@ -30,6 +31,7 @@ var gatherFiles = []struct {
 	{"transcript-json", "transcript.json", false},
 	{"transcript-html", "transcript.html", false},
 	{"sigstore", "result.sigstore.json", false},
+	{"tpm", attest.TPMQuoteFile, false},
 }
 
 // maxGatherFile bounds one gathered file (a bundle is far smaller; an audit log is capped at

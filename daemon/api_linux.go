@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sealrun/sealrun/api"
+	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/audit"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/hostconfig"
@@ -242,7 +243,7 @@ var runFiles = map[string]string{
 	"transcript": "transcript.log", "audit": "audit.jsonl", "history": "history.jsonl", "report": "report.json",
 	"attestation": "result.att.json", "summary": "summary.txt", "journal": "", "report-html": "report.html",
 	"track": "track.toml", "bundle": "", "transcript-json": "transcript.json", "transcript-html": "transcript.html",
-	"sigstore": "result.sigstore.json",
+	"sigstore": "result.sigstore.json", "tpm": attest.TPMQuoteFile,
 }
 
 // gatewayBodyName maps gateway-N-request and gateway-N-response to the body's path in the run

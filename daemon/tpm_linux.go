@@ -24,9 +24,6 @@ import (
 // its PCR since the TPM's last reset.
 const TPMEventLog = "tpm-events.jsonl"
 
-// RunQuoteFile is a run's TPM quote, beside its attestation.
-const RunQuoteFile = "result.tpm.json"
-
 // HostTPM is the host's TPM as [tpm] configures it: its keys (checked against the enrollment),
 // the PCRs each run's quote covers, and sealrund's event log of this boot, its own start last.
 type HostTPM struct {
@@ -121,8 +118,8 @@ func (rs *runState) quote(env []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := fileio.WriteAtomic(filepath.Join(rs.io.dir, RunQuoteFile), 0o644, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
-		return errors.New("write " + RunQuoteFile + ": " + err.Error())
+	if err := fileio.WriteAtomic(filepath.Join(rs.io.dir, attest.TPMQuoteFile), 0o644, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
+		return errors.New("write " + attest.TPMQuoteFile + ": " + err.Error())
 	}
 	return nil
 }

@@ -41,14 +41,14 @@ var allowed = map[string][]string{
 	"cmd/runner":             {"sandbox"},                                     // sandbox/posture only: the record it prints (portable types)
 	"cmd/sealrun-netns-hook": {"sandbox"},
 	"cmd/sealrund":           {"daemon", "api", "policy", "hostconfig", "buildinfo"},
-	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export"},            // a publication: written and checked from attestations alone (and the bodies their audit logs hash); ledger/witness: its ledgers' cosigned heads
-	"verify":                 {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export", "publish"}, // the reader's verifier: portable, nothing that runs containers; publish: what it regenerates
-	"transcript":             {"audit", "attest", "policy"},                                                                     // a run reassembled: portable, like attest
-	"export":                 {"transcript", "stats"},                                                                           // a run in other tools' formats, from its transcript alone: portable
-	"api":                    {"policy", "attest", "audit"},                                                                     // sealrund's wire contract: records, requests, events, frames, the state dir's layout; types only
-	"client":                 {"api", "attest", "audit", "transcript", "report"},                                                // the typed client of the admin API (a gather checks the transcript): no sandbox, no controller
-	"hostconfig":             {"policy", "attest", "controller", "sandbox", "ledger"},                                           // sealrun.toml: providers (controller), runtimes per role (sandbox), witnesses' keys (ledger/witness)
-	"buildinfo":              {"attest"},                                                                                        // a binary's build record
+	"publish":                {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export"},                   // a publication: written and checked from attestations alone (and the bodies their audit logs hash); ledger/witness: its ledgers' cosigned heads
+	"verify":                 {"policy", "attest", "leaderboard", "airs", "transcript", "audit", "ledger", "export", "publish", "tpm"}, // the reader's verifier: portable, nothing that runs containers; publish: what it regenerates; tpm: a host's quotes, checked offline
+	"transcript":             {"audit", "attest", "policy"},                                                                            // a run reassembled: portable, like attest
+	"export":                 {"transcript", "stats"},                                                                                  // a run in other tools' formats, from its transcript alone: portable
+	"api":                    {"policy", "attest", "audit"},                                                                            // sealrund's wire contract: records, requests, events, frames, the state dir's layout; types only
+	"client":                 {"api", "attest", "audit", "transcript", "report"},                                                       // the typed client of the admin API (a gather checks the transcript): no sandbox, no controller
+	"hostconfig":             {"policy", "attest", "controller", "sandbox", "ledger"},                                                  // sealrun.toml: providers (controller), runtimes per role (sandbox), witnesses' keys (ledger/witness)
+	"buildinfo":              {"attest"},                                                                                               // a binary's build record
 	"daemon":                 {"*"},
 	"demo":                   {"*"},                                                // a client of the daemon, composing the rest as an operator would
 	"trackpin":               {"policy", "exams", "kits", "airs", "images", "api"}, // api: the state dir's layout

@@ -555,6 +555,15 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 			break
 		}
 	}
+	var quoted []string
+	for _, id := range meta.Runs {
+		if _, err := os.Stat(filepath.Join(dir, "runs", id, attest.TPMQuoteFile)); err == nil {
+			quoted = append(quoted, id)
+		}
+	}
+	if len(quoted) > 0 {
+		oneStep += " --tpm ENROLLMENT.json --ek-ca TPM-MAKER-CA.pem"
+	}
 	fmt.Fprintf(&b, "## In one step\n\n```sh\n%s\n```\n\n", oneStep)
 	fmt.Fprintf(&b, "Give the operator's public key as you obtained it, not from this directory: without --key, the keys in keys/ are used and their key ids printed, to compare with what the operator publishes elsewhere. It checks every file against SHA256SUMS (nothing missing, added or edited), every attestation and the files it names, each run's audit log, the bodies it hashes and the transcript, page, report and exports they give, every track, the run ledgers (a withheld or unended run is named), and that the leaderboard files and this one are exactly what the attestations give. It is strict: a file it cannot check (a witnessed proof without the witness's key, a timestamp without the authority's chain, a file publish does not write) makes the publication not valid, by name, unless you accept it unchecked with --allow-unchecked PATH (patterns with *), and the verdict then lists it.\n\n")
 	fmt.Fprintf(&b, "## By hand\n\n```sh\nsha256sum -c SHA256SUMS    # and: find . -type f ! -name 'SHA256SUMS*' | sort  (no file beyond the list)\n")
@@ -613,6 +622,11 @@ func verifyDoc(dir string, meta Publication, in *leaderboard.Inputs) []byte {
 		fmt.Fprintf(&b, "## Against witnesses\n\n%d of the %d runs carry %s: a head of their host's ledger that witnesses cosigned, and the run's queued and ended entries under it with their inclusion proofs. It shows that those witnesses saw a ledger in which the run ended with exactly this attestation; a host that showed another ledger to anyone they serve would have been refused. Take each witness's public key from the witness itself, not from here:\n\n```sh\n", len(proved), len(meta.Runs), witness.RunProofFile)
 		fmt.Fprintf(&b, "sealrun verify-publication . --key %s --witness WITNESS_KEY --witnesses 1\n", key)
 		fmt.Fprintf(&b, "sealrun verify runs/%s/result.att.json --key %s --witness WITNESS_KEY\n```\n\n", proved[0], key)
+	}
+	if len(quoted) > 0 {
+		fmt.Fprintf(&b, "## Against the host's TPM\n\n%d of the %d runs carry %s: their host's TPM quoted each run's statement after it ended, with sealrund's event log of that boot (sealrund measured into a PCR at each start). Take the host's TPM enrollment (enrollment.json, what sealrun tpm enroll wrote) from the operator as you took the key, and the TPM maker's CA from the maker, not from here; the check says what it allows you to conclude, and what not. sealrun's attest/VERIFY.md shows the same with tpm2-tools' tpm2_checkquote.\n\n```sh\n", len(quoted), len(meta.Runs), attest.TPMQuoteFile)
+		fmt.Fprintf(&b, "sealrun verify-publication . --key %s --tpm ENROLLMENT.json --ek-ca TPM-MAKER-CA.pem\n", key)
+		fmt.Fprintf(&b, "sealrun verify runs/%s/result.att.json --key %s --tpm ENROLLMENT.json --ek-ca TPM-MAKER-CA.pem\n```\n\n", quoted[0], key)
 	}
 	fmt.Fprintf(&b, "## With cosign (offline)\n\nEach attestation is a DSSE envelope signed with the key above; cosign checks it against one subject file (sealrun's attest/VERIFY.md):\n\n```sh\n")
 	for _, id := range meta.Runs {

@@ -364,6 +364,14 @@ func ReadRunQuote(path string) (*RunQuote, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseRunQuote(path, b)
+}
+
+// ParseRunQuote reads a run's quote file's bytes strictly; path names it in errors.
+func ParseRunQuote(path string, b []byte) (*RunQuote, error) {
+	if len(b) > MaxRunQuoteBytes {
+		return nil, fmt.Errorf("%s: %d bytes; a run's TPM quote is at most %d", path, len(b), MaxRunQuoteBytes)
+	}
 	var rq RunQuote
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()

@@ -56,6 +56,10 @@ type Options struct {
 	RequireSignedManifest bool
 	// Log receives what each check looked at, a line at a time, as it goes (nil: nothing).
 	Log io.Writer
+	// TPM is the host's TPM enrollment and its maker's CAs: every run must carry a TPM quote
+	// (result.tpm.json) that checks against them. Without it, each result.tpm.json stays
+	// unchecked.
+	TPM TPMOptions
 	// MaxMemory bounds the bytes of files kept in memory between the files check, which reads
 	// and hashes each, and the checks that read them again (0: DefaultMaxMemory; below 0:
 	// none, every check reads its files from disk again). A file beyond it is read again.
@@ -91,6 +95,13 @@ func Publication(dir string, o Options) (*Result, error) {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, usageErr(opt.New("verify.Options", "AllowUnchecked", fmt.Sprintf("%q is not a pattern (%v); give a path in the publication, with * for any name, e.g. runs/*/witnessed.json", p, err)))
 		}
+	}
+	host, err := loadTPM(o.TPM)
+	var enrollFail *attest.VerificationFailure
+	if errors.As(err, &enrollFail) {
+		host = nil
+	} else if err != nil {
+		return nil, err
 	}
 	r := &Result{Kind: "publication", Path: dir, Publication: &PublicationDetails{}}
 	c := &checker{dir: dir, w: w, claimed: map[string]bool{}, why: map[string]string{}, r: r, heads: &ledger.Heads{}, maxMemory: o.MaxMemory, pinnedBy: map[string]string{}}
@@ -165,6 +176,13 @@ func Publication(dir string, o Options) (*Result, error) {
 		c.witnessedRuns(meta, ks, o.Witnesses, o.Quorum)
 	}
 	c.end(naUnless(len(o.Witnesses) > 0, "no witness's key given (--witness): each run's witnessed.json stays unchecked"))
+	c.begin("tpm")
+	if enrollFail != nil {
+		c.bad("%s: %s", o.TPM.Enrollment, enrollFail.Detail)
+	} else if host != nil {
+		c.tpmRuns(meta, host)
+	}
+	c.end(naUnless(host != nil || enrollFail != nil, "no TPM enrollment given (--tpm): each run's result.tpm.json stays unchecked"))
 	c.account(o.AllowUnchecked)
 	r.Publication.Runs = len(meta.Runs)
 	r.Publication.Files = len(c.present)
@@ -173,7 +191,7 @@ func Publication(dir string, o Options) (*Result, error) {
 		r.Verdict += ", manifest unsigned"
 	}
 	if ok && r.Valid {
-		summarisePublication(w, dir, boards["leaderboard.json"], meta)
+		summarisePublication(w, dir, boards["leaderboard.json"], meta, host != nil)
 	}
 	return r, nil
 }
@@ -320,6 +338,8 @@ func defaultWhy(rel string) string {
 	switch {
 	case strings.HasPrefix(rel, "runs/") && base == witness.RunProofFile:
 		return "a witnessed proof, checked only against the witnesses' keys (--witness)"
+	case strings.HasPrefix(rel, "runs/") && base == attest.TPMQuoteFile:
+		return "a TPM quote, checked only against the host's TPM enrollment (--tpm)"
 	case strings.HasPrefix(rel, "ledgers/") && strings.HasSuffix(rel, ".tsr"):
 		return "the timestamp of a ledger's head, checked only with the authority's chain (--tsa-chain)"
 	case strings.HasPrefix(rel, "runs/") && (base == "summary.txt" || base == "run.json" || base == "history.jsonl"):
@@ -886,7 +906,7 @@ func summariseAmendments(w interface{ Write([]byte) (int, error) }, b *leaderboa
 }
 
 // summarisePublication prints the boards' rows and what they mean.
-func summarisePublication(w interface{ Write([]byte) (int, error) }, dir string, boardJSON []byte, meta publish.Publication) {
+func summarisePublication(w interface{ Write([]byte) (int, error) }, dir string, boardJSON []byte, meta publish.Publication, tpmChecked bool) {
 	fmt.Fprintf(w, "runs: %d, every attestation verified with a trusted key, with the files it binds\n", len(meta.Runs))
 	if meta.Suite == leaderboard.SuiteExam {
 		var b leaderboard.Board
@@ -909,10 +929,20 @@ func summarisePublication(w interface{ Write([]byte) (int, error) }, dir string,
 	} else {
 		fmt.Fprintf(w, "ledgers: none published, so a run the operator withheld cannot be detected; the seeds each row needs are counted above\n")
 	}
+	if tpmChecked {
+		fmt.Fprintf(w, `A reader may conclude: each run listed ran under the track file of its id, sealed as the track
+pins it, and scored what its signed attestation says; the leaderboard files are exactly what those
+attestations give; each was signed in the enrolled TPM and quoted by it after the run, the sealrund
+it measured being the build the run records. Not: that the host was honest beyond what its TPM
+measured (tpm, above), or that the model was the one named beyond what the gateway recorded.
+`)
+		return
+	}
 	fmt.Fprintf(w, `A reader may conclude: each run listed ran under the track file of its id, sealed as the track
 pins it, and scored what its signed attestation says; the leaderboard files are exactly what those
 attestations give. Not: that the signing host was honest (a signature says which key signed, not
-what the hardware did) or that the model was the one named beyond what the gateway recorded.
+what the hardware did; a host with a TPM lets --tpm check more) or that the model was the one
+named beyond what the gateway recorded.
 `)
 }
 

@@ -246,13 +246,13 @@ func Run(att string, o RunOptions) (*Result, error) {
 	case enrollFail != nil:
 		r.fail("tpm", Problem{File: o.TPM.Enrollment, Reason: enrollFail.Detail})
 	case host == nil && p.TPM != nil && p.TPM.AttestationKey != "":
-		r.skip("tpm", "the run carries a TPM quote ("+RunQuoteFile+"); give the host's enrollment (--tpm) to check it")
+		r.skip("tpm", "the run carries a TPM quote ("+attest.TPMQuoteFile+"); give the host's enrollment (--tpm) to check it")
 	case host == nil:
 		r.skip("tpm", "no hardware root: "+d.NoTPM)
 	default:
-		rq, err := readRunQuote(filepath.Join(filepath.Dir(att), RunQuoteFile))
+		rq, err := readRunQuote(filepath.Join(filepath.Dir(att), attest.TPMQuoteFile))
 		if err != nil {
-			r.fail("tpm", Problem{File: RunQuoteFile, Reason: err.Error()})
+			r.fail("tpm", Problem{File: attest.TPMQuoteFile, Reason: err.Error()})
 			break
 		}
 		t, err := host.check(got, got.KeyID, rq, r.Check("rebuild").Outcome == Passed)

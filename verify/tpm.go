@@ -9,6 +9,7 @@ import (
 
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/internal/opt"
+	"github.com/sealrun/sealrun/publish"
 	"github.com/sealrun/sealrun/tpm"
 )
 
@@ -21,9 +22,6 @@ type TPMOptions struct {
 	EKIntermediates  []string
 	AllowUncheckedEK bool
 }
-
-// RunQuoteFile is a run's TPM quote beside its attestation.
-const RunQuoteFile = "result.tpm.json"
 
 // TPM is what the check "tpm" found: the enrolled keys, the quote and what they allow a reader
 // to conclude, in words, and what not.
@@ -102,12 +100,12 @@ func (h *hostTPM) check(v *attest.Verified, keyID string, rq *tpm.RunQuote, rebu
 	case p.TPM.AttestationKey != h.akID:
 		return fail("the run names attestation key %s; the enrollment's is %s: another TPM quoted it", p.TPM.AttestationKey, h.akID)
 	case rq == nil:
-		return fail("%s: missing: the run's attestation says the TPM quoted it, and the quote is not there", RunQuoteFile)
+		return fail("%s: missing: the run's attestation says the TPM quoted it, and the quote is not there", attest.TPMQuoteFile)
 	}
 	q, err := tpm.VerifyRunQuote(rq, h.enrolled.AttestationKey, v.Payload, tpm.Bound{AttestationKey: p.TPM.AttestationKey, PCRs: p.TPM.PCRs, SealrundPCR: p.TPM.SealrundPCR, SealrundSHA256: p.Build.DaemonSHA256})
 	var tf *tpm.Failure
 	if errors.As(err, &tf) {
-		return fail("%s: %s (%s)", RunQuoteFile, tf.Msg, tf.Reason)
+		return fail("%s: %s (%s)", attest.TPMQuoteFile, tf.Msg, tf.Reason)
 	} else if err != nil {
 		return nil, err
 	}
@@ -128,7 +126,7 @@ func (h *hostTPM) check(v *attest.Verified, keyID string, rq *tpm.RunQuote, rebu
 		"anything not measured: sealrund measures itself, so a program that does not (another daemon, a kernel module loaded later, a GPU's firmware) is not in its log; a kernel with IMA measures every program it runs",
 	}
 	if rest := others(p.TPM.PCRs, p.TPM.SealrundPCR); rest != "" {
-		out.NotConcluded = append(out.NotConcluded, "what PCRs "+rest+" measured: they are quoted as the boot left them, and no event log of them is read")
+		out.NotConcluded = append(out.NotConcluded, "what the boot measured into PCR(s) "+rest+": they are quoted as it left them, and no event log of them is read")
 	}
 	if h.enrolled.EK == nil {
 		out.NotConcluded = append(out.NotConcluded, "whose TPM it is: its EK certificate was not checked against the maker's CA (--ek-ca)")
@@ -194,4 +192,57 @@ func readRunQuote(path string) (*tpm.RunQuote, error) {
 		return nil, nil
 	}
 	return tpm.ReadRunQuote(path)
+}
+
+// tpmRuns is the check "tpm" of a publication: every run verified carries a quote that checks
+// against the host's enrollment. The log says once what that allows a reader to conclude.
+func (c *checker) tpmRuns(meta publish.Publication, h *hostTPM) {
+	quoted := 0
+	var first *TPM
+	for _, id := range meta.Runs {
+		v := c.verified[id]
+		if v == nil {
+			continue // runs named it
+		}
+		rel := "runs/" + id + "/" + attest.TPMQuoteFile
+		var rq *tpm.RunQuote
+		b, missing, err := c.snap.read(rel, "TPM quote", tpm.MaxRunQuoteBytes)
+		switch {
+		case missing:
+		case err != nil:
+			c.bad("%s: %v", rel, err)
+			continue
+		default:
+			if rq, err = tpm.ParseRunQuote(rel, b); err != nil {
+				c.bad("%v", err)
+				continue
+			}
+		}
+		t, err := h.check(v, v.KeyID, rq, false)
+		var vf *attest.VerificationFailure
+		if errors.As(err, &vf) {
+			c.bad("runs/%s: %s", id, vf.Detail)
+			continue
+		} else if err != nil {
+			c.bad("runs/%s: %v", id, err)
+			continue
+		}
+		c.claim(rel)
+		quoted++
+		if first == nil {
+			first = t
+		}
+	}
+	if first != nil {
+		fmt.Fprintf(c.w, "tpm: %d run(s) quoted by the enrolled TPM (attestation key %s; EK %s)\n", quoted, short(first.AttestationKey), first.EK)
+		fmt.Fprintf(c.w, "tpm: for each, a reader may conclude:\n")
+		for _, s := range first.Concluded[:1] {
+			fmt.Fprintf(c.w, "  - %s\n", s)
+		}
+		fmt.Fprintf(c.w, "  - its TPM quoted its statement after it ended, and the sealrund measured last before the quote in that boot is the build it records\n")
+		fmt.Fprintf(c.w, "tpm: and may not:\n")
+		for _, s := range first.NotConcluded {
+			fmt.Fprintf(c.w, "  - %s\n", s)
+		}
+	}
 }

@@ -15,6 +15,7 @@ func newVerifyPublicationCmd() *cobra.Command {
 	var tsaChain, maxMemory string
 	var asJSON, requireSigned bool
 	var wf witnessFlags
+	var tf tpmFlags
 	cmd := &cobra.Command{
 		Use:   "verify-publication DIR [--key OPERATOR.pub ...]",
 		Short: "Check a publication (sealrun publish) offline in one step, and say what a reader may conclude",
@@ -40,7 +41,12 @@ keys/ are trusted and their key ids printed, to compare with the operator's. Wit
 a witness's public key, as you obtained it from the witness, not from the publication) and
 --witnesses N, every published ledger must carry a head N of them cosigned, and every run's
 witnessed.json must check. With --tsa-chain (the timestamp authority's certificate chain, PEM),
-every ledger's .tsr and every run's timestamp (result.sigstore.json) must check.
+every ledger's .tsr and every run's timestamp (result.sigstore.json) must check. With --tpm (the
+host's TPM enrollment, as the operator publishes it) and --ek-ca (the TPM maker's CA, from the
+maker; or --allow-unchecked-ek), every run must be signed with the enrolled TPM's key and carry a
+quote (result.tpm.json) that checks: over its statement, sealrund's event log replaying to the
+quoted PCR, the sealrund measured last being the build the run records (sealrun verify --tpm, run
+by run); it prints what that allows a reader to conclude, and what not.
 
 The list of files is signed: SHA256SUMS.dsse.json is SHA256SUMS in a DSSE envelope signed with
 the host's key (sealrun publish --sign-key), checked with the trusted keys, so that a mirror cannot
@@ -57,6 +63,7 @@ Exit status: 0 the publication checks, 1 it does not (every reason listed), 2 us
 Runs on Linux, macOS and Windows.`,
 		Example: `  sealrun verify-publication ./ari-v1-2026-11 --key operator.pub
   sealrun verify-publication ./ari-v1-2026-11 --key operator.pub --witness "$(cat witness.vkey)" --tsa-chain tsa-chain.pem
+  sealrun verify-publication ./ari-v1-2026-11 --key operator.pub --tpm enrollment.json --ek-ca maker-root.pem
   sealrun verify-publication ./ari-v1-2026-11 --key operator.pub --allow-unchecked 'ledgers/*.tsr'
   sealrun verify-publication ./ari-v1-2026-11 --key operator.pub --json | jq '.checks[] | select(.outcome == "failed")'`,
 		Args: exactArgs(1, "the publication directory"),
@@ -65,7 +72,10 @@ Runs on Linux, macOS and Windows.`,
 			if err != nil {
 				return err
 			}
-			o := verify.Options{Keys: keys, Witnesses: ws, Quorum: wf.quorum, TSAChain: tsaChain, AllowUnchecked: allow, RequireSignedManifest: requireSigned}
+			if err := tf.check(); err != nil {
+				return err
+			}
+			o := verify.Options{Keys: keys, Witnesses: ws, Quorum: wf.quorum, TSAChain: tsaChain, AllowUnchecked: allow, RequireSignedManifest: requireSigned, TPM: tf.options()}
 			switch maxMemory {
 			case "": // the default
 			case "0":
@@ -92,5 +102,6 @@ Runs on Linux, macOS and Windows.`,
 	cmd.Flags().StringVar(&maxMemory, "max-memory", "", "the most of the publication's file contents kept in memory between the checks that read them (a size, e.g. 256MiB; 0: none, each check reads from disk again; default 768MiB)")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed-manifest", false, "refuse a publication whose SHA256SUMS is not signed ("+publish.ManifestFile+")")
 	wf.add(cmd)
+	tf.add(cmd)
 	return cmd
 }

@@ -118,6 +118,7 @@ Existing files are never overwritten.`,
 			fmt.Fprintf(w, "enrolled the TPM at %s into %s: %d EK certificate(s), the attestation key, the signing key certified by it\n", device, out, len(e.EKCertificates))
 			fmt.Fprintf(w, "publish: %s (and the EK certificates' CA, from the TPM's maker)\n", filepath.Join(out, "enrollment.json"))
 			fmt.Fprintf(w, "sealrun.toml: keys.signing = \"tpm:%s\", keys.public = %q\n", device, filepath.Join(out, "signing-key.pem"))
+			fmt.Fprintf(w, "and, for each run quoted and sealrund measured: [tpm] enrollment = %q\n", filepath.Join(out, "enrollment.json"))
 			return nil
 		},
 	}
