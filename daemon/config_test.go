@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,5 +265,45 @@ func TestConfigTPMSigningKey(t *testing.T) {
 	_, err := hostconfig.Parse("sealrun.toml", []byte("[keys]\nsigning = \"tpm:"+pub+"\"\npublic = \""+pub+"\"\n"))
 	if err != nil && strings.Contains(err.Error(), "keys.signing") {
 		t.Errorf("a device that is there: %v", err)
+	}
+}
+
+// [tpm]: every problem named with its key and the fix; a good one parses with its defaults.
+func TestConfigTPM(t *testing.T) {
+	dir := t.TempDir()
+	pub := filepath.Join(dir, "signing-key.pem")
+	enr := filepath.Join(dir, "enrollment.json")
+	os.WriteFile(pub, []byte("x"), 0o644)
+	os.WriteFile(enr, []byte("{}"), 0o644)
+	keys := "[keys]\nsigning = \"tpm:" + pub + "\"\npublic = \"" + pub + "\"\n"
+	for name, c := range map[string]struct{ text, want string }{
+		"without a TPM signing key": {"[keys]\nsigning = \"../attest/testdata/ed25519.key\"\npublic = \"" + pub + "\"\n[tpm]\nenrollment = \"" + enr + "\"\n", `sealrun.toml:tpm: quotes runs with the TPM whose signing key signs them: set keys.signing = "tpm:/dev/tpmrm0"`},
+		"no enrollment":             {keys + "[tpm]\npcrs = [23]\n", "sealrun.toml:tpm.enrollment: missing; give the enrollment.json sealrun tpm enroll wrote"},
+		"an enrollment not there":   {keys + "[tpm]\nenrollment = \"" + dir + "/nope.json\"\n", "sealrun.toml:tpm.enrollment: " + dir + "/nope.json: no such file or directory (sealrun tpm enroll"},
+		"a firmware PCR":            {keys + "[tpm]\nenrollment = \"" + enr + "\"\nsealrund_pcr = 7\n", "sealrun.toml:tpm.sealrund_pcr: 7: give 8 to 15 or 23"},
+		"not a PCR":                 {keys + "[tpm]\nenrollment = \"" + enr + "\"\nsealrund_pcr = 99\n", "sealrun.toml:tpm.sealrund_pcr: 99"},
+		"a PCR twice":               {keys + "[tpm]\nenrollment = \"" + enr + "\"\npcrs = [0, 0, 23]\n", "sealrun.toml:tpm.pcrs: [0 0 23]: each PCR 0 to 23, once"},
+		"a negative PCR":            {keys + "[tpm]\nenrollment = \"" + enr + "\"\npcrs = [-1, 23]\n", "sealrun.toml:tpm.pcrs: [-1 23]"},
+		"sealrund's PCR left out":   {keys + "[tpm]\nenrollment = \"" + enr + "\"\npcrs = [0, 7]\n", "sealrun.toml:tpm.pcrs: [0 7] leaves out PCR 23, where sealrund measures itself"},
+		"an unknown key":            {keys + "[tpm]\nenrollment = \"" + enr + "\"\ndevice = \"/dev/tpm0\"\n", "tpm.device"},
+		"not a table":               {keys + "tpm = 1\n", "tpm"},
+	} {
+		_, err := hostconfig.Parse("sealrun.toml", []byte(c.text))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", name, err, c.want)
+		}
+	}
+	exe := filepath.Join(dir, "exe")
+	os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755)
+	keys = "runner = \"" + exe + "\"\nhook = \"" + exe + "\"\n" + keys
+	cfg, err := hostconfig.Parse("sealrun.toml", []byte(keys+"[tpm]\nenrollment = \""+enr+"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.TPM.Enabled() || cfg.TPM.MeasurePCR() != 23 || fmt.Sprint(cfg.TPM.QuotePCRs()) != "[0 2 4 7 23]" {
+		t.Errorf("defaults: enabled %v, sealrund's PCR %d, quoted %v", cfg.TPM.Enabled(), cfg.TPM.MeasurePCR(), cfg.TPM.QuotePCRs())
+	}
+	if cfg, err := hostconfig.Parse("sealrun.toml", []byte(keys+"[tpm]\nenrollment = \""+enr+"\"\nsealrund_pcr = 14\npcrs = [14, 0]\n")); err != nil || fmt.Sprint(cfg.TPM.QuotePCRs()) != "[0 14]" {
+		t.Errorf("PCR 14: %v %v", err, cfg)
 	}
 }

@@ -63,6 +63,8 @@ fi
 echo
 echo "== the host's TPM (package tpm, against swtpm: a software stand-in, so figures to report, no target)"
 echo "a run's attestation signed in the TPM: $(gobench_us BenchmarkSign/tpm) us; with a key file's key: $(gobench_us BenchmarkSign/file-key) us (ratio $(ratio "$(gobench_us BenchmarkSign/tpm)" "$(gobench_us BenchmarkSign/file-key)")x); a quote of 3 PCRs with their values: $(gobench_us BenchmarkQuote) us"
+vt=$(gobench_metric BenchmarkVerifyPublicationTPM tpm-s); vb=$(gobench_metric BenchmarkVerifyPublicationTPM base-s)
+echo "verify-publication --tpm of 1,000 runs signed in the TPM and each quoted (the enrollment, each run's key, quote and sealrund's event log): ${vt} s; the same publication without --tpm (the quotes allowed unchecked): ${vb} s ($(ratio "$vt" "$vb")x)"
 
 echo
 echo "== a witness as deployed: sealrun witness serve behind docs/OPERATOR.md's nginx (TLS on loopback, --trusted-proxy)"

@@ -47,7 +47,7 @@ started=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - started ))s"; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, mkfs, and the guest's root tests); run it as root (make test-cgroup2)"
-for tool in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap mkfs.ext4:e2fsprogs lz4:lz4 go:Go; do
+for tool in qemu-system-x86_64:qemu-system-x86 debootstrap:debootstrap mkfs.ext4:e2fsprogs lz4:lz4 go:Go swtpm:swtpm swtpm_setup:swtpm-tools swtpm_localca:swtpm-tools; do
 	command -v "${tool%%:*}" >/dev/null || die "${tool%%:*} is missing (Debian package ${tool#*:}; make deps installs it)"
 done
 
@@ -143,8 +143,10 @@ fi
 [ -f "$state/images.lock" ] || die "no local images in $state (images.lock): make test builds them first (sealrun images build-local)"
 
 # --- This run's data: the tree, test binaries and commands built here, the local images ---------
+own_work=0
 if [ -z "$work" ]; then
 	work=$(mktemp -d /var/tmp/sealrun-cgroup2-XXXXXX)
+	own_work=1
 	[ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
 fi
 mkdir -p "$work"
@@ -183,7 +185,20 @@ for key in controller demo-controller python; do
 	cp -al "$state/images/sha256/$digest" "$data/state/images/sha256/"
 done
 [ -d "$state/airs-digits-raw" ] && cp -al "$state/airs-digits-raw" "$data/state/"
-printf 'bench=%q\nrun=%q\n' "$bench" "${CGROUP2_GUEST_RUN:-}" >"$data/guest.conf"
+# A TPM for the guest (docs/TPM.md): Debian's swtpm, manufactured by swtpm_setup with EK
+# certificates from a CA of this run's own (its root and issuer go to the guest, as a TPM maker's
+# CA would to a reader), served to qemu's tpm-emulator on its control socket; the guest's kernel
+# (tpm_tis, built in) gives sealrund /dev/tpmrm0, and SeaBIOS measures the boot into it.
+tpm=$work/tpm
+rm -rf "$tpm" && mkdir -p "$tpm/ca" "$tpm/state" "$data/tpm-ca"
+printf 'statedir = %s\nsigningkey = %s/signkey.pem\nissuercert = %s/issuercert.pem\ncertserial = %s/certserial\n' "$tpm/ca" "$tpm/ca" "$tpm/ca" "$tpm/ca" >"$tpm/localca.conf"
+printf -- '--platform-manufacturer sealrun-guest\n--platform-version 1\n--platform-model swtpm\n' >"$tpm/localca.options"
+printf 'create_certs_tool = swtpm_localca\ncreate_certs_tool_config = %s/localca.conf\ncreate_certs_tool_options = %s/localca.options\nactive_pcr_banks = sha256\n' "$tpm" "$tpm" >"$tpm/setup.conf"
+swtpm_setup --tpm2 --tpmstate "$tpm/state" --create-ek-cert --lock-nvram --config "$tpm/setup.conf" >"$tpm/setup.log" 2>&1 ||
+	{ cat "$tpm/setup.log" >&2; die "swtpm_setup failed (log above)"; }
+cp "$tpm/ca/swtpm-localca-rootca-cert.pem" "$data/tpm-ca/root.pem"
+cp "$tpm/ca/issuercert.pem" "$data/tpm-ca/issuer.pem"
+printf 'bench=%q\nrun=%q\ntpm=1\n' "$bench" "${CGROUP2_GUEST_RUN:-}" >"$data/guest.conf"
 size=$(( $(du -sm "$data" | cut -f1) * 13 / 10 + 4096 ))
 say "packing the data disk ($(du -sh "$data" | cut -f1), a ${size} MiB ext4 image)"
 rm -f "$work/data.img"
@@ -204,6 +219,11 @@ if [ -w /dev/kvm ] && grep -qE '\b(vmx|svm)\b' /proc/cpuinfo && [ ! -d /sys/modu
 fi
 say "booting the guest (qemu, $accel, -cpu $cpu; cgroup v2 only, systemd as PID 1) — its console follows, prefixed 'guest|'"
 timeout_s=${CGROUP2_GUEST_TIMEOUT:-2700}
+swtpm socket --tpm2 --tpmstate dir="$tpm/state" --ctrl type=unixio,path="$tpm/swtpm.sock" --log file="$tpm/swtpm.log" &
+swtpm_pid=$!
+trap 'kill $swtpm_pid 2>/dev/null; [ "$keep" = 1 ] || [ "$own_work" = 0 ] || rm -rf "$work"' EXIT
+for _ in $(seq 100); do [ -S "$tpm/swtpm.sock" ] && break; sleep 0.1; done
+[ -S "$tpm/swtpm.sock" ] || die "swtpm did not make its socket $tpm/swtpm.sock ($(cat "$tpm/swtpm.log" 2>/dev/null))"
 set +e
 timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nographic \
 	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" \
@@ -212,8 +232,10 @@ timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nog
 	-drive "file=$root_dir/root.img,if=virtio,format=raw,snapshot=on" \
 	-drive "file=$work/data.img,if=virtio,format=raw" \
 	-drive "file=$work/results.img,if=virtio,format=raw" \
+	-chardev "socket,id=chrtpm,path=$tpm/swtpm.sock" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0 \
 	-serial stdio -monitor none 2>&1 | sed -u 's/^/guest| /'
 qrc=${PIPESTATUS[0]}
+kill $swtpm_pid 2>/dev/null
 set -e
 [ "$qrc" = 124 ] && die "the guest did not finish in ${timeout_s}s (CGROUP2_GUEST_TIMEOUT); its console is above"
 [ "$qrc" = 0 ] || die "qemu exited $qrc (console above)"

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/sealrun/sealrun/attest"
 	"github.com/sealrun/sealrun/digest"
 	"github.com/sealrun/sealrun/leaderboard"
@@ -60,6 +62,25 @@ func BenchmarkVerifyPublication(b *testing.B) {
 // benchPublication writes a publication of n runs (seeds 1..n of one agent) and returns it.
 func benchPublication(b *testing.B, n int) string {
 	b.Helper()
+	ctx := context.Background()
+	signer, err := attest.LoadSigner(ctx, "../../attest/testdata/ed25519.key", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return benchPublicationBy(b, n, signer, "../../attest/testdata/ed25519.pub", nil, "")
+}
+
+// benchHost is a TPM host's part in a bench publication: what each statement says of its quote,
+// and the quote of a statement's bytes.
+type benchHost struct {
+	info  *attest.TPMInfo
+	quote func(payload []byte) ([]byte, error)
+}
+
+// benchPublicationBy is benchPublication signed by signer (whose public key is pubPath), each run
+// quoted by tpmHost where it is given, with a build record naming sealrund's SHA-256 where given.
+func benchPublicationBy(b *testing.B, n int, signer signature.Signer, pubPath string, tpmHost *benchHost, sealrund string) string {
+	b.Helper()
 	dir := b.TempDir()
 	results := filepath.Join(dir, "results")
 	pred, _ := goldenPredicate(b)
@@ -73,9 +94,11 @@ func benchPublication(b *testing.B, n int) string {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	signer, err := attest.LoadSigner(ctx, "../../attest/testdata/ed25519.key", nil)
-	if err != nil {
-		b.Fatal(err)
+	if tpmHost != nil {
+		p["tpm"] = tpmHost.info
+	}
+	if sealrund != "" {
+		p["build"] = map[string]any{"version": "bench", "commit": "", "modified": false, "go_version": "go1.26", "sealrund_sha256": sealrund, "test_seams": false}
 	}
 	state := filepath.Join(dir, "state")
 	os.MkdirAll(state, 0o755)
@@ -126,6 +149,15 @@ func benchPublication(b *testing.B, n int) string {
 		var e struct{ Payload string }
 		json.Unmarshal(env, &e)
 		payload, _ := base64.StdEncoding.DecodeString(e.Payload)
+		if tpmHost != nil {
+			q, err := tpmHost.quote(payload)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(rd, attest.TPMQuoteFile), q, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 		ps := sha256.Sum256(payload)
 		sc := p["scaffold"].(map[string]any)
 		l.Append(&ledger.Entry{Kind: ledger.KindQueued, Run: id, Time: started, Track: track, Scaffold: fmt.Sprint(sc["name"], " ", sc["version"]), Agent: "example-model-2026-10@high", Seed: int64(seed)})
@@ -140,7 +172,7 @@ func benchPublication(b *testing.B, n int) string {
 		b.Fatal(err)
 	}
 	pub := filepath.Join(dir, "pub")
-	if _, err := publish.Write(publish.Options{Out: pub, Suite: leaderboard.SuiteExam, Keys: []string{"../../attest/testdata/ed25519.pub"}, Ledgers: []string{exported}, Inputs: []string{results}, Version: "bench", Signer: signer}); err != nil {
+	if _, err := publish.Write(publish.Options{Out: pub, Suite: leaderboard.SuiteExam, Keys: []string{pubPath}, Ledgers: []string{exported}, Inputs: []string{results}, Version: "bench", Signer: signer}); err != nil {
 		b.Fatal(err)
 	}
 	return pub

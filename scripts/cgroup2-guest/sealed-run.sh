@@ -3,7 +3,8 @@
 # project's unit (deploy/sealrund.service: Delegate=yes) and started by systemd; keys, a hidden
 # exam and the ARI kit in the content store; the demo track with every pin filled and budgets an
 # emulated machine can meet; `sealrun run --wait` of the scripted demo agent; `sealrun verify`.
-# While the run lives, its cgroups are sampled: they must be below sealrund's delegated cgroup,
+# sealrund signs with the guest's TPM (/dev/tpmrm0, through the kernel's resource manager) and
+# has it quote the run; sealrun verify --tpm checks the quote. While the run lives, its cgroups are sampled: they must be below sealrund's delegated cgroup,
 # and nothing may appear at the top of the hierarchy. Results (logs, the attestation) go to $1.
 set -euo pipefail
 out=$1
@@ -18,12 +19,20 @@ grep -q '^Delegate=yes' /etc/systemd/system/sealrund.service
 getent group sealrun >/dev/null || groupadd --system sealrun
 mkdir -p /etc/sealrun "$state"
 chmod 0711 "$state"
-sealrun keys generate --out /etc/sealrun/keys
+# The guest's TPM (qemu's tpm-emulator, backed by the host's swtpm: scripts/cgroup2-guest.sh):
+# sealrund signs in it, measures itself into PCR 23 at start and has it quote the run.
+udevadm settle --timeout=60 || true
+[ -c /dev/tpmrm0 ] || { echo "no /dev/tpmrm0: the guest has no TPM (qemu's -tpmdev emulator)"; ls -l /dev/tpm* 2>&1; dmesg | grep -iE 'tpm|tis' | head -n 20; exit 1; }
+sealrun tpm enroll --device /dev/tpmrm0 --out /etc/sealrun/tpm
+sealrun tpm verify /etc/sealrun/tpm/enrollment.json --ek-ca "$G/tpm-ca/root.pem" --ek-intermediate "$G/tpm-ca/issuer.pem"
 cat >/etc/sealrun/sealrun.toml <<EOF
 state_dir = "$state"
 [keys]
-signing = "/etc/sealrun/keys/sealrun.key"
-public = "/etc/sealrun/keys/sealrun.pub"
+signing = "tpm:/dev/tpmrm0"
+public = "/etc/sealrun/tpm/signing-key.pem"
+[tpm]
+enrollment = "/etc/sealrun/tpm/enrollment.json"
+pcrs = [0, 7, 23]
 [resources]
 concurrency = 1
 EOF
@@ -84,17 +93,20 @@ set -e
 kill $sampler 2>/dev/null || true
 id=$(sealrun ps -a --json | grep -oE '"id": *"[^"]+"' | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
 sealrun show "$id" >"$out/show.txt" 2>&1 || true
-cp "$state/runs/$id/result.att.json" "$state/runs/$id/report.json" "$state/runs/$id/audit.jsonl" "$out/" 2>/dev/null || true
+cp "$state/runs/$id/result.att.json" "$state/runs/$id/result.tpm.json" "$state/runs/$id/report.json" "$state/runs/$id/audit.jsonl" "$state/tpm-events.jsonl" /etc/sealrun/tpm/enrollment.json "$out/" 2>/dev/null || true
+cp /sys/kernel/security/tpm0/binary_bios_measurements "$out/" 2>/dev/null || true
 journalctl -u sealrund --no-pager >"$out/sealrund.journal" 2>&1 || true
 systemctl stop sealrund
 [ "$rc" = 0 ] || { echo "sealrun run exited $rc"; exit 1; }
 
 step "verify the attestation, and where the run's cgroups were"
-sealrun verify "$state/runs/$id/result.att.json" --key /etc/sealrun/keys/sealrun.pub --track "$work/track.toml" --audit "$state/runs/$id/audit.jsonl"
+sealrun verify "$state/runs/$id/result.att.json" --key /etc/sealrun/tpm/signing-key.pem --track "$work/track.toml" --audit "$state/runs/$id/audit.jsonl" \
+	--tpm /etc/sealrun/tpm/enrollment.json --ek-ca "$G/tpm-ca/root.pem" --ek-intermediate "$G/tpm-ca/issuer.pem" | tee "$out/verify.txt"
+grep -q "measured itself into PCR 23" "$out/verify.txt" || { echo "sealrun verify --tpm did not take the run's quote"; exit 1; }
 grep -q "^/sys/fs/cgroup$cg/runs/$id/" "$out/cgroups-during-run.txt" || { echo "no cgroup of run $id was seen below $cg/runs"; exit 1; }
 grep -q "^/sys/fs/cgroup$cg/supervisor$" "$out/cgroups-during-run.txt" || { echo "sealrund did not move into $cg/supervisor"; exit 1; }
 if grep -q '^/sys/fs/cgroup/sealrun$' "$out/cgroups-during-run.txt"; then
 	echo "a run's cgroup appeared at /sealrun, outside sealrund's delegated cgroup"
 	exit 1
 fi
-echo "sealed run $id graded and verified; its cgroups lived below $cg/runs"
+echo "sealed run $id graded and verified, quoted by the guest's TPM; its cgroups lived below $cg/runs"
