@@ -226,7 +226,7 @@ for _ in $(seq 100); do [ -S "$tpm/swtpm.sock" ] && break; sleep 0.1; done
 [ -S "$tpm/swtpm.sock" ] || die "swtpm did not make its socket $tpm/swtpm.sock ($(cat "$tpm/swtpm.log" 2>/dev/null))"
 set +e
 timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nographic \
-	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" \
+	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" ${CGROUP2_GUEST_BIOS:+-bios "$CGROUP2_GUEST_BIOS"} \
 	-kernel "$root_dir/vmlinux" -initrd "$root_dir/initrd.img" \
 	-append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all panic=-1 mitigations=off noxsave" \
 	-drive "file=$root_dir/root.img,if=virtio,format=raw,snapshot=on" \

@@ -47,6 +47,9 @@ optional file checks of verify apply too.`,
 			if err != nil {
 				return err
 			}
+			if err := f.tpm.check(); err != nil {
+				return err
+			}
 			r, err := verify.Run(args[0], f.options(ws, cmd.ErrOrStderr()))
 			if err != nil {
 				return verifyError(err)

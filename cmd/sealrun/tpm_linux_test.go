@@ -73,6 +73,24 @@ func TestTPMCommands(t *testing.T) {
 			t.Errorf("verify %s: %+v", name, r)
 		}
 	}
+	// verify's and verify-publication's TPM flags: each misuse a usage error naming the flag.
+	for _, verb := range [][]string{{"verify", "result.att.json", "--key", "k.pem"}, {"verify-publication", dir, "--key", "k.pem"}} {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--ek-ca", a.RootCA}, "--ek-ca, --ek-intermediate and --allow-unchecked-ek go with --tpm ENROLLMENT"},
+			{[]string{"--allow-unchecked-ek"}, "go with --tpm ENROLLMENT"},
+			{[]string{"--tpm", enr}, "the TPM maker's CA"},
+			{[]string{"--tpm", enr, "--ek-intermediate", a.Issuer}, "the TPM maker's CA"},
+			{[]string{"--tpm", filepath.Join(dir, "junk.json"), "--ek-ca", a.RootCA}, "junk.json is not a TPM enrollment"},
+			{[]string{"--tpm", enr, "--ek-ca", filepath.Join(dir, "junk.json")}, "junk.json holds no PEM certificate"},
+		} {
+			if r := sealrun(t, append(append([]string{}, verb...), c.args...)...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("%s %v: %+v; want exit 2 and %q", verb[0], c.args, r, c.want)
+			}
+		}
+	}
 	// The challenge: A answers it, B cannot.
 	ch, secret := filepath.Join(dir, "challenge.json"), filepath.Join(dir, "secret")
 	if r := sealrun(t, "tpm", "challenge", enr, "--out", ch, "--secret", secret); r.code != 0 {
