@@ -4,11 +4,13 @@ package daemon
 // quotes each run's statement with the TPM's attestation key (docs/TPM.md).
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +36,7 @@ type HostTPM struct {
 	sealrundPCR int
 	akID        string
 	events      []string
+	bootLog     []byte // the boot's TCG event log, where the kernel gives one
 }
 
 // OpenTPM opens keys.signing's TPM, checks its keys are the enrollment's and measures sealrund
@@ -58,6 +61,10 @@ func OpenTPM(cfg *hostconfig.Config, b *attest.Build) (*HostTPM, error) {
 		t.Close()
 		return nil, err
 	}
+	if h.bootLog, err = readBootLog(bootLogPath(dev), keys, h.pcrs, h.sealrundPCR); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("%s:tpm.pcrs: %w", cfg.File, err)
+	}
 	h.events, err = keys.Measure(filepath.Join(cfg.StateDir, TPMEventLog), tpm.Event{PCR: h.sealrundPCR, SHA256: b.DaemonSHA256, Type: tpm.EventSealrund,
 		Version: b.Version, Commit: b.Commit, Time: time.Now().UTC()})
 	if err != nil {
@@ -65,6 +72,60 @@ func OpenTPM(cfg *hostconfig.Config, b *attest.Build) (*HostTPM, error) {
 		return nil, fmt.Errorf("measure sealrund into TPM %s: %w", dev, err)
 	}
 	return h, nil
+}
+
+// bootLogPath is where the kernel gives the boot's event log of the TPM device dev (/dev/tpmrmN:
+// /sys/kernel/security/tpmN/binary_bios_measurements); "" for a software TPM's socket.
+func bootLogPath(dev string) string {
+	base := filepath.Base(dev)
+	n, ok := strings.CutPrefix(base, "tpmrm")
+	if !ok {
+		n, ok = strings.CutPrefix(base, "tpm")
+	}
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" || !strings.HasPrefix(dev, "/dev/") {
+		return ""
+	}
+	return filepath.Join("/sys/kernel/security", "tpm"+n, "binary_bios_measurements")
+}
+
+// readBootLog reads the boot's event log at path (none: "" or missing) and checks that it gives
+// the PCRs quoted their values now: a quote whose PCRs the log does not explain would fail every
+// reader's check, so such a PCR is refused at start, by name.
+func readBootLog(path string, keys *tpm.Keys, pcrs []int, sealrundPCR int) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	b, err := fileio.ReadLimited(path, "the boot's event log", tpm.MaxBootLogBytes)
+	if err != nil {
+		return nil, err
+	}
+	events, err := tpm.ParseBootLog(b)
+	if err != nil {
+		// A log readers could not replay (a SHA-1 one): quotes carry none, and say the boot's
+		// PCRs are unexplained.
+		return nil, nil
+	}
+	replayed := tpm.ReplayBoot(events)
+	for _, p := range pcrs {
+		if p == sealrundPCR {
+			continue
+		}
+		cur, err := keys.PCRValue(p)
+		if err != nil {
+			return nil, err
+		}
+		want, ok := replayed[p]
+		if !ok {
+			want, _ = tpm.Replay(nil, p)
+		}
+		if !bytes.Equal(cur, want) {
+			return nil, fmt.Errorf("PCR %d is %x, but the boot's event log (%s) gives %x: something extended it after the boot (leave it out of [tpm] pcrs, which readers hold to that log)", p, cur, path, want)
+		}
+	}
+	return b, nil
 }
 
 // checkEnrolled refuses a TPM whose keys are not the ones the enrollment names: every quote
@@ -101,7 +162,7 @@ func (h *HostTPM) Quote(payload []byte) (*tpm.RunQuote, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tpm.RunQuote{Format: tpm.RunQuoteFormat, Quote: *q, Events: h.events}, nil
+	return &tpm.RunQuote{Format: tpm.RunQuoteFormat, Quote: *q, Events: h.events, BootLog: h.bootLog}, nil
 }
 
 // quote quotes the run's signed statement and writes result.tpm.json beside its attestation.

@@ -169,7 +169,7 @@ func TestTPMQuotedRun(t *testing.T) {
 	}
 	out, err = verifyRun(att)
 	t.Logf("sealrun verify --tpm:\n%s", out)
-	for _, want := range []string{": VALID", "quote by attestation key", "may be concluded:", "exists only in a TPM", "measured itself into PCR 23", "3 start(s) that boot", "the TPM maker's CA certified", "may not:", "what the boot measured into PCR(s) 0"} {
+	for _, want := range []string{": VALID", "quote by attestation key", "may be concluded:", "exists only in a TPM", "measured itself into PCR 23", "3 start(s) that boot", "the TPM maker's CA certified", "may not:", "what the boot measured into PCR(s) 0: they are quoted as it left them, and the host gave no event log"} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("sealrun verify --tpm: %v, no %q in\n%s", err, want, out)
 		}
@@ -309,4 +309,51 @@ func sameReplay(out string) bool {
 		}
 	}
 	return replayed != "" && replayed == quoted
+}
+
+// At start, the boot's event log (a real machine's, go-attestation's test data, extended into
+// swtpm as its firmware did) is kept for the quotes when it gives the PCRs quoted their values,
+// and a PCR extended after the boot is refused by name. The kernel's path for a device, none for
+// a socket.
+func TestBootLogAtStart(t *testing.T) {
+	boot := filepath.Join(testenv.GoModuleDir(t, "github.com/google/go-attestation", "v0.6.4"), "attest", "testdata", "crypto_agile_eventlog")
+	b, err := os.ReadFile(boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := tpm.ParseBootLog(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := testenv.Swtpm(t)
+	dev, err := tpm.Open(sw.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	keys, err := tpm.LoadKeys(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Type != 3 && e.PCR >= 1 && e.PCR <= 7 {
+			keys.Extend(e.PCR, e.SHA256)
+		}
+	}
+	if got, err := readBootLog(boot, keys, []int{2, 4, 7, 10, 23}, 23); err != nil || len(got) != len(b) {
+		t.Errorf("the boot's log, its PCRs as the boot left them: %d bytes, %v", len(got), err)
+	}
+	if got, err := readBootLog(filepath.Join(t.TempDir(), "none"), keys, []int{2, 23}, 23); err != nil || got != nil {
+		t.Errorf("no log: %v %v", got, err)
+	}
+	other := sha256.Sum256([]byte("after the boot"))
+	keys.Extend(4, other[:])
+	if _, err := readBootLog(boot, keys, []int{2, 4, 23}, 23); err == nil || !strings.Contains(err.Error(), "PCR 4 is ") || !strings.Contains(err.Error(), "leave it out of [tpm] pcrs") {
+		t.Errorf("a PCR extended after the boot: %v", err)
+	}
+	for dev, want := range map[string]string{"/dev/tpmrm0": "/sys/kernel/security/tpm0/binary_bios_measurements", "/dev/tpm1": "/sys/kernel/security/tpm1/binary_bios_measurements", sw.Socket: "", "/dev/tpmrmx": ""} {
+		if got := bootLogPath(dev); got != want {
+			t.Errorf("bootLogPath(%s) = %q; want %q", dev, got, want)
+		}
+	}
 }

@@ -219,6 +219,11 @@ if [ -w /dev/kvm ] && grep -qE '\b(vmx|svm)\b' /proc/cpuinfo && [ ! -d /sys/modu
 fi
 say "booting the guest (qemu, $accel, -cpu $cpu; cgroup v2 only, systemd as PID 1) — its console follows, prefixed 'guest|'"
 timeout_s=${CGROUP2_GUEST_TIMEOUT:-2700}
+# The firmware is qboot, not SeaBIOS: with a TPM, SeaBIOS puts its TPM log and the ACPI tables
+# where qemu 7.2 then loads -initrd (it reserves too little below them), the kernel finds no ACPI
+# table (so no TPM, and it halts instead of powering off). qboot boots -kernel straight away.
+bios=${CGROUP2_GUEST_BIOS:-/usr/share/qemu/qboot.rom}
+[ -f "$bios" ] || die "no firmware $bios (Debian package qemu-system-data; make deps installs it)"
 swtpm socket --tpm2 --tpmstate dir="$tpm/state" --ctrl type=unixio,path="$tpm/swtpm.sock" --log file="$tpm/swtpm.log" &
 swtpm_pid=$!
 trap 'kill $swtpm_pid 2>/dev/null; [ "$keep" = 1 ] || [ "$own_work" = 0 ] || rm -rf "$work"' EXIT
@@ -226,7 +231,7 @@ for _ in $(seq 100); do [ -S "$tpm/swtpm.sock" ] && break; sleep 0.1; done
 [ -S "$tpm/swtpm.sock" ] || die "swtpm did not make its socket $tpm/swtpm.sock ($(cat "$tpm/swtpm.log" 2>/dev/null))"
 set +e
 timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nographic \
-	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" ${CGROUP2_GUEST_BIOS:+-bios "$CGROUP2_GUEST_BIOS"} \
+	-accel "$accel" -cpu "$cpu" -smp 2 -m "${CGROUP2_GUEST_MEM:-8G}" -bios "$bios" \
 	-kernel "$root_dir/vmlinux" -initrd "$root_dir/initrd.img" \
 	-append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all panic=-1 mitigations=off noxsave" \
 	-drive "file=$root_dir/root.img,if=virtio,format=raw,snapshot=on" \

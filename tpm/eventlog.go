@@ -257,6 +257,9 @@ type RunQuote struct {
 	Format string   `json:"format"`
 	Quote  Quote    `json:"quote"`
 	Events []string `json:"events"`
+	// BootLog is the boot's TCG event log as the kernel gave it when sealrund started
+	// (binary_bios_measurements), where it has one: it explains the other PCRs quoted.
+	BootLog []byte `json:"boot_log,omitempty"`
 }
 
 // Bound is what a run's statement says of its quote (its predicate's tpm member): the
@@ -278,6 +281,9 @@ type RunQuoted struct {
 	// Starts is every sealrund measured in that boot up to the quote, the one that made the run
 	// last.
 	Starts []Event `json:"sealrund_starts"`
+	// BootEvents counts the boot event log's events by PCR, where the quote carries one: the
+	// other PCRs quoted are what those events give.
+	BootEvents map[int]int `json:"boot_events,omitempty"`
 }
 
 // AttestationKeyID is the SHA-256 (hex) of a public key's PKIX DER: how a statement names the
@@ -350,6 +356,9 @@ func VerifyRunQuote(rq *RunQuote, ak *ecdsa.PublicKey, payload []byte, b Bound) 
 	case len(rq.Events) == 0:
 		return nil, failf(ReasonSealrund, "no sealrund was measured in the boot the quote is of")
 	}
+	if err := checkBoot(rq, b, out); err != nil {
+		return nil, err
+	}
 	last := starts[len(starts)-1]
 	if last.SHA256 != b.SealrundSHA256 {
 		return nil, failf(ReasonSealrund, "the sealrund measured last before the quote has SHA-256 %s (version %s); the attestation's build record names %s: the run was not made by the sealrund the host measured", last.SHA256, last.Version, b.SealrundSHA256)
@@ -382,4 +391,39 @@ func ParseRunQuote(path string, b []byte) (*RunQuote, error) {
 		return nil, fmt.Errorf("%s: more after the quote's JSON", path)
 	}
 	return &rq, nil
+}
+
+// checkBoot holds the quoted PCRs other than sealrund's to the boot's event log, where the quote
+// carries one: each must be what its events give.
+func checkBoot(rq *RunQuote, b Bound, out *RunQuoted) error {
+	if rq.BootLog == nil {
+		return nil
+	}
+	events, err := ParseBootLog(rq.BootLog)
+	if err != nil {
+		return failf(ReasonEventLog, "the boot's event log: %v", err)
+	}
+	replayed := ReplayBoot(events)
+	out.BootEvents = map[int]int{}
+	for _, e := range events {
+		if e.Type != evNoAction {
+			out.BootEvents[e.PCR]++
+		}
+	}
+	if out.BootEvents[b.SealrundPCR] > 0 {
+		return failf(ReasonEventLog, "the boot's event log extends PCR %d, where sealrund measures itself", b.SealrundPCR)
+	}
+	for _, p := range rq.Quote.PCRs {
+		if p.Index == b.SealrundPCR {
+			continue
+		}
+		want, ok := replayed[p.Index]
+		if !ok {
+			want, _ = Replay(nil, p.Index)
+		}
+		if hex.EncodeToString(want) != p.SHA256 {
+			return failf(ReasonEventLog, "the boot's event log (%d events of PCR %d) replays it to %x; the TPM quoted %s: the log is not this boot's, or was edited", out.BootEvents[p.Index], p.Index, want, p.SHA256)
+		}
+	}
+	return nil
 }

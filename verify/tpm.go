@@ -125,8 +125,15 @@ func (h *hostTPM) check(v *attest.Verified, keyID string, rq *tpm.RunQuote, rebu
 	out.NotConcluded = []string{
 		"anything not measured: sealrund measures itself, so a program that does not (another daemon, a kernel module loaded later, a GPU's firmware) is not in its log; a kernel with IMA measures every program it runs",
 	}
-	if rest := others(p.TPM.PCRs, p.TPM.SealrundPCR); rest != "" {
-		out.NotConcluded = append(out.NotConcluded, "what the boot measured into PCR(s) "+rest+": they are quoted as it left them, and no event log of them is read")
+	if rest := others(p.TPM.PCRs, p.TPM.SealrundPCR); rest != "" && q.BootEvents != nil {
+		n := 0
+		for _, c := range q.BootEvents {
+			n += c
+		}
+		out.Concluded = append(out.Concluded, fmt.Sprintf("the boot's event log (%d measurements; tpm2_eventlog reads result.tpm.json's boot_log) gives PCR(s) %s exactly the values quoted: it says what the firmware and the boot loader measured", n, rest))
+		out.NotConcluded = append(out.NotConcluded, "that what the boot measured is good firmware, a good boot loader and kernel: compare the log's digests with the values their makers publish")
+	} else if rest != "" {
+		out.NotConcluded = append(out.NotConcluded, "what the boot measured into PCR(s) "+rest+": they are quoted as it left them, and the host gave no event log of them")
 	}
 	if h.enrolled.EK == nil {
 		out.NotConcluded = append(out.NotConcluded, "whose TPM it is: its EK certificate was not checked against the maker's CA (--ek-ca)")

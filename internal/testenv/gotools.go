@@ -3,6 +3,7 @@ package testenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,4 +101,24 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// GoModuleDir is the directory of module@version as the Go module proxy serves it (its files,
+// read-only, in the module cache: `go mod download`), for tests that read what others wrote
+// (another project's test data). A download that fails is Missing: under CI the test fails
+// naming it.
+func GoModuleDir(t testing.TB, module, version string) string {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	b, err := cmd.Output()
+	if err != nil {
+		Missing(t, fmt.Sprintf("go mod download %s@%s failed (it fetches from the Go module proxy): %v\n%s", module, version, err, b))
+	}
+	var got struct{ Dir, Error string }
+	if err := json.Unmarshal(b, &got); err != nil || got.Dir == "" {
+		Missing(t, fmt.Sprintf("go mod download %s@%s: %v %s", module, version, err, got.Error))
+	}
+	return got.Dir
 }
