@@ -100,6 +100,12 @@ func ParseEvent(line string) (*Event, error) {
 	if b, err := hex.DecodeString(e.SHA256); err != nil || len(b) != sha256.Size {
 		return nil, fmt.Errorf("%q is not a SHA-256 digest", e.SHA256)
 	}
+	// What a reader's verdict prints of it: printable text, never a terminal's control codes.
+	for _, f := range []struct{ name, v string }{{"type", e.Type}, {"version", e.Version}, {"commit", e.Commit}} {
+		if len(f.v) > 200 || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
+			return nil, fmt.Errorf("its %s %q is not printable ASCII of at most 200 bytes", f.name, f.v)
+		}
+	}
 	return &e, nil
 }
 

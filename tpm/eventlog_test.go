@@ -22,11 +22,10 @@ func sealrundEvent(binary string) Event {
 func TestMeasure(t *testing.T) {
 	k, _ := open(t)
 	log := filepath.Join(t.TempDir(), "tpm-events.jsonl")
-	lines, err := k.Measure(log, sealrundEvent("sealrund 1"))
-	if err != nil {
-		t.Fatal(err)
+	if lines, err := k.Measure(log, sealrundEvent("sealrund 1")); err != nil || len(lines) != 1 {
+		t.Fatalf("first start: %v %v", lines, err)
 	}
-	if lines, err = k.Measure(log, sealrundEvent("sealrund 2")); err != nil || len(lines) != 2 {
+	if lines, err := k.Measure(log, sealrundEvent("sealrund 2")); err != nil || len(lines) != 2 {
 		t.Fatalf("second start: %v %v", lines, err)
 	}
 	check := func(what string, want int) {
@@ -74,7 +73,7 @@ func TestMeasure(t *testing.T) {
 	}
 	// Hostile logs: junk, an unknown member, an oversized line.
 	for name, text := range map[string]string{"junk": "not json\n", "unknown member": `{"pcr":23,"sha256":"` + strings.Repeat("0", 64) + `","type":"sealrund","reset_count":1,"time":"2026-01-01T00:00:00Z","extra":1}` + "\n",
-		"oversized": strings.Repeat("x", 5000) + "\n", "bad digest": `{"pcr":23,"sha256":"zz","type":"sealrund","reset_count":1,"time":"2026-01-01T00:00:00Z"}` + "\n"} {
+		"oversized": strings.Repeat("x", 5000) + "\n", "a terminal's escape": `{"pcr":23,"sha256":"` + strings.Repeat("0", 64) + `","type":"sealrund","version":"\u001b[2J","reset_count":1,"time":"2026-01-01T00:00:00Z"}` + "\n", "bad digest": `{"pcr":23,"sha256":"zz","type":"sealrund","reset_count":1,"time":"2026-01-01T00:00:00Z"}` + "\n"} {
 		p := filepath.Join(t.TempDir(), "log")
 		os.WriteFile(p, []byte(text), 0o644)
 		if _, err := ReadEventLog(p); err == nil {

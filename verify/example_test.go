@@ -29,6 +29,7 @@ func ExampleRun() {
 	// timestamp not_applicable
 	// witnessed not_applicable
 	// rebuild not_applicable
+	// tpm not_applicable
 }
 
 // A directory that is not a publication: NOT VALID, the failed check naming the file and why.
