@@ -92,6 +92,12 @@ func TestTPMQuotedRun(t *testing.T) {
 	tb.cfg.Group = "root"
 	x := tb.executor()
 	x.Signer, x.Build, x.TPM = signer, &b, host
+	// Timestamped too (sigstore's timestamp authority): the TPM's ECDSA signature, as any.
+	tsaURL, tsaChain := testenv.TimestampAuthority(t)
+	tb.cfg.Timestamp = hostconfig.TimestampConfig{URL: tsaURL, Chain: tsaChain}
+	if x.TSA, err = tb.cfg.TSA(); err != nil {
+		t.Fatal(err)
+	}
 	dctx, stop := context.WithCancel(ctx)
 	d, err := New(dctx, tb.cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -132,7 +138,7 @@ func TestTPMQuotedRun(t *testing.T) {
 		out, err := exec.Command(cli, append([]string{"verify-publication", dir, "--key", pub}, extra...)...).CombinedOutput()
 		return string(out), err
 	}
-	tpmArgs := []string{"--tpm", enrollment, "--ek-ca", sw.RootCA, "--ek-intermediate", sw.Issuer}
+	tpmArgs := []string{"--tpm", enrollment, "--ek-ca", sw.RootCA, "--ek-intermediate", sw.Issuer, "--tsa-chain", tsaChain}
 	out, err := verifyPub(pubDir, tpmArgs...)
 	t.Logf("sealrun verify-publication --tpm:\n%s", out)
 	for _, want := range []string{"publication: VALID", "tpm: 1 run(s) quoted by the enrolled TPM", "and may not:"} {
@@ -141,7 +147,7 @@ func TestTPMQuotedRun(t *testing.T) {
 		}
 	}
 	// Without --tpm the quote stays unchecked: not valid, unless the reader allows it by name.
-	if out, err := verifyPub(pubDir); err == nil || !strings.Contains(out, "result.tpm.json: unchecked") && !strings.Contains(out, "checked only against the host's TPM enrollment") {
+	if out, err := verifyPub(pubDir, "--tsa-chain", tsaChain); err == nil || !strings.Contains(out, "result.tpm.json: unchecked") && !strings.Contains(out, "checked only against the host's TPM enrollment") {
 		t.Errorf("verify-publication without --tpm: %v\n%s", err, out)
 	}
 	// A quote forged in the publication, its sums rewritten: NOT VALID naming the run.
@@ -167,8 +173,27 @@ func TestTPMQuotedRun(t *testing.T) {
 		out, err := exec.Command(cli, args...).CombinedOutput()
 		return string(out), err
 	}
-	out, err = verifyRun(att)
+	out, err = verifyRun(att, "--tsa-chain", tsaChain)
 	t.Logf("sealrun verify --tpm:\n%s", out)
+	if err != nil || !strings.Contains(out, "timestamp  existed before") {
+		t.Errorf("the run's timestamp, over the TPM's signature: %v", err)
+	}
+	// sigstore-go (cosign v3's library) takes the bundle with the TPM's ECDSA key and a trusted
+	// root of the authority (VERIFY.md's recipe).
+	doc, _ := os.ReadFile("../attest/VERIFY.md")
+	_, rest, _ := strings.Cut(string(doc), "# trusted_root.json: the timestamp authority's chain")
+	_, rest, _ = strings.Cut(rest, "\n")
+	rootScript, _, _ := strings.Cut(rest, "```")
+	w := t.TempDir()
+	os.Symlink(tsaChain, filepath.Join(w, "tsa-chain.pem"))
+	rc := exec.Command("bash", "-euo", "pipefail", "-c", rootScript)
+	rc.Dir = w
+	if o, err := rc.CombinedOutput(); err != nil {
+		t.Fatalf("VERIFY.md's trusted root recipe: %v\n%s", err, o)
+	}
+	if o, _ := exec.Command(testenv.SigstoreVerify(t), attest.BundlePath(att), filepath.Join(w, "trusted_root.json"), pub).CombinedOutput(); !strings.Contains(string(o), "Verified OK") {
+		t.Errorf("sigstore-go on the TPM-signed, timestamped bundle: %s", o)
+	}
 	for _, want := range []string{": VALID", "quote by attestation key", "may be concluded:", "exists only in a TPM", "measured itself into PCR 23", "3 start(s) that boot", "the TPM maker's CA certified", "may not:", "what the boot measured into PCR(s) 0: they are quoted as it left them, and the host gave no event log"} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("sealrun verify --tpm: %v, no %q in\n%s", err, want, out)
@@ -187,7 +212,6 @@ func TestTPMQuotedRun(t *testing.T) {
 	}
 
 	// VERIFY.md's recipe, run as written.
-	doc, _ := os.ReadFile("../attest/VERIFY.md")
 	_, rest, ok := strings.Cut(string(doc), "jq -r .quote.attest result.tpm.json")
 	script, _, ok2 := strings.Cut("jq -r .quote.attest result.tpm.json"+rest, "```")
 	if !ok || !ok2 {
