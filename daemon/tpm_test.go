@@ -310,10 +310,21 @@ func TestTPMQuotedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h2.Close()
 	dir2 := run("run-tpm-2", h2)
 	if out, err := verifyRun(filepath.Join(dir2, "result.att.json")); err == nil || !strings.Contains(out, "NOT VALID (tpm)") || !strings.Contains(out, "(sealrund)") {
 		t.Errorf("a run made after another sealrund was measured: %v\n%s", err, out)
+	}
+	// The recorded sealrund starts again after it: its runs verify, and the verdict names the
+	// other build that started before it in that boot.
+	h2.Close()
+	h3, err := OpenTPM(tb.cfg, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h3.Close()
+	dir3 := run("run-tpm-3", h3)
+	if out, err := verifyRun(filepath.Join(dir3, "result.att.json")); err != nil || !strings.Contains(out, ": VALID") || !strings.Contains(out, "1 earlier start(s) that boot of another sealrund") {
+		t.Errorf("a run of the recorded sealrund, started again after another: %v\n%s", err, out)
 	}
 	// That run's quote, replayed beside the first run's attestation: another statement.
 	forge("another run's quote", "(nonce)", func(_ string, rq *tpm.RunQuote) {

@@ -135,6 +135,15 @@ func (h *hostTPM) check(v *attest.Verified, keyID string, rq *tpm.RunQuote, rebu
 	} else if rest != "" {
 		out.NotConcluded = append(out.NotConcluded, "what the boot measured into PCR(s) "+rest+": they are quoted as it left them, and the host gave no event log of them")
 	}
+	var earlier []string
+	for _, e := range q.Starts[:len(q.Starts)-1] {
+		if e.SHA256 != last.SHA256 {
+			earlier = append(earlier, short(e.SHA256)+" (version "+e.Version+")")
+		}
+	}
+	if len(earlier) > 0 {
+		out.NotConcluded = append(out.NotConcluded, fmt.Sprintf("what %d earlier start(s) that boot of another sealrund did before this one started: %s", len(earlier), strings.Join(earlier, ", ")))
+	}
 	if h.enrolled.EK == nil {
 		out.NotConcluded = append(out.NotConcluded, "whose TPM it is: its EK certificate was not checked against the maker's CA (--ek-ca)")
 	}
