@@ -217,16 +217,27 @@ func ReadEnrollment(path string) (*Enrollment, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(b) > MaxEnrollmentBytes {
+		return nil, fmt.Errorf("%s: over %d bytes; an enrollment is a few kilobytes", path, MaxEnrollmentBytes)
+	}
 	var e Enrollment
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
+	if err := decodeStrict(b, &e); err != nil {
 		return nil, fmt.Errorf("%s is not a TPM enrollment (sealrun tpm enroll writes one): %v", path, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: more after the enrollment's JSON", path)
-	}
 	return &e, nil
+}
+
+// decodeStrict reads one JSON value into v: no unknown member, nothing after it.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more after its JSON")
+	}
+	return nil
 }
 
 // CertPool reads PEM certificates (a TPM maker's CAs) into a pool; nil for no files.

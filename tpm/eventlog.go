@@ -89,13 +89,8 @@ func ParseEvent(line string) (*Event, error) {
 		return nil, fmt.Errorf("an event of %d bytes; at most %d", len(line), maxEventLine)
 	}
 	var e Event
-	d := json.NewDecoder(strings.NewReader(line))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&e); err != nil {
+	if err := decodeStrict([]byte(line), &e); err != nil {
 		return nil, fmt.Errorf("not an event: %v", err)
-	}
-	if d.More() {
-		return nil, errors.New("not an event: more after its JSON")
 	}
 	if b, err := hex.DecodeString(e.SHA256); err != nil || len(b) != sha256.Size {
 		return nil, fmt.Errorf("%q is not a SHA-256 digest", e.SHA256)
@@ -388,13 +383,8 @@ func ParseRunQuote(path string, b []byte) (*RunQuote, error) {
 		return nil, fmt.Errorf("%s: %d bytes; a run's TPM quote is at most %d", path, len(b), MaxRunQuoteBytes)
 	}
 	var rq RunQuote
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&rq); err != nil {
+	if err := decodeStrict(b, &rq); err != nil {
 		return nil, fmt.Errorf("%s: not a run's TPM quote: %v", path, err)
-	}
-	if d.More() {
-		return nil, fmt.Errorf("%s: more after the quote's JSON", path)
 	}
 	return &rq, nil
 }

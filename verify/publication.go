@@ -96,11 +96,8 @@ func Publication(dir string, o Options) (*Result, error) {
 			return nil, usageErr(opt.New("verify.Options", "AllowUnchecked", fmt.Sprintf("%q is not a pattern (%v); give a path in the publication, with * for any name, e.g. runs/*/witnessed.json", p, err)))
 		}
 	}
-	host, err := loadTPM(o.TPM)
-	var enrollFail *attest.VerificationFailure
-	if errors.As(err, &enrollFail) {
-		host = nil
-	} else if err != nil {
+	host, enrollFail, err := openTPM(o.TPM)
+	if err != nil {
 		return nil, err
 	}
 	r := &Result{Kind: "publication", Path: dir, Publication: &PublicationDetails{}}

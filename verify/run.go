@@ -126,11 +126,8 @@ func Run(att string, o RunOptions) (*Result, error) {
 	if o.Quorum == 0 {
 		o.Quorum = len(o.Witnesses)
 	}
-	host, err := loadTPM(o.TPM)
-	var enrollFail *attest.VerificationFailure
-	if errors.As(err, &enrollFail) {
-		host = nil
-	} else if err != nil {
+	host, enrollFail, err := openTPM(o.TPM)
+	if err != nil {
 		return nil, err
 	}
 	progress := o.Progress

@@ -42,6 +42,17 @@ type hostTPM struct {
 	ek       string
 }
 
+// openTPM is loadTPM for a check: an enrollment that does not verify is the check's failure
+// (failed), not an error; nil, nil without --tpm.
+func openTPM(o TPMOptions) (*hostTPM, *attest.VerificationFailure, error) {
+	h, err := loadTPM(o)
+	var vf *attest.VerificationFailure
+	if errors.As(err, &vf) {
+		return nil, vf, nil
+	}
+	return h, nil, err
+}
+
 // loadTPM reads and verifies the enrollment o names; a usage error where the options are
 // incomplete, a *attest.VerificationFailure where it does not verify.
 func loadTPM(o TPMOptions) (*hostTPM, error) {
