@@ -226,7 +226,7 @@ bios=${CGROUP2_GUEST_BIOS:-/usr/share/qemu/qboot.rom}
 [ -f "$bios" ] || die "no firmware $bios (Debian package qemu-system-data; make deps installs it)"
 swtpm socket --tpm2 --tpmstate dir="$tpm/state" --ctrl type=unixio,path="$tpm/swtpm.sock" --log file="$tpm/swtpm.log" &
 swtpm_pid=$!
-trap 'kill $swtpm_pid 2>/dev/null; [ "$keep" = 1 ] || [ "$own_work" = 0 ] || rm -rf "$work"' EXIT
+trap 'kill $swtpm_pid 2>/dev/null || true; [ "$keep" = 1 ] || [ "$own_work" = 0 ] || rm -rf "$work"' EXIT
 for _ in $(seq 100); do [ -S "$tpm/swtpm.sock" ] && break; sleep 0.1; done
 [ -S "$tpm/swtpm.sock" ] || die "swtpm did not make its socket $tpm/swtpm.sock ($(cat "$tpm/swtpm.log" 2>/dev/null))"
 set +e
@@ -240,7 +240,7 @@ timeout --foreground "$timeout_s" qemu-system-x86_64 -nodefaults -no-reboot -nog
 	-chardev "socket,id=chrtpm,path=$tpm/swtpm.sock" -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0 \
 	-serial stdio -monitor none 2>&1 | sed -u 's/^/guest| /'
 qrc=${PIPESTATUS[0]}
-kill $swtpm_pid 2>/dev/null
+kill $swtpm_pid 2>/dev/null || true
 set -e
 [ "$qrc" = 124 ] && die "the guest did not finish in ${timeout_s}s (CGROUP2_GUEST_TIMEOUT); its console is above"
 [ "$qrc" = 0 ] || die "qemu exited $qrc (console above)"
