@@ -26,7 +26,8 @@ test_packages=(
   slurmd          #   node daemon,
   slurm-client    #   sbatch, squeue, sacct, scontrol
   munge           #   and Slurm's authentication
-  qemu-system-x86 # make test-cgroup2 boots a cgroup-v2-only Debian guest (systemd as PID 1)
+  qemu-system-x86 # make test-cgroup2 boots a cgroup-v2-only Debian guest (systemd as PID 1), with qboot
+                  #   (qemu-system-data) as its firmware and a TPM of swtpm's
   lz4             #   and unpacks the Debian kernel's vmlinuz for qemu -kernel
   docker-registry # the CNCF distribution registry: images pin/pull/push tests against a real one
                   #   (TLS with a CA the test makes, htpasswd auth), installed with no service started
@@ -45,7 +46,7 @@ test_packages=(
                   #   ForceCommand (deploy/ssh) in the people test; installed with no service started
   swtpm           # a software TPM 2.0: package tpm's tests enroll, sign and quote with one of their own
   swtpm-tools     #   swtpm_setup and swtpm_localca: its EK certificates, from a CA the test makes
-  tpm2-tools      # tpm2_checkquote (nobody here wrote it) verifies sealrun's quotes in the interop test
+  tpm2-tools      # tpm2_checkquote and tpm2_eventlog (nobody here wrote them) check sealrun's quotes and boot-log replay
 )
 case "${1:-all}" in
   demo) packages=("${demo_packages[@]}") ;;
