@@ -72,6 +72,7 @@ func fullPredicate(t *testing.T, task bool) *attest.Statement {
 	p.Usage.Cost = &attest.Cost{Amount: price.Cost(p.Usage.Tokens), Price: price}
 	p.Human = &attest.Human{Person: attest.Person{Account: "bob", Key: "SHA256:k"}, Proctors: []string{"carol"}, AttachesOmitted: 1,
 		Attaches: []attest.HumanAttach{{Account: "root (uid 0)", Key: "SHA256:k", Role: "operator", Takeover: "fire drill", Start: p.Timeline.Started, End: p.Timeline.Started}}}
+	p.TPM = &attest.TPMInfo{AttestationKey: "ab", PCRs: []int{0, 23}, SealrundPCR: 23, None: "every field, to be printed"}
 	if task {
 		worst := 0.1
 		value := 0.9
