@@ -4,7 +4,6 @@ package daemon
 // quotes each run's statement with the TPM's attestation key (docs/TPM.md).
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -41,34 +40,34 @@ type HostTPM struct {
 
 // OpenTPM opens keys.signing's TPM, checks its keys are the enrollment's and measures sealrund
 // (build b) into [tpm] sealrund_pcr. The TPM stays open for as long as sealrund runs.
-func OpenTPM(cfg *hostconfig.Config, b *attest.Build) (*HostTPM, error) {
+func OpenTPM(cfg *hostconfig.Config, b *attest.Build) (_ *HostTPM, err error) {
 	dev := strings.TrimPrefix(cfg.Keys.Signing, attest.TPMPrefix)
 	t, err := tpm.Open(dev)
 	if err != nil {
 		return nil, fmt.Errorf("%s:keys.signing: TPM %s: %w", cfg.File, dev, err)
 	}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
 	keys, err := tpm.LoadKeys(t)
 	if err != nil {
-		t.Close()
 		return nil, fmt.Errorf("%s:keys.signing: TPM %s: %w", cfg.File, dev, err)
 	}
 	h := &HostTPM{dev: t, keys: keys, pcrs: cfg.TPM.QuotePCRs(), sealrundPCR: cfg.TPM.MeasurePCR()}
 	if err := checkEnrolled(keys, cfg.TPM.Enrollment); err != nil {
-		t.Close()
 		return nil, fmt.Errorf("%s:tpm.enrollment: %w", cfg.File, err)
 	}
 	if h.akID, err = tpm.AttestationKeyID(keys.AttestationKey()); err != nil {
-		t.Close()
 		return nil, err
 	}
 	if h.bootLog, err = readBootLog(bootLogPath(dev), keys, h.pcrs, h.sealrundPCR); err != nil {
-		t.Close()
 		return nil, fmt.Errorf("%s:tpm.pcrs: %w", cfg.File, err)
 	}
 	h.events, err = keys.Measure(filepath.Join(cfg.StateDir, TPMEventLog), tpm.Event{PCR: h.sealrundPCR, SHA256: b.DaemonSHA256, Type: tpm.EventSealrund,
 		Version: b.Version, Commit: b.Commit, Time: time.Now().UTC()})
 	if err != nil {
-		t.Close()
 		return nil, fmt.Errorf("measure sealrund into TPM %s: %w", dev, err)
 	}
 	return h, nil
@@ -108,22 +107,16 @@ func readBootLog(path string, keys *tpm.Keys, pcrs []int, sealrundPCR int) ([]by
 		// PCRs are unexplained.
 		return nil, nil
 	}
-	replayed := tpm.ReplayBoot(events)
+	now := map[int][]byte{}
 	for _, p := range pcrs {
-		if p == sealrundPCR {
-			continue
+		if p != sealrundPCR {
+			if now[p], err = keys.PCRValue(p); err != nil {
+				return nil, err
+			}
 		}
-		cur, err := keys.PCRValue(p)
-		if err != nil {
-			return nil, err
-		}
-		want, ok := replayed[p]
-		if !ok {
-			want, _ = tpm.Replay(nil, p)
-		}
-		if !bytes.Equal(cur, want) {
-			return nil, fmt.Errorf("PCR %d is %x, but the boot's event log (%s) gives %x: something extended it after the boot (leave it out of [tpm] pcrs, which readers hold to that log)", p, cur, path, want)
-		}
+	}
+	if err := tpm.CheckBootPCRs(events, now, sealrundPCR); err != nil {
+		return nil, fmt.Errorf("%v (%s): something extended it after the boot (leave it out of [tpm] pcrs, which readers hold to that log)", err, path)
 	}
 	return b, nil
 }

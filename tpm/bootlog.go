@@ -118,35 +118,66 @@ func specAlgorithms(data []byte) (map[uint16]int, error) {
 	return out, nil
 }
 
+// resetValue is a PCR's SHA-256 value at a TPM reset: zero, but all ones for PCRs 17 to 22 (the
+// dynamic root's, until it runs).
+func resetValue(pcr int) []byte {
+	v := make([]byte, sha256.Size)
+	if pcr >= 17 && pcr <= 22 {
+		for i := range v {
+			v[i] = 0xff
+		}
+	}
+	return v
+}
+
 // ReplayBoot is the SHA-256 value each PCR has after the boot's events, from its value at a TPM
-// reset (zero, or the locality a StartupLocality event names for PCR 0; PCRs 17 to 22 all ones).
-func ReplayBoot(events []BootEvent) map[int][]byte {
-	out := map[int][]byte{}
-	get := func(pcr int) []byte {
-		if v, ok := out[pcr]; ok {
-			return v
-		}
-		v := make([]byte, sha256.Size)
-		if pcr >= 17 && pcr <= 22 {
-			for i := range v {
-				v[i] = 0xff
-			}
-		}
-		out[pcr] = v
-		return v
+// reset (for PCR 0, the locality a StartupLocality event names).
+func ReplayBoot(events []BootEvent) [MaxPCRs][]byte {
+	var out [MaxPCRs][]byte
+	for p := range out {
+		out[p] = resetValue(p)
 	}
 	for _, e := range events {
 		if e.Type == evNoAction {
 			if e.PCR == 0 && len(e.Data) == len(startupLocSign)+1 && bytes.HasPrefix(e.Data, []byte(startupLocSign)) {
-				v := get(0)
-				v[sha256.Size-1] = e.Data[len(startupLocSign)]
+				out[0][sha256.Size-1] = e.Data[len(startupLocSign)]
 			}
 			continue
 		}
 		h := sha256.New()
-		h.Write(get(e.PCR))
+		h.Write(out[e.PCR])
 		h.Write(e.SHA256)
 		out[e.PCR] = h.Sum(nil)
+	}
+	return out
+}
+
+// CheckBootPCRs holds PCR values (by index) to what the boot's events give them: the first that
+// differs is an error naming it, both values and its events. skip is a PCR that is not the
+// boot's (sealrund's own), which the boot must not have extended.
+func CheckBootPCRs(events []BootEvent, values map[int][]byte, skip int) error {
+	counts := map[int]int{}
+	for _, e := range events {
+		if e.Type != evNoAction {
+			counts[e.PCR]++
+		}
+	}
+	if counts[skip] > 0 {
+		return fmt.Errorf("the boot's event log extends PCR %d, where sealrund measures itself", skip)
+	}
+	replayed := ReplayBoot(events)
+	for _, p := range sorted(mapKeys(values)) {
+		if p != skip && !bytes.Equal(values[p], replayed[p]) {
+			return fmt.Errorf("PCR %d is %x, but the boot's event log (%d events of it) gives %x", p, values[p], counts[p], replayed[p])
+		}
+	}
+	return nil
+}
+
+func mapKeys(m map[int][]byte) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
 	return out
 }

@@ -113,12 +113,7 @@ func eventLine(e Event) (string, error) {
 // Replay is the value the event lines of pcr give it from its value at a TPM reset (zero; PCRs
 // 17 to 22, the dynamic root's, are all ones until it runs): each line's SHA-256 extended.
 func Replay(lines []string, pcr int) ([]byte, error) {
-	v := make([]byte, sha256.Size)
-	if pcr >= 17 && pcr <= 22 {
-		for i := range v {
-			v[i] = 0xff
-		}
-	}
+	v := resetValue(pcr)
 	for i, l := range lines {
 		e, err := ParseEvent(l)
 		if err != nil {
@@ -311,13 +306,13 @@ func VerifyRunQuote(rq *RunQuote, ak *ecdsa.PublicKey, payload []byte, b Bound) 
 		return nil, failf(ReasonKey, "the statement names attestation key %s, not the enrollment's (%s)", b.AttestationKey, id)
 	}
 	nonce := sha256.Sum256(payload)
-	if err := VerifyQuote(&rq.Quote, ak, nonce[:]); err != nil {
+	a, err := verifyQuote(&rq.Quote, ak, nonce[:])
+	if err != nil {
 		return nil, err
 	}
 	if got := pcrIndexes(rq.Quote.PCRs); !slices.Equal(got, sorted(b.PCRs)) {
 		return nil, failf(ReasonPCR, "the quote covers PCRs %v; the statement names %v", got, b.PCRs)
 	}
-	a, _ := tpm2.Unmarshal[tpm2.TPMSAttest](rq.Quote.Attest) // VerifyQuote read it
 	out := &RunQuoted{ResetCount: a.ClockInfo.ResetCount, RestartCount: a.ClockInfo.RestartCount, PCRs: rq.Quote.PCRs}
 	if len(rq.Events) > MaxEvents {
 		return nil, failf(ReasonEventLog, "%d events; a boot's log holds at most %d", len(rq.Events), MaxEvents)
@@ -399,27 +394,18 @@ func checkBoot(rq *RunQuote, b Bound, out *RunQuoted) error {
 	if err != nil {
 		return failf(ReasonEventLog, "the boot's event log: %v", err)
 	}
-	replayed := ReplayBoot(events)
 	out.BootEvents = map[int]int{}
 	for _, e := range events {
 		if e.Type != evNoAction {
 			out.BootEvents[e.PCR]++
 		}
 	}
-	if out.BootEvents[b.SealrundPCR] > 0 {
-		return failf(ReasonEventLog, "the boot's event log extends PCR %d, where sealrund measures itself", b.SealrundPCR)
-	}
+	quoted := map[int][]byte{}
 	for _, p := range rq.Quote.PCRs {
-		if p.Index == b.SealrundPCR {
-			continue
-		}
-		want, ok := replayed[p.Index]
-		if !ok {
-			want, _ = Replay(nil, p.Index)
-		}
-		if hex.EncodeToString(want) != p.SHA256 {
-			return failf(ReasonEventLog, "the boot's event log (%d events of PCR %d) replays it to %x; the TPM quoted %s: the log is not this boot's, or was edited", out.BootEvents[p.Index], p.Index, want, p.SHA256)
-		}
+		quoted[p.Index], _ = hex.DecodeString(p.SHA256) // VerifyQuote checked them
+	}
+	if err := CheckBootPCRs(events, quoted, b.SealrundPCR); err != nil {
+		return failf(ReasonEventLog, "as quoted, %v: the log is not this boot's, or was edited", err)
 	}
 	return nil
 }

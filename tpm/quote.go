@@ -92,39 +92,45 @@ func selection(pcrs []int) (tpm2.TPMLPCRSelection, error) {
 // nonce (a quote made for another run, or replayed, has other), and that the PCR values it
 // carries are the ones quoted (one PCR changed changes their digest).
 func VerifyQuote(q *Quote, ak *ecdsa.PublicKey, nonce []byte) error {
+	_, err := verifyQuote(q, ak, nonce)
+	return err
+}
+
+// verifyQuote is VerifyQuote, returning the TPMS_ATTEST it verified.
+func verifyQuote(q *Quote, ak *ecdsa.PublicKey, nonce []byte) (*tpm2.TPMSAttest, error) {
 	a, err := checkAttest(q.Attest, q.Signature, ak, tpm2.TPMSTAttestQuote)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !bytes.Equal(a.ExtraData.Buffer, nonce) {
-		return failf(ReasonNonce, "the quote's qualifying data is %x, not %x: a quote made for something else, or replayed", a.ExtraData.Buffer, nonce)
+		return nil, failf(ReasonNonce, "the quote's qualifying data is %x, not %x: a quote made for something else, or replayed", a.ExtraData.Buffer, nonce)
 	}
 	info, err := a.Attested.Quote()
 	if err != nil {
-		return failf(ReasonForm, "not a quote: %v", err)
+		return nil, failf(ReasonForm, "not a quote: %v", err)
 	}
 	want, err := selection(pcrIndexes(q.PCRs))
 	if err != nil {
-		return failf(ReasonPCR, "the PCR values given: %v", err)
+		return nil, failf(ReasonPCR, "the PCR values given: %v", err)
 	}
 	if !bytes.Equal(tpm2.Marshal(&info.PCRSelect), tpm2.Marshal(&want)) {
-		return failf(ReasonPCR, "the quote covers other PCRs than the values given (%v)", pcrIndexes(q.PCRs))
+		return nil, failf(ReasonPCR, "the quote covers other PCRs than the values given (%v)", pcrIndexes(q.PCRs))
 	}
 	h := sha256.New()
 	for i, p := range q.PCRs {
 		if i > 0 && p.Index <= q.PCRs[i-1].Index {
-			return failf(ReasonPCR, "PCR values out of index order")
+			return nil, failf(ReasonPCR, "PCR values out of index order")
 		}
 		v, err := hex.DecodeString(p.SHA256)
 		if err != nil || len(v) != sha256.Size {
-			return failf(ReasonPCR, "PCR %d: %q is not a SHA-256 value", p.Index, p.SHA256)
+			return nil, failf(ReasonPCR, "PCR %d: %q is not a SHA-256 value", p.Index, p.SHA256)
 		}
 		h.Write(v)
 	}
 	if !bytes.Equal(h.Sum(nil), info.PCRDigest.Buffer) {
-		return failf(ReasonPCR, "the PCR values given are not the ones quoted (their digest differs): a PCR was changed")
+		return nil, failf(ReasonPCR, "the PCR values given are not the ones quoted (their digest differs): a PCR was changed")
 	}
-	return nil
+	return a, nil
 }
 
 func pcrIndexes(ps []PCR) []int {

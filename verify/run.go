@@ -252,7 +252,7 @@ func Run(att string, o RunOptions) (*Result, error) {
 			r.fail("tpm", Problem{File: attest.TPMQuoteFile, Reason: err.Error()})
 			break
 		}
-		t, err := host.check(got, got.KeyID, rq, r.Check("rebuild").Outcome == Passed)
+		t, err := host.check(got, rq, r.Check("rebuild").Outcome == Passed)
 		if errors.As(err, &vf) {
 			r.fail("tpm", Problem{Reason: vf.Detail})
 		} else if err != nil {

@@ -95,8 +95,8 @@ func loadTPM(o TPMOptions) (*hostTPM, error) {
 }
 
 // check checks one run's quote (rq, nil where its file is missing) against its verified
-// attestation v (signed by the key keyID).
-func (h *hostTPM) check(v *attest.Verified, keyID string, rq *tpm.RunQuote, rebuilt bool) (*TPM, error) {
+// attestation v.
+func (h *hostTPM) check(v *attest.Verified, rq *tpm.RunQuote, rebuilt bool) (*TPM, error) {
 	p := v.Statement.Predicate
 	fail := func(format string, a ...any) (*TPM, error) {
 		return nil, &attest.VerificationFailure{Reason: attest.ReasonTPM, Detail: fmt.Sprintf(format, a...)}
@@ -106,8 +106,8 @@ func (h *hostTPM) check(v *attest.Verified, keyID string, rq *tpm.RunQuote, rebu
 		return fail("the run's attestation says nothing of a TPM (made before hosts said so): no hardware root, and the host's enrollment was given")
 	case p.TPM.None != "":
 		return fail("the run has no TPM quote: its host says %q, and the host's enrollment was given", p.TPM.None)
-	case keyID != h.skID:
-		return fail("the attestation is signed by key %s, not by the enrollment's TPM signing key %s: it was not signed in that TPM", keyID, h.skID)
+	case v.KeyID != h.skID:
+		return fail("the attestation is signed by key %s, not by the enrollment's TPM signing key %s: it was not signed in that TPM", v.KeyID, h.skID)
 	case p.TPM.AttestationKey != h.akID:
 		return fail("the run names attestation key %s; the enrollment's is %s: another TPM quoted it", p.TPM.AttestationKey, h.akID)
 	case rq == nil:
@@ -245,7 +245,7 @@ func (c *checker) tpmRuns(meta publish.Publication, h *hostTPM) {
 				continue
 			}
 		}
-		t, err := h.check(v, v.KeyID, rq, false)
+		t, err := h.check(v, rq, false)
 		var vf *attest.VerificationFailure
 		if errors.As(err, &vf) {
 			c.bad("runs/%s: %s", id, vf.Detail)
