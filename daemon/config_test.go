@@ -286,7 +286,7 @@ func TestConfigTPM(t *testing.T) {
 		"a negative PCR":            {keys + "[tpm]\nenrollment = \"" + enr + "\"\npcrs = [-1, 23]\n", "sealrun.toml:tpm.pcrs: [-1 23]"},
 		"sealrund's PCR left out":   {keys + "[tpm]\nenrollment = \"" + enr + "\"\npcrs = [0, 7]\n", "sealrun.toml:tpm.pcrs: [0 7] leaves out PCR 23, where sealrund measures itself"},
 		"an unknown key":            {keys + "[tpm]\nenrollment = \"" + enr + "\"\ndevice = \"/dev/tpm0\"\n", "tpm.device"},
-		"not a table":               {keys + "tpm = 1\n", "tpm"},
+		"not a table":               {"tpm = 1\n" + keys, `(last key "tpm"): type mismatch for hostconfig.TPMConfig: expected table`},
 	} {
 		_, err := hostconfig.Parse("sealrun.toml", []byte(c.text))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -326,6 +326,34 @@ func TestTPMQuotedRun(t *testing.T) {
 	if out, err := verifyRun(filepath.Join(dir3, "result.att.json")); err != nil || !strings.Contains(out, ": VALID") || !strings.Contains(out, "1 earlier start(s) that boot of another sealrund") {
 		t.Errorf("a run of the recorded sealrund, started again after another: %v\n%s", err, out)
 	}
+	// The TPM fails the quote (here: its connection closed after sealrund measured itself):
+	// the host's fault, so the run is invalid, its attestation signed all the same and saying why,
+	// with no quote; a reader with --tpm refuses it.
+	h4, err := OpenTPM(tb.cfg, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h4.Close()
+	x4 := tb.executor()
+	x4.Journal, x4.Signer, x4.Build, x4.TPM = tb.journal, signer, &b, h4
+	agent, _ := controller.ParseAgent("openai/gpt-x@high")
+	o4, err := x4.Execute(ctx, RunSpec{ID: "run-tpm-4", Track: tb.track, Agent: agent, Seed: 1, Queued: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(o4.Status) != api.StateInvalid || !strings.Contains(o4.Reason, "TPM quote: ") {
+		t.Errorf("a quote the TPM failed: %s (%s); want invalid, the reason naming the quote", o4.Status, o4.Reason)
+	}
+	dir4 := filepath.Join(tb.state, "runs", "run-tpm-4")
+	if _, err := os.Stat(filepath.Join(dir4, attest.TPMQuoteFile)); !os.IsNotExist(err) {
+		t.Errorf("a run whose quote failed has %s: %v", attest.TPMQuoteFile, err)
+	}
+	if out, err := exec.Command(cli, "verify", filepath.Join(dir4, "result.att.json"), "--key", pub).CombinedOutput(); err != nil || !strings.Contains(string(out), "tpm        none: the TPM's quote failed") {
+		t.Errorf("its attestation, without --tpm: %v\n%s", err, out)
+	}
+	if out, err := verifyRun(filepath.Join(dir4, "result.att.json")); err == nil || !strings.Contains(out, "the run has no TPM quote") {
+		t.Errorf("its attestation, with --tpm: %v\n%s", err, out)
+	}
 	// That run's quote, replayed beside the first run's attestation: another statement.
 	forge("another run's quote", "(nonce)", func(_ string, rq *tpm.RunQuote) {
 		json.Unmarshal(mustRead(t, filepath.Join(dir2, attest.TPMQuoteFile)), rq)
